@@ -1,0 +1,33 @@
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test lint bench clean
+
+$(BIN)/python:
+	@command -v $(PY) >/dev/null 2>&1 || { echo "python3.11 not found; set PY=/path/to/python3.11"; exit 1; }
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# torch first: the CPU wheel (plain 'torch' would pull a multi-GB CUDA build)
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(BIN)/kb run
+
+test: install
+	$(BIN)/ruff check kb router ingest tests bench
+	$(BIN)/python -m pytest -q -x --durations=10
+
+bench: install
+	$(BIN)/kb bench financebench --data ../shared/data/financebench-dev
+	$(BIN)/kb bench docugami --data ../shared/data/docugami-10q
+
+clean:
+	rm -rf $(VENV) .kb

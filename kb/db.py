@@ -1,0 +1,198 @@
+"""Database foundation: embedded Postgres, the asyncpg pool (pgvector codec) and the migrator."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+import asyncpg
+import structlog
+from pgvector.asyncpg import register_vector
+
+from kb.errors import ConfigError, DatabaseError
+from kb.settings import DatabaseSettings
+
+log = structlog.get_logger("kb.db")
+
+SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+if not SQL_DIR.is_dir():  # installed (non-editable) layout
+    SQL_DIR = Path(__file__).resolve().parent / "sql"
+MIGRATION_LOCK_KEY = 7_351_100_001  # pg_advisory_lock key for migrations
+_MIGRATION_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+SQL_CREATE_MIGRATIONS = """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)"""
+SQL_APPLIED = "SELECT version FROM schema_migrations ORDER BY version"
+SQL_RECORD = "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)"
+SQL_SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM schema_migrations"
+SQL_VECTOR_EXT = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+SQL_AVAILABLE_VECTOR = "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"
+SQL_CHUNK_DIM = """
+SELECT atttypmod FROM pg_attribute
+WHERE attrelid = 'chunks'::regclass AND attname = 'embedding'"""
+
+
+# ---------------------------------------------------------------- embedded server
+def _embedded_pgdata(data_dir: Path) -> Path:
+    return data_dir / "pg"
+
+
+def embedded_major_version() -> str:
+    """Major version of the bundled Postgres binaries."""
+    import pgserver
+
+    out = pgserver.pg_config(["--version"])  # "PostgreSQL 18.3"
+    m = re.search(r"(\d+)", out)
+    return m.group(1) if m else "?"
+
+
+def check_pgdata_version(pgdata: Path) -> None:
+    """Refuse a data dir initialised by another Postgres major version (nothing is touched)."""
+    version_file = pgdata / "PG_VERSION"
+    if not version_file.exists():
+        return
+    theirs = version_file.read_text().strip()
+    ours = embedded_major_version()
+    if theirs != ours:
+        raise ConfigError(
+            f"KB_DATA_DIR={pgdata.parent}: the database in {pgdata} was created by PostgreSQL {theirs}, "
+            f"but the embedded server is PostgreSQL {ours}; use another KB_DATA_DIR or dump/restore (nothing was changed)"
+        )
+
+
+def start_embedded(data_dir: Path, *, keep_running: bool = True) -> str:
+    """Start (or attach to) the embedded Postgres in ``data_dir``; return its URI."""
+    import pgserver
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    pgdata = _embedded_pgdata(data_dir)
+    check_pgdata_version(pgdata)
+    try:
+        server = pgserver.get_server(pgdata, cleanup_mode=None if keep_running else "stop")
+    except Exception as exc:  # noqa: BLE001 - turned into one readable line
+        raise ConfigError(f"KB_DATA_DIR={data_dir}: embedded Postgres failed to start: {exc}") from exc
+    return server.get_uri()
+
+
+def embedded_status(data_dir: Path) -> dict[str, object]:
+    """Whether the embedded server in ``data_dir`` exists and runs (without starting it)."""
+    from pgserver.utils import PostmasterInfo
+
+    pgdata = _embedded_pgdata(data_dir)
+    info = PostmasterInfo.read_from_pgdata(pgdata) if pgdata.exists() else None
+    running = bool(info is not None and info.is_running())
+    return {
+        "data_dir": str(data_dir),
+        "initialised": (pgdata / "PG_VERSION").exists(),
+        "running": running,
+        "pid": info.pid if running and info else None,
+        "uri": info.get_uri() if running and info else None,
+    }
+
+
+def stop_embedded(data_dir: Path) -> bool:
+    """Stop the embedded server if it runs. Returns True when it was stopped."""
+    import os
+    import pwd
+
+    import pgserver
+
+    pgdata = _embedded_pgdata(data_dir)
+    if not embedded_status(data_dir)["running"]:
+        return False
+    user = "pgserver" if os.geteuid() == 0 else None
+    if user:
+        pwd.getpwnam(user)
+    pgserver.pg_ctl(["-w", "stop", "-m", "fast"], pgdata=pgdata, user=user)
+    return True
+
+
+def resolve_database_url(settings: DatabaseSettings) -> str:
+    """``KB_DATABASE_URL`` if set, else the embedded server's URI (started if needed)."""
+    if settings.url:
+        return settings.url
+    return start_embedded(settings.data_dir)
+
+
+# ---------------------------------------------------------------- pool
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    await register_vector(conn)
+
+
+async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
+    """Connect, make sure ``vector`` exists, and return a pool with the pgvector codec."""
+    try:
+        conn = await asyncpg.connect(url, timeout=15)
+    except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
+        raise ConfigError(f"KB_DATABASE_URL: cannot connect to the database ({type(exc).__name__}: {exc})") from exc
+    try:
+        if await conn.fetchval(SQL_VECTOR_EXT) is None:
+            if await conn.fetchval(SQL_AVAILABLE_VECTOR) is None:
+                raise ConfigError(
+                    "KB_DATABASE_URL: the database has no 'vector' extension (install pgvector >= 0.6)"
+                )
+            try:
+                await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            except asyncpg.PostgresError as exc:
+                raise ConfigError(
+                    f"KB_DATABASE_URL: cannot create extension 'vector' ({exc}); ask an admin to run CREATE EXTENSION vector"
+                ) from exc
+    finally:
+        await conn.close()
+    pool = await asyncpg.create_pool(url, min_size=min_size, max_size=max_size, init=_init_connection)
+    assert pool is not None
+    return pool
+
+
+# ---------------------------------------------------------------- migrator
+def migration_files(sql_dir: Path = SQL_DIR) -> list[tuple[int, str, Path]]:
+    """``sql/NNNN_name.sql`` files in version order."""
+    out = []
+    for path in sorted(sql_dir.glob("*.sql")):
+        m = _MIGRATION_FILE.match(path.name)
+        if m:
+            out.append((int(m.group(1)), m.group(2), path))
+    return out
+
+
+async def migrate(pool: asyncpg.Pool, *, embedding_dim: int, sql_dir: Path = SQL_DIR) -> list[int]:
+    """Apply pending migrations in order under an advisory lock; return versions applied.
+
+    The only substitution is ``{{EMBEDDING_DIM}}``, an integer from the configured embedder.
+    """
+    applied_now: list[int] = []
+    async with pool.acquire() as conn:
+        await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
+        try:
+            await conn.execute(SQL_CREATE_MIGRATIONS)
+            done = {r["version"] for r in await conn.fetch(SQL_APPLIED)}
+            for version, name, path in migration_files(sql_dir):
+                if version in done:
+                    continue
+                sql = path.read_text().replace("{{EMBEDDING_DIM}}", str(int(embedding_dim)))
+                async with conn.transaction():
+                    await conn.execute(sql)
+                    await conn.execute(SQL_RECORD, version, name)
+                applied_now.append(version)
+                log.info("db.migration_applied", version=version, name=name)
+            dim = await conn.fetchval(SQL_CHUNK_DIM)
+            if dim is not None and dim > 0 and dim != embedding_dim:
+                raise ConfigError(
+                    f"KB_EMBEDDING_MODEL: the database stores {dim}-d embeddings but the embedder gives "
+                    f"{embedding_dim}-d; use another database or re-create it"
+                )
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
+    return applied_now
+
+
+async def schema_version(pool: asyncpg.Pool) -> int:
+    try:
+        return int(await pool.fetchval(SQL_SCHEMA_VERSION))
+    except asyncpg.PostgresError as exc:
+        raise DatabaseError(f"schema version unavailable: {exc}") from exc

@@ -1,0 +1,66 @@
+"""Error hierarchy. Client errors carry an HTTP status; one handler maps them."""
+
+from __future__ import annotations
+
+
+class KBError(Exception):
+    """Base of every error the product raises on purpose."""
+
+    status_code = 500
+    title = "Internal error"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class ClientError(KBError):
+    status_code = 400
+    title = "Bad request"
+
+
+class ValidationError(ClientError):
+    status_code = 400
+    title = "Invalid request"
+
+
+class NotFoundError(ClientError):
+    status_code = 404
+    title = "Not found"
+
+
+class ConflictError(ClientError):
+    status_code = 409
+    title = "Conflict"
+
+
+class AuthError(ClientError):
+    status_code = 401
+    title = "Unauthorized"
+
+
+class ForbiddenError(ClientError):
+    status_code = 403
+    title = "Forbidden"
+
+
+class ConfigError(KBError):
+    """A setting is wrong; the process should exit with this one line."""
+
+    title = "Configuration error"
+
+
+class DatabaseError(KBError):
+    title = "Database error"
+
+
+class IngestError(KBError):
+    """A single file could not be ingested; carries a readable reason."""
+
+    title = "Ingest error"
+
+
+class LLMError(KBError):
+    """An LLM call failed after retries, or returned unusable output."""
+
+    title = "LLM error"

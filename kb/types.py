@@ -1,0 +1,96 @@
+"""Shared, frozen data types passed between layers (no behaviour, no I/O)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class PageText(msgspec.Struct, frozen=True):
+    """One physical PDF page (1-based ``number``) or one text unit."""
+
+    number: int
+    text: str
+    tokens: int
+
+
+class TocEntry(msgspec.Struct, frozen=True):
+    """A flat section list entry: structure code like ``1.2.3``, title, 1-based start page."""
+
+    structure: str
+    title: str
+    page: int | None = None
+    appear_start: bool = True
+
+
+class TreeNode(msgspec.Struct, frozen=True):
+    """One node of a document tree, as stored.
+
+    ``start``/``end`` are 1-based physical pages for PDFs, 1-based line numbers for
+    Markdown/text (``unit`` says which). ``path`` is the list of titles from the root.
+    """
+
+    node_id: str
+    parent_id: str | None
+    ordinal: int
+    level: int
+    title: str
+    start: int
+    end: int
+    text: str
+    summary: str
+    path: tuple[str, ...]
+    is_leaf: bool
+    unit: str = "page"
+
+
+class ChunkDraft(msgspec.Struct, frozen=True):
+    """A chunk of a leaf node before it is stored."""
+
+    node_id: str
+    ordinal: int
+    text: str
+    page: int | None
+    token_count: int
+    heading_path: str
+
+
+class DocumentTree(msgspec.Struct, frozen=True):
+    """Result of tree building for one file."""
+
+    nodes: tuple[TreeNode, ...]
+    page_count: int
+    source_mode: str  # "outline" | "toc_pages" | "toc_no_pages" | "no_toc" | "markdown" | "text"
+    unit: str = "page"
+    warnings: tuple[str, ...] = ()
+    llm_calls: int = 0
+
+
+class ChatUsage(msgspec.Struct, frozen=True):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached: bool = False
+
+
+class ChatResult(msgspec.Struct, frozen=True):
+    """One completed chat call. ``data`` holds parsed JSON for JSON-schema calls."""
+
+    text: str
+    data: Any = None
+    model: str = ""
+    usage: ChatUsage = ChatUsage()
+    duration_ms: float = 0.0
+
+
+class Citation(msgspec.Struct, frozen=True):
+    marker: int
+    doc_id: int
+    doc_name: str
+    node_id: str
+    section_path: str
+    pages: tuple[int, int]
+    text: str
+
+
+JSONDict = dict[str, Any]
