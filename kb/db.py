@@ -8,6 +8,8 @@ from pathlib import Path
 
 import asyncpg
 import structlog
+import numpy as np
+from pgvector import Vector
 from pgvector.asyncpg import register_vector
 
 from kb.errors import ConfigError, DatabaseError
@@ -120,8 +122,19 @@ def resolve_database_url(settings: DatabaseSettings) -> str:
 
 
 # ---------------------------------------------------------------- pool
+def _decode_vector(data: bytes) -> np.ndarray:
+    return Vector.from_binary(data).to_numpy()
+
+
+def _encode_vector(value: object) -> bytes:
+    return (value if isinstance(value, Vector) else Vector(value)).to_binary()
+
+
 async def _init_connection(conn: asyncpg.Connection) -> None:
+    """pgvector codec on every connection; vectors come back as float32 numpy arrays."""
     await register_vector(conn)
+    await conn.set_type_codec("vector", schema="public", encoder=_encode_vector, decoder=_decode_vector,
+                              format="binary")
 
 
 async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:

@@ -65,7 +65,7 @@ CREATE TABLE chunks (
     token_count integer NOT NULL,
     heading_path text NOT NULL DEFAULT '',
     embedding   vector({{EMBEDDING_DIM}}) NOT NULL,
-    tsv         tsvector NOT NULL,
+    tsv         tsvector GENERATED ALWAYS AS (to_tsvector('english', heading_path || ' ' || text)) STORED,
     FOREIGN KEY (document_id, node_id) REFERENCES nodes(document_id, node_id) ON DELETE CASCADE
 );
 CREATE INDEX chunks_doc_node_idx ON chunks (document_id, node_id);

@@ -7,7 +7,7 @@ import hashlib
 import json
 import random
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import openai
 import structlog
@@ -16,6 +16,9 @@ from kb.errors import LLMError
 from kb.providers.jsonparse import parse_json_reply
 from kb.settings import LLMSettings
 from kb.types import ChatResult, ChatUsage
+
+if TYPE_CHECKING:
+    from kb.providers.base import ChatModel
 
 log = structlog.get_logger("kb.llm")
 
@@ -53,6 +56,16 @@ def prompt_hash(model: str, system: str, prompt: str, schema: dict[str, Any] | N
 
 
 _RETRYABLE = (openai.RateLimitError, openai.APITimeoutError, openai.APIConnectionError, openai.InternalServerError)
+
+
+def _retry_after(exc: Exception) -> float | None:
+    """Seconds from a 429's ``Retry-After`` header, if any."""
+    response = getattr(exc, "response", None)
+    value = response.headers.get("retry-after") if response is not None else None
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
 
 
 class OpenAIChatModel:
@@ -102,9 +115,12 @@ class OpenAIChatModel:
                 await self._store.record(purpose, self.model_id, phash, failed, False)
             raise
         if self._store is not None:
-            await self._store.record(purpose, self.model_id, phash, result, True)
-            if self._settings.cache:
-                await self._store.put(self.model_id, phash, result)
+            try:
+                await self._store.record(purpose, self.model_id, phash, result, True)
+                if self._settings.cache:
+                    await self._store.put(self.model_id, phash, result)
+            except Exception as exc:  # noqa: BLE001 - a usage-log failure must not lose the answer
+                log.error("llm.store_failed", purpose=purpose, error=str(exc))
         return result
 
     def _response_format(self, schema: dict[str, Any]) -> dict[str, Any]:
@@ -118,7 +134,8 @@ class OpenAIChatModel:
         messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
         attempts = max(1, self._settings.max_retries + 1)
         last: Exception | None = None
-        for attempt in range(attempts):
+        attempt = 0
+        while attempt < attempts:
             kwargs: dict[str, Any] = {"model": self.model_id, "messages": messages, "temperature": 0}
             if schema is not None:
                 kwargs["response_format"] = self._response_format(schema)
@@ -127,6 +144,8 @@ class OpenAIChatModel:
                     resp = await self._client.chat.completions.create(**kwargs)
                 text = (resp.choices[0].message.content or "") if resp.choices else ""
                 data = parse_json_reply(text) if schema is not None else None
+                if schema is not None and schema.get("type") == "object" and not isinstance(data, dict):
+                    raise LLMError(f"{purpose}: reply is JSON but not an object")
                 usage = ChatUsage(
                     prompt_tokens=getattr(resp.usage, "prompt_tokens", 0) or 0,
                     completion_tokens=getattr(resp.usage, "completion_tokens", 0) or 0,
@@ -139,15 +158,60 @@ class OpenAIChatModel:
                 if schema is not None and self._json_mode == "json_schema" and "response_format" in str(exc):
                     self._json_mode = "json_object"
                     log.warning("llm.json_schema_unsupported", purpose=purpose)
-                    continue
+                    continue  # the downgrade does not use up an attempt
                 raise LLMError(f"{purpose}: request rejected: {exc}") from exc
             except (*_RETRYABLE, LLMError) as exc:
                 last = exc
-                if attempt + 1 >= attempts:
+                attempt += 1
+                if attempt >= attempts:
                     break
-                delay = min(8.0, 0.25 * (2**attempt)) * (0.5 + random.random())
+                delay = min(8.0, 0.25 * (2 ** (attempt - 1))) * (0.5 + random.random())
+                retry_after = _retry_after(exc)
+                if retry_after is not None:
+                    delay = min(retry_after, 30.0)
                 log.warning("llm.retry", purpose=purpose, attempt=attempt + 1, error=type(exc).__name__, delay_s=round(delay, 2))
                 await asyncio.sleep(delay)
             except openai.APIError as exc:
                 raise LLMError(f"{purpose}: {exc}") from exc
         raise LLMError(f"{purpose}: failed after {attempts} attempts: {type(last).__name__}: {last}")
+
+
+class CountingChat:
+    """Wraps a ChatModel for one unit of work (a document, a query) and counts calls and tokens."""
+
+    def __init__(self, inner: ChatModel) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.offline = inner.offline
+        self.calls = 0
+        self.failed = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.cached = 0
+
+    def _count(self, res: ChatResult) -> ChatResult:
+        self.prompt_tokens += res.usage.prompt_tokens
+        self.completion_tokens += res.usage.completion_tokens
+        self.cached += int(res.usage.cached)
+        return res
+
+    async def complete_json(self, *, purpose: str, system: str, prompt: str, schema: dict[str, Any]) -> ChatResult:
+        self.calls += 1
+        try:
+            return self._count(await self.inner.complete_json(purpose=purpose, system=system, prompt=prompt,
+                                                              schema=schema))
+        except LLMError:
+            self.failed += 1
+            raise
+
+    async def complete_text(self, *, purpose: str, system: str, prompt: str) -> ChatResult:
+        self.calls += 1
+        try:
+            return self._count(await self.inner.complete_text(purpose=purpose, system=system, prompt=prompt))
+        except LLMError:
+            self.failed += 1
+            raise
+
+    def usage(self) -> dict[str, int]:
+        return {"calls": self.calls, "failed": self.failed, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "cached": self.cached}

@@ -41,12 +41,19 @@ def parse_json_reply(text: str) -> Any:
     """Parse the first JSON object/array in ``text``; raise ``LLMError`` if there is none."""
     candidates: list[str] = [text.strip()]
     candidates += [m.group(1).strip() for m in _FENCE.finditer(text)]
-    for pos, ch in enumerate(text):
+    pos = 0
+    while pos < len(text):  # every balanced block, objects and arrays, in order
+        ch = text[pos]
         if ch in "{[":
             block = _balanced(text, pos)
             if block:
                 candidates.append(block)
-                break
+                if ch == "{":
+                    pos += len(block)
+                    continue
+        pos += 1
+    objects = [c for c in candidates if c.startswith("{")]
+    candidates = [candidates[0], *objects, *[c for c in candidates[1:] if not c.startswith("{")]]
     for cand in candidates:
         for variant in (cand, _TRAILING_COMMA.sub(r"\1", cand), cand.replace("None", "null")):
             try:

@@ -1,0 +1,61 @@
+"""Embeddings with a Postgres cache keyed by (model, sha256(text))."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+
+import asyncpg
+import numpy as np
+import structlog
+
+from kb.providers import Embedder
+
+log = structlog.get_logger("ingest.embedding")
+
+SQL_CACHE_LOOKUP = "SELECT sha256, embedding FROM embedding_cache WHERE model = $1 AND sha256 = ANY($2::text[])"
+SQL_CACHE_STORE = """
+INSERT INTO embedding_cache (model, sha256, embedding) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"""
+
+
+def text_sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
+
+
+class CachedEmbedder:
+    """Embeds texts, reusing vectors already computed for the same model and text."""
+
+    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, batch: int = 256) -> None:
+        self.pool = pool
+        self.embedder = embedder
+        self.batch = batch
+        self.hits = 0
+        self.misses = 0
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        """Vectors for ``texts`` in order (float32, normalised)."""
+        dim = self.embedder.dimension
+        out = np.zeros((len(texts), dim), dtype=np.float32)
+        if not texts:
+            return out
+        shas = [text_sha(t) for t in texts]
+        found: dict[str, np.ndarray] = {}
+        model = self.embedder.model_id
+        unique = list(dict.fromkeys(shas))
+        for i in range(0, len(unique), 5000):
+            for row in await self.pool.fetch(SQL_CACHE_LOOKUP, model, unique[i : i + 5000]):
+                found[row["sha256"]] = np.asarray(row["embedding"], dtype=np.float32)
+        missing = [(sha, texts[i]) for i, sha in enumerate(shas) if sha not in found]
+        missing = list(dict(missing).items())
+        self.hits += len(texts) - len(missing)
+        self.misses += len(missing)
+        for i in range(0, len(missing), self.batch):
+            part = missing[i : i + self.batch]
+            vecs = await asyncio.to_thread(self.embedder.embed_batch, [t for _, t in part])
+            for (sha, _), vec in zip(part, vecs, strict=True):
+                found[sha] = vec
+            async with self.pool.acquire() as conn:
+                await conn.executemany(SQL_CACHE_STORE, [(model, sha, found[sha]) for sha, _ in part])
+        for i, sha in enumerate(shas):
+            out[i] = found[sha]
+        return out

@@ -1,0 +1,262 @@
+"""Folder ingest as jobs in Postgres, claimed by any number of workers with FOR UPDATE SKIP LOCKED."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from concurrent.futures import Executor
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import msgspec
+import structlog
+
+from kb.errors import NotFoundError, ValidationError
+
+from ingest.metadata import load_folder_metadata
+from ingest.pipeline import SUPPORTED, IngestContext, ingest_file
+
+log = structlog.get_logger("ingest.jobs")
+
+SQL_CREATE_JOB = """
+INSERT INTO ingest_jobs (collection_id, root_path, recursive, metadata_path) VALUES ($1, $2, $3, $4) RETURNING id"""
+SQL_ADD_ITEM = """
+INSERT INTO ingest_job_items (job_id, path, name, status, error, finished_at)
+VALUES ($1, $2, $3, $4, $5, CASE WHEN $4 = 'pending' THEN NULL ELSE now() END)"""
+SQL_CLAIM = """
+WITH next AS (
+    SELECT i.id FROM ingest_job_items i
+    WHERE i.status = 'pending'
+       OR (i.status = 'running' AND i.heartbeat_at < now() - make_interval(secs => $2))
+    ORDER BY i.job_id, i.id
+    FOR UPDATE SKIP LOCKED LIMIT 1
+)
+UPDATE ingest_job_items i SET status = 'running', worker = $1, heartbeat_at = now(), attempts = i.attempts + 1
+FROM next WHERE i.id = next.id
+RETURNING i.id, i.job_id, i.path, i.name, i.attempts"""
+SQL_JOB_FOR_ITEM = """
+SELECT j.id, j.collection_id, j.root_path, j.metadata_path, j.status FROM ingest_jobs j WHERE j.id = $1"""
+SQL_JOB_RUNNING = """
+UPDATE ingest_jobs SET status = 'running', started_at = coalesce(started_at, now()) WHERE id = $1"""
+SQL_HEARTBEAT = "UPDATE ingest_job_items SET heartbeat_at = now() WHERE id = $1 AND worker = $2"
+SQL_FINISH_ITEM = """
+UPDATE ingest_job_items SET status = $2, error = $3, document_id = $4, pages = $5, chunks = $6, seconds = $7,
+       finished_at = now() WHERE id = $1"""
+SQL_MAYBE_FINISH_JOB = """
+UPDATE ingest_jobs j SET status = 'done', finished_at = now()
+WHERE j.id = $1 AND j.status <> 'done'
+  AND NOT EXISTS (SELECT 1 FROM ingest_job_items i WHERE i.job_id = j.id AND i.status IN ('pending', 'running'))"""
+SQL_GET_JOB = """
+SELECT j.id, c.name AS collection, j.root_path, j.recursive, j.status, j.error, j.created_at, j.started_at,
+       j.finished_at
+FROM ingest_jobs j JOIN collections c ON c.id = j.collection_id WHERE j.id = $1"""
+SQL_JOB_ITEMS = """
+SELECT name, path, status, error, document_id, pages, chunks, seconds, attempts
+FROM ingest_job_items WHERE job_id = $1 ORDER BY id"""
+SQL_LIST_JOBS = "SELECT id FROM ingest_jobs ORDER BY id DESC LIMIT $1"
+SQL_PENDING_WORK = """
+SELECT count(*) FROM ingest_job_items WHERE status = 'pending'
+   OR (status = 'running' AND heartbeat_at < now() - make_interval(secs => $1))"""
+
+
+class JobItem(msgspec.Struct, frozen=True):
+    name: str
+    path: str
+    status: str
+    error: str | None
+    document_id: int | None
+    pages: int
+    chunks: int
+    seconds: float | None
+    attempts: int
+
+
+class JobStatus(msgspec.Struct, frozen=True):
+    id: int
+    collection: str
+    root_path: str
+    recursive: bool
+    status: str
+    error: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    counts: dict[str, int]
+    files: int
+    pages: int
+    chunks: int
+    pages_per_s: float | None
+    items: list[JobItem]
+
+
+def resolve_ingest_path(root: Path, path: str) -> Path:
+    """Resolve ``path`` (relative to ``root`` or absolute) and require it inside ``root``.
+
+    Symlinks are resolved first, so neither ``..`` nor a link can escape the root.
+    """
+    raw = Path(path).expanduser()
+    candidate = (raw if raw.is_absolute() else root / raw).resolve()
+    root = root.resolve()
+    if candidate != root and root not in candidate.parents:
+        raise ValidationError(f"path {path!r} is outside the ingest root (KB_INGEST_ROOT={root})")
+    if not candidate.exists():
+        raise NotFoundError(f"path {path!r} does not exist")
+    return candidate
+
+
+def enumerate_files(root: Path, recursive: bool) -> list[tuple[Path, str]]:
+    """(file, document name) pairs; names are paths relative to the folder, so duplicates cannot collide."""
+    if root.is_file():
+        return [(root, root.name)]
+    pattern = "**/*" if recursive else "*"
+    out = []
+    for p in sorted(root.glob(pattern)):
+        if not p.is_file() or p.name.startswith(".") or p.name.endswith(".meta.json"):
+            continue
+        if p.name in {"metadata.jsonl", "metadata.csv", "documents.jsonl", "questions.jsonl"} and p.parent == root:
+            continue
+        out.append((p, p.relative_to(root).as_posix()))
+    return out
+
+
+async def create_job(pool: asyncpg.Pool, *, collection_id: int, path: Path, recursive: bool = False,
+                     metadata_path: Path | None = None) -> int:
+    """Create a job with one item per file; unsupported files are recorded as such right away."""
+    files = await asyncio.to_thread(enumerate_files, path, recursive)
+    async with pool.acquire() as conn, conn.transaction():
+        job_id = await conn.fetchval(SQL_CREATE_JOB, collection_id, str(path), recursive,
+                                     str(metadata_path) if metadata_path else None)
+        for file, name in files:
+            supported = file.suffix.lower() in SUPPORTED
+            await conn.execute(SQL_ADD_ITEM, job_id, str(file), name,
+                               "pending" if supported else "unsupported",
+                               None if supported else f"unsupported file type {file.suffix or '(none)'}")
+        await conn.execute(SQL_MAYBE_FINISH_JOB, job_id)
+    log.info("jobs.created", job_id=job_id, files=len(files), path=str(path))
+    return int(job_id)
+
+
+async def get_job(pool: asyncpg.Pool, job_id: int) -> JobStatus:
+    row = await pool.fetchrow(SQL_GET_JOB, job_id)
+    if row is None:
+        raise NotFoundError(f"job {job_id} does not exist")
+    items = [JobItem(**dict(r)) for r in await pool.fetch(SQL_JOB_ITEMS, job_id)]
+    counts: dict[str, int] = {}
+    for it in items:
+        counts[it.status] = counts.get(it.status, 0) + 1
+    pages = sum(it.pages for it in items if it.status == "ok")
+    busy = sum(it.seconds or 0.0 for it in items if it.status in {"ok", "failed"})
+    started, finished = row["started_at"], row["finished_at"]
+    wall = None
+    if started is not None:
+        end = finished or datetime.now(started.tzinfo)
+        wall = max((end - started).total_seconds(), 1e-6)
+    rate = pages / wall if wall and pages else (pages / busy if busy else None)
+    return JobStatus(**dict(row), counts=counts, files=len(items), pages=pages,
+                     chunks=sum(it.chunks for it in items), pages_per_s=round(rate, 3) if rate else None,
+                     items=items)
+
+
+async def list_jobs(pool: asyncpg.Pool, limit: int = 20) -> list[JobStatus]:
+    return [await get_job(pool, r["id"]) for r in await pool.fetch(SQL_LIST_JOBS, limit)]
+
+
+class Worker:
+    """Claims job items one at a time and ingests them; several may run per process and per machine."""
+
+    def __init__(self, ctx: IngestContext, *, concurrency: int = 1, stale_s: int = 120, poll_s: float = 1.0) -> None:
+        self.ctx = ctx
+        self.concurrency = max(1, concurrency)
+        self.stale_s = stale_s
+        self.poll_s = poll_s
+        self.name = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
+        self._meta_cache: dict[tuple[str, str | None], dict[str, Any]] = {}
+
+    async def run(self, stop: asyncio.Event, *, until_empty: bool = False) -> int:
+        """Process items until ``stop`` is set (or, with ``until_empty``, no work is left). Returns items done."""
+        results = await asyncio.gather(*(self._loop(stop, until_empty) for _ in range(self.concurrency)))
+        return sum(results)
+
+    async def _loop(self, stop: asyncio.Event, until_empty: bool) -> int:
+        done = 0
+        while not stop.is_set():
+            try:
+                claimed = await self.run_one()
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                log.error("worker.claim_failed", error=str(exc))
+                claimed = False
+            if claimed:
+                done += 1
+                continue
+            if until_empty:
+                break
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=self.poll_s)
+            except TimeoutError:
+                pass
+        return done
+
+    async def pending(self) -> int:
+        return int(await self.ctx.pool.fetchval(SQL_PENDING_WORK, self.stale_s))
+
+    async def run_one(self) -> bool:
+        """Claim and process one item. Returns False when there was nothing to claim."""
+        pool = self.ctx.pool
+        item = await pool.fetchrow(SQL_CLAIM, self.name, self.stale_s)
+        if item is None:
+            return False
+        job = await pool.fetchrow(SQL_JOB_FOR_ITEM, item["job_id"])
+        await pool.execute(SQL_JOB_RUNNING, item["job_id"])
+        log.info("worker.item_claimed", job_id=item["job_id"], name=item["name"], attempt=item["attempts"])
+        beat = asyncio.create_task(self._heartbeat(item["id"]))
+        started = time.perf_counter()
+        try:
+            meta = await self._folder_metadata(job["root_path"], job["metadata_path"])
+            stem = Path(item["name"]).stem
+            outcome = await ingest_file(
+                self.ctx, Path(item["path"]), name=item["name"], collection_id=job["collection_id"],
+                folder_metadata=meta.get(stem) or meta.get(item["name"]) or {},
+            )
+            status, error = outcome.status, outcome.error
+            doc_id, pages, chunks = outcome.document_id, outcome.pages, outcome.chunks
+        except Exception as exc:  # noqa: BLE001 - one broken file must not stop the job
+            log.exception("worker.item_crashed", name=item["name"])
+            status, error, doc_id, pages, chunks = "failed", f"internal error: {type(exc).__name__}: {exc}", None, 0, 0
+        finally:
+            beat.cancel()
+        await pool.execute(SQL_FINISH_ITEM, item["id"], status, error, doc_id, pages, chunks,
+                           time.perf_counter() - started)
+        await pool.execute(SQL_MAYBE_FINISH_JOB, item["job_id"])
+        return True
+
+    async def _heartbeat(self, item_id: int) -> None:
+        while True:
+            await asyncio.sleep(max(1.0, self.stale_s / 4))
+            try:
+                await self.ctx.pool.execute(SQL_HEARTBEAT, item_id, self.name)
+            except (OSError, asyncpg.PostgresError) as exc:
+                log.warning("worker.heartbeat_failed", error=str(exc))
+
+    async def _folder_metadata(self, root: str, metadata_path: str | None) -> dict[str, Any]:
+        key = (root, metadata_path)
+        if key not in self._meta_cache:
+            folder = Path(root)
+            folder = folder if folder.is_dir() else folder.parent
+            self._meta_cache[key] = await asyncio.to_thread(
+                load_folder_metadata, folder, Path(metadata_path) if metadata_path else None
+            )
+        return self._meta_cache[key]
+
+
+def make_executor(workers: int) -> Executor | None:
+    """A process pool for parsing (spawned, so it is safe beside threads and asyncio)."""
+    if workers <= 0:
+        return None
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))

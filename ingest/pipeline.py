@@ -1,0 +1,204 @@
+"""One file → one stored document: parse, tree, summaries, metadata, description, chunks, embeddings, write."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Mapping
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import msgspec
+import structlog
+
+from kb.errors import IngestError, LLMError
+from kb.providers import ChatModel
+from kb.providers.chat import CountingChat
+from kb.settings import IngestSettings
+from kb.types import DocumentTree
+
+from ingest.describe import describe_document
+from ingest.embedding import CachedEmbedder
+from ingest.metadata import extract_metadata, merge_metadata, parse_front_matter, read_sidecar
+from ingest.chunker import chunk_tree
+from ingest.markdown_tree import build_markdown_tree, build_text_tree, decode_text_file
+from ingest.pdf_tree import ParsedPdf, build_pdf_tree, read_pdf
+from ingest.store import NewDocument, find_existing, write_document
+from ingest.summaries import summarize_tree
+
+log = structlog.get_logger("ingest.pipeline")
+
+SUPPORTED: dict[str, str] = {".pdf": "pdf", ".md": "markdown", ".markdown": "markdown", ".txt": "text"}
+
+
+class ParsedFile(msgspec.Struct, frozen=True):
+    """What the parser process returns (picklable)."""
+
+    kind: str
+    pdf: ParsedPdf | None = None
+    text: str | None = None
+    front_matter: dict[str, Any] = {}
+    warnings: tuple[str, ...] = ()
+
+
+class IngestOutcome(msgspec.Struct, frozen=True):
+    name: str
+    status: str  # ok | skipped | failed | unsupported
+    document_id: int | None = None
+    pages: int = 0
+    chunks: int = 0
+    nodes: int = 0
+    seconds: float = 0.0
+    tree_mode: str = ""
+    llm_calls: int = 0
+    error: str | None = None
+    warnings: tuple[str, ...] = ()
+
+
+def file_kind(path: Path) -> str | None:
+    return SUPPORTED.get(path.suffix.lower())
+
+
+def parse_file(path: str, kind: str) -> ParsedFile:
+    """Parse a file into pages or text. Runs in a worker process; raises ``IngestError``."""
+    p = Path(path)
+    if kind == "pdf":
+        return ParsedFile(kind=kind, pdf=read_pdf(p))
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError as exc:
+        raise IngestError("file vanished before it could be read") from exc
+    text, warnings = decode_text_file(data)
+    front: dict[str, Any] = {}
+    if kind == "markdown":
+        front, _ = parse_front_matter(text)
+    return ParsedFile(kind=kind, text=text, front_matter=front, warnings=tuple(warnings))
+
+
+@dataclass
+class IngestContext:
+    pool: asyncpg.Pool
+    embedder: CachedEmbedder
+    chat: ChatModel
+    settings: IngestSettings
+    executor: Executor | None = None  # process pool for parsing; None → a thread
+
+
+async def _parse(ctx: IngestContext, path: Path, kind: str) -> ParsedFile:
+    loop = asyncio.get_running_loop()
+    if ctx.executor is not None:
+        return await loop.run_in_executor(ctx.executor, parse_file, str(path), kind)
+    return await asyncio.to_thread(parse_file, str(path), kind)
+
+
+async def build_tree(parsed: ParsedFile, chat: ChatModel, settings: IngestSettings, title: str) -> DocumentTree:
+    if parsed.kind == "pdf":
+        assert parsed.pdf is not None
+        return await build_pdf_tree(parsed.pdf, chat, settings)
+    text = parsed.text or ""
+    if parsed.kind == "markdown":
+        tree = build_markdown_tree(text, settings, title=title)
+    else:
+        tree = build_text_tree(text, settings, title=title)
+    if parsed.warnings:
+        tree = msgspec.structs.replace(tree, warnings=tuple(tree.warnings) + parsed.warnings)
+    return tree
+
+
+def _first_pages_text(parsed: ParsedFile, n: int = 3) -> str:
+    if parsed.pdf is not None:
+        return "\n".join(p.text for p in parsed.pdf.pages[:n])
+    return (parsed.text or "")[:8000]
+
+
+def _title(tree: DocumentTree, meta: Mapping[str, Any], name: str) -> str:
+    for key in ("title", "doc_name", "name"):
+        if meta.get(key):
+            return str(meta[key])
+    return Path(name).stem
+
+
+def embed_text_for_chunk(doc_label: str, heading_path: str, text: str) -> str:
+    """The text a chunk is embedded as: document label and section path give context to bare tables."""
+    return f"{doc_label} | {heading_path}\n{text}"
+
+
+def doc_label(meta: Mapping[str, Any], title: str) -> str:
+    parts = [str(meta[k]) for k in ("company", "doc_type", "fiscal_year", "fiscal_quarter", "doc_period") if meta.get(k)]
+    return " ".join(dict.fromkeys([*parts, title]))
+
+
+async def ingest_file(
+    ctx: IngestContext,
+    path: Path,
+    *,
+    name: str,
+    collection_id: int,
+    folder_metadata: Mapping[str, Any] | None = None,
+) -> IngestOutcome:
+    """Ingest one file into a collection. Never raises for bad input: returns a failed outcome."""
+    started = time.perf_counter()
+    kind = file_kind(path)
+    if kind is None:
+        return IngestOutcome(name=name, status="unsupported", error=f"unsupported file type {path.suffix or '(none)'}")
+    try:
+        data = await asyncio.to_thread(path.read_bytes)
+    except FileNotFoundError:
+        return IngestOutcome(name=name, status="failed", error="file vanished before it could be read")
+    except OSError as exc:
+        return IngestOutcome(name=name, status="failed", error=f"cannot read file: {exc.strerror or exc}")
+    sha = hashlib.sha256(data).hexdigest()
+    del data
+    existing = await find_existing(ctx.pool, collection_id, name, sha)
+    if existing and existing[0] == "same":
+        return IngestOutcome(name=name, status="skipped", document_id=existing[1], error="unchanged (same sha256)")
+    chat = CountingChat(ctx.chat)
+    try:
+        parsed = await _parse(ctx, path, kind)
+        tree = await build_tree(parsed, chat, ctx.settings, Path(name).stem)
+        tree = await summarize_tree(tree, chat, ctx.settings)
+        sidecar = await asyncio.to_thread(read_sidecar, path)
+        auto = extract_metadata(_first_pages_text(parsed), file_name=path.name,
+                                title_hint=tree.nodes[0].title if tree.nodes else None)
+        meta = merge_metadata(folder_metadata or {}, sidecar, parsed.front_matter, auto)
+        title = _title(tree, meta, name)
+        description = await describe_document(tree, meta, name, chat)
+        page_texts = {p.number: p.text for p in parsed.pdf.pages} if parsed.pdf is not None else None
+        chunks = chunk_tree(tree, ctx.settings, page_texts)
+        label = doc_label(meta, title)
+        chunk_vecs = await ctx.embedder.embed(
+            [embed_text_for_chunk(label, c.heading_path, c.text) for c in chunks]
+        )
+        node_vecs = await ctx.embedder.embed([f"{label} | {' > '.join(n.path)}: {n.summary}" for n in tree.nodes])
+        desc_vec = (await ctx.embedder.embed([f"{title}. {description}"]))[0]
+        doc_id = await write_document(
+            ctx.pool,
+            NewDocument(
+                collection_id=collection_id, name=name, source_path=str(path), sha256=sha, file_type=kind,
+                metadata=meta, title=title, description=description, description_embedding=desc_vec,
+                tree=tree, node_embeddings=node_vecs, chunks=chunks, chunk_embeddings=chunk_vecs,
+            ),
+        )
+    except IngestError as exc:
+        log.warning("ingest.file_failed", name=name, error=exc.detail)
+        return IngestOutcome(name=name, status="failed", error=exc.detail, seconds=time.perf_counter() - started)
+    except LLMError as exc:  # the steps degrade themselves; this is the last guard
+        log.warning("ingest.file_failed", name=name, error=str(exc))
+        return IngestOutcome(name=name, status="failed", error=f"LLM: {exc}", seconds=time.perf_counter() - started)
+    except FileNotFoundError:
+        return IngestOutcome(name=name, status="failed", error="file vanished during ingest",
+                             seconds=time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    outcome = IngestOutcome(
+        name=name, status="ok", document_id=doc_id, pages=tree.page_count, chunks=len(chunks),
+        nodes=len(tree.nodes), seconds=seconds, tree_mode=tree.source_mode,
+        llm_calls=chat.calls, warnings=tuple(tree.warnings),
+    )
+    log.info("ingest.file_done", name=name, doc_id=doc_id, pages=tree.page_count, nodes=len(tree.nodes),
+             chunks=len(chunks), mode=tree.source_mode, llm_calls=chat.calls, seconds=round(seconds, 2),
+             replaced=bool(existing))
+    return outcome

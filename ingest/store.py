@@ -1,0 +1,219 @@
+"""Collections and documents in Postgres: reading, listing, deleting, and the atomic document write."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+import msgspec
+import numpy as np
+import structlog
+
+from kb.errors import ConflictError, NotFoundError, ValidationError
+from kb.types import ChunkDraft, DocumentTree
+
+log = structlog.get_logger("ingest.store")
+
+SQL_LIST_COLLECTIONS = """
+SELECT c.id, c.name, c.description, c.created_at, count(d.id) AS documents
+FROM collections c LEFT JOIN documents d ON d.collection_id = c.id
+GROUP BY c.id ORDER BY c.name"""
+SQL_GET_COLLECTION = "SELECT id, name, description, created_at FROM collections WHERE name = $1"
+SQL_CREATE_COLLECTION = """
+INSERT INTO collections (name, description) VALUES ($1, $2)
+ON CONFLICT (name) DO NOTHING RETURNING id, name, description, created_at"""
+SQL_LIST_DOCUMENTS = """
+SELECT id, name, source_path, sha256, file_type, metadata, title, description, page_count, tree_mode,
+       node_count, chunk_count, warnings, status, created_at, updated_at
+FROM documents WHERE collection_id = $1 ORDER BY name LIMIT $2 OFFSET $3"""
+SQL_GET_DOCUMENT = """
+SELECT d.id, d.name, d.source_path, d.sha256, d.file_type, d.metadata, d.title, d.description, d.page_count,
+       d.tree_mode, d.node_count, d.chunk_count, d.warnings, d.status, d.created_at, d.updated_at,
+       c.name AS collection
+FROM documents d JOIN collections c ON c.id = d.collection_id WHERE d.id = $1"""
+SQL_DOCUMENT_NODES = """
+SELECT node_id, parent_id, ordinal, level, title, start_index, end_index, unit, is_leaf, summary
+FROM nodes WHERE document_id = $1 ORDER BY ordinal"""
+SQL_DELETE_DOCUMENT = "DELETE FROM documents WHERE id = $1 RETURNING id"
+SQL_FIND_SAME = """
+SELECT id, name, sha256 FROM documents WHERE collection_id = $1 AND (name = $2 OR sha256 = $3)"""
+SQL_LOCK_NAME = "SELECT pg_advisory_xact_lock(hashtextextended($1, 42))"
+SQL_DELETE_BY_NAME = "DELETE FROM documents WHERE collection_id = $1 AND name = $2"
+SQL_INSERT_DOCUMENT = """
+INSERT INTO documents (collection_id, name, source_path, sha256, file_type, metadata, title, description,
+                       description_embedding, page_count, tree_mode, node_count, chunk_count, warnings)
+VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id"""
+NODE_COLUMNS = ("document_id", "node_id", "parent_id", "ordinal", "level", "title", "start_index", "end_index",
+                "unit", "is_leaf", "summary", "text", "path", "embedding")
+CHUNK_COLUMNS = ("document_id", "collection_id", "node_id", "ordinal", "text", "page", "token_count",
+                 "heading_path", "embedding")
+
+
+class Collection(msgspec.Struct, frozen=True):
+    id: int
+    name: str
+    description: str
+    created_at: datetime
+    documents: int = 0
+
+
+class DocumentInfo(msgspec.Struct, frozen=True):
+    id: int
+    name: str
+    source_path: str
+    sha256: str
+    file_type: str
+    metadata: dict[str, Any]
+    title: str
+    description: str
+    page_count: int
+    tree_mode: str
+    node_count: int
+    chunk_count: int
+    warnings: list[str]
+    status: str
+    created_at: datetime
+    updated_at: datetime
+    collection: str | None = None
+
+
+class NodeInfo(msgspec.Struct, frozen=True):
+    node_id: str
+    parent_id: str | None
+    ordinal: int
+    level: int
+    title: str
+    start_index: int
+    end_index: int
+    unit: str
+    is_leaf: bool
+    summary: str
+
+
+class NewDocument(msgspec.Struct, frozen=True):
+    """Everything the atomic write needs for one document."""
+
+    collection_id: int
+    name: str
+    source_path: str
+    sha256: str
+    file_type: str
+    metadata: dict[str, Any]
+    title: str
+    description: str
+    description_embedding: np.ndarray | None
+    tree: DocumentTree
+    node_embeddings: np.ndarray
+    chunks: Sequence[ChunkDraft]
+    chunk_embeddings: np.ndarray
+
+
+def _doc(row: asyncpg.Record) -> DocumentInfo:
+    data = dict(row)
+    meta = data.get("metadata")
+    data["metadata"] = json.loads(meta) if isinstance(meta, str) else (meta or {})
+    data["warnings"] = list(data.get("warnings") or [])
+    return DocumentInfo(**data)
+
+
+async def list_collections(pool: asyncpg.Pool) -> list[Collection]:
+    return [Collection(**dict(r)) for r in await pool.fetch(SQL_LIST_COLLECTIONS)]
+
+
+async def get_collection(pool: asyncpg.Pool | asyncpg.Connection, name: str) -> Collection:
+    """The named collection, or ``NotFoundError``."""
+    row = await pool.fetchrow(SQL_GET_COLLECTION, name)
+    if row is None:
+        raise NotFoundError(f"collection {name!r} does not exist")
+    return Collection(**dict(row))
+
+
+async def create_collection(pool: asyncpg.Pool, name: str, description: str = "") -> Collection:
+    try:
+        row = await pool.fetchrow(SQL_CREATE_COLLECTION, name, description)
+    except asyncpg.CheckViolationError as exc:
+        raise ValidationError(
+            f"invalid collection name {name!r}: use letters, digits, '_', '.', '-' (max 64)"
+        ) from exc
+    if row is None:
+        raise ConflictError(f"collection {name!r} already exists")
+    log.info("store.collection_created", collection=name)
+    return Collection(**dict(row))
+
+
+async def ensure_collection(pool: asyncpg.Pool, name: str) -> Collection:
+    """Get or create a collection (used by ingest jobs and benchmarks)."""
+    try:
+        return await get_collection(pool, name)
+    except NotFoundError:
+        try:
+            return await create_collection(pool, name)
+        except ConflictError:
+            return await get_collection(pool, name)
+
+
+async def list_documents(pool: asyncpg.Pool, collection: str, *, limit: int = 1000, offset: int = 0) -> list[DocumentInfo]:
+    coll = await get_collection(pool, collection)
+    return [_doc(r) for r in await pool.fetch(SQL_LIST_DOCUMENTS, coll.id, limit, offset)]
+
+
+async def get_document(pool: asyncpg.Pool, doc_id: int) -> tuple[DocumentInfo, list[NodeInfo]]:
+    row = await pool.fetchrow(SQL_GET_DOCUMENT, doc_id)
+    if row is None:
+        raise NotFoundError(f"document {doc_id} does not exist")
+    nodes = [NodeInfo(**dict(r)) for r in await pool.fetch(SQL_DOCUMENT_NODES, doc_id)]
+    return _doc(row), nodes
+
+
+async def delete_document(pool: asyncpg.Pool, doc_id: int) -> None:
+    if await pool.fetchval(SQL_DELETE_DOCUMENT, doc_id) is None:
+        raise NotFoundError(f"document {doc_id} does not exist")
+    log.info("store.document_deleted", doc_id=doc_id)
+
+
+async def find_existing(pool: asyncpg.Pool, collection_id: int, name: str, sha256: str) -> tuple[str, int] | None:
+    """('same', id) when identical content is already stored under any name; ('changed', id) for the name."""
+    rows = await pool.fetch(SQL_FIND_SAME, collection_id, name, sha256)
+    for r in rows:
+        if r["sha256"] == sha256:
+            return ("same", r["id"])
+    for r in rows:
+        if r["name"] == name:
+            return ("changed", r["id"])
+    return None
+
+
+async def write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
+    """Replace-or-insert one document with its nodes and chunks in ONE transaction."""
+    tree = doc.tree
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute(SQL_LOCK_NAME, f"{doc.collection_id}/{doc.name}")
+        await conn.execute(SQL_DELETE_BY_NAME, doc.collection_id, doc.name)
+        doc_id = await conn.fetchval(
+            SQL_INSERT_DOCUMENT, doc.collection_id, doc.name, doc.source_path, doc.sha256, doc.file_type,
+            json.dumps(doc.metadata, default=str), doc.title, doc.description, doc.description_embedding,
+            tree.page_count, tree.source_mode, len(tree.nodes), len(doc.chunks), list(tree.warnings),
+        )
+        await conn.copy_records_to_table(
+            "nodes",
+            columns=NODE_COLUMNS,
+            records=[
+                (doc_id, n.node_id, n.parent_id, n.ordinal, n.level, n.title, n.start, n.end, n.unit, n.is_leaf,
+                 n.summary, n.text, list(n.path), doc.node_embeddings[i])
+                for i, n in enumerate(tree.nodes)
+            ],
+        )
+        if doc.chunks:
+            await conn.copy_records_to_table(
+                "chunks",
+                columns=CHUNK_COLUMNS,
+                records=[
+                    (doc_id, doc.collection_id, c.node_id, c.ordinal, c.text, c.page, c.token_count,
+                     c.heading_path, doc.chunk_embeddings[i])
+                    for i, c in enumerate(doc.chunks)
+                ],
+            )
+    return int(doc_id)

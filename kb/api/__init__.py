@@ -1,0 +1,1 @@
+"""litestar controllers (top layer)."""

@@ -1,0 +1,83 @@
+"""Admin: folder ingest jobs, job progress, file upload."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+import msgspec
+from litestar import Controller, Request, get, post
+from litestar.datastructures import UploadFile
+from litestar.enums import RequestEncodingType
+from litestar.params import Body
+
+from kb.api.common import admin_guard, runtime
+from kb.errors import ValidationError
+from ingest.jobs import JobStatus, create_job, get_job, list_jobs, resolve_ingest_path
+from ingest.pipeline import SUPPORTED
+from ingest.store import get_collection
+
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._ -]+")
+
+
+class IngestIn(msgspec.Struct, frozen=True):
+    path: str
+    collection: str = "default"
+    recursive: bool = False
+    metadata: str | None = None
+
+
+class JobCreated(msgspec.Struct, frozen=True):
+    job_id: int
+    status_url: str
+
+
+class UploadForm(msgspec.Struct):
+    file: UploadFile
+    collection: str = "default"
+
+
+class AdminController(Controller):
+    path = "/kb/admin"
+    guards = [admin_guard]
+
+    @post("/ingest", status_code=202)
+    async def ingest(self, request: Request[Any, Any, Any], data: IngestIn) -> JobCreated:
+        rt = runtime(request)
+        root = rt.settings.ingest.root
+        coll = await get_collection(rt.pool, data.collection)
+        path = resolve_ingest_path(root, data.path)
+        meta = resolve_ingest_path(root, data.metadata) if data.metadata else None
+        job_id = await create_job(rt.pool, collection_id=coll.id, path=path, recursive=data.recursive,
+                                  metadata_path=meta)
+        return JobCreated(job_id=job_id, status_url=f"/kb/admin/jobs/{job_id}")
+
+    @get("/jobs")
+    async def jobs(self, request: Request[Any, Any, Any]) -> list[JobStatus]:
+        return await list_jobs(runtime(request).pool)
+
+    @get("/jobs/{job_id:int}")
+    async def job(self, request: Request[Any, Any, Any], job_id: int) -> JobStatus:
+        return await get_job(runtime(request).pool, job_id)
+
+    @post("/documents", status_code=202)
+    async def upload(
+        self, request: Request[Any, Any, Any],
+        data: Annotated[UploadForm, Body(media_type=RequestEncodingType.MULTI_PART)],
+    ) -> JobCreated:
+        rt = runtime(request)
+        coll = await get_collection(rt.pool, data.collection)
+        name = _SAFE_NAME.sub("_", Path(data.file.filename or "").name).strip(" .")
+        if not name or Path(name).suffix.lower() not in SUPPORTED:
+            raise ValidationError(f"unsupported or missing file name {data.file.filename!r}; "
+                                  f"supported: {', '.join(sorted(SUPPORTED))}")
+        folder = rt.settings.database.data_dir / "uploads" / coll.name
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / name
+        content = await data.file.read()
+        tmp = target.with_suffix(target.suffix + ".part")
+        tmp.write_bytes(content)
+        tmp.replace(target)
+        job_id = await create_job(rt.pool, collection_id=coll.id, path=target)
+        return JobCreated(job_id=job_id, status_url=f"/kb/admin/jobs/{job_id}")

@@ -1,0 +1,80 @@
+"""Health, collections and documents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from litestar import Controller, Request, delete, get, post
+from litestar.params import Parameter
+
+from kb.api.common import admin_guard, read_guard, runtime
+from kb.db import schema_version
+from ingest.store import (
+    Collection,
+    DocumentInfo,
+    NodeInfo,
+    create_collection,
+    delete_document,
+    get_document,
+    list_collections,
+    list_documents,
+)
+
+
+class CollectionIn(msgspec.Struct, frozen=True):
+    name: str
+    description: str = ""
+
+
+class DocumentDetail(msgspec.Struct, frozen=True):
+    document: DocumentInfo
+    tree: list[NodeInfo]
+
+
+@get("/health", sync_to_thread=False)
+async def health(request: Request[Any, Any, Any]) -> dict[str, Any]:
+    rt = runtime(request)
+    try:
+        version = await schema_version(rt.pool)
+        db_ok = True
+    except Exception as exc:  # noqa: BLE001 - health reports instead of failing
+        version, db_ok = 0, False
+        request.logger.warning("health.db_unreachable", error=str(exc))
+    return {
+        "status": "ok" if db_ok else "degraded",
+        "database": db_ok,
+        "schema_version": version,
+        "embedder": {"loaded": rt.embedder is not None, "model": rt.embedder.model_id,
+                     "dimension": rt.embedder.dimension},
+        "llm": {"offline": rt.chat.offline, "model": rt.chat.model_id},
+    }
+
+
+class CatalogController(Controller):
+    path = "/kb"
+    guards = [read_guard]
+
+    @get("/collections")
+    async def collections(self, request: Request[Any, Any, Any]) -> list[Collection]:
+        return await list_collections(runtime(request).pool)
+
+    @post("/collections", guards=[admin_guard], status_code=201)
+    async def create(self, request: Request[Any, Any, Any], data: CollectionIn) -> Collection:
+        return await create_collection(runtime(request).pool, data.name, data.description)
+
+    @get("/documents")
+    async def documents(
+        self, request: Request[Any, Any, Any], collection: str = "default",
+        limit: int = Parameter(default=100, ge=1, le=1000), offset: int = Parameter(default=0, ge=0),
+    ) -> list[DocumentInfo]:
+        return await list_documents(runtime(request).pool, collection, limit=limit, offset=offset)
+
+    @get("/documents/{doc_id:int}")
+    async def document(self, request: Request[Any, Any, Any], doc_id: int) -> DocumentDetail:
+        info, nodes = await get_document(runtime(request).pool, doc_id)
+        return DocumentDetail(document=info, tree=nodes)
+
+    @delete("/documents/{doc_id:int}", guards=[admin_guard], status_code=204)
+    async def remove(self, request: Request[Any, Any, Any], doc_id: int) -> None:
+        await delete_document(runtime(request).pool, doc_id)

@@ -1,0 +1,119 @@
+"""Shared API pieces: problem-details errors, auth guards, request-id middleware, state access."""
+
+from __future__ import annotations
+
+import hmac
+import time
+import uuid
+from typing import Any
+
+import structlog
+from litestar import Request, Response
+from litestar.connection import ASGIConnection
+from litestar.exceptions import HTTPException, NotAuthorizedException, PermissionDeniedException
+from litestar.exceptions import ValidationException as LitestarValidation
+from litestar.handlers.base import BaseRouteHandler
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+from kb.errors import AuthError, ForbiddenError, KBError
+from kb.runtime import Runtime
+
+log = structlog.get_logger("kb.api")
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def runtime(request: ASGIConnection[Any, Any, Any, Any]) -> Runtime:
+    return request.app.state.runtime
+
+
+def problem(status: int, title: str, detail: str) -> Response[dict[str, Any]]:
+    return Response(
+        content={"type": "about:blank", "status": status, "title": title, "detail": detail},
+        status_code=status,
+        media_type="application/problem+json",
+    )
+
+
+def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    """The one handler: KBError → its status; framework errors → their status; anything else → 500."""
+    if isinstance(exc, KBError):
+        if exc.status_code >= 500:
+            log.error("api.error", error=exc.detail, kind=type(exc).__name__)
+        return problem(exc.status_code, exc.title, exc.detail)
+    if isinstance(exc, LitestarValidation):
+        detail = exc.detail
+        if exc.extra:
+            detail = f"{detail}: {exc.extra}"
+        return problem(400, "Invalid request", str(detail))
+    if isinstance(exc, HTTPException):
+        return problem(exc.status_code, exc.__class__.__name__.replace("Exception", "") or "Error", str(exc.detail))
+    log.exception("api.unhandled", path=request.url.path)
+    return problem(500, "Internal error", "an unexpected error occurred; see the server log for the request id")
+
+
+def _bearer(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
+    header = connection.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def _check(expected: str, given: str | None) -> None:
+    if given is None:
+        raise AuthError("missing bearer token (Authorization: Bearer <token>)")
+    if not hmac.compare_digest(expected.encode(), given.encode()):
+        raise AuthError("invalid token")
+
+
+def admin_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """Admin and mutating endpoints: KB_ADMIN_TOKEN; without one, only a loopback-bound server allows them."""
+    server = runtime(connection).settings.server
+    bound = connection.app.state.get("bound_host", server.host)
+    if server.admin_token:
+        _check(server.admin_token, _bearer(connection))
+        return
+    if bound not in LOOPBACK:
+        raise ForbiddenError("admin endpoints are disabled: set KB_ADMIN_TOKEN (server is not bound to loopback)")
+
+
+def read_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """Read endpoints: KB_API_TOKEN when configured (the admin token is accepted too)."""
+    server = runtime(connection).settings.server
+    if not server.api_token:
+        return
+    given = _bearer(connection)
+    if given and server.admin_token and hmac.compare_digest(server.admin_token.encode(), given.encode()):
+        return
+    _check(server.api_token, given)
+
+
+__all__ = ["NotAuthorizedException", "PermissionDeniedException", "admin_guard", "read_guard"]
+
+
+def request_id_middleware(app: ASGIApp) -> ASGIApp:
+    """Bind a request id (incoming ``X-Request-ID`` or new) to the log context; return it; log duration."""
+
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        rid = headers.get(b"x-request-id", b"").decode("latin-1")[:64] or uuid.uuid4().hex[:16]
+        started = time.perf_counter()
+        status = {"code": 0}
+        structlog.contextvars.clear_contextvars()
+        structlog.contextvars.bind_contextvars(request_id=rid)
+
+        async def send_wrapper(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+                message["headers"] = [*message.get("headers", []), (b"x-request-id", rid.encode("latin-1"))]
+            await send(message)
+
+        try:
+            await app(scope, receive, send_wrapper)
+        finally:
+            log.info("http.request", method=scope.get("method"), path=scope.get("path"), status=status["code"],
+                     duration_ms=round((time.perf_counter() - started) * 1000, 1))
+            structlog.contextvars.clear_contextvars()
+
+    return middleware

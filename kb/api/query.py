@@ -1,0 +1,69 @@
+"""POST /kb/query: the router pipeline, as JSON or as server-sent events."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import msgspec
+from litestar import Controller, Request, post
+from litestar.response import ServerSentEvent
+
+from kb.api.common import read_guard, runtime
+from kb.errors import KBError
+from router.pipeline import validate_request
+from router.types import QueryRequest, QueryResult
+
+
+class QueryController(Controller):
+    path = "/kb"
+    guards = [read_guard]
+
+    @post("/query", status_code=200)
+    async def query(self, request: Request[Any, Any, Any], data: QueryRequest) -> QueryResult | ServerSentEvent:
+        pipeline = request.app.state.pipeline
+        req = validate_request(data)
+        if not req.stream:
+            return await pipeline.run(req)
+        return ServerSentEvent(_stream(pipeline, req))
+
+
+async def _stream(pipeline: Any, req: QueryRequest) -> AsyncGenerator[dict[str, str], None]:
+    """routing → nodes → answer deltas → citations → done (errors become an ``error`` event)."""
+    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+    async def on_event(kind: str, payload: Any) -> None:
+        await queue.put((kind, payload))
+
+    async def run() -> None:
+        try:
+            result = await pipeline.run(req, on_event)
+            await queue.put(("result", result))
+        except KBError as exc:
+            await queue.put(("error", {"status": exc.status_code, "title": exc.title, "detail": exc.detail}))
+        except Exception as exc:  # noqa: BLE001 - reported to the client as an event, logged by the pipeline
+            await queue.put(("error", {"status": 500, "title": "Internal error", "detail": type(exc).__name__}))
+
+    task = asyncio.create_task(run())
+    try:
+        while True:
+            kind, payload = await queue.get()
+            if kind == "error":
+                yield {"event": "error", "data": json.dumps(payload)}
+                break
+            if kind != "result":
+                yield {"event": kind, "data": msgspec.json.encode(payload).decode()}
+                continue
+            result: QueryResult = payload
+            words = result.answer.split(" ")
+            for i in range(0, len(words), 8):
+                yield {"event": "answer", "data": json.dumps({"delta": " ".join(words[i : i + 8]) + " "})}
+            yield {"event": "citations", "data": msgspec.json.encode(result.citations).decode()}
+            yield {"event": "done", "data": msgspec.json.encode(
+                {"documents": result.documents, "trace": result.trace}).decode()}
+            break
+    finally:
+        if not task.done():
+            task.cancel()

@@ -1,0 +1,87 @@
+"""The litestar application: lifespan (runtime, pipeline, ingest worker), routes, errors, OpenAPI."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+
+import structlog
+from litestar import Litestar
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import SwaggerRenderPlugin
+
+from kb import __version__
+from kb.api.admin import AdminController
+from kb.api.catalog import CatalogController, health
+from kb.api.common import LOOPBACK, exception_handler, request_id_middleware
+from kb.api.query import QueryController
+from kb.providers import get_reranker
+from kb.runtime import Runtime, open_runtime
+from kb.settings import Settings, get_settings
+from ingest.embedding import CachedEmbedder
+from ingest.jobs import Worker, make_executor
+from ingest.pipeline import IngestContext
+from router.pipeline import QueryPipeline
+
+log = structlog.get_logger("kb.app")
+
+
+def build_ingest_context(rt: Runtime, *, processes: bool = True) -> IngestContext:
+    s = rt.settings.ingest
+    return IngestContext(pool=rt.pool, embedder=CachedEmbedder(rt.pool, rt.embedder), chat=rt.chat, settings=s,
+                         executor=make_executor(s.workers) if processes else None)
+
+
+def build_pipeline(rt: Runtime) -> QueryPipeline:
+    return QueryPipeline(rt.pool, rt.embedder, rt.chat, rt.settings.retrieval, reranker=get_reranker(rt.settings))
+
+
+def create_app(settings: Settings | None = None, *, runtime: Runtime | None = None,
+               bound_host: str | None = None, run_worker: bool | None = None) -> Litestar:
+    """Build the app. ``runtime`` may be injected (tests); otherwise it is opened at start-up."""
+    settings = settings or (runtime.settings if runtime else get_settings())
+    host = bound_host or settings.server.host
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncGenerator[None, None]:
+        rt = runtime or await open_runtime(settings)
+        app.state.runtime = rt
+        app.state.bound_host = host
+        app.state.pipeline = build_pipeline(rt)
+        if not settings.server.admin_token:
+            if host in LOOPBACK:
+                log.warning("auth.no_admin_token", detail="admin endpoints open to loopback clients only")
+            else:
+                log.warning("auth.no_admin_token", detail="admin endpoints disabled (403) until KB_ADMIN_TOKEN is set")
+        stop = asyncio.Event()
+        worker_task = None
+        ctx = None
+        if run_worker if run_worker is not None else settings.ingest.run_worker:
+            ctx = build_ingest_context(rt)
+            worker = Worker(ctx, concurrency=1, stale_s=settings.ingest.job_stale_s)
+            worker_task = asyncio.create_task(worker.run(stop))
+            log.info("worker.started", worker=worker.name)
+        try:
+            yield
+        finally:
+            stop.set()
+            if worker_task is not None:
+                try:
+                    await asyncio.wait_for(worker_task, timeout=5)
+                except TimeoutError:
+                    worker_task.cancel()
+            if ctx is not None and ctx.executor is not None:
+                ctx.executor.shutdown(wait=False, cancel_futures=True)
+            if runtime is None:
+                await rt.close()
+
+    return Litestar(
+        route_handlers=[health, CatalogController, QueryController, AdminController],
+        lifespan=[lifespan],
+        exception_handlers={Exception: exception_handler},
+        middleware=[request_id_middleware],
+        openapi_config=OpenAPIConfig(title="kb — knowledge base with a document router", version=__version__,
+                                     path="/schema", render_plugins=[SwaggerRenderPlugin()]),
+        debug=False,
+    )

@@ -1,0 +1,1 @@
+"""Evaluation harness: `kb bench financebench|docugami` over the production router and retrieval."""

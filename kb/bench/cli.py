@@ -1,0 +1,36 @@
+"""Arguments of ``kb bench`` (a stable contract: other tools call these names)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+DEFAULT_STRATEGIES = "auto,metadata,semantic,description,flat-dense,flat-bm25,flat-hybrid"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dataset", choices=["financebench", "docugami", "latency"])
+    parser.add_argument("--data", type=Path, help="dataset folder (pdfs/ + questions); not for latency")
+    parser.add_argument("--questions", type=Path, help="replace the question file")
+    parser.add_argument("--collection", help="collection name (default bench-<dataset>)")
+    parser.add_argument("--strategies", default=DEFAULT_STRATEGIES)
+    parser.add_argument("--k", default="5,10", help="cut-offs for page recall")
+    parser.add_argument("--json", type=Path, dest="json_out", help="write the metrics as JSON here")
+    parser.add_argument("--reuse", action="store_true", help="reuse the collection if already ingested and unchanged")
+    parser.add_argument("--limit", type=int, help="only the first N questions (smoke runs)")
+    parser.add_argument("--docs", type=int, default=1000, help="latency: synthetic documents")
+    parser.add_argument("--chunks-per-doc", type=int, default=200, help="latency: chunks per document")
+    parser.add_argument("--queries", type=int, default=50, help="latency: queries per strategy")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.dataset == "latency":
+        from kb.bench.latency import run_cli as run_latency
+
+        return run_latency(args)
+    if args.data is None:
+        parser_error = f"kb bench {args.dataset}: --data DIR is required"
+        raise SystemExit(parser_error)
+    from kb.bench.harness import run_cli
+
+    return run_cli(args)

@@ -1,0 +1,317 @@
+"""The ``kb`` command line: run, serve, worker, db, config, ingest, query, bench."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from kb.errors import ConfigError, KBError
+from kb.logging import configure_logging
+from kb.settings import get_settings
+
+SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples" / "reports"
+
+
+# ---------------------------------------------------------------- helpers
+def _console():
+    from rich.console import Console
+
+    return Console(stderr=False)
+
+
+async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path | None, *, quiet: bool = False) -> int:
+    """Create a job and run a local worker until it is done, with a progress bar and a final table."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.table import Table
+
+    from ingest.jobs import Worker, create_job, get_job
+    from ingest.store import ensure_collection
+    from kb.app import build_ingest_context
+    from kb.runtime import open_runtime
+
+    rt = await open_runtime()
+    ctx = build_ingest_context(rt)
+    console = _console()
+    try:
+        coll = await ensure_collection(rt.pool, collection)
+        job_id = await create_job(rt.pool, collection_id=coll.id, path=path.resolve(), recursive=recursive,
+                                  metadata_path=metadata.resolve() if metadata else None)
+        worker = Worker(ctx, concurrency=max(1, rt.settings.ingest.workers), stale_s=rt.settings.ingest.job_stale_s)
+        stop = asyncio.Event()
+        task = asyncio.create_task(worker.run(stop, until_empty=True))
+        started = time.perf_counter()
+        with Progress(TextColumn("[bold]ingest[/]"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), TextColumn("ETA"),
+                      TimeRemainingColumn(), console=console, disable=quiet) as progress:
+            bar = progress.add_task("files", total=None, detail="")
+            while True:
+                job = await get_job(rt.pool, job_id)
+                finished = sum(v for k, v in job.counts.items() if k not in {"pending", "running"})
+                rate = job.pages / max(time.perf_counter() - started, 1e-6)
+                progress.update(bar, total=job.files, completed=finished,
+                                detail=f"{job.pages} pages, {job.chunks} chunks, {rate:.1f} pages/s")
+                if task.done() or job.status == "done":
+                    break
+                await asyncio.sleep(0.5)
+        await task
+        job = await get_job(rt.pool, job_id)
+        table = Table(title=f"job {job_id} → collection {collection!r} ({time.perf_counter() - started:.1f} s)")
+        for col in ("file", "status", "pages", "chunks", "seconds", "detail"):
+            table.add_column(col)
+        for it in job.items:
+            style = {"ok": "green", "failed": "red", "skipped": "yellow", "unsupported": "yellow"}.get(it.status)
+            table.add_row(it.name, f"[{style}]{it.status}[/]" if style else it.status, str(it.pages),
+                          str(it.chunks), f"{it.seconds:.1f}" if it.seconds else "", it.error or "")
+        if not quiet:
+            console.print(table)
+        return 1 if job.counts.get("failed") else 0
+    finally:
+        if ctx.executor is not None:
+            ctx.executor.shutdown(wait=False, cancel_futures=True)
+        await rt.close()
+
+
+def _print_result(result: Any, question: str) -> None:
+    """Spec 001 step-by-step terminal format."""
+    bar = "=" * 60
+    trace = result.trace or {}
+    print(bar)
+    print(f"Query: {question}")
+    print(bar)
+    print(f"\n>>> Step 0: Routing ({trace.get('strategy_used', '?')})")
+    for note in trace.get("routing", {}).get("notes", []):
+        print(f"  note: {note}")
+    for d in result.documents:
+        print(f"  [{d.doc_id}] {d.name}  score={d.score:.3f}  ({d.why})")
+    nodes = trace.get("nodes", [])
+    print("\n>>> Step 1: Node Locating")
+    for s in trace.get("tree_search", []):
+        if s.get("thinking"):
+            print(f"Thinking ({s['doc_id']}): {s['thinking'][:300]}")
+    print(f"Located {len(nodes)} leaf nodes:")
+    for n in nodes:
+        print(f"  [{n['node_id']}] {n['section_path']}")
+        print(f"    sub_query: \"{n['sub_query']}\"")
+    print("\n>>> Step 2: Hybrid Retrieval + Rerank")
+    print(f"Retrieved {len(result.citations)} cited chunks ({trace.get('rerank', '')}):")
+    scores = {c["chunk_id"]: c for c in trace.get("chunks", [])}
+    for c in result.citations:
+        print(f"  #{c.marker} [{c.node_id}] {c.doc_name} › {c.section_path} (pp. {c.pages[0]}-{c.pages[1]})")
+        print(f"     \"{' '.join(c.text.split())[:160]}...\"")
+    if scores:
+        top = list(scores.values())[:5]
+        for c in top:
+            rr = f"  rerank={c['rerank']:.2f}" if c.get("rerank") is not None else ""
+            print(f"     chunk {c['chunk_id']}: dense={c['dense']:.2f}  bm25={c['bm25']:.2f}  fused={c['fused']:.2f}{rr}")
+    print("\n>>> Step 3: Answer")
+    print(result.answer)
+    t = trace.get("timings_ms", {})
+    if t:
+        print("\n" + "  ".join(f"{k}={v:.0f}ms" for k, v in t.items()))
+    print(bar)
+
+
+async def _query(args: argparse.Namespace) -> int:
+    from kb.app import build_pipeline
+    from kb.runtime import open_runtime
+    from router.types import QueryRequest
+
+    rt = await open_runtime()
+    pipeline = build_pipeline(rt)
+    try:
+        questions = [args.question] if args.question else []
+        interactive = args.interactive or not questions
+        history: list[Any] = []
+        while True:
+            if interactive:
+                try:
+                    q = input("kb> ").strip()
+                except EOFError:
+                    break
+                if q in {"", "exit", "quit"}:
+                    if q:
+                        break
+                    continue
+            elif questions:
+                q = questions.pop()
+            else:
+                break
+            req = QueryRequest(query=q, collection=args.collection, strategy=args.strategy, top_docs=args.top_docs,
+                               top_k=args.top_k, history=history if interactive else [])
+            try:
+                result = await pipeline.run(req)
+            except KBError as exc:
+                print(f"kb: {exc.detail}", file=sys.stderr)
+                if not interactive:
+                    return 2
+                continue
+            if args.json:
+                print(json.dumps(msgspec.to_builtins(result), indent=2, ensure_ascii=False))
+            else:
+                _print_result(result, q)
+            if interactive:
+                from router.types import Turn
+
+                history = [*history, Turn("user", q), Turn("assistant", result.answer)][-6:]
+        return 0
+    finally:
+        await rt.close()
+
+
+def _serve(host: str, port: int) -> None:
+    import uvicorn
+
+    from kb.app import create_app
+
+    app = create_app(bound_host=host)
+    print(f"kb: serving on http://{host}:{port}  (OpenAPI: http://{host}:{port}/schema)", flush=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+
+
+async def _samples_ingested(collection: str) -> bool:
+    from ingest.store import list_documents
+    from kb.runtime import open_runtime
+
+    rt = await open_runtime()
+    try:
+        return len(await list_documents(rt.pool, collection, limit=1)) > 0
+    finally:
+        await rt.close()
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """make run: embedded Postgres, schema, sample reports (first time), then the API with a ready curl."""
+    s = get_settings()
+    if not asyncio.run(_samples_ingested("default")):
+        print(f"kb: first start — ingesting the sample reports from {SAMPLES_DIR}", flush=True)
+        asyncio.run(_ingest(SAMPLES_DIR, "default", False, None))
+    host, port = args.host or s.server.host, args.port or s.server.port
+    print("\nReady. Try:\n"
+          f"  curl -s http://{host}:{port}/kb/query -H 'Content-Type: application/json' \\\n"
+          "    -d '{\"query\": \"What was Helios Robotics revenue in fiscal 2023?\", \"include_trace\": false}'\n",
+          flush=True)
+    _serve(host, port)
+    return 0
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    from kb.db import embedded_status, start_embedded, stop_embedded
+
+    s = get_settings().database
+    if s.url and args.action != "status":
+        print("kb: KB_DATABASE_URL is set; the embedded server is not used", file=sys.stderr)
+        return 2
+    if args.action == "start":
+        print(start_embedded(s.data_dir, keep_running=True))
+    elif args.action == "stop":
+        print("stopped" if stop_embedded(s.data_dir) else "not running")
+    else:
+        status = {"external_url": bool(s.url), **embedded_status(s.data_dir)}
+        print(json.dumps(status, indent=2))
+    return 0
+
+
+def cmd_worker(_: argparse.Namespace) -> int:
+    async def run() -> None:
+        from ingest.jobs import Worker
+        from kb.app import build_ingest_context
+        from kb.runtime import open_runtime
+
+        rt = await open_runtime()
+        ctx = build_ingest_context(rt)
+        worker = Worker(ctx, concurrency=max(1, rt.settings.ingest.workers), stale_s=rt.settings.ingest.job_stale_s)
+        print(f"kb: worker {worker.name} waiting for ingest jobs (Ctrl-C to stop)", flush=True)
+        try:
+            await worker.run(asyncio.Event())
+        finally:
+            if ctx.executor is not None:
+                ctx.executor.shutdown(wait=False, cancel_futures=True)
+            await rt.close()
+
+    try:
+        asyncio.run(run())
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kb", description="Multi-document knowledge base with a document router")
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="embedded DB + sample reports + API (what `make run` does)")
+    r.add_argument("--host")
+    r.add_argument("--port", type=int)
+    s = sub.add_parser("serve", help="run the API")
+    s.add_argument("--host")
+    s.add_argument("--port", type=int)
+    sub.add_parser("worker", help="run an ingest worker (claims jobs from Postgres)")
+    d = sub.add_parser("db", help="manage the embedded Postgres")
+    d.add_argument("action", choices=["status", "start", "stop"])
+    sub.add_parser("config", help="print the effective settings (secrets masked)")
+    i = sub.add_parser("ingest", help="ingest a file or folder")
+    i.add_argument("path", type=Path)
+    i.add_argument("--collection", default="default")
+    i.add_argument("--metadata", type=Path)
+    i.add_argument("--recursive", action="store_true")
+    q = sub.add_parser("query", help="ask a question")
+    q.add_argument("question", nargs="?")
+    q.add_argument("--strategy", default="auto", choices=["auto", "metadata", "semantic", "description"])
+    q.add_argument("--collection", default="default")
+    q.add_argument("--top-docs", type=int, default=3)
+    q.add_argument("--top-k", type=int, default=5)
+    q.add_argument("--json", action="store_true")
+    q.add_argument("--interactive", action="store_true")
+    b = sub.add_parser("bench", help="evaluate routing and retrieval on a benchmark dataset")
+    from kb.bench_cli import add_bench_arguments
+
+    add_bench_arguments(b)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = get_settings()
+        configure_logging(settings.server.log_format, settings.server.log_level)
+        if args.command == "run":
+            return cmd_run(args)
+        if args.command == "serve":
+            _serve(args.host or settings.server.host, args.port or settings.server.port)
+            return 0
+        if args.command == "worker":
+            return cmd_worker(args)
+        if args.command == "db":
+            return cmd_db(args)
+        if args.command == "config":
+            print(json.dumps(settings.masked(), indent=2))
+            return 0
+        if args.command == "ingest":
+            if not args.path.exists():
+                raise ConfigError(f"path {args.path} does not exist")
+            return asyncio.run(_ingest(args.path, args.collection, args.recursive, args.metadata))
+        if args.command == "query":
+            return asyncio.run(_query(args))
+        if args.command == "bench":
+            from kb.bench_cli import run_bench
+
+            return run_bench(args)
+    except ConfigError as exc:
+        print(f"kb: error: {exc.detail}", file=sys.stderr)
+        return 2
+    except KBError as exc:
+        print(f"kb: {exc.title.lower()}: {exc.detail}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Router library: document routing, tree search, hybrid in-node retrieval and synthesis."""

@@ -1,0 +1,302 @@
+"""Metadata routing: the question becomes validated conditions over known metadata, compiled to
+parameterised SQL. The LLM (when configured) only proposes conditions as JSON; keys, operators and
+values are validated against the collection's known metadata, and SQL text never comes from it."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import asyncpg
+import msgspec
+import structlog
+
+from kb.errors import LLMError, ValidationError
+from kb.providers import ChatModel
+from kb.text import normalize_title
+
+from router.types import Condition
+
+log = structlog.get_logger("router.metadata")
+
+SQL_METADATA_VALUES = """
+SELECT kv.key, kv.value, count(*) AS n
+FROM documents d, jsonb_each_text(d.metadata) kv
+WHERE d.collection_id = $1 AND jsonb_typeof(d.metadata -> kv.key) IN ('string', 'number', 'boolean')
+GROUP BY kv.key, kv.value"""
+SQL_COLLECTION_VERSION = "SELECT count(*), coalesce(max(updated_at), 'epoch'::timestamptz) FROM documents WHERE collection_id = $1"
+SQL_FILTER_BASE = "SELECT d.id, d.name FROM documents d WHERE d.collection_id = $1"
+
+OPS = ("eq", "in", "range", "contains")
+KEY_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+YEAR_KEYS = ("fiscal_year", "doc_period", "year")
+COMPANY_KEYS = ("company", "organisation", "organization", "ticker", "issuer")
+TYPE_KEYS = ("doc_type", "document_type", "type")
+QUARTER_KEYS = ("fiscal_quarter", "quarter")
+_CORP_SUFFIX = re.compile(
+    r"\b(incorporated|inc|corp|corporation|company|co|plc|ltd|limited|llc|group|holdings|the|sa|ag|nv)\b\.?", re.I
+)
+_YEAR = re.compile(r"\b(?:fy|fiscal(?: year)?|year)?\s*'?((?:19|20)\d{2})\b", re.I)
+_FY_SHORT = re.compile(r"\bfy\s?'?(\d{2})\b", re.I)
+_QUARTER = re.compile(r"\b(?:q([1-4])|([1-4])q|(first|second|third|fourth) quarter)\b", re.I)
+_QWORD = {"first": 1, "second": 2, "third": 3, "fourth": 4}
+_DOC_TYPES: Sequence[tuple[re.Pattern[str], tuple[str, ...]]] = (
+    (re.compile(r"\b10-?k\b|\bannual report\b|\bannual filing\b", re.I), ("10k", "annual_report", "10-k")),
+    (re.compile(r"\b10-?q\b|\bquarterly report\b", re.I), ("10q", "quarterly_report", "10-q")),
+    (re.compile(r"\b8-?k\b", re.I), ("8k", "8-k")),
+    (re.compile(r"\bearnings (?:release|call|report)\b", re.I), ("earnings", "earnings_release")),
+)
+
+
+class KnownValues(msgspec.Struct, frozen=True):
+    """Distinct metadata values of a collection: key -> {value: document count}."""
+
+    values: dict[str, dict[str, int]]
+    doc_count: int
+
+
+class MetadataMatch(msgspec.Struct, frozen=True):
+    conditions: tuple[Condition, ...]
+    confident: bool  # a discriminative key (company/organisation) matched
+    explanation: str
+    llm_calls: int = 0
+
+
+_cache: dict[tuple[int, int, str], KnownValues] = {}
+
+
+async def known_values(pool: asyncpg.Pool, collection_id: int) -> KnownValues:
+    """Distinct values per key, cached until the collection changes."""
+    count, updated = await pool.fetchrow(SQL_COLLECTION_VERSION, collection_id)
+    key = (collection_id, int(count), str(updated))
+    if key in _cache:
+        return _cache[key]
+    values: dict[str, dict[str, int]] = {}
+    for row in await pool.fetch(SQL_METADATA_VALUES, collection_id):
+        values.setdefault(row["key"], {})[row["value"]] = int(row["n"])
+    kv = KnownValues(values=values, doc_count=int(count))
+    _cache.clear()
+    _cache[key] = kv
+    return kv
+
+
+def _norm_company(name: str) -> str:
+    return normalize_title(_CORP_SUFFIX.sub(" ", name))
+
+
+def _contains_phrase(haystack: str, phrase: str) -> bool:
+    return bool(phrase) and re.search(rf"(?<![a-z0-9]){re.escape(phrase)}(?![a-z0-9])", haystack) is not None
+
+
+def _company_aliases(value: str) -> set[str]:
+    norm = _norm_company(value)
+    aliases = {norm, normalize_title(value)}
+    compact = norm.replace(" ", "")
+    if len(compact) >= 3:
+        aliases.add(compact)
+    return {a for a in aliases if a}
+
+
+def match_offline(question: str, kv: KnownValues) -> MetadataMatch:
+    """Match known metadata values mentioned in the question (companies, years, quarters, doc types)."""
+    q = normalize_title(question)
+    q_compact = q.replace(" ", "")
+    conds: list[Condition] = []
+    notes: list[str] = []
+    confident = False
+    for key in COMPANY_KEYS:
+        hits = []
+        for value in kv.values.get(key, {}):
+            aliases = _company_aliases(value)
+            if any(_contains_phrase(q, a) for a in aliases) or any(
+                len(a) >= 5 and " " not in a and a in q_compact for a in aliases
+            ):
+                hits.append(value)
+        # prefer the longest matching names ("Best Buy" over "Buy")
+        if hits:
+            best = max(len(_norm_company(h)) for h in hits)
+            hits = [h for h in hits if len(_norm_company(h)) >= best * 0.6]
+            conds.append(Condition(key=key, op="in", value=sorted(hits)))
+            notes.append(f"{key} in {sorted(hits)}")
+            confident = True
+            break
+    years = {int(m.group(1)) for m in _YEAR.finditer(question)}
+    years |= {2000 + int(m.group(1)) for m in _FY_SHORT.finditer(question)}
+    for key in YEAR_KEYS:
+        present = {v for v in kv.values.get(key, {}) if v.isdigit() and int(v) in years}
+        if present:
+            conds.append(Condition(key=key, op="in", value=sorted(int(v) for v in present)))
+            notes.append(f"{key} in {sorted(present)}")
+            break
+    quarters = set()
+    for m in _QUARTER.finditer(question):
+        quarters.add(int(m.group(1) or m.group(2) or _QWORD[m.group(3).lower()]))
+    for key in QUARTER_KEYS:
+        vals = kv.values.get(key, {})
+        present = {v for v in vals if re.sub(r"\D", "", v) in {str(x) for x in quarters}}
+        if present:
+            conds.append(Condition(key=key, op="in", value=sorted(present)))
+            notes.append(f"{key} in {sorted(present)}")
+            break
+    for pattern, type_values in _DOC_TYPES:
+        if not pattern.search(question):
+            continue
+        for key in TYPE_KEYS:
+            present = {v for v in kv.values.get(key, {}) if v.lower().replace(" ", "_") in type_values}
+            if present:
+                conds.append(Condition(key=key, op="in", value=sorted(present)))
+                notes.append(f"{key} in {sorted(present)}")
+                break
+        break
+    return MetadataMatch(conditions=tuple(conds), confident=confident,
+                         explanation="; ".join(notes) or "no known metadata value in the question")
+
+
+LLM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "thinking": {"type": "string"},
+        "conditions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "key": {"type": "string"},
+                    "op": {"type": "string", "enum": list(OPS)},
+                    "value": {},
+                },
+                "required": ["key", "op", "value"],
+            },
+        },
+    },
+    "required": ["conditions"],
+}
+LLM_SYSTEM = "You turn questions about a document collection into metadata filters. Reply with JSON only."
+
+
+def _llm_prompt(question: str, kv: KnownValues, max_values: int = 60) -> str:
+    lines = []
+    for key, vals in sorted(kv.values.items()):
+        shown = sorted(vals, key=lambda v: -vals[v])[:max_values]
+        more = f" (+{len(vals) - len(shown)} more)" if len(vals) > len(shown) else ""
+        lines.append(f"- {key}: {shown}{more}")
+    return (
+        "Select documents for the question by their metadata. Use only these keys and, for eq/in, only listed "
+        "values. Operators: eq (value), in (list of values), range ({\"gte\":..,\"lte\":..}), contains (substring). "
+        "Return no condition for a key the question does not constrain.\n\n"
+        f"Question: {question}\n\nMetadata keys and known values:\n" + "\n".join(lines) +
+        '\n\nReply: {"thinking": "...", "conditions": [{"key": "...", "op": "in", "value": ["..."]}]}'
+    )
+
+
+def validate_conditions(raw: Any, kv: KnownValues) -> tuple[Condition, ...]:
+    """Keep only well-formed conditions on known keys with known values; raise on garbage."""
+    if not isinstance(raw, list):
+        raise ValidationError("conditions must be a list")
+    out: list[Condition] = []
+    for item in raw:
+        if not isinstance(item, Mapping):
+            continue
+        key, op, value = item.get("key"), item.get("op"), item.get("value")
+        if not isinstance(key, str) or key not in kv.values or op not in OPS:
+            continue
+        known = kv.values[key]
+        if op == "eq":
+            if str(value) in known:
+                out.append(Condition(key, "in", [str(value)]))
+        elif op == "in":
+            vals = [str(v) for v in (value if isinstance(value, list) else [value]) if str(v) in known]
+            if vals:
+                out.append(Condition(key, "in", vals))
+        elif op == "range" and isinstance(value, Mapping):
+            bounds = {k: float(v) for k, v in value.items() if k in {"gte", "lte", "gt", "lt"}
+                      and isinstance(v, int | float | str) and _is_number(v)}
+            if bounds:
+                out.append(Condition(key, "range", bounds))
+        elif op == "contains" and isinstance(value, str) and 0 < len(value) <= 200:
+            out.append(Condition(key, "contains", value))
+    return tuple(out)
+
+
+def _is_number(v: Any) -> bool:
+    try:
+        float(v)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def conditions_from_filters(filters: Mapping[str, Any]) -> tuple[Condition, ...]:
+    """Explicit request filters: {key: value | [values] | {"gte":..,"lte":..} | {"contains": ".."}}."""
+    out: list[Condition] = []
+    for key, value in filters.items():
+        if not isinstance(key, str) or not KEY_RE.match(key):
+            raise ValidationError(f"invalid filter key {key!r}")
+        if isinstance(value, Mapping):
+            if "contains" in value:
+                out.append(Condition(key, "contains", str(value["contains"])))
+                continue
+            bounds = {k: v for k, v in value.items() if k in {"gte", "lte", "gt", "lt"}}
+            if not bounds or not all(_is_number(v) for v in bounds.values()):
+                raise ValidationError(f"filter {key!r}: use a value, a list, {{gte,lte}} or {{contains}}")
+            out.append(Condition(key, "range", {k: float(v) for k, v in bounds.items()}))
+        elif isinstance(value, list):
+            out.append(Condition(key, "in", [str(v) for v in value]))
+        else:
+            out.append(Condition(key, "in", [str(value)]))
+    return tuple(out)
+
+
+def compile_conditions(collection_id: int, conditions: Sequence[Condition]) -> tuple[str, list[Any]]:
+    """SQL text built only from constant fragments; keys and values are always $n parameters."""
+    sql = [SQL_FILTER_BASE]
+    params: list[Any] = [collection_id]
+
+    def p(value: Any) -> str:
+        params.append(value)
+        return f"${len(params)}"
+
+    for c in conditions:
+        if not KEY_RE.match(c.key):
+            raise ValidationError(f"invalid metadata key {c.key!r}")
+        if c.op == "in":
+            sql.append(f"AND (d.metadata ->> {p(c.key)}) = ANY({p([str(v) for v in c.value])}::text[])")
+        elif c.op == "range":
+            num = f"(CASE WHEN (d.metadata ->> {p(c.key)}) ~ '^-?[0-9.]+$' THEN (d.metadata ->> {p(c.key)})::float8 END)"
+            for bound, sym in (("gte", ">="), ("lte", "<="), ("gt", ">"), ("lt", "<")):
+                if bound in c.value:
+                    sql.append(f"AND {num} {sym} {p(float(c.value[bound]))}")
+        elif c.op == "contains":
+            sql.append(f"AND strpos(lower(d.metadata ->> {p(c.key)}), lower({p(str(c.value))})) > 0")
+        else:
+            raise ValidationError(f"unknown operator {c.op!r}")
+    return " ".join(sql) + " ORDER BY d.name", params
+
+
+async def run_filter(pool: asyncpg.Pool, collection_id: int, conditions: Sequence[Condition]) -> list[tuple[int, str]]:
+    sql, params = compile_conditions(collection_id, conditions)
+    return [(r["id"], r["name"]) for r in await pool.fetch(sql, *params)]
+
+
+async def match_question(question: str, kv: KnownValues, chat: ChatModel) -> MetadataMatch:
+    """LLM proposes conditions (validated); offline or on failure, known-value matching."""
+    offline = match_offline(question, kv)
+    if chat.offline or not kv.values:
+        return offline
+    started = time.perf_counter()
+    try:
+        res = await chat.complete_json(purpose="route.metadata", system=LLM_SYSTEM,
+                                       prompt=_llm_prompt(question, kv), schema=LLM_SCHEMA)
+        data = res.data if isinstance(res.data, Mapping) else {}
+        conds = validate_conditions(data.get("conditions", []), kv)
+    except (LLMError, ValidationError) as exc:
+        log.warning("router.metadata_llm_failed", error=str(exc))
+        return msgspec.structs.replace(offline, explanation=offline.explanation + " (LLM failed: offline match)",
+                                       llm_calls=1)
+    confident = any(c.key in COMPANY_KEYS for c in conds)
+    log.info("router.metadata_llm", conditions=len(conds), ms=round((time.perf_counter() - started) * 1000))
+    return MetadataMatch(conditions=conds, confident=confident,
+                         explanation="LLM filter: " + "; ".join(f"{c.key} {c.op} {c.value}" for c in conds),
+                         llm_calls=1)

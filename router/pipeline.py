@@ -1,0 +1,231 @@
+"""The query pipeline: route → tree search → hybrid in-node retrieval (→ rerank) → one synthesis."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import msgspec
+import numpy as np
+import structlog
+
+from kb.errors import NotFoundError, ValidationError
+from kb.providers import ChatModel, Embedder
+from kb.providers.chat import CountingChat
+from kb.settings import RetrievalSettings
+
+from router.metadata import conditions_from_filters, run_filter
+from router.retrieve import Reranker, rank_across_nodes, rerank, retrieve_in_nodes
+from router.routing import RouteContext, get_router
+from router.synthesize import synthesize
+from router.tree_search import LoadedTree, TreeSearcher, find_cross_references, load_tree, resolve_reference
+from router.types import STRATEGIES, NodePick, QueryRequest, QueryResult, RetrievedChunk, RoutingResult
+
+log = structlog.get_logger("router.pipeline")
+
+SQL_COLLECTION_ID = "SELECT id FROM collections WHERE name = $1"
+SQL_VECTOR_VERSION = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+
+Event = Callable[[str, Any], Awaitable[None]]
+
+
+def validate_request(req: QueryRequest) -> QueryRequest:
+    """Raise ``ValidationError`` for out-of-range inputs."""
+    if not req.query or not req.query.strip():
+        raise ValidationError("query must not be empty")
+    if len(req.query) > 4000:
+        raise ValidationError("query is longer than 4000 characters")
+    if req.strategy not in STRATEGIES:
+        raise ValidationError(f"unknown strategy {req.strategy!r}; use one of {', '.join(STRATEGIES)}")
+    if not 1 <= req.top_docs <= 20:
+        raise ValidationError("top_docs must be between 1 and 20")
+    if not 1 <= req.top_k <= 50:
+        raise ValidationError("top_k must be between 1 and 50")
+    for turn in req.history:
+        if turn.role not in {"user", "assistant", "system"}:
+            raise ValidationError(f"history role must be user/assistant/system, got {turn.role!r}")
+    return req
+
+
+def retrieval_query(req: QueryRequest) -> str:
+    """The text used for routing and retrieval: a short follow-up borrows the previous user turn (spec 003)."""
+    q = req.query.strip()
+    prev = [t.content for t in req.history if t.role == "user"]
+    if prev and len(q.split()) < 12:
+        return f"{q} (context: {prev[-1][:300]})"
+    return q
+
+
+@dataclass(frozen=True)
+class RetrievalOutcome:
+    """Everything up to (not including) synthesis; the benchmark consumes this."""
+
+    routing: RoutingResult
+    searches: tuple[Any, ...]
+    picks: tuple[NodePick, ...]
+    chunks: tuple[RetrievedChunk, ...]
+    rerank_note: str
+    timings_ms: dict[str, float]
+    llm_calls: int
+
+
+class QueryPipeline:
+    """One instance per process; stateless between queries."""
+
+    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, chat: ChatModel, settings: RetrievalSettings,
+                 reranker: Reranker | None = None) -> None:
+        self.pool = pool
+        self.embedder = embedder
+        self.chat = chat
+        self.settings = settings
+        self.reranker = reranker
+        self._iterative: bool | None = None
+        self._qcache: dict[str, np.ndarray] = {}
+
+    async def _embed(self, texts: list[str]) -> dict[str, np.ndarray]:
+        missing = [t for t in dict.fromkeys(texts) if t not in self._qcache]
+        if missing:
+            vecs = await asyncio.to_thread(self.embedder.embed_batch, missing)
+            if len(self._qcache) > 2000:
+                self._qcache.clear()
+            self._qcache.update(zip(missing, vecs, strict=True))
+        return {t: self._qcache[t] for t in texts}
+
+    async def _iterative_scan(self) -> bool:
+        if self._iterative is None:
+            version = await self.pool.fetchval(SQL_VECTOR_VERSION) or "0"
+            major, minor = (int(x) for x in version.split(".")[:2])
+            self._iterative = (major, minor) >= (0, 8)
+        return self._iterative
+
+    async def retrieve(self, req: QueryRequest, on_event: Event | None = None, *,
+                       chat: ChatModel | None = None) -> RetrievalOutcome:
+        """Routing, tree search and in-node retrieval (+ optional rerank) — no synthesis."""
+        t0 = time.perf_counter()
+        chat = chat or CountingChat(self.chat)
+        timings: dict[str, float] = {}
+        collection_id = await self.pool.fetchval(SQL_COLLECTION_ID, req.collection)
+        if collection_id is None:
+            raise NotFoundError(f"collection {req.collection!r} does not exist")
+        question = retrieval_query(req)
+        qvecs = await self._embed([question])
+        qvec = qvecs[question]
+        ctx = RouteContext(pool=self.pool, chat=chat, settings=self.settings, collection_id=collection_id,
+                           question=question, query_vec=qvec, top_docs=req.top_docs, filters=dict(req.filters),
+                           iterative_scan=await self._iterative_scan())
+        within = None
+        if req.filters:
+            within = [d for d, _ in await run_filter(self.pool, collection_id, conditions_from_filters(req.filters))]
+        routing = await get_router(req.strategy).route(ctx, within)
+        timings["route"] = (time.perf_counter() - t0) * 1000
+        log.info("router.docs_selected", strategy=req.strategy, doc_ids=[d.doc_id for d in routing.documents])
+        if on_event:
+            await on_event("routing", routing)
+
+        t1 = time.perf_counter()
+        searcher = TreeSearcher(self.pool, chat, max_nodes=self.settings.max_nodes_per_doc,
+                                prompt_tokens=self.settings.tree_prompt_tokens,
+                                dense_weight=self.settings.dense_weight, bm25_weight=self.settings.bm25_weight)
+        sem = asyncio.Semaphore(max(1, self.settings.doc_concurrency))
+
+        async def search_doc(doc_id: int, name: str) -> tuple[LoadedTree, Any]:
+            async with sem:
+                tree = await load_tree(self.pool, doc_id, name, qvec)
+                res = await searcher.search(tree, question, qvec, expert_knowledge=req.expert_knowledge,
+                                            history=req.history)
+                return tree, res
+
+        searched = await asyncio.gather(*(search_doc(d.doc_id, d.name) for d in routing.documents))
+        timings["tree_search"] = (time.perf_counter() - t1) * 1000
+        picks = tuple(p for _, res in searched for p in res.picks)
+        if on_event:
+            await on_event("nodes", picks)
+
+        t2 = time.perf_counter()
+        subq = await self._embed([p.sub_query for p in picks] or [question])
+        chunks: list[RetrievedChunk] = []
+        prior: dict[tuple[int, str], float] = {}
+        doc_rank = {d.doc_id: i for i, d in enumerate(routing.documents)}
+        for tree, res in searched:
+            per_doc = await retrieve_in_nodes(
+                self.pool, tree.doc_id, tree.doc_name, res.picks, subq, top_k=req.top_k,
+                dense_weight=self.settings.dense_weight, bm25_weight=self.settings.bm25_weight)
+            for j, p in enumerate(res.picks):
+                prior[(tree.doc_id, p.node_id)] = (1.0 / (1 + j)) * (1.0 / (1 + 0.5 * doc_rank.get(tree.doc_id, 0)))
+            # follow cross-references ("see Note 7") once, bounded
+            refs = find_cross_references([c.text for c in per_doc])[: self.settings.max_cross_refs]
+            picked_ids = {p.node_id for p in res.picks}
+            extra: list[NodePick] = []
+            for label in refs:
+                node = resolve_reference(tree, label)
+                if node is not None and node.node_id not in picked_ids:
+                    picked_ids.add(node.node_id)
+                    extra.append(NodePick(doc_id=tree.doc_id, node_id=node.node_id, title=node.title,
+                                          section_path=" > ".join(node.path), sub_query=question,
+                                          reason=f"cross-reference '{label}'"))
+            if extra:
+                xq = await self._embed([question])
+                per_doc += await retrieve_in_nodes(
+                    self.pool, tree.doc_id, tree.doc_name, extra, xq, top_k=max(1, req.top_k // 2),
+                    dense_weight=self.settings.dense_weight, bm25_weight=self.settings.bm25_weight)
+                picks = picks + tuple(extra)
+                for p in extra:
+                    prior[(tree.doc_id, p.node_id)] = 0.3
+            chunks.extend(per_doc)
+        ranked = rank_across_nodes(req.query, chunks, prior, self.settings.dense_weight, self.settings.bm25_weight)
+        use_rerank = req.rerank if req.rerank is not None else self.reranker is not None
+        note = "not requested"
+        if use_rerank and self.reranker is None:
+            note = "skipped: no cross-encoder configured (KB_RERANK_MODEL)"
+        elif use_rerank and self.reranker is not None and ranked:
+            ranked = await rerank(self.reranker, req.query, ranked[: max(req.top_k * 4, 20)])
+            note = f"cross-encoder {self.reranker.model_id}"
+        timings["retrieve"] = (time.perf_counter() - t2) * 1000
+        llm_calls = routing.llm_calls + sum(res.llm_calls for _, res in searched)
+        return RetrievalOutcome(routing=routing, searches=tuple(res for _, res in searched), picks=picks,
+                                chunks=tuple(ranked), rerank_note=note, timings_ms=timings, llm_calls=llm_calls)
+
+    async def run(self, req: QueryRequest, on_event: Event | None = None) -> QueryResult:
+        """The whole pipeline with the trace of every stage."""
+        req = validate_request(req)
+        t0 = time.perf_counter()
+        chat = CountingChat(self.chat)
+        out = await self.retrieve(req, on_event, chat=chat)
+        t3 = time.perf_counter()
+        evidence = list(out.chunks[: req.top_k])
+        answer = await synthesize(chat, req.query, evidence, req.history)
+        timings = dict(out.timings_ms)
+        timings["synthesize"] = (time.perf_counter() - t3) * 1000
+        timings["total"] = (time.perf_counter() - t0) * 1000
+        trace = None
+        if req.include_trace:
+            trace = {
+                "strategy_used": out.routing.strategy_used,
+                "routing": {
+                    "candidates": [msgspec.to_builtins(c) for c in out.routing.candidates],
+                    "conditions": [msgspec.to_builtins(c) for c in out.routing.conditions],
+                    "notes": list(out.routing.notes),
+                },
+                "tree_search": [
+                    {"doc_id": s.doc_id, "mode": s.mode, "thinking": s.thinking, "dropped_ids": list(s.dropped_ids)}
+                    for s in out.searches
+                ],
+                "nodes": [{"doc_id": p.doc_id, "node_id": p.node_id, "title": p.title,
+                           "section_path": p.section_path, "sub_query": p.sub_query, "score": p.score,
+                           "reason": p.reason} for p in out.picks],
+                "chunks": [{"chunk_id": c.chunk_id, "doc_id": c.doc_id, "node_id": c.node_id, "page": c.page,
+                            "dense": c.dense, "bm25": c.bm25, "fused": c.fused, "score": c.score,
+                            "rerank": c.rerank} for c in out.chunks],
+                "rerank": out.rerank_note,
+                "synthesis": answer.mode,
+                "timings_ms": {k: round(v, 1) for k, v in timings.items()},
+                "llm": chat.usage(),
+            }
+        log.info("router.query_done", strategy=req.strategy, docs=len(out.routing.documents), nodes=len(out.picks),
+                 chunks=len(evidence), total_ms=round(timings["total"], 1))
+        return QueryResult(answer=answer.text, citations=list(answer.citations),
+                           documents=list(out.routing.documents), trace=trace)

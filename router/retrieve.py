@@ -1,0 +1,89 @@
+"""Hybrid in-node retrieval (dense + BM25, min-max, weighted fusion) and optional cross-encoder rerank."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Protocol
+
+import asyncpg
+import numpy as np
+
+from router.scoring import bm25_scores, fuse, min_max
+from router.types import NodePick, RetrievedChunk
+
+SQL_NODE_CHUNKS = """
+SELECT c.id, c.node_id, c.ordinal, c.text, c.page, c.heading_path, 1 - (c.embedding <=> $3) AS dense,
+       n.start_index, n.end_index, n.unit
+FROM chunks c JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id
+WHERE c.document_id = $1 AND c.node_id = ANY($2::text[])
+ORDER BY c.ordinal"""
+
+
+class Reranker(Protocol):
+    model_id: str
+
+    def score(self, query: str, texts: list[str]) -> list[float]: ...
+
+
+async def retrieve_in_nodes(
+    pool: asyncpg.Pool,
+    doc_id: int,
+    doc_name: str,
+    picks: Sequence[NodePick],
+    embed_query: dict[str, np.ndarray],
+    *,
+    top_k: int,
+    dense_weight: float,
+    bm25_weight: float,
+) -> list[RetrievedChunk]:
+    """For each (node, sub_query): dense + BM25 over that node's chunks, fused; top_k per node."""
+    out: list[RetrievedChunk] = []
+    for pick in picks:
+        qvec = embed_query[pick.sub_query]
+        rows = await pool.fetch(SQL_NODE_CHUNKS, doc_id, [pick.node_id], qvec)
+        if not rows:
+            continue
+        texts = [r["text"] for r in rows]
+        dense = [float(r["dense"]) for r in rows]
+        bm = bm25_scores(pick.sub_query, texts)
+        fused = fuse(dense, bm, dense_weight, bm25_weight)
+        order = sorted(range(len(rows)), key=lambda i: -fused[i])[:top_k]
+        for i in order:
+            r = rows[i]
+            page = r["page"]
+            pages = (page, page) if page is not None else (r["start_index"], r["end_index"])
+            out.append(RetrievedChunk(
+                chunk_id=r["id"], doc_id=doc_id, doc_name=doc_name, node_id=r["node_id"],
+                section_path=r["heading_path"], text=r["text"], page=page, pages=pages, unit=r["unit"],
+                dense=round(dense[i], 4), bm25=round(bm[i], 4), fused=round(fused[i], 4), score=fused[i],
+            ))
+    return out
+
+
+def rank_across_nodes(question: str, chunks: Sequence[RetrievedChunk], node_prior: dict[tuple[int, str], float],
+                      dense_weight: float, bm25_weight: float) -> list[RetrievedChunk]:
+    """Order the union of per-node results on one scale: dense and BM25 (question) over the pool,
+    plus the node's tree-search prior."""
+    if not chunks:
+        return []
+    dense = min_max([c.dense for c in chunks])
+    bm = min_max(bm25_scores(question, [c.text for c in chunks]))
+    out = []
+    for i, c in enumerate(chunks):
+        prior = node_prior.get((c.doc_id, c.node_id), 0.0)
+        s = 0.8 * (dense_weight * dense[i] + bm25_weight * bm[i]) + 0.2 * prior
+        out.append((s, c))
+    out.sort(key=lambda x: -x[0])
+    import msgspec
+
+    return [msgspec.structs.replace(c, score=round(s, 4)) for s, c in out]
+
+
+async def rerank(reranker: Reranker, question: str, chunks: Sequence[RetrievedChunk]) -> list[RetrievedChunk]:
+    """Cross-encoder scores replace the ordering (spec 001 §2.3)."""
+    import msgspec
+
+    scores = await asyncio.to_thread(reranker.score, question, [c.text for c in chunks])
+    ranked = sorted(zip(scores, chunks, strict=True), key=lambda x: -x[0])
+    return [msgspec.structs.replace(c, rerank=round(s, 4), score=round(s, 4)) for s, c in ranked]

@@ -1,0 +1,314 @@
+"""Document routing strategies behind one interface: metadata, semantic (DocScore), description, auto."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import asyncpg
+import numpy as np
+import structlog
+
+from kb.errors import LLMError
+from kb.providers import ChatModel
+from kb.settings import RetrievalSettings
+from kb.text import tokenize
+
+from router.metadata import (
+    conditions_from_filters,
+    known_values,
+    match_question,
+    run_filter,
+)
+from router.scoring import aggregate_score, bm25_scores, min_max
+from router.types import Condition, DocCandidate, RoutingResult
+
+log = structlog.get_logger("router.routing")
+
+SQL_DENSE_CHUNKS = """
+SELECT c.id, c.document_id, 1 - (c.embedding <=> $1) AS sim
+FROM chunks c WHERE c.collection_id = $2
+ORDER BY c.embedding <=> $1 LIMIT $3"""
+SQL_DENSE_CHUNKS_IN_DOCS = """
+SELECT c.id, c.document_id, 1 - (c.embedding <=> $1) AS sim
+FROM chunks c WHERE c.document_id = ANY($2::bigint[])
+ORDER BY 1 - (c.embedding <=> $1) DESC LIMIT $3"""
+SQL_TEXT_CHUNKS = """
+SELECT c.id, c.document_id, ts_rank_cd(c.tsv, q) AS rank, 1 - (c.embedding <=> $3) AS sim
+FROM chunks c, to_tsquery('english', $1) q
+WHERE c.collection_id = $2 AND c.tsv @@ q
+ORDER BY rank DESC LIMIT $4"""
+SQL_TEXT_CHUNKS_IN_DOCS = """
+SELECT c.id, c.document_id, ts_rank_cd(c.tsv, q) AS rank, 1 - (c.embedding <=> $3) AS sim
+FROM chunks c, to_tsquery('english', $1) q
+WHERE c.document_id = ANY($2::bigint[]) AND c.tsv @@ q
+ORDER BY rank DESC LIMIT $4"""
+SQL_DOC_NAMES = "SELECT id, name, description FROM documents WHERE id = ANY($1::bigint[])"
+SQL_DESC_DENSE = """
+SELECT id, name, description, 1 - (description_embedding <=> $1) AS sim
+FROM documents WHERE collection_id = $2 AND description_embedding IS NOT NULL
+ORDER BY description_embedding <=> $1 LIMIT $3"""
+SQL_DESC_ALL = "SELECT id, name, title, description FROM documents WHERE collection_id = $1"
+SQL_DOC_COUNT = "SELECT count(*) FROM documents WHERE collection_id = $1"
+SQL_SET_EF = "SELECT set_config('hnsw.ef_search', $1, true)"
+SQL_SET_ITERATIVE = "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"
+
+_TSQ_SAFE = re.compile(r"^[a-z0-9]+$")
+
+
+def tsquery_text(question: str, max_terms: int = 16) -> str | None:
+    """An OR-query of safe lexemes for ``to_tsquery`` (letters/digits only; no operators from input)."""
+    terms = []
+    for tok in tokenize(question):
+        tok = tok.replace("-", "").replace(".", "").replace("'", "").replace("%", "").replace("$", "")
+        if _TSQ_SAFE.match(tok) and tok not in terms:
+            terms.append(tok)
+    return " | ".join(terms[:max_terms]) if terms else None
+
+
+@dataclass
+class RouteContext:
+    """What every strategy may use."""
+
+    pool: asyncpg.Pool
+    chat: ChatModel
+    settings: RetrievalSettings
+    collection_id: int
+    question: str
+    query_vec: np.ndarray
+    top_docs: int
+    filters: dict[str, Any]
+    iterative_scan: bool = True
+
+
+class Router(Protocol):
+    name: str
+
+    async def route(self, ctx: RouteContext, within: Sequence[int] | None = None) -> RoutingResult: ...
+
+
+async def chunk_hits(ctx: RouteContext, within: Sequence[int] | None, k: int) -> list[tuple[int, int, float, float]]:
+    """(chunk_id, doc_id, dense sim, normalised full-text rank) for the best chunks, dense ∪ full-text."""
+    tsq = tsquery_text(ctx.question)
+    async with ctx.pool.acquire() as conn, conn.transaction():
+        await conn.execute(SQL_SET_EF, str(max(ctx.settings.hnsw_ef_search, k)))
+        if ctx.iterative_scan:
+            await conn.execute(SQL_SET_ITERATIVE)
+        if within is None:
+            dense = await conn.fetch(SQL_DENSE_CHUNKS, ctx.query_vec, ctx.collection_id, k)
+            text = await conn.fetch(SQL_TEXT_CHUNKS, tsq, ctx.collection_id, ctx.query_vec, k) if tsq else []
+        else:
+            ids = list(within)
+            dense = await conn.fetch(SQL_DENSE_CHUNKS_IN_DOCS, ctx.query_vec, ids, k)
+            text = await conn.fetch(SQL_TEXT_CHUNKS_IN_DOCS, tsq, ids, ctx.query_vec, k) if tsq else []
+    ranks = {r["id"]: float(r["rank"]) for r in text}
+    norm = dict(zip(ranks, min_max(list(ranks.values())), strict=True))
+    out: dict[int, tuple[int, int, float, float]] = {}
+    for r in dense:
+        out[r["id"]] = (r["id"], r["document_id"], float(r["sim"]), norm.get(r["id"], 0.0))
+    for r in text:
+        out.setdefault(r["id"], (r["id"], r["document_id"], float(r["sim"]), norm[r["id"]]))
+    return list(out.values())
+
+
+async def _names(pool: asyncpg.Pool, ids: Sequence[int]) -> dict[int, str]:
+    return {r["id"]: r["name"] for r in await pool.fetch(SQL_DOC_NAMES, list(ids))}
+
+
+class SemanticRouter:
+    """Top chunks by pgvector cosine (plus full-text hits) grouped per document:
+    DocScore = sum(chunk scores) / sqrt(N + 1)."""
+
+    name = "semantic"
+
+    async def scores(self, ctx: RouteContext, within: Sequence[int] | None = None) -> dict[int, tuple[float, int]]:
+        hits = await chunk_hits(ctx, within, ctx.settings.semantic_top_k)
+        w_d, w_b = ctx.settings.dense_weight, ctx.settings.bm25_weight
+        per_doc: dict[int, list[float]] = {}
+        for _, doc_id, sim, ft in hits:
+            per_doc.setdefault(doc_id, []).append(w_d * max(sim, 0.0) + w_b * ft)
+        return {d: (aggregate_score(v), len(v)) for d, v in per_doc.items()}
+
+    async def route(self, ctx: RouteContext, within: Sequence[int] | None = None) -> RoutingResult:
+        scores = await self.scores(ctx, within)
+        names = await _names(ctx.pool, list(scores))
+        ranked = sorted(scores.items(), key=lambda kv: -kv[1][0])
+        cands = tuple(
+            DocCandidate(d, names.get(d, str(d)), round(s, 4), f"DocScore {s:.3f} from {n} chunk hits")
+            for d, (s, n) in ranked
+        )
+        return RoutingResult(strategy_used=self.name, documents=cands[: ctx.top_docs], candidates=cands[:20])
+
+
+DESC_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"thinking": {"type": "string"}, "answer": {"type": "array", "items": {"type": "string"}}},
+    "required": ["answer"],
+}
+DESC_SYSTEM = "You select documents relevant to a query from their descriptions. Reply with JSON only."
+
+
+class DescriptionRouter:
+    """Shortlist by description embedding + BM25 (works for 10,000+ documents), then the LLM picks."""
+
+    name = "description"
+
+    async def shortlist(self, ctx: RouteContext, within: Sequence[int] | None, n: int) -> list[DocCandidate]:
+        rows = await ctx.pool.fetch(SQL_DESC_DENSE, ctx.query_vec, ctx.collection_id, max(n * 4, 200))
+        dense = {r["id"]: (r["name"], r["description"], float(r["sim"])) for r in rows}
+        allowed = set(within) if within is not None else None
+        # BM25 over all descriptions of the collection (names included: they often carry company/period)
+        all_rows = await ctx.pool.fetch(SQL_DESC_ALL, ctx.collection_id)
+        if allowed is not None:
+            all_rows = [r for r in all_rows if r["id"] in allowed]
+        texts = [f"{r['name']} {r['title']} {r['description']}" for r in all_rows]
+        bm = bm25_scores(ctx.question, texts)
+        bm_norm = min_max(bm)
+        bm_by_id = {r["id"]: s for r, s in zip(all_rows, bm_norm, strict=True)}
+        ids = {r["id"] for r in all_rows}
+        dense_vals = {i: v[2] for i, v in dense.items() if i in ids}
+        d_norm = dict(zip(dense_vals, min_max(list(dense_vals.values())), strict=True))
+        meta = {r["id"]: r for r in all_rows}
+        scored = []
+        for i in ids:
+            s = 0.5 * d_norm.get(i, 0.0) + 0.5 * bm_by_id.get(i, 0.0)
+            scored.append(DocCandidate(i, meta[i]["name"], round(s, 4),
+                                       f"description match {s:.3f} (dense {d_norm.get(i, 0.0):.2f}, "
+                                       f"bm25 {bm_by_id.get(i, 0.0):.2f})"))
+        scored.sort(key=lambda c: -c.score)
+        return scored[:n]
+
+    async def route(self, ctx: RouteContext, within: Sequence[int] | None = None) -> RoutingResult:
+        shortlist = await self.shortlist(ctx, within, ctx.settings.description_shortlist)
+        if ctx.chat.offline or not shortlist:
+            return RoutingResult(strategy_used=self.name, documents=tuple(shortlist[: ctx.top_docs]),
+                                 candidates=tuple(shortlist[:20]), notes=("offline: description shortlist ranking",))
+        descs = {r["id"]: r["description"] for r in await ctx.pool.fetch(SQL_DOC_NAMES, [c.doc_id for c in shortlist])}
+        listing = "\n".join(
+            f'{{"doc_id": "{c.doc_id}", "doc_name": {c.name!r}, "doc_description": {descs.get(c.doc_id, "")!r}}}'
+            for c in shortlist
+        )
+        prompt = (
+            "You are given a list of documents with their IDs, file names, and descriptions. Select the documents "
+            f"that may contain information relevant to the query (at most {ctx.top_docs}, best first).\n\n"
+            f"Query: {ctx.question}\n\nDocuments:\n{listing}\n\n"
+            'Reply: {"thinking": "<reasoning>", "answer": ["doc_id1", "doc_id2"]} ([] if none is relevant)'
+        )
+        try:
+            res = await ctx.chat.complete_json(purpose="route.description", system=DESC_SYSTEM, prompt=prompt,
+                                               schema=DESC_SCHEMA)
+            picked = res.data.get("answer", []) if isinstance(res.data, dict) else []
+            by_id = {str(c.doc_id): c for c in shortlist}
+            chosen = [by_id[str(p)] for p in picked if str(p) in by_id]
+        except LLMError as exc:
+            log.warning("router.description_llm_failed", error=str(exc))
+            return RoutingResult(strategy_used=self.name, documents=tuple(shortlist[: ctx.top_docs]),
+                                 candidates=tuple(shortlist[:20]), notes=("LLM failed: offline shortlist",),
+                                 llm_calls=1)
+        docs = tuple(DocCandidate(c.doc_id, c.name, c.score, "chosen by LLM from descriptions")
+                     for c in dict.fromkeys(chosen))[: ctx.top_docs]
+        return RoutingResult(strategy_used=self.name, documents=docs, candidates=tuple(shortlist[:20]), llm_calls=1)
+
+
+class MetadataRouter:
+    """Documents matching the validated conditions (explicit filters always applied), best-first by DocScore."""
+
+    name = "metadata"
+
+    async def conditions(self, ctx: RouteContext) -> tuple[tuple[Condition, ...], bool, str, int]:
+        kv = await known_values(ctx.pool, ctx.collection_id)
+        match = await match_question(ctx.question, kv, ctx.chat)
+        return match.conditions, match.confident, match.explanation, match.llm_calls
+
+    async def route(self, ctx: RouteContext, within: Sequence[int] | None = None) -> RoutingResult:
+        conds, _, explanation, calls = await self.conditions(ctx)
+        explicit = conditions_from_filters(ctx.filters)
+        docs = await run_filter(ctx.pool, ctx.collection_id, conds) if conds else []
+        if not conds and within is not None:
+            docs = list((await _names(ctx.pool, within)).items())
+        if within is not None:
+            allowed = set(within)
+            docs = [d for d in docs if d[0] in allowed]
+        scores = await SemanticRouter().scores(ctx, [d for d, _ in docs]) if docs else {}
+        ranked = sorted(docs, key=lambda d: -scores.get(d[0], (0.0, 0))[0])
+        cands = tuple(DocCandidate(d, n, round(scores.get(d, (0.0, 0))[0], 4), f"metadata: {explanation}")
+                      for d, n in ranked)
+        return RoutingResult(strategy_used=self.name, documents=cands[: ctx.top_docs], candidates=cands[:20],
+                             conditions=(*explicit, *conds), notes=(explanation,), llm_calls=calls)
+
+
+class AutoRouter:
+    """A confident metadata filter narrows the candidates, DocScore ranks within them, descriptions
+    break ties and rescue when nothing matched."""
+
+    name = "auto"
+
+    async def route(self, ctx: RouteContext, within: Sequence[int] | None = None) -> RoutingResult:
+        notes: list[str] = []
+        meta = MetadataRouter()
+        conds, confident, explanation, calls = await meta.conditions(ctx)
+        explicit = conditions_from_filters(ctx.filters)
+        candidate_ids: list[int] | None = list(within) if within is not None else None
+        used: tuple[Condition, ...] = explicit
+        if within is not None:
+            notes.append(f"explicit filters → {len(candidate_ids or [])} documents")
+        if conds and confident:
+            # relax the non-discriminative conditions until something matches
+            attempt = list(conds)
+            while attempt:
+                rows = await run_filter(ctx.pool, ctx.collection_id, attempt)
+                ids = [d for d, _ in rows if candidate_ids is None or d in set(candidate_ids)]
+                if ids:
+                    candidate_ids = ids
+                    used = (*explicit, *attempt)
+                    notes.append(f"metadata ({explanation}) → {len(ids)} candidates")
+                    break
+                attempt.pop()
+            else:
+                notes.append(f"metadata ({explanation}) matched nothing; not narrowed")
+        elif conds:
+            notes.append(f"metadata not confident ({explanation}); used as a boost")
+        sem = SemanticRouter()
+        scores = await sem.scores(ctx, candidate_ids) if candidate_ids is None or candidate_ids else {}
+        desc = await DescriptionRouter().shortlist(ctx, candidate_ids, max(ctx.top_docs * 3, 10))
+        desc_score = {c.doc_id: c.score for c in desc}
+        boost_ids: set[int] = set()
+        if conds and not confident:
+            rows = await run_filter(ctx.pool, ctx.collection_id, conds)
+            boost_ids = {d for d, _ in rows}
+        ids = set(scores) | set(desc_score)
+        if candidate_ids is not None:
+            ids &= set(candidate_ids)
+            ids |= set(candidate_ids[: ctx.top_docs * 3]) if not ids else set()
+        sem_norm = dict(zip(scores, min_max([s for s, _ in scores.values()]), strict=True))
+        combined = []
+        for d in ids:
+            s = 0.75 * sem_norm.get(d, 0.0) + 0.25 * desc_score.get(d, 0.0) + (0.15 if d in boost_ids else 0.0)
+            why = [f"DocScore {scores[d][0]:.3f} ({scores[d][1]} hits)" if d in scores else "no chunk hits"]
+            if d in desc_score:
+                why.append(f"description {desc_score[d]:.2f}")
+            if candidate_ids is not None:
+                why.append("in metadata/filter candidates")
+            if d in boost_ids:
+                why.append("metadata boost")
+            combined.append((d, s, ", ".join(why)))
+        combined.sort(key=lambda x: -x[1])
+        names = await _names(ctx.pool, [d for d, _, _ in combined])
+        cands = tuple(DocCandidate(d, names.get(d, str(d)), round(s, 4), why) for d, s, why in combined)
+        if not cands:
+            notes.append("nothing matched: description shortlist over the whole collection")
+            rescue = await DescriptionRouter().shortlist(ctx, None, ctx.top_docs)
+            cands = tuple(rescue)
+        return RoutingResult(strategy_used=self.name, documents=cands[: ctx.top_docs], candidates=cands[:20],
+                             conditions=used, notes=tuple(notes), llm_calls=calls)
+
+
+ROUTERS: dict[str, type] = {
+    "auto": AutoRouter, "metadata": MetadataRouter, "semantic": SemanticRouter, "description": DescriptionRouter,
+}
+
+
+def get_router(strategy: str) -> Router:
+    return ROUTERS[strategy]()

@@ -1,0 +1,118 @@
+"""ONE synthesis call over the evidence blocks; offline, an extractive cited answer."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+import structlog
+
+from kb.errors import LLMError
+from kb.providers import ChatModel
+from kb.text import split_sentences, tokenize
+
+from router.types import Answer, CitationOut, RetrievedChunk, Turn
+
+log = structlog.get_logger("router.synthesize")
+
+SYNTH_SYSTEM = (
+    "You answer questions about a collection of reports using only the evidence given. Rules: 1) answer only "
+    "from the evidence, never invent facts or numbers; 2) after every claim put the evidence marker(s) like [1] "
+    "or [2][3]; 3) if the evidence is insufficient to answer fully, say so plainly and say what is missing; "
+    "4) be concise and precise; keep units and periods."
+)
+_MARKER = re.compile(r"\[(\d{1,3})\]")
+_NUM = re.compile(r"\d")
+
+
+def evidence_label(c: RetrievedChunk) -> str:
+    unit = "pp." if c.unit == "page" else "lines"
+    span = f"{c.pages[0]}" if c.pages[0] == c.pages[1] else f"{c.pages[0]}–{c.pages[1]}"
+    return f"{c.doc_name} › {c.section_path} ({unit} {span})"
+
+
+def build_evidence(chunks: Sequence[RetrievedChunk]) -> str:
+    return "\n\n".join(f"[{i}] {evidence_label(c)}\n{c.text}" for i, c in enumerate(chunks, 1))
+
+
+def _citation(i: int, c: RetrievedChunk) -> CitationOut:
+    return CitationOut(marker=i, doc_id=c.doc_id, doc_name=c.doc_name, node_id=c.node_id,
+                       section_path=c.section_path, pages=c.pages, text=c.text, unit=c.unit)
+
+
+def _history_block(history: Sequence[Turn]) -> str:
+    if not history:
+        return ""
+    return "Conversation so far:\n" + "\n".join(f"{t.role}: {t.content[:500]}" for t in history[-6:]) + "\n\n"
+
+
+async def synthesize(chat: ChatModel, question: str, chunks: Sequence[RetrievedChunk],
+                     history: Sequence[Turn] = ()) -> Answer:
+    """LLM answer with [n] markers mapped to citations; extractive when offline or on failure."""
+    if not chunks:
+        return Answer(text="No relevant evidence was found in the collection for this question.", citations=(),
+                      mode="none")
+    if chat.offline:
+        return extractive_answer(question, chunks)
+    prompt = (f"{_history_block(history)}Question: {question}\n\nEvidence:\n{build_evidence(chunks)}\n\n"
+              "Answer with evidence markers:")
+    try:
+        res = await chat.complete_text(purpose="synthesize", system=SYNTH_SYSTEM, prompt=prompt)
+    except LLMError as exc:
+        log.warning("router.synthesis_llm_failed", error=str(exc))
+        ans = extractive_answer(question, chunks)
+        return Answer(text=ans.text, citations=ans.citations, mode="extractive_fallback", llm_calls=1)
+    text = res.text.strip()
+    used = sorted({int(m) for m in _MARKER.findall(text) if 1 <= int(m) <= len(chunks)})
+    cites = tuple(_citation(i, chunks[i - 1]) for i in used)
+    return Answer(text=text, citations=cites, mode="llm", llm_calls=1)
+
+
+def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sentences: int = 4) -> Answer:
+    """The best evidence sentences for the question, each cited ([n] = evidence block)."""
+    q = set(tokenize(question))
+    wants_number = bool(re.search(r"\b(how much|how many|what (?:was|is|were)|amount|total|percent|rate|ratio)\b",
+                                  question, re.I))
+    df: dict[str, int] = {}
+    sentences: list[tuple[int, int, str]] = []
+    for ci, c in enumerate(chunks):
+        for si, s in enumerate(split_sentences(c.text)):
+            if len(s) < 12:
+                continue
+            sentences.append((ci, si, s))
+            for t in set(tokenize(s)):
+                df[t] = df.get(t, 0) + 1
+    n = max(1, len(sentences))
+    scored = []
+    for ci, si, s in sentences:
+        toks = set(tokenize(s))
+        overlap = q & toks
+        if not overlap:
+            continue
+        score = sum(math.log(1 + n / df.get(t, 1)) for t in overlap)
+        score /= math.sqrt(max(len(toks), 4)) ** 0.5
+        if wants_number and _NUM.search(s):
+            score *= 1.3
+        score *= 1.0 + 0.15 / (1 + ci)  # earlier (better-ranked) evidence first on ties
+        scored.append((score, ci, si, s))
+    scored.sort(key=lambda x: -x[0])
+    picked: list[tuple[int, int, str]] = []
+    per_chunk: dict[int, int] = {}
+    for _, ci, si, s in scored:
+        if per_chunk.get(ci, 0) >= 2:
+            continue
+        picked.append((ci, si, s))
+        per_chunk[ci] = per_chunk.get(ci, 0) + 1
+        if len(picked) >= max_sentences:
+            break
+    if not picked:
+        return Answer(
+            text="The retrieved evidence does not clearly answer this question. The closest passage is: "
+                 f"\"{chunks[0].text[:300].strip()}\" [1]",
+            citations=(_citation(1, chunks[0]),), mode="extractive",
+        )
+    markers = sorted({ci + 1 for ci, _, _ in picked})
+    lines = [f"- {' '.join(s.split())} [{ci + 1}]" for ci, _, s in picked]
+    text = "Based on the retrieved evidence:\n" + "\n".join(lines)
+    return Answer(text=text, citations=tuple(_citation(i, chunks[i - 1]) for i in markers), mode="extractive")

@@ -1,0 +1,285 @@
+"""Per-document tree search: pick leaf nodes (each with a sub-query) for a question.
+
+LLM path: the serialized tree (spec 001 format) → ``{thinking, results:[{node_id, sub_query}]}``,
+ids validated against the document's leaves; trees too large for one prompt are searched top-down.
+Offline path: hybrid similarity of the question to title + summary plus a NodeScore over the node's
+chunk hits (spec 002 §Action 3). Cross-references in the retrieved text are followed separately.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import numpy as np
+import structlog
+
+from kb.errors import LLMError
+from kb.providers import ChatModel
+from kb.text import count_tokens, normalize_title
+
+from router.routing import tsquery_text
+from router.scoring import aggregate_score, bm25_scores, min_max
+from router.types import DocNode, NodePick, TreeSearchResult, Turn
+
+log = structlog.get_logger("router.tree_search")
+
+SQL_DOC_NODES = """
+SELECT node_id, parent_id, level, title, path, summary, start_index, end_index, unit, is_leaf,
+       1 - (embedding <=> $2) AS sim
+FROM nodes WHERE document_id = $1 ORDER BY ordinal"""
+SQL_NODE_DENSE_HITS = """
+SELECT node_id, 1 - (embedding <=> $2) AS sim FROM chunks WHERE document_id = $1
+ORDER BY 1 - (embedding <=> $2) DESC LIMIT $3"""
+SQL_NODE_TEXT_HITS = """
+SELECT node_id, ts_rank_cd(tsv, q) AS rank FROM chunks, to_tsquery('english', $2) q
+WHERE document_id = $1 AND tsv @@ q ORDER BY rank DESC LIMIT $3"""
+
+SEARCH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "thinking": {"type": "string"},
+        "results": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"node_id": {"type": "string"}, "sub_query": {"type": "string"}},
+                "required": ["node_id"],
+            },
+        },
+    },
+    "required": ["results"],
+}
+SEARCH_SYSTEM = "You are a document retrieval expert. Reply with JSON only."
+_XREF = re.compile(
+    r"\b(?:see|refer to|described in|discussed in|included in|in)\s+"
+    r"((?:note|item|section|appendix|part|exhibit)\s+(?:[0-9]+[A-Za-z]?(?:\.[0-9]+)*|[IVX]+\b|[A-Z]\b))",
+    re.I,
+)
+
+
+@dataclass(frozen=True)
+class LoadedTree:
+    doc_id: int
+    doc_name: str
+    nodes: tuple[DocNode, ...]
+    sims: dict[str, float]
+
+    @property
+    def leaves(self) -> list[DocNode]:
+        return [n for n in self.nodes if n.is_leaf]
+
+    def children(self, node_id: str | None) -> list[DocNode]:
+        return [n for n in self.nodes if n.parent_id == node_id]
+
+    def by_id(self) -> dict[str, DocNode]:
+        return {n.node_id: n for n in self.nodes}
+
+
+async def load_tree(pool: asyncpg.Pool, doc_id: int, doc_name: str, query_vec: np.ndarray) -> LoadedTree:
+    rows = await pool.fetch(SQL_DOC_NODES, doc_id, query_vec)
+    nodes = tuple(
+        DocNode(node_id=r["node_id"], parent_id=r["parent_id"], level=r["level"], title=r["title"],
+                path=tuple(r["path"]), summary=r["summary"], start=r["start_index"], end=r["end_index"],
+                unit=r["unit"], is_leaf=r["is_leaf"])
+        for r in rows
+    )
+    sims = {r["node_id"]: float(r["sim"]) if r["sim"] is not None else 0.0 for r in rows}
+    return LoadedTree(doc_id=doc_id, doc_name=doc_name, nodes=nodes, sims=sims)
+
+
+def serialize_tree(nodes: Sequence[DocNode], *, with_summary: bool = True, mark_expandable: bool = False) -> str:
+    """Spec 001 format: indented ``[node_id] title (leaf)``, summary, pages."""
+    lines = []
+    base = min((n.level for n in nodes), default=1)
+    for n in nodes:
+        pad = "  " * max(0, n.level - base)
+        mark = " (leaf)" if n.is_leaf else (" (expandable)" if mark_expandable else "")
+        unit = "pp." if n.unit == "page" else "lines"
+        lines.append(f"{pad}[{n.node_id}] {n.title}{mark} ({unit} {n.start}-{n.end})")
+        if with_summary and n.summary:
+            lines.append(f"{pad}  summary: {n.summary[:300]}")
+    return "\n".join(lines)
+
+
+def _context_block(expert_knowledge: str | None, history: Sequence[Turn]) -> str:
+    parts = []
+    if expert_knowledge:
+        parts.append(f"Expert knowledge of relevant sections: {expert_knowledge}")
+    if history:
+        convo = "\n".join(f"{t.role}: {t.content[:500]}" for t in history[-6:])
+        parts.append(f"Conversation so far:\n{convo}")
+    return "\n\n".join(parts)
+
+
+class TreeSearcher:
+    """Chooses nodes in one document; LLM when available, offline otherwise or on failure."""
+
+    def __init__(self, pool: asyncpg.Pool, chat: ChatModel, *, max_nodes: int, prompt_tokens: int,
+                 dense_weight: float = 0.5, bm25_weight: float = 0.5) -> None:
+        self.pool = pool
+        self.chat = chat
+        self.max_nodes = max_nodes
+        self.prompt_tokens = prompt_tokens
+        self.dense_weight = dense_weight
+        self.bm25_weight = bm25_weight
+
+    async def search(self, tree: LoadedTree, question: str, query_vec: np.ndarray, *,
+                     expert_knowledge: str | None = None, history: Sequence[Turn] = ()) -> TreeSearchResult:
+        if not tree.nodes:
+            return TreeSearchResult(doc_id=tree.doc_id, picks=())
+        if self.chat.offline:
+            return await self.offline(tree, question, query_vec, expert_knowledge=expert_knowledge)
+        try:
+            return await self.llm(tree, question, expert_knowledge=expert_knowledge, history=history)
+        except LLMError as exc:
+            log.warning("router.tree_search_llm_failed", doc_id=tree.doc_id, error=str(exc))
+            res = await self.offline(tree, question, query_vec, expert_knowledge=expert_knowledge)
+            return TreeSearchResult(doc_id=res.doc_id, picks=res.picks, thinking=f"LLM failed ({exc}); offline",
+                                    mode="offline_fallback", llm_calls=1)
+
+    # ------------------------------------------------------------------ offline
+    async def offline(self, tree: LoadedTree, question: str, query_vec: np.ndarray, *,
+                      expert_knowledge: str | None = None) -> TreeSearchResult:
+        leaves = tree.leaves
+        hits = await self.pool.fetch(SQL_NODE_DENSE_HITS, tree.doc_id, query_vec, 40)
+        tsq = tsquery_text(question)
+        texts = await self.pool.fetch(SQL_NODE_TEXT_HITS, tree.doc_id, tsq, 40) if tsq else []
+        t_norm = dict(zip(range(len(texts)), min_max([float(r["rank"]) for r in texts]), strict=True))
+        per_node: dict[str, list[float]] = {}
+        for r in hits:
+            per_node.setdefault(r["node_id"], []).append(self.dense_weight * max(float(r["sim"]), 0.0))
+        for i, r in enumerate(texts):
+            per_node.setdefault(r["node_id"], []).append(self.bm25_weight * t_norm[i])
+        node_score = {k: aggregate_score(v) for k, v in per_node.items()}
+        labels = [" ".join(n.path) + " " + n.summary for n in leaves]
+        q_for_titles = question + (" " + expert_knowledge if expert_knowledge else "")
+        title_bm = min_max(bm25_scores(q_for_titles, labels))
+        title_dense = min_max([tree.sims.get(n.node_id, 0.0) for n in leaves])
+        ns = min_max([node_score.get(n.node_id, 0.0) for n in leaves])
+        scored = []
+        for i, n in enumerate(leaves):
+            s = 0.6 * ns[i] + 0.2 * title_dense[i] + 0.2 * title_bm[i]
+            scored.append((s, n, f"NodeScore {node_score.get(n.node_id, 0.0):.3f}, title/summary "
+                                  f"{title_dense[i]:.2f}/{title_bm[i]:.2f}"))
+        scored.sort(key=lambda x: -x[0])
+        best = scored[0][0] if scored else 0.0
+        picks = tuple(
+            NodePick(doc_id=tree.doc_id, node_id=n.node_id, title=n.title, section_path=" > ".join(n.path),
+                     sub_query=question, score=round(s, 4), reason=why)
+            for s, n, why in scored[: self.max_nodes]
+            if s >= 0.35 * best or s == best
+        )
+        return TreeSearchResult(doc_id=tree.doc_id, picks=picks,
+                                thinking="offline: NodeScore over chunk hits + title/summary similarity")
+
+    # ------------------------------------------------------------------ LLM
+    def _prompt(self, question: str, serialized: str, context: str, *, topdown: bool) -> str:
+        task = (
+            "Find the nodes most likely to contain the answer. You may return leaf nodes, or nodes marked "
+            "(expandable) to look inside them." if topdown else
+            "Find the leaf nodes (marked (leaf)) most likely to contain the answer."
+        )
+        return (
+            f"{task}\nRules:\n1. Return 1-{self.max_nodes} nodes, most relevant first.\n"
+            "2. For each node write a refined sub_query describing what to find in it.\n\n"
+            f"Question: {question}\n\n{context}\n\nDocument tree:\n{serialized}\n\n"
+            'Reply: {"thinking": "<brief analysis>", "results": [{"node_id": "0007", "sub_query": "..."}]}'
+        )
+
+    async def _ask(self, question: str, serialized: str, context: str, topdown: bool) -> tuple[str, list[dict[str, Any]]]:
+        res = await self.chat.complete_json(purpose="tree.search", system=SEARCH_SYSTEM,
+                                            prompt=self._prompt(question, serialized, context, topdown=topdown),
+                                            schema=SEARCH_SCHEMA)
+        data = res.data if isinstance(res.data, dict) else {}
+        results = data.get("results")
+        if not isinstance(results, list):
+            raise LLMError("tree search reply has no results list")
+        return str(data.get("thinking", "")), [r for r in results if isinstance(r, dict)]
+
+    async def llm(self, tree: LoadedTree, question: str, *, expert_knowledge: str | None = None,
+                  history: Sequence[Turn] = ()) -> TreeSearchResult:
+        context = _context_block(expert_knowledge, history)
+        leaves = {n.node_id: n for n in tree.leaves}
+        full = serialize_tree(tree.nodes)
+        if count_tokens(full) <= self.prompt_tokens:
+            thinking, results = await self._ask(question, full, context, topdown=False)
+            picks, dropped = self._validate(tree, results, leaves, question)
+            return TreeSearchResult(doc_id=tree.doc_id, picks=picks, thinking=thinking, mode="llm",
+                                    dropped_ids=dropped, llm_calls=1)
+        # top-down best-first descent: show one level of the frontier at a time
+        by_id = tree.by_id()
+        frontier = tree.children(None)
+        chosen: list[NodePick] = []
+        dropped: list[str] = []
+        calls, thoughts = 0, []
+        while frontier and len(chosen) < self.max_nodes and calls < 6:
+            thinking, results = await self._ask(
+                question, serialize_tree(frontier, mark_expandable=True), context, topdown=True)
+            calls += 1
+            thoughts.append(thinking)
+            allowed = {n.node_id for n in frontier}
+            next_frontier: list[DocNode] = []
+            for r in results:
+                nid = str(r.get("node_id", ""))
+                if nid not in allowed:
+                    dropped.append(nid)
+                    continue
+                node = by_id[nid]
+                if node.is_leaf:
+                    chosen.append(self._pick(tree, node, str(r.get("sub_query") or question), "LLM top-down"))
+                else:
+                    next_frontier.extend(tree.children(nid))
+            frontier = next_frontier
+        return TreeSearchResult(doc_id=tree.doc_id, picks=tuple(chosen[: self.max_nodes]),
+                                thinking=" | ".join(t for t in thoughts if t), mode="llm_topdown",
+                                dropped_ids=tuple(dropped), llm_calls=calls)
+
+    def _pick(self, tree: LoadedTree, node: DocNode, sub_query: str, reason: str) -> NodePick:
+        return NodePick(doc_id=tree.doc_id, node_id=node.node_id, title=node.title,
+                        section_path=" > ".join(node.path), sub_query=sub_query, reason=reason)
+
+    def _validate(self, tree: LoadedTree, results: list[dict[str, Any]], leaves: dict[str, DocNode],
+                  question: str) -> tuple[tuple[NodePick, ...], tuple[str, ...]]:
+        picks: list[NodePick] = []
+        dropped: list[str] = []
+        seen: set[str] = set()
+        for r in results:
+            nid = str(r.get("node_id", "")).strip()
+            if nid not in leaves:
+                dropped.append(nid)
+                continue
+            if nid in seen:
+                continue
+            seen.add(nid)
+            picks.append(self._pick(tree, leaves[nid], str(r.get("sub_query") or question), "chosen by LLM"))
+        if dropped:
+            log.info("router.tree_search_dropped_ids", doc_id=tree.doc_id, dropped=dropped)
+        return tuple(picks[: self.max_nodes]), tuple(dropped)
+
+
+def find_cross_references(texts: Sequence[str]) -> list[str]:
+    """Referenced labels such as "Note 7", "Item 8", "Section 3.2", "Appendix G" (normalised, unique)."""
+    out: list[str] = []
+    for t in texts:
+        for m in _XREF.finditer(t):
+            label = normalize_title(m.group(1))
+            if label not in out:
+                out.append(label)
+    return out
+
+
+def resolve_reference(tree: LoadedTree, label: str) -> DocNode | None:
+    """The node whose title starts with the referenced label ("note 7" → "Note 7 — Debt"); leaves first."""
+    matches = [n for n in tree.nodes if re.match(rf"{re.escape(label)}(?![0-9a-z])", normalize_title(n.title))]
+    if not matches:
+        return None
+    leaf = [n for n in matches if n.is_leaf]
+    if leaf:
+        return leaf[0]
+    first = matches[0]
+    kids = [n for n in tree.leaves if n.path[: len(first.path)] == first.path]
+    return kids[0] if kids else None

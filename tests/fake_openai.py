@@ -1,0 +1,271 @@
+"""A scripted OpenAI-compatible chat server for tests (real HTTP on 127.0.0.1, ephemeral port).
+
+Usage in a test::
+
+    from tests.fake_openai import FakeReply, fake_openai_fixture  # noqa: F401  (fixture "fake_openai")
+
+    async def test_x(fake_openai):
+        fake_openai.script(FakeReply.json({"answer": 1}), FakeReply.rate_limited(retry_after=0))
+        settings = LLMSettings(base_url=fake_openai.base_url, model="fake-model", ...)
+        ...
+        assert fake_openai.requests[0].json["response_format"]["type"] == "json_schema"
+
+Replies are taken from the queue filled by ``script(...)`` first, then from the ``responder``
+callable (``responder(request_json) -> FakeReply | str``). A request with neither is answered
+with HTTP 500 and counted in ``unscripted``; the fixture fails the test at teardown if any occurred.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
+
+
+@dataclass(frozen=True)
+class FakeReply:
+    """One scripted answer: a chat completion (``content``) or an HTTP error (``status`` >= 400)."""
+
+    content: str = ""
+    status: int = 200
+    error_message: str = ""
+    error_type: str = "server_error"
+    error_param: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    delay_s: float = 0.0
+    prompt_tokens: int = 12
+    completion_tokens: int = 5
+    model: str | None = None  # None → echo the requested model
+    finish_reason: str = "stop"
+
+    @classmethod
+    def json(cls, data: Any, **kw: Any) -> FakeReply:
+        """A completion whose content is ``data`` serialised as JSON."""
+        return cls(content=json.dumps(data), **kw)
+
+    @classmethod
+    def text(cls, content: str, **kw: Any) -> FakeReply:
+        """A completion with this exact content (prose, fenced JSON, malformed JSON, …)."""
+        return cls(content=content, **kw)
+
+    @classmethod
+    def error(cls, status: int, message: str, *, error_type: str = "server_error",
+              param: str | None = None, headers: dict[str, str] | None = None, delay_s: float = 0.0) -> FakeReply:
+        """An OpenAI-style error body with this HTTP status."""
+        return cls(status=status, error_message=message, error_type=error_type, error_param=param,
+                   headers=tuple((headers or {}).items()), delay_s=delay_s)
+
+    @classmethod
+    def rate_limited(cls, retry_after: float = 0) -> FakeReply:
+        """HTTP 429 with a ``Retry-After`` header."""
+        return cls.error(429, "Rate limit reached for fake-model", error_type="rate_limit_exceeded",
+                         headers={"Retry-After": f"{retry_after:g}"})
+
+    @classmethod
+    def server_error(cls, status: int = 500) -> FakeReply:
+        return cls.error(status, "The server had an error while processing your request.")
+
+    @classmethod
+    def response_format_unsupported(cls) -> FakeReply:
+        """HTTP 400 as returned by servers that do not accept ``json_schema`` response formats."""
+        return cls.error(400, "Invalid parameter: 'response_format' of type 'json_schema' is not supported "
+                              "with this model.", error_type="invalid_request_error", param="response_format")
+
+    @classmethod
+    def slow(cls, delay_s: float, content: str = "{}") -> FakeReply:
+        """A completion sent only after ``delay_s`` seconds (to trigger client timeouts)."""
+        return cls(content=content, delay_s=delay_s)
+
+
+Responder = Callable[[dict[str, Any]], "FakeReply | str"]
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request as received by the server."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    json: Any  # parsed body (None when the body is not JSON)
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return list((self.json or {}).get("messages", []))
+
+    @property
+    def response_format(self) -> dict[str, Any] | None:
+        return (self.json or {}).get("response_format")
+
+
+@dataclass
+class FakeOpenAI:
+    """Handle returned by the ``fake_openai`` fixture."""
+
+    base_url: str = ""
+    requests: list[RecordedRequest] = field(default_factory=list)
+    responder: Responder | None = None
+    unscripted: int = 0
+    _queue: collections.deque[FakeReply | Responder] = field(default_factory=collections.deque)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stopping: threading.Event = field(default_factory=threading.Event)
+
+    def script(self, *replies: FakeReply | str | Responder, responder: Responder | None = None) -> FakeOpenAI:
+        """Queue replies (a str is the content of a completion; a callable answers one request);
+        optionally set the ``responder`` used once the queue is empty."""
+        with self._lock:
+            for reply in replies:
+                self._queue.append(FakeReply.text(reply) if isinstance(reply, str) else reply)
+            if responder is not None:
+                self.responder = responder
+        return self
+
+    @property
+    def call_count(self) -> int:
+        """Number of chat-completion requests received."""
+        return sum(1 for r in self.requests if r.path in CHAT_PATHS)
+
+    @property
+    def pending(self) -> int:
+        """Scripted replies not consumed yet."""
+        with self._lock:
+            return len(self._queue)
+
+    def _next_reply(self, body: Any) -> FakeReply | None:
+        with self._lock:
+            item: FakeReply | Responder | None = self._queue.popleft() if self._queue else self.responder
+        if item is None:
+            return None
+        if isinstance(item, FakeReply):
+            return item
+        reply = item(body)
+        return FakeReply.text(reply) if isinstance(reply, str) else reply
+
+
+def _completion_body(reply: FakeReply, request: Any, seq: int) -> dict[str, Any]:
+    model = reply.model or (request or {}).get("model") or "fake-model"
+    return {
+        "id": f"chatcmpl-fake-{seq}",
+        "object": "chat.completion",
+        "created": 1_700_000_000 + seq,
+        "model": model,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": reply.content},
+            "finish_reason": reply.finish_reason,
+            "logprobs": None,
+        }],
+        "usage": {
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+        },
+    }
+
+
+def _make_handler(state: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - keep test output quiet
+            return
+
+        def _send(self, status: int, payload: dict[str, Any], headers: tuple[tuple[str, str], ...] = ()) -> None:
+            data = json.dumps(payload).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in headers:
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True  # the client gave up (timeout): nothing to answer
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server API
+            self._record(None)
+            if self.path.rstrip("/") in ("/v1/models", "/models"):
+                self._send(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+            else:
+                self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+
+        def do_POST(self) -> None:  # noqa: N802 - http.server API
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:
+                body = None
+            seq = self._record(body)
+            if self.path not in CHAT_PATHS:
+                self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+                return
+            reply = state._next_reply(body)
+            if reply is None:
+                with state._lock:
+                    state.unscripted += 1
+                self._send(500, {"error": {"message": "fake_openai: no reply scripted", "type": "test_error"}})
+                return
+            if reply.delay_s > 0 and state._stopping.wait(reply.delay_s):
+                return  # server shutting down
+            if reply.status >= 400:
+                err = {"message": reply.error_message, "type": reply.error_type,
+                       "param": reply.error_param, "code": None}
+                self._send(reply.status, {"error": err}, reply.headers)
+            else:
+                self._send(reply.status, _completion_body(reply, body, seq), reply.headers)
+
+        def _record(self, body: Any) -> int:
+            rec = RecordedRequest(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+            with state._lock:
+                state.requests.append(rec)
+                return len(state.requests)
+
+    return Handler
+
+
+class FakeOpenAIServer:
+    """Owns the HTTP server thread; ``start()`` returns the ``FakeOpenAI`` handle."""
+
+    def __init__(self) -> None:
+        self.state = FakeOpenAI()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self.state))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, name="fake-openai", daemon=True
+        )
+
+    def start(self) -> FakeOpenAI:
+        host, port = self._httpd.server_address[:2]
+        self.state.base_url = f"http://{host}:{port}/v1"
+        self._thread.start()
+        return self.state
+
+    def stop(self) -> None:
+        self.state._stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> FakeOpenAI:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@pytest.fixture(name="fake_openai")
+def fake_openai_fixture() -> Iterator[FakeOpenAI]:
+    """A running fake server; fails the test if a request arrived with no reply scripted."""
+    with FakeOpenAIServer() as fake:
+        yield fake
+        assert fake.unscripted == 0, f"{fake.unscripted} request(s) reached fake_openai with no reply scripted"

@@ -1,0 +1,125 @@
+"""API skeleton over real HTTP (litestar test client) and the real embedded Postgres."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from litestar.testing import AsyncTestClient
+
+from kb.app import create_app
+from kb.runtime import Runtime
+from kb.settings import get_settings
+
+
+def _client(rt: Runtime, host: str = "127.0.0.1") -> AsyncTestClient:
+    return AsyncTestClient(app=create_app(runtime=rt, bound_host=host, run_worker=False))
+
+
+async def test_health_and_request_id(runtime: Runtime) -> None:
+    async with _client(runtime) as client:
+        r = await client.get("/health")
+        assert r.status_code == 200
+        body = r.json()
+        assert body["database"] is True and body["schema_version"] >= 1
+        assert body["embedder"]["loaded"] and body["embedder"]["dimension"] == 384
+        assert len(r.headers["x-request-id"]) >= 8
+        r2 = await client.get("/health", headers={"X-Request-ID": "abc123"})
+        assert r2.headers["x-request-id"] == "abc123"
+
+
+async def test_collections_crud_and_errors(runtime: Runtime) -> None:
+    async with _client(runtime) as client:
+        r = await client.get("/kb/collections")
+        assert [c["name"] for c in r.json()] == ["default"]
+        r = await client.post("/kb/collections", json={"name": "reports-2024", "description": "x"})
+        assert r.status_code == 201 and r.json()["name"] == "reports-2024"
+        r = await client.post("/kb/collections", json={"name": "reports-2024"})
+        assert r.status_code == 409 and r.headers["content-type"].startswith("application/problem+json")
+        r = await client.post("/kb/collections", json={"name": "bad name!"})
+        assert r.status_code == 400
+        r = await client.get("/kb/documents", params={"collection": "nope"})
+        assert r.status_code == 404
+        body = r.json()
+        assert body["status"] == 404 and "nope" in body["detail"] and body["title"]
+        r = await client.get("/kb/documents", params={"collection": "reports-2024"})
+        assert r.status_code == 200 and r.json() == []
+        r = await client.get("/kb/documents/999999")
+        assert r.status_code == 404
+        r = await client.delete("/kb/documents/999999")
+        assert r.status_code == 404
+
+
+async def test_malformed_json_is_400_without_stack_trace(runtime: Runtime) -> None:
+    async with _client(runtime) as client:
+        r = await client.post("/kb/collections", content=b"{not json", headers={"Content-Type": "application/json"})
+        assert r.status_code == 400
+        assert "Traceback" not in r.text and r.json()["status"] == 400
+        r = await client.post("/kb/query", content=b"[1,2", headers={"Content-Type": "application/json"})
+        assert r.status_code == 400
+
+
+async def test_openapi_schema(runtime: Runtime) -> None:
+    async with _client(runtime) as client:
+        r = await client.get("/schema/openapi.json")
+        assert r.status_code == 200
+        paths = r.json()["paths"]
+        for p in ("/health", "/kb/query", "/kb/collections", "/kb/admin/ingest", "/kb/admin/jobs/{job_id}"):
+            assert p in paths
+
+
+@pytest.mark.parametrize(
+    ("header", "status"),
+    [(None, 401), ("Bearer wrong", 401), ("Basic abc", 401), ("Bearer s3cret-token", 201)],
+)
+async def test_admin_token(runtime: Runtime, monkeypatch: pytest.MonkeyPatch, header: str | None, status: int) -> None:
+    monkeypatch.setenv("KB_ADMIN_TOKEN", "s3cret-token")
+    get_settings.cache_clear()
+    runtime.settings = get_settings()
+    headers = {"Authorization": header} if header else {}
+    async with _client(runtime) as client:
+        r = await client.post("/kb/collections", json={"name": "guarded"}, headers=headers)
+        assert r.status_code == status, r.text
+        # reads stay open without KB_API_TOKEN
+        assert (await client.get("/kb/collections")).status_code == 200
+
+
+async def test_no_admin_token_off_loopback_is_403(runtime: Runtime) -> None:
+    async with _client(runtime, host="0.0.0.0") as client:
+        r = await client.post("/kb/collections", json={"name": "x1"})
+        assert r.status_code == 403 and "KB_ADMIN_TOKEN" in r.json()["detail"]
+        r = await client.post("/kb/admin/ingest", json={"path": "."})
+        assert r.status_code == 403
+    async with _client(runtime, host="127.0.0.1") as client:
+        assert (await client.post("/kb/collections", json={"name": "x1"})).status_code == 201
+
+
+async def test_api_token_protects_reads(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KB_API_TOKEN", "reader")
+    monkeypatch.setenv("KB_ADMIN_TOKEN", "admin")
+    get_settings.cache_clear()
+    runtime.settings = get_settings()
+    async with _client(runtime) as client:
+        assert (await client.get("/kb/collections")).status_code == 401
+        assert (await client.get("/kb/collections", headers={"Authorization": "Bearer reader"})).status_code == 200
+        assert (await client.get("/kb/collections", headers={"Authorization": "Bearer admin"})).status_code == 200
+        r = await client.post("/kb/query", json={"query": "x"}, headers={"Authorization": "Bearer nope"})
+        assert r.status_code == 401
+        assert (await client.get("/health")).status_code == 200
+
+
+async def test_ingest_path_must_stay_inside_root(runtime: Runtime, tmp_path: Path) -> None:
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    outside.mkdir()
+    (outside / "a.md").write_text("# A\ntext")
+    link = tmp_path / "escape"
+    link.symlink_to(outside)
+    async with _client(runtime) as client:
+        for path in ("../" + outside.name, str(outside), "escape"):
+            r = await client.post("/kb/admin/ingest", json={"path": path})
+            assert r.status_code == 400, (path, r.text)
+            assert "outside the ingest root" in r.json()["detail"]
+        r = await client.post("/kb/admin/ingest", json={"path": "missing-dir"})
+        assert r.status_code == 404
+        r = await client.post("/kb/admin/ingest", json={"path": ".", "collection": "nope"})
+        assert r.status_code == 404

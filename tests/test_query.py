@@ -1,0 +1,191 @@
+"""End to end: ingest a generated corpus into the embedded Postgres, then query every strategy over HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pymupdf
+import pytest
+from litestar.testing import AsyncTestClient
+
+from kb.app import build_ingest_context, create_app
+from kb.runtime import Runtime, open_runtime
+from kb.settings import get_settings
+from kb.text import normalize_title
+from tests.corpus import build_corpus
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+async def corpus(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Runtime, Path]]:
+    """The generated corpus, ingested once for the module through a real ingest job."""
+    import asyncpg
+
+    from ingest.jobs import Worker, create_job, get_job
+
+    folder = tmp_path_factory.mktemp("corpus")
+    build_corpus(folder)
+    (folder / "metadata.jsonl").write_text(json.dumps(
+        {"name": "voltaic-devices-2023", "company": "Voltaic Devices", "fiscal_year": 2023,
+         "doc_type": "annual_report"}) + "\n")
+    dbname = "query_corpus"
+    conn = await asyncpg.connect(pg_uri)
+    await conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+    await conn.execute(f'CREATE DATABASE "{dbname}"')
+    await conn.close()
+    base, _, q = pg_uri.partition("?")
+    url = base.rsplit("/", 1)[0] + f"/{dbname}" + (f"?{q}" if q else "")
+    mp = pytest.MonkeyPatch()
+    for k in list(os.environ):
+        if k.startswith("KB_"):
+            mp.delenv(k)
+    mp.setenv("KB_DATABASE_URL", url)
+    mp.setenv("KB_DATA_DIR", str(folder / ".kb"))
+    mp.setenv("KB_INGEST_ROOT", str(folder))
+    mp.setenv("KB_INGEST_WORKERS", "0")
+    get_settings.cache_clear()
+    rt = await open_runtime(get_settings())
+    job_id = await create_job(rt.pool, collection_id=1, path=folder)
+    await Worker(build_ingest_context(rt, processes=False)).run(__import__("asyncio").Event(), until_empty=True)
+    job = await get_job(rt.pool, job_id)
+    assert job.status == "done", job
+    assert job.counts.get("ok") == 4, [(i.name, i.status, i.error) for i in job.items]
+    yield rt, folder
+    await rt.close()
+    mp.undo()
+    get_settings.cache_clear()
+
+
+async def _query(rt: Runtime, **body: Any) -> dict[str, Any]:
+    async with AsyncTestClient(app=create_app(runtime=rt, run_worker=False)) as client:
+        r = await client.post("/kb/query", json=body)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+
+QUESTIONS = {
+    "metadata": ("What was Zephyr Mining's total revenue in fiscal 2021?", "zephyr-mining-2021.md"),
+    "semantic": ("Which company recalled lithium battery packs because they were overheating?",
+                 "voltaic-devices-2023.pdf"),
+    "description": ("Which report is from the Norwegian regional airline?", "kestrel-airlines-2020.md"),
+}
+
+
+@pytest.mark.parametrize("strategy", ["metadata", "semantic", "description"])
+async def test_each_strategy_routes_its_question(corpus: tuple[Runtime, Path], strategy: str) -> None:
+    rt, _ = corpus
+    question, expected = QUESTIONS[strategy]
+    body = await _query(rt, query=question, strategy=strategy)
+    assert body["documents"][0]["name"] == expected, body["documents"]
+    assert body["trace"]["strategy_used"] == strategy
+    assert body["documents"][0]["why"]
+    assert body["citations"], body
+
+
+@pytest.mark.parametrize("strategy", ["metadata", "semantic", "description"])
+async def test_auto_routes_every_question(corpus: tuple[Runtime, Path], strategy: str) -> None:
+    rt, _ = corpus
+    question, expected = QUESTIONS[strategy]
+    body = await _query(rt, query=question)
+    assert body["documents"][0]["name"] == expected, body["trace"]["routing"]
+
+
+async def test_metadata_answer_is_extractive_and_cited(corpus: tuple[Runtime, Path]) -> None:
+    rt, _ = corpus
+    body = await _query(rt, query=QUESTIONS["metadata"][0], strategy="metadata")
+    assert "412.7" in body["answer"]
+    cited = {c["marker"]: c for c in body["citations"]}
+    assert any("412.7" in c["text"] for c in cited.values())
+    assert body["trace"]["routing"]["conditions"], "the company/year filter is in the trace"
+    trace = body["trace"]
+    assert set(trace["timings_ms"]) >= {"route", "tree_search", "retrieve", "synthesize", "total"}
+    assert trace["llm"]["calls"] == 0 and trace["synthesis"] == "extractive"
+    for c in trace["chunks"]:
+        assert {"dense", "bm25", "fused"} <= set(c)
+
+
+async def test_pdf_citations_point_at_the_pages_holding_the_text(corpus: tuple[Runtime, Path]) -> None:
+    rt, folder = corpus
+    body = await _query(rt, query=QUESTIONS["semantic"][0], strategy="semantic", top_docs=1)
+    doc = pymupdf.open(folder / "voltaic-devices-2023.pdf")
+    assert body["citations"]
+    for c in body["citations"]:
+        first, last = c["pages"]
+        page_text = normalize_title(" ".join(doc[p - 1].get_text() for p in range(first, last + 1)))
+        snippet = normalize_title(c["text"])[:80]
+        assert snippet and snippet in page_text, (c["pages"], c["text"][:80])
+    assert any(c["pages"][0] == 2 for c in body["citations"])  # "Product Safety" is page 2
+
+
+async def test_explicit_filters_are_always_applied(corpus: tuple[Runtime, Path]) -> None:
+    rt, _ = corpus
+    for strategy in ("auto", "metadata", "semantic", "description"):
+        body = await _query(rt, query="What was Zephyr Mining's total revenue?", strategy=strategy,
+                            filters={"fiscal_year": 2022, "company": ["Zephyr Mining"]})
+        assert [d["name"] for d in body["documents"]] == ["zephyr-mining-2022.md"], strategy
+        assert "377.9" in body["answer"]
+
+
+async def test_hostile_input_never_reaches_sql(corpus: tuple[Runtime, Path]) -> None:
+    rt, _ = corpus
+    evil = "Zephyr Mining 2021'; DROP TABLE documents; -- revenue) OR 1=1 | !! & :*"
+    body = await _query(rt, query=evil, strategy="metadata")
+    assert body["documents"]
+    body = await _query(rt, query=evil, strategy="auto")
+    assert await rt.pool.fetchval("SELECT count(*) FROM documents") == 4
+    async with AsyncTestClient(app=create_app(runtime=rt, run_worker=False)) as client:
+        r = await client.post("/kb/query", json={"query": "x", "filters": {"a'); DROP TABLE x; --": 1}})
+        assert r.status_code == 400
+
+
+async def test_cross_reference_is_followed(corpus: tuple[Runtime, Path]) -> None:
+    rt, _ = corpus
+    body = await _query(rt, query="How did Zephyr Mining refinance its debt in 2022?", strategy="metadata",
+                        top_docs=1)
+    reasons = [n["reason"] for n in body["trace"]["nodes"]]
+    titles = [n["title"] for n in body["trace"]["nodes"]]
+    assert any("Note 7" in t for t in titles), (titles, reasons)
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        ({"query": ""}, 400),
+        ({"query": "   "}, 400),
+        ({"query": "x", "strategy": "magic"}, 400),
+        ({"query": "x", "top_docs": 0}, 400),
+        ({"query": "x", "top_docs": 21}, 400),
+        ({"query": "x", "collection": "missing"}, 404),
+        ({"query": "x", "history": [{"role": "robot", "content": "hi"}]}, 400),
+    ],
+)
+async def test_query_validation(corpus: tuple[Runtime, Path], body: dict[str, Any], status: int) -> None:
+    rt, _ = corpus
+    async with AsyncTestClient(app=create_app(runtime=rt, run_worker=False)) as client:
+        r = await client.post("/kb/query", json=body)
+        assert r.status_code == status, r.text
+        assert r.json()["status"] == status
+
+
+async def test_history_follow_up(corpus: tuple[Runtime, Path]) -> None:
+    rt, _ = corpus
+    body = await _query(rt, query="And what was its operating margin?", strategy="auto", history=[
+        {"role": "user", "content": "What was Zephyr Mining's total revenue in fiscal 2022?"},
+        {"role": "assistant", "content": "$377.9 million."}])
+    assert body["documents"][0]["name"] == "zephyr-mining-2022.md"
+    assert "15.2" in body["answer"]
+
+
+async def test_streaming_events(corpus: tuple[Runtime, Path]) -> None:
+    rt, _ = corpus
+    async with AsyncTestClient(app=create_app(runtime=rt, run_worker=False)) as client:
+        r = await client.post("/kb/query", json={"query": QUESTIONS["semantic"][0], "stream": True})
+        assert r.status_code == 200
+        events = [ln.split(":", 1)[1].strip() for ln in r.text.splitlines() if ln.startswith("event:")]
+        assert events[0] == "routing" and events[1] == "nodes"
+        assert "answer" in events and events[-2:] == ["citations", "done"]
