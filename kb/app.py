@@ -11,6 +11,9 @@ from litestar import Litestar
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
 
+from ingest.embedding import CachedEmbedder
+from ingest.jobs import Worker, make_executor
+from ingest.pipeline import IngestContext
 from kb import __version__
 from kb.api.admin import AdminController
 from kb.api.catalog import CatalogController, health
@@ -19,9 +22,6 @@ from kb.api.query import QueryController
 from kb.providers import get_reranker
 from kb.runtime import Runtime, open_runtime
 from kb.settings import Settings, get_settings
-from ingest.embedding import CachedEmbedder
-from ingest.jobs import Worker, make_executor
-from ingest.pipeline import IngestContext
 from router.pipeline import QueryPipeline
 
 log = structlog.get_logger("kb.app")

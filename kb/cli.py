@@ -28,7 +28,14 @@ def _console():
 
 async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path | None, *, quiet: bool = False) -> int:
     """Create a job and run a local worker until it is done, with a progress bar and a final table."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
     from rich.table import Table
 
     from ingest.jobs import Worker, create_job, get_job
@@ -41,8 +48,8 @@ async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path |
     console = _console()
     try:
         coll = await ensure_collection(rt.pool, collection)
-        job_id = await create_job(rt.pool, collection_id=coll.id, path=path.resolve(), recursive=recursive,
-                                  metadata_path=metadata.resolve() if metadata else None)
+        job_id = await create_job(rt.pool, collection_id=coll.id, path=path, recursive=recursive,
+                                  metadata_path=metadata)
         worker = Worker(ctx, concurrency=max(1, rt.settings.ingest.workers), stale_s=rt.settings.ingest.job_stale_s)
         stop = asyncio.Event()
         task = asyncio.create_task(worker.run(stop, until_empty=True))
@@ -132,7 +139,7 @@ async def _query(args: argparse.Namespace) -> int:
         while True:
             if interactive:
                 try:
-                    q = input("kb> ").strip()
+                    q = (await asyncio.to_thread(input, "kb> ")).strip()
                 except EOFError:
                     break
                 if q in {"", "exit", "quit"}:
@@ -191,7 +198,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     s = get_settings()
     if not asyncio.run(_samples_ingested("default")):
         print(f"kb: first start — ingesting the sample reports from {SAMPLES_DIR}", flush=True)
-        asyncio.run(_ingest(SAMPLES_DIR, "default", False, None))
+        asyncio.run(_ingest(SAMPLES_DIR, "default", False, SAMPLES_DIR.parent / "metadata.jsonl"))
     host, port = args.host or s.server.host, args.port or s.server.port
     print("\nReady. Try:\n"
           f"  curl -s http://{host}:{port}/kb/query -H 'Content-Type: application/json' \\\n"
@@ -295,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "ingest":
             if not args.path.exists():
                 raise ConfigError(f"path {args.path} does not exist")
-            return asyncio.run(_ingest(args.path, args.collection, args.recursive, args.metadata))
+            meta = args.metadata.resolve() if args.metadata else None
+            return asyncio.run(_ingest(args.path.resolve(), args.collection, args.recursive, meta))
         if args.command == "query":
             return asyncio.run(_query(args))
         if args.command == "bench":

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 from pathlib import Path
 
 import asyncpg
-import structlog
 import numpy as np
+import structlog
 from pgvector import Vector
 from pgvector.asyncpg import register_vector
 
@@ -141,7 +140,7 @@ async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asy
     """Connect, make sure ``vector`` exists, and return a pool with the pgvector codec."""
     try:
         conn = await asyncpg.connect(url, timeout=15)
-    except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
         raise ConfigError(f"KB_DATABASE_URL: cannot connect to the database ({type(exc).__name__}: {exc})") from exc
     try:
         if await conn.fetchval(SQL_VECTOR_EXT) is None:

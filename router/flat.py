@@ -21,7 +21,6 @@ from kb.errors import NotFoundError, ValidationError
 from kb.providers import Embedder
 from kb.settings import RetrievalSettings
 from kb.text import tokenize
-
 from router.scoring import min_max
 from router.types import RetrievedChunk
 

@@ -16,7 +16,6 @@ import structlog
 from kb.errors import LLMError, ValidationError
 from kb.providers import ChatModel
 from kb.text import normalize_title
-
 from router.types import Condition
 
 log = structlog.get_logger("router.metadata")

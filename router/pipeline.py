@@ -17,7 +17,6 @@ from kb.errors import NotFoundError, ValidationError
 from kb.providers import ChatModel, Embedder
 from kb.providers.chat import CountingChat
 from kb.settings import RetrievalSettings
-
 from router.metadata import conditions_from_filters, run_filter
 from router.retrieve import Reranker, rank_across_nodes, rerank, retrieve_in_nodes
 from router.routing import RouteContext, get_router

@@ -15,7 +15,6 @@ from kb.errors import LLMError
 from kb.providers import ChatModel
 from kb.settings import RetrievalSettings
 from kb.text import tokenize
-
 from router.metadata import (
     conditions_from_filters,
     known_values,

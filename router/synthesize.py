@@ -11,7 +11,6 @@ import structlog
 from kb.errors import LLMError
 from kb.providers import ChatModel
 from kb.text import split_sentences, tokenize
-
 from router.types import Answer, CitationOut, RetrievedChunk, Turn
 
 log = structlog.get_logger("router.synthesize")

@@ -20,7 +20,6 @@ import structlog
 from kb.errors import LLMError
 from kb.providers import ChatModel
 from kb.text import count_tokens, normalize_title
-
 from router.routing import tsquery_text
 from router.scoring import aggregate_score, bm25_scores, min_max
 from router.types import DocNode, NodePick, TreeSearchResult, Turn

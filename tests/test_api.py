@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from litestar.testing import AsyncTestClient
 
 from kb.app import create_app
 from kb.runtime import Runtime
 from kb.settings import get_settings
+from tests.http import app_client
 
 
-def _client(rt: Runtime, host: str = "127.0.0.1") -> AsyncTestClient:
-    return AsyncTestClient(app=create_app(runtime=rt, bound_host=host, run_worker=False))
+def _client(rt: Runtime, host: str = "127.0.0.1") :
+    return app_client(create_app(runtime=rt, bound_host=host, run_worker=False))
 
 
 async def test_health_and_request_id(runtime: Runtime) -> None:

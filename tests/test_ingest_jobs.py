@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pymupdf
 import pytest
-from litestar.testing import AsyncTestClient
 
 from ingest.jobs import Worker, create_job, get_job
 from ingest.store import ensure_collection, list_documents
 from kb.app import build_ingest_context, create_app
 from kb.runtime import Runtime
 from tests.corpus import REPORTS, write_markdown, write_pdf
+from tests.http import app_client
 
 
 def _bad_files(folder: Path) -> dict[str, str]:
@@ -153,7 +153,7 @@ async def test_admin_ingest_api_and_upload(runtime: Runtime, tmp_path: Path, kb_
     write_markdown(REPORTS[3], folder)
     (folder / "metadata.jsonl").write_text(json.dumps({"name": REPORTS[3].stem, "region": "Nordics"}) + "\n")
     app = create_app(runtime=runtime, run_worker=True)
-    async with AsyncTestClient(app=app) as client:
+    async with app_client(app) as client:
         r = await client.post("/kb/admin/ingest", json={"path": "api", "collection": "default"})
         assert r.status_code == 202, r.text
         job_id = r.json()["job_id"]

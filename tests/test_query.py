@@ -10,13 +10,13 @@ from typing import Any
 
 import pymupdf
 import pytest
-from litestar.testing import AsyncTestClient
 
 from kb.app import build_ingest_context, create_app
 from kb.runtime import Runtime, open_runtime
 from kb.settings import get_settings
 from kb.text import normalize_title
 from tests.corpus import build_corpus
+from tests.http import app_client
 
 pytestmark = pytest.mark.slow
 
@@ -62,7 +62,7 @@ async def corpus(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> Async
 
 
 async def _query(rt: Runtime, **body: Any) -> dict[str, Any]:
-    async with AsyncTestClient(app=create_app(runtime=rt, run_worker=False)) as client:
+    async with app_client(create_app(runtime=rt, run_worker=False)) as client:
         r = await client.post("/kb/query", json=body)
         assert r.status_code == 200, r.text
         return r.json()
@@ -138,7 +138,7 @@ async def test_hostile_input_never_reaches_sql(corpus: tuple[Runtime, Path]) -> 
     assert body["documents"]
     body = await _query(rt, query=evil, strategy="auto")
     assert await rt.pool.fetchval("SELECT count(*) FROM documents") == 4
-    async with AsyncTestClient(app=create_app(runtime=rt, run_worker=False)) as client:
+    async with app_client(create_app(runtime=rt, run_worker=False)) as client:
         r = await client.post("/kb/query", json={"query": "x", "filters": {"a'); DROP TABLE x; --": 1}})
         assert r.status_code == 400
 
@@ -166,7 +166,7 @@ async def test_cross_reference_is_followed(corpus: tuple[Runtime, Path]) -> None
 )
 async def test_query_validation(corpus: tuple[Runtime, Path], body: dict[str, Any], status: int) -> None:
     rt, _ = corpus
-    async with AsyncTestClient(app=create_app(runtime=rt, run_worker=False)) as client:
+    async with app_client(create_app(runtime=rt, run_worker=False)) as client:
         r = await client.post("/kb/query", json=body)
         assert r.status_code == status, r.text
         assert r.json()["status"] == status
@@ -183,7 +183,7 @@ async def test_history_follow_up(corpus: tuple[Runtime, Path]) -> None:
 
 async def test_streaming_events(corpus: tuple[Runtime, Path]) -> None:
     rt, _ = corpus
-    async with AsyncTestClient(app=create_app(runtime=rt, run_worker=False)) as client:
+    async with app_client(create_app(runtime=rt, run_worker=False)) as client:
         r = await client.post("/kb/query", json={"query": QUESTIONS["semantic"][0], "stream": True})
         assert r.status_code == 200
         events = [ln.split(":", 1)[1].strip() for ln in r.text.splitlines() if ln.startswith("event:")]

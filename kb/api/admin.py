@@ -12,11 +12,11 @@ from litestar.datastructures import UploadFile
 from litestar.enums import RequestEncodingType
 from litestar.params import Body
 
-from kb.api.common import admin_guard, runtime
-from kb.errors import ValidationError
 from ingest.jobs import JobStatus, create_job, get_job, list_jobs, resolve_ingest_path
 from ingest.pipeline import SUPPORTED
 from ingest.store import get_collection
+from kb.api.common import admin_guard, runtime
+from kb.errors import ValidationError
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._ -]+")
 

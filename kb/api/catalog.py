@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+import structlog
 from litestar import Controller, Request, delete, get, post
 from litestar.params import Parameter
 
-from kb.api.common import admin_guard, read_guard, runtime
-from kb.db import schema_version
 from ingest.store import (
     Collection,
     DocumentInfo,
@@ -20,6 +19,10 @@ from ingest.store import (
     list_collections,
     list_documents,
 )
+from kb.api.common import admin_guard, read_guard, runtime
+from kb.db import schema_version
+
+log = structlog.get_logger("kb.api")
 
 
 class CollectionIn(msgspec.Struct, frozen=True):
@@ -32,7 +35,7 @@ class DocumentDetail(msgspec.Struct, frozen=True):
     tree: list[NodeInfo]
 
 
-@get("/health", sync_to_thread=False)
+@get("/health")
 async def health(request: Request[Any, Any, Any]) -> dict[str, Any]:
     rt = runtime(request)
     try:
@@ -40,7 +43,7 @@ async def health(request: Request[Any, Any, Any]) -> dict[str, Any]:
         db_ok = True
     except Exception as exc:  # noqa: BLE001 - health reports instead of failing
         version, db_ok = 0, False
-        request.logger.warning("health.db_unreachable", error=str(exc))
+        log.warning("health.db_unreachable", error=str(exc))
     return {
         "status": "ok" if db_ok else "degraded",
         "database": db_ok,

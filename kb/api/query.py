@@ -11,7 +11,7 @@ import msgspec
 from litestar import Controller, Request, post
 from litestar.response import ServerSentEvent
 
-from kb.api.common import read_guard, runtime
+from kb.api.common import read_guard
 from kb.errors import KBError
 from router.pipeline import validate_request
 from router.types import QueryRequest, QueryResult

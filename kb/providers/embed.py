@@ -35,7 +35,7 @@ class SentenceTransformerEmbedder:
                 f"KB_EMBEDDING_MODEL={name_or_path!r} could not be loaded offline: {exc}"
             ) from exc
         self.model_id = name_or_path
-        dim = self._model.get_sentence_embedding_dimension()
+        dim = getattr(self._model, "get_embedding_dimension", self._model.get_sentence_embedding_dimension)()
         if not dim:
             raise ConfigError(f"KB_EMBEDDING_MODEL={name_or_path!r} has no fixed embedding dimension")
         self.dimension = int(dim)

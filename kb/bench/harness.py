@@ -1,0 +1,453 @@
+"""``kb bench financebench|docugami``: ingest a corpus, run every strategy on the production path, score it.
+
+Routed strategies go through ``QueryPipeline.retrieve`` (routing + tree search + in-node retrieval, no
+synthesis), exactly as the API does; the ``flat-*`` baselines go through ``router.flat.FlatRetriever``
+over the same chunks and embedder. Metrics are defined in ``kb.bench.metrics``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import structlog
+
+from kb.bench.datasets import BenchDataset, BenchQuestion, load_dataset
+from kb.bench.metrics import QuestionRun, aggregate, metric_names, question_metrics
+from kb.errors import KBError, ValidationError
+from kb.providers.chat import CountingChat
+from kb.runtime import Runtime
+
+log = structlog.get_logger("kb.bench.harness")
+
+ROUTED = ("auto", "metadata", "semantic", "description")
+FLAT = {"flat-dense": "dense", "flat-bm25": "bm25", "flat-hybrid": "hybrid"}
+DEFAULT_STRATEGIES = ("auto", "metadata", "semantic", "description", "flat-dense", "flat-bm25", "flat-hybrid")
+TOP_DOCS = 5
+"""Routed documents requested per question (doc_hit@1/@3 and doc_recall@3/@5 come from one ranking)."""
+FLAT_DOC_POOL = 50
+"""Flat baselines rank documents by their first appearance among this many top chunks."""
+
+SQL_NODE_SPANS = """
+SELECT n.document_id, n.node_id, n.start_index, n.end_index, n.unit
+FROM nodes n JOIN unnest($1::bigint[], $2::text[]) AS p(doc_id, node_id)
+  ON n.document_id = p.doc_id AND n.node_id = p.node_id"""
+SQL_LAST_JOB_SECONDS = """
+SELECT extract(epoch FROM (j.finished_at - j.started_at)) AS seconds
+FROM ingest_jobs j JOIN collections c ON c.id = j.collection_id
+WHERE c.name = $1 AND j.status = 'done' AND j.started_at IS NOT NULL
+  AND EXISTS (SELECT 1 FROM ingest_job_items i WHERE i.job_id = j.id AND i.status = 'ok')
+ORDER BY j.id DESC LIMIT 1"""
+SQL_PGVECTOR = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+
+
+class BenchConfig(msgspec.Struct, frozen=True, kw_only=True):
+    dataset: str
+    data_dir: Path
+    questions: Path | None = None
+    collection: str | None = None
+    strategies: tuple[str, ...] = DEFAULT_STRATEGIES
+    ks: tuple[int, ...] = (5, 10)
+    reuse: bool = False
+    limit: int | None = None
+
+    @property
+    def collection_name(self) -> str:
+        return self.collection or f"bench-{self.dataset}"
+
+
+class IngestSummary(msgspec.Struct, frozen=True):
+    docs: int
+    pages: int
+    chunks: int
+    seconds: float | None
+    reused: bool
+    pages_per_s: float | None = None
+    failed: dict[str, str] = {}
+
+
+class BenchReport(msgspec.Struct, frozen=True):
+    """The JSON document written by ``--json`` (``dataset``, ``collection``, ``ingest``, ``strategies`` first)."""
+
+    dataset: str
+    collection: str
+    ingest: IngestSummary
+    strategies: dict[str, dict[str, Any]]
+    by_type: dict[str, dict[str, dict[str, Any]]]
+    skipped: list[dict[str, str]]
+    questions: list[dict[str, Any]]
+    environment: dict[str, Any]
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+def parse_strategies(raw: str) -> tuple[str, ...]:
+    items = tuple(dict.fromkeys(s.strip() for s in raw.split(",") if s.strip()))
+    unknown = [s for s in items if s not in ROUTED and s not in FLAT]
+    if unknown or not items:
+        raise ValidationError(f"unknown strategies {unknown}; use any of {', '.join(DEFAULT_STRATEGIES)}")
+    return items
+
+
+def parse_ks(raw: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(sorted({int(x) for x in raw.split(",") if x.strip()}))
+    except ValueError as exc:
+        raise ValidationError(f"--k must be a comma-separated list of integers, got {raw!r}") from exc
+    if not ks or ks[0] < 1 or ks[-1] > 50:
+        raise ValidationError("--k values must be between 1 and 50")
+    return ks
+
+
+def config_from_args(args: argparse.Namespace) -> BenchConfig:
+    return BenchConfig(dataset=args.dataset, data_dir=Path(args.data).expanduser().resolve(),
+                       questions=Path(args.questions).expanduser().resolve() if args.questions else None,
+                       collection=args.collection, strategies=parse_strategies(args.strategies),
+                       ks=parse_ks(args.k), reuse=bool(args.reuse), limit=args.limit)
+
+
+# --------------------------------------------------------------------------- ingest
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+async def corpus_unchanged(rt: Runtime, ds: BenchDataset, collection: str) -> bool:
+    """True when the collection holds exactly the dataset's PDFs (same sha256) with its folder metadata."""
+    from ingest.metadata import load_folder_metadata
+    from ingest.store import list_documents
+
+    docs = {d.name: d for d in await list_documents(rt.pool, collection, limit=100_000)}
+    if set(docs) != set(ds.files):
+        return False
+    for name in ds.files:
+        if docs[name].sha256 != await asyncio.to_thread(_sha256, ds.pdf_dir / name):
+            return False
+    if ds.metadata_path is not None:
+        rows = await asyncio.to_thread(load_folder_metadata, ds.pdf_dir, ds.metadata_path)
+        for name in ds.files:
+            row = rows.get(Path(name).stem, {})
+            if any(docs[name].metadata.get(k) != v for k, v in row.items()):
+                return False
+    return True
+
+
+async def _collection_summary(rt: Runtime, collection: str, seconds: float | None, reused: bool,
+                              failed: dict[str, str]) -> IngestSummary:
+    from ingest.store import list_documents
+
+    docs = await list_documents(rt.pool, collection, limit=100_000)
+    pages = sum(d.page_count for d in docs)
+    rate = round(pages / seconds, 3) if seconds else None
+    return IngestSummary(docs=len(docs), pages=pages, chunks=sum(d.chunk_count for d in docs),
+                         seconds=round(seconds, 1) if seconds is not None else None, reused=reused,
+                         pages_per_s=rate, failed=failed)
+
+
+async def ingest_dataset(rt: Runtime, ds: BenchDataset, collection: str, *, reuse: bool) -> IngestSummary:
+    """Ingest ``DIR/pdfs`` into ``collection`` with the product's job worker, unless ``reuse`` finds it current.
+
+    Without ``reuse`` the collection is emptied first, so the time measured is a full ingest.
+    """
+    from ingest.jobs import Worker, create_job, get_job
+    from ingest.store import delete_document, ensure_collection, list_documents
+    from kb.app import build_ingest_context
+
+    coll = await ensure_collection(rt.pool, collection)
+    if reuse and await corpus_unchanged(rt, ds, collection):
+        seconds = await rt.pool.fetchval(SQL_LAST_JOB_SECONDS, collection)
+        log.info("bench.ingest_reused", collection=collection)
+        return await _collection_summary(rt, collection, float(seconds) if seconds else None, True, {})
+    existing = await list_documents(rt.pool, collection, limit=100_000)
+    stale = [d for d in existing if not reuse or d.name not in set(ds.files)]
+    for d in stale:
+        await delete_document(rt.pool, d.id)
+    if stale:
+        log.info("bench.collection_cleared", collection=collection, deleted=len(stale))
+    ctx = build_ingest_context(rt, processes=rt.settings.ingest.workers > 0)
+    started = time.perf_counter()
+    try:
+        job_id = await create_job(rt.pool, collection_id=coll.id, path=ds.pdf_dir, metadata_path=ds.metadata_path)
+        worker = Worker(ctx, concurrency=max(1, rt.settings.ingest.workers), stale_s=rt.settings.ingest.job_stale_s)
+        task = asyncio.create_task(worker.run(asyncio.Event(), until_empty=True))
+        while not task.done():
+            await asyncio.wait({task}, timeout=30)
+            job = await get_job(rt.pool, job_id)
+            done = sum(v for k, v in job.counts.items() if k not in {"pending", "running"})
+            print(f"kb bench: ingest {done}/{job.files} files, {job.pages} pages, {job.chunks} chunks, "
+                  f"{time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+        await task
+    finally:
+        if ctx.executor is not None:
+            ctx.executor.shutdown(wait=False, cancel_futures=True)
+    seconds = time.perf_counter() - started
+    job = await get_job(rt.pool, job_id)
+    failed = {it.name: it.error or it.status for it in job.items if it.status in {"failed", "unsupported"}}
+    for name, error in failed.items():
+        log.warning("bench.ingest_failed", name=name, error=error)
+    return await _collection_summary(rt, collection, seconds, False, failed)
+
+
+# --------------------------------------------------------------------------- running strategies
+
+
+async def _node_spans(rt: Runtime, picks: Sequence[Any], names: dict[int, str]) -> tuple[tuple[str, int, int], ...]:
+    if not picks:
+        return ()
+    rows = await rt.pool.fetch(SQL_NODE_SPANS, [p.doc_id for p in picks], [p.node_id for p in picks])
+    return tuple((names.get(r["document_id"], str(r["document_id"])), int(r["start_index"]), int(r["end_index"]))
+                 for r in rows if r["unit"] == "page")
+
+
+def _chunk_spans(chunks: Sequence[Any], names: dict[int, str]) -> tuple[tuple[str, int, int], ...]:
+    out = []
+    for c in chunks:
+        lo, hi = c.pages
+        if lo is None:
+            continue
+        out.append((names.get(c.doc_id, c.doc_name), int(lo), int(hi if hi is not None else lo)))
+    return tuple(out)
+
+
+class _Runner:
+    """Runs one question under one strategy and reduces the output to a ``QuestionRun``."""
+
+    def __init__(self, rt: Runtime, collection: str, ks: tuple[int, ...], names: dict[int, str]) -> None:
+        from kb.app import build_pipeline
+        from router.flat import FlatRetriever
+
+        self.rt = rt
+        self.collection = collection
+        self.top_k = max(ks)
+        self.names = names
+        # one pipeline per strategy: each strategy embeds every question itself (no cross-strategy cache)
+        self.pipelines = {s: build_pipeline(rt) for s in ROUTED}
+        self.flat = FlatRetriever(rt.pool, rt.embedder, rt.settings.retrieval)
+
+    async def warm_up(self, strategies: Sequence[str], text: str) -> None:
+        """Load the models and fill the BM25 cache outside the timed runs."""
+        from kb.app import build_pipeline
+        from router.types import QueryRequest
+
+        if any(s in FLAT for s in strategies):
+            await self.flat.prepare(self.collection)
+        await asyncio.to_thread(self.rt.embedder.embed_batch, [text])
+        warm = build_pipeline(self.rt)
+        for s in strategies:
+            if s in ROUTED:
+                await warm.retrieve(QueryRequest(query=text, collection=self.collection, strategy=s,
+                                                 top_docs=TOP_DOCS, top_k=self.top_k, include_trace=False))
+
+    async def run(self, strategy: str, q: BenchQuestion) -> QuestionRun:
+        from router.pipeline import validate_request
+        from router.types import QueryRequest
+
+        if strategy in FLAT:
+            t0 = time.perf_counter()
+            out = await self.flat.search(q.question, self.collection, FLAT[strategy], max(FLAT_DOC_POOL, self.top_k))
+            latency = (time.perf_counter() - t0) * 1000
+            docs = tuple(dict.fromkeys(self.names.get(c.doc_id, c.doc_name) for c in out.chunks))
+            return QuestionRun(qid=q.qid, qtype=q.qtype, docs=docs,
+                               chunks=_chunk_spans(out.chunks[: self.top_k], self.names), nodes=None,
+                               latency_ms=latency)
+        pipeline = self.pipelines[strategy]
+        req = validate_request(QueryRequest(query=q.question, collection=self.collection, strategy=strategy,
+                                            top_docs=TOP_DOCS, top_k=self.top_k, include_trace=False))
+        chat = CountingChat(pipeline.chat)
+        t0 = time.perf_counter()
+        res = await pipeline.retrieve(req, chat=chat)
+        latency = (time.perf_counter() - t0) * 1000
+        docs = tuple(dict.fromkeys(self.names.get(d.doc_id, d.name) for d in res.routing.documents))
+        return QuestionRun(qid=q.qid, qtype=q.qtype, docs=docs,
+                           chunks=_chunk_spans(res.chunks[: self.top_k], self.names),
+                           nodes=await _node_spans(self.rt, res.picks, self.names), latency_ms=latency,
+                           llm_calls=chat.calls, tokens=chat.prompt_tokens + chat.completion_tokens)
+
+
+def _environment(rt: Runtime, pgvector: str | None) -> dict[str, Any]:
+    s = rt.settings
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).resolve().parent, timeout=5, check=False).stdout.strip() or None
+    except OSError as exc:
+        log.warning("bench.git_unavailable", error=str(exc))
+        commit = None
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        log.debug("bench.no_cpuinfo")
+    mem_gib = None
+    try:
+        mem_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        log.debug("bench.no_meminfo")
+    return {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "commit": commit,
+        "machine": {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": mem_gib, "os": platform.platform(),
+                    "python": platform.python_version()},
+        "pgvector": pgvector,
+        "embedder": rt.embedder.model_id,
+        "chat": rt.chat.model_id,
+        "llm_offline": bool(rt.chat.offline),
+        "retrieval": dataclasses.asdict(s.retrieval),
+        "chunking": {"chunk_tokens": s.ingest.chunk_tokens, "chunk_overlap_tokens": s.ingest.chunk_overlap_tokens},
+        "top_docs": TOP_DOCS,
+        "flat_doc_pool": FLAT_DOC_POOL,
+    }
+
+
+async def run_benchmark(rt: Runtime, config: BenchConfig,
+                        progress: Callable[[str], None] | None = None) -> BenchReport:
+    """Ingest (or reuse) the corpus, run every strategy on every question, and aggregate the metrics."""
+    from ingest.store import list_documents
+
+    say = progress or (lambda _msg: None)
+    ds = await asyncio.to_thread(load_dataset, config.dataset, config.data_dir, config.questions)
+    collection = config.collection_name
+    ingest = await ingest_dataset(rt, ds, collection, reuse=config.reuse)
+    say(f"corpus: {ingest.docs} documents, {ingest.pages} pages, {ingest.chunks} chunks"
+        + (" (reused)" if ingest.reused else f", ingested in {ingest.seconds} s"))
+    docs = await list_documents(rt.pool, collection, limit=100_000)
+    names = {d.id: d.name for d in docs}
+    present = set(names.values())
+
+    questions = list(ds.questions[: config.limit] if config.limit else ds.questions)
+    skipped: list[dict[str, str]] = []
+    active: list[BenchQuestion] = []
+    for q in questions:
+        reason = q.skip
+        if reason is None and not set(q.relevant) <= present:
+            missing = sorted(set(q.relevant) - present)
+            reason = "not ingested: " + ", ".join(f"{m} ({ingest.failed.get(m, 'missing')})" for m in missing)
+        if reason:
+            skipped.append({"qid": q.qid, "question": q.question[:200], "reason": reason})
+        else:
+            active.append(q)
+
+    runner = _Runner(rt, collection, config.ks, names)
+    if active:
+        await runner.warm_up(config.strategies, "total revenue of the company in the latest fiscal year")
+    runs: dict[str, list[QuestionRun]] = {s: [] for s in config.strategies}
+    for i, q in enumerate(active, start=1):
+        for s in config.strategies:  # interleaved, so cache warm-up favours no strategy
+            try:
+                run = await runner.run(s, q)
+            except KBError as exc:
+                log.error("bench.question_failed", qid=q.qid, strategy=s, error=str(exc))
+                run = QuestionRun(qid=q.qid, qtype=q.qtype, docs=(), chunks=(), nodes=None if s in FLAT else (),
+                                  latency_ms=0.0, error=str(exc))
+            runs[s].append(run)
+        if i % 10 == 0 or i == len(active):
+            say(f"{i}/{len(active)} questions")
+
+    strategies: dict[str, dict[str, Any]] = {}
+    by_type: dict[str, dict[str, dict[str, Any]]] = {}
+    per_q: dict[str, dict[str, dict[str, Any]]] = {q.qid: {} for q in active}
+    for s in config.strategies:
+        values = [question_metrics(q.relevant, q.evidence, r, config.ks, ds.has_pages)
+                  for q, r in zip(active, runs[s], strict=True)]
+        strategies[s] = aggregate(values, runs[s], config.ks, ds.has_pages)
+        errors = [r for r in runs[s] if r.error]
+        if errors:
+            strategies[s]["errors"] = len(errors)
+        by_type[s] = {}
+        for qtype in sorted({q.qtype for q in active}):
+            idx = [j for j, q in enumerate(active) if q.qtype == qtype]
+            by_type[s][qtype] = aggregate([values[j] for j in idx], [runs[s][j] for j in idx], config.ks,
+                                          ds.has_pages)
+        for q, r, v in zip(active, runs[s], values, strict=True):
+            per_q[q.qid][s] = {"docs": list(r.docs[:TOP_DOCS]),
+                               "chunks": [[d, lo] if lo == hi else [d, lo, hi] for d, lo, hi in r.chunks],
+                               "latency_ms": round(r.latency_ms, 1), **{k: round(x, 4) for k, x in v.items()},
+                               **({"error": r.error} if r.error else {})}
+    qdetails = [{"qid": q.qid, "qtype": q.qtype, "question": q.question, "relevant": list(q.relevant),
+                 "evidence": [list(e) for e in q.evidence], "results": per_q[q.qid]} for q in active]
+    pgv = await rt.pool.fetchval(SQL_PGVECTOR)
+    env = {**_environment(rt, pgv), "dataset_dir": str(config.data_dir), "ks": list(config.ks),
+           "questions_file": str(config.questions) if config.questions else None, "limit": config.limit}
+    return BenchReport(dataset=config.dataset, collection=collection, ingest=ingest, strategies=strategies,
+                       by_type=by_type, skipped=skipped, questions=qdetails, environment=env)
+
+
+# --------------------------------------------------------------------------- output
+
+
+def format_table(report: BenchReport, ks: Sequence[int]) -> str:
+    """The metrics as a plain-text table: one row per metric, one column per strategy."""
+    has_pages = report.dataset == "financebench" or any(
+        "mrr@10" in v and v["mrr@10"] is not None for v in report.strategies.values())
+    names = [*metric_names(ks, has_pages), "latency_ms_p50", "latency_ms_p95", "llm_calls", "tokens", "n"]
+    strategies = list(report.strategies)
+    width = max(12, *(len(s) + 1 for s in strategies))
+    lines = ["metric".ljust(16) + "".join(s.rjust(width) for s in strategies)]
+    for name in names:
+        cells = []
+        for s in strategies:
+            v = report.strategies[s].get(name)
+            cells.append(("-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)).rjust(width))
+        lines.append(name.ljust(16) + "".join(cells))
+    ing = report.ingest
+    lines.append("")
+    lines.append(f"dataset {report.dataset}, collection {report.collection}: {ing.docs} docs, {ing.pages} pages, "
+                 f"{ing.chunks} chunks" + (" (reused)" if ing.reused else f", ingest {ing.seconds} s"))
+    for sk in report.skipped:
+        lines.append(f"skipped {sk['qid']}: {sk['reason']}")
+    return "\n".join(lines)
+
+
+def report_json(report: BenchReport) -> bytes:
+    return msgspec.json.format(msgspec.json.encode(report), indent=2)
+
+
+async def _main(config: BenchConfig) -> BenchReport:
+    from kb.runtime import open_runtime
+
+    rt = await open_runtime()
+    try:
+        return await run_benchmark(rt, config,
+                                   progress=lambda m: print(f"kb bench: {m}", file=sys.stderr, flush=True))
+    finally:
+        await rt.close()
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    """Entry of ``kb bench financebench|docugami`` (arguments defined in ``kb.bench.cli``)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    config = config_from_args(args)
+    report = asyncio.run(_main(config))
+    print(format_table(report, config.ks))
+    if args.json_out is not None:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_bytes(report_json(report))
+        print(f"kb bench: metrics written to {args.json_out}", file=sys.stderr)
+    return 0
+
+
+def load_report(path: Path) -> dict[str, Any]:
+    """A report written by ``--json`` (for ``kb.bench.report``)."""
+    return json.loads(path.read_text(encoding="utf-8"))

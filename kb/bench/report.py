@@ -1,0 +1,159 @@
+"""Markdown report of a ``kb bench --json`` result (what is committed under ``bench/results/``).
+
+Usage: ``python -m kb.bench.report RESULT.json [--notes NOTES.md] > bench/results/NAME.md``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+FLAT_PREFIX = "flat-"
+TARGETS = {
+    "financebench": [("auto", "doc_hit@1", 0.95)],
+    "docugami": [("auto", "doc_recall@5", 0.9)],
+}
+TYPE_METRICS = ("doc_hit@1", "doc_recall@5", "page_recall@10", "node_recall", "mrr@10")
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}"
+    return str(v)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|"]
+    out += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
+    return out
+
+
+def _metric_rows(strategies: dict[str, dict[str, Any]]) -> list[str]:
+    names: list[str] = []
+    for values in strategies.values():
+        for k in values:
+            if k not in names:
+                names.append(k)
+    return names
+
+
+def command_line(report: dict[str, Any]) -> str:
+    env = report.get("environment", {})
+    parts = ["kb bench", report["dataset"], "--data", env.get("dataset_dir", "DIR")]
+    if env.get("questions_file"):
+        parts += ["--questions", env["questions_file"]]
+    parts += ["--strategies", ",".join(report["strategies"]), "--k", ",".join(str(k) for k in env.get("ks", []))]
+    if env.get("limit"):
+        parts += ["--limit", str(env["limit"])]
+    return " ".join(parts)
+
+
+def _targets(report: dict[str, Any]) -> list[str]:
+    s = report["strategies"]
+    lines = []
+    for strategy, metric, goal in TARGETS.get(report["dataset"], []):
+        v = s.get(strategy, {}).get(metric)
+        ok = v is not None and v >= goal
+        lines.append(f"- `{strategy}` {metric} ≥ {goal}: **{_fmt(v)}** — {'met' if ok else 'NOT met'}")
+    if report["dataset"] == "financebench" and "auto" in s:
+        flats = {k: v.get("page_recall@10") for k, v in s.items() if k.startswith(FLAT_PREFIX)}
+        flats = {k: v for k, v in flats.items() if v is not None}
+        auto = s["auto"].get("page_recall@10")
+        if flats and auto is not None:
+            best = max(flats, key=lambda k: flats[k])
+            gap = auto - flats[best]
+            ok = gap >= 0.15
+            lines.append(f"- `auto` page_recall@10 ≥ best flat + 0.15: **{_fmt(auto)}** vs `{best}` "
+                         f"{_fmt(flats[best])} (gap {gap * 100:+.1f} points) — {'met' if ok else 'NOT met'}")
+    return lines
+
+
+def _misses(report: dict[str, Any], strategy: str = "auto") -> list[str]:
+    rows = []
+    for q in report.get("questions", []):
+        r = q["results"].get(strategy)
+        if r is None:
+            continue
+        doc_miss = r.get("doc_hit@1", 1.0) < 1.0 if report["dataset"] == "financebench" else \
+            r.get("doc_recall@5", 1.0) < 1.0
+        page_miss = r.get("page_recall@10") == 0.0
+        if doc_miss or page_miss:
+            rows.append((q["qid"], q["qtype"], q["question"][:90].replace("|", "/"),
+                         ", ".join(q["relevant"]), ", ".join(r["docs"][:3]),
+                         _fmt(r.get("page_recall@10")), _fmt(r.get("node_recall"))))
+    if not rows:
+        return [f"No misses for `{strategy}`."]
+    return _table(["qid", "type", "question", "relevant", f"{strategy} top-3 docs", "page_recall@10",
+                   "node_recall"], rows)
+
+
+def render_markdown(report: dict[str, Any], notes: str | None = None) -> str:
+    env = report.get("environment", {})
+    machine = env.get("machine", {})
+    ing = report["ingest"]
+    strategies = report["strategies"]
+    out = [f"# kb bench {report['dataset']}", ""]
+    out += [
+        f"- date: {env.get('date', '?')}, commit `{env.get('commit') or '?'}`",
+        f"- machine: {machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, {machine.get('memory_gib', '?')} GiB, "
+        f"{machine.get('os', '?')}, Python {machine.get('python', '?')}, pgvector {env.get('pgvector', '?')}",
+        f"- settings: embedder `{env.get('embedder')}`, chat `{env.get('chat')}` "
+        f"({'offline, no LLM' if env.get('llm_offline') else 'LLM'}), top_docs {env.get('top_docs')}, "
+        f"flat document pool {env.get('flat_doc_pool')} chunks, chunking {env.get('chunking')}",
+        f"- retrieval settings: `{json.dumps(env.get('retrieval', {}))}`",
+        f"- command: `{command_line(report)}` (collection `{report['collection']}`)",
+        "",
+        "## Ingest",
+        "",
+    ]
+    out += _table(["docs", "pages", "chunks", "seconds", "pages/s", "reused"],
+                  [(ing["docs"], ing["pages"], ing["chunks"], ing.get("seconds"), ing.get("pages_per_s"),
+                    ing.get("reused"))])
+    if ing.get("failed"):
+        out += ["", "Failed files: " + "; ".join(f"{k}: {v}" for k, v in ing["failed"].items())]
+    out += ["", "## Metrics", ""]
+    names = _metric_rows(strategies)
+    out += _table(["metric", *strategies], [(n, *(strategies[s].get(n) for s in strategies)) for n in names])
+    out += ["", "## Targets", "", *_targets(report)]
+    out += ["", "## By question type", ""]
+    by_type = report.get("by_type", {})
+    types = sorted({t for per in by_type.values() for t in per})
+    for metric in TYPE_METRICS:
+        rows = []
+        for t in types:
+            vals = [by_type.get(s, {}).get(t, {}).get(metric) for s in strategies]
+            if all(v is None for v in vals):
+                continue
+            n = next((by_type[s][t]["n"] for s in strategies if t in by_type.get(s, {})), "?")
+            rows.append((f"{t} (n={n})", *vals))
+        if rows:
+            out += [f"**{metric}**", "", *_table(["question type", *strategies], rows), ""]
+    if report.get("skipped"):
+        out += ["## Skipped questions", ""]
+        out += _table(["qid", "reason"], [(s["qid"], s["reason"]) for s in report["skipped"]])
+        out += [""]
+    out += ["## Misses of `auto`", "", *_misses(report), ""]
+    if notes:
+        out += [notes.strip(), ""]
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m kb.bench.report", description=__doc__)
+    p.add_argument("result", type=Path, help="JSON written by kb bench --json")
+    p.add_argument("--notes", type=Path, help="markdown appended at the end (analysis)")
+    args = p.parse_args(argv)
+    report = json.loads(args.result.read_text(encoding="utf-8"))
+    notes = args.notes.read_text(encoding="utf-8") if args.notes else None
+    sys.stdout.write(render_markdown(report, notes))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

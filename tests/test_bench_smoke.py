@@ -1,0 +1,171 @@
+"""Smoke test of ``kb bench``: a generated FinanceBench-layout corpus, the real ingest and query path,
+and metrics checked against hand-computed values."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+
+import pymupdf
+import pytest
+
+from kb.bench.datasets import load_docugami, match_sources
+from kb.bench.harness import BenchConfig, run_benchmark, run_cli
+from kb.bench.metrics import (
+    QuestionRun,
+    doc_hit,
+    doc_recall,
+    node_recall,
+    page_recall,
+    question_metrics,
+    reciprocal_rank,
+)
+from kb.runtime import Runtime
+
+FILL = ("The segment discussion follows the structure of prior filings and covers volumes, pricing, mix and "
+        "currency effects in each geography, together with the outlook that management presented to the board "
+        "during the period and the principal assumptions behind it. ")
+
+# company → pages (page 1 is the cover); each page is one long paragraph so every page starts a chunk
+CORPUS: dict[str, tuple[str, str, int, list[str]]] = {
+    "ACME_2022_10K": ("Acme", "Industrials", 2022, [
+        "ACME CORPORATION annual report on Form 10-K for the fiscal year 2022.",
+        "Overview of the business. " + FILL * 3,
+        "Zorbex throughput rose to 4,210 units per hour at the Dayton plant. " + FILL * 3,
+        "Liquidity and capital resources. " + FILL * 3,
+    ]),
+    "BOLT_2023_10K": ("Bolt", "Utilities", 2023, [
+        "BOLT ENERGY INC annual report on Form 10-K for the fiscal year 2023.",
+        "Quillfeather contracts were renewed with three municipal customers. " + FILL * 3,
+        "Results of operations by segment. " + FILL * 3,
+        "Legal proceedings and contingencies. " + FILL * 3,
+    ]),
+    "CRUX_2021_10K": ("Crux", "Materials", 2021, [
+        "CRUX MINERALS annual report on Form 10-K for the fiscal year 2021.",
+        "Ore grades and reserves by mine. " + FILL * 3,
+        "Environmental matters and reclamation. " + FILL * 3,
+    ]),
+    "DYNA_2020_10K": ("Dyna", "Energy", 2020, [
+        "DYNA PETROLEUM annual report on Form 10-K for the fiscal year 2020.",
+        "Drilling activity and well counts. " + FILL * 3,
+        "Hedging program and derivative positions. " + FILL * 3,
+    ]),
+}
+
+QUESTIONS = [
+    # the only page with "zorbex"/"throughput" is ACME page 3 (zero-indexed 2): evidence is right there
+    {"financebench_id": "q_acme", "doc_name": "ACME_2022_10K", "question_type": "metrics-generated",
+     "question": "What was the zorbex throughput?", "evidence": [{"evidence_page_num": 2, "evidence_text": "x"}]},
+    # "quillfeather" is only on BOLT page 2, but the evidence says page 4 (zero-indexed 3): the document is
+    # found at rank 1 while no retrieved chunk covers the evidence page
+    {"financebench_id": "q_bolt", "doc_name": "BOLT_2023_10K", "question_type": "novel-generated",
+     "question": "What is the quillfeather?", "evidence": [{"evidence_page_num": 3, "evidence_text": "x"}]},
+    # the document is not in pdfs/: skipped with a reason
+    {"financebench_id": "q_gone", "doc_name": "GONE_2019_10K", "question_type": "domain-relevant",
+     "question": "What is the revenue?", "evidence": [{"evidence_page_num": 0, "evidence_text": "x"}]},
+]
+
+
+def make_financebench(root: Path) -> Path:
+    (root / "pdfs").mkdir(parents=True)
+    docs = []
+    for stem, (company, sector, year, pages) in CORPUS.items():
+        pdf = pymupdf.open()
+        for text in pages:
+            page = pdf.new_page()
+            page.insert_textbox(pymupdf.Rect(72, 72, 540, 770), text, fontsize=10)
+        pdf.save(root / "pdfs" / f"{stem}.pdf")
+        pdf.close()
+        docs.append({"doc_name": stem, "company": company, "gics_sector": sector, "doc_type": "10k",
+                     "doc_period": year})
+    (root / "documents.jsonl").write_text("\n".join(json.dumps(d) for d in docs) + "\n")
+    (root / "questions.jsonl").write_text("\n".join(json.dumps(q) for q in QUESTIONS) + "\n")
+    return root
+
+
+def test_metric_functions_by_hand() -> None:
+    docs = ("b.pdf", "a.pdf", "c.pdf")
+    assert doc_hit(["a.pdf"], docs, 1) == 0.0 and doc_hit(["a.pdf"], docs, 3) == 1.0
+    assert doc_recall(["a.pdf", "c.pdf", "z.pdf"], docs, 2) == pytest.approx(1 / 3)
+    assert doc_recall(["a.pdf", "c.pdf", "z.pdf"], docs, 5) == pytest.approx(2 / 3)
+    chunks = (("b.pdf", 4, 4), ("a.pdf", 7, 7), ("a.pdf", 9, 10), ("a.pdf", 3, 3))
+    evidence = [("a.pdf", 10), ("a.pdf", 3)]
+    assert page_recall(evidence, chunks, 2) == 0.0
+    assert page_recall(evidence, chunks, 3) == 0.5  # page 10 inside the 9–10 span
+    assert page_recall(evidence, chunks, 4) == 1.0
+    assert page_recall([("b.pdf", 7)], chunks, 4) == 0.0  # right page number, wrong document
+    assert reciprocal_rank(evidence, chunks, 10) == pytest.approx(1 / 3)
+    assert reciprocal_rank(evidence, chunks, 2) == 0.0
+    assert node_recall(evidence, (("a.pdf", 1, 5), ("c.pdf", 8, 12))) == 0.5
+    run = QuestionRun(qid="q", qtype="t", docs=docs, chunks=chunks, nodes=None, latency_ms=1.0)
+    m = question_metrics(["a.pdf"], evidence, run, (1, 4), has_pages=True)
+    assert m["doc_hit@1"] == 0.0 and m["doc_hit@3"] == 1.0 and m["page_recall@4"] == 1.0
+    assert "node_recall" not in m  # no tree: not applicable rather than zero
+
+
+def test_docugami_globs(tmp_path: Path) -> None:
+    files = ("2022 Q3 AAPL.pdf", "2023 Q3 AAPL.pdf", "2023 Q3 MSFT.pdf")
+    assert match_sources("*2023 Q3 AAPL*", files) == ("2023 Q3 AAPL.pdf",)
+    assert match_sources("*AAPL*", files) == ("2022 Q3 AAPL.pdf", "2023 Q3 AAPL.pdf")
+    assert match_sources("*AAPL*, *MSFT*", files) == files[:2] + ("2023 Q3 MSFT.pdf",)
+    (tmp_path / "pdfs").mkdir()
+    for f in files:
+        (tmp_path / "pdfs" / f).write_bytes(b"%PDF-1.4\n")
+    (tmp_path / "qna.csv").write_text('Question,Source Docs,Question Type\n"Apple sales?",*AAPL*,Multi-Doc RAG\n'
+                                      '"Tesla?",*TSLA*,Single-Doc RAG\n')
+    ds = load_docugami(tmp_path)
+    assert ds.questions[0].relevant == ("2022 Q3 AAPL.pdf", "2023 Q3 AAPL.pdf") and ds.questions[0].skip is None
+    assert ds.questions[1].skip and "match no file" in ds.questions[1].skip
+
+
+async def test_bench_financebench_end_to_end(runtime: Runtime, tmp_path: Path) -> None:
+    data = make_financebench(tmp_path / "fb")
+    config = BenchConfig(dataset="financebench", data_dir=data, strategies=("auto", "semantic", "flat-bm25",
+                                                                            "flat-dense", "flat-hybrid"), ks=(1, 5))
+    report = await run_benchmark(runtime, config)
+
+    pages = sum(len(p[3]) for p in CORPUS.values())
+    assert (report.ingest.docs, report.ingest.pages, report.ingest.reused) == (4, pages, False)
+    stored = await runtime.pool.fetchval("SELECT count(*) FROM chunks")
+    assert report.ingest.chunks == stored > 0
+    assert [s["qid"] for s in report.skipped] == ["q_gone"]
+    assert "GONE_2019_10K" in report.skipped[0]["reason"]
+
+    bm25 = report.strategies["flat-bm25"]
+    assert bm25["n"] == 2
+    # q_acme: top chunk is ACME page 3 (the evidence); q_bolt: top chunk is BOLT page 2, evidence page 4
+    # has none of the query terms, so BM25 never returns it
+    assert bm25["doc_hit@1"] == 1.0
+    assert bm25["page_recall@1"] == 0.5 and bm25["page_recall@5"] == 0.5
+    assert bm25["mrr@10"] == 0.5
+    assert bm25["node_recall"] is None and bm25["llm_calls"] == 0
+    acme = next(q for q in report.questions if q["qid"] == "q_acme")
+    assert acme["evidence"] == [["ACME_2022_10K.pdf", 3]]  # zero-indexed 2 → our page 3
+    assert acme["results"]["flat-bm25"]["chunks"][0] == ["ACME_2022_10K.pdf", 3]
+
+    for name in ("auto", "semantic"):
+        routed = report.strategies[name]
+        assert routed["doc_hit@1"] == 1.0, name  # the unique term is in one document only
+        assert routed["llm_calls"] == 0 and routed["tokens"] == 0  # offline
+        assert routed["latency_ms_p50"] > 0 and routed["latency_ms_p95"] >= routed["latency_ms_p50"]
+        # aggregate = mean of the per-question values
+        per_q = [q["results"][name]["page_recall@5"] for q in report.questions]
+        assert routed["page_recall@5"] == pytest.approx(sum(per_q) / len(per_q), abs=1e-4)
+        assert 0.0 <= routed["node_recall"] <= 1.0
+        bolt = next(q for q in report.questions if q["qid"] == "q_bolt")["results"][name]
+        assert bolt["docs"][0] == "BOLT_2023_10K.pdf"
+        assert bolt["page_recall@5"] == (1.0 if any(c[1] == 4 for c in bolt["chunks"][:5]) else 0.0)
+    assert set(report.by_type["auto"]) == {"metrics-generated", "novel-generated"}
+
+    # the CLI entry with --reuse: no re-ingest, JSON in the documented shape
+    out = tmp_path / "fb.json"
+    args = argparse.Namespace(dataset="financebench", data=data, questions=None, collection=None,
+                              strategies="flat-bm25", k="1,5", json_out=out, reuse=True, limit=None)
+    assert await asyncio.to_thread(run_cli, args) == 0
+    doc = json.loads(out.read_text())
+    assert list(doc)[:4] == ["dataset", "collection", "ingest", "strategies"]
+    assert doc["collection"] == "bench-financebench" and doc["ingest"]["reused"] is True
+    assert doc["ingest"]["chunks"] == stored
+    assert doc["strategies"]["flat-bm25"]["page_recall@1"] == 0.5

@@ -1,0 +1,276 @@
+"""Metadata: automatic extraction from SEC-style cover pages, front matter, folder files, sidecars,
+precedence, and document descriptions."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pymupdf
+import pytest
+
+from ingest.describe import describe_document, offline_description
+from ingest.markdown_tree import build_markdown_tree
+from ingest.metadata import (
+    extract_metadata,
+    load_folder_metadata,
+    merge_metadata,
+    merge_with_sources,
+    parse_front_matter,
+    read_sidecar,
+)
+from kb.errors import IngestError, LLMError
+from kb.providers.chat import OfflineChatModel
+from kb.settings import IngestSettings
+from kb.types import ChatResult
+
+
+def cover_10q(company: str = "ORCHARD DEVICES, INC.", period: str = "July 1, 2023", ytd: str = "Nine") -> str:
+    return f"""UNITED STATES
+SECURITIES AND EXCHANGE COMMISSION
+Washington, D.C. 20549
+FORM 10-Q
+(Mark One)
+☒ QUARTERLY REPORT PURSUANT TO SECTION 13 OR 15(d) OF THE SECURITIES EXCHANGE ACT OF 1934
+For the quarterly period ended
+{period}
+or
+☐ TRANSITION REPORT PURSUANT TO SECTION 13 OR 15(d) OF THE SECURITIES EXCHANGE ACT OF 1934
+Commission File Number: 001-12345
+{company}
+(Exact name of Registrant as
+specified in its charter)
+Delaware
+12-3456789
+Securities registered pursuant to Section 12(b) of the Act:
+Title of each class
+Trading symbol(s)
+Name of each exchange on which registered
+Common Stock, $0.001 par value per share
+ORCH
+The Nasdaq Stock Market LLC
+Indicate by check mark whether the Registrant (1) has filed all reports required to be filed.
+Yes ☒ No ☐
+PART I — FINANCIAL INFORMATION
+CONDENSED CONSOLIDATED STATEMENTS OF OPERATIONS (Unaudited)
+Three Months Ended
+{ytd} Months Ended
+Net sales
+$ 81,797
+"""
+
+
+def test_10q_cover_page_with_fiscal_calendar_from_ytd_columns() -> None:
+    meta = extract_metadata(cover_10q(), file_name="whatever.pdf")
+    assert meta["company"] == "Orchard Devices, Inc."
+    assert meta["ticker"] == "ORCH"
+    assert meta["doc_type"] == "10q" and meta["form"] == "10-Q"
+    assert meta["period_end_date"] == "2023-07-01"
+    # "Nine Months Ended" → fiscal Q3; a 52/53-week quarter ending July 1 belongs to June → FY ends September
+    assert (meta["fiscal_year"], meta["fiscal_quarter"], meta["doc_period"]) == (2023, 3, 2023)
+    assert meta["title"] == "Orchard Devices, Inc. Form 10-Q for the quarterly period ended July 1, 2023"
+
+
+def test_ticker_from_merged_table_rows_and_forms_named_in_prose() -> None:
+    merged = cover_10q().replace(
+        "Title of each class\nTrading symbol(s)\nName of each exchange on which registered\n"
+        "Common Stock, $0.001 par value per share\nORCH\nThe Nasdaq Stock Market LLC\n",
+        "Title of each class Trading symbol(s) Name of each exchange on which registered\n"
+        "Class A Common Stock ORCH NEW YORK STOCK EXCHANGE\n",
+    )
+    assert "ORCH\n" not in merged
+    assert extract_metadata(merged, file_name="x.pdf")["ticker"] == "ORCH"
+    prose = "Sustainability Report 2022\n\nAs described in our FORM 10-K filed in March, revenue grew.\n"
+    meta = extract_metadata(prose, file_name="x.pdf")
+    assert "doc_type" not in meta and "form" not in meta
+
+
+def test_10q_fiscal_year_differs_from_calendar_year() -> None:
+    # quarter ended October 29, 2023 with nine-month columns: fiscal year ends in January 2024
+    meta = extract_metadata(cover_10q(period="October 29, 2023"), file_name="x.pdf")
+    assert (meta["fiscal_year"], meta["fiscal_quarter"]) == (2024, 3)
+    # September 30 with only three-month columns: the first quarter of a year ending in June
+    meta = extract_metadata(cover_10q(period="September 30, 2022", ytd="Three"), file_name="x.pdf")
+    assert (meta["fiscal_year"], meta["fiscal_quarter"]) == (2023, 1)
+
+
+def test_10q_cover_only_falls_back_to_calendar_quarter() -> None:
+    cover = cover_10q(period="April 1, 2023").split("PART I")[0]
+    meta = extract_metadata(cover, file_name="x.pdf")
+    assert (meta["fiscal_year"], meta["fiscal_quarter"]) == (2023, 1)  # April 1 closes the March quarter
+    meta = extract_metadata(cover + "\nresults for the second quarter of fiscal 2024 were", file_name="x.pdf")
+    assert (meta["fiscal_year"], meta["fiscal_quarter"]) == (2024, 2)
+
+
+def test_10k_and_8k_and_earnings_release() -> None:
+    k = """FORM 10-K
+ANNUAL REPORT PURSUANT TO SECTION 13 OR 15(d)
+For the fiscal year ended January 28, 2023
+Commission file number 1-9595
+BIGBOX RETAIL CO., INC.
+(Exact name of registrant as specified in its charter)
+"""
+    meta = extract_metadata(k, file_name="2022.pdf")
+    assert meta["company"] == "Bigbox Retail Co., Inc."
+    assert (meta["doc_type"], meta["fiscal_year"], meta["doc_period"]) == ("10k", 2023, 2023)
+    assert "ticker" not in meta
+    # a 52/53-week year ending in the first days of January belongs to the previous year
+    meta = extract_metadata(k.replace("January 28, 2023", "January 2, 2021"), file_name="x.pdf")
+    assert meta["fiscal_year"] == 2020
+    # no "(Exact name …)" caption: the line after the commission file number
+    meta = extract_metadata(k.replace("(Exact name of registrant as specified in its charter)\n", ""),
+                            file_name="x.pdf")
+    assert meta["company"] == "Bigbox Retail Co., Inc."
+
+    eight = """FORM 8-K
+CURRENT REPORT
+Date of Report (Date of earliest event
+reported): July 1, 2022 (June 30, 2022)
+PACKCO
+PLC
+(Exact
+name of registrant as specified in its charter)
+"""
+    meta = extract_metadata(eight, file_name="x.pdf")
+    assert meta["company"] == "Packco PLC" and meta["doc_type"] == "8k"
+    assert meta["report_date"] == "2022-07-01" and meta["doc_period"] == 2022
+
+    release = "Packco reports fiscal 2023 results and provides outlook for fiscal 2024\nJune 2023 quarter:\n"
+    meta = extract_metadata(release, file_name="x.pdf")
+    assert (meta["company"], meta["doc_type"], meta["fiscal_year"]) == ("Packco", "earnings", 2023)
+    assert meta["title"].startswith("Packco reports fiscal 2023 results")
+
+
+def test_extract_metadata_from_a_generated_pdf_cover_and_not_from_the_file_name() -> None:
+    doc = pymupdf.open()
+    y = 60
+    page = doc.new_page()
+    for line in cover_10q(company="GLOBEX CORPORATION", period="March 31, 2023", ytd="Nine").split("\n"):
+        page.insert_text((40, y), line, fontsize=8)
+        y += 11
+    text = doc[0].get_text()
+    doc.close()
+    meta = extract_metadata(text, file_name="2021 Q1 WRONG.pdf")
+    assert meta["company"] == "Globex Corporation"
+    assert (meta["fiscal_year"], meta["fiscal_quarter"]) == (2023, 3)
+    plain = extract_metadata("Meeting notes\n\nWe discussed the roadmap.", file_name="2021 Q1 WRONG.pdf",
+                             title_hint="Roadmap Meeting Notes")
+    assert plain == {"title": "Roadmap Meeting Notes"}
+
+
+def test_front_matter_yaml_and_fallback_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = '---\ntitle: "Q3 Review"\nyear: 2023\nratio: 0.5\ndraft: false\ntags: [finance, "q3"]\nauthors:\n  - Ann\n  - Bo\ndate: 2023-09-30\n---\n# Body\n'
+    meta, body = parse_front_matter(text)
+    expected = {"title": "Q3 Review", "year": 2023, "ratio": 0.5, "draft": False, "tags": ["finance", "q3"],
+                "authors": ["Ann", "Bo"], "date": "2023-09-30"}
+    assert meta == expected and body == "# Body\n"
+    monkeypatch.setitem(sys.modules, "yaml", None)  # PyYAML unavailable → built-in parser
+    assert parse_front_matter(text) == (expected, "# Body\n")
+    assert parse_front_matter("# No front matter\n---\n") == ({}, "# No front matter\n---\n")
+    assert parse_front_matter("---\nunterminated: 1\n") == ({}, "---\nunterminated: 1\n")
+
+
+def test_folder_metadata_jsonl_csv_and_explicit_financebench(tmp_path: Path) -> None:
+    (tmp_path / "metadata.csv").write_text("file,company,year\nreport.pdf,CsvCo,2020\nother.md,OtherCo,\n")
+    (tmp_path / "metadata.jsonl").write_text(
+        json.dumps({"file": "docs/report.pdf", "company": "JsonCo"}) + "\n\n"
+        + json.dumps({"name": "notes", "topic": "ops"}) + "\n"
+    )
+    meta = load_folder_metadata(tmp_path)
+    assert meta["report"] == {"company": "JsonCo", "year": 2020}  # jsonl wins per key, csv fills the rest
+    assert meta["other"] == {"company": "OtherCo"} and meta["notes"] == {"name": "notes", "topic": "ops"}
+
+    fb = tmp_path / "documents.jsonl"
+    fb.write_text(json.dumps({"doc_name": "3M_2018_10K", "company": "3M", "doc_type": "10k", "doc_period": 2018,
+                              "gics_sector": "Industrials"}) + "\n")
+    rows = load_folder_metadata(tmp_path, explicit=fb)
+    assert rows == {"3M_2018_10K": {"doc_name": "3M_2018_10K", "company": "3M", "doc_type": "10k",
+                                    "doc_period": 2018, "gics_sector": "Industrials"}}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"name": "a"}\n{oops\n')
+    with pytest.raises(IngestError, match="line 2"):
+        load_folder_metadata(tmp_path, explicit=bad)
+
+
+def test_sidecar_and_precedence(tmp_path: Path) -> None:
+    pdf = tmp_path / "report.pdf"
+    pdf.write_bytes(b"%PDF-1.4")
+    assert read_sidecar(pdf) == {}
+    (tmp_path / "report.meta.json").write_text(json.dumps({"company": "Stem", "region": "EU"}))
+    assert read_sidecar(pdf) == {"company": "Stem", "region": "EU"}
+    (tmp_path / "report.pdf.meta.json").write_text(json.dumps({"company": "Full", "doc_type": "10k"}))
+    sidecar = read_sidecar(pdf)
+    assert sidecar == {"company": "Full", "doc_type": "10k"}
+    (tmp_path / "report.pdf.meta.json").write_text("[1, 2]")
+    with pytest.raises(IngestError, match="JSON object"):
+        read_sidecar(pdf)
+
+    folder = {"company": "Folder Inc", "year": None}
+    front = {"company": "Front", "year": 2021, "team": "ops"}
+    auto = {"company": "Auto", "year": 2020, "doc_type": "10q", "team": ""}
+    assert merge_metadata(folder, sidecar, front, auto) == {
+        "company": "Folder Inc", "doc_type": "10k", "year": 2021, "team": "ops"}
+    merged = merge_with_sources([("folder", folder), ("sidecar", sidecar), ("front_matter", front), ("auto", auto)])
+    assert merged.sources == {"company": "folder", "doc_type": "sidecar", "year": "front_matter", "team": "front_matter"}
+
+
+# --------------------------------------------------------------------------- descriptions
+
+
+def _settings() -> IngestSettings:
+    return IngestSettings(root=Path("."), toc_check_page_num=20, max_page_num_each_node=10,
+                          max_token_num_each_node=20000, min_node_token=0, summary_token_threshold=200,
+                          chunk_tokens=160, chunk_overlap_tokens=32, min_chunk_chars=20, workers=1,
+                          run_worker=False, job_stale_s=120)
+
+
+MD = """# PART I — FINANCIAL INFORMATION
+## Item 1. Financial Statements
+text
+## Item 2. Management's Discussion and Analysis of Financial Condition and Results of Operations
+text
+## Item 3. Quantitative and Qualitative Disclosures About Market Risk
+text
+# PART II — OTHER INFORMATION
+## Item 1. Legal Proceedings
+text
+## Item 6. Exhibits
+text
+"""
+
+
+class _Chat:
+    model_id = "scripted"
+    offline = False
+
+    def __init__(self, reply: Any) -> None:
+        self.reply = reply
+        self.prompts: list[str] = []
+
+    async def complete_json(self, *, purpose: str, system: str, prompt: str, schema: dict[str, Any]) -> ChatResult:
+        self.prompts.append(prompt)
+        if isinstance(self.reply, Exception):
+            raise self.reply
+        return ChatResult(text=json.dumps(self.reply), data=self.reply)
+
+    async def complete_text(self, *, purpose: str, system: str, prompt: str) -> ChatResult:
+        raise LLMError("unused")
+
+
+async def test_describe_document_offline_and_with_llm() -> None:
+    tree = build_markdown_tree(MD, _settings(), title="q")
+    meta = extract_metadata(cover_10q(), file_name="x.pdf")
+    text = await describe_document(tree, meta, "x.pdf", OfflineChatModel())
+    assert text == (
+        "Orchard Devices, Inc. Form 10-Q quarterly report for the fiscal quarter ended July 1, 2023 (fiscal 2023 Q3), "
+        "covering Financial Statements, Management's Discussion and Analysis of Financial Condition and Results "
+        "of Operations, Quantitative and Qualitative Disclosures About Market Risk and Legal Proceedings."
+    )
+    assert offline_description(tree, {}, "notes.md").startswith("notes, covering Financial Statements, ")
+    chat = _Chat({"description": "Orchard's fiscal Q3 2023 quarterly report with statements and risks."})
+    assert await describe_document(tree, meta, "x.pdf", chat) == chat.reply["description"]
+    assert "Item 2. Management's Discussion" in chat.prompts[0] and "Orchard Devices" in chat.prompts[0]
+    for reply in ({"wrong": 1}, {"description": ""}, LLMError("down")):
+        assert await describe_document(tree, meta, "x.pdf", _Chat(reply)) == text
