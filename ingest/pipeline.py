@@ -109,7 +109,7 @@ async def build_tree(parsed: ParsedFile, chat: ChatModel, settings: IngestSettin
     return tree
 
 
-def _first_pages_text(parsed: ParsedFile, n: int = 3) -> str:
+def _first_pages_text(parsed: ParsedFile, n: int = 8) -> str:
     if parsed.pdf is not None:
         return "\n".join(p.text for p in parsed.pdf.pages[:n])
     return (parsed.text or "")[:8000]
@@ -160,14 +160,14 @@ async def ingest_file(
     try:
         parsed = await _parse(ctx, path, kind)
         tree = await build_tree(parsed, chat, ctx.settings, Path(name).stem)
-        tree = await summarize_tree(tree, chat, ctx.settings)
+        page_texts = {p.number: p.text for p in parsed.pdf.pages} if parsed.pdf is not None else None
+        tree = await summarize_tree(tree, chat, ctx.settings, page_texts=page_texts)
         sidecar = await asyncio.to_thread(read_sidecar, path)
         auto = extract_metadata(_first_pages_text(parsed), file_name=path.name,
                                 title_hint=tree.nodes[0].title if tree.nodes else None)
         meta = merge_metadata(folder_metadata or {}, sidecar, parsed.front_matter, auto)
         title = _title(tree, meta, name)
         description = await describe_document(tree, meta, name, chat)
-        page_texts = {p.number: p.text for p in parsed.pdf.pages} if parsed.pdf is not None else None
         chunks = chunk_tree(tree, ctx.settings, page_texts)
         label = doc_label(meta, title)
         chunk_vecs = await ctx.embedder.embed(
@@ -194,7 +194,8 @@ async def ingest_file(
                              seconds=time.perf_counter() - started)
     seconds = time.perf_counter() - started
     outcome = IngestOutcome(
-        name=name, status="ok", document_id=doc_id, pages=tree.page_count, chunks=len(chunks),
+        name=name, status="ok", document_id=doc_id, pages=tree.page_count if tree.unit == "page" else 0,
+        chunks=len(chunks),
         nodes=len(tree.nodes), seconds=seconds, tree_mode=tree.source_mode,
         llm_calls=chat.calls, warnings=tuple(tree.warnings),
     )

@@ -38,6 +38,18 @@ SQL_DOCUMENT_NODES = """
 SELECT node_id, parent_id, ordinal, level, title, start_index, end_index, unit, is_leaf, summary
 FROM nodes WHERE document_id = $1 ORDER BY ordinal"""
 SQL_DELETE_DOCUMENT = "DELETE FROM documents WHERE id = $1 RETURNING id"
+SQL_DOC_BY_NAME = "SELECT id FROM documents WHERE collection_id = $1 AND name = $2"
+SQL_DOC_COLLECTION = "SELECT collection_id FROM documents WHERE id = $1 FOR UPDATE"
+SQL_LEXEMES_ADD = """
+INSERT INTO lexeme_df (collection_id, lexeme, df)
+SELECT $1, s.lx, 1 FROM (
+    SELECT DISTINCT unnest(tsvector_to_array(tsv)) AS lx FROM chunks WHERE document_id = $2
+) s ORDER BY s.lx
+ON CONFLICT (collection_id, lexeme) DO UPDATE SET df = lexeme_df.df + 1"""
+SQL_LEXEMES_REMOVE = """
+UPDATE lexeme_df l SET df = l.df - 1
+FROM (SELECT DISTINCT unnest(tsvector_to_array(tsv)) AS lx FROM chunks WHERE document_id = $2 ORDER BY 1) s
+WHERE l.collection_id = $1 AND l.lexeme = s.lx"""
 SQL_FIND_SAME = """
 SELECT id, name, sha256 FROM documents WHERE collection_id = $1 AND (name = $2 OR sha256 = $3)"""
 SQL_LOCK_NAME = "SELECT pg_advisory_xact_lock(hashtextextended($1, 42))"
@@ -169,8 +181,13 @@ async def get_document(pool: asyncpg.Pool, doc_id: int) -> tuple[DocumentInfo, l
 
 
 async def delete_document(pool: asyncpg.Pool, doc_id: int) -> None:
-    if await pool.fetchval(SQL_DELETE_DOCUMENT, doc_id) is None:
-        raise NotFoundError(f"document {doc_id} does not exist")
+    """Delete a document (nodes and chunks cascade) and its lexeme counts, in one transaction."""
+    async with pool.acquire() as conn, conn.transaction():
+        collection_id = await conn.fetchval(SQL_DOC_COLLECTION, doc_id)
+        if collection_id is None:
+            raise NotFoundError(f"document {doc_id} does not exist")
+        await conn.execute(SQL_LEXEMES_REMOVE, collection_id, doc_id)
+        await conn.execute(SQL_DELETE_DOCUMENT, doc_id)
     log.info("store.document_deleted", doc_id=doc_id)
 
 
@@ -191,7 +208,10 @@ async def write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
     tree = doc.tree
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute(SQL_LOCK_NAME, f"{doc.collection_id}/{doc.name}")
-        await conn.execute(SQL_DELETE_BY_NAME, doc.collection_id, doc.name)
+        old_id = await conn.fetchval(SQL_DOC_BY_NAME, doc.collection_id, doc.name)
+        if old_id is not None:
+            await conn.execute(SQL_LEXEMES_REMOVE, doc.collection_id, old_id)
+            await conn.execute(SQL_DELETE_BY_NAME, doc.collection_id, doc.name)
         doc_id = await conn.fetchval(
             SQL_INSERT_DOCUMENT, doc.collection_id, doc.name, doc.source_path, doc.sha256, doc.file_type,
             json.dumps(doc.metadata, default=str), doc.title, doc.description, doc.description_embedding,
@@ -216,4 +236,5 @@ async def write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
                     for i, c in enumerate(doc.chunks)
                 ],
             )
+            await conn.execute(SQL_LEXEMES_ADD, doc.collection_id, doc_id)
     return int(doc_id)

@@ -19,7 +19,7 @@ from kb.providers.chat import CountingChat
 from kb.settings import RetrievalSettings
 from router.metadata import conditions_from_filters, run_filter
 from router.retrieve import Reranker, rank_across_nodes, rerank, retrieve_in_nodes
-from router.routing import RouteContext, get_router
+from router.routing import RouteContext, get_router, query_terms
 from router.synthesize import synthesize
 from router.tree_search import LoadedTree, TreeSearcher, find_cross_references, load_tree, resolve_reference
 from router.types import STRATEGIES, NodePick, QueryRequest, QueryResult, RetrievedChunk, RoutingResult
@@ -115,7 +115,8 @@ class QueryPipeline:
         qvec = qvecs[question]
         ctx = RouteContext(pool=self.pool, chat=chat, settings=self.settings, collection_id=collection_id,
                            question=question, query_vec=qvec, top_docs=req.top_docs, filters=dict(req.filters),
-                           iterative_scan=await self._iterative_scan())
+                           iterative_scan=await self._iterative_scan(),
+                           terms=await query_terms(self.pool, collection_id, question))
         within = None
         if req.filters:
             within = [d for d, _ in await run_filter(self.pool, collection_id, conditions_from_filters(req.filters))]
@@ -135,7 +136,7 @@ class QueryPipeline:
             async with sem:
                 tree = await load_tree(self.pool, doc_id, name, qvec)
                 res = await searcher.search(tree, question, qvec, expert_knowledge=req.expert_knowledge,
-                                            history=req.history)
+                                            history=req.history, terms=ctx.terms)
                 return tree, res
 
         searched = await asyncio.gather(*(search_doc(d.doc_id, d.name) for d in routing.documents))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import re
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -14,8 +14,8 @@ import structlog
 from kb.errors import LLMError
 from kb.providers import ChatModel
 from kb.settings import RetrievalSettings
-from kb.text import tokenize
 from router.metadata import (
+    COMPANY_KEYS,
     conditions_from_filters,
     known_values,
     match_question,
@@ -35,15 +35,27 @@ SELECT c.id, c.document_id, 1 - (c.embedding <=> $1) AS sim
 FROM chunks c WHERE c.document_id = ANY($2::bigint[])
 ORDER BY 1 - (c.embedding <=> $1) DESC LIMIT $3"""
 SQL_TEXT_CHUNKS = """
-SELECT c.id, c.document_id, ts_rank_cd(c.tsv, q) AS rank, 1 - (c.embedding <=> $3) AS sim
-FROM chunks c, to_tsquery('english', $1) q
-WHERE c.collection_id = $2 AND c.tsv @@ q
-ORDER BY rank DESC LIMIT $4"""
+WITH q AS (SELECT string_agg(quote_literal(x), ' | ')::tsquery AS q FROM unnest($1::text[]) AS x)
+SELECT c.id, c.document_id, 1 - (c.embedding <=> $3) AS sim,
+       (SELECT coalesce(sum(w.idf), 0) FROM unnest($1::text[], $5::float8[]) AS w(lx, idf)
+        WHERE c.tsv @@ quote_literal(w.lx)::tsquery) AS score
+FROM chunks c, q
+WHERE c.collection_id = $2 AND c.tsv @@ q.q
+ORDER BY score DESC LIMIT $4"""
 SQL_TEXT_CHUNKS_IN_DOCS = """
-SELECT c.id, c.document_id, ts_rank_cd(c.tsv, q) AS rank, 1 - (c.embedding <=> $3) AS sim
-FROM chunks c, to_tsquery('english', $1) q
-WHERE c.document_id = ANY($2::bigint[]) AND c.tsv @@ q
-ORDER BY rank DESC LIMIT $4"""
+WITH q AS (SELECT string_agg(quote_literal(x), ' | ')::tsquery AS q FROM unnest($1::text[]) AS x)
+SELECT c.id, c.document_id, 1 - (c.embedding <=> $3) AS sim,
+       (SELECT coalesce(sum(w.idf), 0) FROM unnest($1::text[], $5::float8[]) AS w(lx, idf)
+        WHERE c.tsv @@ quote_literal(w.lx)::tsquery) AS score
+FROM chunks c, q
+WHERE c.document_id = ANY($2::bigint[]) AND c.tsv @@ q.q
+ORDER BY score DESC LIMIT $4"""
+SQL_QUERY_LEXEMES = """
+SELECT q.lexeme, coalesce(l.df, 0) AS df
+FROM unnest(tsvector_to_array(to_tsvector('english', $2))) AS q(lexeme)
+LEFT JOIN lexeme_df l ON l.collection_id = $1 AND l.lexeme = q.lexeme"""
+SQL_COLLECTION_DOCS = "SELECT count(*) FROM documents WHERE collection_id = $1"
+SQL_COLLECTION_CHUNKS = "SELECT coalesce(sum(chunk_count), 0) FROM documents WHERE collection_id = $1"
 SQL_DOC_NAMES = "SELECT id, name, description FROM documents WHERE id = ANY($1::bigint[])"
 SQL_DESC_DENSE = """
 SELECT id, name, description, 1 - (description_embedding <=> $1) AS sim
@@ -54,17 +66,35 @@ SQL_DOC_COUNT = "SELECT count(*) FROM documents WHERE collection_id = $1"
 SQL_SET_EF = "SELECT set_config('hnsw.ef_search', $1, true)"
 SQL_SET_ITERATIVE = "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"
 
-_TSQ_SAFE = re.compile(r"^[a-z0-9]+$")
+@dataclass(frozen=True)
+class QueryTerms:
+    """The question's full-text lexemes that discriminate between documents, with IDF weights."""
+
+    lexemes: list[str]
+    idf: list[float]
+
+    @property
+    def total(self) -> float:
+        return sum(self.idf) or 1.0
 
 
-def tsquery_text(question: str, max_terms: int = 16) -> str | None:
-    """An OR-query of safe lexemes for ``to_tsquery`` (letters/digits only; no operators from input)."""
-    terms = []
-    for tok in tokenize(question):
-        tok = tok.replace("-", "").replace(".", "").replace("'", "").replace("%", "").replace("$", "")
-        if _TSQ_SAFE.match(tok) and tok not in terms:
-            terms.append(tok)
-    return " | ".join(terms[:max_terms]) if terms else None
+async def query_terms(pool: asyncpg.Pool, collection_id: int, question: str, max_terms: int = 10) -> QueryTerms:
+    """Lexemes of the question (Postgres 'english' parser) weighted by document-level IDF.
+
+    Lexemes found in no document are dropped, and so are those in most documents of a larger
+    collection (they cannot discriminate and make full-text scans slow).
+    """
+    rows = await pool.fetch(SQL_QUERY_LEXEMES, collection_id, question)
+    n_docs = int(await pool.fetchval(SQL_COLLECTION_DOCS, collection_id))
+    scored = []
+    for r in rows:
+        df = int(r["df"])
+        if df <= 0 or (n_docs >= 5 and df > 0.6 * n_docs):
+            continue
+        scored.append((math.log(1 + (n_docs - df + 0.5) / (df + 0.5)), r["lexeme"]))
+    scored.sort(key=lambda x: (-x[0], x[1]))
+    top = scored[:max_terms]
+    return QueryTerms(lexemes=[lx for _, lx in top], idf=[w for w, _ in top])
 
 
 @dataclass
@@ -80,6 +110,7 @@ class RouteContext:
     top_docs: int
     filters: dict[str, Any]
     iterative_scan: bool = True
+    terms: QueryTerms | None = None
 
 
 class Router(Protocol):
@@ -89,26 +120,28 @@ class Router(Protocol):
 
 
 async def chunk_hits(ctx: RouteContext, within: Sequence[int] | None, k: int) -> list[tuple[int, int, float, float]]:
-    """(chunk_id, doc_id, dense sim, normalised full-text rank) for the best chunks, dense ∪ full-text."""
-    tsq = tsquery_text(ctx.question)
+    """(chunk_id, doc_id, dense sim, IDF-weighted share of query terms matched) for the best chunks,
+    dense ∪ full-text."""
+    terms = ctx.terms or await query_terms(ctx.pool, ctx.collection_id, ctx.question)
     async with ctx.pool.acquire() as conn, conn.transaction():
         await conn.execute(SQL_SET_EF, str(max(ctx.settings.hnsw_ef_search, k)))
         if ctx.iterative_scan:
             await conn.execute(SQL_SET_ITERATIVE)
         if within is None:
             dense = await conn.fetch(SQL_DENSE_CHUNKS, ctx.query_vec, ctx.collection_id, k)
-            text = await conn.fetch(SQL_TEXT_CHUNKS, tsq, ctx.collection_id, ctx.query_vec, k) if tsq else []
+            text = (await conn.fetch(SQL_TEXT_CHUNKS, terms.lexemes, ctx.collection_id, ctx.query_vec, k, terms.idf)
+                    if terms.lexemes else [])
         else:
             ids = list(within)
             dense = await conn.fetch(SQL_DENSE_CHUNKS_IN_DOCS, ctx.query_vec, ids, k)
-            text = await conn.fetch(SQL_TEXT_CHUNKS_IN_DOCS, tsq, ids, ctx.query_vec, k) if tsq else []
-    ranks = {r["id"]: float(r["rank"]) for r in text}
-    norm = dict(zip(ranks, min_max(list(ranks.values())), strict=True))
+            text = (await conn.fetch(SQL_TEXT_CHUNKS_IN_DOCS, terms.lexemes, ids, ctx.query_vec, k, terms.idf)
+                    if terms.lexemes else [])
+    ft = {r["id"]: float(r["score"]) / terms.total for r in text}
     out: dict[int, tuple[int, int, float, float]] = {}
     for r in dense:
-        out[r["id"]] = (r["id"], r["document_id"], float(r["sim"]), norm.get(r["id"], 0.0))
+        out[r["id"]] = (r["id"], r["document_id"], float(r["sim"]), ft.get(r["id"], 0.0))
     for r in text:
-        out.setdefault(r["id"], (r["id"], r["document_id"], float(r["sim"]), norm[r["id"]]))
+        out.setdefault(r["id"], (r["id"], r["document_id"], float(r["sim"]), ft[r["id"]]))
     return list(out.values())
 
 
@@ -123,7 +156,9 @@ class SemanticRouter:
     name = "semantic"
 
     async def scores(self, ctx: RouteContext, within: Sequence[int] | None = None) -> dict[int, tuple[float, int]]:
-        hits = await chunk_hits(ctx, within, ctx.settings.semantic_top_k)
+        total = int(await ctx.pool.fetchval(SQL_COLLECTION_CHUNKS, ctx.collection_id))
+        k = min(ctx.settings.semantic_top_k, max(20, total // 20))  # small collections: fewer hits
+        hits = await chunk_hits(ctx, within, k)
         w_d, w_b = ctx.settings.dense_weight, ctx.settings.bm25_weight
         per_doc: dict[int, list[float]] = {}
         for _, doc_id, sim, ft in hits:
@@ -239,69 +274,65 @@ class MetadataRouter:
 
 
 class AutoRouter:
-    """A confident metadata filter narrows the candidates, DocScore ranks within them, descriptions
-    break ties and rescue when nothing matched."""
+    """A confident metadata filter (company/organisation) narrows the candidates; period and type
+    conditions boost; DocScore ranks; descriptions break ties and rescue when nothing matched."""
 
     name = "auto"
+    SOFT_BOOST = 0.5
 
     async def route(self, ctx: RouteContext, within: Sequence[int] | None = None) -> RoutingResult:
         notes: list[str] = []
-        meta = MetadataRouter()
-        conds, confident, explanation, calls = await meta.conditions(ctx)
-        explicit = conditions_from_filters(ctx.filters)
+        conds, confident, explanation, calls = await MetadataRouter().conditions(ctx)
+        hard = tuple(c for c in conds if c.key in COMPANY_KEYS)
+        soft = tuple(c for c in conds if c.key not in COMPANY_KEYS)
         candidate_ids: list[int] | None = list(within) if within is not None else None
-        used: tuple[Condition, ...] = explicit
         if within is not None:
-            notes.append(f"explicit filters → {len(candidate_ids or [])} documents")
-        if conds and confident:
-            # relax the non-discriminative conditions until something matches
-            attempt = list(conds)
-            while attempt:
-                rows = await run_filter(ctx.pool, ctx.collection_id, attempt)
-                ids = [d for d, _ in rows if candidate_ids is None or d in set(candidate_ids)]
-                if ids:
-                    candidate_ids = ids
-                    used = (*explicit, *attempt)
-                    notes.append(f"metadata ({explanation}) → {len(ids)} candidates")
-                    break
-                attempt.pop()
+            notes.append(f"explicit filters → {len(within)} documents")
+        if hard:
+            rows = await run_filter(ctx.pool, ctx.collection_id, hard)
+            ids = [d for d, _ in rows if candidate_ids is None or d in set(candidate_ids)]
+            if ids:
+                candidate_ids = ids
+                notes.append(f"metadata ({'; '.join(f'{c.key} in {c.value}' for c in hard)}) → {len(ids)} candidates")
             else:
-                notes.append(f"metadata ({explanation}) matched nothing; not narrowed")
-        elif conds:
-            notes.append(f"metadata not confident ({explanation}); used as a boost")
-        sem = SemanticRouter()
-        scores = await sem.scores(ctx, candidate_ids) if candidate_ids is None or candidate_ids else {}
+                notes.append("metadata company filter matched nothing; not narrowed")
+        soft_hits: dict[int, int] = {}
+        for c in soft:
+            for d, _ in await run_filter(ctx.pool, ctx.collection_id, (c,)):
+                soft_hits[d] = soft_hits.get(d, 0) + 1
+        if soft:
+            notes.append("boost: " + "; ".join(f"{c.key} in {c.value}" for c in soft))
+        scores = await SemanticRouter().scores(ctx, candidate_ids) if candidate_ids is None or candidate_ids else {}
         desc = await DescriptionRouter().shortlist(ctx, candidate_ids, max(ctx.top_docs * 3, 10))
         desc_score = {c.doc_id: c.score for c in desc}
-        boost_ids: set[int] = set()
-        if conds and not confident:
-            rows = await run_filter(ctx.pool, ctx.collection_id, conds)
-            boost_ids = {d for d, _ in rows}
         ids = set(scores) | set(desc_score)
         if candidate_ids is not None:
-            ids &= set(candidate_ids)
-            ids |= set(candidate_ids[: ctx.top_docs * 3]) if not ids else set()
-        sem_norm = dict(zip(scores, min_max([s for s, _ in scores.values()]), strict=True))
+            ids = (ids & set(candidate_ids)) | set(candidate_ids[:50])
+        ids |= {d for d in soft_hits if candidate_ids is None or d in set(candidate_ids)} if len(soft_hits) <= 50 else set()
+        top_sem = max((v for v, _ in scores.values()), default=0.0) or 1.0
+        sem_norm = {d: v / top_sem for d, (v, _) in scores.items()}  # ratios survive, unlike min-max
         combined = []
         for d in ids:
-            s = 0.75 * sem_norm.get(d, 0.0) + 0.25 * desc_score.get(d, 0.0) + (0.15 if d in boost_ids else 0.0)
+            boost = self.SOFT_BOOST * soft_hits.get(d, 0) / len(soft) if soft else 0.0
+            s = 0.75 * sem_norm.get(d, 0.0) + 0.25 * desc_score.get(d, 0.0) + boost
             why = [f"DocScore {scores[d][0]:.3f} ({scores[d][1]} hits)" if d in scores else "no chunk hits"]
             if d in desc_score:
                 why.append(f"description {desc_score[d]:.2f}")
-            if candidate_ids is not None:
-                why.append("in metadata/filter candidates")
-            if d in boost_ids:
-                why.append("metadata boost")
+            if hard and candidate_ids is not None and d in set(candidate_ids):
+                why.append("metadata match")
+            if boost:
+                why.append(f"period/type boost {boost:.2f}")
             combined.append((d, s, ", ".join(why)))
-        combined.sort(key=lambda x: -x[1])
+        combined.sort(key=lambda x: (-x[1], x[0]))
         names = await _names(ctx.pool, [d for d, _, _ in combined])
         cands = tuple(DocCandidate(d, names.get(d, str(d)), round(s, 4), why) for d, s, why in combined)
         if not cands:
             notes.append("nothing matched: description shortlist over the whole collection")
-            rescue = await DescriptionRouter().shortlist(ctx, None, ctx.top_docs)
-            cands = tuple(rescue)
+            cands = tuple(await DescriptionRouter().shortlist(ctx, within, ctx.top_docs))
+        if not conds:
+            notes.append(explanation)
         return RoutingResult(strategy_used=self.name, documents=cands[: ctx.top_docs], candidates=cands[:20],
-                             conditions=used, notes=tuple(notes), llm_calls=calls)
+                             conditions=conds, notes=tuple(notes), llm_calls=calls)
 
 
 ROUTERS: dict[str, type] = {

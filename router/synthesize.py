@@ -22,7 +22,8 @@ SYNTH_SYSTEM = (
     "4) be concise and precise; keep units and periods."
 )
 _MARKER = re.compile(r"\[(\d{1,3})\]")
-_NUM = re.compile(r"\d")
+_NUMBER = re.compile(r"\$?\d[\d,]*(?:\.\d+)?%?")
+_HEADING_LINE = re.compile(r"^\s{0,3}#{1,6}\s.*$", re.M)
 
 
 def evidence_label(c: RetrievedChunk) -> str:
@@ -76,8 +77,9 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
     df: dict[str, int] = {}
     sentences: list[tuple[int, int, str]] = []
     for ci, c in enumerate(chunks):
-        for si, s in enumerate(split_sentences(c.text)):
-            if len(s) < 12:
+        body = _HEADING_LINE.sub("", c.text)
+        for si, s in enumerate(split_sentences(body)):
+            if len(s) < 12 or len(s.split()) < 4:
                 continue
             sentences.append((ci, si, s))
             for t in set(tokenize(s)):
@@ -91,8 +93,8 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
             continue
         score = sum(math.log(1 + n / df.get(t, 1)) for t in overlap)
         score /= math.sqrt(max(len(toks), 4)) ** 0.5
-        if wants_number and _NUM.search(s):
-            score *= 1.3
+        if wants_number and any(n not in question for n in _NUMBER.findall(s)):
+            score *= 1.4  # a figure the question does not already contain
         score *= 1.0 + 0.15 / (1 + ci)  # earlier (better-ranked) evidence first on ties
         scored.append((score, ci, si, s))
     scored.sort(key=lambda x: -x[0])

@@ -20,7 +20,7 @@ import structlog
 from kb.errors import LLMError
 from kb.providers import ChatModel
 from kb.text import count_tokens, normalize_title
-from router.routing import tsquery_text
+from router.routing import QueryTerms
 from router.scoring import aggregate_score, bm25_scores, min_max
 from router.types import DocNode, NodePick, TreeSearchResult, Turn
 
@@ -34,8 +34,11 @@ SQL_NODE_DENSE_HITS = """
 SELECT node_id, 1 - (embedding <=> $2) AS sim FROM chunks WHERE document_id = $1
 ORDER BY 1 - (embedding <=> $2) DESC LIMIT $3"""
 SQL_NODE_TEXT_HITS = """
-SELECT node_id, ts_rank_cd(tsv, q) AS rank FROM chunks, to_tsquery('english', $2) q
-WHERE document_id = $1 AND tsv @@ q ORDER BY rank DESC LIMIT $3"""
+WITH q AS (SELECT string_agg(quote_literal(x), ' | ')::tsquery AS q FROM unnest($2::text[]) AS x)
+SELECT c.node_id,
+       (SELECT coalesce(sum(w.idf), 0) FROM unnest($2::text[], $4::float8[]) AS w(lx, idf)
+        WHERE c.tsv @@ quote_literal(w.lx)::tsquery) AS score
+FROM chunks c, q WHERE c.document_id = $1 AND c.tsv @@ q.q ORDER BY score DESC LIMIT $3"""
 
 SEARCH_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -127,27 +130,30 @@ class TreeSearcher:
         self.bm25_weight = bm25_weight
 
     async def search(self, tree: LoadedTree, question: str, query_vec: np.ndarray, *,
-                     expert_knowledge: str | None = None, history: Sequence[Turn] = ()) -> TreeSearchResult:
+                     expert_knowledge: str | None = None, history: Sequence[Turn] = (),
+                     terms: QueryTerms | None = None) -> TreeSearchResult:
         if not tree.nodes:
             return TreeSearchResult(doc_id=tree.doc_id, picks=())
+        terms = terms or QueryTerms([], [])
         if self.chat.offline:
-            return await self.offline(tree, question, query_vec, expert_knowledge=expert_knowledge)
+            return await self.offline(tree, question, query_vec, expert_knowledge=expert_knowledge, terms=terms)
         try:
             return await self.llm(tree, question, expert_knowledge=expert_knowledge, history=history)
         except LLMError as exc:
             log.warning("router.tree_search_llm_failed", doc_id=tree.doc_id, error=str(exc))
-            res = await self.offline(tree, question, query_vec, expert_knowledge=expert_knowledge)
+            res = await self.offline(tree, question, query_vec, expert_knowledge=expert_knowledge, terms=terms)
             return TreeSearchResult(doc_id=res.doc_id, picks=res.picks, thinking=f"LLM failed ({exc}); offline",
                                     mode="offline_fallback", llm_calls=1)
 
     # ------------------------------------------------------------------ offline
     async def offline(self, tree: LoadedTree, question: str, query_vec: np.ndarray, *,
-                      expert_knowledge: str | None = None) -> TreeSearchResult:
+                      expert_knowledge: str | None = None, terms: QueryTerms | None = None) -> TreeSearchResult:
         leaves = tree.leaves
         hits = await self.pool.fetch(SQL_NODE_DENSE_HITS, tree.doc_id, query_vec, 40)
-        tsq = tsquery_text(question)
-        texts = await self.pool.fetch(SQL_NODE_TEXT_HITS, tree.doc_id, tsq, 40) if tsq else []
-        t_norm = dict(zip(range(len(texts)), min_max([float(r["rank"]) for r in texts]), strict=True))
+        terms = terms or QueryTerms([], [])
+        texts = (await self.pool.fetch(SQL_NODE_TEXT_HITS, tree.doc_id, terms.lexemes, 40, terms.idf)
+                 if terms.lexemes else [])
+        t_norm = {i: float(r["score"]) / terms.total for i, r in enumerate(texts)}
         per_node: dict[str, list[float]] = {}
         for r in hits:
             per_node.setdefault(r["node_id"], []).append(self.dense_weight * max(float(r["sim"]), 0.0))

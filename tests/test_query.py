@@ -189,3 +189,15 @@ async def test_streaming_events(corpus: tuple[Runtime, Path]) -> None:
         events = [ln.split(":", 1)[1].strip() for ln in r.text.splitlines() if ln.startswith("event:")]
         assert events[0] == "routing" and events[1] == "nodes"
         assert "answer" in events and events[-2:] == ["citations", "done"]
+
+
+async def test_query_terms_are_idf_weighted_and_safe(corpus: tuple[Runtime, Path]) -> None:
+    from router.routing import query_terms
+
+    rt, _ = corpus
+    terms = await query_terms(rt.pool, 1, "Zephyr lithium battery packs' & | !:* (report) zzzunknownzzz")
+    assert terms.lexemes[0] == "lithium" or terms.idf[0] == max(terms.idf)
+    assert "zzzunknownzzz" not in terms.lexemes  # in no document: dropped
+    assert terms.idf == sorted(terms.idf, reverse=True)
+    df = dict(await rt.pool.fetch("SELECT lexeme, df FROM lexeme_df WHERE collection_id = 1"))
+    assert df["lithium"] == 1 and df["zephyr"] == 2

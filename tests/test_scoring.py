@@ -14,7 +14,6 @@ from router.metadata import (
     match_offline,
     validate_conditions,
 )
-from router.routing import tsquery_text
 from router.scoring import aggregate_score, fuse, group_scores, min_max
 from router.synthesize import extractive_answer
 from router.tree_search import find_cross_references
@@ -94,15 +93,6 @@ def test_compiled_sql_has_only_parameters() -> None:
         conditions_from_filters({"a'; drop": 1})
     assert conditions_from_filters({"fiscal_year": [2021, 2022], "company": "3M"}) == (
         Condition("fiscal_year", "in", ["2021", "2022"]), Condition("company", "in", ["3M"]))
-
-
-def test_tsquery_text_is_sanitised() -> None:
-    q = tsquery_text("Revenue & profit | !! (2021)': DROP :* <-> 3M's")
-    assert q is not None
-    for ch in "&!():*<>'":
-        assert ch not in q.replace(" | ", "")
-    assert "revenue" in q and "2021" in q
-    assert tsquery_text("the of and") is None
 
 
 def test_cross_reference_detection() -> None:

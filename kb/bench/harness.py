@@ -45,12 +45,13 @@ SQL_NODE_SPANS = """
 SELECT n.document_id, n.node_id, n.start_index, n.end_index, n.unit
 FROM nodes n JOIN unnest($1::bigint[], $2::text[]) AS p(doc_id, node_id)
   ON n.document_id = p.doc_id AND n.node_id = p.node_id"""
-SQL_LAST_JOB_SECONDS = """
-SELECT extract(epoch FROM (j.finished_at - j.started_at)) AS seconds
-FROM ingest_jobs j JOIN collections c ON c.id = j.collection_id
-WHERE c.name = $1 AND j.status = 'done' AND j.started_at IS NOT NULL
-  AND EXISTS (SELECT 1 FROM ingest_job_items i WHERE i.job_id = j.id AND i.status = 'ok')
-ORDER BY j.id DESC LIMIT 1"""
+SQL_BIGGEST_JOB = """
+SELECT extract(epoch FROM (j.finished_at - j.started_at)) AS seconds, sum(i.pages) AS pages
+FROM ingest_jobs j
+JOIN collections c ON c.id = j.collection_id
+JOIN ingest_job_items i ON i.job_id = j.id AND i.status = 'ok'
+WHERE c.name = $1 AND j.status = 'done' AND j.started_at IS NOT NULL AND j.finished_at IS NOT NULL
+GROUP BY j.id ORDER BY sum(i.pages) DESC, j.id DESC LIMIT 1"""
 SQL_PGVECTOR = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
 
 
@@ -70,6 +71,9 @@ class BenchConfig(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class IngestSummary(msgspec.Struct, frozen=True):
+    """The collection after ingest. ``seconds`` is the wall time of this run's ingest job or, when the
+    collection was reused, of the earlier job that ingested most of its pages (``pages_per_s`` from that job)."""
+
     docs: int
     pages: int
     chunks: int
@@ -131,33 +135,40 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-async def corpus_unchanged(rt: Runtime, ds: BenchDataset, collection: str) -> bool:
-    """True when the collection holds exactly the dataset's PDFs (same sha256) with its folder metadata."""
+async def outdated_documents(rt: Runtime, ds: BenchDataset, collection: str) -> tuple[list[int], bool]:
+    """(ids of stored documents to delete, whether the collection already holds exactly the corpus).
+
+    A document is outdated when its file is gone from ``pdfs/`` or its stored metadata no longer
+    matches the dataset's metadata file; a changed PDF (other sha256) is replaced by the ingest job itself.
+    """
     from ingest.metadata import load_folder_metadata
     from ingest.store import list_documents
 
     docs = {d.name: d for d in await list_documents(rt.pool, collection, limit=100_000)}
-    if set(docs) != set(ds.files):
-        return False
-    for name in ds.files:
-        if docs[name].sha256 != await asyncio.to_thread(_sha256, ds.pdf_dir / name):
-            return False
+    rows = {}
     if ds.metadata_path is not None:
         rows = await asyncio.to_thread(load_folder_metadata, ds.pdf_dir, ds.metadata_path)
+    outdated = []
+    for name, doc in docs.items():
+        row = rows.get(Path(name).stem, {})
+        if name not in ds.files or any(doc.metadata.get(k) != v for k, v in row.items() if v not in (None, "")):
+            outdated.append(doc.id)
+    current = not outdated and set(docs) == set(ds.files)
+    if current:
         for name in ds.files:
-            row = rows.get(Path(name).stem, {})
-            if any(docs[name].metadata.get(k) != v for k, v in row.items()):
-                return False
-    return True
+            if docs[name].sha256 != await asyncio.to_thread(_sha256, ds.pdf_dir / name):
+                current = False
+                break
+    return outdated, current
 
 
 async def _collection_summary(rt: Runtime, collection: str, seconds: float | None, reused: bool,
-                              failed: dict[str, str]) -> IngestSummary:
+                              failed: dict[str, str], job_pages: int | None = None) -> IngestSummary:
     from ingest.store import list_documents
 
     docs = await list_documents(rt.pool, collection, limit=100_000)
     pages = sum(d.page_count for d in docs)
-    rate = round(pages / seconds, 3) if seconds else None
+    rate = round((job_pages if job_pages is not None else pages) / seconds, 3) if seconds else None
     return IngestSummary(docs=len(docs), pages=pages, chunks=sum(d.chunk_count for d in docs),
                          seconds=round(seconds, 1) if seconds is not None else None, reused=reused,
                          pages_per_s=rate, failed=failed)
@@ -173,16 +184,22 @@ async def ingest_dataset(rt: Runtime, ds: BenchDataset, collection: str, *, reus
     from kb.app import build_ingest_context
 
     coll = await ensure_collection(rt.pool, collection)
-    if reuse and await corpus_unchanged(rt, ds, collection):
-        seconds = await rt.pool.fetchval(SQL_LAST_JOB_SECONDS, collection)
-        log.info("bench.ingest_reused", collection=collection)
-        return await _collection_summary(rt, collection, float(seconds) if seconds else None, True, {})
-    existing = await list_documents(rt.pool, collection, limit=100_000)
-    stale = [d for d in existing if not reuse or d.name not in set(ds.files)]
-    for d in stale:
-        await delete_document(rt.pool, d.id)
+    if reuse:
+        stale, current = await outdated_documents(rt, ds, collection)
+        if current:
+            # the timing of the job that ingested most of the corpus
+            row = await rt.pool.fetchrow(SQL_BIGGEST_JOB, collection)
+            log.info("bench.ingest_reused", collection=collection)
+            if row is None or not row["seconds"]:
+                return await _collection_summary(rt, collection, None, True, {})
+            return await _collection_summary(rt, collection, float(row["seconds"]), True, {},
+                                             job_pages=int(row["pages"]))
+    else:
+        stale = [d.id for d in await list_documents(rt.pool, collection, limit=100_000)]
+    for doc_id in stale:
+        await delete_document(rt.pool, doc_id)
     if stale:
-        log.info("bench.collection_cleared", collection=collection, deleted=len(stale))
+        log.info("bench.documents_deleted", collection=collection, deleted=len(stale))
     ctx = build_ingest_context(rt, processes=rt.settings.ingest.workers > 0)
     started = time.perf_counter()
     try:
