@@ -10,6 +10,8 @@ import pymupdf
 
 from ingest.chunker import chunk_node, chunk_tree, own_text
 from ingest.markdown_tree import build_markdown_tree
+from ingest.summaries import summarize_tree
+from kb.providers.chat import OfflineChatModel
 from kb.settings import IngestSettings
 from kb.text import count_tokens
 from kb.types import DocumentTree, TreeNode
@@ -154,7 +156,7 @@ def test_pdf_parent_text_spanning_children_is_cut_before_the_first_child() -> No
     assert [c.node_id for c in chunk_tree(tree, make_settings())] == ["0002", "0003"]
 
 
-def test_pdf_sections_sharing_a_page_are_chunked_once_under_the_right_node() -> None:
+async def test_pdf_sections_sharing_a_page_are_chunked_once_under_the_right_node() -> None:
     doc = pymupdf.open()
     filler = "The segment reported steady demand and stable pricing across all regions this year."
     content = {
@@ -188,3 +190,8 @@ def test_pdf_sections_sharing_a_page_are_chunked_once_under_the_right_node() -> 
     assert [c.page for c in chunks if c.node_id == "0001"][-1] == 3
     # without page texts the shared page is chunked under both nodes
     assert sum(c.text.count("Business tail 0.") for c in chunk_tree(tree, make_settings(chunk_tokens=60))) == 2
+    # summaries read the same trimmed sections
+    summed = await summarize_tree(tree, OfflineChatModel(), make_settings(summary_token_threshold=10_000),
+                                  page_texts=pages)
+    assert "Business tail 3" in summed.nodes[0].summary and "Property" not in summed.nodes[0].summary
+    assert summed.nodes[1].summary.startswith("Property fact 0.") and "Business" not in summed.nodes[1].summary

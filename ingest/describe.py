@@ -1,0 +1,170 @@
+"""One-sentence document descriptions for description-based document search (spec 000 §7.2.3)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+
+from kb.errors import LLMError
+from kb.providers import ChatModel
+from kb.text import truncate_tokens
+from kb.types import DocumentTree, TreeNode
+
+log = structlog.get_logger("ingest.describe")
+
+_TREE_TOKENS = 6000
+DESCRIPTION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"description": {"type": "string"}},
+    "required": ["description"],
+}
+_SYSTEM = "You describe documents for a document router. Reply with JSON only."
+_PROMPT = """You are given a table of contents structure of a document.
+Your task is to generate a one-sentence description for the document that makes it easy to
+distinguish from other documents.
+
+Document name: {name}
+Known metadata: {metadata}
+Document tree structure:
+{tree}
+
+Return JSON {{"description": "<one sentence>"}}."""
+
+_DOC_TYPE_LABELS = {
+    "10k": "Form 10-K annual report",
+    "10q": "Form 10-Q quarterly report",
+    "8k": "Form 8-K current report",
+    "20f": "Form 20-F annual report",
+    "earnings": "earnings release",
+    "annual_report": "annual report",
+    "proxy": "proxy statement",
+}
+_GENERIC_TITLES = re.compile(
+    r"^(preface|table of contents|contents|index|cover( page)?|signatures?|exhibits?( and financial statement schedules)?"
+    r"|part [ivx]+|item \d+[a-z]?\.?|not applicable|none)$",
+    re.I,
+)
+
+
+def _clean_section_title(title: str) -> str:
+    t = re.sub(r"^(part\s+[ivx]+\s*[-—–.:]?\s*)", "", title.strip(), flags=re.I)
+    t = re.sub(r"^item\s+\d+[a-z]?\s*[.:—–-]?\s*", "", t, flags=re.I)
+    t = re.sub(r"\s*\(part \d+\)$", "", t)
+    t = re.sub(r"\s+", " ", t).strip(" .:")
+    return t
+
+
+def top_section_titles(tree: DocumentTree, limit: int = 6) -> list[str]:
+    """Distinct, non-generic titles of the top sections (descending through a lone top node and
+    through "PART I"-style nodes)."""
+    by_parent: dict[str | None, list[TreeNode]] = {}
+    for node in tree.nodes:
+        by_parent.setdefault(node.parent_id, []).append(node)
+
+    def meaningful(nodes: list[TreeNode]) -> list[TreeNode]:
+        return [n for n in nodes if not _GENERIC_TITLES.match(n.title.strip())
+                and not _GENERIC_TITLES.match(_clean_section_title(n.title))]
+
+    level = meaningful(by_parent.get(None, []))
+    while len(level) == 1 and by_parent.get(level[0].node_id):
+        level = meaningful(by_parent[level[0].node_id])
+    titles: list[str] = []
+    for node in level:
+        candidates = [node]
+        if re.match(r"^part\s+[ivx]+\b", node.title.strip(), re.I) and by_parent.get(node.node_id):
+            candidates = meaningful(by_parent[node.node_id])
+        for cand in candidates:
+            title = _clean_section_title(cand.title)
+            if not title:
+                continue
+            title = title.title() if title.isupper() else title[:1].upper() + title[1:]
+            if title.lower() not in {t.lower() for t in titles}:
+                titles.append(title)
+    return titles[:limit]
+
+
+def _date(value: Any) -> str | None:
+    try:
+        d = dt.date.fromisoformat(str(value))
+    except ValueError:
+        return None
+    return f"{d:%B} {d.day}, {d.year}"
+
+
+def _period_phrase(meta: Mapping[str, Any]) -> str:
+    doc_type = str(meta.get("doc_type") or "").lower()
+    end = _date(meta.get("period_end_date")) if meta.get("period_end_date") else None
+    fy, fq = meta.get("fiscal_year"), meta.get("fiscal_quarter")
+    if doc_type == "10q" and end:
+        tag = f" (fiscal {fy} Q{fq})" if fy and fq else ""
+        return f"for the fiscal quarter ended {end}{tag}"
+    if end:
+        return f"for the fiscal year ended {end}" + (f" (fiscal {fy})" if fy else "")
+    if meta.get("report_date") and _date(meta["report_date"]):
+        return f"dated {_date(meta['report_date'])}"
+    if fy and fq:
+        return f"for fiscal {fy} Q{fq}"
+    if fy or meta.get("doc_period"):
+        return f"for fiscal {fy or meta.get('doc_period')}"
+    return ""
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def offline_description(tree: DocumentTree, metadata: Mapping[str, Any], name: str) -> str:
+    """Title/company, document type, period and top section titles in one sentence."""
+    company = str(metadata.get("company") or "").strip()
+    doc_type = str(metadata.get("doc_type") or "").lower()
+    label = _DOC_TYPE_LABELS.get(doc_type, doc_type.replace("_", " ") if doc_type else "")
+    period = _period_phrase(metadata)
+    title = str(metadata.get("title") or "").strip()
+    if company and label:
+        head = f"{company} {label}"
+    elif title:
+        head = title
+    elif company:
+        head = f"{company} document"
+    else:
+        roots = [n for n in tree.nodes if n.parent_id is None]
+        head = roots[0].title if len(roots) == 1 else re.sub(r"\.[A-Za-z0-9]{1,5}$", "", name)
+    sentence = f"{head} {period}".strip() if period and period not in head else head
+    sections = top_section_titles(tree)
+    if sections:
+        sentence += f", covering {_join(sections)}"
+    return sentence.rstrip(" .") + "."
+
+
+def _tree_outline(tree: DocumentTree) -> str:
+    lines = []
+    for node in tree.nodes:
+        summary = " ".join(node.summary.split())[:300]
+        lines.append(f"{'  ' * (node.level - 1)}- [{node.node_id}] {node.title}: {summary}")
+    return truncate_tokens("\n".join(lines), _TREE_TOKENS)
+
+
+async def describe_document(tree: DocumentTree, metadata: Mapping[str, Any], name: str, chat: ChatModel) -> str:
+    """One sentence that tells this document apart from others (LLM when configured, else offline)."""
+    fallback = offline_description(tree, metadata, name)
+    if chat.offline:
+        return fallback
+    meta = {k: v for k, v in metadata.items() if isinstance(v, str | int | float) and k != "title"}
+    prompt = _PROMPT.format(name=name, metadata=meta, tree=_tree_outline(tree))
+    try:
+        result = await chat.complete_json(
+            purpose="doc_description", system=_SYSTEM, prompt=prompt, schema=DESCRIPTION_SCHEMA
+        )
+    except LLMError as exc:
+        log.warning("ingest.description_failed", name=name, error=str(exc))
+        return fallback
+    data = result.data
+    text = data.get("description") if isinstance(data, dict) else None
+    if not isinstance(text, str) or len(text.split()) < 4:
+        log.warning("ingest.description_malformed", name=name)
+        return fallback
+    return " ".join(text.split())

@@ -1,0 +1,621 @@
+"""Document metadata from four layers: a folder file, a sidecar, Markdown front matter, and
+automatic extraction from the first pages (offline heuristics tuned on SEC cover pages).
+
+Precedence (``merge_metadata``): folder file > sidecar > front matter > automatic.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import structlog
+
+from kb.errors import IngestError
+
+log = structlog.get_logger("ingest.metadata")
+
+KEY_FIELDS = ("file", "filename", "doc_name", "name")
+"""Row fields that name the document a folder-metadata row belongs to (first present wins)."""
+_DOC_EXTENSIONS = (".pdf", ".md", ".markdown", ".txt")
+
+
+class DocMetadata(msgspec.Struct, frozen=True):
+    """Merged metadata and, per key, the layer it came from."""
+
+    values: dict[str, Any]
+    sources: dict[str, str]
+
+
+# --------------------------------------------------------------------------- merging
+
+
+def _present(value: Any) -> bool:
+    if value is None:
+        return False
+    if isinstance(value, str | list | tuple | dict) and len(value) == 0:
+        return False
+    return not (isinstance(value, str) and not value.strip())
+
+
+def merge_with_sources(layers: Sequence[tuple[str, Mapping[str, Any]]]) -> DocMetadata:
+    """Merge named layers; earlier layers win. Empty values never override."""
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for source, layer in layers:
+        for key, value in layer.items():
+            if key in values or not _present(value):
+                continue
+            values[key] = value
+            sources[key] = source
+    return DocMetadata(values=values, sources=sources)
+
+
+def merge_metadata(*layers: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge metadata layers; earlier layers win (folder file > sidecar > front matter > automatic)."""
+    return merge_with_sources([(f"layer{i}", layer) for i, layer in enumerate(layers)]).values
+
+
+# --------------------------------------------------------------------------- folder files and sidecars
+
+
+def doc_key(name: str) -> str:
+    """The key folder metadata is matched on: the file name without directory and document extension."""
+    base = name.replace("\\", "/").rsplit("/", 1)[-1].strip()
+    lower = base.lower()
+    for ext in _DOC_EXTENSIONS:
+        if lower.endswith(ext):
+            return base[: -len(ext)]
+    return base
+
+
+def _coerce_csv(value: str) -> Any:
+    text = value.strip()
+    if re.fullmatch(r"-?\d{1,15}", text):
+        return int(text)
+    if re.fullmatch(r"-?\d+\.\d+", text):
+        return float(text)
+    return text
+
+
+def _rows_to_mapping(rows: Iterable[tuple[int, dict[str, Any]]], source: Path) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for line_no, row in rows:
+        key_field = next((k for k in KEY_FIELDS if _present(row.get(k))), None)
+        if key_field is None:
+            log.warning("ingest.metadata_row_without_name", file=str(source), line=line_no, fields=KEY_FIELDS)
+            continue
+        key = doc_key(str(row[key_field]))
+        values = {k: v for k, v in row.items() if k not in ("file", "filename") and _present(v)}
+        if key in out:
+            log.warning("ingest.metadata_duplicate_row", file=str(source), line=line_no, key=key)
+        out[key] = values
+    return out
+
+
+def _read_jsonl(path: Path) -> dict[str, dict[str, Any]]:
+    text = path.read_text(encoding="utf-8-sig")
+    stripped = text.lstrip()
+    if path.suffix.lower() == ".json" and stripped[:1] in "[{":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise IngestError(f"{path.name}: invalid JSON: {exc}") from exc
+        if isinstance(data, dict):  # {"name": {...}, ...}
+            data = [{"name": k, **v} for k, v in data.items() if isinstance(v, dict)]
+        if not isinstance(data, list):
+            raise IngestError(f"{path.name}: expected a JSON list of objects")
+        return _rows_to_mapping(((i + 1, r) for i, r in enumerate(data) if isinstance(r, dict)), path)
+    rows: list[tuple[int, dict[str, Any]]] = []
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise IngestError(f"{path.name} line {line_no}: invalid JSON: {exc.msg}") from exc
+        if not isinstance(row, dict):
+            raise IngestError(f"{path.name} line {line_no}: expected a JSON object")
+        rows.append((line_no, row))
+    return _rows_to_mapping(rows, path)
+
+
+def _read_csv(path: Path) -> dict[str, dict[str, Any]]:
+    with path.open(encoding="utf-8-sig", newline="") as fh:
+        reader = csv.DictReader(fh)
+        rows = [
+            (i + 2, {(k or "").strip(): _coerce_csv(v) for k, v in row.items() if k and v is not None and v.strip()})
+            for i, row in enumerate(reader)
+        ]
+    return _rows_to_mapping(rows, path)
+
+
+def _read_metadata_file(path: Path) -> dict[str, dict[str, Any]]:
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".jsonl", ".ndjson", ".json"):
+            return _read_jsonl(path)
+        if suffix == ".csv":
+            return _read_csv(path)
+    except FileNotFoundError as exc:
+        raise IngestError(f"metadata file not found: {path}") from exc
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise IngestError(f"{path.name}: cannot read metadata file: {exc}") from exc
+    raise IngestError(f"{path.name}: metadata file must be .jsonl, .json or .csv")
+
+
+def load_folder_metadata(folder: Path, explicit: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Metadata rows keyed by file stem, from ``explicit`` or ``folder/metadata.jsonl`` / ``metadata.csv``.
+
+    Rows name their document with ``file``/``filename``/``doc_name``/``name`` (FinanceBench's
+    ``documents.jsonl`` works as an explicit file). When both folder files exist, jsonl rows win.
+    """
+    if explicit is not None:
+        return _read_metadata_file(explicit)
+    merged: dict[str, dict[str, Any]] = {}
+    for name in ("metadata.csv", "metadata.jsonl"):  # later wins per key
+        path = folder / name
+        if path.is_file():
+            for key, row in _read_metadata_file(path).items():
+                merged[key] = {**merged.get(key, {}), **row}
+    return merged
+
+
+def read_sidecar(path: Path) -> dict[str, Any]:
+    """Metadata from ``<file>.meta.json`` (e.g. ``report.pdf.meta.json``) or ``<stem>.meta.json``; {} if none."""
+    for candidate in (path.with_name(path.name + ".meta.json"), path.with_name(path.stem + ".meta.json")):
+        if not candidate.is_file():
+            continue
+        try:
+            data = json.loads(candidate.read_text(encoding="utf-8-sig"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise IngestError(f"{candidate.name}: invalid JSON sidecar: {exc}") from exc
+        if not isinstance(data, dict):
+            raise IngestError(f"{candidate.name}: sidecar must hold a JSON object")
+        return data
+    return {}
+
+
+# --------------------------------------------------------------------------- front matter
+
+_FM_OPEN = re.compile(r"\A\ufeff?---[ \t]*\r?\n")
+_FM_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.M)
+
+
+def split_front_matter(text: str) -> tuple[str | None, str, int]:
+    """Split ``--- ... ---`` front matter off the top: (raw block or None, body, lines removed)."""
+    m = _FM_OPEN.match(text)
+    if not m:
+        return None, text, 0
+    close = _FM_CLOSE.search(text, m.end())
+    if close is None:
+        return None, text, 0
+    raw = text[m.end() : close.start()]
+    rest_start = close.end()
+    if text.startswith("\r\n", rest_start):
+        rest_start += 2
+    elif text.startswith("\n", rest_start):
+        rest_start += 1
+    removed = text[:rest_start].count("\n")
+    return raw, text[rest_start:], removed
+
+
+def _scalar(raw: str) -> Any:
+    value = raw.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        return value[1:-1]
+    low = value.lower()
+    if low in ("true", "yes"):
+        return True
+    if low in ("false", "no"):
+        return False
+    if low in ("null", "~", ""):
+        return None
+    if re.fullmatch(r"-?\d+", value):
+        return int(value)
+    if re.fullmatch(r"-?\d+\.\d*", value):
+        return float(value)
+    if value.startswith("[") and value.endswith("]"):
+        inner = value[1:-1].strip()
+        return [] if not inner else [_scalar(p) for p in next(csv.reader([inner], skipinitialspace=True))]
+    return value
+
+
+def _simple_yaml(raw: str) -> dict[str, Any]:
+    """``key: value`` lines, quoted strings, numbers, booleans, ``[a, b]`` and ``- item`` lists."""
+    out: dict[str, Any] = {}
+    last_key: str | None = None
+    for line in raw.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        item = re.match(r"^\s+-\s+(.*)$", line) or re.match(r"^-\s+(.*)$", line)
+        if item and last_key is not None:
+            if not isinstance(out.get(last_key), list):
+                out[last_key] = []
+            out[last_key].append(_scalar(item.group(1)))
+            continue
+        m = re.match(r"^([A-Za-z0-9_][\w .-]*?)\s*:\s*(.*)$", line)
+        if m:
+            last_key = m.group(1).strip()
+            out[last_key] = _scalar(m.group(2)) if m.group(2).strip() else None
+    return out
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def parse_front_matter(text: str) -> tuple[dict[str, Any], str]:
+    """Parse YAML-ish front matter at the top of ``text``; returns (metadata, text without it)."""
+    raw, body, _ = split_front_matter(text)
+    if raw is None:
+        return {}, text
+    data: Any = None
+    try:
+        import yaml  # optional: present in most environments, never required
+    except ImportError:
+        yaml = None  # type: ignore[assignment]
+    if yaml is not None:
+        try:
+            data = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            log.warning("ingest.front_matter_yaml_error", error=str(exc).splitlines()[0])
+            data = None
+    if not isinstance(data, dict):
+        data = _simple_yaml(raw)
+    return {str(k): _jsonable(v) for k, v in data.items() if v is not None}, body
+
+
+# --------------------------------------------------------------------------- automatic extraction
+
+_MONTHS = {
+    m: i + 1
+    for i, names in enumerate(
+        [
+            ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",),
+            ("june", "jun"), ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"),
+            ("october", "oct"), ("november", "nov"), ("december", "dec"),
+        ]
+    )
+    for m in names
+}
+_DATE = r"((?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*)\.?\s+(\d{1,2})\s*,?\s*((?:19|20)\d{2})"
+_DATE_RE = re.compile(_DATE, re.I)
+_FORM_RE = re.compile(  # the form name on a line of its own, as on SEC cover pages
+    r"^\s*FORM\s+(10-K|10-Q|8-K|20-F|40-F|6-K|10-KT|10-QT|S-1|DEF\s*14A)(?:/A)?\s*(?:\(.*\))?\s*$", re.I | re.M
+)
+_REPORT_PURSUANT = re.compile(r"\b(ANNUAL|QUARTERLY) REPORT PURSUANT TO SECTION 13 OR 15\s*\(d\)", re.I)
+_FORM_TYPES = {"10-K": "10k", "10-KT": "10k", "10-Q": "10q", "10-QT": "10q", "8-K": "8k", "20-F": "20f",
+               "40-F": "40f", "6-K": "6k", "S-1": "s1", "DEF14A": "proxy"}
+_FY_ENDED = re.compile(r"for the fiscal year ended:?\s*" + _DATE, re.I)
+_Q_ENDED = re.compile(r"for the quarterly period ended:?\s*" + _DATE, re.I)
+_REPORT_DATE = re.compile(r"date of report[^:]{0,60}:\s*" + _DATE, re.I)
+_YTD = re.compile(r"\b(three|six|nine|3|6|9|thirteen|twenty-six|thirty-nine|13|26|39)[- ](months|weeks)\s+ended", re.I)
+_YTD_Q = {"three": 1, "3": 1, "thirteen": 1, "13": 1, "six": 2, "6": 2, "twenty-six": 2, "26": 2,
+          "nine": 3, "9": 3, "thirty-nine": 3, "39": 3}
+_QWORD = {"first": 1, "second": 2, "third": 3, "fourth": 4}
+_FISCAL_Q = re.compile(
+    r"\b(first|second|third|fourth) (?:fiscal )?quarter (?:of )?fiscal(?: year)? ((?:19|20)\d{2})\b"
+    r"|\bfiscal(?: year)? ((?:19|20)\d{2}) (first|second|third|fourth) quarter\b"
+    r"|\bQ([1-4])\s*(?:FY|fiscal\s*)'?(\d{2}(?:\d{2})?)\b",
+    re.I,
+)
+_EXACT_NAME = re.compile(r"\(?\s*exact\s+name\s+of\s+(?:the\s+)?registrant", re.I)
+_COMMISSION = re.compile(r"commission\s+file\s+(?:number|no)", re.I)
+_CORP_WORDS = (
+    r"Inc\.?|Incorporated|Corporation|Corp\.?|Company|Co\.|PLC|plc|Ltd\.?|Limited|LLC|L\.?P\.|N\.V\.|S\.A\.|AG|SE"
+    r"|GmbH|Group|Holdings"
+)
+_NAME_LINE = re.compile(
+    rf"^(?!(?:Our|Your|This|That|A|An|Each|Every|About|Why|How|What)\b)([A-Z0-9][\w.&'’-]*(?:,?\s+[A-Z0-9&][\w.&'’-]*){{0,5}}),?\s+({_CORP_WORDS})$"
+)
+_SUFFIX_ONLY = re.compile(rf"^(?:{_CORP_WORDS}|INC\.?|CORPORATION|COMPANY|CORP\.?|LIMITED|LTD\.?)$", re.I)
+_REPORTS = re.compile(
+    r"^(?P<company>[A-Z][\w.&'’-]*(?:\s+[A-Z][\w.&'’-]*){0,4})\s+(?:reports|announces|reported|posts|delivers)\b"
+    r"(?P<rest>.*\b(?:results|earnings)\b.*)$"
+)
+_NOT_TICKER = {
+    "YES", "NO", "USA", "US", "ADS", "ADR", "NV", "SA", "AG", "LP", "NYSE", "NASDAQ", "LLC", "INC", "N/A", "NONE",
+    "THE", "PLC", "AND", "CLASS", "ARCA", "CBOE", "NA", "NEW", "YORK", "STOCK", "EXCHANGE", "GLOBAL", "SELECT",
+    "MARKET", "PAR", "VALUE", "PER", "SHARE", "NOTES", "DUE", "OF", "ON", "EACH", "NAME", "TITLE", "CORP", "CO",
+}
+_KEEP_UPPER = {"PLC", "LLC", "LP", "USA", "US", "NV", "SA", "AG", "SE", "UK", "II", "III", "IV", "IBM", "N.V.",
+               "S.A.", "L.P.", "U.S.", "AT&T"}
+
+
+def _parse_date(month: str, day: str, year: str) -> dt.date | None:
+    m = _MONTHS.get(month.lower()[:3] if month.lower() not in _MONTHS else month.lower())
+    if m is None:
+        return None
+    try:
+        return dt.date(int(year), m, int(day))
+    except ValueError:
+        return None
+
+
+def _nominal_month(d: dt.date) -> tuple[int, int]:
+    """(year, month) a period end belongs to; 52/53-week years end up to a week into the next month."""
+    if d.day <= 7:
+        prev = d.replace(day=1) - dt.timedelta(days=1)
+        return prev.year, prev.month
+    return d.year, d.month
+
+
+def _smart_case(name: str) -> str:
+    """Title-case an ALL-CAPS company name ("MICROSOFT CORPORATION" → "Microsoft Corporation")."""
+    if any(c.islower() for c in name):
+        return name
+    words = []
+    for word in name.split():
+        core = word.strip(",.")
+        if core in _KEEP_UPPER or word in _KEEP_UPPER or any(c.isdigit() for c in word) or "&" in word:
+            words.append(word)
+        elif len(core) <= 2 and core.isalpha() and core not in {"CO", "OF"}:
+            words.append(word)
+        else:
+            parts = word.split(".")
+            words.append(".".join([parts[0].capitalize(), *(p.lower() for p in parts[1:])]))
+    out = " ".join(words)
+    return re.sub(r"\bOf\b", "of", out)
+
+
+def _clean_name(name: str) -> str:
+    name = re.sub(r"\s+", " ", name).strip(" ,;:_-")
+    name = re.sub(r"\s+([.,])", r"\1", name)  # "NIKE, Inc ." → "NIKE, Inc."
+    return _smart_case(name)
+
+
+def _lines(text: str) -> list[str]:
+    return [ln.strip() for ln in text.splitlines() if ln.strip() and not re.fullmatch(r"[_\-=\s]+", ln.strip())]
+
+
+def _bad_name_line(line: str) -> bool:
+    low = line.lower()
+    return (
+        len(line) > 80
+        or len(line) < 2
+        or bool(re.search(r"commission|file n|\d{3}-\d|\(|\)|registrant|pursuant|washington|report|period", low))
+        or bool(re.fullmatch(r"[\d\s.,:/-]+", line))
+    )
+
+
+def _company_from_cover(lines: list[str]) -> str | None:
+    for i in range(min(120, len(lines))):
+        window = " ".join(lines[i : i + 3])
+        if not _EXACT_NAME.match(window):
+            continue
+        parts: list[str] = []
+        j = i - 1
+        while j >= 0 and len(parts) < 3 and not _bad_name_line(lines[j]):
+            parts.insert(0, lines[j])
+            if not _SUFFIX_ONLY.match(lines[j]) and not lines[j].endswith(","):
+                break
+            j -= 1
+        if parts:
+            return _clean_name(" ".join(parts))
+    for i, line in enumerate(lines[:80]):  # no "(Exact name…)" caption: the line after the file number
+        if _COMMISSION.search(line):
+            for cand in lines[i + 1 : i + 3]:
+                if not _bad_name_line(cand) and re.search(r"[A-Za-z]{2}", cand):
+                    return _clean_name(cand)
+            break
+    return None
+
+
+def _ticker(lines: list[str]) -> str | None:
+    """First ticker in the cover page's "Securities registered pursuant to Section 12(b)" table."""
+    start = next((i for i, ln in enumerate(lines[:200]) if re.search(r"section\s+12\s*\(b\)", ln, re.I)), None)
+    if start is None:
+        return None
+    end = next(
+        (j for j in range(start + 1, min(len(lines), start + 80))
+         if re.search(r"section\s+12\s*\(g\)|indicate by check", lines[j], re.I)),
+        min(len(lines), start + 40),
+    )
+    block = lines[start + 1 : end]
+    if not any(re.search(r"trading\s+symbol", ln, re.I) for ln in block):
+        return None
+    for cand in block:
+        if re.search(r"trading\s+symbol|title of each class|name of each exchange", cand, re.I):
+            continue
+        token = cand.strip()
+        if re.fullmatch(r"[A-Z]{1,5}(?:\.[A-Z])?", token) and token not in _NOT_TICKER:
+            return token
+        words = cand.split()  # table rows merged into one line: "Common Stock … AAPL The Nasdaq …"
+        for i, word in enumerate(words):
+            if not re.fullmatch(r"[A-Z]{2,5}(?:\.[A-Z])?", word) or word in _NOT_TICKER:
+                continue
+            neighbours = [words[j] for j in (i - 1, i + 1) if 0 <= j < len(words)]
+            if any(re.fullmatch(r"[A-Z]{2,}", w) and w not in _NOT_TICKER for w in neighbours):
+                continue  # part of an all-caps phrase ("NEW YORK STOCK EXCHANGE")
+            if i > 0 and words[i - 1].lower() in ("class", "series"):
+                continue
+            return word
+    return None
+
+
+def _fiscal_quarter_from_text(flat: str) -> tuple[int, int] | None:
+    m = _FISCAL_Q.search(flat)
+    if not m:
+        return None
+    if m.group(1):
+        return _QWORD[m.group(1).lower()], int(m.group(2))
+    if m.group(3):
+        return _QWORD[m.group(4).lower()], int(m.group(3))
+    year = int(m.group(6))
+    return int(m.group(5)), year + 2000 if year < 100 else year
+
+
+def _quarterly(flat: str, end: dt.date, meta: dict[str, Any]) -> None:
+    """Fiscal year/quarter of a 10-Q: YTD columns ("Nine Months Ended") give the fiscal quarter."""
+    ytd = [_YTD_Q[m.group(1).lower()] for m in _YTD.finditer(flat)]
+    year, month = _nominal_month(end)
+    if ytd:
+        quarter = max(ytd)
+        fye_index = year * 12 + (month - 1) + 3 * (4 - quarter)
+        meta["fiscal_quarter"] = quarter
+        meta["fiscal_year"] = fye_index // 12
+        return
+    explicit = _fiscal_quarter_from_text(flat)
+    if explicit:
+        meta["fiscal_quarter"], meta["fiscal_year"] = explicit
+        return
+    meta["fiscal_quarter"] = (month - 1) // 3 + 1  # no fiscal calendar in the text: calendar quarter
+    meta["fiscal_year"] = year
+    log.debug("ingest.metadata_calendar_quarter_assumed", period_end=end.isoformat())
+
+
+def _long_date(d: dt.date) -> str:
+    return f"{d:%B} {d.day}, {d.year}"
+
+
+def _good_title(title: str | None) -> bool:
+    if not title:
+        return False
+    t = title.strip()
+    low = t.lower()
+    return (
+        len(t.split()) >= 2
+        and not re.search(r"\.(pdf|docx?|md|txt)$|^microsoft word|^untitled|^document\d*$", low)
+        and low not in {"preface", "table of contents", "contents", "cover page", "cover"}
+    )
+
+
+def extract_metadata(first_pages_text: str, *, file_name: str, title_hint: str | None = None) -> dict[str, Any]:
+    """Offline metadata from a document's first pages (never from the file name).
+
+    Keys when found: ``company``, ``ticker``, ``doc_type`` ("10k", "10q", "8k", "earnings",
+    "annual_report", …), ``form``, ``period_end_date`` (ISO), ``fiscal_year``, ``fiscal_quarter``,
+    ``doc_period`` (the fiscal year, like FinanceBench), ``report_date`` (8-K), ``title``.
+    Pass the first ~8 pages: a 10-Q's fiscal quarter is read from its statements' "Three/Six/Nine
+    Months Ended" headers (pages 3–6); with the cover page only, the calendar quarter is assumed.
+    ``file_name`` is used for logging only.
+    """
+    text = first_pages_text or ""
+    lines = _lines(text)
+    flat = " ".join(text.split())
+    head = " ".join(" ".join(lines[:60]).split())
+    meta: dict[str, Any] = {}
+
+    form_match = _FORM_RE.search("\n".join(lines[:60]))
+    form = form_match.group(1).upper().replace(" ", "") if form_match else None
+    if form is None and (pursuant := _REPORT_PURSUANT.search(head)):
+        form = "10-K" if pursuant.group(1).upper() == "ANNUAL" else "10-Q"
+    if form:
+        meta["form"] = form.replace("DEF14A", "DEF 14A")
+        meta["doc_type"] = _FORM_TYPES.get(form, form.lower().replace("-", ""))
+        company = _company_from_cover(lines)
+        if company:
+            meta["company"] = company
+        ticker = _ticker(lines)
+        if ticker:
+            meta["ticker"] = ticker
+
+    fy = _FY_ENDED.search(flat[:6000])
+    qe = _Q_ENDED.search(flat[:6000])
+    if meta.get("doc_type") == "10q" and qe:
+        end = _parse_date(*qe.groups())
+        if end:
+            meta["period_end_date"] = end.isoformat()
+            _quarterly(flat, end, meta)
+    elif fy and meta.get("doc_type") in (None, "10k", "20f", "40f"):
+        end = _parse_date(*fy.groups())
+        if end:
+            meta["period_end_date"] = end.isoformat()
+            meta["fiscal_year"] = _nominal_month(end)[0]
+            meta.setdefault("doc_type", "annual_report")
+    elif meta.get("doc_type") in ("8k", "6k"):
+        rd = _REPORT_DATE.search(flat[:4000]) or _DATE_RE.search(head)
+        if rd:
+            date = _parse_date(*rd.groups()[-3:])
+            if date:
+                meta["report_date"] = date.isoformat()
+                meta["doc_period"] = date.year
+
+    if form is None:
+        _non_sec(lines, meta)
+    if "fiscal_year" in meta:
+        meta["doc_period"] = meta["fiscal_year"]
+
+    title = _title(meta, lines, title_hint)
+    meta.pop("headline", None)
+    if title:
+        meta["title"] = title
+    log.debug("ingest.metadata_extracted", file=file_name, keys=sorted(meta))
+    return meta
+
+
+def _non_sec(lines: list[str], meta: dict[str, Any]) -> None:
+    """Earnings releases, annual reports and other documents without an SEC form header."""
+    head_lines = [ln.lstrip("#").strip() for ln in lines[:40]]
+    for line in head_lines[:5]:
+        m = _REPORTS.match(line)
+        if m:
+            meta["company"] = _clean_name(m.group("company"))
+            meta["doc_type"] = "earnings"
+            meta["headline"] = line
+            rest = m.group("rest")
+            year = re.search(r"\b(?:fiscal(?: year)?|FY)\s*'?((?:19|20)\d{2})\b", rest, re.I) or re.search(
+                r"\b((?:19|20)\d{2})\b", rest
+            )
+            if year:
+                meta["fiscal_year"] = int(year.group(1))
+            quarter = re.search(r"\b(first|second|third|fourth) quarter\b|\bQ([1-4])\b", rest, re.I)
+            if quarter:
+                meta["fiscal_quarter"] = _QWORD[quarter.group(1).lower()] if quarter.group(1) else int(quarter.group(2))
+            return
+    joined = " ".join(head_lines[:15])
+    annual = re.search(r"\bannual report\b(?:\s+(?:for\s+)?((?:19|20)\d{2}))?", joined, re.I)
+    if annual:
+        meta["doc_type"] = "annual_report"
+        year = annual.group(1) or (m.group(1) if (m := re.search(r"\b((?:19|20)\d{2})\b", joined)) else None)
+        if year:
+            meta["fiscal_year"] = int(year)
+    if "company" not in meta:
+        for line in head_lines[:30]:
+            m = _NAME_LINE.match(line)
+            if m and len(line.split()) <= 8:
+                meta["company"] = _clean_name(line)
+                break
+
+
+def _title(meta: Mapping[str, Any], lines: list[str], hint: str | None) -> str | None:
+    company = meta.get("company")
+    form = meta.get("form")
+    if form and company:
+        if meta.get("doc_type") == "10q" and meta.get("period_end_date"):
+            end = dt.date.fromisoformat(meta["period_end_date"])
+            return f"{company} Form {form} for the quarterly period ended {_long_date(end)}"
+        if meta.get("doc_type") == "10k" and meta.get("period_end_date"):
+            end = dt.date.fromisoformat(meta["period_end_date"])
+            return f"{company} Form {form} for the fiscal year ended {_long_date(end)}"
+        if meta.get("report_date"):
+            return f"{company} Form {form} dated {_long_date(dt.date.fromisoformat(meta['report_date']))}"
+        return f"{company} Form {form}"
+    if meta.get("headline"):
+        return str(meta["headline"])
+    if _good_title(hint):
+        return str(hint).strip()
+    for line in lines[:40]:  # a Markdown title
+        m = re.match(r"^#{1,2}\s+(.+?)\s*#*$", line)
+        if m and re.search(r"[A-Za-z]{2}", m.group(1)):
+            return m.group(1)
+    for line in lines[:10]:
+        if re.match(r"^(?:<|!\[|\[|\||```|~~~|---)", line):
+            continue
+        cand = line.lstrip("#").strip()
+        if 2 <= len(cand.split()) <= 16 and re.search(r"[A-Za-z]{3}", cand) and not cand.endswith((",", ";")):
+            return cand
+    return None

@@ -1,0 +1,563 @@
+"""PDF reading: per-page text, outline, page labels and layout signals for tree building.
+
+One pass over the pages with pymupdf (``get_text("dict")``): spans are grouped into
+visual lines (so a printed-TOC row "Item 7 ..... 34" or a table row stays one line),
+two-column pages are read column by column, running headers/footers are marked, and
+lines that look like headings (larger font, bold, numbering such as ``Item 7.``,
+``PART II``, ``Note 3``, ``1.2``) are kept as :class:`HeadingCandidate`. The result is a
+frozen, picklable :class:`ParsedPdf`; the document is closed before returning.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+import pymupdf
+import structlog
+
+from kb.errors import IngestError
+from kb.text import count_tokens, normalize_title
+from kb.types import PageText
+
+log = structlog.get_logger("ingest.pdf_read")
+
+LAYOUT_PAGES = 40  # pages whose full line layout is kept (printed-TOC detection)
+_MARGIN_TOP = 0.15
+_MARGIN_BOTTOM = 0.88
+_MIN_REPEAT = 3  # a margin line repeated on this many pages is a running header/footer
+_MuPdfError = pymupdf.mupdf.FzErrorBase
+
+
+class LineInfo(msgspec.Struct, frozen=True):
+    """One visual line: text, left x and font size in points, mostly bold or not."""
+
+    text: str
+    x: float
+    size: float
+    bold: bool
+
+
+class HeadingCandidate(msgspec.Struct, frozen=True):
+    """A line that looks like a heading; ``line`` indexes ``page.text.splitlines()``."""
+
+    page: int
+    line: int
+    text: str
+    size: float
+    bold: bool
+    caps: bool
+    y: float  # top of the line, 0..1 of the page height
+    x: float  # left of the line, 0..1 of the page width
+    numbering: str = ""  # "part:II", "item:7A", "note:3", "dec:1.2", "chapter:4", … or ""
+
+
+class ParsedPdf(msgspec.Struct, frozen=True):
+    """Everything tree building needs from one PDF; no open file handles."""
+
+    pages: tuple[PageText, ...]
+    outline: tuple[tuple[int, str, int], ...]
+    headings: tuple[HeadingCandidate, ...]
+    body_font_size: float
+    page_labels: tuple[str, ...] = ()  # per page: PDF page label, else printed page number, else ""
+    margins: tuple[tuple[int, ...], ...] = ()  # per page: indexes of running header/footer lines
+    layout: tuple[tuple[LineInfo, ...], ...] = ()  # line layout of the first LAYOUT_PAGES pages
+    total_pages: int = 0  # pages in the file (may exceed len(pages) with max_pages)
+
+    @property
+    def page_count(self) -> int:
+        return len(self.pages)
+
+
+# ---------------------------------------------------------------------------- numbering
+
+_ROMAN = r"(?:x{0,3}(?:ix|iv|v?i{0,3}))"
+_NUMBERING = [
+    ("part", re.compile(r"^part\s+(" + _ROMAN + r"|\d{1,2}|one|two|three|four|five|six)\b(?!\.\d)", re.I)),
+    ("item", re.compile(r"^item\s*(\d{1,2}[a-z]?)(?:\b|(?=[.:\-–—]))", re.I)),
+    ("note", re.compile(r"^notes?\s+(\d{1,2}|[a-z])\b(?!\.\d)(?!,)", re.I)),
+    ("chapter", re.compile(r"^(?:chapter|article)\s+(\d{1,3}|" + _ROMAN + r")\b", re.I)),
+    ("section", re.compile(r"^section\s+(\d{1,3}(?:\.\d{1,3})*)\b", re.I)),
+    (
+        "appendix",
+        re.compile(r"^(?:appendix|annex|schedule|exhibit)\s+([a-z0-9]{1,3}(?:[.\-]\d{1,3})?)\b", re.I),
+    ),
+    ("dec", re.compile(r"^(\d{1,2}(?:\.\d{1,2}){0,4})(?:\.|\)|:)?\s+(?=[A-Z\u00c0-\u00de\u4e00-\u9fff])")),
+    ("roman", re.compile(r"^((?:X{0,3})(?:IX|IV|V?I{0,3}))[.)]\s+(?=[A-Z])")),
+    ("alpha", re.compile(r"^([A-Z])[.)]\s+(?=[A-Z])")),
+]
+
+
+_KEYWORD_KINDS = frozenset({"part", "item", "note", "chapter", "section", "appendix"})
+
+
+def numbering_of(text: str) -> str:
+    """Numbering prefix of a heading as ``kind:value`` (e.g. ``item:7A``, ``dec:1.2``), or ""."""
+    t = text.strip().replace("\u00a0", " ")
+    if not t or t[0].islower():  # "section 1.2 of the Act …" is a sentence, not a heading
+        return ""
+    for kind, rx in _NUMBERING:
+        m = rx.match(t)
+        if m and m.group(1):
+            value = m.group(1)
+            rest = t[m.end() :].lstrip()
+            if (
+                kind in _KEYWORD_KINDS
+                and rest
+                and re.match(r"[a-z(,;]", rest)
+            ):
+                return ""  # "Note 13 (Pension …) for the service cost", "Exhibit 10.2 of …": a reference
+            if kind == "dec" and int(value.split(".")[0]) == 0:
+                continue
+            return f"{kind}:{value.upper() if kind in ('part', 'item', 'roman', 'chapter') else value}"
+    return ""
+
+
+def clean_text(text: str) -> str:
+    """Normalise unicode spaces/ligatures and collapse whitespace on one line."""
+    t = unicodedata.normalize("NFKC", text)
+    return " ".join(t.split())
+
+
+# ---------------------------------------------------------------------------- visual lines
+
+
+@dataclass
+class _Span:
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+    text: str
+    size: float
+    bold: bool
+
+    @property
+    def yc(self) -> float:
+        return (self.y0 + self.y1) / 2
+
+
+@dataclass
+class _Line:
+    spans: list[_Span] = field(default_factory=list)
+    text: str = ""
+    x0: float = 0.0
+    x1: float = 0.0
+    y0: float = 0.0
+    yc: float = 0.0
+    size: float = 0.0
+    bold: bool = False
+    cells: int = 1
+
+
+def _is_bold(span: dict) -> bool:
+    font = str(span.get("font", "")).lower()
+    return bool(span.get("flags", 0) & 16) or any(
+        k in font for k in ("bold", "black", "heavy", "semibold", ",b")
+    )
+
+
+def _collect_spans(page: pymupdf.Page) -> list[_Span]:
+    spans: list[_Span] = []
+    data = page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT)
+    for block in data.get("blocks", []):
+        for line in block.get("lines", []):
+            for s in line.get("spans", []):
+                text = s.get("text", "")
+                if not text.strip():
+                    continue
+                x0, y0, x1, y1 = s["bbox"]
+                spans.append(_Span(x0, y0, x1, y1, text, round(float(s.get("size", 0.0)), 1), _is_bold(s)))
+    return spans
+
+
+def _band_spans(spans: list[_Span]) -> list[list[_Span]]:
+    """Group spans into horizontal bands (visual lines) by vertical centre."""
+    spans = sorted(spans, key=lambda s: (round(s.yc, 1), s.x0))
+    bands: list[list[_Span]] = []
+    centres: list[float] = []
+    for s in spans:
+        tol = max(2.0, 0.35 * max(s.size, 1.0))
+        if bands and abs(centres[-1] - s.yc) <= tol:
+            bands[-1].append(s)
+        else:
+            bands.append([s])
+            centres.append(s.yc)
+    return bands
+
+
+def _make_line(spans: list[_Span]) -> _Line:
+    spans = sorted(spans, key=lambda s: s.x0)
+    parts: list[str] = []
+    cells = 1
+    prev: _Span | None = None
+    for s in spans:
+        if prev is not None:
+            gap = s.x0 - prev.x1
+            em = max(prev.size, s.size, 1.0)
+            if gap > 1.5 * em:
+                cells += 1
+                parts.append(" ")
+            elif gap > 0.15 * em and not prev.text.endswith(" ") and not s.text.startswith(" "):
+                parts.append(" ")
+        parts.append(s.text)
+        prev = s
+    text = clean_text("".join(parts))
+    chars = [(len(s.text.strip()), s) for s in spans]
+    total = sum(n for n, _ in chars) or 1
+    size_weight: Counter[float] = Counter()
+    for n, s in chars:
+        size_weight[s.size] += n
+    bold_chars = sum(n for n, s in chars if s.bold)
+    return _Line(
+        spans=spans,
+        text=text,
+        x0=spans[0].x0,
+        x1=max(s.x1 for s in spans),
+        y0=min(s.y0 for s in spans),
+        yc=sum(s.yc for s in spans) / len(spans),
+        size=max(size_weight.items(), key=lambda kv: (kv[1], kv[0]))[0],
+        bold=bold_chars / total >= 0.7,
+        cells=cells,
+    )
+
+
+def _letters(text: str) -> int:
+    return sum(ch.isalpha() for ch in text)
+
+
+def _column_split(bands: list[list[_Span]], width: float) -> float | None:
+    """x of the gutter when the page is set in two prose columns, else None."""
+    mids: list[float] = []
+    for band in bands:
+        band = sorted(band, key=lambda s: s.x0)
+        for a, b in zip(band, band[1:], strict=False):
+            gap = b.x0 - a.x1
+            if gap < 1.2 * max(a.size, 1.0):
+                continue
+            left = "".join(s.text for s in band if s.x1 <= a.x1 + 0.5)
+            right = "".join(s.text for s in band if s.x0 >= b.x0 - 0.5)
+            if _letters(left) >= 20 and _letters(right) >= 20:
+                mids.append((a.x1 + b.x0) / 2)
+    if len(mids) < 6 or len(mids) < 0.3 * len(bands):
+        return None
+    mid = statistics.median(mids)
+    close = sum(1 for m in mids if abs(m - mid) < 0.05 * width)
+    if close < 0.7 * len(mids) or not (0.3 * width < mid < 0.7 * width):
+        return None
+    return mid
+
+
+def page_lines(page: pymupdf.Page) -> list[_Line]:
+    """Visual lines of a page in reading order (two-column pages column by column)."""
+    spans = _collect_spans(page)
+    if not spans:
+        return []
+    bands = _band_spans(spans)
+    split = _column_split(bands, page.rect.width)
+    if split is None:
+        return [_make_line(b) for b in bands]
+    out: list[_Line] = []
+    left: list[_Line] = []
+    right: list[_Line] = []
+    for band in bands:
+        lpart = [s for s in band if s.x1 <= split]
+        rpart = [s for s in band if s.x0 >= split]
+        if len(lpart) + len(rpart) < len(band):  # a span crosses the gutter: full-width line
+            out.extend(left)
+            out.extend(right)
+            left, right = [], []
+            out.append(_make_line(band))
+            continue
+        if lpart:
+            left.append(_make_line(lpart))
+        if rpart:
+            right.append(_make_line(rpart))
+    out.extend(left)
+    out.extend(right)
+    return out
+
+
+# ---------------------------------------------------------------------------- heading signals
+
+_PAGE_NUM = re.compile(
+    r"^(?:page\s+)?[-–—(\[]?\s*(\d{1,4}|[ivxlcdm]{1,7}|[A-Z]{1,2}-\d{1,3})\s*[-–—)\]]?(?:\s+of\s+\d+)?$", re.I
+)
+_NUMERIC_TOKEN = re.compile(r"^[\(\-–$€£%]*[\d,.]+[%)]*$")
+_TERMINAL = re.compile(r"[.;:,]$")
+
+
+def printed_page_number(text: str) -> str | None:
+    """The page number printed in a header/footer line (``"12"``, ``"iv"``, ``"F-3"``), or None."""
+    m = _PAGE_NUM.match(text.strip())
+    if not m:
+        return None
+    token = m.group(1)
+    if token.isalpha() and not token.islower() and not re.fullmatch(r"[IVXLCDM]+", token):
+        return None
+    return token
+
+
+def _numeric_heavy(text: str, numbering: str) -> bool:
+    tokens = text.split()
+    if numbering:
+        tokens = tokens[1:] if numbering.startswith("dec") else tokens[2:]
+    nums = sum(1 for t in tokens if _NUMERIC_TOKEN.match(t) and any(c.isdigit() for c in t))
+    return nums >= 2 and nums >= 0.3 * max(len(tokens), 1)
+
+
+def _candidate(line: _Line, local_body: float) -> bool:
+    text = line.text
+    if not (2 <= len(text) <= 160) or _letters(text) < 2:
+        return False
+    numbering = numbering_of(text)
+    if _numeric_heavy(text, numbering):
+        return False
+    if line.cells > 1 and not numbering:
+        return False
+    caps = text.upper() == text and _letters(text) >= 4
+    return bool(line.size >= local_body + 0.5 or line.bold or numbering or (caps and len(text) <= 80))
+
+
+def _continues(prev: _Line, line: _Line) -> bool:
+    """Is ``line`` the second line of a heading that wrapped from ``prev``?"""
+    if abs(prev.size - line.size) > 0.2 or prev.bold != line.bold or numbering_of(line.text):
+        return False
+    if line.y0 - prev.y0 > 1.8 * max(prev.size, 1.0) or len(prev.text) + len(line.text) > 200:
+        return False
+    first = line.text[:1]
+    return bool(
+        first.islower()
+        or re.search(r"(,|-|–|&|\b(?:of|and|the|for|to|in|on|with|by|or|from|its|our|an?))$", prev.text, re.I)
+    )
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+@dataclass
+class _PageRecord:
+    lines: list[_Line]
+    height: float
+    width: float
+
+
+def _open(path: Path) -> pymupdf.Document:
+    try:
+        doc = pymupdf.open(str(path), filetype="pdf")
+    except (RuntimeError, ValueError, _MuPdfError) as exc:  # FileDataError, EmptyFileError are RuntimeErrors
+        raise IngestError(f"corrupt or unreadable PDF: {exc}") from exc
+    if doc.needs_pass:
+        doc.close()
+        raise IngestError("encrypted PDF; password required")
+    return doc
+
+
+def read_pdf(
+    path: str | Path, *, max_pages: int | None = None, layout_pages: int = LAYOUT_PAGES
+) -> ParsedPdf:
+    """Read a PDF into a :class:`ParsedPdf`.
+
+    Raises :class:`IngestError` for a corrupt/unreadable or encrypted PDF, a PDF with zero
+    pages, and a PDF without a text layer.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise IngestError(f"corrupt or unreadable PDF: no such file {path.name}")
+    doc = _open(path)
+    try:
+        total = doc.page_count
+        if total == 0:
+            raise IngestError("PDF has zero pages")
+        n = total if max_pages is None else max(1, min(total, max_pages))
+        try:
+            outline = tuple(
+                (int(level), clean_text(str(title)), int(page))
+                for level, title, page, *_ in doc.get_toc(simple=True)
+                if 1 <= int(page) <= n and clean_text(str(title))
+            )
+        except (RuntimeError, ValueError) as exc:
+            log.warning("ingest.pdf_outline_unreadable", file=path.name, error=str(exc))
+            outline = ()
+        pdf_labels: list[str] = []
+        records: list[_PageRecord] = []
+        for i in range(n):
+            try:
+                page = doc.load_page(i)
+                lines = page_lines(page)
+                label = page.get_label() if doc.is_pdf else ""
+                rect = page.rect
+            except (RuntimeError, ValueError, _MuPdfError) as exc:
+                log.warning("ingest.pdf_page_unreadable", file=path.name, page=i + 1, error=str(exc))
+                lines, label, rect = [], "", pymupdf.Rect(0, 0, 612, 792)
+            pdf_labels.append(label or "")
+            records.append(_PageRecord(lines, rect.height or 792.0, rect.width or 612.0))
+    finally:
+        doc.close()
+    return _assemble(path.name, records, outline, pdf_labels, total, layout_pages)
+
+
+def _assemble(
+    name: str,
+    records: list[_PageRecord],
+    outline: tuple[tuple[int, str, int], ...],
+    pdf_labels: list[str],
+    total: int,
+    layout_pages: int,
+) -> ParsedPdf:
+    letters = sum(_letters(ln.text) for r in records for ln in r.lines)
+    if letters < 40:
+        raise IngestError("no text layer; OCR not configured")
+
+    size_chars: Counter[float] = Counter()
+    for r in records:
+        for ln in r.lines:
+            size_chars[round(ln.size * 2) / 2] += len(ln.text)
+    body = max(size_chars.items(), key=lambda kv: kv[1])[0] if size_chars else 10.0
+
+    margins = _margin_lines(records)
+    labels: list[str] = []
+    for i, r in enumerate(records):
+        labels.append(pdf_labels[i] or _printed_label(r, margins[i]))
+
+    pages: list[PageText] = []
+    headings: list[HeadingCandidate] = []
+    layout: list[tuple[LineInfo, ...]] = []
+    for i, r in enumerate(records):
+        text = "\n".join(ln.text for ln in r.lines)
+        pages.append(PageText(number=i + 1, text=text, tokens=count_tokens(text)))
+        if i < layout_pages:
+            layout.append(tuple(LineInfo(ln.text, round(ln.x0, 1), ln.size, ln.bold) for ln in r.lines))
+        headings.extend(_page_headings(i + 1, r, set(margins[i]), body))
+    parsed = ParsedPdf(
+        pages=tuple(pages),
+        outline=outline,
+        headings=tuple(headings),
+        body_font_size=body,
+        page_labels=tuple(labels),
+        margins=tuple(tuple(m) for m in margins),
+        layout=tuple(layout),
+        total_pages=total,
+    )
+    log.debug("ingest.pdf_read", file=name, pages=len(pages), headings=len(headings), body_font=body)
+    return parsed
+
+
+def _edge(r: _PageRecord, j: int) -> str:
+    """ "top"/"bottom" when line ``j`` can be a running header/footer, else ""."""
+    ln = r.lines[j]
+    if ln.yc > _MARGIN_BOTTOM * r.height or j >= len(r.lines) - 2:
+        return "bottom"
+    if ln.yc < _MARGIN_TOP * r.height or j < 2:
+        return "top"
+    return ""
+
+
+def _margin_key(text: str, edge: str) -> str:
+    if printed_page_number(text):
+        return "#pagenumber#"
+    norm = normalize_title(text)
+    return re.sub(r"\d+", "#", norm) if edge == "bottom" and len(norm) <= 60 else norm
+
+
+def _margin_lines(records: list[_PageRecord]) -> list[list[int]]:
+    """Indexes of running headers/footers: edge lines repeated on several pages."""
+    keys: list[list[tuple[int, tuple[str, int]]]] = []
+    counts: Counter[tuple[str, int]] = Counter()
+    for r in records:
+        page_keys: list[tuple[int, tuple[str, int]]] = []
+        seen: set[tuple[str, int]] = set()
+        for j, ln in enumerate(r.lines):
+            edge = _edge(r, j)
+            if not edge:
+                continue
+            key = (_margin_key(ln.text, edge), int(round(ln.yc / 6.0)))
+            page_keys.append((j, key))
+            if key not in seen:
+                seen.add(key)
+                counts[key] += 1
+        keys.append(page_keys)
+    out: list[list[int]] = []
+    many = len(records) >= _MIN_REPEAT
+    for page_keys in keys:
+        idx: list[int] = []
+        for j, (norm, bucket) in page_keys:
+            n = counts[(norm, bucket)] + counts[(norm, bucket - 1)] + counts[(norm, bucket + 1)]
+            if norm == "#pagenumber#" or (many and n >= _MIN_REPEAT and norm):
+                idx.append(j)
+        out.append(idx)
+    return out
+
+
+_FOOTER_NUM = re.compile(r"^(?:(\d{1,4})\s+[A-Z][\w.,&'’\- |]{1,50}|[A-Z][\w.,&'’\- |]{1,50}?\s+(\d{1,4}))$")
+
+
+def _printed_label(r: _PageRecord, margin: list[int]) -> str:
+    """Page number printed on the page (footer/header), or ""."""
+    for j in margin:
+        text = r.lines[j].text
+        num = printed_page_number(text)
+        if num:
+            return num
+        m = _FOOTER_NUM.match(text)
+        if m:
+            return m.group(1) or m.group(2)
+    n = len(r.lines)
+    for j in [*range(max(0, n - 2), n), *range(min(2, n))]:
+        num = printed_page_number(r.lines[j].text)
+        if num:
+            return num
+    return ""
+
+
+def _page_headings(number: int, r: _PageRecord, margin: set[int], body: float) -> list[HeadingCandidate]:
+    content = [ln for j, ln in enumerate(r.lines) if j not in margin]
+    sizes: Counter[float] = Counter()
+    for ln in content:
+        sizes[ln.size] += len(ln.text)
+    local_body = min(body, max(sizes.items(), key=lambda kv: kv[1])[0]) if sizes else body
+    out: list[HeadingCandidate] = []
+    pending: tuple[int, _Line, str] | None = None  # (line index, first line, merged text)
+
+    def flush() -> None:
+        nonlocal pending
+        if pending is None:
+            return
+        j, ln, text = pending
+        pending = None
+        text = re.sub(r"\s*\((?:continued|cont'd|cont\.)\)\s*$", "", text, flags=re.I).strip()
+        if _letters(text) < 2:
+            return
+        out.append(
+            HeadingCandidate(
+                page=number,
+                line=j,
+                text=text,
+                size=ln.size,
+                bold=ln.bold,
+                caps=text.upper() == text and _letters(text) >= 4,
+                y=round(ln.y0 / r.height, 4),
+                x=round(ln.x0 / r.width, 4),
+                numbering=numbering_of(text),
+            )
+        )
+
+    prev: _Line | None = None
+    for j, ln in enumerate(r.lines):
+        if j in margin:
+            continue
+        if pending is not None and prev is not None and _continues(prev, ln) and _candidate(ln, local_body):
+            pending = (pending[0], pending[1], f"{pending[2]} {ln.text}")
+            prev = ln
+            continue
+        flush()
+        if _candidate(ln, max(local_body, body - 0.5)):
+            pending = (j, ln, ln.text)
+        prev = ln
+    flush()
+    return out

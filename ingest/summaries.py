@@ -1,0 +1,251 @@
+"""Node summaries (spec 000 §4.7, spec 002).
+
+Every node gets a summary of its *own* text (see ``chunker.own_text``): text under
+``summary_token_threshold`` tokens is its own summary; longer text is summarised by the LLM in
+batches (many nodes per prompt, a bounded number of concurrent calls) or, offline and on any LLM
+failure, extractively (first informative sentence + most salient sentences, ≤ ~60 words; tables
+become a list of their row labels, never number soup). Parents get a "prefix summary": their own
+text's summary followed by their children's titles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+import structlog
+
+from ingest.chunker import section_texts, strip_title_lines
+from kb.errors import LLMError
+from kb.providers import ChatModel
+from kb.settings import IngestSettings
+from kb.text import count_tokens, split_sentences, tokenize, truncate_tokens
+from kb.types import DocumentTree, TreeNode
+
+log = structlog.get_logger("ingest.summaries")
+
+SUMMARY_WORDS = 60
+_NODE_TOKENS = 600  # text of one node sent to the LLM
+_BATCH_TOKENS = 12000  # node text per LLM call
+_BATCH_NODES = 24
+_CONCURRENT_BATCHES = 4
+_MAX_CHILD_TITLES = 12
+
+SUMMARY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "summaries": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"node_id": {"type": "string"}, "summary": {"type": "string"}},
+                "required": ["node_id", "summary"],
+            },
+        }
+    },
+    "required": ["summaries"],
+}
+_SYSTEM = "You summarise sections of long documents for a retrieval index. Reply with JSON only."
+_PROMPT = """Summarise each document section below in one or two sentences (at most 50 words each).
+Say what the section covers and name its key facts, figures, entities and dates, so that a reader
+can tell from the summary alone whether the section answers a question. Do not begin with
+"This section". Return JSON {{"summaries": [{{"node_id": "...", "summary": "..."}}]}} with exactly one
+entry per section, using the node_id values given.
+
+{sections}"""
+
+
+# --------------------------------------------------------------------------- text helpers
+
+
+def _flat(text: str) -> str:
+    """One line of text without Markdown heading marks, code fences and table rule rows."""
+    text = re.sub(r"(?m)^\s{0,3}#{1,6}\s+", "", text)
+    text = re.sub(r"(?m)^\s*(?:```|~~~)\S*\s*$|^\s*\|?(?:\s*:?-{3,}:?\s*\|)+\s*:?-*:?\s*$", "", text)
+    return " ".join(text.split())
+
+
+def _informative(sentence: str) -> bool:
+    words = sentence.split()
+    if not 6 <= len(words) <= 80:
+        return False
+    alpha = [w for w in words if re.search(r"[A-Za-z]{2}", w)]
+    letters = [c for c in sentence if c.isalpha()]
+    digits = sum(c.isdigit() for c in sentence)
+    return (
+        len(alpha) >= 0.65 * len(words)
+        and digits <= 0.15 * max(1, len(sentence))
+        and not all(c.isupper() for c in letters)
+    )
+
+
+def _row_labels(text: str, limit: int = 10) -> list[str]:
+    labels: list[str] = []
+    for line in text.split("\n"):
+        label = line.strip()
+        if label.startswith("|"):  # Markdown table row: its first non-empty cell
+            label = next((c.strip() for c in label.strip("|").split("|") if c.strip()), "")
+        label = label.strip(":").strip()
+        if len(label) < 4 or not re.match(r"[A-Za-z]{2}", label) or sum(c.isdigit() for c in label) > 4:
+            continue
+        label = " ".join(label.split()[:8])
+        if label not in labels:
+            labels.append(label)
+        if len(labels) >= limit:
+            break
+    return labels
+
+
+def _cap_words(text: str, limit: int) -> str:
+    words = text.split()
+    return text if len(words) <= limit else " ".join(words[:limit]).rstrip(",;:") + " …"
+
+
+def extractive_summary(text: str, max_words: int = SUMMARY_WORDS) -> str:
+    """Offline summary: first informative sentence plus the most salient ones (term frequency)."""
+    # PDF/Markdown line breaks → spaces, paragraphs kept
+    prose = "\n\n".join(" ".join(p.split()) for p in re.split(r"\n[ \t]*\n", text) if p.strip())
+    sentences = [" ".join(s.split()) for s in split_sentences(prose)]
+    good = [(i, s) for i, s in enumerate(sentences) if _informative(s)]
+    if not good:
+        labels = _row_labels(text)
+        if labels:
+            return _cap_words("Covers: " + "; ".join(labels) + ".", max_words)
+        return _cap_words(_flat(text), max_words)
+    tf = Counter(tokenize(" ".join(s for _, s in good)))
+
+    def score(sentence: str) -> float:
+        terms = set(tokenize(sentence))
+        return sum(math.log1p(tf[t]) for t in terms) / math.sqrt(len(terms) + 1)
+
+    chosen = [good[0]]
+    words = len(good[0][1].split())
+    for i, s in sorted(good[1:], key=lambda item: score(item[1]), reverse=True):
+        n = len(s.split())
+        if words + n > max_words:
+            continue
+        chosen.append((i, s))
+        words += n
+    summary = " ".join(s for _, s in sorted(chosen))
+    if words < max_words // 2:  # mostly a table: name its rows too
+        labels = [lb for lb in _row_labels(text) if lb not in summary]
+        if labels:
+            summary += " Covers: " + "; ".join(labels) + "."
+    return _cap_words(summary, max_words)
+
+
+def _prefix_summary(own: str, child_titles: Sequence[str]) -> str:
+    titles = list(child_titles[:_MAX_CHILD_TITLES])
+    more = len(child_titles) - len(titles)
+    listing = "; ".join(titles) + (f"; and {more} more" if more > 0 else "")
+    part = f"Subsections: {listing}." if listing else ""
+    return f"{own} {part}".strip() if own else part
+
+
+# --------------------------------------------------------------------------- LLM batches
+
+
+def _batches(items: list[tuple[TreeNode, str]]) -> list[list[tuple[TreeNode, str]]]:
+    out: list[list[tuple[TreeNode, str]]] = []
+    size = 0
+    for node, text in items:
+        tokens = count_tokens(text)
+        if not out or len(out[-1]) >= _BATCH_NODES or size + tokens > _BATCH_TOKENS:
+            out.append([])
+            size = 0
+        out[-1].append((node, text))
+        size += tokens
+    return out
+
+
+def _section_block(node: TreeNode, text: str) -> str:
+    path = " > ".join(node.path).replace('"', "'")
+    return f'<section node_id="{node.node_id}" path="{path}">\n{text}\n</section>'
+
+
+def parse_summaries(data: Any, expected: set[str]) -> dict[str, str]:
+    """Valid ``{node_id: summary}`` entries of a reply; anything malformed is left out."""
+    if not isinstance(data, dict) or not isinstance(data.get("summaries"), list):
+        return {}
+    out: dict[str, str] = {}
+    for item in data["summaries"]:
+        if not isinstance(item, dict):
+            continue
+        node_id, summary = item.get("node_id"), item.get("summary")
+        if isinstance(node_id, str) and node_id in expected and isinstance(summary, str) and summary.strip():
+            out[node_id] = _cap_words(" ".join(summary.split()), 120)
+    return out
+
+
+async def _summarize_batch(
+    batch: list[tuple[TreeNode, str]], chat: ChatModel, sem: asyncio.Semaphore
+) -> dict[str, str]:
+    prompt = _PROMPT.format(sections="\n\n".join(_section_block(n, t) for n, t in batch))
+    expected = {n.node_id for n, _ in batch}
+    async with sem:
+        try:
+            result = await chat.complete_json(
+                purpose="node_summary", system=_SYSTEM, prompt=prompt, schema=SUMMARY_SCHEMA
+            )
+        except LLMError as exc:
+            log.warning("ingest.summary_batch_failed", nodes=len(batch), error=str(exc))
+            return {}
+    got = parse_summaries(result.data, expected)
+    if len(got) < len(expected):
+        log.warning("ingest.summary_batch_incomplete", expected=len(expected), got=len(got))
+    return got
+
+
+# --------------------------------------------------------------------------- public API
+
+
+async def summarize_tree(
+    tree: DocumentTree,
+    chat: ChatModel,
+    settings: IngestSettings,
+    *,
+    page_texts: Mapping[int, str] | None = None,
+) -> DocumentTree:
+    """A copy of ``tree`` where every node has a summary (see module doc).
+
+    Pass the PDF's ``page_texts`` (page number → text) so that nodes sharing a page are summarised
+    from their own section only (``chunker.section_texts``), not from the whole shared pages.
+    """
+    children: dict[str, list[TreeNode]] = {}
+    for node in tree.nodes:
+        if node.parent_id is not None:
+            children.setdefault(node.parent_id, []).append(node)
+    texts = section_texts(tree, page_texts)
+    base: dict[str, str] = {}
+    long_nodes: list[tuple[TreeNode, str]] = []
+    for node in tree.nodes:
+        text = strip_title_lines(texts[node.node_id], node.title)
+        if count_tokens(text) < settings.summary_token_threshold:
+            base[node.node_id] = _flat(text)
+        else:
+            long_nodes.append((node, text))
+    calls = 0
+    if long_nodes and not chat.offline:
+        batches = _batches([(n, truncate_tokens(t, _NODE_TOKENS)) for n, t in long_nodes])
+        sem = asyncio.Semaphore(_CONCURRENT_BATCHES)
+        results = await asyncio.gather(*(_summarize_batch(b, chat, sem) for b in batches))
+        calls = len(batches)
+        for got in results:
+            base.update(got)
+    fallback = 0
+    for node, text in long_nodes:
+        if node.node_id not in base:
+            base[node.node_id] = extractive_summary(text)
+            fallback += 1
+    nodes = []
+    for node in tree.nodes:
+        kids = children.get(node.node_id, [])
+        summary = _prefix_summary(base[node.node_id], [k.title for k in kids]) if kids else base[node.node_id]
+        nodes.append(msgspec.structs.replace(node, summary=summary))
+    log.info("ingest.summaries_done", nodes=len(nodes), long=len(long_nodes), llm_calls=calls, extractive=fallback)
+    return msgspec.structs.replace(tree, nodes=tuple(nodes), llm_calls=tree.llm_calls + calls)

@@ -1,0 +1,272 @@
+"""Synthetic PDFs for tests, written with pymupdf.
+
+``make_report_pdf`` lays out a report from a list of :class:`Sec` (title, level, number of
+paragraphs, whether it starts on a new page) and returns where every section landed, so
+tests can compare a built tree with the truth. Options add an embedded outline, a
+printed table of contents (with or without page numbers) on roman-numbered front-matter
+pages, PDF page labels, and SEC-style headings (bold, body size). Helpers write the
+broken inputs: encrypted, corrupt, zero-page, truncated and image-only PDFs.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pymupdf
+
+PAGE_W, PAGE_H = 612.0, 792.0
+MARGIN = 72.0
+BODY_SIZE = 10.0
+LINE_H = 14.0
+_WORDS = (
+    "revenue margin segment growth capital liquidity customer product market operating income tax cash "
+    "flow equity debt lease asset liability pension supply demand region volume price cost expense "
+    "investment acquisition goodwill inventory receivable contract backlog risk currency interest"
+).split()
+
+
+@dataclass(frozen=True)
+class Sec:
+    """One section: ``paragraphs`` paragraphs of ~5 lines; ``new_page`` None = only level 1."""
+
+    title: str
+    level: int = 1
+    paragraphs: int = 3
+    new_page: bool | None = None
+
+
+@dataclass
+class Placed:
+    """Where a section landed: 1-based physical page, printed body page number, top of page?"""
+
+    title: str
+    level: int
+    page: int
+    printed: int
+    at_top: bool
+
+
+@dataclass
+class Layout:
+    path: Path
+    page_count: int
+    front_pages: int
+    sections: list[Placed] = field(default_factory=list)
+
+    def page_of(self, title: str) -> int:
+        return next(s.page for s in self.sections if s.title == title)
+
+
+def roman(n: int) -> str:
+    vals = [(10, "x"), (9, "ix"), (5, "v"), (4, "iv"), (1, "i")]
+    out = ""
+    for v, s in vals:
+        while n >= v:
+            out += s
+            n -= v
+    return out
+
+
+def paragraph(seed: str, sentences: int = 5) -> str:
+    """Deterministic filler text; ``seed`` words are woven in so pages can be told apart."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(sentences):
+        words = [rng.choice(_WORDS) for _ in range(rng.randint(10, 16))]
+        words.insert(rng.randint(1, len(words) - 1), seed)
+        out.append(" ".join(words).capitalize() + ".")
+    return " ".join(out)
+
+
+def _wrap(text: str, width: float, size: float, font: str = "helv") -> list[str]:
+    lines: list[str] = []
+    cur = ""
+    for word in text.split():
+        trial = f"{cur} {word}".strip()
+        if pymupdf.get_text_length(trial, fontname=font, fontsize=size) <= width or not cur:
+            cur = trial
+        else:
+            lines.append(cur)
+            cur = word
+    if cur:
+        lines.append(cur)
+    return lines
+
+
+@dataclass
+class _Op:
+    y: float
+    text: str
+    size: float
+    bold: bool
+    x: float = MARGIN
+
+
+def _layout_body(
+    sections: list[Sec], heading_sizes: tuple[float, ...], sec_style: bool
+) -> tuple[list[list[_Op]], list[tuple[int, bool]]]:
+    """Body pages as draw operations, and (0-based body page, at top) per section."""
+    pages: list[list[_Op]] = [[]]
+    y = MARGIN
+    where: list[tuple[int, bool]] = []
+    bottom = PAGE_H - MARGIN - 20
+    for i, sec in enumerate(sections):
+        new_page = sec.new_page if sec.new_page is not None else sec.level == 1
+        size = BODY_SIZE if sec_style else heading_sizes[min(sec.level, len(heading_sizes)) - 1]
+        if (new_page and pages[-1]) or y + 3 * size + 2 * LINE_H > bottom:
+            pages.append([])
+            y = MARGIN
+        where.append((len(pages) - 1, not pages[-1]))
+        y += size * 1.2
+        pages[-1].append(_Op(y, sec.title, size, True))
+        y += LINE_H * 0.8
+        for k in range(sec.paragraphs):
+            for line in _wrap(paragraph(f"s{i}p{k}"), PAGE_W - 2 * MARGIN, BODY_SIZE):
+                if y + LINE_H > bottom:
+                    pages.append([])
+                    y = MARGIN
+                y += LINE_H
+                pages[-1].append(_Op(y, line, BODY_SIZE, False))
+            y += LINE_H * 0.6
+    return pages, where
+
+
+def _draw(page: pymupdf.Page, ops: list[_Op]) -> None:
+    for op in ops:
+        page.insert_text((op.x, op.y), op.text, fontsize=op.size, fontname="hebo" if op.bold else "helv")
+
+
+def make_report_pdf(
+    path: str | Path,
+    sections: list[Sec],
+    *,
+    outline: bool = False,
+    printed_toc: str | None = None,
+    toc_levels: int = 9,
+    front_matter_pages: int = 0,
+    page_labels: bool = False,
+    title: str = "Annual Report 2024",
+    heading_sizes: tuple[float, ...] = (18.0, 14.0, 12.0),
+    sec_style: bool = False,
+    page_numbers: bool = True,
+) -> Layout:
+    """Write a report PDF and return where each section landed.
+
+    ``printed_toc``: ``"pages"`` (titles with printed page numbers and dot leaders),
+    ``"no_pages"`` (titles only) or None. The TOC goes on the last front-matter page
+    (front matter is numbered i, ii, …; the body is numbered from 1). With
+    ``front_matter_pages=0`` a TOC gets its own page before the body anyway.
+    ``sec_style`` draws headings bold at body size, as SEC filings do.
+    """
+    path = Path(path)
+    body, where = _layout_body(sections, heading_sizes, sec_style)
+    front = front_matter_pages if not printed_toc else max(1, front_matter_pages)
+    doc = pymupdf.open()
+    for f in range(front):
+        page = doc.new_page(width=PAGE_W, height=PAGE_H)
+        is_toc_page = printed_toc is not None and f == front - 1
+        if f == 0 and not (is_toc_page and front == 1):
+            page.insert_text((MARGIN, 200), title, fontsize=24, fontname="hebo")
+            page.insert_text((MARGIN, 240), "Prepared for the shareholders", fontsize=12, fontname="helv")
+        if is_toc_page:
+            y = MARGIN + 20
+            page.insert_text((MARGIN, y), "Table of Contents", fontsize=16, fontname="hebo")
+            y += 30
+            for sec, (bp, _) in zip(sections, where, strict=True):
+                if sec.level > toc_levels:
+                    continue
+                x = MARGIN + 18 * (sec.level - 1)
+                page.insert_text((x, y), sec.title, fontsize=BODY_SIZE, fontname="helv")
+                if printed_toc == "pages":
+                    num = str(bp + 1)
+                    tw = pymupdf.get_text_length(sec.title, fontname="helv", fontsize=BODY_SIZE)
+                    nw = pymupdf.get_text_length(num, fontname="helv", fontsize=BODY_SIZE)
+                    dots = "." * max(3, int((PAGE_W - MARGIN - nw - 8 - (x + tw + 8)) / 2.8))
+                    page.insert_text((x + tw + 6, y), dots, fontsize=BODY_SIZE, fontname="helv")
+                    page.insert_text((PAGE_W - MARGIN - nw, y), num, fontsize=BODY_SIZE, fontname="helv")
+                y += 18
+        if page_numbers:
+            page.insert_text((PAGE_W / 2, PAGE_H - 40), roman(f + 1), fontsize=9, fontname="helv")
+    for b, ops in enumerate(body):
+        page = doc.new_page(width=PAGE_W, height=PAGE_H)
+        _draw(page, ops)
+        if page_numbers:
+            page.insert_text((PAGE_W / 2, PAGE_H - 40), str(b + 1), fontsize=9, fontname="helv")
+    if page_labels and front:
+        doc.set_page_labels(
+            [
+                {"startpage": 0, "prefix": "", "style": "r", "firstpagenum": 1},
+                {"startpage": front, "prefix": "", "style": "D", "firstpagenum": 1},
+            ]
+        )
+    placed = [
+        Placed(sec.title, sec.level, front + bp + 1, bp + 1, top)
+        for sec, (bp, top) in zip(sections, where, strict=True)
+    ]
+    if outline:
+        doc.set_toc([[p.level, p.title, p.page] for p in placed])
+    layout = Layout(path, doc.page_count, front, placed)
+    doc.save(path)
+    doc.close()
+    return layout
+
+
+def make_text_pdf(path: str | Path, pages: list[str], *, size: float = BODY_SIZE) -> Path:
+    """One page per string (plain text, wrapped)."""
+    path = Path(path)
+    doc = pymupdf.open()
+    for text in pages:
+        page = doc.new_page(width=PAGE_W, height=PAGE_H)
+        page.insert_textbox(pymupdf.Rect(MARGIN, MARGIN, PAGE_W - MARGIN, PAGE_H - MARGIN), text, fontsize=size)
+    doc.save(path)
+    doc.close()
+    return path
+
+
+def make_encrypted_pdf(path: str | Path) -> Path:
+    path = Path(path)
+    doc = pymupdf.open()
+    doc.new_page().insert_text((72, 72), "Secret quarterly numbers", fontsize=12)
+    doc.save(path, encryption=pymupdf.PDF_ENCRYPT_AES_256, user_pw="user-secret", owner_pw="owner-secret")
+    doc.close()
+    return path
+
+
+def make_image_only_pdf(path: str | Path, pages: int = 2) -> Path:
+    """Scanned-looking pages: an image each, no text layer."""
+    path = Path(path)
+    doc = pymupdf.open()
+    pix = pymupdf.Pixmap(pymupdf.csRGB, pymupdf.IRect(0, 0, 120, 160), False)
+    pix.set_rect(pix.irect, (230, 230, 230))
+    pix.set_rect(pymupdf.IRect(10, 20, 110, 30), (20, 20, 20))  # a "line of text" drawn as pixels
+    for _ in range(pages):
+        doc.new_page().insert_image(pymupdf.Rect(72, 72, 540, 720), pixmap=pix)
+    doc.save(path)
+    doc.close()
+    return path
+
+
+def make_corrupt_pdf(path: str | Path) -> Path:
+    path = Path(path)
+    path.write_bytes(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\nthis is not a real pdf body\n" + bytes(range(256)) * 4)
+    return path
+
+
+def make_truncated_pdf(path: str | Path, source: str | Path) -> Path:
+    """The first 300 bytes of a real PDF."""
+    path = Path(path)
+    path.write_bytes(Path(source).read_bytes()[:300])
+    return path
+
+
+def make_zero_page_pdf(path: str | Path) -> Path:
+    """A syntactically valid PDF whose page tree is empty (pymupdf refuses to save one)."""
+    path = Path(path)
+    path.write_bytes(
+        b"%PDF-1.4\n1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj\n"
+        b"2 0 obj << /Type /Pages /Kids [] /Count 0 >> endobj\n"
+        b"trailer << /Root 1 0 R >>\n%%EOF\n"
+    )
+    return path
