@@ -15,10 +15,9 @@ import asyncpg
 import msgspec
 import structlog
 
-from kb.errors import NotFoundError, ValidationError
-
 from ingest.metadata import load_folder_metadata
 from ingest.pipeline import SUPPORTED, IngestContext, ingest_file
+from kb.errors import NotFoundError, ValidationError
 
 log = structlog.get_logger("ingest.jobs")
 
@@ -244,12 +243,15 @@ class Worker:
     async def _folder_metadata(self, root: str, metadata_path: str | None) -> dict[str, Any]:
         key = (root, metadata_path)
         if key not in self._meta_cache:
-            folder = Path(root)
-            folder = folder if folder.is_dir() else folder.parent
             self._meta_cache[key] = await asyncio.to_thread(
-                load_folder_metadata, folder, Path(metadata_path) if metadata_path else None
+                _load_job_metadata, Path(root), Path(metadata_path) if metadata_path else None
             )
         return self._meta_cache[key]
+
+
+def _load_job_metadata(root: Path, metadata_path: Path | None) -> dict[str, Any]:
+    """Folder metadata for a job whose root is a folder or a single file."""
+    return load_folder_metadata(root if root.is_dir() else root.parent, metadata_path)
 
 
 def make_executor(workers: int) -> Executor | None:

@@ -15,20 +15,19 @@ import asyncpg
 import msgspec
 import structlog
 
+from ingest.chunker import chunk_tree
+from ingest.describe import describe_document
+from ingest.embedding import CachedEmbedder
+from ingest.markdown_tree import build_markdown_tree, build_text_tree, decode_text_file
+from ingest.metadata import extract_metadata, merge_metadata, parse_front_matter, read_sidecar
+from ingest.pdf_tree import ParsedPdf, build_pdf_tree, read_pdf
+from ingest.store import NewDocument, find_existing, write_document
+from ingest.summaries import summarize_tree
 from kb.errors import IngestError, LLMError
 from kb.providers import ChatModel
 from kb.providers.chat import CountingChat
 from kb.settings import IngestSettings
 from kb.types import DocumentTree
-
-from ingest.describe import describe_document
-from ingest.embedding import CachedEmbedder
-from ingest.metadata import extract_metadata, merge_metadata, parse_front_matter, read_sidecar
-from ingest.chunker import chunk_tree
-from ingest.markdown_tree import build_markdown_tree, build_text_tree, decode_text_file
-from ingest.pdf_tree import ParsedPdf, build_pdf_tree, read_pdf
-from ingest.store import NewDocument, find_existing, write_document
-from ingest.summaries import summarize_tree
 
 log = structlog.get_logger("ingest.pipeline")
 
