@@ -201,3 +201,47 @@ async def test_query_terms_are_idf_weighted_and_safe(corpus: tuple[Runtime, Path
     assert terms.idf == sorted(terms.idf, reverse=True)
     df = dict(await rt.pool.fetch("SELECT lexeme, df FROM lexeme_df WHERE collection_id = 1"))
     assert df["lithium"] == 1 and df["zephyr"] == 2
+
+
+def _tiny_cross_encoder(folder: Path) -> Path:
+    """A tiny randomly initialised BERT cross-encoder saved locally (no weights exist offline)."""
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"the a of revenue battery recall lithium company "
+             "packs million total year zephyr mining copper".split()]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.txt").write_text("\n".join(words))
+    BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(folder)
+    cfg = BertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=32, num_labels=1, max_position_embeddings=512)
+    BertForSequenceClassification(cfg).save_pretrained(folder)
+    return folder
+
+
+async def test_cross_encoder_rerank(corpus: tuple[Runtime, Path], tmp_path: Path) -> None:
+    from kb.providers.embed import CrossEncoderReranker
+    from router.pipeline import QueryPipeline
+    from router.types import QueryRequest
+
+    rt, _ = corpus
+    model_dir = _tiny_cross_encoder(tmp_path / "ce")
+    reranker = CrossEncoderReranker(str(model_dir))
+    pipeline = QueryPipeline(rt.pool, rt.embedder, rt.chat, rt.settings.retrieval, reranker=reranker)
+    result = await pipeline.run(QueryRequest(query="What was Zephyr Mining's revenue?", rerank=True, top_k=4))
+    trace = result.trace
+    assert trace is not None and trace["rerank"] == f"cross-encoder {model_dir}"
+    scores = [c["rerank"] for c in trace["chunks"]]
+    assert all(s is not None for s in scores) and scores == sorted(scores, reverse=True)
+    direct = reranker.score("What was Zephyr Mining's revenue?", [result.citations[0].text])[0]
+    by_id = {c["chunk_id"]: c["rerank"] for c in trace["chunks"]}
+    assert any(abs(v - round(direct, 4)) < 1e-3 for v in by_id.values())
+    # rerank requested but no model configured: skipped with a note
+    plain = await build_pipeline_without_reranker(rt).run(QueryRequest(query="Zephyr revenue", rerank=True))
+    assert plain.trace is not None and plain.trace["rerank"].startswith("skipped")
+    assert all(c["rerank"] is None for c in plain.trace["chunks"])
+
+
+def build_pipeline_without_reranker(rt: Runtime):
+    from router.pipeline import QueryPipeline
+
+    return QueryPipeline(rt.pool, rt.embedder, rt.chat, rt.settings.retrieval, reranker=None)

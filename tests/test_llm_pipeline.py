@@ -1,0 +1,192 @@
+"""The OpenAI-compatible path end to end: ingest and query against a local fake server, including
+hallucinated node ids, malformed JSON, 429/500 and timeouts — documents still ingest, queries still answer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ingest.jobs import Worker, create_job, get_job
+from kb.app import build_ingest_context, build_pipeline
+from kb.runtime import Runtime, open_runtime
+from kb.settings import get_settings
+from router.types import QueryRequest
+from tests.corpus import REPORTS, write_markdown, write_pdf
+from tests.fake_openai import FakeOpenAI, FakeReply
+
+pytestmark = pytest.mark.slow
+
+
+def minimal(schema: dict[str, Any]) -> Any:
+    """The smallest value valid for a JSON schema (what a terse model might answer)."""
+    t = schema.get("type")
+    if t == "object":
+        props = schema.get("properties", {})
+        return {k: minimal(props.get(k, {})) for k in schema.get("required", [])}
+    if t == "array":
+        return []
+    if t in {"number", "integer"}:
+        return 0
+    if t == "boolean":
+        return False
+    if "enum" in schema:
+        return schema["enum"][0]
+    return ""
+
+
+def smart_responder(body: dict[str, Any]) -> FakeReply:
+    """Answers tree search and synthesis sensibly, every other step minimally but validly."""
+    user = body["messages"][-1]["content"]
+    if "Document tree:" in user:
+        leaves = re.findall(r"\[(\d{4})\] ([^\n]*?) \(leaf\)", user)
+        good = [nid for nid, title in leaves if "Safety" in title] or [leaves[0][0]] if leaves else []
+        results = [{"node_id": "9999", "sub_query": "hallucinated"}]
+        results += [{"node_id": nid, "sub_query": "lithium battery pack recall"} for nid in good]
+        return FakeReply.json({"thinking": "the recall is a product safety matter", "results": results},
+                              prompt_tokens=300, completion_tokens=40)
+    if "Evidence:" in user:
+        return FakeReply.text("Voltaic Devices recalled 41,000 lithium battery packs [1].",
+                              prompt_tokens=500, completion_tokens=20)
+    rf = body.get("response_format") or {}
+    if rf.get("type") == "json_schema":
+        return FakeReply.json(minimal(rf["json_schema"]["schema"]))
+    if rf:
+        return FakeReply.text("{}")
+    return FakeReply.text("A one-sentence description.")
+
+
+async def _runtime(pg_uri: str, dbname: str, fake: FakeOpenAI, tmp: Path, **env: str) -> Runtime:
+    import os
+
+    import asyncpg
+
+    conn = await asyncpg.connect(pg_uri)
+    await conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+    await conn.execute(f'CREATE DATABASE "{dbname}"')
+    await conn.close()
+    base, _, q = pg_uri.partition("?")
+    for k in [k for k in os.environ if k.startswith("KB_")]:
+        del os.environ[k]
+    os.environ.update({
+        "KB_DATABASE_URL": base.rsplit("/", 1)[0] + f"/{dbname}" + (f"?{q}" if q else ""),
+        "KB_DATA_DIR": str(tmp), "KB_INGEST_WORKERS": "0", "KB_LLM_BASE_URL": fake.base_url,
+        "KB_LLM_API_KEY": "test-key", "KB_LLM_MODEL": "fake-model", **env,
+    })
+    get_settings.cache_clear()
+    return await open_runtime(get_settings())
+
+
+@pytest.fixture
+async def llm_rt(pg_uri: str, fake_openai: FakeOpenAI, tmp_path: Path) -> AsyncIterator[Runtime]:
+    import os
+
+    saved = {k: v for k, v in os.environ.items() if k.startswith("KB_")}
+    fake_openai.script(responder=smart_responder)
+    rt = await _runtime(pg_uri, "llm_ok", fake_openai, tmp_path, KB_LLM_TIMEOUT_S="5", KB_LLM_MAX_RETRIES="1")
+    yield rt
+    await rt.close()
+    for k in [k for k in os.environ if k.startswith("KB_")]:
+        del os.environ[k]
+    os.environ.update(saved)
+    get_settings.cache_clear()
+
+
+async def _ingest(rt: Runtime, folder: Path) -> Any:
+    job_id = await create_job(rt.pool, collection_id=1, path=folder)
+    await Worker(build_ingest_context(rt, processes=False)).run(asyncio.Event(), until_empty=True)
+    return await get_job(rt.pool, job_id)
+
+
+async def test_llm_ingest_and_query(llm_rt: Runtime, fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    write_pdf(REPORTS[2], folder)
+    write_markdown(REPORTS[0], folder)
+    job = await _ingest(llm_rt, folder)
+    assert job.counts == {"ok": 2}, [(i.name, i.error) for i in job.items]
+    ingest_calls = fake_openai.call_count
+    assert ingest_calls > 0
+    recorded = await llm_rt.pool.fetchval("SELECT count(*) FROM llm_calls")
+    assert recorded == ingest_calls
+    assert all(r.response_format is None or r.response_format["type"] == "json_schema"
+               for r in fake_openai.requests)
+
+    pipeline = build_pipeline(llm_rt)
+    result = await pipeline.run(QueryRequest(
+        query="Which company recalled lithium battery packs?", strategy="semantic", top_docs=1))
+    trace = result.trace
+    assert trace is not None
+    assert result.documents[0].name == f"{REPORTS[2].stem}.pdf"
+    search = trace["tree_search"][0]
+    assert search["mode"] == "llm" and "9999" in search["dropped_ids"]
+    assert [n["title"] for n in trace["nodes"]] == ["Product Safety"]
+    assert trace["nodes"][0]["sub_query"] == "lithium battery pack recall"
+    assert result.answer == "Voltaic Devices recalled 41,000 lithium battery packs [1]."
+    assert [c.marker for c in result.citations] == [1] and "41,000" in result.citations[0].text
+    assert trace["synthesis"] == "llm"
+    assert trace["llm"]["calls"] >= 2 and trace["llm"]["prompt_tokens"] >= 800
+    # the same question again is served from the Postgres response cache
+    before = fake_openai.call_count
+    again = await pipeline.run(QueryRequest(
+        query="Which company recalled lithium battery packs?", strategy="semantic", top_docs=1))
+    assert fake_openai.call_count == before
+    assert again.trace["llm"]["cached"] >= 2 and again.answer == result.answer
+
+
+def failing_responder() -> Any:
+    """Cycles through malformed JSON, 429, 500 and a timeout."""
+    state = {"n": 0}
+
+    def respond(body: dict[str, Any]) -> FakeReply:
+        state["n"] += 1
+        kind = state["n"] % 4
+        if kind == 0:
+            return FakeReply.text('{"results": [ {"node_id": "0001", ')
+        if kind == 1:
+            return FakeReply.rate_limited(retry_after=0)
+        if kind == 2:
+            return FakeReply.server_error(500)
+        return FakeReply.slow(2.0, "{}")
+
+    return respond
+
+
+async def test_failing_llm_never_fails_ingest_or_query(pg_uri: str, fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    import os
+
+    saved = {k: v for k, v in os.environ.items() if k.startswith("KB_")}
+    fake_openai.script(responder=failing_responder())
+    rt = await _runtime(pg_uri, "llm_fail", fake_openai, tmp_path, KB_LLM_TIMEOUT_S="0.3",
+                        KB_LLM_MAX_RETRIES="1", KB_LLM_CACHE="false")
+    try:
+        folder = tmp_path / "docs"
+        folder.mkdir()
+        write_pdf(REPORTS[2], folder)
+        write_markdown(REPORTS[3], folder)
+        job = await _ingest(rt, folder)
+        assert job.counts == {"ok": 2}, [(i.name, i.error) for i in job.items]
+        docs = await rt.pool.fetch("SELECT name, description, node_count FROM documents")
+        assert all(d["description"] and d["node_count"] > 1 for d in docs), docs
+        failed = await rt.pool.fetchval("SELECT count(*) FROM llm_calls WHERE NOT ok")
+        assert failed > 0
+        result = await build_pipeline(rt).run(QueryRequest(query="Which company recalled lithium battery packs?"))
+        assert result.documents[0].name == f"{REPORTS[2].stem}.pdf"
+        assert result.citations and "41,000" in " ".join(c.text for c in result.citations)
+        trace = result.trace
+        assert trace is not None
+        assert {s["mode"] for s in trace["tree_search"]} == {"offline_fallback"}
+        assert trace["synthesis"] == "extractive_fallback"
+        assert trace["llm"]["failed"] >= 1
+        assert json.dumps(trace)  # serialisable
+    finally:
+        await rt.close()
+        for k in [k for k in os.environ if k.startswith("KB_")]:
+            del os.environ[k]
+        os.environ.update(saved)
+        get_settings.cache_clear()
