@@ -14,7 +14,7 @@ import re
 import statistics
 import unicodedata
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
@@ -106,11 +106,7 @@ def numbering_of(text: str) -> str:
         if m and m.group(1):
             value = m.group(1)
             rest = t[m.end() :].lstrip()
-            if (
-                kind in _KEYWORD_KINDS
-                and rest
-                and re.match(r"[a-z(,;]", rest)
-            ):
+            if kind in _KEYWORD_KINDS and rest and re.match(r"[a-z(,;]", rest):
                 return ""  # "Note 13 (Pension …) for the service cost", "Exhibit 10.2 of …": a reference
             if kind == "dec" and int(value.split(".")[0]) == 0:
                 continue
@@ -144,7 +140,6 @@ class _Span:
 
 @dataclass
 class _Line:
-    spans: list[_Span] = field(default_factory=list)
     text: str = ""
     x0: float = 0.0
     x1: float = 0.0
@@ -215,7 +210,6 @@ def _make_line(spans: list[_Span]) -> _Line:
         size_weight[s.size] += n
     bold_chars = sum(n for n, s in chars if s.bold)
     return _Line(
-        spans=spans,
         text=text,
         x0=spans[0].x0,
         x1=max(s.x1 for s in spans),
@@ -342,9 +336,34 @@ def _continues(prev: _Line, line: _Line) -> bool:
 
 @dataclass
 class _PageRecord:
-    lines: list[_Line]
+    """What is kept of a page once its text is taken: edge lines and heading-like lines only."""
+
     height: float
     width: float
+    n_lines: int
+    kept: dict[int, _Line]
+    local_body: float  # the page's dominant font size
+
+
+def _edge_kind(ln: _Line, j: int, n: int, height: float) -> str:
+    """ "top"/"bottom" when line ``j`` of ``n`` can be a running header/footer, else ""."""
+    if ln.yc > _MARGIN_BOTTOM * height or j >= n - 2:
+        return "bottom"
+    if ln.yc < _MARGIN_TOP * height or j < 2:
+        return "top"
+    return ""
+
+
+def _record(lines: list[_Line], height: float, width: float) -> _PageRecord:
+    sizes: Counter[float] = Counter()
+    for ln in lines:
+        sizes[ln.size] += len(ln.text)
+    local = max(sizes.items(), key=lambda kv: kv[1])[0] if sizes else 0.0
+    n = len(lines)
+    kept = {
+        j: ln for j, ln in enumerate(lines) if _edge_kind(ln, j, n, height) or _candidate(ln, local - 1.0)
+    }
+    return _PageRecord(height, width, n, kept, local)
 
 
 def _open(path: Path) -> pymupdf.Document:
@@ -361,7 +380,7 @@ def _open(path: Path) -> pymupdf.Document:
 def read_pdf(
     path: str | Path, *, max_pages: int | None = None, layout_pages: int = LAYOUT_PAGES
 ) -> ParsedPdf:
-    """Read a PDF into a :class:`ParsedPdf`.
+    """Read a PDF into a :class:`ParsedPdf`, one page at a time (memory stays bounded).
 
     Raises :class:`IngestError` for a corrupt/unreadable or encrypted PDF, a PDF with zero
     pages, and a PDF without a text layer.
@@ -370,6 +389,12 @@ def read_pdf(
     if not path.is_file():
         raise IngestError(f"corrupt or unreadable PDF: no such file {path.name}")
     doc = _open(path)
+    pages: list[PageText] = []
+    records: list[_PageRecord] = []
+    layout: list[tuple[LineInfo, ...]] = []
+    pdf_labels: list[str] = []
+    size_chars: Counter[float] = Counter()
+    letters = 0
     try:
         total = doc.page_count
         if total == 0:
@@ -384,8 +409,6 @@ def read_pdf(
         except (RuntimeError, ValueError) as exc:
             log.warning("ingest.pdf_outline_unreadable", file=path.name, error=str(exc))
             outline = ()
-        pdf_labels: list[str] = []
-        records: list[_PageRecord] = []
         for i in range(n):
             try:
                 page = doc.load_page(i)
@@ -395,67 +418,36 @@ def read_pdf(
             except (RuntimeError, ValueError, _MuPdfError) as exc:
                 log.warning("ingest.pdf_page_unreadable", file=path.name, page=i + 1, error=str(exc))
                 lines, label, rect = [], "", pymupdf.Rect(0, 0, 612, 792)
+            text = "\n".join(ln.text for ln in lines)
+            pages.append(PageText(number=i + 1, text=text, tokens=count_tokens(text)))
+            for ln in lines:
+                size_chars[round(ln.size * 2) / 2] += len(ln.text)
+                letters += _letters(ln.text)
+            if i < layout_pages:
+                layout.append(tuple(LineInfo(ln.text, round(ln.x0, 1), ln.size, ln.bold) for ln in lines))
             pdf_labels.append(label or "")
-            records.append(_PageRecord(lines, rect.height or 792.0, rect.width or 612.0))
+            records.append(_record(lines, rect.height or 792.0, rect.width or 612.0))
     finally:
         doc.close()
-    return _assemble(path.name, records, outline, pdf_labels, total, layout_pages)
-
-
-def _assemble(
-    name: str,
-    records: list[_PageRecord],
-    outline: tuple[tuple[int, str, int], ...],
-    pdf_labels: list[str],
-    total: int,
-    layout_pages: int,
-) -> ParsedPdf:
-    letters = sum(_letters(ln.text) for r in records for ln in r.lines)
     if letters < 40:
         raise IngestError("no text layer; OCR not configured")
-
-    size_chars: Counter[float] = Counter()
-    for r in records:
-        for ln in r.lines:
-            size_chars[round(ln.size * 2) / 2] += len(ln.text)
     body = max(size_chars.items(), key=lambda kv: kv[1])[0] if size_chars else 10.0
-
     margins = _margin_lines(records)
-    labels: list[str] = []
-    for i, r in enumerate(records):
-        labels.append(pdf_labels[i] or _printed_label(r, margins[i]))
-
-    pages: list[PageText] = []
     headings: list[HeadingCandidate] = []
-    layout: list[tuple[LineInfo, ...]] = []
     for i, r in enumerate(records):
-        text = "\n".join(ln.text for ln in r.lines)
-        pages.append(PageText(number=i + 1, text=text, tokens=count_tokens(text)))
-        if i < layout_pages:
-            layout.append(tuple(LineInfo(ln.text, round(ln.x0, 1), ln.size, ln.bold) for ln in r.lines))
         headings.extend(_page_headings(i + 1, r, set(margins[i]), body))
     parsed = ParsedPdf(
         pages=tuple(pages),
         outline=outline,
         headings=tuple(headings),
         body_font_size=body,
-        page_labels=tuple(labels),
+        page_labels=tuple(pdf_labels[i] or _printed_label(r, margins[i]) for i, r in enumerate(records)),
         margins=tuple(tuple(m) for m in margins),
         layout=tuple(layout),
         total_pages=total,
     )
-    log.debug("ingest.pdf_read", file=name, pages=len(pages), headings=len(headings), body_font=body)
+    log.debug("ingest.pdf_read", file=path.name, pages=len(pages), headings=len(headings), body_font=body)
     return parsed
-
-
-def _edge(r: _PageRecord, j: int) -> str:
-    """ "top"/"bottom" when line ``j`` can be a running header/footer, else ""."""
-    ln = r.lines[j]
-    if ln.yc > _MARGIN_BOTTOM * r.height or j >= len(r.lines) - 2:
-        return "bottom"
-    if ln.yc < _MARGIN_TOP * r.height or j < 2:
-        return "top"
-    return ""
 
 
 def _margin_key(text: str, edge: str) -> str:
@@ -472,8 +464,8 @@ def _margin_lines(records: list[_PageRecord]) -> list[list[int]]:
     for r in records:
         page_keys: list[tuple[int, tuple[str, int]]] = []
         seen: set[tuple[str, int]] = set()
-        for j, ln in enumerate(r.lines):
-            edge = _edge(r, j)
+        for j, ln in sorted(r.kept.items()):
+            edge = _edge_kind(ln, j, r.n_lines, r.height)
             if not edge:
                 continue
             key = (_margin_key(ln.text, edge), int(round(ln.yc / 6.0)))
@@ -500,27 +492,23 @@ _FOOTER_NUM = re.compile(r"^(?:(\d{1,4})\s+[A-Z][\w.,&'’\- |]{1,50}|[A-Z][\w.,
 def _printed_label(r: _PageRecord, margin: list[int]) -> str:
     """Page number printed on the page (footer/header), or ""."""
     for j in margin:
-        text = r.lines[j].text
+        text = r.kept[j].text
         num = printed_page_number(text)
         if num:
             return num
         m = _FOOTER_NUM.match(text)
         if m:
             return m.group(1) or m.group(2)
-    n = len(r.lines)
+    n = r.n_lines
     for j in [*range(max(0, n - 2), n), *range(min(2, n))]:
-        num = printed_page_number(r.lines[j].text)
+        num = printed_page_number(r.kept[j].text) if j in r.kept else None
         if num:
             return num
     return ""
 
 
 def _page_headings(number: int, r: _PageRecord, margin: set[int], body: float) -> list[HeadingCandidate]:
-    content = [ln for j, ln in enumerate(r.lines) if j not in margin]
-    sizes: Counter[float] = Counter()
-    for ln in content:
-        sizes[ln.size] += len(ln.text)
-    local_body = min(body, max(sizes.items(), key=lambda kv: kv[1])[0]) if sizes else body
+    local_body = min(body, r.local_body) if r.local_body else body
     out: list[HeadingCandidate] = []
     pending: tuple[int, _Line, str] | None = None  # (line index, first line, merged text)
 
@@ -548,9 +536,14 @@ def _page_headings(number: int, r: _PageRecord, margin: set[int], body: float) -
         )
 
     prev: _Line | None = None
-    for j, ln in enumerate(r.lines):
+    last = -1
+    for j, ln in sorted(r.kept.items()):
         if j in margin:
             continue
+        if any(k not in margin for k in range(last + 1, j)):  # a body line in between
+            flush()
+            prev = None
+        last = j
         if pending is not None and prev is not None and _continues(prev, ln) and _candidate(ln, local_body):
             pending = (pending[0], pending[1], f"{pending[2]} {ln.text}")
             prev = ln

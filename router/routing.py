@@ -10,10 +10,12 @@ from typing import Any, Protocol
 import asyncpg
 import numpy as np
 import structlog
+from rank_bm25 import BM25Okapi
 
 from kb.errors import LLMError
 from kb.providers import ChatModel
 from kb.settings import RetrievalSettings
+from kb.text import tokenize
 from router.metadata import (
     COMPANY_KEYS,
     conditions_from_filters,
@@ -21,7 +23,7 @@ from router.metadata import (
     match_question,
     run_filter,
 )
-from router.scoring import aggregate_score, bm25_scores, min_max
+from router.scoring import aggregate_score, min_max
 from router.types import Condition, DocCandidate, RoutingResult
 
 log = structlog.get_logger("router.routing")
@@ -61,7 +63,10 @@ SQL_DESC_DENSE = """
 SELECT id, name, description, 1 - (description_embedding <=> $1) AS sim
 FROM documents WHERE collection_id = $2 AND description_embedding IS NOT NULL
 ORDER BY description_embedding <=> $1 LIMIT $3"""
-SQL_DESC_ALL = "SELECT id, name, title, description FROM documents WHERE collection_id = $1"
+SQL_DESC_ALL = "SELECT id, name, title, description FROM documents WHERE collection_id = $1 ORDER BY id"
+SQL_DESC_VERSION = """
+SELECT count(*) AS n, coalesce(max(id), 0) AS max_id, coalesce(max(updated_at), 'epoch'::timestamptz) AS updated
+FROM documents WHERE collection_id = $1"""
 SQL_DOC_COUNT = "SELECT count(*) FROM documents WHERE collection_id = $1"
 SQL_SET_EF = "SELECT set_config('hnsw.ef_search', $1, true)"
 SQL_SET_ITERATIVE = "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"
@@ -184,6 +189,33 @@ DESC_SCHEMA: dict[str, Any] = {
 DESC_SYSTEM = "You select documents relevant to a query from their descriptions. Reply with JSON only."
 
 
+@dataclass(frozen=True)
+class DescriptionIndex:
+    """BM25 over ``name + title + description`` of every document of a collection (cached)."""
+
+    ids: list[int]
+    names: list[str]
+    bm25: BM25Okapi | None
+
+
+_desc_cache: dict[int, tuple[tuple[Any, ...], DescriptionIndex]] = {}
+
+
+async def description_index(pool: asyncpg.Pool, collection_id: int) -> DescriptionIndex:
+    """Built once per collection version, so a 10,000-document collection costs one scan per change."""
+    v = await pool.fetchrow(SQL_DESC_VERSION, collection_id)
+    version = (v["n"], v["max_id"], v["updated"])
+    cached = _desc_cache.get(collection_id)
+    if cached and cached[0] == version:
+        return cached[1]
+    rows = await pool.fetch(SQL_DESC_ALL, collection_id)
+    corpus = [tokenize(f"{r['name']} {r['title']} {r['description']}") or ["\u2205"] for r in rows]
+    index = DescriptionIndex(ids=[r["id"] for r in rows], names=[r["name"] for r in rows],
+                             bm25=BM25Okapi(corpus) if corpus else None)
+    _desc_cache[collection_id] = (version, index)
+    return index
+
+
 class DescriptionRouter:
     """Shortlist by description embedding + BM25 (works for 10,000+ documents), then the LLM picks."""
 
@@ -191,28 +223,23 @@ class DescriptionRouter:
 
     async def shortlist(self, ctx: RouteContext, within: Sequence[int] | None, n: int) -> list[DocCandidate]:
         rows = await ctx.pool.fetch(SQL_DESC_DENSE, ctx.query_vec, ctx.collection_id, max(n * 4, 200))
-        dense = {r["id"]: (r["name"], r["description"], float(r["sim"])) for r in rows}
+        index = await description_index(ctx.pool, ctx.collection_id)
         allowed = set(within) if within is not None else None
-        # BM25 over all descriptions of the collection (names included: they often carry company/period)
-        all_rows = await ctx.pool.fetch(SQL_DESC_ALL, ctx.collection_id)
-        if allowed is not None:
-            all_rows = [r for r in all_rows if r["id"] in allowed]
-        texts = [f"{r['name']} {r['title']} {r['description']}" for r in all_rows]
-        bm = bm25_scores(ctx.question, texts)
-        bm_norm = min_max(bm)
-        bm_by_id = {r["id"]: s for r, s in zip(all_rows, bm_norm, strict=True)}
-        ids = {r["id"] for r in all_rows}
-        dense_vals = {i: v[2] for i, v in dense.items() if i in ids}
+        positions = [i for i, d in enumerate(index.ids) if allowed is None or d in allowed]
+        q = tokenize(ctx.question)
+        raw = index.bm25.get_scores(q) if (index.bm25 is not None and q) else np.zeros(len(index.ids))
+        bm_norm = min_max([max(0.0, float(raw[i])) for i in positions])
+        bm_by_id = {index.ids[i]: v for i, v in zip(positions, bm_norm, strict=True)}
+        dense_vals = {r["id"]: float(r["sim"]) for r in rows if allowed is None or r["id"] in allowed}
         d_norm = dict(zip(dense_vals, min_max(list(dense_vals.values())), strict=True))
-        meta = {r["id"]: r for r in all_rows}
         scored = []
-        for i in ids:
-            s = 0.5 * d_norm.get(i, 0.0) + 0.5 * bm_by_id.get(i, 0.0)
-            scored.append(DocCandidate(i, meta[i]["name"], round(s, 4),
-                                       f"description match {s:.3f} (dense {d_norm.get(i, 0.0):.2f}, "
-                                       f"bm25 {bm_by_id.get(i, 0.0):.2f})"))
-        scored.sort(key=lambda c: -c.score)
-        return scored[:n]
+        for i in positions:
+            d = index.ids[i]
+            s = 0.5 * d_norm.get(d, 0.0) + 0.5 * bm_by_id.get(d, 0.0)
+            scored.append((s, d, index.names[i]))
+        scored.sort(key=lambda x: (-x[0], x[1]))
+        return [DocCandidate(d, name, round(s, 4), f"description match {s:.3f} (dense {d_norm.get(d, 0.0):.2f}, "
+                             f"bm25 {bm_by_id.get(d, 0.0):.2f})") for s, d, name in scored[:n]]
 
     async def route(self, ctx: RouteContext, within: Sequence[int] | None = None) -> RoutingResult:
         shortlist = await self.shortlist(ctx, within, ctx.settings.description_shortlist)

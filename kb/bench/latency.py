@@ -59,6 +59,12 @@ SELECT (SELECT count(*) FROM documents WHERE collection_id = $1) AS docs,
        (SELECT count(*) FROM chunks WHERE collection_id = $1) AS chunks,
        (SELECT count(*) FROM nodes n JOIN documents d ON d.id = n.document_id WHERE d.collection_id = $1) AS nodes"""
 SQL_OTHER_DATA = "SELECT EXISTS (SELECT 1 FROM documents WHERE collection_id <> $1)"
+SQL_COLLECTION_DOC_IDS = "SELECT id FROM documents WHERE collection_id = $1"
+# per-collection statistics maintained by ingest.store (e.g. lexeme_df): emptied with the documents
+SQL_DERIVED_TABLES = """
+SELECT c.conrelid::regclass::text FROM pg_constraint c
+WHERE c.contype = 'f' AND c.confrelid = 'collections'::regclass
+  AND c.conrelid NOT IN ('documents'::regclass, 'ingest_jobs'::regclass)"""
 SQL_BULK_INDEXES = """
 SELECT indexname, indexdef FROM pg_indexes
 WHERE schemaname = current_schema() AND tablename = 'chunks' AND indexdef ~ 'USING (hnsw|gin) '"""
@@ -797,7 +803,7 @@ async def drop_bulk_indexes(pool: asyncpg.Pool, data_dir: Path) -> None:
 
 async def load_collection(pool: asyncpg.Pool, cfg: LatencyConfig, data_dir: Path, dim: int) -> LoadReport:
     """Make the collection hold exactly the configured synthetic documents (or reuse it)."""
-    from ingest.store import NewDocument, ensure_collection, write_document
+    from ingest.store import NewDocument, delete_document, ensure_collection, write_document
 
     coll = await ensure_collection(pool, cfg.collection)
     await restore_indexes(pool, data_dir)  # a previous run may have been interrupted mid-load
@@ -811,9 +817,11 @@ async def load_collection(pool: asyncpg.Pool, cfg: LatencyConfig, data_dir: Path
     if alone:
         await drop_bulk_indexes(pool, data_dir)
         if docs:
-            await pool.execute("TRUNCATE chunks, nodes, documents")
+            derived = [r[0] for r in await pool.fetch(SQL_DERIVED_TABLES)]
+            await pool.execute(f"TRUNCATE {', '.join(['chunks', 'nodes', 'documents', *derived])}")
     elif docs:
-        await pool.execute("DELETE FROM documents WHERE collection_id = $1", coll.id)
+        for doc_id in [r[0] for r in await pool.fetch(SQL_COLLECTION_DOC_IDS, coll.id)]:
+            await delete_document(pool, doc_id)  # the production delete keeps per-collection statistics right
     t_clear = time.perf_counter() - t
 
     n_companies = math.ceil(cfg.docs / DOCS_PER_COMPANY)
