@@ -22,7 +22,7 @@ run: install
 	$(BIN)/kb run
 
 test: install
-	$(BIN)/ruff check kb router ingest tests bench
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -x --durations=10
 
 bench: install

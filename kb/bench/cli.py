@@ -9,7 +9,7 @@ DEFAULT_STRATEGIES = "auto,metadata,semantic,description,flat-dense,flat-bm25,fl
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("dataset", choices=["financebench", "docugami", "latency"])
+    parser.add_argument("dataset", choices=["financebench", "docugami", "latency", "ingest"])
     parser.add_argument("--data", type=Path, help="dataset folder (pdfs/ + questions); not for latency")
     parser.add_argument("--questions", type=Path, help="replace the question file")
     parser.add_argument("--collection", help="collection name (default bench-<dataset>)")
@@ -24,6 +24,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.dataset == "ingest":
+        from kb.bench.ingest_profile import run_cli as run_ingest_profile
+
+        return run_ingest_profile(args)
     if args.dataset == "latency":
         from kb.bench.latency import run_cli as run_latency
 
