@@ -440,7 +440,9 @@ def parse_toc_items(parsed: ParsedPdf, pages: Iterable[int]) -> list[TocItem]:
     numbered = [i for i, tl in enumerate(merged) if tl.num]
     if len(numbered) >= 3 and len(numbered) >= 0.3 * len(merged):
         # with page numbers, number-less lines before the first / after the last numbered one are not entries
-        merged = [tl for i, tl in enumerate(merged) if numbered[0] <= i <= numbered[-1] or numbering_of(tl.title)]
+        merged = [
+            tl for i, tl in enumerate(merged) if numbered[0] <= i <= numbered[-1] or numbering_of(tl.title)
+        ]
     styled = []
     for tl in merged:
         num = numbering_of(tl.title)
@@ -451,9 +453,17 @@ def parse_toc_items(parsed: ParsedPdf, pages: Iterable[int]) -> list[TocItem]:
             )
         )
     levels = nest_levels(styled, use_indent=True)
-    return [
+    items = [
         TocItem(tl.title, tl.num, lvl, st.key) for tl, lvl, st in zip(merged, levels, styled, strict=True)
     ]
+    if len(numbered) >= 3 and len(numbered) >= 0.3 * len(merged):
+        # a number-less line is an entry only as a group header (deeper entries follow) or when numbered
+        items = [
+            it
+            for i, it in enumerate(items)
+            if it.printed or numbering_of(it.title) or (i + 1 < len(items) and items[i + 1].level > it.level)
+        ]
+    return items
 
 
 # ============================================================================ no-TOC headings (offline)
@@ -528,8 +538,8 @@ def _plain_ok(h: HeadingCandidate) -> bool:
     words = t.split()
     if len(t) > 110 or len(words) > 16 or not (t[:1].isupper() or t[:1].isdigit()):
         return False
-    if _SENTENCE_END.search(t) and len(words) > 6:
-        return False
+    if (_SENTENCE_END.search(t) and len(words) > 6) or t.endswith(",") or (t.endswith(":") and len(t) <= 12):
+        return False  # a sentence, a salutation ("Dear Sir,"), a form label ("Title:")
     if re.match(
         r"^(?:\(?in (?:millions|thousands|billions)|years? ended|as of|for the (?:years?|three|six|nine))",
         t,
@@ -579,10 +589,14 @@ def heading_styles(
                 if kept and compact(kept[-1].text) == compact(h.text):
                     continue
                 kept.append(h)
+            if len(kept) > 4 and len({compact(h.text) for h in kept}) < 0.5 * len(kept):
+                continue  # repeated labels ("Assets", "Notifications"), not section headings
             big = size >= body + 0.5
-            rank = (
-                (-10.0 if size > top_numbered + 1.0 and numbered_sizes else 10.0) - size + (0 if big else 5)
-            )
+            # unnumbered styles nest below numbered ones, unless clearly larger ("above"); bigger = higher
+            if numbered_sizes and size > top_numbered + 1.0:
+                rank = -100.0 - size
+            else:
+                rank = 20.0 + (50.0 - size) + (0 if big else 5)
             rank -= 0.5 * kept[0].bold + 0.25 * kept[0].caps
             cands = [_Cand(h, key, rank, h.text) for h in kept]
         else:
@@ -639,7 +653,8 @@ def no_toc_entries(
         ]
         chosen = (above + numbered)[:max_levels]
     else:
-        big = [s for s in styles if s[0].style.startswith("plain") and s[0].rank < 10]
+        body = parsed.body_font_size
+        big = [s for s in styles if s[0].style.startswith("plain") and s[0].h.size >= body + 0.5]
         chosen = (big or styles)[:max_levels]
     cands = sorted((c for s in chosen for c in s), key=lambda c: (c.h.page, c.h.line))
     styled = [
@@ -792,18 +807,27 @@ SYSTEM_GENERATE = "You extract the hierarchical structure (a table of contents) 
 
 
 class LlmSteps:
-    """Budgeted, bounded, failure-tolerant JSON calls; ``None`` means: use the offline step."""
+    """Budgeted, bounded, failure-tolerant JSON calls; ``None`` means: use the offline step.
+
+    After ``MAX_ERRORS_IN_A_ROW`` provider errors (not malformed replies) the LLM is no
+    longer asked for this document.
+    """
+
+    MAX_ERRORS_IN_A_ROW = 3
 
     def __init__(self, chat: ChatModel, budget: int) -> None:
         self.chat = chat
         self.budget = budget
         self.calls = 0
         self.failures = 0
+        self.errors_in_a_row = 0
         self._sem = asyncio.Semaphore(LLM_CONCURRENCY)
 
     @property
     def remaining(self) -> int:
-        return 0 if self.chat.offline else max(0, self.budget - self.calls)
+        if self.chat.offline or self.errors_in_a_row >= self.MAX_ERRORS_IN_A_ROW:
+            return 0
+        return max(0, self.budget - self.calls)
 
     @property
     def available(self) -> bool:
@@ -820,17 +844,19 @@ class LlmSteps:
                 result = await self.chat.complete_json(
                     purpose=purpose, system=system, prompt=prompt, schema=schema
                 )
-                return msgspec.convert(result.data, reply, strict=False)
-            except (
-                LLMError,
-                msgspec.ValidationError,
-                TypeError,
-                ValueError,
-                KeyError,
-                AttributeError,
-            ) as exc:
+            except LLMError as exc:
                 self.failures += 1
+                self.errors_in_a_row += 1
                 log.warning("ingest.tree_llm_failed", purpose=purpose, error=str(exc)[:300])
+                if self.errors_in_a_row == self.MAX_ERRORS_IN_A_ROW:
+                    log.warning("ingest.tree_llm_disabled", calls=self.calls)
+                return None
+            self.errors_in_a_row = 0
+            try:
+                return msgspec.convert(result.data, reply, strict=False)
+            except (msgspec.ValidationError, TypeError, ValueError) as exc:
+                self.failures += 1
+                log.warning("ingest.tree_llm_bad_reply", purpose=purpose, error=str(exc)[:300])
                 return None
 
 

@@ -183,14 +183,10 @@ def _serve(host: str, port: int) -> None:
 
 
 async def _samples_ingested(collection: str) -> bool:
-    from ingest.store import list_documents
-    from kb.runtime import open_runtime
+    from kb.db import count_documents, resolve_database_url
 
-    rt = await open_runtime()
-    try:
-        return len(await list_documents(rt.pool, collection, limit=1)) > 0
-    finally:
-        await rt.close()
+    url = await asyncio.to_thread(resolve_database_url, get_settings().database)
+    return await count_documents(url, collection) > 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -33,6 +33,10 @@ SQL_RECORD = "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)"
 SQL_SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM schema_migrations"
 SQL_VECTOR_EXT = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
 SQL_AVAILABLE_VECTOR = "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"
+SQL_DOCUMENT_COUNT = """
+SELECT CASE WHEN to_regclass('documents') IS NULL THEN 0
+            ELSE (SELECT count(*) FROM documents d JOIN collections c ON c.id = d.collection_id WHERE c.name = $1)
+       END"""
 SQL_CHUNK_DIM = """
 SELECT atttypmod FROM pg_attribute
 WHERE attrelid = 'chunks'::regclass AND attname = 'embedding'"""
@@ -67,6 +71,8 @@ def check_pgdata_version(pgdata: Path) -> None:
 
 
 def start_embedded(data_dir: Path, *, keep_running: bool = True) -> str:
+    if not keep_running and embedded_status(data_dir)["running"]:
+        keep_running = True  # someone else started it (e.g. `kb db start`): leave it running
     """Start (or attach to) the embedded Postgres in ``data_dir``; return its URI."""
     import pgserver
 
@@ -113,11 +119,15 @@ def stop_embedded(data_dir: Path) -> bool:
     return True
 
 
-def resolve_database_url(settings: DatabaseSettings) -> str:
-    """``KB_DATABASE_URL`` if set, else the embedded server's URI (started if needed)."""
+def resolve_database_url(settings: DatabaseSettings, *, keep_running: bool = False) -> str:
+    """``KB_DATABASE_URL`` if set, else the embedded server's URI (started if needed).
+
+    An embedded server started here stops when the last process using it exits, unless
+    ``keep_running`` (``kb db start``) or it was already running.
+    """
     if settings.url:
         return settings.url
-    return start_embedded(settings.data_dir)
+    return start_embedded(settings.data_dir, keep_running=keep_running)
 
 
 # ---------------------------------------------------------------- pool
@@ -208,3 +218,15 @@ async def schema_version(pool: asyncpg.Pool) -> int:
         return int(await pool.fetchval(SQL_SCHEMA_VERSION))
     except asyncpg.PostgresError as exc:
         raise DatabaseError(f"schema version unavailable: {exc}") from exc
+
+
+async def count_documents(url: str, collection: str) -> int:
+    """Documents in a collection, without the pool, providers or migrations (0 on a fresh database)."""
+    try:
+        conn = await asyncpg.connect(url, timeout=15)
+    except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+        raise ConfigError(f"KB_DATABASE_URL: cannot connect to the database ({type(exc).__name__}: {exc})") from exc
+    try:
+        return int(await conn.fetchval(SQL_DOCUMENT_COUNT, collection))
+    finally:
+        await conn.close()

@@ -398,6 +398,16 @@ async def test_llm_failures_degrade_to_offline_steps(tmp_path: Path) -> None:
     assert tree.llm_calls == len(chat.calls) >= 1
 
 
+async def test_llm_given_up_after_three_provider_errors(tmp_path: Path) -> None:
+    sections = [Sec(f"Section {i} Title", 1, 90) for i in range(1, 6)]  # five ~12-page sections
+    layout = make_report_pdf(tmp_path / "d.pdf", sections)
+    chat = ScriptedChat({}, default=LLMError("provider down"))
+    tree, _ = await build(layout.path, chat)
+    assert tree.source_mode == "no_toc" and {s.title for s in sections} <= set(titled(tree))
+    assert all(n.end - n.start + 1 <= 10 for n in tree.nodes)  # subdivided offline
+    assert tree.llm_calls == len(chat.calls) == 3
+
+
 @pytest.mark.parametrize(
     "garbage",
     [

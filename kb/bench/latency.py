@@ -1051,6 +1051,8 @@ documents include one of that company's filings.
 - Retrieval: hnsw_ef_search={rs['hnsw_ef_search']}, semantic_top_k={rs['semantic_top_k']},
   description_shortlist={rs['description_shortlist']}, max_nodes_per_doc={rs['max_nodes_per_doc']},
   doc_concurrency={rs['doc_concurrency']}, dense/bm25 weights {rs['dense_weight']}/{rs['bm25_weight']}
+- Load average (1/5/15 min) {m['loadavg_1_5_15_before']} before and {m['loadavg_1_5_15_after']} after the
+  measured queries (the machine is shared: other processes inflate the timings)
 - Benchmark wall time {report.wall_seconds:.0f} s
 
 Reference plan (one query):
@@ -1119,8 +1121,11 @@ async def run_latency(cfg: LatencyConfig) -> LatencyReport:
         questions = bench_questions(company_list, cfg.queries + cfg.warmup, cfg.seed)
         pipeline = QueryPipeline(rt.pool, rt.embedder, rt.chat, rset)
         log.info("bench.latency_start", docs=docs, chunks=chunks, queries=cfg.queries)
+        load_before = os.getloadavg()
         samples, ref = await measure(pipeline, rt.pool, cfg.collection, questions, cfg.warmup, ef,
                                      rt.embedder.embed_batch)
+        machine = {**machine_facts(), "loadavg_1_5_15_before": [round(x, 2) for x in load_before],
+                   "loadavg_1_5_15_after": [round(x, 2) for x in os.getloadavg()]}
         plan = await reference_plan(rt.pool, rt.embedder.embed_batch([questions[0].text])[0], ef)
         strategies = summarize(samples)
         reference = Stat.of(ref)
@@ -1129,7 +1134,7 @@ async def run_latency(cfg: LatencyConfig) -> LatencyReport:
             config={"docs": cfg.docs, "chunks_per_doc": cfg.chunks_per_doc, "queries": cfg.queries,
                     "warmup": cfg.warmup, "collection": cfg.collection, "seed": cfg.seed,
                     "embedding_model": rt.embedder.model_id, "chat": rt.chat.model_id},
-            machine=machine_facts(), postgres=pgf, retrieval_settings=asdict(rset),
+            machine=machine, postgres=pgf, retrieval_settings=asdict(rset),
             collection=CollectionSize(docs=docs, nodes=nodes, chunks=chunks, relations=sizes), load=load,
             strategies=strategies, reference=reference, reference_plan=plan, goal_ms=GOAL_MS,
             goal_met={s.strategy: s.total.median < GOAL_MS for s in strategies},
