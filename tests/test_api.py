@@ -123,3 +123,21 @@ async def test_ingest_path_must_stay_inside_root(runtime: Runtime, tmp_path: Pat
         assert r.status_code == 404
         r = await client.post("/kb/admin/ingest", json={"path": ".", "collection": "nope"})
         assert r.status_code == 404
+
+
+async def test_json_logs_carry_request_id_and_duration(runtime: Runtime, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from kb.logging import configure_logging
+
+    configure_logging("json", "info")
+    try:
+        async with _client(runtime) as client:
+            r = await client.get("/kb/collections", headers={"X-Request-ID": "req-42"})
+            assert r.status_code == 200
+        lines = [json.loads(ln) for ln in capsys.readouterr().err.splitlines() if ln.startswith("{")]
+        http = [ln for ln in lines if ln.get("event") == "http.request" and ln.get("path") == "/kb/collections"]
+        assert http and http[0]["request_id"] == "req-42" and http[0]["duration_ms"] >= 0
+        assert http[0]["status"] == 200 and http[0]["level"] == "info"
+    finally:
+        configure_logging("console", "info")
