@@ -11,9 +11,13 @@ token limit are subdivided with the no-TOC method on their own page range (page 
 when there is no heading inside). Node ids are assigned depth first.
 
 Every LLM step has an offline implementation (layout heuristics and fuzzy title
-matching). With a real model (``chat.offline`` False) the LLM is asked only where the
-offline step is weak, calls are batched, bounded by a semaphore and by a budget of about
-14 calls per 100 pages; any failed or malformed reply falls back to the offline step.
+matching), the default. With a real model (``chat.offline`` False) the LLM detects the
+printed TOC (one batched call for the first pages) and transforms it (one call), locates
+titles the offline search missed, generates the structure group by group when there is no
+TOC, and generates the sub-structure of large nodes. Verification and ``appear_start``
+stay offline. Calls run under a semaphore, within a budget of about 14 calls per 100 pages,
+and stop after three provider errors in a row; a failed or malformed reply falls back to
+the offline step for that piece.
 """
 
 from __future__ import annotations

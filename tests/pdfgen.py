@@ -10,6 +10,7 @@ broken inputs: encrypted, corrupt, zero-page, truncated and image-only PDFs.
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,19 +81,26 @@ def paragraph(seed: str, sentences: int = 5) -> str:
     return " ".join(out)
 
 
+@functools.cache
+def _width(word: str, size: float, font: str) -> float:
+    return pymupdf.get_text_length(word, fontname=font, fontsize=size)
+
+
 def _wrap(text: str, width: float, size: float, font: str = "helv") -> list[str]:
-    lines: list[str] = []
-    cur = ""
+    space = _width(" ", size, font)
+    lines: list[list[str]] = []
+    cur: list[str] = []
+    used = 0.0
     for word in text.split():
-        trial = f"{cur} {word}".strip()
-        if pymupdf.get_text_length(trial, fontname=font, fontsize=size) <= width or not cur:
-            cur = trial
-        else:
+        w = _width(word, size, font)
+        if cur and used + space + w > width:
             lines.append(cur)
-            cur = word
+            cur, used = [], 0.0
+        used += (space if cur else 0.0) + w
+        cur.append(word)
     if cur:
         lines.append(cur)
-    return lines
+    return [" ".join(line) for line in lines]
 
 
 @dataclass
@@ -219,7 +227,9 @@ def make_text_pdf(path: str | Path, pages: list[str], *, size: float = BODY_SIZE
     doc = pymupdf.open()
     for text in pages:
         page = doc.new_page(width=PAGE_W, height=PAGE_H)
-        page.insert_textbox(pymupdf.Rect(MARGIN, MARGIN, PAGE_W - MARGIN, PAGE_H - MARGIN), text, fontsize=size)
+        page.insert_textbox(
+            pymupdf.Rect(MARGIN, MARGIN, PAGE_W - MARGIN, PAGE_H - MARGIN), text, fontsize=size
+        )
     doc.save(path)
     doc.close()
     return path

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import re
 from pathlib import Path
 from typing import Any
@@ -103,7 +104,12 @@ def assert_matches_layout(tree: DocumentTree, layout: Any) -> None:
 
 def test_read_pdf_pages_tokens_outline_labels(tmp_path: Path) -> None:
     layout = make_report_pdf(
-        tmp_path / "r.pdf", SECTIONS, outline=True, printed_toc="pages", front_matter_pages=2, page_labels=True
+        tmp_path / "r.pdf",
+        SECTIONS,
+        outline=True,
+        printed_toc="pages",
+        front_matter_pages=2,
+        page_labels=True,
     )
     parsed = read_pdf(layout.path)
     assert parsed.page_count == layout.page_count == parsed.total_pages
@@ -113,11 +119,16 @@ def test_read_pdf_pages_tokens_outline_labels(tmp_path: Path) -> None:
     assert parsed.page_labels[:4] == ("i", "ii", "1", "2")
     assert parsed.body_font_size == 10.0
     heads = {h.text: h for h in parsed.headings}
-    assert heads["2 Methods"].size == 18.0 and heads["2 Methods"].bold and heads["2 Methods"].numbering == "dec:2"
+    assert (
+        heads["2 Methods"].size == 18.0
+        and heads["2 Methods"].bold
+        and heads["2 Methods"].numbering == "dec:2"
+    )
     assert heads["1.1 Background"].numbering == "dec:1.1"
     # the printed page number in the footer is a running footer, not content
     body = parsed.pages[2].text.split("\n")
     assert body[-1] == "1" and len(body) - 1 in parsed.margins[2]
+    assert pickle.loads(pickle.dumps(parsed)) == parsed  # built in a worker process
     short = read_pdf(layout.path, max_pages=3)
     assert short.page_count == 3 and short.total_pages == layout.page_count
 
@@ -245,7 +256,10 @@ async def test_no_toc_sec_filing_headings(tmp_path: Path) -> None:
     nodes = titled(tree)
     assert_matches_layout(tree, layout)
     assert nodes["Item 7. Management's Discussion and Analysis"].parent_id == nodes["PART II"].node_id
-    assert nodes["Note 2 - Revenue"].parent_id == nodes["Item 8. Financial Statements and Supplementary Data"].node_id
+    assert (
+        nodes["Note 2 - Revenue"].parent_id
+        == nodes["Item 8. Financial Statements and Supplementary Data"].node_id
+    )
     assert nodes["Preface"].start == 1 and nodes["Preface"].end == 1
 
 
@@ -301,7 +315,9 @@ async def test_large_node_is_split_at_its_inner_headings(tmp_path: Path) -> None
         Sec("Part C Outlook", 1, 3),
     ]
     # the printed TOC lists level-1 sections only: Part B (~12 pages) must be subdivided
-    layout = make_report_pdf(tmp_path / "s.pdf", sections, printed_toc="pages", toc_levels=1, front_matter_pages=1)
+    layout = make_report_pdf(
+        tmp_path / "s.pdf", sections, printed_toc="pages", toc_levels=1, front_matter_pages=1
+    )
     tree, _ = await build(layout.path)
     assert tree.source_mode == "toc_pages"
     nodes = titled(tree)
@@ -320,7 +336,9 @@ async def test_token_limit_also_subdivides(tmp_path: Path) -> None:
     tree = await build_pdf_tree(parsed, OFFLINE, settings(max_token_num_each_node=total // 3))
     leaves = [n for n in tree.nodes if n.is_leaf]
     assert len(leaves) >= 3
-    assert all(sum(parsed.pages[p - 1].tokens for p in range(n.start, n.end + 1)) <= total // 3 for n in leaves)
+    assert all(
+        sum(parsed.pages[p - 1].tokens for p in range(n.start, n.end + 1)) <= total // 3 for n in leaves
+    )
 
 
 def test_page_groups_overlap_by_one_page(tmp_path: Path) -> None:
@@ -348,7 +366,9 @@ class ScriptedChat:
         self.default = default
         self.calls: list[tuple[str, str]] = []
 
-    async def complete_json(self, *, purpose: str, system: str, prompt: str, schema: dict[str, Any]) -> ChatResult:
+    async def complete_json(
+        self, *, purpose: str, system: str, prompt: str, schema: dict[str, Any]
+    ) -> ChatResult:
         self.calls.append((purpose, prompt))
         queue = self.script.get(purpose)
         reply = queue.pop(0) if queue else self.default
@@ -454,7 +474,10 @@ async def test_llm_generates_structure_when_layout_has_no_signal(tmp_path: Path)
             for i, s in enumerate(layout.sections)
             if s.page in pages
         ]
-        return {"entries": found + [{"structure": "9", "title": "Hallucinated Section", "physical_index": pages[0]}]}
+        return {
+            "entries": found
+            + [{"structure": "9", "title": "Hallucinated Section", "physical_index": pages[0]}]
+        }
 
     chat = ScriptedChat({"tree.toc_detect": [{"pages": [], "page_numbers_given": False}]}, default=generate)
     tree, _ = await build(tmp_path / "plain.pdf", chat)
