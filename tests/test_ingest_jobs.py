@@ -151,6 +151,7 @@ async def test_admin_ingest_api_and_upload(runtime: Runtime, tmp_path: Path, kb_
     folder = tmp_path / "api"
     folder.mkdir()
     write_markdown(REPORTS[3], folder)
+    write_pdf(REPORTS[2], folder)
     (folder / "metadata.jsonl").write_text(json.dumps({"name": REPORTS[3].stem, "region": "Nordics"}) + "\n")
     app = create_app(runtime=runtime, run_worker=True)
     async with app_client(app) as client:
@@ -162,9 +163,10 @@ async def test_admin_ingest_api_and_upload(runtime: Runtime, tmp_path: Path, kb_
             if job["status"] == "done":
                 break
             await asyncio.sleep(0.25)
-        assert job["status"] == "done" and job["counts"] == {"ok": 1}
-        assert job["pages_per_s"] is not None and job["items"][0]["chunks"] > 0
-        docs = (await client.get("/kb/documents")).json()
+        assert job["status"] == "done" and job["counts"] == {"ok": 2}
+        assert job["pages"] == len(REPORTS[2].sections) and job["pages_per_s"] > 0
+        assert all(i["chunks"] > 0 for i in job["items"])
+        docs = [d for d in (await client.get("/kb/documents")).json() if d["name"].endswith(".md")]
         assert docs[0]["metadata"]["region"] == "Nordics" and docs[0]["metadata"]["company"] == "Kestrel Airlines"
         detail = (await client.get(f"/kb/documents/{docs[0]['id']}")).json()
         assert detail["tree"] and "text" not in detail["tree"][0]
