@@ -23,7 +23,7 @@ run: install
 
 test: install
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -x --durations=10
+	$(BIN)/python -m pytest -q --durations=10
 
 bench: install
 	$(BIN)/kb bench financebench --data ../shared/data/financebench-dev

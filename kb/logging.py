@@ -8,6 +8,11 @@ import sys
 import structlog
 
 
+def _stderr_logger(*_: object) -> structlog.PrintLogger:
+    """A logger on the *current* ``sys.stderr`` (it may be swapped, e.g. by test capture)."""
+    return structlog.PrintLogger(sys.stderr)
+
+
 def configure_logging(fmt: str = "console", level: str = "info") -> None:
     """Configure structlog and route stdlib logging through it."""
     lvl = getattr(logging, level.upper(), logging.INFO)
@@ -24,7 +29,7 @@ def configure_logging(fmt: str = "console", level: str = "info") -> None:
     structlog.configure(
         processors=[*shared, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(lvl),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(level=max(lvl, logging.WARNING), stream=sys.stderr, format="%(name)s %(message)s")
