@@ -72,6 +72,9 @@ def decode_text_file(data: bytes) -> tuple[str, list[str]]:
     bad = sum(1 for c in sample if c == "\ufffd" or (ord(c) < 32 and c not in "\t\n\r\f\v"))
     if bad > 0.1 * len(sample):
         raise IngestError("binary content (mostly non-text bytes); not a text file")
+    if "\x00" in text:  # UTF-16 text or a stray NUL past the sniffed prefix: Postgres text rejects it
+        text = text.replace("\x00", "")
+        warnings.append("NUL characters removed")
     return text.replace("\r\n", "\n").replace("\r", "\n"), warnings
 
 

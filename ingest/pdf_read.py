@@ -157,13 +157,16 @@ def _is_bold(span: dict) -> bool:
     )
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
 def _collect_spans(page: pymupdf.Page) -> list[_Span]:
     spans: list[_Span] = []
     data = page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT)
     for block in data.get("blocks", []):
         for line in block.get("lines", []):
             for s in line.get("spans", []):
-                text = s.get("text", "")
+                text = _CONTROL.sub("", s.get("text", ""))  # NUL and friends: Postgres text rejects \x00
                 if not text.strip():
                     continue
                 x0, y0, x1, y1 = s["bbox"]

@@ -51,6 +51,7 @@ async def test_bad_input_fails_alone_with_reasons(runtime: Runtime, tmp_path: Pa
     expected = _bad_files(folder)
     write_markdown(REPORTS[0], folder)
     write_pdf(REPORTS[2], folder)
+    (folder / "late-nul.md").write_bytes(b"# Log\n\n" + b"Shipment recorded. " * 4000 + b"\x00 end of log.")
     (folder / "latin1.txt").write_bytes("Caf\xe9 report\n\nRevenue grew in the caf\xe9 segment.".encode("latin-1"))
     job_id = await _run_job(runtime, folder)
     job = await get_job(runtime.pool, job_id)
@@ -63,8 +64,9 @@ async def test_bad_input_fails_alone_with_reasons(runtime: Runtime, tmp_path: Pa
     assert by_name[f"{REPORTS[0].stem}.md"].status == "ok"
     assert by_name[f"{REPORTS[2].stem}.pdf"].status == "ok"
     assert by_name["latin1.txt"].status == "ok"
+    assert by_name["late-nul.md"].status == "ok", by_name["late-nul.md"].error  # Postgres text rejects NUL
     docs = {d.name: d for d in await list_documents(runtime.pool, "default")}
-    assert set(docs) == {f"{REPORTS[0].stem}.md", f"{REPORTS[2].stem}.pdf", "latin1.txt"}
+    assert set(docs) == {f"{REPORTS[0].stem}.md", f"{REPORTS[2].stem}.pdf", "latin1.txt", "late-nul.md"}
     assert any("replacement" in w for w in docs["latin1.txt"].warnings)
     assert job.pages > 0 and job.chunks > 0
 
