@@ -7,6 +7,7 @@ import os
 import socket
 import time
 from concurrent.futures import Executor
+from concurrent.futures.process import BrokenProcessPool
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import structlog
 
 from ingest.metadata import load_folder_metadata
 from ingest.pipeline import SUPPORTED, IngestContext, ingest_file
-from kb.errors import NotFoundError, ValidationError
+from kb.errors import IngestError, NotFoundError, ValidationError
 
 log = structlog.get_logger("ingest.jobs")
 
@@ -29,8 +30,9 @@ VALUES ($1, $2, $3, $4, $5, CASE WHEN $4 = 'pending' THEN NULL ELSE now() END)""
 SQL_CLAIM = """
 WITH next AS (
     SELECT i.id FROM ingest_job_items i
-    WHERE i.status = 'pending'
-       OR (i.status = 'running' AND i.heartbeat_at < now() - make_interval(secs => $2))
+    WHERE (i.status = 'pending'
+       OR (i.status = 'running' AND i.heartbeat_at < now() - make_interval(secs => $2)))
+      AND i.attempts < $3
     ORDER BY i.job_id, i.id
     FOR UPDATE SKIP LOCKED LIMIT 1
 )
@@ -44,7 +46,12 @@ UPDATE ingest_jobs SET status = 'running', started_at = coalesce(started_at, now
 SQL_HEARTBEAT = "UPDATE ingest_job_items SET heartbeat_at = now() WHERE id = $1 AND worker = $2"
 SQL_FINISH_ITEM = """
 UPDATE ingest_job_items SET status = $2, error = $3, document_id = $4, pages = $5, chunks = $6, seconds = $7,
-       finished_at = now() WHERE id = $1"""
+       finished_at = now() WHERE id = $1 AND worker = $8"""
+SQL_GIVE_UP = """
+UPDATE ingest_job_items SET status = 'failed', finished_at = now(),
+       error = 'gave up after ' || attempts || ' attempts: the worker died while processing this file'
+WHERE status = 'running' AND attempts >= $2 AND heartbeat_at < now() - make_interval(secs => $1)
+RETURNING job_id"""
 SQL_MAYBE_FINISH_JOB = """
 UPDATE ingest_jobs j SET status = 'done', finished_at = now()
 WHERE j.id = $1 AND j.status <> 'done'
@@ -60,6 +67,7 @@ SQL_LIST_JOBS = "SELECT id FROM ingest_jobs ORDER BY id DESC LIMIT $1"
 SQL_PENDING_WORK = """
 SELECT count(*) FROM ingest_job_items WHERE status = 'pending'
    OR (status = 'running' AND heartbeat_at < now() - make_interval(secs => $1))"""
+MAX_ATTEMPTS = 3
 
 
 class JobItem(msgspec.Struct, frozen=True):
@@ -97,8 +105,11 @@ def resolve_ingest_path(root: Path, path: str) -> Path:
 
     Symlinks are resolved first, so neither ``..`` nor a link can escape the root.
     """
-    raw = Path(path).expanduser()
-    candidate = (raw if raw.is_absolute() else root / raw).resolve()
+    try:
+        raw = Path(path)
+        candidate = (raw if raw.is_absolute() else root / raw).resolve()
+    except (ValueError, RuntimeError, OSError) as exc:
+        raise ValidationError(f"invalid path {path!r}: {exc}") from exc
     root = root.resolve()
     if candidate != root and root not in candidate.parents:
         raise ValidationError(f"path {path!r} is outside the ingest root (KB_INGEST_ROOT={root})")
@@ -107,33 +118,51 @@ def resolve_ingest_path(root: Path, path: str) -> Path:
     return candidate
 
 
-def enumerate_files(root: Path, recursive: bool) -> list[tuple[Path, str]]:
-    """(file, document name) pairs; names are paths relative to the folder, so duplicates cannot collide."""
+def enumerate_files(root: Path, recursive: bool, allowed_root: Path | None = None) -> list[tuple[Path, str, str | None]]:
+    """(file, document name, refusal reason) triples; names are paths relative to the folder, so
+    duplicates in subfolders cannot collide. With ``allowed_root``, files whose real path (links
+    resolved) lies outside it are refused."""
     if root.is_file():
-        return [(root, root.name)]
+        return [(root, root.name, None)]
     pattern = "**/*" if recursive else "*"
-    out = []
+    allowed = allowed_root.resolve() if allowed_root is not None else None
+    out: list[tuple[Path, str, str | None]] = []
     for p in sorted(root.glob(pattern)):
         if not p.is_file() or p.name.startswith(".") or p.name.endswith(".meta.json"):
             continue
         if p.name in {"metadata.jsonl", "metadata.csv", "documents.jsonl", "questions.jsonl"} and p.parent == root:
             continue
-        out.append((p, p.relative_to(root).as_posix()))
+        reason = None
+        if allowed is not None:
+            real = p.resolve()
+            if real != allowed and allowed not in real.parents:
+                reason = "outside the ingest root (symbolic link)"
+        out.append((p, p.relative_to(root).as_posix(), reason))
     return out
 
 
 async def create_job(pool: asyncpg.Pool, *, collection_id: int, path: Path, recursive: bool = False,
-                     metadata_path: Path | None = None) -> int:
-    """Create a job with one item per file; unsupported files are recorded as such right away."""
-    files = await asyncio.to_thread(enumerate_files, path, recursive)
+                     metadata_path: Path | None = None, allowed_root: Path | None = None) -> int:
+    """Create a job with one item per file; unsupported files are recorded as such right away.
+
+    The metadata file is read here, so a broken one is a 400 for the caller, not a failure per file.
+    """
+    if metadata_path is not None:
+        try:
+            await asyncio.to_thread(_load_job_metadata, path, metadata_path)
+        except (IngestError, OSError, ValueError) as exc:
+            raise ValidationError(f"metadata file {metadata_path.name!r} is unusable: {exc}") from exc
+    files = await asyncio.to_thread(enumerate_files, path, recursive, allowed_root)
+    rows = []
+    for file, name, refused in files:
+        supported = file.suffix.lower() in SUPPORTED
+        status = "pending" if supported and not refused else "unsupported"
+        reason = refused or (None if supported else f"unsupported file type {file.suffix or '(none)'}")
+        rows.append((str(file), name, status, reason))
     async with pool.acquire() as conn, conn.transaction():
         job_id = await conn.fetchval(SQL_CREATE_JOB, collection_id, str(path), recursive,
                                      str(metadata_path) if metadata_path else None)
-        for file, name in files:
-            supported = file.suffix.lower() in SUPPORTED
-            await conn.execute(SQL_ADD_ITEM, job_id, str(file), name,
-                               "pending" if supported else "unsupported",
-                               None if supported else f"unsupported file type {file.suffix or '(none)'}")
+        await conn.executemany(SQL_ADD_ITEM, [(job_id, *r) for r in rows])
         await conn.execute(SQL_MAYBE_FINISH_JOB, job_id)
     log.info("jobs.created", job_id=job_id, files=len(files), path=str(path))
     return int(job_id)
@@ -173,7 +202,7 @@ class Worker:
         self.stale_s = stale_s
         self.poll_s = poll_s
         self.name = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
-        self._meta_cache: dict[tuple[str, str | None], dict[str, Any]] = {}
+        self._meta_cache: dict[int, dict[str, Any]] = {}
 
     async def run(self, stop: asyncio.Event, *, until_empty: bool = False) -> int:
         """Process items until ``stop`` is set (or, with ``until_empty``, no work is left). Returns items done."""
@@ -205,7 +234,9 @@ class Worker:
     async def run_one(self) -> bool:
         """Claim and process one item. Returns False when there was nothing to claim."""
         pool = self.ctx.pool
-        item = await pool.fetchrow(SQL_CLAIM, self.name, self.stale_s)
+        for row in await pool.fetch(SQL_GIVE_UP, self.stale_s, MAX_ATTEMPTS):
+            await pool.execute(SQL_MAYBE_FINISH_JOB, row["job_id"])
+        item = await pool.fetchrow(SQL_CLAIM, self.name, self.stale_s, MAX_ATTEMPTS)
         if item is None:
             return False
         job = await pool.fetchrow(SQL_JOB_FOR_ITEM, item["job_id"])
@@ -214,7 +245,7 @@ class Worker:
         beat = asyncio.create_task(self._heartbeat(item["id"]))
         started = time.perf_counter()
         try:
-            meta = await self._folder_metadata(job["root_path"], job["metadata_path"])
+            meta = await self._folder_metadata(item["job_id"], job["root_path"], job["metadata_path"])
             stem = Path(item["name"]).stem
             outcome = await ingest_file(
                 self.ctx, Path(item["path"]), name=item["name"], collection_id=job["collection_id"],
@@ -222,13 +253,17 @@ class Worker:
             )
             status, error = outcome.status, outcome.error
             doc_id, pages, chunks = outcome.document_id, outcome.pages, outcome.chunks
+        except BrokenProcessPool as exc:  # a parser process died (e.g. out of memory): new pool, fail the file
+            log.error("worker.parser_died", name=item["name"], error=str(exc))
+            self._renew_executor()
+            status, error, doc_id, pages, chunks = "failed", "the parser process died on this file", None, 0, 0
         except Exception as exc:  # noqa: BLE001 - one broken file must not stop the job
             log.exception("worker.item_crashed", name=item["name"])
             status, error, doc_id, pages, chunks = "failed", f"internal error: {type(exc).__name__}: {exc}", None, 0, 0
         finally:
             beat.cancel()
         await pool.execute(SQL_FINISH_ITEM, item["id"], status, error, doc_id, pages, chunks,
-                           time.perf_counter() - started)
+                           time.perf_counter() - started, self.name)
         await pool.execute(SQL_MAYBE_FINISH_JOB, item["job_id"])
         return True
 
@@ -240,9 +275,17 @@ class Worker:
             except (OSError, asyncpg.PostgresError) as exc:
                 log.warning("worker.heartbeat_failed", error=str(exc))
 
-    async def _folder_metadata(self, root: str, metadata_path: str | None) -> dict[str, Any]:
-        key = (root, metadata_path)
+    def _renew_executor(self) -> None:
+        old = self.ctx.executor
+        if old is not None:
+            old.shutdown(wait=False, cancel_futures=True)
+            self.ctx.executor = make_executor(getattr(old, "_max_workers", 1))
+
+    async def _folder_metadata(self, job_id: int, root: str, metadata_path: str | None) -> dict[str, Any]:
+        key = job_id  # per job: edits to metadata files between jobs are seen
         if key not in self._meta_cache:
+            if len(self._meta_cache) > 64:
+                self._meta_cache.clear()
             self._meta_cache[key] = await asyncio.to_thread(
                 _load_job_metadata, Path(root), Path(metadata_path) if metadata_path else None
             )

@@ -40,6 +40,7 @@ FROM nodes WHERE document_id = $1 ORDER BY ordinal"""
 SQL_DELETE_DOCUMENT = "DELETE FROM documents WHERE id = $1 RETURNING id"
 SQL_DOC_BY_NAME = "SELECT id FROM documents WHERE collection_id = $1 AND name = $2"
 SQL_DOC_COLLECTION = "SELECT collection_id FROM documents WHERE id = $1 FOR UPDATE"
+SQL_DOC_COLLECTION_NOLOCK = "SELECT collection_id FROM documents WHERE id = $1"
 SQL_LEXEMES_ADD = """
 INSERT INTO lexeme_df (collection_id, lexeme, df)
 SELECT $1, s.lx, 1 FROM (
@@ -53,6 +54,7 @@ WHERE l.collection_id = $1 AND l.lexeme = s.lx"""
 SQL_FIND_SAME = """
 SELECT id, name, sha256 FROM documents WHERE collection_id = $1 AND (name = $2 OR sha256 = $3)"""
 SQL_LOCK_NAME = "SELECT pg_advisory_xact_lock(hashtextextended($1, 42))"
+SQL_LOCK_LEXEMES = "SELECT pg_advisory_xact_lock(hashtextextended('lexeme_df/' || ($1::bigint)::text, 42))"
 SQL_DELETE_BY_NAME = "DELETE FROM documents WHERE collection_id = $1 AND name = $2"
 SQL_INSERT_DOCUMENT = """
 INSERT INTO documents (collection_id, name, source_path, sha256, file_type, metadata, title, description,
@@ -183,8 +185,12 @@ async def get_document(pool: asyncpg.Pool, doc_id: int) -> tuple[DocumentInfo, l
 async def delete_document(pool: asyncpg.Pool, doc_id: int) -> None:
     """Delete a document (nodes and chunks cascade) and its lexeme counts, in one transaction."""
     async with pool.acquire() as conn, conn.transaction():
-        collection_id = await conn.fetchval(SQL_DOC_COLLECTION, doc_id)
+        collection_id = await conn.fetchval(SQL_DOC_COLLECTION_NOLOCK, doc_id)
         if collection_id is None:
+            raise NotFoundError(f"document {doc_id} does not exist")
+        # the lexeme lock first, like the writer: one lexeme writer per collection, no lock cycles
+        await conn.execute(SQL_LOCK_LEXEMES, collection_id)
+        if await conn.fetchval(SQL_DOC_COLLECTION, doc_id) is None:
             raise NotFoundError(f"document {doc_id} does not exist")
         await conn.execute(SQL_LEXEMES_REMOVE, collection_id, doc_id)
         await conn.execute(SQL_DELETE_DOCUMENT, doc_id)
@@ -209,6 +215,7 @@ async def write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute(SQL_LOCK_NAME, f"{doc.collection_id}/{doc.name}")
         old_id = await conn.fetchval(SQL_DOC_BY_NAME, doc.collection_id, doc.name)
+        await conn.execute(SQL_LOCK_LEXEMES, doc.collection_id)  # held to commit: lexeme counts never race
         if old_id is not None:
             await conn.execute(SQL_LEXEMES_REMOVE, doc.collection_id, old_id)
             await conn.execute(SQL_DELETE_BY_NAME, doc.collection_id, doc.name)

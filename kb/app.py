@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
 
 import structlog
@@ -38,7 +38,8 @@ def build_pipeline(rt: Runtime) -> QueryPipeline:
 
 
 def create_app(settings: Settings | None = None, *, runtime: Runtime | None = None,
-               bound_host: str | None = None, run_worker: bool | None = None) -> Litestar:
+               bound_host: str | None = None, run_worker: bool | None = None,
+               on_ready: Callable[[], None] | None = None) -> Litestar:
     """Build the app. ``runtime`` may be injected (tests); otherwise it is opened at start-up."""
     settings = settings or (runtime.settings if runtime else get_settings())
     host = bound_host or settings.server.host
@@ -62,6 +63,8 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
             worker = Worker(ctx, concurrency=1, stale_s=settings.ingest.job_stale_s)
             worker_task = asyncio.create_task(worker.run(stop))
             log.info("worker.started", worker=worker.name)
+        if on_ready is not None:
+            on_ready()
         try:
             yield
         finally:
@@ -83,5 +86,6 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         middleware=[request_id_middleware],
         openapi_config=OpenAPIConfig(title="kb — knowledge base with a document router", version=__version__,
                                      path="/schema", render_plugins=[SwaggerRenderPlugin()]),
+        request_max_body_size=settings.ingest.max_upload_mb * 1024 * 1024,
         debug=False,
     )

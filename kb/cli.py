@@ -172,13 +172,27 @@ async def _query(args: argparse.Namespace) -> int:
         await rt.close()
 
 
-def _serve(host: str, port: int) -> None:
+async def _preflight() -> None:
+    """Fail fast, with one readable line, before the server starts (database, schema, embedder)."""
+    from kb.runtime import open_runtime
+
+    rt = await open_runtime()
+    await rt.close()
+
+
+def _serve(host: str, port: int, banner: str = "") -> None:
     import uvicorn
 
     from kb.app import create_app
 
-    app = create_app(bound_host=host)
-    print(f"kb: serving on http://{host}:{port}  (OpenAPI: http://{host}:{port}/schema)", flush=True)
+    asyncio.run(_preflight())
+
+    def ready() -> None:
+        print(f"kb: serving on http://{host}:{port}  (OpenAPI: http://{host}:{port}/schema)", flush=True)
+        if banner:
+            print(banner, flush=True)
+
+    app = create_app(bound_host=host, on_ready=ready)
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
 
 
@@ -196,11 +210,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"kb: first start — ingesting the sample reports from {SAMPLES_DIR}", flush=True)
         asyncio.run(_ingest(SAMPLES_DIR, "default", False, SAMPLES_DIR.parent / "metadata.jsonl"))
     host, port = args.host or s.server.host, args.port or s.server.port
-    print("\nReady. Try:\n"
-          f"  curl -s http://{host}:{port}/kb/query -H 'Content-Type: application/json' \\\n"
-          "    -d '{\"query\": \"What was Helios Robotics revenue in fiscal 2023?\", \"include_trace\": false}'\n",
-          flush=True)
-    _serve(host, port)
+    banner = ("\nReady. Try:\n"
+              f"  curl -s http://{host}:{port}/kb/query -H 'Content-Type: application/json' \\\n"
+              "    -d '{\"query\": \"What was Helios Robotics revenue in fiscal 2023?\", \"include_trace\": false}'\n")
+    _serve(host, port, banner)
     return 0
 
 

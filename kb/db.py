@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.resources
 import re
 from pathlib import Path
 
@@ -16,9 +17,9 @@ from kb.settings import DatabaseSettings
 
 log = structlog.get_logger("kb.db")
 
-SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
-if not SQL_DIR.is_dir():  # installed (non-editable) layout
-    SQL_DIR = Path(__file__).resolve().parent / "sql"
+SQL_DIR = Path(__file__).resolve().parent.parent / "sql"  # the repository's sql/ (packaged as kb.sql)
+if not SQL_DIR.is_dir():  # installed from a wheel
+    SQL_DIR = Path(str(importlib.resources.files("kb.sql")))
 MIGRATION_LOCK_KEY = 7_351_100_001  # pg_advisory_lock key for migrations
 _MIGRATION_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
@@ -71,9 +72,9 @@ def check_pgdata_version(pgdata: Path) -> None:
 
 
 def start_embedded(data_dir: Path, *, keep_running: bool = True) -> str:
+    """Start (or attach to) the embedded Postgres in ``data_dir``; return its URI."""
     if not keep_running and embedded_status(data_dir)["running"]:
         keep_running = True  # someone else started it (e.g. `kb db start`): leave it running
-    """Start (or attach to) the embedded Postgres in ``data_dir``; return its URI."""
     import pgserver
 
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -187,13 +188,16 @@ async def migrate(pool: asyncpg.Pool, *, embedding_dim: int, sql_dir: Path = SQL
 
     The only substitution is ``{{EMBEDDING_DIM}}``, an integer from the configured embedder.
     """
+    files = migration_files(sql_dir)
+    if not files:
+        raise ConfigError(f"no schema migrations found in {sql_dir} (broken installation)")
     applied_now: list[int] = []
     async with pool.acquire() as conn:
         await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
         try:
             await conn.execute(SQL_CREATE_MIGRATIONS)
             done = {r["version"] for r in await conn.fetch(SQL_APPLIED)}
-            for version, name, path in migration_files(sql_dir):
+            for version, name, path in files:
                 if version in done:
                     continue
                 sql = path.read_text().replace("{{EMBEDDING_DIM}}", str(int(embedding_dim)))

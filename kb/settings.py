@@ -107,6 +107,7 @@ class IngestSettings:
     workers: int  # parser processes
     run_worker: bool  # the API process also runs one ingest worker
     job_stale_s: int  # a running item whose heartbeat is older is resumed
+    max_upload_mb: int  # POST /kb/admin/documents body limit
 
 
 @dataclass(frozen=True)
@@ -203,6 +204,7 @@ def get_settings() -> Settings:
             workers=_int("KB_INGEST_WORKERS", max(1, min(2, os.cpu_count() or 1))),
             run_worker=_bool("KB_RUN_WORKER", True),
             job_stale_s=_int("KB_JOB_STALE_S", 120),
+            max_upload_mb=_int("KB_MAX_UPLOAD_MB", 200),
         ),
         server=ServerSettings(
             host=_env("KB_HOST", "127.0.0.1") or "127.0.0.1",

@@ -4,6 +4,7 @@ values are validated against the collection's known metadata, and SQL text never
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -242,10 +243,17 @@ def conditions_from_filters(filters: Mapping[str, Any]) -> tuple[Condition, ...]
                 raise ValidationError(f"filter {key!r}: use a value, a list, {{gte,lte}} or {{contains}}")
             out.append(Condition(key, "range", {k: float(v) for k, v in bounds.items()}))
         elif isinstance(value, list):
-            out.append(Condition(key, "in", [str(v) for v in value]))
+            out.append(Condition(key, "in", [_as_text(v) for v in value]))
         else:
-            out.append(Condition(key, "in", [str(value)]))
+            out.append(Condition(key, "in", [_as_text(value)]))
     return tuple(out)
+
+
+def _as_text(value: Any) -> str:
+    """How ``metadata ->> key`` renders a JSON scalar: true/false/null like JSON, others as str."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    return str(value)
 
 
 def compile_conditions(collection_id: int, conditions: Sequence[Condition]) -> tuple[str, list[Any]]:
@@ -263,7 +271,8 @@ def compile_conditions(collection_id: int, conditions: Sequence[Condition]) -> t
         if c.op == "in":
             sql.append(f"AND (d.metadata ->> {p(c.key)}) = ANY({p([str(v) for v in c.value])}::text[])")
         elif c.op == "range":
-            num = f"(CASE WHEN (d.metadata ->> {p(c.key)}) ~ '^-?[0-9.]+$' THEN (d.metadata ->> {p(c.key)})::float8 END)"
+            num = (f"(CASE WHEN (d.metadata ->> {p(c.key)}) ~ '^-?[0-9]+(\\.[0-9]+)?$' "
+                   f"THEN (d.metadata ->> {p(c.key)})::float8 END)")
             for bound, sym in (("gte", ">="), ("lte", "<="), ("gt", ">"), ("lt", "<")):
                 if bound in c.value:
                     sql.append(f"AND {num} {sym} {p(float(c.value[bound]))}")

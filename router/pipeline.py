@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -47,6 +48,10 @@ def validate_request(req: QueryRequest) -> QueryRequest:
     for turn in req.history:
         if turn.role not in {"user", "assistant", "system"}:
             raise ValidationError(f"history role must be user/assistant/system, got {turn.role!r}")
+    texts = [req.query, req.expert_knowledge or "", req.collection, *(t.content for t in req.history),
+             json.dumps(req.filters, default=str)]
+    if any("\x00" in t or "\\u0000" in t for t in texts):
+        raise ValidationError("NUL characters are not allowed in the request")
     return req
 
 
@@ -86,13 +91,16 @@ class QueryPipeline:
         self._qcache: dict[str, np.ndarray] = {}
 
     async def _embed(self, texts: list[str]) -> dict[str, np.ndarray]:
-        missing = [t for t in dict.fromkeys(texts) if t not in self._qcache]
+        """Query vectors, from a small shared cache (safe under concurrent queries)."""
+        out = {t: v for t in texts if (v := self._qcache.get(t)) is not None}
+        missing = [t for t in dict.fromkeys(texts) if t not in out]
         if missing:
             vecs = await asyncio.to_thread(self.embedder.embed_batch, missing)
+            out.update(zip(missing, vecs, strict=True))
             if len(self._qcache) > 2000:
                 self._qcache.clear()
             self._qcache.update(zip(missing, vecs, strict=True))
-        return {t: self._qcache[t] for t in texts}
+        return {t: out[t] for t in texts}
 
     async def _iterative_scan(self) -> bool:
         if self._iterative is None:

@@ -260,7 +260,9 @@ class DescriptionRouter:
         try:
             res = await ctx.chat.complete_json(purpose="route.description", system=DESC_SYSTEM, prompt=prompt,
                                                schema=DESC_SCHEMA)
-            picked = res.data.get("answer", []) if isinstance(res.data, dict) else []
+            picked = res.data.get("answer") if isinstance(res.data, dict) else None
+            if not isinstance(picked, list):
+                raise LLMError("description routing reply: 'answer' is not a list")
             by_id = {str(c.doc_id): c for c in shortlist}
             chosen = [by_id[str(p)] for p in picked if str(p) in by_id]
         except LLMError as exc:

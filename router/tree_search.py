@@ -221,6 +221,7 @@ class TreeSearcher:
         chosen: list[NodePick] = []
         dropped: list[str] = []
         calls, thoughts = 0, []
+        seen: set[str] = set()
         while frontier and len(chosen) < self.max_nodes and calls < 6:
             thinking, results = await self._ask(
                 question, serialize_tree(frontier, mark_expandable=True), context, topdown=True)
@@ -233,6 +234,9 @@ class TreeSearcher:
                 if nid not in allowed:
                     dropped.append(nid)
                     continue
+                if nid in seen:
+                    continue
+                seen.add(nid)
                 node = by_id[nid]
                 if node.is_leaf:
                     chosen.append(self._pick(tree, node, str(r.get("sub_query") or question), "LLM top-down"))

@@ -121,6 +121,8 @@ async def test_ingest_path_must_stay_inside_root(runtime: Runtime, tmp_path: Pat
             assert "outside the ingest root" in r.json()["detail"]
         r = await client.post("/kb/admin/ingest", json={"path": "missing-dir"})
         assert r.status_code == 404
+        r = await client.post("/kb/admin/ingest", json={"path": "a\u0000b"})
+        assert r.status_code == 400
         r = await client.post("/kb/admin/ingest", json={"path": ".", "collection": "nope"})
         assert r.status_code == 404
 
@@ -141,3 +143,49 @@ async def test_json_logs_carry_request_id_and_duration(runtime: Runtime, capsys:
         assert http[0]["status"] == 200 and http[0]["level"] == "info"
     finally:
         configure_logging("console", "info")
+
+
+async def test_symlink_inside_ingest_folder_is_refused(runtime: Runtime, tmp_path: Path) -> None:
+    secret = tmp_path.parent / f"{tmp_path.name}-secret"
+    secret.mkdir()
+    (secret / "s.md").write_text("# Secret\n\nThe vault code is 1234.")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "ok.md").write_text("# Fine\n\nA public memo about the Falcon project.")
+    (docs / "link.md").symlink_to(secret / "s.md")
+    (docs / "meta.jsonl").write_text("{not json")
+    from ingest.jobs import Worker, get_job
+    from kb.app import build_ingest_context
+
+    async with _client(runtime) as client:
+        r = await client.post("/kb/admin/ingest", json={"path": "docs", "metadata": "docs/meta.jsonl"})
+        assert r.status_code == 400 and "metadata" in r.json()["detail"]
+        r = await client.post("/kb/admin/ingest", json={"path": "docs"})
+        assert r.status_code == 202
+        job_id = r.json()["job_id"]
+    import asyncio
+
+    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
+    job = await get_job(runtime.pool, job_id)
+    states = {i.name: (i.status, i.error) for i in job.items}
+    assert states["link.md"][0] == "unsupported" and "outside the ingest root" in states["link.md"][1]
+    assert states["ok.md"][0] == "ok"
+    texts = " ".join(r["text"] for r in await runtime.pool.fetch("SELECT text FROM chunks"))
+    assert "vault" not in texts
+
+
+async def test_hostile_values_are_400_not_500(runtime: Runtime) -> None:
+    async with _client(runtime) as client:
+        for path in ("/kb/documents/99999999999999999999", "/kb/admin/jobs/99999999999999999999"):
+            r = await client.get(path)
+            assert r.status_code in {400, 404}, (path, r.status_code)
+        r = await client.get("/kb/documents", params={"offset": str(10**12)})
+        assert r.status_code == 400
+        r = await client.post("/kb/collections", json={"name": "nul", "description": "a\u0000b"})
+        assert r.status_code == 400
+        for body in ({"query": "a\u0000b"}, {"query": "x", "filters": {"company": "a\u0000"}},
+                     {"query": "x", "history": [{"role": "user", "content": "\u0000"}]}):
+            r = await client.post("/kb/query", json=body)
+            assert r.status_code == 400, (body, r.text)
+        r = await client.post("/kb/query", json={"query": "x", "filters": {"fiscal_year": {"gte": "abc"}}})
+        assert r.status_code == 400

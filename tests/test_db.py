@@ -97,6 +97,16 @@ def test_wrong_database_url_exits_with_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1 and "KB_DATABASE_URL" in lines[0], proc.stderr
 
 
+def test_wrong_database_url_serve_exits_with_one_line(tmp_path: Path) -> None:
+    env = {"KB_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none", "KB_DATA_DIR": str(tmp_path),
+           "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "KB_EMBEDDING_MODEL": "hash:384"}
+    for cmd in (["serve", "--port", "8799"], ["run", "--port", "8799"]):
+        proc = subprocess.run([sys.executable, "-m", "kb.cli", *cmd], env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        assert "Traceback" not in proc.stderr and "KB_DATABASE_URL" in proc.stderr
+
+
 def test_data_dir_from_other_postgres_version_is_refused(tmp_path: Path) -> None:
     pgdata = tmp_path / "pg"
     pgdata.mkdir()

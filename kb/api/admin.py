@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+import uuid
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,6 +21,13 @@ from kb.api.common import admin_guard, runtime
 from kb.errors import ValidationError
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._ -]+")
+
+
+def _save(target: Path, content: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(target.suffix + ".part")
+    tmp.write_bytes(content)
+    tmp.replace(target)
 
 
 class IngestIn(msgspec.Struct, frozen=True):
@@ -50,7 +59,7 @@ class AdminController(Controller):
         path = resolve_ingest_path(root, data.path)
         meta = resolve_ingest_path(root, data.metadata) if data.metadata else None
         job_id = await create_job(rt.pool, collection_id=coll.id, path=path, recursive=data.recursive,
-                                  metadata_path=meta)
+                                  metadata_path=meta, allowed_root=root)
         return JobCreated(job_id=job_id, status_url=f"/kb/admin/jobs/{job_id}")
 
     @get("/jobs")
@@ -72,12 +81,10 @@ class AdminController(Controller):
         if not name or Path(name).suffix.lower() not in SUPPORTED:
             raise ValidationError(f"unsupported or missing file name {data.file.filename!r}; "
                                   f"supported: {', '.join(sorted(SUPPORTED))}")
-        folder = rt.settings.database.data_dir / "uploads" / coll.name
-        folder.mkdir(parents=True, exist_ok=True)
+        # one folder per upload: two uploads of the same name never overwrite each other before ingest
+        folder = rt.settings.database.data_dir / "uploads" / coll.name / uuid.uuid4().hex[:12]
         target = folder / name
         content = await data.file.read()
-        tmp = target.with_suffix(target.suffix + ".part")
-        tmp.write_bytes(content)
-        tmp.replace(target)
+        await asyncio.to_thread(_save, target, content)
         job_id = await create_job(rt.pool, collection_id=coll.id, path=target)
         return JobCreated(job_id=job_id, status_url=f"/kb/admin/jobs/{job_id}")

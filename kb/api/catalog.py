@@ -21,6 +21,7 @@ from ingest.store import (
 )
 from kb.api.common import admin_guard, read_guard, runtime
 from kb.db import schema_version
+from kb.errors import ValidationError
 
 log = structlog.get_logger("kb.api")
 
@@ -28,6 +29,10 @@ log = structlog.get_logger("kb.api")
 class CollectionIn(msgspec.Struct, frozen=True):
     name: str
     description: str = ""
+
+    def __post_init__(self) -> None:
+        if "\x00" in self.name or "\x00" in self.description or len(self.description) > 2000:
+            raise ValidationError("collection description must be ≤ 2000 characters without NUL")
 
 
 class DocumentDetail(msgspec.Struct, frozen=True):
@@ -48,7 +53,7 @@ async def health(request: Request[Any, Any, Any]) -> dict[str, Any]:
         "status": "ok" if db_ok else "degraded",
         "database": db_ok,
         "schema_version": version,
-        "embedder": {"loaded": rt.embedder is not None, "model": rt.embedder.model_id,
+        "embedder": {"loaded": rt.embedder.dimension > 0, "model": rt.embedder.model_id,
                      "dimension": rt.embedder.dimension},
         "llm": {"offline": rt.chat.offline, "model": rt.chat.model_id},
     }
@@ -69,7 +74,7 @@ class CatalogController(Controller):
     @get("/documents")
     async def documents(
         self, request: Request[Any, Any, Any], collection: str = "default",
-        limit: int = Parameter(default=100, ge=1, le=1000), offset: int = Parameter(default=0, ge=0),
+        limit: int = Parameter(default=100, ge=1, le=1000), offset: int = Parameter(default=0, ge=0, le=10**9),
     ) -> list[DocumentInfo]:
         return await list_documents(runtime(request).pool, collection, limit=limit, offset=offset)
 

@@ -7,6 +7,7 @@ import time
 import uuid
 from typing import Any
 
+import asyncpg
 import structlog
 from litestar import Request, Response
 from litestar.connection import ASGIConnection
@@ -40,6 +41,8 @@ def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Respon
         if exc.status_code >= 500:
             log.error("api.error", error=exc.detail, kind=type(exc).__name__)
         return problem(exc.status_code, exc.title, exc.detail)
+    if isinstance(exc, asyncpg.DataError | OverflowError):  # e.g. an id beyond bigint, bad encoding
+        return problem(400, "Invalid request", f"invalid value: {str(exc).splitlines()[0][:200]}")
     if isinstance(exc, LitestarValidation):
         detail = exc.detail
         if exc.extra:

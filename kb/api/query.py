@@ -8,6 +8,7 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 import msgspec
+import structlog
 from litestar import Controller, Request, post
 from litestar.response import ServerSentEvent
 
@@ -15,6 +16,8 @@ from kb.api.common import read_guard
 from kb.errors import KBError
 from router.pipeline import validate_request
 from router.types import QueryRequest, QueryResult
+
+log = structlog.get_logger("kb.api")
 
 
 class QueryController(Controller):
@@ -43,7 +46,8 @@ async def _stream(pipeline: Any, req: QueryRequest) -> AsyncGenerator[dict[str, 
             await queue.put(("result", result))
         except KBError as exc:
             await queue.put(("error", {"status": exc.status_code, "title": exc.title, "detail": exc.detail}))
-        except Exception as exc:  # noqa: BLE001 - reported to the client as an event, logged by the pipeline
+        except Exception as exc:  # noqa: BLE001 - reported to the client as an event, and logged
+            log.exception("api.stream_failed")
             await queue.put(("error", {"status": 500, "title": "Internal error", "detail": type(exc).__name__}))
 
     task = asyncio.create_task(run())

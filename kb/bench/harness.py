@@ -206,12 +206,21 @@ async def ingest_dataset(rt: Runtime, ds: BenchDataset, collection: str, *, reus
         job_id = await create_job(rt.pool, collection_id=coll.id, path=ds.pdf_dir, metadata_path=ds.metadata_path)
         worker = Worker(ctx, concurrency=max(1, rt.settings.ingest.workers), stale_s=rt.settings.ingest.job_stale_s)
         task = asyncio.create_task(worker.run(asyncio.Event(), until_empty=True))
-        while not task.done():
+        last_note = 0.0
+        while True:  # items may also be claimed by other workers on the same database: wait for the job
             await asyncio.wait({task}, timeout=30)
             job = await get_job(rt.pool, job_id)
-            done = sum(v for k, v in job.counts.items() if k not in {"pending", "running"})
-            print(f"kb bench: ingest {done}/{job.files} files, {job.pages} pages, {job.chunks} chunks, "
-                  f"{time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+            if job.status == "done" or time.perf_counter() - last_note >= 30:
+                last_note = time.perf_counter()
+                done = sum(v for k, v in job.counts.items() if k not in {"pending", "running"})
+                print(f"kb bench: ingest {done}/{job.files} files, {job.pages} pages, {job.chunks} chunks, "
+                      f"{last_note - started:.0f} s", file=sys.stderr, flush=True)
+            if job.status == "done":
+                break
+            if task.done():
+                await task  # surfaces a crash of our worker
+                await asyncio.sleep(2)
+                task = asyncio.create_task(worker.run(asyncio.Event(), until_empty=True))
         await task
     finally:
         if ctx.executor is not None:
