@@ -1,4 +1,7 @@
-"""Embeddings with a Postgres cache keyed by (model, sha256(text))."""
+"""Embeddings with a Postgres cache keyed by (model, sha256(text)).
+
+Small batches: a query embedding waits for at most one batch on the shared model.
+"""
 
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ def text_sha(text: str) -> str:
 class CachedEmbedder:
     """Embeds texts, reusing vectors already computed for the same model and text."""
 
-    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, batch: int = 256) -> None:
+    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, batch: int = 32) -> None:
         self.pool = pool
         self.embedder = embedder
         self.batch = batch

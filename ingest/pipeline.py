@@ -25,7 +25,7 @@ from ingest.store import NewDocument, find_existing, write_document
 from ingest.summaries import summarize_tree
 from kb.errors import IngestError, LLMError
 from kb.providers import ChatModel
-from kb.providers.chat import CountingChat
+from kb.providers.chat import CountingChat, OfflineChatModel
 from kb.settings import IngestSettings
 from kb.types import DocumentTree
 
@@ -108,6 +108,18 @@ async def build_tree(parsed: ParsedFile, chat: ChatModel, settings: IngestSettin
     return tree
 
 
+async def _tree_and_summaries(parsed: ParsedFile, chat: ChatModel, settings: IngestSettings, title: str,
+                              page_texts: dict[int, str] | None) -> DocumentTree:
+    tree = await build_tree(parsed, chat, settings, title)
+    return await summarize_tree(tree, chat, settings, page_texts=page_texts)
+
+
+def _offline_tree(parsed: ParsedFile, settings: IngestSettings, title: str,
+                  page_texts: dict[int, str] | None) -> DocumentTree:
+    """Tree and summaries with the offline provider, in a worker thread with its own event loop."""
+    return asyncio.run(_tree_and_summaries(parsed, OfflineChatModel(), settings, title, page_texts))
+
+
 def _first_pages_text(parsed: ParsedFile, n: int = 8) -> str:
     if parsed.pdf is not None:
         return "\n".join(p.text for p in parsed.pdf.pages[:n])
@@ -158,16 +170,18 @@ async def ingest_file(
     chat = CountingChat(ctx.chat)
     try:
         parsed = await _parse(ctx, path, kind)
-        tree = await build_tree(parsed, chat, ctx.settings, Path(name).stem)
         page_texts = {p.number: p.text for p in parsed.pdf.pages} if parsed.pdf is not None else None
-        tree = await summarize_tree(tree, chat, ctx.settings, page_texts=page_texts)
+        if chat.offline:  # CPU-bound only: keep the event loop (API, heartbeats) responsive
+            tree = await asyncio.to_thread(_offline_tree, parsed, ctx.settings, Path(name).stem, page_texts)
+        else:
+            tree = await _tree_and_summaries(parsed, chat, ctx.settings, Path(name).stem, page_texts)
         sidecar = await asyncio.to_thread(read_sidecar, path)
-        auto = extract_metadata(_first_pages_text(parsed), file_name=path.name,
-                                title_hint=tree.nodes[0].title if tree.nodes else None)
+        auto = await asyncio.to_thread(extract_metadata, _first_pages_text(parsed), file_name=path.name,
+                                       title_hint=tree.nodes[0].title if tree.nodes else None)
         meta = merge_metadata(folder_metadata or {}, sidecar, parsed.front_matter, auto)
         title = _title(tree, meta, name)
         description = await describe_document(tree, meta, name, chat)
-        chunks = chunk_tree(tree, ctx.settings, page_texts)
+        chunks = await asyncio.to_thread(chunk_tree, tree, ctx.settings, page_texts)
         label = doc_label(meta, title)
         chunk_vecs = await ctx.embedder.embed(
             [embed_text_for_chunk(label, c.heading_path, c.text) for c in chunks]

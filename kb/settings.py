@@ -107,7 +107,7 @@ class IngestSettings:
     workers: int  # parser processes
     run_worker: bool  # the API process also runs one ingest worker
     job_stale_s: int  # a running item whose heartbeat is older is resumed
-    max_upload_mb: int  # POST /kb/admin/documents body limit
+    max_upload_mb: int = 200  # POST /kb/admin/documents body limit
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -199,6 +200,7 @@ class DescriptionIndex:
 
 
 _desc_cache: dict[int, tuple[tuple[Any, ...], DescriptionIndex]] = {}
+_desc_locks: dict[int, asyncio.Lock] = {}
 
 
 async def description_index(pool: asyncpg.Pool, collection_id: int) -> DescriptionIndex:
@@ -208,12 +210,21 @@ async def description_index(pool: asyncpg.Pool, collection_id: int) -> Descripti
     cached = _desc_cache.get(collection_id)
     if cached and cached[0] == version:
         return cached[1]
-    rows = await pool.fetch(SQL_DESC_ALL, collection_id)
+    lock = _desc_locks.setdefault(collection_id, asyncio.Lock())
+    async with lock:  # one build per change, however many queries arrive meanwhile
+        cached = _desc_cache.get(collection_id)
+        if cached and cached[0] == version:
+            return cached[1]
+        rows = await pool.fetch(SQL_DESC_ALL, collection_id)
+        index = await asyncio.to_thread(_build_description_index, rows)
+        _desc_cache[collection_id] = (version, index)
+        return index
+
+
+def _build_description_index(rows: Sequence[asyncpg.Record]) -> DescriptionIndex:
     corpus = [tokenize(f"{r['name']} {r['title']} {r['description']}") or ["\u2205"] for r in rows]
-    index = DescriptionIndex(ids=[r["id"] for r in rows], names=[r["name"] for r in rows],
-                             bm25=BM25Okapi(corpus) if corpus else None)
-    _desc_cache[collection_id] = (version, index)
-    return index
+    return DescriptionIndex(ids=[r["id"] for r in rows], names=[r["name"] for r in rows],
+                            bm25=BM25Okapi(corpus) if corpus else None)
 
 
 class DescriptionRouter:

@@ -22,6 +22,7 @@ from kb.bench.metrics import (
     question_metrics,
     reciprocal_rank,
 )
+from kb.bench.report import render_markdown
 from kb.runtime import Runtime
 
 FILL = ("The segment discussion follows the structure of prior filings and covers volumes, pricing, mix and "
@@ -169,3 +170,7 @@ async def test_bench_financebench_end_to_end(runtime: Runtime, tmp_path: Path) -
     assert doc["collection"] == "bench-financebench" and doc["ingest"]["reused"] is True
     assert doc["ingest"]["chunks"] == stored
     assert doc["strategies"]["flat-bm25"]["page_recall@1"] == 0.5
+
+    md = render_markdown(doc)
+    assert "| metric | flat-bm25 |" in md and "| page_recall@1 | 0.500 |" in md
+    assert "GONE_2019_10K" in md  # the skipped question and its reason

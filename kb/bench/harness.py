@@ -396,15 +396,14 @@ async def run_benchmark(rt: Runtime, config: BenchConfig,
     for s in config.strategies:
         values = [question_metrics(q.relevant, q.evidence, r, config.ks, ds.has_pages)
                   for q, r in zip(active, runs[s], strict=True)]
-        strategies[s] = aggregate(values, runs[s], config.ks, ds.has_pages)
+        strategies[s] = aggregate(values, runs[s], config.ks)
         errors = [r for r in runs[s] if r.error]
         if errors:
             strategies[s]["errors"] = len(errors)
         by_type[s] = {}
         for qtype in sorted({q.qtype for q in active}):
             idx = [j for j, q in enumerate(active) if q.qtype == qtype]
-            by_type[s][qtype] = aggregate([values[j] for j in idx], [runs[s][j] for j in idx], config.ks,
-                                          ds.has_pages)
+            by_type[s][qtype] = aggregate([values[j] for j in idx], [runs[s][j] for j in idx], config.ks)
         for q, r, v in zip(active, runs[s], values, strict=True):
             per_q[q.qid][s] = {"docs": list(r.docs[:TOP_DOCS]),
                                "chunks": [[d, lo] if lo == hi else [d, lo, hi] for d, lo, hi in r.chunks],
@@ -424,9 +423,7 @@ async def run_benchmark(rt: Runtime, config: BenchConfig,
 
 def format_table(report: BenchReport, ks: Sequence[int]) -> str:
     """The metrics as a plain-text table: one row per metric, one column per strategy."""
-    has_pages = report.dataset == "financebench" or any(
-        "mrr@10" in v and v["mrr@10"] is not None for v in report.strategies.values())
-    names = [*metric_names(ks, has_pages), "latency_ms_p50", "latency_ms_p95", "llm_calls", "tokens", "n"]
+    names = [*metric_names(ks), "latency_ms_p50", "latency_ms_p95", "llm_calls", "tokens", "n"]
     strategies = list(report.strategies)
     width = max(12, *(len(s) + 1 for s in strategies))
     lines = ["metric".ljust(16) + "".join(s.rjust(width) for s in strategies)]

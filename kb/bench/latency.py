@@ -79,7 +79,7 @@ WHERE ns.nspname = current_schema()
        OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = 'chunks'::regclass))
 ORDER BY c.relkind DESC, c.relname"""
 SQL_SETTINGS = """
-SELECT name, setting, unit FROM pg_settings
+SELECT name, current_setting(name) AS value FROM pg_settings
 WHERE name IN ('shared_buffers', 'work_mem', 'maintenance_work_mem', 'effective_cache_size',
                'max_parallel_workers_per_gather', 'max_parallel_maintenance_workers', 'jit', 'random_page_cost')"""
 
@@ -635,7 +635,7 @@ def synthetic_document(index: int, chunks_per_doc: int, seed: int, company_list:
             text = leaf_text[key]
             summary = f"{title}: {split_sentences(text)[0]}" if len(text) > 400 else ""
         else:
-            desc = [k for k in key_to_id if key in path_keys(k, parents)]
+            desc = [k for k in key_to_id if key in _path_keys(k, parents)]
             start = min(spans[k][0] for k in desc if k in spans)
             end = max(spans[k][1] for k in desc if k in spans)
             text = ""
@@ -658,7 +658,7 @@ def synthetic_document(index: int, chunks_per_doc: int, seed: int, company_list:
     return name, meta, title, tree, tuple(chunks)
 
 
-def path_keys(key: str, parents: dict[str, str | None]) -> list[str]:
+def _path_keys(key: str, parents: dict[str, str | None]) -> list[str]:
     """``key`` and its ancestors."""
     out: list[str] = []
     k: str | None = key
@@ -971,7 +971,7 @@ def code_version() -> str:
 
 
 async def postgres_facts(pool: asyncpg.Pool) -> dict[str, Any]:
-    settings = {r["name"]: f"{r['setting']}{r['unit'] or ''}" for r in await pool.fetch(SQL_SETTINGS)}
+    settings = {r["name"]: r["value"] for r in await pool.fetch(SQL_SETTINGS)}
     return {"server_version": await pool.fetchval("SHOW server_version"),
             "pgvector": await pool.fetchval("SELECT extversion FROM pg_extension WHERE extname = 'vector'"),
             "settings": settings}
@@ -1042,6 +1042,9 @@ after {cfg['warmup']} warm-up questions; strategies interleaved per question. Th
 ## Results ({cfg['queries']} questions per strategy, top_docs=3, top_k=5)
 
 {latency_table(report)}
+
+Reproduce: `KB_EMBEDDING_MODEL={cfg['embedding_model']} KB_DATA_DIR=/tmp/kblat KB_LOG_LEVEL=warning kb bench latency
+--docs {cfg['docs']} --chunks-per-doc {cfg['chunks_per_doc']} --queries {cfg['queries']} [--reuse] [--json OUT]`.
 
 Stage columns are the outcome's `timings_ms` (route includes the query embedding and collection lookup).
 "company in routed docs" is a sanity check: for questions that name a company, the share whose routed

@@ -97,18 +97,17 @@ def question_metrics(relevant: Sequence[str], evidence: Sequence[tuple[str, int]
     return m
 
 
-def metric_names(ks: Sequence[int], has_pages: bool) -> list[str]:
-    names = ["doc_hit@1", "doc_hit@3", "doc_recall@3", "doc_recall@5"]
-    if has_pages:
-        names += [f"page_recall@{k}" for k in ks] + ["node_recall", "mrr@10"]
-    return names
+def metric_names(ks: Sequence[int]) -> list[str]:
+    """Every metric of the report; page metrics are None (not applicable) for datasets without page labels."""
+    return ["doc_hit@1", "doc_hit@3", "doc_recall@3", "doc_recall@5", *(f"page_recall@{k}" for k in ks),
+            "node_recall", "mrr@10"]
 
 
-def aggregate(per_question: Sequence[dict[str, float]], runs: Sequence[QuestionRun], ks: Sequence[int],
-              has_pages: bool) -> dict[str, float | int | None]:
+def aggregate(per_question: Sequence[dict[str, float]], runs: Sequence[QuestionRun],
+              ks: Sequence[int]) -> dict[str, float | int | None]:
     """Means of the per-question metrics (None where not applicable), latency percentiles, LLM usage."""
     out: dict[str, float | int | None] = {}
-    for name in metric_names(ks, has_pages):
+    for name in metric_names(ks):
         vals = [m[name] for m in per_question if name in m]
         out[name] = round(v, 4) if (v := _mean(vals)) is not None else None
     lat = [r.latency_ms for r in runs]
