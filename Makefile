@@ -10,7 +10,8 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-# torch first: the CPU wheel (plain 'torch' would pull a multi-GB CUDA build)
+# torch first, pinned: where a local CPU wheel of 2.13.0 exists pip takes it; otherwise an unpinned
+# dependency resolution could pull a newer multi-GB CUDA build
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[dev]'
