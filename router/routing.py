@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import asyncpg
@@ -37,22 +37,29 @@ SQL_DENSE_CHUNKS_IN_DOCS = """
 SELECT c.id, c.document_id, 1 - (c.embedding <=> $1) AS sim
 FROM chunks c WHERE c.document_id = ANY($2::bigint[])
 ORDER BY 1 - (c.embedding <=> $1) DESC LIMIT $3"""
+# Full text in two steps: candidate rows come from the selective lexemes only ($6), are scored with
+# every lexeme's IDF, and only the winners pay for the vector distance. Exact when the k-th score is
+# at least the summed IDF of the unused lexemes (checked by the caller, else the full statement runs).
 SQL_TEXT_CHUNKS = """
-WITH q AS (SELECT string_agg(quote_literal(x), ' | ')::tsquery AS q FROM unnest($1::text[]) AS x)
-SELECT c.id, c.document_id, 1 - (c.embedding <=> $3) AS sim,
-       (SELECT coalesce(sum(w.idf), 0) FROM unnest($1::text[], $5::float8[]) AS w(lx, idf)
-        WHERE c.tsv @@ quote_literal(w.lx)::tsquery) AS score
-FROM chunks c, q
-WHERE c.collection_id = $2 AND c.tsv @@ q.q
-ORDER BY score DESC LIMIT $4"""
+WITH q AS (SELECT string_agg(quote_literal(x), ' | ')::tsquery AS q FROM unnest($6::text[]) AS x),
+top AS (
+    SELECT c.id, c.document_id,
+           (SELECT coalesce(sum(w.idf), 0) FROM unnest($1::text[], $5::float8[]) AS w(lx, idf)
+            WHERE c.tsv @@ quote_literal(w.lx)::tsquery) AS score
+    FROM chunks c, q WHERE c.collection_id = $2 AND c.tsv @@ q.q
+    ORDER BY score DESC LIMIT $4
+)
+SELECT t.id, t.document_id, 1 - (c.embedding <=> $3) AS sim, t.score FROM top t JOIN chunks c ON c.id = t.id"""
 SQL_TEXT_CHUNKS_IN_DOCS = """
-WITH q AS (SELECT string_agg(quote_literal(x), ' | ')::tsquery AS q FROM unnest($1::text[]) AS x)
-SELECT c.id, c.document_id, 1 - (c.embedding <=> $3) AS sim,
-       (SELECT coalesce(sum(w.idf), 0) FROM unnest($1::text[], $5::float8[]) AS w(lx, idf)
-        WHERE c.tsv @@ quote_literal(w.lx)::tsquery) AS score
-FROM chunks c, q
-WHERE c.document_id = ANY($2::bigint[]) AND c.tsv @@ q.q
-ORDER BY score DESC LIMIT $4"""
+WITH q AS (SELECT string_agg(quote_literal(x), ' | ')::tsquery AS q FROM unnest($6::text[]) AS x),
+top AS (
+    SELECT c.id, c.document_id,
+           (SELECT coalesce(sum(w.idf), 0) FROM unnest($1::text[], $5::float8[]) AS w(lx, idf)
+            WHERE c.tsv @@ quote_literal(w.lx)::tsquery) AS score
+    FROM chunks c, q WHERE c.document_id = ANY($2::bigint[]) AND c.tsv @@ q.q
+    ORDER BY score DESC LIMIT $4
+)
+SELECT t.id, t.document_id, 1 - (c.embedding <=> $3) AS sim, t.score FROM top t JOIN chunks c ON c.id = t.id"""
 SQL_QUERY_LEXEMES = """
 SELECT q.lexeme, coalesce(l.df, 0) AS df
 FROM unnest(tsvector_to_array(to_tsvector('english', $2))) AS q(lexeme)
@@ -78,10 +85,17 @@ class QueryTerms:
 
     lexemes: list[str]
     idf: list[float]
+    selective: list[str] = field(default_factory=list)  # rarest lexemes whose df sum ≤ 5% of documents
 
     @property
     def total(self) -> float:
         return sum(self.idf) or 1.0
+
+    @property
+    def unused_weight(self) -> float:
+        """The most a chunk matching none of the selective lexemes can score."""
+        sel = set(self.selective)
+        return sum(w for lx, w in zip(self.lexemes, self.idf, strict=True) if lx not in sel)
 
 
 async def query_terms(pool: asyncpg.Pool, collection_id: int, question: str, max_terms: int = 10) -> QueryTerms:
@@ -92,15 +106,22 @@ async def query_terms(pool: asyncpg.Pool, collection_id: int, question: str, max
     """
     rows = await pool.fetch(SQL_QUERY_LEXEMES, collection_id, question)
     n_docs = int(await pool.fetchval(SQL_COLLECTION_DOCS, collection_id))
-    scored = []
+    scored: list[tuple[float, str, int]] = []
     for r in rows:
         df = int(r["df"])
         if df <= 0 or (n_docs >= 5 and df > 0.6 * n_docs):
             continue
-        scored.append((math.log(1 + (n_docs - df + 0.5) / (df + 0.5)), r["lexeme"]))
+        scored.append((math.log(1 + (n_docs - df + 0.5) / (df + 0.5)), r["lexeme"], df))
     scored.sort(key=lambda x: (-x[0], x[1]))
     top = scored[:max_terms]
-    return QueryTerms(lexemes=[lx for _, lx in top], idf=[w for w, _ in top])
+    selective: list[str] = []
+    budget, used = max(1.0, 0.05 * n_docs), 0
+    for _, lx, df in top:  # rarest first
+        if selective and used + df > budget:
+            break
+        selective.append(lx)
+        used += df
+    return QueryTerms(lexemes=[lx for _, lx, _ in top], idf=[w for w, _, _ in top], selective=selective)
 
 
 @dataclass
@@ -135,13 +156,18 @@ async def chunk_hits(ctx: RouteContext, within: Sequence[int] | None, k: int) ->
             await conn.execute(SQL_SET_ITERATIVE)
         if within is None:
             dense = await conn.fetch(SQL_DENSE_CHUNKS, ctx.query_vec, ctx.collection_id, k)
-            text = (await conn.fetch(SQL_TEXT_CHUNKS, terms.lexemes, ctx.collection_id, ctx.query_vec, k, terms.idf)
-                    if terms.lexemes else [])
+            scope: Any = ctx.collection_id
+            sql = SQL_TEXT_CHUNKS
         else:
-            ids = list(within)
-            dense = await conn.fetch(SQL_DENSE_CHUNKS_IN_DOCS, ctx.query_vec, ids, k)
-            text = (await conn.fetch(SQL_TEXT_CHUNKS_IN_DOCS, terms.lexemes, ids, ctx.query_vec, k, terms.idf)
-                    if terms.lexemes else [])
+            scope = list(within)
+            dense = await conn.fetch(SQL_DENSE_CHUNKS_IN_DOCS, ctx.query_vec, scope, k)
+            sql = SQL_TEXT_CHUNKS_IN_DOCS
+        text: list[asyncpg.Record] = []
+        if terms.lexemes:
+            text = await conn.fetch(sql, terms.lexemes, scope, ctx.query_vec, k, terms.idf, terms.selective)
+            exact = len(text) >= k and min(float(r["score"]) for r in text) >= terms.unused_weight
+            if not exact and terms.unused_weight > 0:  # rare: fall back to every lexeme as a candidate source
+                text = await conn.fetch(sql, terms.lexemes, scope, ctx.query_vec, k, terms.idf, terms.lexemes)
     ft = {r["id"]: float(r["score"]) / terms.total for r in text}
     out: dict[int, tuple[int, int, float, float]] = {}
     for r in dense:
