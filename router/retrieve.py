@@ -13,7 +13,7 @@ from router.scoring import bm25_scores, fuse, min_max
 from router.types import NodePick, RetrievedChunk
 
 SQL_NODE_CHUNKS = """
-SELECT c.id, c.node_id, c.ordinal, c.text, c.page, c.heading_path, 1 - (c.embedding <=> $3) AS dense,
+SELECT c.id, c.node_id, c.ordinal, c.text, c.page, c.heading_path, c.embedding,
        n.start_index, n.end_index, n.unit
 FROM chunks c JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id
 WHERE c.document_id = $1 AND c.node_id = ANY($2::text[])
@@ -37,20 +37,30 @@ async def retrieve_in_nodes(
     dense_weight: float,
     bm25_weight: float,
 ) -> list[RetrievedChunk]:
-    """For each (node, sub_query): dense + BM25 over that node's chunks, fused; top_k per node."""
+    """For each (node, sub_query): dense + BM25 over that node's chunks, fused; top_k per node.
+
+    One round trip per document; dense scores per distinct sub-query are computed in Python from the
+    stored vectors (all float32, normalised), so nodes sharing a sub-query cost nothing extra.
+    """
+    if not picks:
+        return []
+    rows = await pool.fetch(SQL_NODE_CHUNKS, doc_id, list(dict.fromkeys(p.node_id for p in picks)))
+    by_node: dict[str, list[asyncpg.Record]] = {}
+    for r in rows:
+        by_node.setdefault(r["node_id"], []).append(r)
     out: list[RetrievedChunk] = []
     for pick in picks:
-        qvec = embed_query[pick.sub_query]
-        rows = await pool.fetch(SQL_NODE_CHUNKS, doc_id, [pick.node_id], qvec)
-        if not rows:
+        node_rows = by_node.get(pick.node_id, [])
+        if not node_rows:
             continue
-        texts = [r["text"] for r in rows]
-        dense = [float(r["dense"]) for r in rows]
+        qvec = embed_query[pick.sub_query]
+        texts = [r["text"] for r in node_rows]
+        dense = [float(x) for x in np.stack([r["embedding"] for r in node_rows]) @ qvec]
         bm = bm25_scores(pick.sub_query, texts)
         fused = fuse(dense, bm, dense_weight, bm25_weight)
-        order = sorted(range(len(rows)), key=lambda i: -fused[i])[:top_k]
+        order = sorted(range(len(node_rows)), key=lambda i: -fused[i])[:top_k]
         for i in order:
-            r = rows[i]
+            r = node_rows[i]
             page = r["page"]
             pages = (page, page) if page is not None else (r["start_index"], r["end_index"])
             out.append(RetrievedChunk(
