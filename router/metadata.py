@@ -31,7 +31,7 @@ SQL_FILTER_BASE = "SELECT d.id, d.name FROM documents d WHERE d.collection_id = 
 
 OPS = ("eq", "in", "range", "contains")
 KEY_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-YEAR_KEYS = ("fiscal_year", "doc_period", "year")
+YEAR_KEYS = ("doc_period", "fiscal_year", "year")
 COMPANY_KEYS = ("company", "organisation", "organization", "ticker", "issuer")
 TYPE_KEYS = ("doc_type", "document_type", "type")
 QUARTER_KEYS = ("fiscal_quarter", "quarter")
@@ -48,6 +48,85 @@ _DOC_TYPES: Sequence[tuple[re.Pattern[str], tuple[str, ...]]] = (
     (re.compile(r"\b8-?k\b", re.I), ("8k", "8-k")),
     (re.compile(r"\bearnings (?:release|call|report)\b", re.I), ("earnings", "earnings_release")),
 )
+
+
+ANNUAL_TYPES = frozenset({"10k", "10-k", "annual_report", "annual report", "20f", "20-f"})
+QUARTERLY_TYPES = frozenset({"10q", "10-q", "quarterly_report", "quarterly report"})
+
+
+class QuestionPeriod(msgspec.Struct, frozen=True):
+    """Periods and document types a question mentions."""
+
+    years: tuple[int, ...]
+    quarters: tuple[int, ...]
+    doc_types: tuple[str, ...]  # normalised values like "10k", "10q", "8k", "earnings"
+
+
+def question_period(question: str) -> QuestionPeriod:
+    years = {int(m.group(1)) for m in _YEAR.finditer(question)}
+    years |= {2000 + int(m.group(1)) for m in _FY_SHORT.finditer(question)}
+    quarters = {int(m.group(1) or m.group(2) or _QWORD[m.group(3).lower()]) for m in _QUARTER.finditer(question)}
+    types = [vals[0] for pattern, vals in _DOC_TYPES if pattern.search(question)]
+    return QuestionPeriod(tuple(sorted(years)), tuple(sorted(quarters)), tuple(types))
+
+
+def meta_int(meta: Mapping[str, Any], keys: Sequence[str]) -> int | None:
+    for k in keys:
+        v = meta.get(k)
+        digits = re.sub(r"\D", "", str(v)) if v is not None else ""
+        if digits:
+            return int(digits[-4:]) if len(digits) >= 4 else int(digits)
+    return None
+
+
+def period_prior(period: QuestionPeriod, meta: Mapping[str, Any], years_present: Sequence[int]) -> tuple[float, str]:
+    """How well a document's period and type fit the question (0 to ~2), with the reason.
+
+    A stated fiscal year decides: the latest stated year some document has fully (or, when none has
+    one, the closest earlier year: a forecast for FY2023 lives in the FY2022 report), other stated years partly (the
+    newest report carries earlier years as comparatives). A stated quarter or type adds; without a
+    stated type, annual reports are preferred for annual questions and quarterly ones for quarter
+    questions; without a stated year, newer documents are preferred (the latest report is current).
+    """
+    boost, why = 0.0, []
+    year = meta_int(meta, YEAR_KEYS)
+    dtype = str(next((meta[k] for k in TYPE_KEYS if meta.get(k)), "")).lower().replace(" ", "_")
+    latest = max(years_present) if years_present else None
+    if period.years and year is not None:
+        stated_present = [y for y in period.years if y in years_present]
+        if stated_present:  # "as of FY2021, … expected payments in 2024": 2021 is the document's year
+            target = max(stated_present)
+        else:
+            earlier = [y for y in years_present if y < max(period.years)]
+            target = max(earlier) if earlier else max(period.years)
+        if year == target:
+            boost += 1.0
+            why.append(f"year {year}")
+        elif year in period.years:
+            boost += 0.7
+            why.append(f"year {year}")
+    if period.quarters:
+        quarter = meta_int(meta, QUARTER_KEYS)
+        if quarter is not None and quarter in period.quarters:
+            boost += 0.4
+            why.append(f"quarter {quarter}")
+    if period.doc_types:
+        if dtype and any(dtype.replace("-", "") == t.replace("-", "") for t in period.doc_types):
+            boost += 0.5
+            why.append(f"type {dtype}")
+    elif period.quarters:
+        if dtype in QUARTERLY_TYPES:
+            boost += 0.5
+            why.append("quarterly report")
+    elif dtype in ANNUAL_TYPES:
+        boost += 0.6 if period.years else 0.3
+        why.append("annual report")
+    if not period.years and year is not None and latest is not None:
+        recency = max(0.0, 0.3 - 0.1 * (latest - year))
+        if recency:
+            boost += recency
+            why.append("recent")
+    return boost, ", ".join(why)
 
 
 class KnownValues(msgspec.Struct, frozen=True):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,9 +20,13 @@ from kb.settings import RetrievalSettings
 from kb.text import tokenize
 from router.metadata import (
     COMPANY_KEYS,
+    YEAR_KEYS,
     conditions_from_filters,
     known_values,
     match_question,
+    meta_int,
+    period_prior,
+    question_period,
     run_filter,
 )
 from router.scoring import aggregate_score, min_max
@@ -76,8 +81,13 @@ SQL_DESC_VERSION = """
 SELECT count(*) AS n, coalesce(max(id), 0) AS max_id, coalesce(max(updated_at), 'epoch'::timestamptz) AS updated
 FROM documents WHERE collection_id = $1"""
 SQL_DOC_COUNT = "SELECT count(*) FROM documents WHERE collection_id = $1"
+SQL_DOC_METADATA = "SELECT id, metadata FROM documents WHERE id = ANY($1::bigint[])"
 SQL_SET_EF = "SELECT set_config('hnsw.ef_search', $1, true)"
 SQL_SET_ITERATIVE = "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"
+
+def _json(value: Any) -> dict[str, Any]:
+    return json.loads(value) if isinstance(value, str) else dict(value or {})
+
 
 @dataclass(frozen=True)
 class QueryTerms:
@@ -344,13 +354,11 @@ class AutoRouter:
     conditions boost; DocScore ranks; descriptions break ties and rescue when nothing matched."""
 
     name = "auto"
-    SOFT_BOOST = 0.5
 
     async def route(self, ctx: RouteContext, within: Sequence[int] | None = None) -> RoutingResult:
         notes: list[str] = []
         conds, confident, explanation, calls = await MetadataRouter().conditions(ctx)
         hard = tuple(c for c in conds if c.key in COMPANY_KEYS)
-        soft = tuple(c for c in conds if c.key not in COMPANY_KEYS)
         candidate_ids: list[int] | None = list(within) if within is not None else None
         if within is not None:
             notes.append(f"explicit filters → {len(within)} documents")
@@ -362,32 +370,31 @@ class AutoRouter:
                 notes.append(f"metadata ({'; '.join(f'{c.key} in {c.value}' for c in hard)}) → {len(ids)} candidates")
             else:
                 notes.append("metadata company filter matched nothing; not narrowed")
-        soft_hits: dict[int, int] = {}
-        for c in soft:
-            for d, _ in await run_filter(ctx.pool, ctx.collection_id, (c,)):
-                soft_hits[d] = soft_hits.get(d, 0) + 1
-        if soft:
-            notes.append("boost: " + "; ".join(f"{c.key} in {c.value}" for c in soft))
         scores = await SemanticRouter().scores(ctx, candidate_ids) if candidate_ids is None or candidate_ids else {}
         desc = await DescriptionRouter().shortlist(ctx, candidate_ids, max(ctx.top_docs * 3, 10))
         desc_score = {c.doc_id: c.score for c in desc}
         ids = set(scores) | set(desc_score)
         if candidate_ids is not None:
             ids = (ids & set(candidate_ids)) | set(candidate_ids[:50])
-        ids |= {d for d in soft_hits if candidate_ids is None or d in set(candidate_ids)} if len(soft_hits) <= 50 else set()
+        period = question_period(ctx.question)
+        metas = {r["id"]: _json(r["metadata"]) for r in await ctx.pool.fetch(SQL_DOC_METADATA, list(ids))}
+        years = sorted({y for m in metas.values() if (y := meta_int(m, YEAR_KEYS)) is not None})
+        if period.years or period.quarters or period.doc_types:
+            notes.append(f"period prior: years {list(period.years)}, quarters {list(period.quarters)}, "
+                         f"types {list(period.doc_types)}")
         top_sem = max((v for v, _ in scores.values()), default=0.0) or 1.0
         sem_norm = {d: v / top_sem for d, (v, _) in scores.items()}  # ratios survive, unlike min-max
         combined = []
         for d in ids:
-            boost = self.SOFT_BOOST * soft_hits.get(d, 0) / len(soft) if soft else 0.0
+            boost, boost_why = period_prior(period, metas.get(d, {}), years)
             s = 0.75 * sem_norm.get(d, 0.0) + 0.25 * desc_score.get(d, 0.0) + boost
             why = [f"DocScore {scores[d][0]:.3f} ({scores[d][1]} hits)" if d in scores else "no chunk hits"]
             if d in desc_score:
                 why.append(f"description {desc_score[d]:.2f}")
-            if hard and candidate_ids is not None and d in set(candidate_ids):
+            if hard and candidate_ids is not None:
                 why.append("metadata match")
-            if boost:
-                why.append(f"period/type boost {boost:.2f}")
+            if boost_why:
+                why.append(f"prior +{boost:.2f} ({boost_why})")
             combined.append((d, s, ", ".join(why)))
         combined.sort(key=lambda x: (-x[1], x[0]))
         names = await _names(ctx.pool, [d for d, _, _ in combined])

@@ -312,9 +312,14 @@ class _Runner:
 def _environment(rt: Runtime, pgvector: str | None) -> dict[str, Any]:
     s = rt.settings
     try:
+        here = Path(__file__).resolve().parent
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).resolve().parent, timeout=5, check=False).stdout.strip() or None
-    except OSError as exc:
+                                cwd=here, timeout=5, check=False).stdout.strip() or None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, cwd=here, timeout=5, check=False).stdout.strip()
+        if commit and dirty:
+            commit += "+dirty"
+    except (OSError, subprocess.SubprocessError) as exc:
         log.warning("bench.git_unavailable", error=str(exc))
         commit = None
     cpu = platform.processor() or platform.machine()
