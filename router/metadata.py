@@ -203,12 +203,17 @@ def match_offline(question: str, kv: KnownValues) -> MetadataMatch:
             break
     years = {int(m.group(1)) for m in _YEAR.finditer(question)}
     years |= {2000 + int(m.group(1)) for m in _FY_SHORT.finditer(question)}
+    # the year key that the most documents carry with a stated year (e.g. curated doc_period over extracted)
+    best_key, best_present, best_n = None, set(), 0
     for key in YEAR_KEYS:
-        present = {v for v in kv.values.get(key, {}) if v.isdigit() and int(v) in years}
-        if present:
-            conds.append(Condition(key=key, op="in", value=sorted(int(v) for v in present)))
-            notes.append(f"{key} in {sorted(present)}")
-            break
+        vals = kv.values.get(key, {})
+        present = {v for v in vals if v.isdigit() and int(v) in years}
+        n = sum(vals[v] for v in present)
+        if n > best_n:
+            best_key, best_present, best_n = key, present, n
+    if best_key is not None:
+        conds.append(Condition(key=best_key, op="in", value=sorted(int(v) for v in best_present)))
+        notes.append(f"{best_key} in {sorted(best_present)}")
     quarters = set()
     for m in _QUARTER.finditer(question):
         quarters.add(int(m.group(1) or m.group(2) or _QWORD[m.group(3).lower()]))

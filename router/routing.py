@@ -335,7 +335,14 @@ class MetadataRouter:
     async def route(self, ctx: RouteContext, within: Sequence[int] | None = None) -> RoutingResult:
         conds, _, explanation, calls = await self.conditions(ctx)
         explicit = conditions_from_filters(ctx.filters)
-        docs = await run_filter(ctx.pool, ctx.collection_id, conds) if conds else []
+        docs: list[tuple[int, str]] = []
+        attempt = list(conds)
+        while attempt and not docs:  # relax period/type conditions (last first) until something matches
+            docs = await run_filter(ctx.pool, ctx.collection_id, attempt)
+            if not docs:
+                attempt.pop()
+        if conds and len(attempt) < len(conds):
+            explanation += f" (relaxed to {len(attempt)} of {len(conds)} conditions)"
         if not conds and within is not None:
             docs = list((await _names(ctx.pool, within)).items())
         if within is not None:
