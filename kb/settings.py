@@ -84,6 +84,7 @@ class EmbeddingSettings:
 class RetrievalSettings:
     dense_weight: float
     bm25_weight: float
+    rank_dense_weight: float  # cross-node chunk ranking: dense share (rest BM25)
     semantic_top_k: int  # chunk hits used by DocScore
     hnsw_ef_search: int
     max_nodes_per_doc: int
@@ -183,6 +184,7 @@ def get_settings() -> Settings:
         retrieval=RetrievalSettings(
             dense_weight=_float("KB_DENSE_WEIGHT", 0.5),
             bm25_weight=_float("KB_BM25_WEIGHT", 0.5),
+            rank_dense_weight=_float("KB_RANK_DENSE_WEIGHT", 0.9),
             semantic_top_k=_int("KB_SEMANTIC_TOP_K", 60),
             hnsw_ef_search=_int("KB_HNSW_EF_SEARCH", 100),
             max_nodes_per_doc=_int("KB_MAX_NODES_PER_DOC", 4),

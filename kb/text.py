@@ -43,6 +43,19 @@ def truncate_tokens(text: str, max_tokens: int) -> str:
     return text if len(ids) <= max_tokens else enc.decode(ids[:max_tokens])
 
 
+def light_stem(tok: str) -> str:
+    """Plural and common inflection endings only ("flows" → "flow", "companies" → "company")."""
+    if len(tok) <= 3 or not tok.isalpha():
+        return tok
+    if tok.endswith("ies") and len(tok) > 4:
+        return tok[:-3] + "y"
+    if tok.endswith("sses"):
+        return tok[:-2]
+    if tok.endswith("s") and not tok.endswith(("ss", "us", "is")):
+        return tok[:-1]
+    return tok
+
+
 def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
     """The one BM25 tokenizer (ingest and query): lowercase words, numbers, CJK bigrams."""
     out: list[str] = []
@@ -58,7 +71,7 @@ def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
         tok = tok.replace(",", "")
         if not tok or (not keep_stopwords and tok in STOPWORDS):
             continue
-        out.append(tok)
+        out.append(light_stem(tok))
     return out
 
 

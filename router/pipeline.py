@@ -19,7 +19,7 @@ from kb.providers import ChatModel, Embedder
 from kb.providers.chat import CountingChat
 from kb.settings import RetrievalSettings
 from router.metadata import conditions_from_filters, run_filter
-from router.retrieve import Reranker, rank_across_nodes, rerank, retrieve_in_nodes
+from router.retrieve import Reranker, direct_hits, rank_across_nodes, rerank, retrieve_in_nodes
 from router.routing import RouteContext, get_router, query_terms
 from router.synthesize import synthesize
 from router.tree_search import LoadedTree, TreeSearcher, find_cross_references, load_tree, resolve_reference
@@ -30,6 +30,7 @@ log = structlog.get_logger("router.pipeline")
 SQL_COLLECTION_ID = "SELECT id FROM collections WHERE name = $1"
 SQL_VECTOR_VERSION = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
 
+DIRECT_HITS = 2  # chunk-level hits per requested chunk (measured: 2, 3 and 4 give the same page recall)
 Event = Callable[[str, Any], Awaitable[None]]
 
 
@@ -75,6 +76,15 @@ class RetrievalOutcome:
     rerank_note: str
     timings_ms: dict[str, float]
     llm_calls: int
+
+
+def doc_weights(routing: RoutingResult) -> dict[int, float]:
+    """Routed documents' weight for chunk ranking: 0.5 + 0.5 · score / best score (by rank without scores)."""
+    docs = routing.documents
+    best = max((d.score for d in docs), default=0.0)
+    if best <= 0:
+        return {d.doc_id: 0.5 + 0.5 / (1 + i) for i, d in enumerate(docs)}
+    return {d.doc_id: 0.5 + 0.5 * min(1.0, max(d.score, 0.0) / best) for d in docs}
 
 
 class QueryPipeline:
@@ -184,7 +194,23 @@ class QueryPipeline:
                 for p in extra:
                     prior[(tree.doc_id, p.node_id)] = 0.3
             chunks.extend(per_doc)
-        ranked = rank_across_nodes(req.query, chunks, prior, self.settings.dense_weight, self.settings.bm25_weight)
+        # chunk-level hits inside the routed documents join the tree-search candidates (spec 002: NodeScore
+        # candidates alongside tree search; spec 004: section, then paragraph): never worse than flat search
+        seen_ids = {c.chunk_id for c in chunks}
+        direct = await direct_hits(self.pool, [d.doc_id for d in routing.documents], qvec,
+                                   {d.doc_id: d.name for d in routing.documents}, limit=DIRECT_HITS * req.top_k)
+        for c in direct:
+            if c.chunk_id in seen_ids:
+                continue
+            seen_ids.add(c.chunk_id)
+            chunks.append(c)
+            if (c.doc_id, c.node_id) not in prior:
+                prior[(c.doc_id, c.node_id)] = 0.3
+                picks = picks + (NodePick(doc_id=c.doc_id, node_id=c.node_id, title=c.section_path.split(" > ")[-1],
+                                          section_path=c.section_path, sub_query=question,
+                                          reason="chunk hit inside the routed document"),)
+        w = self.settings.rank_dense_weight
+        ranked = rank_across_nodes(req.query, chunks, prior, w, 1 - w, doc_weights(routing))
         use_rerank = req.rerank if req.rerank is not None else self.reranker is not None
         note = "not requested"
         if use_rerank and self.reranker is None:

@@ -20,6 +20,14 @@ WHERE c.document_id = $1 AND c.node_id = ANY($2::text[])
 ORDER BY c.ordinal"""
 
 
+SQL_DIRECT_HITS = """
+SELECT c.id, c.document_id, c.node_id, c.text, c.page, c.heading_path, 1 - (c.embedding <=> $2) AS dense,
+       n.start_index, n.end_index, n.unit
+FROM chunks c JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id
+WHERE c.document_id = ANY($1::bigint[])
+ORDER BY 1 - (c.embedding <=> $2) DESC LIMIT $3"""
+
+
 class Reranker(Protocol):
     model_id: str
 
@@ -71,18 +79,39 @@ async def retrieve_in_nodes(
     return out
 
 
+async def direct_hits(pool: asyncpg.Pool, doc_ids: Sequence[int], qvec: np.ndarray, names: dict[int, str], *,
+                      limit: int) -> list[RetrievedChunk]:
+    """The best chunks by cosine inside the routed documents (exact scan of those documents)."""
+    if not doc_ids:
+        return []
+    rows = await pool.fetch(SQL_DIRECT_HITS, list(doc_ids), qvec, limit)
+    out = []
+    for r in rows:
+        page = r["page"]
+        pages = (page, page) if page is not None else (r["start_index"], r["end_index"])
+        dense = float(r["dense"])
+        out.append(RetrievedChunk(
+            chunk_id=r["id"], doc_id=r["document_id"], doc_name=names.get(r["document_id"], ""), node_id=r["node_id"],
+            section_path=r["heading_path"], text=r["text"], page=page, pages=pages, unit=r["unit"],
+            dense=round(dense, 4), bm25=0.0, fused=round(dense, 4), score=dense,
+        ))
+    return out
+
+
 def rank_across_nodes(question: str, chunks: Sequence[RetrievedChunk], node_prior: dict[tuple[int, str], float],
-                      dense_weight: float, bm25_weight: float) -> list[RetrievedChunk]:
+                      dense_weight: float, bm25_weight: float,
+                      doc_weight: dict[int, float] | None = None) -> list[RetrievedChunk]:
     """Order the union of per-node results on one scale: dense and BM25 (question) over the pool,
-    plus the node's tree-search prior."""
+    plus the node's tree-search prior, scaled by how strongly the document was routed."""
     if not chunks:
         return []
+    doc_weight = doc_weight or {}
     dense = min_max([c.dense for c in chunks])
     bm = min_max(bm25_scores(question, [c.text for c in chunks]))
     out = []
     for i, c in enumerate(chunks):
         prior = node_prior.get((c.doc_id, c.node_id), 0.0)
-        s = 0.8 * (dense_weight * dense[i] + bm25_weight * bm[i]) + 0.2 * prior
+        s = (0.8 * (dense_weight * dense[i] + bm25_weight * bm[i]) + 0.2 * prior) * doc_weight.get(c.doc_id, 1.0)
         out.append((s, c))
     out.sort(key=lambda x: -x[0])
     import msgspec

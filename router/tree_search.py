@@ -56,6 +56,10 @@ SEARCH_SCHEMA: dict[str, Any] = {
     "required": ["results"],
 }
 SEARCH_SYSTEM = "You are a document retrieval expert. Reply with JSON only."
+# offline leaf scoring: NodeScore over chunk hits, and the question against title path + summary
+# (dense, BM25). Measured on FinanceBench dev (page_recall@10, auto): 0.6/0.2/0.2 → 0.48,
+# 0.4/0.3/0.3 → 0.50, 0.3/0.35/0.35 → 0.52, 0.2/0.4/0.4 → 0.52; 0.8/0.1/0.1 → 0.48.
+W_NODESCORE, W_TITLE_DENSE, W_TITLE_BM25 = 0.3, 0.35, 0.35
 _XREF = re.compile(
     r"\b(?:see|refer to|described in|discussed in|included in|in)\s+"
     r"((?:note|item|section|appendix|part|exhibit)\s+(?:[0-9]+[A-Za-z]?(?:\.[0-9]+)*|[IVX]+\b|[A-Z]\b))",
@@ -167,7 +171,7 @@ class TreeSearcher:
         ns = min_max([node_score.get(n.node_id, 0.0) for n in leaves])
         scored = []
         for i, n in enumerate(leaves):
-            s = 0.6 * ns[i] + 0.2 * title_dense[i] + 0.2 * title_bm[i]
+            s = W_NODESCORE * ns[i] + W_TITLE_DENSE * title_dense[i] + W_TITLE_BM25 * title_bm[i]
             scored.append((s, n, f"NodeScore {node_score.get(n.node_id, 0.0):.3f}, title/summary "
                                   f"{title_dense[i]:.2f}/{title_bm[i]:.2f}"))
         scored.sort(key=lambda x: -x[0])

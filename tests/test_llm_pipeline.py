@@ -125,8 +125,10 @@ async def test_llm_ingest_and_query(llm_rt: Runtime, fake_openai: FakeOpenAI, tm
     assert result.documents[0].name == f"{REPORTS[2].stem}.pdf"
     search = trace["tree_search"][0]
     assert search["mode"] == "llm" and "9999" in search["dropped_ids"]
-    assert [n["title"] for n in trace["nodes"]] == ["Product Safety"]
-    assert trace["nodes"][0]["sub_query"] == "lithium battery pack recall"
+    chosen = [n for n in trace["nodes"] if n["reason"] == "chosen by LLM"]
+    assert [n["title"] for n in chosen] == ["Product Safety"]
+    assert chosen[0]["sub_query"] == "lithium battery pack recall"
+    assert all(n["reason"] == "chunk hit inside the routed document" for n in trace["nodes"] if n not in chosen)
     assert result.answer == "Voltaic Devices recalled 41,000 lithium battery packs [1]."
     assert [c.marker for c in result.citations] == [1] and "41,000" in result.citations[0].text
     assert trace["synthesis"] == "llm"
