@@ -111,6 +111,7 @@ def rank_across_nodes(question: str, chunks: Sequence[RetrievedChunk], node_prio
     out = []
     for i, c in enumerate(chunks):
         prior = node_prior.get((c.doc_id, c.node_id), 0.0)
+        # node prior 0.2 (measured on FinanceBench dev page_recall@10: 0.0 → 0.51, 0.2 → 0.53, 0.35 → 0.47)
         s = (0.8 * (dense_weight * dense[i] + bm25_weight * bm[i]) + 0.2 * prior) * doc_weight.get(c.doc_id, 1.0)
         out.append((s, c))
     out.sort(key=lambda x: -x[0])
