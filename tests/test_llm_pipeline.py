@@ -14,6 +14,7 @@ import pytest
 
 from ingest.jobs import Worker, create_job, get_job
 from kb.app import build_ingest_context, build_pipeline
+from kb.bench.ingest_profile import minimal_json
 from kb.runtime import Runtime, open_runtime
 from kb.settings import get_settings
 from router.types import QueryRequest
@@ -21,23 +22,6 @@ from tests.corpus import REPORTS, write_markdown, write_pdf
 from tests.fake_openai import FakeOpenAI, FakeReply
 
 pytestmark = pytest.mark.slow
-
-
-def minimal(schema: dict[str, Any]) -> Any:
-    """The smallest value valid for a JSON schema (what a terse model might answer)."""
-    t = schema.get("type")
-    if t == "object":
-        props = schema.get("properties", {})
-        return {k: minimal(props.get(k, {})) for k in schema.get("required", [])}
-    if t == "array":
-        return []
-    if t in {"number", "integer"}:
-        return 0
-    if t == "boolean":
-        return False
-    if "enum" in schema:
-        return schema["enum"][0]
-    return ""
 
 
 def smart_responder(body: dict[str, Any]) -> FakeReply:
@@ -55,7 +39,7 @@ def smart_responder(body: dict[str, Any]) -> FakeReply:
                               prompt_tokens=500, completion_tokens=20)
     rf = body.get("response_format") or {}
     if rf.get("type") == "json_schema":
-        return FakeReply.json(minimal(rf["json_schema"]["schema"]))
+        return FakeReply.json(minimal_json(rf["json_schema"]["schema"]))
     if rf:
         return FakeReply.text("{}")
     return FakeReply.text("A one-sentence description.")

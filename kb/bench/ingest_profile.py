@@ -22,11 +22,12 @@ from kb.settings import get_settings
 from kb.types import ChatResult, ChatUsage
 
 
-def _minimal(schema: dict[str, Any]) -> Any:
+def minimal_json(schema: dict[str, Any]) -> Any:
+    """The smallest value valid for a JSON schema (what a terse model might answer)."""
     t = schema.get("type")
     if t == "object":
         props = schema.get("properties", {})
-        return {k: _minimal(props.get(k, {})) for k in schema.get("required", [])}
+        return {k: minimal_json(props.get(k, {})) for k in schema.get("required", [])}
     if t == "array":
         return []
     if t in {"number", "integer"}:
@@ -47,7 +48,7 @@ class CountingFakeLLM:
 
     async def complete_json(self, *, purpose: str, system: str, prompt: str, schema: dict[str, Any]) -> ChatResult:
         self.calls[purpose] += 1
-        data = _minimal(schema)
+        data = minimal_json(schema)
         return ChatResult(text=json.dumps(data), data=data, model=self.model_id, usage=ChatUsage(len(prompt) // 4, 10))
 
     async def complete_text(self, *, purpose: str, system: str, prompt: str) -> ChatResult:
