@@ -174,3 +174,34 @@ async def test_bench_financebench_end_to_end(runtime: Runtime, tmp_path: Path) -
     md = render_markdown(doc)
     assert "| metric | flat-bm25 |" in md and "| page_recall@1 | 0.500 |" in md
     assert "GONE_2019_10K" in md  # the skipped question and its reason
+
+
+async def test_bench_docugami_globs_and_neutral_names(runtime: Runtime, tmp_path: Path) -> None:
+    data = tmp_path / "dg"
+    (data / "pdfs").mkdir(parents=True)
+    pages = {"2023 Q1 ACME": "Quillfeather volumes doubled at the northern site. ",
+             "2023 Q2 ACME": "Zorbex throughput reached a record in the quarter. ",
+             "2023 Q1 BOLT": "Marlinspike orders were delivered to three utilities. "}
+    for stem, text in pages.items():
+        pdf = pymupdf.open()
+        for body in ("QUARTERLY REPORT ON FORM 10-Q", text + FILL * 3, "Controls and procedures. " + FILL * 3):
+            pdf.new_page().insert_textbox(pymupdf.Rect(72, 72, 540, 770), body, fontsize=10)
+        pdf.save(data / "pdfs" / f"{stem}.pdf")
+        pdf.close()
+    (data / "qna.csv").write_text(
+        "Question,Source Docs,Question Type\n"
+        '"What is the zorbex throughput?",*2023 Q2 ACME*,Single-Doc Single-Chunk RAG\n'
+        '"Compare the quillfeather and zorbex figures.",*ACME*,Multi-Doc RAG\n'
+        '"What did Tesla report?",*TSLA*,Single-Doc Single-Chunk RAG\n')
+    report = await run_benchmark(runtime, BenchConfig(dataset="docugami", data_dir=data,
+                                                      strategies=("auto", "flat-bm25")))
+    stored = [r["name"] for r in await runtime.pool.fetch("SELECT name FROM documents ORDER BY name")]
+    assert len(stored) == 3 and all(n.startswith("doc-") and "ACME" not in n for n in stored)  # names hidden
+    assert [s["qid"] for s in report.skipped] == ["q3"]
+    bm25 = report.strategies["flat-bm25"]
+    assert (bm25["n"], bm25["doc_hit@1"], bm25["doc_recall@3"]) == (2, 1.0, 1.0)
+    assert bm25["page_recall@10"] is None and bm25["mrr@10"] is None  # no page labels in this dataset
+    multi = next(q for q in report.questions if q["qid"] == "q2")
+    assert multi["relevant"] == ["2023 Q1 ACME.pdf", "2023 Q2 ACME.pdf"]
+    assert set(multi["results"]["flat-bm25"]["docs"][:2]) == set(multi["relevant"])  # mapped back to file names
+    assert report.strategies["auto"]["doc_recall@5"] == 1.0

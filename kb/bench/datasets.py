@@ -32,12 +32,16 @@ class BenchQuestion(msgspec.Struct, frozen=True):
 
 
 class BenchDataset(msgspec.Struct, frozen=True):
+    """A corpus and its questions. ``anonymize``: ingest the PDFs under neutral names, so that nothing
+    (metadata, titles, descriptions, name matching) can be learned from the file names."""
+
     name: str
     pdf_dir: Path
     metadata_path: Path | None
     files: tuple[str, ...]
     questions: tuple[BenchQuestion, ...]
     has_pages: bool
+    anonymize: bool = False
 
 
 def pdf_files(data_dir: Path) -> tuple[Path, tuple[str, ...]]:
@@ -137,7 +141,7 @@ def load_docugami(data_dir: Path, questions: Path | None = None) -> BenchDataset
         out.append(BenchQuestion(qid=f"q{i}", question=text, qtype=(row.get("Question Type") or "unknown").strip(),
                                  relevant=relevant, skip=skip))
     return BenchDataset(name="docugami", pdf_dir=pdf_dir, metadata_path=None, files=files, questions=tuple(out),
-                        has_pages=False)
+                        has_pages=False, anonymize=True)
 
 
 def load_dataset(name: str, data_dir: Path, questions: Path | None = None) -> BenchDataset:

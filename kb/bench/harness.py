@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -162,6 +163,23 @@ async def outdated_documents(rt: Runtime, ds: BenchDataset, collection: str) -> 
     return outdated, current
 
 
+def stage_anonymized(ds: BenchDataset, staging: Path) -> tuple[BenchDataset, dict[str, str]]:
+    """Copy the PDFs to ``staging`` as ``doc-<sha256 prefix>.pdf`` (stable across runs, so ``--reuse``
+    works); returns the dataset pointing there and the map neutral name → original name."""
+    staging.mkdir(parents=True, exist_ok=True)
+    alias: dict[str, str] = {}
+    for name in ds.files:
+        neutral = f"doc-{_sha256(ds.pdf_dir / name)[:16]}.pdf"
+        alias[neutral] = name
+        target = staging / neutral
+        if not target.is_file():
+            shutil.copyfile(ds.pdf_dir / name, target)
+    for old in staging.glob("*.pdf"):
+        if old.name not in alias:
+            old.unlink()
+    return msgspec.structs.replace(ds, pdf_dir=staging, files=tuple(sorted(alias))), alias
+
+
 async def _collection_summary(rt: Runtime, collection: str, seconds: float | None, reused: bool,
                               failed: dict[str, str], job_pages: int | None = None) -> IngestSummary:
     from ingest.store import list_documents
@@ -263,7 +281,7 @@ class _Runner:
 
         self.rt = rt
         self.collection = collection
-        self.top_k = max(ks)
+        self.top_k = max(*ks, 10)  # mrr@10 always sees 10 chunks
         self.names = names
         # one pipeline per strategy: each strategy embeds every question itself (no cross-strategy cache)
         self.pipelines = {s: build_pipeline(rt) for s in ROUTED}
@@ -359,11 +377,19 @@ async def run_benchmark(rt: Runtime, config: BenchConfig,
     say = progress or (lambda _msg: None)
     ds = await asyncio.to_thread(load_dataset, config.dataset, config.data_dir, config.questions)
     collection = config.collection_name
-    ingest = await ingest_dataset(rt, ds, collection, reuse=config.reuse)
+    alias: dict[str, str] = {}
+    corpus = ds
+    if ds.anonymize:
+        staging = rt.settings.database.data_dir / "bench" / collection
+        corpus, alias = await asyncio.to_thread(stage_anonymized, ds, staging)
+        say(f"corpus staged under neutral names in {staging}")
+    ingest = await ingest_dataset(rt, corpus, collection, reuse=config.reuse)
     say(f"corpus: {ingest.docs} documents, {ingest.pages} pages, {ingest.chunks} chunks"
         + (" (reused)" if ingest.reused else f", ingested in {ingest.seconds} s"))
+    if alias:
+        ingest = msgspec.structs.replace(ingest, failed={alias.get(k, k): v for k, v in ingest.failed.items()})
     docs = await list_documents(rt.pool, collection, limit=100_000)
-    names = {d.id: d.name for d in docs}
+    names = {d.id: alias.get(d.name, d.name) for d in docs}
     present = set(names.values())
 
     questions = list(ds.questions[: config.limit] if config.limit else ds.questions)
@@ -418,6 +444,7 @@ async def run_benchmark(rt: Runtime, config: BenchConfig,
                  "evidence": [list(e) for e in q.evidence], "results": per_q[q.qid]} for q in active]
     pgv = await rt.pool.fetchval(SQL_PGVECTOR)
     env = {**_environment(rt, pgv), "dataset_dir": str(config.data_dir), "ks": list(config.ks),
+           "anonymized_file_names": ds.anonymize, "reuse": config.reuse, "collection_arg": config.collection,
            "questions_file": str(config.questions) if config.questions else None, "limit": config.limit}
     return BenchReport(dataset=config.dataset, collection=collection, ingest=ingest, strategies=strategies,
                        by_type=by_type, skipped=skipped, questions=qdetails, environment=env)

@@ -29,7 +29,9 @@ def _fmt(v: Any) -> str:
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|"]
+    """A markdown table; columns holding only numbers (or blanks) are right-aligned."""
+    numeric = [all(r[i] is None or isinstance(r[i], int | float) for r in rows) for i in range(len(header))]
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if numeric[i] and i else "---" for i in range(len(header))) + "|"]
     out += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
     return out
 
@@ -49,8 +51,12 @@ def command_line(report: dict[str, Any]) -> str:
     if env.get("questions_file"):
         parts += ["--questions", env["questions_file"]]
     parts += ["--strategies", ",".join(report["strategies"]), "--k", ",".join(str(k) for k in env.get("ks", []))]
+    if env.get("collection_arg"):
+        parts += ["--collection", env["collection_arg"]]
     if env.get("limit"):
         parts += ["--limit", str(env["limit"])]
+    if env.get("reuse"):
+        parts.append("--reuse")
     return " ".join(parts)
 
 
@@ -80,17 +86,17 @@ def _misses(report: dict[str, Any], strategy: str = "auto") -> list[str]:
         r = q["results"].get(strategy)
         if r is None:
             continue
-        doc_miss = r.get("doc_hit@1", 1.0) < 1.0 if report["dataset"] == "financebench" else \
-            r.get("doc_recall@5", 1.0) < 1.0
+        doc_miss = r.get("doc_hit@1", 1.0) < 1.0 or r.get("doc_recall@5", 1.0) < 1.0
         page_miss = r.get("page_recall@10") == 0.0
         if doc_miss or page_miss:
             rows.append((q["qid"], q["qtype"], q["question"][:90].replace("|", "/"),
                          ", ".join(q["relevant"]), ", ".join(r["docs"][:3]),
-                         _fmt(r.get("page_recall@10")), _fmt(r.get("node_recall"))))
+                         r.get("page_recall@10"), r.get("node_recall")))
     if not rows:
         return [f"No misses for `{strategy}`."]
-    return _table(["qid", "type", "question", "relevant", f"{strategy} top-3 docs", "page_recall@10",
-                   "node_recall"], rows)
+    return [f"{len(rows)} questions with doc_hit@1 < 1, doc_recall@5 < 1 or page_recall@10 = 0:", "",
+            *_table(["qid", "type", "question", "relevant", f"{strategy} top-3 docs", "page_recall@10",
+                     "node_recall"], rows)]
 
 
 def render_markdown(report: dict[str, Any], notes: str | None = None) -> str:
@@ -107,7 +113,8 @@ def render_markdown(report: dict[str, Any], notes: str | None = None) -> str:
         f"({'offline, no LLM' if env.get('llm_offline') else 'LLM'}), top_docs {env.get('top_docs')}, "
         f"flat document pool {env.get('flat_doc_pool')} chunks, chunking {env.get('chunking')}",
         f"- retrieval settings: `{json.dumps(env.get('retrieval', {}))}`",
-        f"- command: `{command_line(report)}` (collection `{report['collection']}`)",
+        f"- command: `{command_line(report)}` (collection `{report['collection']}`, "
+        f"KB_DATA_DIR outside the repository)",
         "",
         "## Ingest",
         "",
@@ -118,8 +125,11 @@ def render_markdown(report: dict[str, Any], notes: str | None = None) -> str:
     if ing.get("failed"):
         out += ["", "Failed files: " + "; ".join(f"{k}: {v}" for k, v in ing["failed"].items())]
     out += ["", "## Metrics", ""]
-    names = _metric_rows(strategies)
+    names = [n for n in _metric_rows(strategies) if any(strategies[s].get(n) is not None for s in strategies)]
     out += _table(["metric", *strategies], [(n, *(strategies[s].get(n) for s in strategies)) for n in names])
+    if env.get("anonymized_file_names"):
+        out += ["", "PDFs were ingested under neutral names (`doc-<sha256 prefix>.pdf`): routing and metadata "
+                "cannot use the file names; results are mapped back to the original names."]
     out += ["", "## Targets", "", *_targets(report)]
     out += ["", "## By question type", ""]
     by_type = report.get("by_type", {})
