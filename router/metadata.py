@@ -41,6 +41,7 @@ _CORP_SUFFIX = re.compile(
 _YEAR = re.compile(r"\b(?:fy|fiscal(?: year)?|year)?\s*'?((?:19|20)\d{2})\b", re.I)
 _FY_SHORT = re.compile(r"\bfy\s?'?(\d{2})\b", re.I)
 _QUARTER = re.compile(r"\b(?:q([1-4])|([1-4])q|(first|second|third|fourth) quarter)\b", re.I)
+_LATEST = re.compile(r"\b(latest|most recent|most recently|current|newest|last reported)\b", re.I)
 _QWORD = {"first": 1, "second": 2, "third": 3, "fourth": 4}
 _DOC_TYPES: Sequence[tuple[re.Pattern[str], tuple[str, ...]]] = (
     (re.compile(r"\b10-?k\b|\bannual report\b|\bannual filing\b", re.I), ("10k", "annual_report", "10-k")),
@@ -60,6 +61,7 @@ class QuestionPeriod(msgspec.Struct, frozen=True):
     years: tuple[int, ...]
     quarters: tuple[int, ...]
     doc_types: tuple[str, ...]  # normalised values like "10k", "10q", "8k", "earnings"
+    latest: bool = False  # "latest", "most recent", "current"
 
 
 def question_period(question: str) -> QuestionPeriod:
@@ -67,7 +69,8 @@ def question_period(question: str) -> QuestionPeriod:
     years |= {2000 + int(m.group(1)) for m in _FY_SHORT.finditer(question)}
     quarters = {int(m.group(1) or m.group(2) or _QWORD[m.group(3).lower()]) for m in _QUARTER.finditer(question)}
     types = [vals[0] for pattern, vals in _DOC_TYPES if pattern.search(question)]
-    return QuestionPeriod(tuple(sorted(years)), tuple(sorted(quarters)), tuple(types))
+    latest = bool(_LATEST.search(question))
+    return QuestionPeriod(tuple(sorted(years)), tuple(sorted(quarters)), tuple(types), latest)
 
 
 def meta_int(meta: Mapping[str, Any], keys: Sequence[str]) -> int | None:
@@ -79,7 +82,8 @@ def meta_int(meta: Mapping[str, Any], keys: Sequence[str]) -> int | None:
     return None
 
 
-def period_prior(period: QuestionPeriod, meta: Mapping[str, Any], years_present: Sequence[int]) -> tuple[float, str]:
+def period_prior(period: QuestionPeriod, meta: Mapping[str, Any], years_present: Sequence[int],
+                 latest_end: str | None = None) -> tuple[float, str]:
     """How well a document's period and type fit the question (0 to ~2), with the reason.
 
     A stated fiscal year decides: the latest stated year some document has fully (or, when none has
@@ -126,6 +130,9 @@ def period_prior(period: QuestionPeriod, meta: Mapping[str, Any], years_present:
         if recency:
             boost += recency
             why.append("recent")
+    if period.latest and not period.years and latest_end and meta.get("period_end_date") == latest_end:
+        boost += 0.5  # "the most recent 10-Q": the latest period end, not just the latest fiscal year
+        why.append(f"latest period {latest_end}")
     return boost, ", ".join(why)
 
 

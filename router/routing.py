@@ -356,6 +356,9 @@ class MetadataRouter:
                              conditions=(*explicit, *conds), notes=(explanation,), llm_calls=calls)
 
 
+PRIOR_WEIGHT = 2.0
+
+
 class AutoRouter:
     """A confident metadata filter (company/organisation) narrows the candidates; period and type
     conditions boost; DocScore ranks; descriptions break ties and rescue when nothing matched."""
@@ -386,6 +389,8 @@ class AutoRouter:
         period = question_period(ctx.question)
         metas = {r["id"]: _json(r["metadata"]) for r in await ctx.pool.fetch(SQL_DOC_METADATA, list(ids))}
         years = sorted({y for m in metas.values() if (y := meta_int(m, YEAR_KEYS)) is not None})
+        ends = [str(m["period_end_date"]) for m in metas.values() if m.get("period_end_date")]
+        latest_end = max(ends) if ends else None
         if period.years or period.quarters or period.doc_types:
             notes.append(f"period prior: years {list(period.years)}, quarters {list(period.quarters)}, "
                          f"types {list(period.doc_types)}")
@@ -393,8 +398,9 @@ class AutoRouter:
         sem_norm = {d: v / top_sem for d, (v, _) in scores.items()}  # ratios survive, unlike min-max
         combined = []
         for d in ids:
-            boost, boost_why = period_prior(period, metas.get(d, {}), years)
-            s = 0.75 * sem_norm.get(d, 0.0) + 0.25 * desc_score.get(d, 0.0) + boost
+            boost, boost_why = period_prior(period, metas.get(d, {}), years, latest_end)
+            # the prior outranks content similarity: a stated period or type decides, similarity breaks ties
+            s = 0.75 * sem_norm.get(d, 0.0) + 0.25 * desc_score.get(d, 0.0) + PRIOR_WEIGHT * boost
             why = [f"DocScore {scores[d][0]:.3f} ({scores[d][1]} hits)" if d in scores else "no chunk hits"]
             if d in desc_score:
                 why.append(f"description {desc_score[d]:.2f}")
