@@ -83,7 +83,7 @@ def meta_int(meta: Mapping[str, Any], keys: Sequence[str]) -> int | None:
 
 
 def period_prior(period: QuestionPeriod, meta: Mapping[str, Any], years_present: Sequence[int],
-                 latest_end: str | None = None) -> tuple[float, str]:
+                 latest_end: str | None = None, *, same_entity: bool = True) -> tuple[float, str]:
     """How well a document's period and type fit the question (0 to ~2), with the reason.
 
     A stated fiscal year decides: the latest stated year some document has fully (or, when none has
@@ -91,6 +91,8 @@ def period_prior(period: QuestionPeriod, meta: Mapping[str, Any], years_present:
     newest report carries earlier years as comparatives). A stated quarter or type adds; without a
     stated type, annual reports are preferred for annual questions and quarterly ones for quarter
     questions; without a stated year, newer documents are preferred (the latest report is current).
+    The unstated preferences only choose among one entity's documents (``same_entity``), never between
+    companies, so documents without metadata are not pushed down in an open question.
     """
     boost, why = 0.0, []
     year = meta_int(meta, YEAR_KEYS)
@@ -118,6 +120,8 @@ def period_prior(period: QuestionPeriod, meta: Mapping[str, Any], years_present:
         if dtype and any(dtype.replace("-", "") == t.replace("-", "") for t in period.doc_types):
             boost += 0.5
             why.append(f"type {dtype}")
+    elif not same_entity:
+        pass
     elif period.quarters:
         if dtype in QUARTERLY_TYPES:
             boost += 0.5
@@ -125,6 +129,8 @@ def period_prior(period: QuestionPeriod, meta: Mapping[str, Any], years_present:
     elif dtype in ANNUAL_TYPES:
         boost += 0.6 if period.years else 0.3
         why.append("annual report")
+    if not same_entity:
+        return boost, ", ".join(why)
     if not period.years and year is not None and latest is not None:
         recency = max(0.0, 0.3 - 0.1 * (latest - year))
         if recency:

@@ -380,6 +380,7 @@ class AutoRouter:
                 notes.append(f"metadata ({'; '.join(f'{c.key} in {c.value}' for c in hard)}) → {len(ids)} candidates")
             else:
                 notes.append("metadata company filter matched nothing; not narrowed")
+        narrowed = bool(hard) and candidate_ids is not None
         scores = await SemanticRouter().scores(ctx, candidate_ids) if candidate_ids is None or candidate_ids else {}
         desc = await DescriptionRouter().shortlist(ctx, candidate_ids, max(ctx.top_docs * 3, 10))
         desc_score = {c.doc_id: c.score for c in desc}
@@ -398,7 +399,7 @@ class AutoRouter:
         sem_norm = {d: v / top_sem for d, (v, _) in scores.items()}  # ratios survive, unlike min-max
         combined = []
         for d in ids:
-            boost, boost_why = period_prior(period, metas.get(d, {}), years, latest_end)
+            boost, boost_why = period_prior(period, metas.get(d, {}), years, latest_end, same_entity=narrowed)
             # the prior outranks content similarity: a stated period or type decides, similarity breaks ties
             s = 0.75 * sem_norm.get(d, 0.0) + 0.25 * desc_score.get(d, 0.0) + PRIOR_WEIGHT * boost
             why = [f"DocScore {scores[d][0]:.3f} ({scores[d][1]} hits)" if d in scores else "no chunk hits"]
