@@ -27,9 +27,10 @@ from router.types import DocNode, NodePick, TreeSearchResult, Turn
 log = structlog.get_logger("router.tree_search")
 
 SQL_DOC_NODES = """
-SELECT node_id, parent_id, level, title, path, summary, start_index, end_index, unit, is_leaf,
-       1 - (embedding <=> $2) AS sim
-FROM nodes WHERE document_id = $1 ORDER BY ordinal"""
+SELECT n.node_id, n.parent_id, n.level, n.title, n.path, n.summary, n.start_index, n.end_index, n.unit, n.is_leaf,
+       1 - (n.embedding <=> $2) AS sim,
+       EXISTS (SELECT 1 FROM chunks c WHERE c.document_id = n.document_id AND c.node_id = n.node_id) AS has_text
+FROM nodes n WHERE n.document_id = $1 ORDER BY n.ordinal"""
 SQL_NODE_DENSE_HITS = """
 SELECT node_id, 1 - (embedding <=> $2) AS sim FROM chunks WHERE document_id = $1
 ORDER BY 1 - (embedding <=> $2) DESC LIMIT $3"""
@@ -76,7 +77,9 @@ class LoadedTree:
 
     @property
     def leaves(self) -> list[DocNode]:
-        return [n for n in self.nodes if n.is_leaf]
+        """Selectable nodes: leaves, and parents with text of their own before their first child
+        (e.g. the statements at the start of "Item 8" before "Note 1"), so every page is reachable."""
+        return [n for n in self.nodes if n.is_leaf or n.has_text]
 
     def children(self, node_id: str | None) -> list[DocNode]:
         return [n for n in self.nodes if n.parent_id == node_id]
@@ -90,7 +93,7 @@ async def load_tree(pool: asyncpg.Pool, doc_id: int, doc_name: str, query_vec: n
     nodes = tuple(
         DocNode(node_id=r["node_id"], parent_id=r["parent_id"], level=r["level"], title=r["title"],
                 path=tuple(r["path"]), summary=r["summary"], start=r["start_index"], end=r["end_index"],
-                unit=r["unit"], is_leaf=r["is_leaf"])
+                unit=r["unit"], is_leaf=r["is_leaf"], has_text=r["has_text"])
         for r in rows
     )
     sims = {r["node_id"]: float(r["sim"]) if r["sim"] is not None else 0.0 for r in rows}
@@ -103,7 +106,7 @@ def serialize_tree(nodes: Sequence[DocNode], *, with_summary: bool = True, mark_
     base = min((n.level for n in nodes), default=1)
     for n in nodes:
         pad = "  " * max(0, n.level - base)
-        mark = " (leaf)" if n.is_leaf else (" (expandable)" if mark_expandable else "")
+        mark = " (leaf)" if n.is_leaf else (" (expandable)" if mark_expandable else (" (own text)" if n.has_text else ""))
         unit = "pp." if n.unit == "page" else "lines"
         lines.append(f"{pad}[{n.node_id}] {n.title}{mark} ({unit} {n.start}-{n.end})")
         if with_summary and n.summary:
@@ -190,7 +193,7 @@ class TreeSearcher:
         task = (
             "Find the nodes most likely to contain the answer. You may return leaf nodes, or nodes marked "
             "(expandable) to look inside them." if topdown else
-            "Find the leaf nodes (marked (leaf)) most likely to contain the answer."
+            "Find the nodes marked (leaf) or (own text) most likely to contain the answer."
         )
         return (
             f"{task}\nRules:\n1. Return 1-{self.max_nodes} nodes, most relevant first.\n"

@@ -66,6 +66,7 @@ class DocNode(msgspec.Struct, frozen=True):
     end: int
     unit: str
     is_leaf: bool
+    has_text: bool = False  # a parent with text of its own before its first child
 
 
 class NodePick(msgspec.Struct, frozen=True):
