@@ -234,3 +234,10 @@ async def count_documents(url: str, collection: str) -> int:
         return int(await conn.fetchval(SQL_DOCUMENT_COUNT, collection))
     finally:
         await conn.close()
+
+
+async def supports_iterative_scan(pool: asyncpg.Pool) -> bool:
+    """pgvector ≥ 0.8 can keep scanning an HNSW index until a filtered query has enough rows."""
+    version = await pool.fetchval(SQL_VECTOR_EXT) or "0"
+    parts = [int(x) for x in re.findall(r"\d+", version)[:2]] + [0, 0]
+    return (parts[0], parts[1]) >= (0, 8)

@@ -17,6 +17,7 @@ import numpy as np
 import structlog
 from rank_bm25 import BM25Okapi
 
+from kb.db import supports_iterative_scan
 from kb.errors import NotFoundError, ValidationError
 from kb.providers import Embedder
 from kb.settings import RetrievalSettings
@@ -31,7 +32,6 @@ FLAT_MODES: tuple[str, ...] = ("dense", "bm25", "hybrid")
 SQL_COLLECTION_ID = "SELECT id FROM collections WHERE name = $1"
 SQL_SET_EF = "SELECT set_config('hnsw.ef_search', $1, true)"
 SQL_SET_ITERATIVE = "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"
-SQL_VECTOR_VERSION = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
 SQL_FLAT_DENSE = """
 SELECT c.id, 1 - (c.embedding <=> $1) AS sim
 FROM chunks c WHERE c.collection_id = $2
@@ -83,9 +83,7 @@ class FlatRetriever:
 
     async def _iterative_scan(self) -> bool:
         if self._iterative is None:
-            version = await self.pool.fetchval(SQL_VECTOR_VERSION) or "0"
-            major, minor = (int(x) for x in version.split(".")[:2])
-            self._iterative = (major, minor) >= (0, 8)
+            self._iterative = await supports_iterative_scan(self.pool)
         return self._iterative
 
     async def prepare(self, collection: str) -> None:

@@ -14,6 +14,7 @@ import msgspec
 import numpy as np
 import structlog
 
+from kb.db import supports_iterative_scan
 from kb.errors import NotFoundError, ValidationError
 from kb.providers import ChatModel, Embedder
 from kb.providers.chat import CountingChat
@@ -28,7 +29,6 @@ from router.types import STRATEGIES, NodePick, QueryRequest, QueryResult, Retrie
 log = structlog.get_logger("router.pipeline")
 
 SQL_COLLECTION_ID = "SELECT id FROM collections WHERE name = $1"
-SQL_VECTOR_VERSION = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
 
 DIRECT_HITS = 2  # chunk-level hits per requested chunk (measured: 2, 3 and 4 give the same page recall)
 Event = Callable[[str, Any], Awaitable[None]]
@@ -114,9 +114,7 @@ class QueryPipeline:
 
     async def _iterative_scan(self) -> bool:
         if self._iterative is None:
-            version = await self.pool.fetchval(SQL_VECTOR_VERSION) or "0"
-            major, minor = (int(x) for x in version.split(".")[:2])
-            self._iterative = (major, minor) >= (0, 8)
+            self._iterative = await supports_iterative_scan(self.pool)
         return self._iterative
 
     async def retrieve(self, req: QueryRequest, on_event: Event | None = None, *,
