@@ -15,15 +15,6 @@ class PageText(msgspec.Struct, frozen=True):
     tokens: int
 
 
-class TocEntry(msgspec.Struct, frozen=True):
-    """A flat section list entry: structure code like ``1.2.3``, title, 1-based start page."""
-
-    structure: str
-    title: str
-    page: int | None = None
-    appear_start: bool = True
-
-
 class TreeNode(msgspec.Struct, frozen=True):
     """One node of a document tree, as stored.
 
@@ -81,16 +72,3 @@ class ChatResult(msgspec.Struct, frozen=True):
     model: str = ""
     usage: ChatUsage = ChatUsage()
     duration_ms: float = 0.0
-
-
-class Citation(msgspec.Struct, frozen=True):
-    marker: int
-    doc_id: int
-    doc_name: str
-    node_id: str
-    section_path: str
-    pages: tuple[int, int]
-    text: str
-
-
-JSONDict = dict[str, Any]
