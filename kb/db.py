@@ -34,10 +34,9 @@ SQL_RECORD = "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)"
 SQL_SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM schema_migrations"
 SQL_VECTOR_EXT = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
 SQL_AVAILABLE_VECTOR = "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"
+SQL_HAS_DOCUMENTS_TABLE = "SELECT to_regclass('documents') IS NOT NULL"
 SQL_DOCUMENT_COUNT = """
-SELECT CASE WHEN to_regclass('documents') IS NULL THEN 0
-            ELSE (SELECT count(*) FROM documents d JOIN collections c ON c.id = d.collection_id WHERE c.name = $1)
-       END"""
+SELECT count(*) FROM documents d JOIN collections c ON c.id = d.collection_id WHERE c.name = $1"""
 SQL_CHUNK_DIM = """
 SELECT atttypmod FROM pg_attribute
 WHERE attrelid = 'chunks'::regclass AND attname = 'embedding'"""
@@ -231,6 +230,8 @@ async def count_documents(url: str, collection: str) -> int:
     except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
         raise ConfigError(f"KB_DATABASE_URL: cannot connect to the database ({type(exc).__name__}: {exc})") from exc
     try:
+        if not await conn.fetchval(SQL_HAS_DOCUMENTS_TABLE):  # a fresh database: not migrated yet
+            return 0
         return int(await conn.fetchval(SQL_DOCUMENT_COUNT, collection))
     finally:
         await conn.close()

@@ -135,3 +135,15 @@ def test_bad_integer_setting(kb_env: dict[str, str], monkeypatch: pytest.MonkeyP
     get_settings.cache_clear()
     with pytest.raises(ConfigError, match="KB_PORT"):
         get_settings()
+
+
+async def test_count_documents_on_fresh_and_migrated_database(db_url: str) -> None:
+    from kb.db import count_documents
+
+    assert await count_documents(db_url, "default") == 0  # not migrated yet: no tables
+    pool = await create_pool(db_url)
+    try:
+        await migrate(pool, embedding_dim=384)
+    finally:
+        await pool.close()
+    assert await count_documents(db_url, "default") == 0
