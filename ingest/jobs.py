@@ -304,4 +304,14 @@ def make_executor(workers: int) -> Executor | None:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_init_parser_process)
+
+
+def _init_parser_process() -> None:
+    """Parser processes log like the parent (format and level from settings)."""
+    from kb.logging import configure_logging
+    from kb.settings import get_settings
+
+    server = get_settings().server
+    configure_logging(server.log_format, server.log_level)

@@ -72,6 +72,9 @@ async def synthesize(chat: ChatModel, question: str, chunks: Sequence[RetrievedC
 def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sentences: int = 4) -> Answer:
     """The best evidence sentences for the question, each cited ([n] = evidence block)."""
     q = set(tokenize(question))
+    # words that name the document (company, year, "annual report") routed it; the answer is in the others
+    naming = set(tokenize(" ".join(re.sub(r"[-_.]", " ", c.doc_name) for c in chunks)))
+    weight = {t: (0.3 if t in naming else 1.0) for t in q}
     wants_number = bool(re.search(r"\b(how much|how many|what (?:was|is|were)|amount|total|percent|rate|ratio)\b",
                                   question, re.I))
     df: dict[str, int] = {}
@@ -91,11 +94,11 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
         overlap = q & toks
         if not overlap:
             continue
-        score = sum(math.log(1 + n / df.get(t, 1)) for t in overlap)
+        score = sum(weight[t] * math.log(1 + n / df.get(t, 1)) for t in overlap)
         score /= math.sqrt(max(len(toks), 4)) ** 0.5
         if wants_number and any(n not in question for n in _NUMBER.findall(s)):
             score *= 1.4  # a figure the question does not already contain
-        score *= 1.0 + 0.15 / (1 + ci)  # earlier (better-ranked) evidence first on ties
+        score *= 1.0 + 0.5 / (1 + ci)  # better-ranked evidence first: retrieval already weighed the chunk
         scored.append((score, ci, si, s))
     scored.sort(key=lambda x: -x[0])
     picked: list[tuple[int, int, str]] = []
