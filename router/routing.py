@@ -349,8 +349,15 @@ class MetadataRouter:
             allowed = set(within)
             docs = [d for d in docs if d[0] in allowed]
         scores = await SemanticRouter().scores(ctx, [d for d, _ in docs]) if docs else {}
-        ranked = sorted(docs, key=lambda d: -scores.get(d[0], (0.0, 0))[0])
-        cands = tuple(DocCandidate(d, n, round(scores.get(d, (0.0, 0))[0], 4), f"metadata: {explanation}")
+        # within the matches: the same period/type prior as auto, then DocScore
+        period = question_period(ctx.question)
+        metas = {r["id"]: _json(r["metadata"]) for r in await ctx.pool.fetch(SQL_DOC_METADATA, [d for d, _ in docs])}
+        years = sorted({y for m in metas.values() if (y := meta_int(m, YEAR_KEYS)) is not None})
+        company = any(c.key in COMPANY_KEYS for c in conds)
+        prior = {d: period_prior(period, metas.get(d, {}), years, same_entity=company)[0] for d, _ in docs}
+        ranked = sorted(docs, key=lambda d: (-prior[d[0]], -scores.get(d[0], (0.0, 0))[0], d[0]))
+        cands = tuple(DocCandidate(d, n, round(scores.get(d, (0.0, 0))[0], 4),
+                                   f"metadata: {explanation}" + (f"; prior +{prior[d]:.2f}" if prior[d] else ""))
                       for d, n in ranked)
         return RoutingResult(strategy_used=self.name, documents=cands[: ctx.top_docs], candidates=cands[:20],
                              conditions=(*explicit, *conds), notes=(explanation,), llm_calls=calls)
