@@ -240,11 +240,12 @@ def chunk_node(
             continue
         if pdf:
             page: int | None = _page_at(bounds, a) if bounds else node.start
+            page_end: int | None = _page_at(bounds, max(a, b - 1)) if bounds else page
         else:
-            page = None
+            page = page_end = None
         out.append(
             ChunkDraft(node_id=node.node_id, ordinal=len(out), text=piece, page=page,
-                       token_count=count_tokens(piece), heading_path=heading_path)
+                       token_count=count_tokens(piece), heading_path=heading_path, page_end=page_end)
         )
     return out
 

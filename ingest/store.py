@@ -63,7 +63,7 @@ VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14) RETU
 NODE_COLUMNS = ("document_id", "node_id", "parent_id", "ordinal", "level", "title", "start_index", "end_index",
                 "unit", "is_leaf", "summary", "text", "path", "embedding")
 CHUNK_COLUMNS = ("document_id", "collection_id", "node_id", "ordinal", "text", "page", "token_count",
-                 "heading_path", "embedding")
+                 "heading_path", "embedding", "page_end")
 
 
 class Collection(msgspec.Struct, frozen=True):
@@ -239,7 +239,7 @@ async def write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
                 columns=CHUNK_COLUMNS,
                 records=[
                     (doc_id, doc.collection_id, c.node_id, c.ordinal, c.text, c.page, c.token_count,
-                     c.heading_path, doc.chunk_embeddings[i])
+                     c.heading_path, doc.chunk_embeddings[i], c.page_end)
                     for i, c in enumerate(doc.chunks)
                 ],
             )

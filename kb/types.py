@@ -45,6 +45,7 @@ class ChunkDraft(msgspec.Struct, frozen=True):
     page: int | None
     token_count: int
     heading_path: str
+    page_end: int | None = None  # where the text ends, when it runs over a page break
 
 
 class DocumentTree(msgspec.Struct, frozen=True):

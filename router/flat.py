@@ -40,7 +40,7 @@ SQL_FLAT_SIMS = "SELECT c.id, 1 - (c.embedding <=> $1) AS sim FROM chunks c WHER
 SQL_FLAT_ALL_TEXT = "SELECT c.id, c.text FROM chunks c WHERE c.collection_id = $1 ORDER BY c.id"
 SQL_FLAT_STAMP = "SELECT count(*) AS n, coalesce(max(id), 0) AS last FROM chunks WHERE collection_id = $1"
 SQL_FLAT_DETAILS = """
-SELECT c.id, c.document_id, d.name, c.node_id, c.heading_path, c.text, c.page, n.start_index, n.end_index, n.unit
+SELECT c.id, c.document_id, d.name, c.node_id, c.heading_path, c.text, c.page, c.page_end, n.start_index, n.end_index, n.unit
 FROM chunks c
 JOIN documents d ON d.id = c.document_id
 JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id
@@ -182,7 +182,7 @@ class FlatRetriever:
             if r is None:  # deleted between the search and the lookup
                 continue
             page = r["page"]
-            pages = (page, page) if page is not None else (r["start_index"], r["end_index"])
+            pages = (page, r["page_end"] or page) if page is not None else (r["start_index"], r["end_index"])
             chunks.append(RetrievedChunk(
                 chunk_id=cid, doc_id=int(r["document_id"]), doc_name=r["name"], node_id=r["node_id"],
                 section_path=r["heading_path"], text=r["text"], page=page, pages=pages, unit=r["unit"],

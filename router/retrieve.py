@@ -13,7 +13,7 @@ from router.scoring import bm25_scores, fuse, min_max
 from router.types import NodePick, RetrievedChunk
 
 SQL_NODE_CHUNKS = """
-SELECT c.id, c.node_id, c.ordinal, c.text, c.page, c.heading_path, c.embedding,
+SELECT c.id, c.node_id, c.ordinal, c.text, c.page, c.page_end, c.heading_path, c.embedding,
        n.start_index, n.end_index, n.unit
 FROM chunks c JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id
 WHERE c.document_id = $1 AND c.node_id = ANY($2::text[])
@@ -21,7 +21,7 @@ ORDER BY c.ordinal"""
 
 
 SQL_DIRECT_HITS = """
-SELECT c.id, c.document_id, c.node_id, c.text, c.page, c.heading_path, 1 - (c.embedding <=> $2) AS dense,
+SELECT c.id, c.document_id, c.node_id, c.text, c.page, c.page_end, c.heading_path, 1 - (c.embedding <=> $2) AS dense,
        n.start_index, n.end_index, n.unit
 FROM chunks c JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id
 WHERE c.document_id = ANY($1::bigint[])
@@ -70,7 +70,7 @@ async def retrieve_in_nodes(
         for i in order:
             r = node_rows[i]
             page = r["page"]
-            pages = (page, page) if page is not None else (r["start_index"], r["end_index"])
+            pages = (page, r["page_end"] or page) if page is not None else (r["start_index"], r["end_index"])
             out.append(RetrievedChunk(
                 chunk_id=r["id"], doc_id=doc_id, doc_name=doc_name, node_id=r["node_id"],
                 section_path=r["heading_path"], text=r["text"], page=page, pages=pages, unit=r["unit"],
@@ -88,7 +88,7 @@ async def direct_hits(pool: asyncpg.Pool, doc_ids: Sequence[int], qvec: np.ndarr
     out = []
     for r in rows:
         page = r["page"]
-        pages = (page, page) if page is not None else (r["start_index"], r["end_index"])
+        pages = (page, r["page_end"] or page) if page is not None else (r["start_index"], r["end_index"])
         dense = float(r["dense"])
         out.append(RetrievedChunk(
             chunk_id=r["id"], doc_id=r["document_id"], doc_name=names.get(r["document_id"], ""), node_id=r["node_id"],

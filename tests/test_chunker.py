@@ -195,3 +195,14 @@ async def test_pdf_sections_sharing_a_page_are_chunked_once_under_the_right_node
                                   page_texts=pages)
     assert "Business tail 3" in summed.nodes[0].summary and "Property" not in summed.nodes[0].summary
     assert summed.nodes[1].summary.startswith("Property fact 0.") and "Business" not in summed.nodes[1].summary
+
+
+def test_chunk_end_page_when_text_runs_over_a_page_break() -> None:
+    pages = _pdf_pages(5)
+    text = "\n".join(pages[p] for p in range(2, 5))
+    n = node(text, unit="page", start=2, end=4)
+    big = chunk_node(n, chunk_tokens=2000, overlap_tokens=0, min_chars=20, page_texts=pages)
+    assert len(big) == 1 and (big[0].page, big[0].page_end) == (2, 4)
+    for c in chunk_node(n, chunk_tokens=120, overlap_tokens=0, min_chars=20, page_texts=pages):
+        last_line = c.text.split("\n")[-1]
+        assert c.page <= c.page_end and last_line in pages[c.page_end], (c.page, c.page_end, last_line)
