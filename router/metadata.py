@@ -169,7 +169,10 @@ async def known_values(pool: asyncpg.Pool, collection_id: int) -> KnownValues:
     for row in await pool.fetch(SQL_METADATA_VALUES, collection_id):
         values.setdefault(row["key"], {})[row["value"]] = int(row["n"])
     kv = KnownValues(values=values, doc_count=int(count))
-    _cache.clear()
+    for old in [k for k in _cache if k[0] == collection_id]:  # one entry per collection
+        del _cache[old]
+    if len(_cache) > 256:
+        _cache.clear()
     _cache[key] = kv
     return kv
 

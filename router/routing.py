@@ -381,7 +381,8 @@ class AutoRouter:
             notes.append(f"explicit filters → {len(within)} documents")
         if hard:
             rows = await run_filter(ctx.pool, ctx.collection_id, hard)
-            ids = [d for d, _ in rows if candidate_ids is None or d in set(candidate_ids)]
+            allowed = set(candidate_ids) if candidate_ids is not None else None
+            ids = [d for d, _ in rows if allowed is None or d in allowed]
             if ids:
                 candidate_ids = ids
                 notes.append(f"metadata ({'; '.join(f'{c.key} in {c.value}' for c in hard)}) → {len(ids)} candidates")
