@@ -102,15 +102,16 @@ def _print_result(result: Any, question: str) -> None:
     for s in trace.get("tree_search", []):
         if s.get("thinking"):
             print(f"Thinking ({s['doc_id']}): {s['thinking'][:300]}")
-    print(f"Located {len(nodes)} leaf nodes:")
+    print(f"Located {len(nodes)} nodes:")
     for n in nodes:
-        print(f"  [{n['node_id']}] {n['section_path']}")
+        print(f"  [doc {n['doc_id']} · {n['node_id']}] {n['section_path']}  ({n['reason']})")
         print(f"    sub_query: \"{n['sub_query']}\"")
     print("\n>>> Step 2: Hybrid Retrieval + Rerank")
     print(f"Retrieved {len(result.citations)} cited chunks ({trace.get('rerank', '')}):")
     scores = {c["chunk_id"]: c for c in trace.get("chunks", [])}
     for c in result.citations:
-        print(f"  #{c.marker} [{c.node_id}] {c.doc_name} › {c.section_path} (pp. {c.pages[0]}-{c.pages[1]})")
+        unit = "pp." if c.unit == "page" else "lines"
+        print(f"  #{c.marker} [{c.node_id}] {c.doc_name} › {c.section_path} ({unit} {c.pages[0]}-{c.pages[1]})")
         print(f"     \"{' '.join(c.text.split())[:160]}...\"")
     if scores:
         top = list(scores.values())[:5]

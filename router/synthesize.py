@@ -118,5 +118,7 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
         )
     markers = sorted({ci + 1 for ci, _, _ in picked})
     lines = [f"- {' '.join(s.split())} [{ci + 1}]" for ci, _, s in picked]
-    text = "Based on the retrieved evidence:\n" + "\n".join(lines)
+    sources = sorted({chunks[ci].doc_name for ci, _, _ in picked})
+    lead = f"Based on the retrieved evidence from {sources[0]}:" if len(sources) == 1 else "Based on the retrieved evidence:"
+    text = lead + "\n" + "\n".join(lines)
     return Answer(text=text, citations=tuple(_citation(i, chunks[i - 1]) for i in markers), mode="extractive")
