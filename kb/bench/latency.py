@@ -40,7 +40,7 @@ import structlog
 
 from kb.errors import ConfigError
 from kb.providers.embed import HashEmbedder
-from kb.text import split_sentences, tokenize
+from kb.text import split_sentences
 from kb.types import ChunkDraft, DocumentTree, TreeNode
 
 log = structlog.get_logger("kb.bench.latency")
@@ -668,46 +668,6 @@ def _path_keys(key: str, parents: dict[str, str | None]) -> list[str]:
     return out
 
 
-class MemoHashEmbedder(HashEmbedder):
-    """``HashEmbedder`` with the per-token hash memoised: identical vectors, several times faster."""
-
-    def __init__(self, dimension: int = 384) -> None:
-        super().__init__(dimension)
-        self._memo: dict[str, tuple[int, float]] = {}
-
-    def _index(self, token: str) -> tuple[int, float]:
-        hit = self._memo.get(token)
-        if hit is None:
-            if len(self._memo) > 2_000_000:
-                self._memo.clear()
-            hit = self._memo[token] = super()._index(token)
-        return hit
-
-    def embed_batch(self, texts: list[str]) -> np.ndarray:
-        """Same features and arithmetic as ``HashEmbedder.embed_batch`` (sums of ±1 are exact), vectorised."""
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for row, text in enumerate(texts):
-            toks = tokenize(text)
-            feats = toks + [f"{a}_{b}" for a, b in zip(toks, toks[1:], strict=False)]
-            if feats:
-                idx, sign = zip(*(self._index(t) for t in feats), strict=True)
-                np.add.at(out[row], np.asarray(idx, dtype=np.int64), np.asarray(sign, dtype=np.float32))
-            norm = float(np.linalg.norm(out[row]))
-            if norm > 0:
-                out[row] /= norm
-            else:
-                out[row, 0] = 1.0
-        return out
-
-
-def check_embedder(dim: int, texts: Sequence[str]) -> None:
-    """Refuse to generate when the fast embedder no longer reproduces ``HashEmbedder`` exactly."""
-    fast = MemoHashEmbedder(dim).embed_batch(list(texts))
-    ref = HashEmbedder(dim).embed_batch(list(texts))
-    if not np.array_equal(fast, ref):
-        raise ConfigError("kb bench latency: MemoHashEmbedder diverges from HashEmbedder; update the benchmark")
-
-
 def generate_batch(indices: Sequence[int], chunks_per_doc: int, seed: int, n_companies: int,
                    dim: int) -> list[SyntheticDoc]:
     """Generate and embed documents exactly as ``ingest.pipeline.ingest_file`` embeds them (worker process)."""
@@ -729,12 +689,12 @@ def generate_batch(indices: Sequence[int], chunks_per_doc: int, seed: int, n_com
     return out
 
 
-_WORKER_EMBEDDERS: dict[int, MemoHashEmbedder] = {}
+_WORKER_EMBEDDERS: dict[int, HashEmbedder] = {}
 
 
-def _worker_embedder(dim: int) -> MemoHashEmbedder:
+def _worker_embedder(dim: int) -> HashEmbedder:
     if dim not in _WORKER_EMBEDDERS:
-        _WORKER_EMBEDDERS[dim] = MemoHashEmbedder(dim)
+        _WORKER_EMBEDDERS[dim] = HashEmbedder(dim)
     return _WORKER_EMBEDDERS[dim]
 
 
@@ -826,8 +786,6 @@ async def load_collection(pool: asyncpg.Pool, cfg: LatencyConfig, data_dir: Path
     t_clear = time.perf_counter() - t
 
     n_companies = math.ceil(cfg.docs / DOCS_PER_COMPANY)
-    sample = synthetic_document(0, cfg.chunks_per_doc, cfg.seed, companies(n_companies, cfg.seed))
-    check_embedder(dim, [f"{sample[2]} | {c.heading_path}\n{c.text}" for c in sample[4][:20]])
     batches = [list(range(i, min(i + 8, cfg.docs))) for i in range(0, cfg.docs, 8)]
     t0 = time.perf_counter()
     loop = asyncio.get_running_loop()

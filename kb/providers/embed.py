@@ -3,6 +3,7 @@ model, and a fast deterministic hashing embedder for tests and synthetic benchma
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import threading
@@ -64,23 +65,28 @@ class HashEmbedder:
         self.model_id = f"hash:{dimension}"
 
     def _index(self, token: str) -> tuple[int, float]:
-        h = int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "little")
-        return h % self.dimension, (1.0 if (h >> 63) & 1 else -1.0)
+        return _hash_token(token, self.dimension)
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for row, text in enumerate(texts):
             toks = tokenize(text)
             feats = toks + [f"{a}_{b}" for a, b in zip(toks, toks[1:], strict=False)]
-            for tok in feats:
-                idx, sign = self._index(tok)
-                out[row, idx] += sign
+            if feats:
+                idx, sign = zip(*(self._index(t) for t in feats), strict=True)
+                np.add.at(out[row], np.asarray(idx, dtype=np.int64), np.asarray(sign, dtype=np.float32))
             norm = float(np.linalg.norm(out[row]))
             if norm > 0:
                 out[row] /= norm
             else:
                 out[row, 0] = 1.0
         return out
+
+
+@functools.lru_cache(maxsize=500_000)
+def _hash_token(token: str, dimension: int) -> tuple[int, float]:
+    h = int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "little")
+    return h % dimension, (1.0 if (h >> 63) & 1 else -1.0)
 
 
 def build_embedder(model: str, batch_size: int = 64) -> SentenceTransformerEmbedder | HashEmbedder:
