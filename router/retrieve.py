@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import asyncpg
+import msgspec
 import numpy as np
 
 from router.scoring import bm25_scores, fuse, min_max
@@ -115,15 +116,11 @@ def rank_across_nodes(question: str, chunks: Sequence[RetrievedChunk], node_prio
         s = (0.8 * (dense_weight * dense[i] + bm25_weight * bm[i]) + 0.2 * prior) * doc_weight.get(c.doc_id, 1.0)
         out.append((s, c))
     out.sort(key=lambda x: -x[0])
-    import msgspec
-
     return [msgspec.structs.replace(c, score=round(s, 4)) for s, c in out]
 
 
 async def rerank(reranker: Reranker, question: str, chunks: Sequence[RetrievedChunk]) -> list[RetrievedChunk]:
     """Cross-encoder scores replace the ordering (spec 001 §2.3)."""
-    import msgspec
-
     scores = await asyncio.to_thread(reranker.score, question, [c.text for c in chunks])
     ranked = sorted(zip(scores, chunks, strict=True), key=lambda x: -x[0])
     return [msgspec.structs.replace(c, rerank=round(s, 4), score=round(s, 4)) for s, c in ranked]

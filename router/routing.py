@@ -80,7 +80,6 @@ SQL_DESC_ALL = "SELECT id, name, title, description FROM documents WHERE collect
 SQL_DESC_VERSION = """
 SELECT count(*) AS n, coalesce(max(id), 0) AS max_id, coalesce(max(updated_at), 'epoch'::timestamptz) AS updated
 FROM documents WHERE collection_id = $1"""
-SQL_DOC_COUNT = "SELECT count(*) FROM documents WHERE collection_id = $1"
 SQL_DOC_METADATA = "SELECT id, metadata FROM documents WHERE id = ANY($1::bigint[])"
 SQL_SET_EF = "SELECT set_config('hnsw.ef_search', $1, true)"
 SQL_SET_ITERATIVE = "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"

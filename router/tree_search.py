@@ -21,7 +21,7 @@ from kb.errors import LLMError
 from kb.providers import ChatModel
 from kb.text import count_tokens, normalize_title
 from router.routing import QueryTerms
-from router.scoring import aggregate_score, bm25_scores, min_max
+from router.scoring import bm25_scores, group_scores, min_max
 from router.types import DocNode, NodePick, TreeSearchResult, Turn
 
 log = structlog.get_logger("router.tree_search")
@@ -161,12 +161,10 @@ class TreeSearcher:
         texts = (await self.pool.fetch(SQL_NODE_TEXT_HITS, tree.doc_id, terms.lexemes, 40, terms.idf)
                  if terms.lexemes else [])
         t_norm = {i: float(r["score"]) / terms.total for i, r in enumerate(texts)}
-        per_node: dict[str, list[float]] = {}
-        for r in hits:
-            per_node.setdefault(r["node_id"], []).append(self.dense_weight * max(float(r["sim"]), 0.0))
-        for i, r in enumerate(texts):
-            per_node.setdefault(r["node_id"], []).append(self.bm25_weight * t_norm[i])
-        node_score = {k: aggregate_score(v) for k, v in per_node.items()}
+        node_score = group_scores(
+            [(r["node_id"], self.dense_weight * max(float(r["sim"]), 0.0)) for r in hits]
+            + [(r["node_id"], self.bm25_weight * t_norm[i]) for i, r in enumerate(texts)]
+        )
         labels = [" ".join(n.path) + " " + n.summary for n in leaves]
         q_for_titles = question + (" " + expert_knowledge if expert_knowledge else "")
         title_bm = min_max(bm25_scores(q_for_titles, labels))
