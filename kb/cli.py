@@ -97,6 +97,17 @@ def _print_result(result: Any, question: str) -> None:
         print(f"  note: {note}")
     for d in result.documents:
         print(f"  [{d.doc_id}] {d.name}  score={d.score:.3f}  ({d.why})")
+    scope = trace.get("scope") or {}
+    if scope:
+        print(f"  scope: {scope['kind']} ({scope['reason']}; {scope['mode']})")
+        for m in scope.get("missing_entities", []):
+            print(f"  not in the collection: {m}")
+        for sq in scope.get("sub_questions", []):
+            print(f"  sub-question [{sq['doc_id']}] {sq['doc_name']}: \"{sq['question']}\"")
+        for d in scope.get("nothing_found", []):
+            print(f"  no evidence found in {d}")
+        for note in scope.get("dropped", []):
+            print(f"  dropped: {note}")
     nodes = trace.get("nodes", [])
     print("\n>>> Step 1: Node Locating")
     for s in trace.get("tree_search", []):
@@ -281,7 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("question", nargs="?")
     q.add_argument("--strategy", default="auto", choices=["auto", "metadata", "semantic", "description"])
     q.add_argument("--collection", default="default")
-    q.add_argument("--top-docs", type=int, default=3)
+    q.add_argument("--top-docs", type=int, default=None, help="documents to route (default: by the question's scope)")
     q.add_argument("--top-k", type=int, default=5)
     q.add_argument("--json", action="store_true")
     q.add_argument("--interactive", action="store_true")

@@ -181,11 +181,11 @@ def _norm_company(name: str) -> str:
     return normalize_title(_CORP_SUFFIX.sub(" ", name))
 
 
-def _contains_phrase(haystack: str, phrase: str) -> bool:
+def contains_phrase(haystack: str, phrase: str) -> bool:
     return bool(phrase) and re.search(rf"(?<![a-z0-9]){re.escape(phrase)}(?![a-z0-9])", haystack) is not None
 
 
-def _company_aliases(value: str) -> set[str]:
+def company_aliases(value: str) -> set[str]:
     norm = _norm_company(value)
     aliases = {norm, normalize_title(value)}
     compact = norm.replace(" ", "")
@@ -204,8 +204,8 @@ def match_offline(question: str, kv: KnownValues) -> MetadataMatch:
     for key in COMPANY_KEYS:
         hits = []
         for value in kv.values.get(key, {}):
-            aliases = _company_aliases(value)
-            if any(_contains_phrase(q, a) for a in aliases) or any(
+            aliases = company_aliases(value)
+            if any(contains_phrase(q, a) for a in aliases) or any(
                 len(a) >= 5 and " " not in a and a in q_compact for a in aliases
             ):
                 hits.append(value)

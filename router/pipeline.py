@@ -19,18 +19,45 @@ from kb.errors import NotFoundError, ValidationError
 from kb.providers import ChatModel, Embedder
 from kb.providers.chat import CountingChat
 from kb.settings import RetrievalSettings
-from router.metadata import conditions_from_filters, run_filter
+from router.metadata import conditions_from_filters, known_values, run_filter
 from router.retrieve import Reranker, direct_hits, rank_across_nodes, rerank, retrieve_in_nodes
 from router.routing import RouteContext, get_router, query_terms
+from router.scope import (
+    allot_evidence,
+    classify_scope,
+    complete_routing,
+    doc_metadata,
+    effective_top_docs,
+    evidence_found,
+    evidence_share,
+    missing_entities,
+    plan,
+)
 from router.synthesize import synthesize
 from router.tree_search import LoadedTree, TreeSearcher, find_cross_references, load_tree, resolve_reference
-from router.types import STRATEGIES, NodePick, QueryRequest, QueryResult, RetrievedChunk, RoutingResult
+from router.types import (
+    STRATEGIES,
+    Condition,
+    DocCandidate,
+    NodePick,
+    QueryRequest,
+    QueryResult,
+    QuestionScope,
+    RetrievedChunk,
+    RoutingResult,
+    ScopePlan,
+)
 
 log = structlog.get_logger("router.pipeline")
 
 SQL_COLLECTION_ID = "SELECT id FROM collections WHERE name = $1"
+SQL_DOC_DESCRIPTIONS = "SELECT id, description FROM documents WHERE id = ANY($1::bigint[])"
 
 DIRECT_HITS = 2  # chunk-level hits per requested chunk (measured: 2, 3 and 4 give the same page recall)
+MULTI_DENSE_WEIGHT = 0.5
+"""Dense share when one document's candidates are ranked by its own sub-question (multi-document questions):
+spec 001's equal dense/BM25 fusion. On the sample comparison and change-over-time questions 0.9 (the
+single-document weight) and 0.3 found 1 of 2 figures, 0.5 both; Docugami Multi-Doc figures in the README."""
 Event = Callable[[str, Any], Awaitable[None]]
 
 
@@ -42,7 +69,7 @@ def validate_request(req: QueryRequest) -> QueryRequest:
         raise ValidationError("query is longer than 4000 characters")
     if req.strategy not in STRATEGIES:
         raise ValidationError(f"unknown strategy {req.strategy!r}; use one of {', '.join(STRATEGIES)}")
-    if not 1 <= req.top_docs <= 20:
+    if req.top_docs is not None and not 1 <= req.top_docs <= 20:
         raise ValidationError("top_docs must be between 1 and 20")
     if not 1 <= req.top_k <= 50:
         raise ValidationError("top_k must be between 1 and 50")
@@ -76,6 +103,8 @@ class RetrievalOutcome:
     rerank_note: str
     timings_ms: dict[str, float]
     llm_calls: int
+    plan: ScopePlan
+    evidence: tuple[RetrievedChunk, ...]  # what synthesis gets: top_k, or each needed document's share
 
 
 def doc_weights(routing: RoutingResult) -> dict[int, float]:
@@ -85,6 +114,24 @@ def doc_weights(routing: RoutingResult) -> dict[int, float]:
     if best <= 0:
         return {d.doc_id: 0.5 + 0.5 / (1 + i) for i, d in enumerate(docs)}
     return {d.doc_id: 0.5 + 0.5 * min(1.0, max(d.score, 0.0) / best) for d in docs}
+
+
+def scope_trace(question: str, plan_: ScopePlan, routing: RoutingResult,
+                evidence: list[RetrievedChunk]) -> dict[str, Any]:
+    """``trace.scope``: the decision and its reason, needed documents, sub-questions, evidence per document,
+    and the needed documents whose evidence does not speak to their sub-question."""
+    names = {d.doc_id: d.name for d in routing.documents}
+    counts = {d: sum(1 for c in evidence if c.doc_id == d) for d in names}
+    found = evidence_found(question, evidence, plan_) if plan_.scope.kind != "single" else {}
+    return {
+        "kind": plan_.scope.kind, "reason": plan_.scope.reason, "mode": plan_.mode,
+        "entities": list(plan_.scope.entities), "missing_entities": list(plan_.scope.missing),
+        "needed": [{"doc_id": d, "name": names.get(d, str(d)), "evidence": counts.get(d, 0)} for d in plan_.needed],
+        "sub_questions": [msgspec.to_builtins(s) for s in plan_.sub_questions],
+        "added_documents": list(plan_.added), "dropped": list(plan_.dropped),
+        "nothing_found": [names.get(d, str(d)) for d in plan_.needed
+                          if not counts.get(d) or found.get(d) is False],
+    }
 
 
 class QueryPipeline:
@@ -119,7 +166,8 @@ class QueryPipeline:
 
     async def retrieve(self, req: QueryRequest, on_event: Event | None = None, *,
                        chat: ChatModel | None = None) -> RetrievalOutcome:
-        """Routing, tree search and in-node retrieval (+ optional rerank) — no synthesis."""
+        """Scope, routing, tree search and in-node retrieval (+ optional rerank), evidence per needed
+        document — no synthesis."""
         t0 = time.perf_counter()
         chat = chat or CountingChat(self.chat)
         timings: dict[str, float] = {}
@@ -129,16 +177,27 @@ class QueryPipeline:
         question = retrieval_query(req)
         qvecs = await self._embed([question])
         qvec = qvecs[question]
+        kv = await known_values(self.pool, collection_id)
+        scope = classify_scope(question, kv)
+        missing = await missing_entities(self.pool, collection_id, req.query, kv)
+        top_docs = effective_top_docs(req.top_docs, scope, kv)
         ctx = RouteContext(pool=self.pool, chat=chat, settings=self.settings, collection_id=collection_id,
-                           question=question, query_vec=qvec, top_docs=req.top_docs, filters=dict(req.filters),
+                           question=question, query_vec=qvec, top_docs=top_docs, filters=dict(req.filters),
                            iterative_scan=await self._iterative_scan(),
                            terms=await query_terms(self.pool, collection_id, question))
         within = None
         if req.filters:
             within = [d for d, _ in await run_filter(self.pool, collection_id, conditions_from_filters(req.filters))]
         routing = await get_router(req.strategy).route(ctx, within)
+        if scope.kind == "list" and not routing.documents:  # "which of these companies…": no metadata condition
+            semantic = await get_router("semantic").route(ctx, within)
+            routing = msgspec.structs.replace(routing, documents=semantic.documents, candidates=semantic.candidates,
+                                              notes=(*routing.notes, "list question: documents by DocScore"))
+        plan, routing = await self._plan(chat, req, question, scope, routing, collection_id, top_docs, missing,
+                                         within)
         timings["route"] = (time.perf_counter() - t0) * 1000
-        log.info("router.docs_selected", strategy=req.strategy, doc_ids=[d.doc_id for d in routing.documents])
+        log.info("router.docs_selected", strategy=req.strategy, scope=plan.scope.kind,
+                 doc_ids=[d.doc_id for d in routing.documents], needed=list(plan.needed))
         if on_event:
             await on_event("routing", routing)
 
@@ -147,15 +206,22 @@ class QueryPipeline:
                                 prompt_tokens=self.settings.tree_prompt_tokens,
                                 dense_weight=self.settings.dense_weight, bm25_weight=self.settings.bm25_weight)
         sem = asyncio.Semaphore(max(1, self.settings.doc_concurrency))
+        multi = plan.scope.kind != "single"
+        # a multi-document question reads the needed documents only, each with its own sub-question
+        docs = [d for d in routing.documents if d.doc_id in plan.needed] if multi else list(routing.documents)
+        doc_q = {d.doc_id: (s.question if (s := plan.sub_question(d.doc_id)) else question) for d in docs}
+        vecs = await self._embed(list(dict.fromkeys([question, *doc_q.values()])))
 
         async def search_doc(doc_id: int, name: str) -> tuple[LoadedTree, Any]:
             async with sem:
-                tree = await load_tree(self.pool, doc_id, name, qvec)
-                res = await searcher.search(tree, question, qvec, expert_knowledge=req.expert_knowledge,
-                                            history=req.history, terms=ctx.terms)
+                q = doc_q[doc_id]
+                terms = ctx.terms if q == question else await query_terms(self.pool, collection_id, q)
+                tree = await load_tree(self.pool, doc_id, name, vecs[q])
+                res = await searcher.search(tree, q, vecs[q], expert_knowledge=req.expert_knowledge,
+                                            history=req.history, terms=terms)
                 return tree, res
 
-        searched = await asyncio.gather(*(search_doc(d.doc_id, d.name) for d in routing.documents))
+        searched = await asyncio.gather(*(search_doc(d.doc_id, d.name) for d in docs))
         timings["tree_search"] = (time.perf_counter() - t1) * 1000
         picks = tuple(p for _, res in searched for p in res.picks)
         if on_event:
@@ -163,16 +229,81 @@ class QueryPipeline:
 
         t2 = time.perf_counter()
         subq = await self._embed([p.sub_query for p in picks] or [question])
+        chunks, picks, prior = await self._in_node(req, searched, picks, subq, doc_q, routing)
+        seen_ids = {c.chunk_id for c in chunks}
+        if multi:  # every document's own best chunks, by its own sub-question
+            share = evidence_share(req.top_k, len(plan.needed))
+            direct = [c for d in docs for c in await direct_hits(
+                self.pool, [d.doc_id], vecs[doc_q[d.doc_id]], {d.doc_id: d.name}, limit=DIRECT_HITS * share)]
+        else:
+            direct = await direct_hits(self.pool, [d.doc_id for d in routing.documents], qvec,
+                                       {d.doc_id: d.name for d in routing.documents}, limit=DIRECT_HITS * req.top_k)
+        for c in direct:
+            if c.chunk_id in seen_ids:
+                continue
+            seen_ids.add(c.chunk_id)
+            chunks.append(c)
+            if (c.doc_id, c.node_id) not in prior:
+                prior[(c.doc_id, c.node_id)] = 0.3
+                picks = picks + (NodePick(doc_id=c.doc_id, node_id=c.node_id, title=c.section_path.split(" > ")[-1],
+                                          section_path=c.section_path, sub_query=doc_q[c.doc_id],
+                                          reason="chunk hit inside the routed document"),)
+        ranked, note = await self._rank(req, chunks, prior, routing, doc_q if multi else None)
+        if multi:
+            per_doc: dict[int, list[RetrievedChunk]] = {}
+            for c in ranked:
+                per_doc.setdefault(c.doc_id, []).append(c)
+            evidence = tuple(allot_evidence(per_doc, plan.needed, ranked, req.top_k))
+            in_evidence = {c.chunk_id for c in evidence}
+            ranked = [*evidence, *(c for c in ranked if c.chunk_id not in in_evidence)]
+        else:
+            evidence = tuple(ranked[: req.top_k])
+        timings["retrieve"] = (time.perf_counter() - t2) * 1000
+        llm_calls = routing.llm_calls + plan.llm_calls + sum(res.llm_calls for _, res in searched)
+        return RetrievalOutcome(routing=routing, searches=tuple(res for _, res in searched), picks=picks,
+                                chunks=tuple(ranked), rerank_note=note, timings_ms=timings, llm_calls=llm_calls,
+                                plan=plan, evidence=evidence)
+
+    async def _plan(self, chat: ChatModel, req: QueryRequest, question: str, scope: QuestionScope,
+                    routing: RoutingResult, collection_id: int, top_docs: int, missing: tuple[str, ...],
+                    within: list[int] | None) -> tuple[ScopePlan, RoutingResult]:
+        """Complete the routing for named entities, then the needed documents and their sub-questions."""
+        if scope.kind == "single":
+            return ScopePlan(scope=msgspec.structs.replace(scope, missing=missing),
+                             needed=tuple(d.doc_id for d in routing.documents[:1])), routing
+        extra: list[DocCandidate] = []
+        if scope.kind == "multi" and scope.entities and scope.key:
+            rows = await run_filter(self.pool, collection_id, [Condition(scope.key, "in", list(scope.entities))])
+            allowed = set(within) if within is not None else None
+            extra = [DocCandidate(d, n, 0.0, "metadata match") for d, n in rows if allowed is None or d in allowed]
+        pool_ids = [d.doc_id for d in routing.documents] + [c.doc_id for c in routing.candidates] + \
+            [c.doc_id for c in extra]
+        metas = await doc_metadata(self.pool, list(dict.fromkeys(pool_ids)))
+        widened = msgspec.structs.replace(routing, candidates=(*routing.candidates, *extra))
+        completed, added = complete_routing(widened, scope, metas, top_docs)
+        completed = msgspec.structs.replace(completed, candidates=routing.candidates)
+        descriptions = {}
+        if not chat.offline:
+            descriptions = {r["id"]: r["description"] for r in await self.pool.fetch(
+                SQL_DOC_DESCRIPTIONS, [d.doc_id for d in completed.documents])}
+        result = await plan(chat, question, scope, completed, metas, descriptions, top_docs=top_docs,
+                            missing=missing, added=added)
+        return result, completed
+
+    async def _in_node(self, req: QueryRequest, searched: Any, picks: tuple[NodePick, ...],
+                       subq: dict[str, np.ndarray], doc_q: dict[int, str], routing: RoutingResult,
+                       ) -> tuple[list[RetrievedChunk], tuple[NodePick, ...], dict[tuple[int, str], float]]:
+        """Hybrid retrieval inside the chosen nodes, plus cross-referenced nodes ("see Note 7") once."""
         chunks: list[RetrievedChunk] = []
         prior: dict[tuple[int, str], float] = {}
         doc_rank = {d.doc_id: i for i, d in enumerate(routing.documents)}
         for tree, res in searched:
+            question = doc_q[tree.doc_id]
             per_doc = await retrieve_in_nodes(
                 self.pool, tree.doc_id, tree.doc_name, res.picks, subq, top_k=req.top_k,
                 dense_weight=self.settings.dense_weight, bm25_weight=self.settings.bm25_weight)
             for j, p in enumerate(res.picks):
                 prior[(tree.doc_id, p.node_id)] = (1.0 / (1 + j)) * (1.0 / (1 + 0.5 * doc_rank.get(tree.doc_id, 0)))
-            # follow cross-references ("see Note 7") once, bounded
             refs = find_cross_references([c.text for c in per_doc])[: self.settings.max_cross_refs]
             picked_ids = {p.node_id for p in res.picks}
             extra: list[NodePick] = []
@@ -192,34 +323,40 @@ class QueryPipeline:
                 for p in extra:
                     prior[(tree.doc_id, p.node_id)] = 0.3
             chunks.extend(per_doc)
-        # chunk-level hits inside the routed documents join the tree-search candidates (spec 002: NodeScore
-        # candidates alongside tree search; spec 004: section, then paragraph): never worse than flat search
-        seen_ids = {c.chunk_id for c in chunks}
-        direct = await direct_hits(self.pool, [d.doc_id for d in routing.documents], qvec,
-                                   {d.doc_id: d.name for d in routing.documents}, limit=DIRECT_HITS * req.top_k)
-        for c in direct:
-            if c.chunk_id in seen_ids:
-                continue
-            seen_ids.add(c.chunk_id)
-            chunks.append(c)
-            if (c.doc_id, c.node_id) not in prior:
-                prior[(c.doc_id, c.node_id)] = 0.3
-                picks = picks + (NodePick(doc_id=c.doc_id, node_id=c.node_id, title=c.section_path.split(" > ")[-1],
-                                          section_path=c.section_path, sub_query=question,
-                                          reason="chunk hit inside the routed document"),)
+        return chunks, picks, prior
+
+    async def _rank(self, req: QueryRequest, chunks: list[RetrievedChunk], prior: dict[tuple[int, str], float],
+                    routing: RoutingResult, doc_q: dict[int, str] | None) -> tuple[list[RetrievedChunk], str]:
+        """One ranking over all chunks by the question, or (``doc_q``) each document's chunks by its own
+        sub-question, merged by score; then the optional cross-encoder."""
         w = self.settings.rank_dense_weight
-        ranked = rank_across_nodes(req.query, chunks, prior, w, 1 - w, doc_weights(routing))
+        weights = doc_weights(routing)
+        if doc_q is None:
+            ranked = rank_across_nodes(req.query, chunks, prior, w, 1 - w, weights)
+        else:
+            groups: dict[int, list[RetrievedChunk]] = {}
+            for c in chunks:
+                groups.setdefault(c.doc_id, []).append(c)
+            w = MULTI_DENSE_WEIGHT
+            ranked = sorted((c for d, group in groups.items()
+                             for c in rank_across_nodes(doc_q[d], group, prior, w, 1 - w, weights)),
+                            key=lambda c: -c.score)
         use_rerank = req.rerank if req.rerank is not None else self.reranker is not None
         note = "not requested"
         if use_rerank and self.reranker is None:
             note = "skipped: no cross-encoder configured (KB_RERANK_MODEL)"
         elif use_rerank and self.reranker is not None and ranked:
-            ranked = await rerank(self.reranker, req.query, ranked[: max(req.top_k * 4, 20)])
+            if doc_q is None:
+                ranked = await rerank(self.reranker, req.query, ranked[: max(req.top_k * 4, 20)])
+            else:
+                per_doc: dict[int, list[RetrievedChunk]] = {}
+                for c in ranked:
+                    per_doc.setdefault(c.doc_id, []).append(c)
+                reranked = [c for d, group in per_doc.items()
+                            for c in await rerank(self.reranker, doc_q[d], group[: max(req.top_k, 8)])]
+                ranked = sorted(reranked, key=lambda c: -c.score)
             note = f"cross-encoder {self.reranker.model_id}"
-        timings["retrieve"] = (time.perf_counter() - t2) * 1000
-        llm_calls = routing.llm_calls + sum(res.llm_calls for _, res in searched)
-        return RetrievalOutcome(routing=routing, searches=tuple(res for _, res in searched), picks=picks,
-                                chunks=tuple(ranked), rerank_note=note, timings_ms=timings, llm_calls=llm_calls)
+        return ranked, note
 
     async def run(self, req: QueryRequest, on_event: Event | None = None) -> QueryResult:
         """The whole pipeline with the trace of every stage."""
@@ -228,14 +365,15 @@ class QueryPipeline:
         chat = CountingChat(self.chat)
         out = await self.retrieve(req, on_event, chat=chat)
         t3 = time.perf_counter()
-        evidence = list(out.chunks[: req.top_k])
-        answer = await synthesize(chat, req.query, evidence, req.history)
+        evidence = list(out.evidence)
+        answer = await synthesize(chat, req.query, evidence, req.history, plan=out.plan)
         timings = dict(out.timings_ms)
         timings["synthesize"] = (time.perf_counter() - t3) * 1000
         timings["total"] = (time.perf_counter() - t0) * 1000
         trace = None
         if req.include_trace:
             trace = {
+                "scope": scope_trace(req.query, out.plan, out.routing, evidence),
                 "strategy_used": out.routing.strategy_used,
                 "routing": {
                     "candidates": [msgspec.to_builtins(c) for c in out.routing.candidates],
@@ -257,7 +395,7 @@ class QueryPipeline:
                 "timings_ms": {k: round(v, 1) for k, v in timings.items()},
                 "llm": chat.usage(),
             }
-        log.info("router.query_done", strategy=req.strategy, docs=len(out.routing.documents), nodes=len(out.picks),
+        log.info("router.query_done", strategy=req.strategy, scope=out.plan.scope.kind, docs=len(out.routing.documents), nodes=len(out.picks),
                  chunks=len(evidence), total_ms=round(timings["total"], 1))
         return QueryResult(answer=answer.text, citations=list(answer.citations),
                            documents=list(out.routing.documents), trace=trace)

@@ -6,12 +6,14 @@ import math
 import re
 from collections.abc import Sequence
 
+import msgspec
 import structlog
 
 from kb.errors import LLMError
 from kb.providers import ChatModel
 from kb.text import split_sentences, tokenize
-from router.types import Answer, CitationOut, RetrievedChunk, Turn
+from router.scope import evidence_found
+from router.types import Answer, CitationOut, RetrievedChunk, ScopePlan, Turn
 
 log = structlog.get_logger("router.synthesize")
 
@@ -23,6 +25,9 @@ SYNTH_SYSTEM = (
 )
 _MARKER = re.compile(r"\[(\d{1,3})\]")
 _NUMBER = re.compile(r"\$?\d[\d,]*(?:\.\d+)?%?")
+_WANTS_NUMBER = re.compile(r"\b(how much|how many|what (?:was|is|were)|amount|total|percent|rate|ratio)\b", re.I)
+_COMPARES_FIGURES = re.compile(r"\b(compare[ds]?|change[ds]?|trend(?:ed|s)?|grow(?:th)?|increase[ds]?|decrease[ds]?)\b",
+                               re.I)
 _HEADING_LINE = re.compile(r"^\s{0,3}#{1,6}\s.*$", re.M)
 
 
@@ -47,21 +52,64 @@ def _history_block(history: Sequence[Turn]) -> str:
     return "Conversation so far:\n" + "\n".join(f"{t.role}: {t.content[:500]}" for t in history[-6:]) + "\n\n"
 
 
+def _missing_note(plan: ScopePlan | None) -> str:
+    if plan is None or not plan.scope.missing:
+        return ""
+    return " ".join(f"No document about {m} is in the collection." for m in plan.scope.missing)
+
+
+def _offline(question: str, chunks: Sequence[RetrievedChunk], plan: ScopePlan | None) -> Answer:
+    if plan is not None and plan.scope.kind != "single":
+        return per_document_answer(question, chunks, plan)
+    ans = extractive_answer(question, chunks)
+    missing = _missing_note(plan)
+    return msgspec.structs.replace(ans, text=f"{missing}\n{ans.text}") if missing else ans
+
+
+def _multi_prompt(question: str, chunks: Sequence[RetrievedChunk], plan: ScopePlan, history: Sequence[Turn]) -> str:
+    found = evidence_found(question, chunks, plan)
+    subs = "\n".join(f"- {s.doc_name}: {s.question}" for s in plan.sub_questions if s.doc_id in plan.needed)
+    empty = [s.doc_name for s in plan.sub_questions if s.doc_id in plan.needed and not found.get(s.doc_id)]
+    missing = _missing_note(plan)
+    return (
+        f"{_history_block(history)}Question: {question}\n\n"
+        f"This question needs several documents ({plan.scope.kind}: {plan.scope.reason}). Sub-questions:\n{subs}\n\n"
+        + (f"Documents whose evidence seems not to answer: {', '.join(empty)}\n\n" if empty else "")
+        + (f"{missing} Say so; do not answer about it from other documents.\n\n" if missing else "")
+        + f"Evidence (grouped by document):\n{build_evidence(chunks)}\n\n"
+        "First answer for each document in turn (one short paragraph or table row per document, citing every "
+        "claim with its markers); write 'No evidence found in <document>' where its evidence does not answer. "
+        "Then give the comparison, change over time or aggregate answer, citing again. Answer with evidence markers:"
+    )
+
+
 async def synthesize(chat: ChatModel, question: str, chunks: Sequence[RetrievedChunk],
-                     history: Sequence[Turn] = ()) -> Answer:
-    """LLM answer with [n] markers mapped to citations; extractive when offline or on failure."""
+                     history: Sequence[Turn] = (), *, plan: ScopePlan | None = None) -> Answer:
+    """LLM answer with [n] markers mapped to citations; extractive when offline or on failure.
+
+    A multi-document ``plan`` asks for the answer per document, then the comparison; a named entity that no
+    document mentions is said to be missing instead of being answered from the others.
+    """
+    missing = _missing_note(plan)
+    if missing and plan is not None and plan.scope.kind == "single" and not plan.scope.entities:
+        # "What was Zephyr Motors' revenue?" in a collection without Zephyr: say so, answer from nothing else
+        return Answer(text=f"{missing} The question was not answered from other documents.", citations=(),
+                      mode="missing_entity")
     if not chunks:
-        return Answer(text="No relevant evidence was found in the collection for this question.", citations=(),
-                      mode="none")
+        return Answer(text=(missing + " " if missing else "") +
+                      "No relevant evidence was found in the collection for this question.", citations=(), mode="none")
     if chat.offline:
-        return extractive_answer(question, chunks)
-    prompt = (f"{_history_block(history)}Question: {question}\n\nEvidence:\n{build_evidence(chunks)}\n\n"
-              "Answer with evidence markers:")
+        return _offline(question, chunks, plan)
+    if plan is not None and plan.scope.kind != "single":
+        prompt = _multi_prompt(question, chunks, plan, history)
+    else:
+        prompt = (f"{_history_block(history)}Question: {question}\n\nEvidence:\n{build_evidence(chunks)}\n\n"
+                  "Answer with evidence markers:")
     try:
         res = await chat.complete_text(purpose="synthesize", system=SYNTH_SYSTEM, prompt=prompt)
     except LLMError as exc:
         log.warning("router.synthesis_llm_failed", error=str(exc))
-        ans = extractive_answer(question, chunks)
+        ans = _offline(question, chunks, plan)
         return Answer(text=ans.text, citations=ans.citations, mode="extractive_fallback", llm_calls=1)
     text = res.text.strip()
     used = sorted({int(m) for m in _MARKER.findall(text) if 1 <= int(m) <= len(chunks)})
@@ -71,12 +119,72 @@ async def synthesize(chat: ChatModel, question: str, chunks: Sequence[RetrievedC
 
 def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sentences: int = 4) -> Answer:
     """The best evidence sentences for the question, each cited ([n] = evidence block)."""
+    picked = best_sentences(question, chunks, max_sentences)
+    if not picked:
+        return Answer(
+            text="The retrieved evidence does not clearly answer this question. The closest passage is: "
+                 f"\"{chunks[0].text[:300].strip()}\" [1]",
+            citations=(_citation(1, chunks[0]),), mode="extractive",
+        )
+    markers = sorted({ci + 1 for ci, _, _ in picked})
+    lines = [f"- {' '.join(s.split())} [{ci + 1}]" for ci, _, s in picked]
+    sources = sorted({chunks[ci].doc_name for ci, _, _ in picked})
+    lead = f"Based on the retrieved evidence from {sources[0]}:" if len(sources) == 1 else "Based on the retrieved evidence:"
+    text = lead + "\n" + "\n".join(lines)
+    return Answer(text=text, citations=tuple(_citation(i, chunks[i - 1]) for i in markers), mode="extractive")
+
+
+def per_document_answer(question: str, chunks: Sequence[RetrievedChunk], plan: ScopePlan,
+                        per_doc_sentences: int = 2) -> Answer:
+    """One line per needed document with its best cited sentences (by its sub-question), "No evidence found
+    in X" where its evidence lacks the topic, and the missing entities named."""
+    groups: dict[int, list[int]] = {}
+    for i, c in enumerate(chunks):
+        groups.setdefault(c.doc_id, []).append(i)
+    doc_ids = list(dict.fromkeys([*plan.needed, *groups]))
+    names = {c.doc_id: c.doc_name for c in chunks} | {s.doc_id: s.doc_name for s in plan.sub_questions}
+    found = evidence_found(question, chunks, plan)
+    lines: list[str] = []
+    none: list[str] = []
+    used: set[int] = set()
+    wants_number = bool(_WANTS_NUMBER.search(question) or _COMPARES_FIGURES.search(question))
+    for d in doc_ids:
+        if d not in plan.needed and d not in groups:
+            continue
+        sub = plan.sub_question(d)
+        idx = groups.get(d, [])
+        picked = best_sentences(sub.question if sub else question, [chunks[i] for i in idx], per_doc_sentences,
+                                wants_number=wants_number)
+        label = names.get(d, str(d))
+        if sub and (sub.entity or sub.period):
+            label += f" ({', '.join(x for x in (sub.entity, sub.period) if x)})"
+        if not picked or not found.get(d, False):
+            if d in plan.needed:
+                none.append(names.get(d, str(d)))
+            continue
+        cited = " ".join(f"{' '.join(s.split())} [{idx[ci] + 1}]" for ci, _, s in picked)
+        used.update(idx[ci] + 1 for ci, _, _ in picked)
+        lines.append(f"- {label}: {cited}")
+    head = {"list": "Per document, from the retrieved evidence:",
+            "multi": "Per document, from the retrieved evidence:"}.get(plan.scope.kind, "")
+    parts = [p for p in (_missing_note(plan), head) if p]
+    text = "\n".join(parts + lines)
+    if none:
+        text += "\n" + "\n".join(f"- No evidence found in {x}." for x in none)
+    return Answer(text=text.strip(), citations=tuple(_citation(i, chunks[i - 1]) for i in sorted(used)),
+                  mode="extractive")
+
+
+def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentences: int = 4, *,
+                   wants_number: bool | None = None) -> list[tuple[int, int, str]]:
+    """(chunk index, sentence index, sentence) of the best evidence sentences for the question, at most two
+    per chunk, best first; sentences with a figure weigh more when the question asks for one."""
     q = set(tokenize(question))
     # words that name the document (company, year, "annual report") routed it; the answer is in the others
     naming = set(tokenize(" ".join(re.sub(r"[-_.]", " ", c.doc_name) for c in chunks)))
     weight = {t: (0.3 if t in naming else 1.0) for t in q}
-    wants_number = bool(re.search(r"\b(how much|how many|what (?:was|is|were)|amount|total|percent|rate|ratio)\b",
-                                  question, re.I))
+    if wants_number is None:
+        wants_number = bool(_WANTS_NUMBER.search(question))
     df: dict[str, int] = {}
     sentences: list[tuple[int, int, str]] = []
     for ci, c in enumerate(chunks):
@@ -110,15 +218,4 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
         per_chunk[ci] = per_chunk.get(ci, 0) + 1
         if len(picked) >= max_sentences:
             break
-    if not picked:
-        return Answer(
-            text="The retrieved evidence does not clearly answer this question. The closest passage is: "
-                 f"\"{chunks[0].text[:300].strip()}\" [1]",
-            citations=(_citation(1, chunks[0]),), mode="extractive",
-        )
-    markers = sorted({ci + 1 for ci, _, _ in picked})
-    lines = [f"- {' '.join(s.split())} [{ci + 1}]" for ci, _, s in picked]
-    sources = sorted({chunks[ci].doc_name for ci, _, _ in picked})
-    lead = f"Based on the retrieved evidence from {sources[0]}:" if len(sources) == 1 else "Based on the retrieved evidence:"
-    text = lead + "\n" + "\n".join(lines)
-    return Answer(text=text, citations=tuple(_citation(i, chunks[i - 1]) for i in markers), mode="extractive")
+    return picked

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -15,12 +15,21 @@ class Turn(msgspec.Struct, frozen=True):
     content: str
 
 
+TopDocs = Annotated[int | None, msgspec.Meta(
+    description="Documents to route (1-20). Unset: chosen by the question's scope — 3 for a single-document "
+                "question, the named entities' documents for a comparison or change over time, 10 for a list.")]
+TopK = Annotated[int, msgspec.Meta(
+    description="Evidence pieces handed to synthesis in total (1-50). A multi-document question gives every "
+                "needed document at least max(1, top_k // n) of them, so the total is max(top_k, n) for n "
+                "needed documents.")]
+
+
 class QueryRequest(msgspec.Struct, frozen=True, kw_only=True):
     query: str
     collection: str = "default"
     strategy: str = "auto"
-    top_docs: int = 3
-    top_k: int = 5
+    top_docs: TopDocs = None
+    top_k: TopK = 5
     filters: dict[str, Any] = {}
     expert_knowledge: str | None = None
     history: list[Turn] = []
@@ -121,6 +130,42 @@ class Answer(msgspec.Struct, frozen=True):
     citations: tuple[CitationOut, ...]
     mode: str  # llm | extractive | extractive_fallback
     llm_calls: int = 0
+
+
+class QuestionScope(msgspec.Struct, frozen=True):
+    """single | multi (comparison, change over time) | list (aggregation over many documents)."""
+
+    kind: str
+    reason: str
+    entities: tuple[str, ...] = ()  # known company values named in the question
+    key: str = ""  # the metadata key the entities are values of
+    series: bool = False  # a change over time: every document of the entity is needed
+    missing: tuple[str, ...] = ()  # names in the question that no document of the collection mentions
+
+
+class SubQuestion(msgspec.Struct, frozen=True):
+    """The question restricted to one routed document."""
+
+    doc_id: int
+    doc_name: str
+    question: str
+    entity: str = ""
+    period: str = ""
+
+
+class ScopePlan(msgspec.Struct, frozen=True):
+    """The scope, the documents that get an evidence share, and their sub-questions."""
+
+    scope: QuestionScope
+    needed: tuple[int, ...]
+    sub_questions: tuple[SubQuestion, ...] = ()
+    mode: str = "offline"  # offline | llm | offline_fallback
+    dropped: tuple[str, ...] = ()  # what validation removed from the LLM's decomposition
+    added: tuple[int, ...] = ()  # documents added because a named entity had none routed
+    llm_calls: int = 0
+
+    def sub_question(self, doc_id: int) -> SubQuestion | None:
+        return next((s for s in self.sub_questions if s.doc_id == doc_id), None)
 
 
 class QueryResult(msgspec.Struct, frozen=True):

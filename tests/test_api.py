@@ -66,6 +66,9 @@ async def test_openapi_schema(runtime: Runtime) -> None:
         paths = r.json()["paths"]
         for p in ("/health", "/kb/query", "/kb/collections", "/kb/admin/ingest", "/kb/admin/jobs/{job_id}"):
             assert p in paths
+        query = r.json()["components"]["schemas"]["QueryRequest"]["properties"]
+        assert "in total" in query["top_k"]["description"]  # top_k's meaning is in the contract
+        assert "scope" in query["top_docs"]["description"] and "default" not in query["top_docs"]
 
 
 @pytest.mark.parametrize(

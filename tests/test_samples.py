@@ -23,17 +23,22 @@ def _questions() -> list[dict[str, object]]:
     out = []
     for block in re.split(r"^### ", text, flags=re.M)[1:]:
         fields = dict(re.findall(r"^- \*\*([^*]+):\*\*\s*(.+)$", block, flags=re.M))
+        docs = re.findall(r"`([^`]+)`", fields.get("Expected documents", fields.get("Expected document", "")))
         out.append({
             "id": block.split()[0],
             "strategy": fields["Strategy"].strip(),
             "question": fields["Question"].strip(),
-            "doc": fields["Expected document"].strip(" `"),
+            "doc": docs[0],
+            "docs": docs,
+            "multi": "Expected documents" in fields,
             "must": re.findall(r"`([^`]+)`", fields["Answer must contain"]),
         })
     return out
 
 
-QUESTIONS = _questions()
+QUESTIONS = [q for q in _questions() if not q["multi"]]
+MULTI = [q for q in _questions() if q["multi"]]
+STRATEGIES = ("auto", "metadata", "semantic", "description")
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +79,7 @@ async def samples_rt(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> A
 def test_questions_file_parses() -> None:
     assert len(QUESTIONS) >= 3
     assert {"metadata", "semantic", "description"} <= {q["strategy"] for q in QUESTIONS}
+    assert len(MULTI) >= 3
 
 
 @pytest.mark.parametrize("q", QUESTIONS, ids=[str(q["id"]) for q in QUESTIONS])
@@ -85,3 +91,150 @@ async def test_sample_question(samples_rt: Runtime, q: dict[str, object]) -> Non
         evidence = " ".join([result.answer, *(f"{c.doc_name} {c.text}" for c in result.citations)])
         for needle in q["must"]:  # type: ignore[union-attr]
             assert needle.lower() in evidence.lower(), (strategy, needle, result.answer)
+
+
+def _evidence_text(result) -> str:  # noqa: ANN001 - QueryResult
+    return " ".join([result.answer, *(f"{c.doc_name} {c.text}" for c in result.citations)]).lower()
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("q", MULTI, ids=[str(q["id"]) for q in MULTI])
+async def test_multi_document_question(samples_rt: Runtime, q: dict[str, object], strategy: str) -> None:
+    """Every needed report contributes evidence and is cited (or reported as having none), for every strategy."""
+    result = await build_pipeline(samples_rt).run(QueryRequest(query=str(q["question"]), strategy=strategy))
+    scope = result.trace["scope"]
+    assert scope["kind"] in {"multi", "list"}, scope
+    needed = {Path(n["name"]).stem: n for n in scope["needed"]}
+    cited = {Path(c.doc_name).stem for c in result.citations}
+    for stem in q["docs"]:  # type: ignore[union-attr]
+        assert stem in needed and needed[stem]["evidence"] >= 1, (strategy, stem, scope)
+        assert stem in cited, (strategy, stem, result.answer)
+    for stem, n in needed.items():  # nobody silently dropped: cited, or "no evidence found in" it
+        assert stem in cited or f"No evidence found in {n['name']}" in result.answer, (strategy, stem, result.answer)
+    if scope["kind"] == "multi":
+        subs = {Path(s["doc_name"]).stem: s["question"] for s in scope["sub_questions"]}
+        assert len(set(subs.values())) == len(subs), subs  # each document its own sub-question
+        for node in result.trace["nodes"]:
+            stem = next(Path(d.name).stem for d in result.documents if d.doc_id == node["doc_id"])
+            assert node["sub_query"] == subs[stem], node
+    for needle in q["must"]:  # type: ignore[union-attr]
+        assert needle.lower() in _evidence_text(result), (strategy, needle, result.answer)
+
+
+async def test_comparison_names_each_figure_in_its_own_line(samples_rt: Runtime) -> None:
+    result = await build_pipeline(samples_rt).run(
+        QueryRequest(query="Compare the 2023 revenue of Aurora Pharma and Northwind Energy."))
+    lines = result.answer.splitlines()
+    aurora = next(line for line in lines if line.startswith("- aurora-pharma"))
+    northwind = next(line for line in lines if line.startswith("- northwind-energy"))
+    assert "2,146.8" in aurora and "1,284.6" in northwind, result.answer
+    by_marker = {c.marker: Path(c.doc_name).stem for c in result.citations}
+    for line, stem in ((aurora, "aurora-pharma-2023-annual-report"), (northwind, "northwind-energy-2023-annual-report")):
+        markers = [int(m) for m in re.findall(r"\[(\d+)\]", line)]
+        assert markers and all(by_marker[m] == stem for m in markers), (line, by_marker)
+
+
+@pytest.mark.parametrize(("top_k", "share"), [(2, 1), (6, 3), (9, 4)])
+async def test_top_k_is_the_total_with_a_share_per_document(samples_rt: Runtime, top_k: int, share: int) -> None:
+    result = await build_pipeline(samples_rt).run(QueryRequest(
+        query="Compare the 2023 revenue of Aurora Pharma and Northwind Energy.", top_k=top_k))
+    counts = [n["evidence"] for n in result.trace["scope"]["needed"]]
+    assert len(counts) == 2 and min(counts) >= share and sum(counts) == top_k, counts
+
+
+async def test_list_question_over_many_documents(samples_rt: Runtime) -> None:
+    result = await build_pipeline(samples_rt).run(QueryRequest(query="Which of these companies report a product "
+                                                               "recall?", top_docs=6, top_k=3))
+    scope = result.trace["scope"]
+    assert scope["kind"] == "list" and len(scope["needed"]) == 6
+    assert all(n["evidence"] >= 1 for n in scope["needed"])  # 6 pieces although top_k is 3
+    assert "aurora-pharma-2023-annual-report.pdf" in scope["nothing_found"]
+    assert "bluefin-foods-2023-q3-quarterly-report.md" not in scope["nothing_found"]
+
+
+async def test_entity_not_in_the_collection_is_named(samples_rt: Runtime) -> None:
+    pipeline = build_pipeline(samples_rt)
+    alone = await pipeline.run(QueryRequest(query="What was Zephyr Motors' revenue in 2023?"))
+    assert "No document about Zephyr Motors" in alone.answer and not alone.citations, alone.answer
+    assert alone.trace["scope"]["missing_entities"] == ["Zephyr Motors"]
+    both = await pipeline.run(QueryRequest(query="Compare the 2023 revenue of Aurora Pharma and Zephyr Motors."))
+    assert "No document about Zephyr Motors" in both.answer
+    assert {Path(c.doc_name).stem for c in both.citations} == {"aurora-pharma-2023-annual-report"}
+    # a capitalised word that is no name, and names the collection knows, are not reported missing
+    known = await pipeline.run(QueryRequest(query="Which report is from the Norwegian regional airline?"))
+    assert known.trace["scope"]["missing_entities"] == []
+
+
+def _llm_pipeline(rt: Runtime, fake) -> object:  # noqa: ANN001 - FakeOpenAI
+    from kb.providers.chat import OpenAIChatModel
+    from kb.settings import LLMSettings
+    from router.pipeline import QueryPipeline
+
+    chat = OpenAIChatModel(LLMSettings(base_url=fake.base_url, model="fake-model", api_key="k", timeout_s=5,
+                                       max_retries=0, concurrency=4, cache=False))
+    return QueryPipeline(rt.pool, rt.embedder, chat, rt.settings.retrieval)
+
+
+def _scripted(plan_reply):  # noqa: ANN001, ANN202 - a FakeReply factory for the plan step
+    from kb.bench.ingest_profile import minimal_json
+    from tests.fake_openai import FakeReply
+
+    def respond(body: dict) -> FakeReply:
+        user = body["messages"][-1]["content"]
+        if "Routed documents:" in user:
+            ids = dict((name.split(".")[0], int(i)) for i, name in re.findall(r'doc_id "(\d+)": (\S+)', user))
+            return plan_reply(ids)
+        if "Evidence (grouped by document):" in user:  # cite the first block of every document
+            first: dict[str, str] = {}
+            for marker, name in re.findall(r"^\[(\d+)\] (\S+) ›", user, flags=re.M):
+                first.setdefault(name, marker)
+            return FakeReply.text(" ".join(f"{n}: figure [{m}]." for n, m in first.items()))
+        rf = body.get("response_format") or {}
+        if rf.get("type") == "json_schema":
+            return FakeReply.json(minimal_json(rf["json_schema"]["schema"]))
+        return FakeReply.text("An answer [1].")
+    return respond
+
+
+async def test_llm_decomposition_is_validated_and_used(samples_rt: Runtime, fake_openai) -> None:  # noqa: ANN001
+    from tests.fake_openai import FakeReply
+
+    def plan_reply(ids: dict[str, int]) -> FakeReply:
+        a, n = ids["aurora-pharma-2023-annual-report"], ids["northwind-energy-2023-annual-report"]
+        return FakeReply.json({"scope": "multi", "reason": "two companies", "sub_questions": [
+            {"doc_id": str(a), "sub_question": "Aurora total revenue 2023"},
+            {"doc_id": "999", "sub_question": "hallucinated"},
+            {"doc_id": str(a), "sub_question": "duplicate"},
+            {"doc_id": str(n), "sub_question": "Northwind revenue for 2023"}]})
+
+    fake_openai.script(responder=_scripted(plan_reply))
+    result = await _llm_pipeline(samples_rt, fake_openai).run(QueryRequest(
+        query="Compare the 2023 revenue of Aurora Pharma and Northwind Energy.", strategy="semantic"))
+    scope = result.trace["scope"]
+    assert scope["mode"] == "llm" and scope["reason"].startswith("LLM")
+    assert {s["question"] for s in scope["sub_questions"]} == {"Aurora total revenue 2023",
+                                                                "Northwind revenue for 2023"}
+    assert any("999" in d for d in scope["dropped"]) and any("duplicate" in d for d in scope["dropped"])
+    assert {n["sub_query"] for n in result.trace["nodes"]} <= {"Aurora total revenue 2023",
+                                                               "Northwind revenue for 2023"}
+    assert all(n["evidence"] >= 1 for n in scope["needed"]) and len(scope["needed"]) == 2
+    assert {Path(c.doc_name).stem for c in result.citations} == {"aurora-pharma-2023-annual-report",
+                                                                 "northwind-energy-2023-annual-report"}
+    synth = next(r for r in fake_openai.requests if "Evidence (grouped by document)" in r.messages[-1]["content"])
+    prompt = synth.messages[-1]["content"]
+    assert "First answer for each document" in prompt and "Aurora total revenue 2023" in prompt
+
+
+@pytest.mark.parametrize("reply", ["{not json", '{"scope": "several"}', '{"scope": "multi", "sub_questions": []}'])
+async def test_llm_decomposition_failure_falls_back_offline(samples_rt: Runtime, fake_openai, reply: str) -> None:  # noqa: ANN001
+    from tests.fake_openai import FakeReply
+
+    fake_openai.script(responder=_scripted(lambda _ids: FakeReply.text(reply)))
+    result = await _llm_pipeline(samples_rt, fake_openai).run(QueryRequest(
+        query="Compare the 2023 revenue of Aurora Pharma and Northwind Energy.", strategy="semantic"))
+    scope = result.trace["scope"]
+    assert scope["mode"] == "offline_fallback" and scope["dropped"], scope
+    assert [s["question"] for s in scope["sub_questions"]] == ["Aurora Pharma FY2023 revenue",
+                                                              "Northwind Energy FY2023 revenue"]
+    assert {Path(c.doc_name).stem for c in result.citations} == {"aurora-pharma-2023-annual-report",
+                                                                 "northwind-energy-2023-annual-report"}

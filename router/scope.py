@@ -1,0 +1,457 @@
+"""Question scope: single document, comparison / change over time across documents, or a list over many.
+
+Offline the decision is made by rules over the collection's known metadata values (companies) and the
+wording; with an LLM, one small JSON call (``query.plan``) confirms the scope and writes one sub-question
+per routed document. Every multi-document question gets a per-document sub-question (used for that
+document's tree search and in-node retrieval) and a list of *needed* documents, each of which receives
+its share of the evidence handed to synthesis.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import asyncpg
+import msgspec
+import structlog
+
+from kb.errors import LLMError
+from kb.providers import ChatModel
+from kb.text import normalize_title, tokenize
+from router.metadata import (
+    COMPANY_KEYS,
+    QUARTER_KEYS,
+    YEAR_KEYS,
+    KnownValues,
+    company_aliases,
+    contains_phrase,
+    match_offline,
+    meta_int,
+    question_period,
+)
+from router.types import DocCandidate, QuestionScope, RoutingResult, ScopePlan, SubQuestion
+
+log = structlog.get_logger("router.scope")
+
+SINGLE_TOP_DOCS = 3
+"""Documents routed for a single-document question when the request leaves ``top_docs`` unset."""
+LIST_TOP_DOCS = 10
+"""Documents routed for a list/aggregation question when the request leaves ``top_docs`` unset."""
+MAX_TOP_DOCS = 20
+COMPARATIVE_YEARS = 2
+"""Stated years of one entity at most this far apart are one report's comparatives (a 10-K carries the two
+or three preceding years, a 10-Q the prior year end): "FY2021 vs FY2022" is answered from the FY2022 report."""
+
+# "over time", "these quarters", "previous quarters", "quarterly reports", "throughout the reporting period"
+_SERIES = re.compile(
+    r"\b(?:over time|period to period|quarter[- ]over[- ]quarter|trend(?:s|ed|ing)?"
+    r"|(?:over|throughout|during|across) the report(?:ing|ed) periods?"
+    r"|(?:over|across|during|throughout|in) (?:these|those|the|all|its|their|both)\s?(?:reported |reporting )?"
+    r"(?:quarters|periods|10-?qs|10-?ks|filings|reports|quarterly reports|annual reports)"
+    r"|(?:across|over) (?:quarters|periods|years|reports|filings)"
+    r"|(?:these|those|the reported|all) (?:quarters|periods|10-?qs|10-?ks|filings|quarterly reports|annual reports)"
+    r"|(?:previous|prior|past|earlier|preceding|historical|last (?:two|three|four|five|six|eight|\d+))"
+    r" (?:quarters|periods|years|reports|filings)"
+    r"|(?:quarterly|annual) (?:reports|filings)"
+    r"|both (?:reports|filings|years|periods))\b",
+    re.I,
+)
+# "which of these companies", "list all companies", "each company", "how many of the reports"
+_LIST = re.compile(
+    r"\b(?:which (?:of (?:these|the|our|all|those) )?(?:companies|firms|issuers|reports|documents|filings)"
+    r"|(?:list|name) (?:all |every |each )?(?:of )?(?:the )?(?:companies|firms|issuers|reports|documents)"
+    r"|(?:all|each|every) (?:of (?:the|these) )?(?:companies|company|firms|issuers|reports|documents|filings)"
+    r"|how many (?:of (?:the|these) )?(?:companies|firms|reports|documents))\b",
+    re.I,
+)
+_COMPARE = re.compile(r"\b(?:compare[ds]?|comparison|versus|vs\.?|between|differ(?:s|ence)?|relative to)\b", re.I)
+# words that frame a multi-document question but say nothing about what to find in one document
+_FRAME_WORDS = frozenset(
+    """compare compared compares comparison versus vs between difference differ differs relative change changed
+    changes changing shift shifted shifts evolve evolved fluctuate fluctuated fluctuation fluctuations vary
+    varied variation variations trend trended trends over time across throughout during these those each every
+    all both reported reporting report reports filing filings quarter quarters period periods year years
+    quarterly annual historical previous prior past latest recent most company companies firm firms issuer
+    issuers document documents which list name how many did does do has have had is are was were what the a an
+    of in for to and or by from its their it they there any been notable significant considerable seen stack
+    against up 10-q 10-qs 10q 10qs 10-k 10-ks 10k 10ks fy""".split()
+)
+_CAP_PHRASE = re.compile(r"(?<![\w'])([A-Z][a-z][\w&.-]*(?:\s+(?:&\s+)?[A-Z][a-z][\w&.-]*)*)")
+_GENERIC_CAPS = frozenset(
+    """what which who whom whose when where why how is are was were did does do has have had can could should
+    would will compare list name give show tell describe summarize summarise explain analyze analyse assess
+    in on for from of the a an and or if assume based according among as at by with please january february
+    march april may june july august september october november december note item part section table exhibit
+    appendix schedule fiscal quarter year annual quarterly report inc corp corporation company ltd plc llc group
+    holdings""".split()
+)
+
+SQL_PHRASE_DF = """
+SELECT p.phrase, bool_or(coalesce(l.df, 0) = 0) AS absent, count(*) AS lexemes
+FROM unnest($2::text[]) AS p(phrase)
+CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector('english', p.phrase))) AS x(lexeme)
+LEFT JOIN lexeme_df l ON l.collection_id = $1 AND l.lexeme = x.lexeme
+GROUP BY p.phrase"""
+SQL_DOC_METADATA = "SELECT id, name, metadata FROM documents WHERE id = ANY($1::bigint[])"
+
+PLAN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "scope": {"type": "string", "enum": ["single", "multi", "list"]},
+        "reason": {"type": "string"},
+        "sub_questions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"doc_id": {"type": "string"}, "sub_question": {"type": "string"}},
+                "required": ["doc_id", "sub_question"],
+            },
+        },
+    },
+    "required": ["scope", "sub_questions"],
+}
+PLAN_SYSTEM = "You plan how to answer questions over a collection of reports. Reply with JSON only."
+
+
+def _meta(value: Any) -> dict[str, Any]:
+    import json
+
+    return json.loads(value) if isinstance(value, str) else dict(value or {})
+
+
+def doc_entity(meta: Mapping[str, Any]) -> str:
+    """The document's company/organisation value ('' when it has none)."""
+    return str(next((meta[k] for k in COMPANY_KEYS if meta.get(k)), ""))
+
+
+def doc_period(meta: Mapping[str, Any]) -> str:
+    """A short period label from the metadata: "Q3 FY2023", "FY2023", or the free-text ``period``."""
+    year, quarter = meta_int(meta, YEAR_KEYS), meta_int(meta, QUARTER_KEYS)
+    if year and quarter:
+        return f"Q{quarter} FY{year}"
+    if year:
+        return f"FY{year}"
+    return str(meta.get("period") or "")
+
+
+# --------------------------------------------------------------------------- offline scope
+
+
+def classify_scope(question: str, kv: KnownValues) -> QuestionScope:
+    """Single, multi (comparison or change over time) or list, by rules over known values and wording."""
+    match = match_offline(question, kv)
+    company = next((c for c in match.conditions if c.key in COMPANY_KEYS), None)
+    entities = _distinct_entities(company.value if company else [])
+    series = bool(_SERIES.search(question))
+    period = question_period(question)
+    if len(entities) >= 2:
+        names = ", ".join(entities)
+        return QuestionScope(kind="multi", reason=f"names {len(entities)} entities: {names}", entities=entities,
+                             key=company.key if company else "", series=series)
+    if series:
+        return QuestionScope(kind="multi", reason=f"change over time: '{_SERIES.search(question).group(0)}'",
+                             entities=entities, key=company.key if company else "", series=True)
+    if not entities and _LIST.search(question):
+        return QuestionScope(kind="list", reason=f"list over documents: '{_LIST.search(question).group(0)}'")
+    years = sorted(period.years)
+    if len(years) >= 2 and _COMPARE.search(question) and years[-1] - years[0] > COMPARATIVE_YEARS:
+        return QuestionScope(kind="multi", reason=f"compares periods {years[0]}–{years[-1]} beyond one report's "
+                             "comparatives", entities=entities, key=company.key if company else "", series=True)
+    if len(years) >= 2:
+        return QuestionScope(kind="single", reason=f"periods {years[0]}–{years[-1]} are comparatives of the latest "
+                             "report", entities=entities, key=company.key if company else "")
+    return QuestionScope(kind="single", reason="one entity or none, no comparison wording", entities=entities,
+                         key=company.key if company else "")
+
+
+def _distinct_entities(values: Sequence[str]) -> tuple[str, ...]:
+    """Company values, one per entity ("Apple" and "Apple Inc." are one)."""
+    out: list[str] = []
+    seen: list[set[str]] = []
+    for v in values:
+        aliases = company_aliases(v)
+        if any(aliases & s for s in seen):
+            continue
+        seen.append(aliases)
+        out.append(v)
+    return tuple(out)
+
+
+def effective_top_docs(requested: int | None, scope: QuestionScope, kv: KnownValues) -> int:
+    """``top_docs`` of the request, or by scope: 3 for one document, every named entity's documents for a
+    change over time, one per entity for a comparison, 10 for a list (at most 20)."""
+    if requested is not None:
+        return requested
+    if scope.kind == "list":
+        return LIST_TOP_DOCS
+    if scope.kind == "multi":
+        counts = kv.values.get(scope.key, {}) if scope.key else {}
+        if scope.series and scope.entities:
+            n = sum(counts.get(e, 1) for e in scope.entities)
+        else:
+            n = len(scope.entities)
+        return max(SINGLE_TOP_DOCS, min(MAX_TOP_DOCS, n))
+    return SINGLE_TOP_DOCS
+
+
+async def missing_entities(pool: asyncpg.Pool, collection_id: int, question: str, kv: KnownValues) -> tuple[str, ...]:
+    """Names in the question that the collection does not know: capitalised phrases (several words, a
+    possessive, or one side of "A and B") that are no known metadata value and have a word no chunk of the
+    collection contains: "Compare Aurora Pharma and Zephyr Motors" → ("Zephyr Motors",)."""
+    known = normalize_title(" ".join(v for key in COMPANY_KEYS for v in kv.values.get(key, {})))
+    phrases: list[str] = []
+    for m in _CAP_PHRASE.finditer(question):
+        words = re.sub(r"'s\b", "", m.group(1)).split()
+        while words and words[0].lower() in _GENERIC_CAPS:
+            words.pop(0)
+        phrase = " ".join(w for w in words if w.lower() not in _GENERIC_CAPS).strip(" .&-")
+        if len(phrase) < 3 or contains_phrase(known, normalize_title(phrase)):
+            continue
+        after, before = question[m.end(): m.end() + 2], question[max(0, m.start() - 9): m.start()]
+        # a name, not a capitalised word: several words, a possessive, or one side of "A and B" / "A vs B"
+        if (len(words) >= 2 or after.startswith(("'", "’")) or re.search(r"\b(?:and|or|vs\.?|versus)\s+$", before)
+                or re.match(r"\s+(?:and|or|vs\.?|versus)\b", question[m.end():])):
+            phrases.append(phrase)
+    if not phrases:
+        return ()
+    rows = await pool.fetch(SQL_PHRASE_DF, collection_id, list(dict.fromkeys(phrases)))
+    return tuple(r["phrase"] for r in rows if r["absent"] and r["lexemes"] > 0)
+
+
+# --------------------------------------------------------------------------- routing completion and plan
+
+
+async def doc_metadata(pool: asyncpg.Pool, doc_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    return {r["id"]: _meta(r["metadata"]) for r in await pool.fetch(SQL_DOC_METADATA, list(doc_ids))}
+
+
+def _entity_of(meta: Mapping[str, Any], scope: QuestionScope) -> str | None:
+    """Which of the scope's entities the document belongs to (None: none of them)."""
+    value = doc_entity(meta)
+    if not value:
+        return None
+    aliases = company_aliases(value)
+    for e in scope.entities:
+        if aliases & company_aliases(e):
+            return e
+    return None
+
+
+def complete_routing(routing: RoutingResult, scope: QuestionScope, metas: Mapping[int, Mapping[str, Any]],
+                     top_docs: int) -> tuple[RoutingResult, tuple[int, ...]]:
+    """Add the best candidate of each named entity that no routed document covers (and, for a change over
+    time, the entity's further candidates up to ``top_docs``); returns the routing and the added ids."""
+    if scope.kind != "multi" or not scope.entities:
+        return routing, ()
+    docs = list(routing.documents)
+    covered = {_entity_of(metas.get(d.doc_id, {}), scope) for d in docs}
+    added: list[DocCandidate] = []
+    for cand in routing.candidates:
+        if any(cand.doc_id == d.doc_id for d in docs):
+            continue
+        entity = _entity_of(metas.get(cand.doc_id, {}), scope)
+        if entity is None:
+            continue
+        if entity not in covered or (scope.series and len(docs) < top_docs):
+            covered.add(entity)
+            new = DocCandidate(cand.doc_id, cand.name, cand.score, f"added: {entity} is named in the question; "
+                               f"{cand.why}")
+            docs.append(new)
+            added.append(new)
+    if not added:
+        return routing, ()
+    return msgspec.structs.replace(routing, documents=tuple(docs)), tuple(a.doc_id for a in added)
+
+
+def needed_documents(routing: RoutingResult, scope: QuestionScope, metas: Mapping[int, Mapping[str, Any]]) -> tuple[int, ...]:
+    """The routed documents that get an evidence share: every routed document for a list or an open change
+    over time; per named entity its best routed document (all of them for a change over time)."""
+    ids = [d.doc_id for d in routing.documents]
+    if scope.kind == "single":
+        return tuple(ids[:1])
+    if scope.kind == "list" or not scope.entities:
+        return tuple(ids)
+    out: list[int] = []
+    seen: set[str] = set()
+    for d in ids:
+        entity = _entity_of(metas.get(d, {}), scope)
+        if entity is None or (entity in seen and not scope.series):
+            continue
+        seen.add(entity)
+        out.append(d)
+    return tuple(out) or tuple(ids[:1])
+
+
+def topic(question: str, scope: QuestionScope) -> str:
+    """What to find in each document: the question without entity names, periods and framing words."""
+    text = question
+    for e in scope.entities:
+        for alias in sorted(company_aliases(e) | {e}, key=len, reverse=True):
+            text = re.sub(rf"(?i)\b{re.escape(alias)}(?:'s|’s)?\b", " ", text)
+    text = re.sub(r"(?i)\b(?:fy|q[1-4])?\s?'?(?:19|20)\d{2}\b|\bq[1-4]\b|\b(?:first|second|third|fourth) quarter\b",
+                  " ", text)
+    words = [w for w in re.findall(r"[A-Za-z0-9][\w&%$.'-]*", text) if w.lower().strip(".'") not in _FRAME_WORDS]
+    return " ".join(words).strip(" .?") or question.strip()
+
+
+def offline_sub_questions(question: str, scope: QuestionScope, routing: RoutingResult,
+                          metas: Mapping[int, Mapping[str, Any]], needed: Sequence[int]) -> tuple[SubQuestion, ...]:
+    """One sub-question per needed document: its entity and period, then the topic ("Northwind Energy FY2023
+    revenue")."""
+    what = topic(question, scope)
+    out = []
+    for d in routing.documents:
+        if d.doc_id not in needed:
+            continue
+        meta = metas.get(d.doc_id, {})
+        entity, period = doc_entity(meta), doc_period(meta)
+        prefix = " ".join(x for x in (entity, period) if x)
+        out.append(SubQuestion(doc_id=d.doc_id, doc_name=d.name, question=f"{prefix} {what}".strip(),
+                               entity=entity, period=period))
+    return tuple(out)
+
+
+def _plan_prompt(question: str, routing: RoutingResult, metas: Mapping[int, Mapping[str, Any]],
+                 descriptions: Mapping[int, str], scope: QuestionScope, top_docs: int) -> str:
+    lines = []
+    for d in routing.documents:
+        meta = metas.get(d.doc_id, {})
+        lines.append(f'- doc_id "{d.doc_id}": {d.name} — {doc_entity(meta) or "?"}, {doc_period(meta) or "?"}; '
+                     f"{descriptions.get(d.doc_id, '')[:200]}")
+    return (
+        "Decide whether the question needs one document (single), several documents to compare or follow over "
+        "time (multi), or a list/aggregation over many documents (list). For multi and list, write one focused "
+        f"sub-question per document that is needed (at most {top_docs}), using only the doc_ids below; leave out "
+        "documents that are not needed.\n\n"
+        f"Question: {question}\n\nRule-based first guess: {scope.kind} ({scope.reason})\n\nRouted documents:\n"
+        + "\n".join(lines)
+        + '\n\nReply: {"scope": "single|multi|list", "reason": "...", '
+        '"sub_questions": [{"doc_id": "12", "sub_question": "..."}]}'
+    )
+
+
+def validate_plan(data: Any, routing: RoutingResult, top_docs: int) -> tuple[str, str, list[tuple[int, str]], list[str]]:
+    """(scope, reason, [(doc_id, sub-question)], dropped) from an LLM reply; raises LLMError on garbage.
+
+    Unknown documents, duplicates, empty sub-questions and entries beyond ``top_docs`` are dropped and named.
+    """
+    if not isinstance(data, Mapping) or data.get("scope") not in {"single", "multi", "list"}:
+        raise LLMError("plan reply: 'scope' is not single/multi/list")
+    items = data.get("sub_questions")
+    if not isinstance(items, list):
+        raise LLMError("plan reply: 'sub_questions' is not a list")
+    routed = {str(d.doc_id): d.doc_id for d in routing.documents}
+    kept: list[tuple[int, str]] = []
+    dropped: list[str] = []
+    for item in items:
+        if not isinstance(item, Mapping):
+            dropped.append(f"{str(item)[:40]!r}: not an object")
+            continue
+        raw, text = str(item.get("doc_id", "")).strip(), str(item.get("sub_question") or "").strip()
+        if raw not in routed:
+            dropped.append(f"doc {raw[:40]!r}: not a routed document")
+        elif any(d == routed[raw] for d, _ in kept):
+            dropped.append(f"doc {raw}: duplicate")
+        elif not text:
+            dropped.append(f"doc {raw}: empty sub-question")
+        elif len(kept) >= top_docs:
+            dropped.append(f"doc {raw}: beyond top_docs={top_docs}")
+        else:
+            kept.append((routed[raw], text[:500]))
+    return str(data["scope"]), str(data.get("reason") or "")[:300], kept, dropped
+
+
+async def plan(chat: ChatModel, question: str, scope: QuestionScope, routing: RoutingResult,
+               metas: Mapping[int, Mapping[str, Any]], descriptions: Mapping[int, str], *, top_docs: int,
+               missing: Sequence[str] = (), added: Sequence[int] = ()) -> ScopePlan:
+    """Needed documents and their sub-questions: offline rules, or one LLM call (validated, offline on failure)."""
+    needed = needed_documents(routing, scope, metas)
+    base = ScopePlan(scope=msgspec.structs.replace(scope, missing=tuple(missing)), needed=needed,
+                     sub_questions=offline_sub_questions(question, scope, routing, metas, needed)
+                     if scope.kind != "single" else (), added=tuple(added))
+    if scope.kind == "single" or chat.offline or len(routing.documents) < 2:
+        return base
+    try:
+        res = await chat.complete_json(purpose="query.plan", system=PLAN_SYSTEM, schema=PLAN_SCHEMA,
+                                       prompt=_plan_prompt(question, routing, metas, descriptions, scope, top_docs))
+        kind, reason, kept, dropped = validate_plan(res.data, routing, top_docs)
+    except LLMError as exc:
+        log.warning("router.plan_llm_failed", error=str(exc))
+        return msgspec.structs.replace(base, mode="offline_fallback", llm_calls=1,
+                                       dropped=(f"LLM plan failed: {exc}",))
+    if dropped:
+        log.info("router.plan_dropped", dropped=dropped)
+    llm_scope = msgspec.structs.replace(base.scope, kind=kind, reason=f"LLM: {reason}" if reason else "LLM")
+    if kind == "single":
+        return ScopePlan(scope=llm_scope, needed=base.needed[:1], sub_questions=(), mode="llm",
+                         dropped=tuple(dropped), added=base.added, llm_calls=1)
+    if not kept:  # nothing usable: the offline decomposition, said so
+        return msgspec.structs.replace(base, scope=llm_scope, mode="offline_fallback", llm_calls=1,
+                                       dropped=(*dropped, "no valid sub-question: offline decomposition"))
+    by_doc = {s.doc_id: s for s in offline_sub_questions(question, scope, routing, metas, [d for d, _ in kept])}
+    subs = tuple(msgspec.structs.replace(by_doc[d], question=q) for d, q in kept)
+    return ScopePlan(scope=llm_scope, needed=tuple(d for d, _ in kept), sub_questions=subs, mode="llm",
+                     dropped=tuple(dropped), added=base.added, llm_calls=1)
+
+
+# --------------------------------------------------------------------------- evidence per document
+
+
+def evidence_share(top_k: int, needed: int) -> int:
+    """Evidence pieces each needed document receives at least: ``max(1, top_k // n)``."""
+    return max(1, top_k // max(1, needed))
+
+
+def allot_evidence(ranked_per_doc: Mapping[int, Sequence[Any]], needed: Sequence[int], global_order: Sequence[Any],
+                   top_k: int) -> list[Any]:
+    """Each needed document's best ``evidence_share`` pieces first (in ``needed`` order), then the best
+    remaining pieces by ``global_order`` until ``top_k`` (the total is ``max(top_k, share · n)``).
+    The result is grouped by document, each group best first."""
+    share = evidence_share(top_k, len(needed))
+    chosen: dict[int, list[Any]] = {d: list(ranked_per_doc.get(d, ()))[:share] for d in needed}
+    taken = {c.chunk_id for group in chosen.values() for c in group}
+    total = sum(len(g) for g in chosen.values())
+    for c in global_order:
+        if total >= top_k:
+            break
+        if c.chunk_id in taken:
+            continue
+        chosen.setdefault(c.doc_id, []).append(c)
+        taken.add(c.chunk_id)
+        total += 1
+    return [c for group in chosen.values() for c in group]
+
+
+FOUND_COVERAGE = 0.5
+"""A document's evidence answers its sub-question when it contains topic words carrying at least this share of
+their IDF weight (IDF over the documents in the evidence): "product recall" is found only where "recall" is."""
+
+
+def evidence_found(question: str, evidence: Sequence[Any], plan: ScopePlan) -> dict[int, bool]:
+    """Per document of the evidence (and every needed one): does its evidence speak to its sub-question?"""
+    texts: dict[int, list[str]] = {d: [] for d in plan.needed}
+    for c in evidence:
+        texts.setdefault(c.doc_id, []).append(c.text)
+    tokens = {d: set(tokenize(" ".join(t))) for d, t in texts.items() if t}
+    n = max(1, len(tokens))
+    out = {}
+    for d in texts:
+        have = tokens.get(d)
+        if not have:
+            out[d] = False
+            continue
+        terms = topic_terms(plan.sub_question(d), question)
+        idf = {t: math.log(1 + n / (0.5 + sum(t in toks for toks in tokens.values()))) for t in terms}
+        out[d] = not idf or sum(w for t, w in idf.items() if t in have) / sum(idf.values()) >= FOUND_COVERAGE
+    return out
+
+
+def topic_terms(sub_question: SubQuestion | None, question: str) -> list[str]:
+    """The words a document's evidence must contain to count as found (entity and period words removed)."""
+    text = sub_question.question if sub_question else question
+    drop = set(tokenize(f"{sub_question.entity} {sub_question.period}")) if sub_question else set()
+    return [t for t in dict.fromkeys(tokenize(text)) if t not in drop and t not in _FRAME_WORDS
+            and not re.fullmatch(r"(?:fy)?\d{2,4}|q[1-4]", t)]

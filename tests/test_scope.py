@@ -1,0 +1,93 @@
+"""Question scope, per-document evidence budget and decomposition validation (pure functions; the
+end-to-end checks on the sample corpus are in tests/test_samples.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kb.errors import LLMError
+from router.metadata import KnownValues
+from router.scope import (
+    allot_evidence,
+    classify_scope,
+    effective_top_docs,
+    evidence_share,
+    topic,
+    validate_plan,
+)
+from router.types import DocCandidate, RetrievedChunk, RoutingResult
+
+KV = KnownValues(values={
+    "company": {"Aurora Pharma": 1, "Northwind Energy": 1, "Helios Robotics": 2, "Apple Inc.": 4},
+    "fiscal_year": {"2021": 1, "2022": 2, "2023": 4},
+}, doc_count=8)
+
+
+@pytest.mark.parametrize(("question", "kind"), [
+    ("Compare the 2023 revenue of Aurora Pharma and Northwind Energy.", "multi"),
+    ("How has Apple's total net sales changed over time?", "multi"),
+    ("What is the effective tax rate reported by Apple in these quarters?", "multi"),
+    ("How does Apple's R&D spending in the latest quarter compare to previous quarters?", "multi"),
+    ("Which of these companies report a product recall?", "list"),
+    ("List all companies that mention a cyber attack.", "list"),
+    ("Which company had a product recall of frozen seafood?", "single"),
+    ("What was Helios Robotics' revenue in fiscal 2022?", "single"),
+    ("How much has the effective tax rate of Helios Robotics changed between FY2021 and FY2022?", "single"),
+    ("What is the FY2019 - FY2021 3 year average operating margin for Helios Robotics?", "single"),
+    ("Compare Helios Robotics' revenue in 2015 and 2023.", "multi"),
+])
+def test_scope_rules(question: str, kind: str) -> None:
+    scope = classify_scope(question, KV)
+    assert scope.kind == kind, scope.reason
+    assert scope.reason
+
+
+def test_scope_entities_and_top_docs() -> None:
+    two = classify_scope("Compare the 2023 revenue of Aurora Pharma and Northwind Energy.", KV)
+    assert set(two.entities) == {"Aurora Pharma", "Northwind Energy"} and not two.series
+    series = classify_scope("How has Apple's total net sales changed over time?", KV)
+    assert series.entities == ("Apple Inc.",) and series.series
+    assert effective_top_docs(None, series, KV) == 4  # every Apple filing
+    assert effective_top_docs(None, two, KV) == 3
+    assert effective_top_docs(None, classify_scope("Which of these companies report a recall?", KV), KV) == 10
+    assert effective_top_docs(None, classify_scope("What was Apple's revenue?", KV), KV) == 3
+    assert effective_top_docs(7, series, KV) == 7
+    assert topic("Compare the 2023 revenue of Aurora Pharma and Northwind Energy.", two) == "revenue"
+    assert topic("How has Apple's total net sales changed over time?", series) == "total net sales"
+
+
+def _chunk(cid: int, doc: int, score: float) -> RetrievedChunk:
+    return RetrievedChunk(chunk_id=cid, doc_id=doc, doc_name=f"d{doc}", node_id="0001", section_path="s", text="t",
+                          page=1, pages=(1, 1), unit="page", dense=score, bm25=0.0, fused=score, score=score)
+
+
+def test_allot_gives_every_needed_document_its_share() -> None:
+    # document 1 dominates the global ranking: a single top-5 list would hold no chunk of document 2
+    a = [_chunk(i, 1, 1.0 - i / 100) for i in range(10)]
+    b = [_chunk(100 + i, 2, 0.5 - i / 100) for i in range(10)]
+    ranked = sorted(a + b, key=lambda c: -c.score)
+    out = allot_evidence({1: a, 2: b}, [1, 2], ranked, 5)
+    assert [c.doc_id for c in out] == [1, 1, 1, 2, 2]  # share 2 each, the fifth slot by global rank
+    assert [c.chunk_id for c in out] == [0, 1, 2, 100, 101]
+    assert evidence_share(5, 2) == 2 and evidence_share(5, 20) == 1
+    many = allot_evidence({d: [_chunk(d * 10, d, 0.1)] for d in range(8)}, list(range(8)), [], 5)
+    assert len(many) == 8 and {c.doc_id for c in many} == set(range(8))  # total = max(top_k, n)
+    # a needed document without any chunk keeps no slot and nothing else is dropped
+    assert [c.doc_id for c in allot_evidence({1: a}, [1, 2], ranked, 4)] == [1, 1, 1, 1]
+
+
+def test_validate_plan_drops_and_trims() -> None:
+    routing = RoutingResult(strategy_used="auto", documents=tuple(DocCandidate(d, f"d{d}", 1.0, "") for d in (1, 2, 3)))
+    scope, reason, kept, dropped = validate_plan({"scope": "multi", "reason": "two", "sub_questions": [
+        {"doc_id": "1", "sub_question": "A revenue"}, {"doc_id": "999", "sub_question": "x"},
+        {"doc_id": "1", "sub_question": "again"}, {"doc_id": "2", "sub_question": ""}, "junk",
+        {"doc_id": "3", "sub_question": "C revenue"}, {"doc_id": "2", "sub_question": "B revenue"},
+    ]}, routing, top_docs=2)
+    assert (scope, reason) == ("multi", "two")
+    assert kept == [(1, "A revenue"), (3, "C revenue")]
+    assert any("999" in d for d in dropped) and any("duplicate" in d for d in dropped)
+    assert any("empty" in d for d in dropped) and any("beyond top_docs=2" in d for d in dropped)
+    with pytest.raises(LLMError):
+        validate_plan({"scope": "several", "sub_questions": []}, routing, top_docs=2)
+    with pytest.raises(LLMError):
+        validate_plan({"scope": "multi", "sub_questions": "1,2"}, routing, top_docs=2)
