@@ -15,8 +15,10 @@ from kb.bench.datasets import load_docugami, match_sources
 from kb.bench.harness import BenchConfig, run_benchmark, run_cli
 from kb.bench.metrics import (
     QuestionRun,
+    answer_number_recall,
     doc_hit,
     doc_recall,
+    evidence_doc_coverage,
     node_recall,
     page_recall,
     question_metrics,
@@ -58,7 +60,8 @@ CORPUS: dict[str, tuple[str, str, int, list[str]]] = {
 QUESTIONS = [
     # the only page with "zorbex"/"throughput" is ACME page 3 (zero-indexed 2): evidence is right there
     {"financebench_id": "q_acme", "doc_name": "ACME_2022_10K", "question_type": "metrics-generated",
-     "question": "What was the zorbex throughput?", "evidence": [{"evidence_page_num": 2, "evidence_text": "x"}]},
+     "question": "What was the zorbex throughput?", "evidence": [{"evidence_page_num": 2, "evidence_text": "x"}],
+     "answer": "Zorbex throughput was 4,210 units per hour at Dayton."},
     # "quillfeather" is only on BOLT page 2, but the evidence says page 4 (zero-indexed 3): the document is
     # found at rank 1 while no retrieved chunk covers the evidence page
     {"financebench_id": "q_bolt", "doc_name": "BOLT_2023_10K", "question_type": "novel-generated",
@@ -144,6 +147,11 @@ async def test_bench_financebench_end_to_end(runtime: Runtime, tmp_path: Path) -
     assert bm25["node_recall"] is None and bm25["llm_calls"] == 0
     acme = next(q for q in report.questions if q["qid"] == "q_acme")
     assert acme["evidence"] == [["ACME_2022_10K.pdf", 3]]  # zero-indexed 2 → our page 3
+    # the evidence handed to synthesis holds ACME page 3, so the reference figure 4,210 is in it;
+    # q_bolt's reference answer has no figure: not counted
+    assert acme["results"]["flat-bm25"]["answer_number_recall"] == 1.0
+    assert acme["results"]["flat-bm25"]["evidence_doc_coverage"] == 1.0
+    assert bm25["answer_number_recall"] == 1.0 and bm25["evidence_doc_coverage"] == 1.0
     assert acme["results"]["flat-bm25"]["chunks"][0] == ["ACME_2022_10K.pdf", 3]
 
     for name in ("auto", "semantic"):
@@ -189,10 +197,10 @@ async def test_bench_docugami_globs_and_neutral_names(runtime: Runtime, tmp_path
         pdf.save(data / "pdfs" / f"{stem}.pdf")
         pdf.close()
     (data / "qna.csv").write_text(
-        "Question,Source Docs,Question Type\n"
-        '"What is the zorbex throughput?",*2023 Q2 ACME*,Single-Doc Single-Chunk RAG\n'
-        '"Compare the quillfeather and zorbex figures.",*ACME*,Multi-Doc RAG\n'
-        '"What did Tesla report?",*TSLA*,Single-Doc Single-Chunk RAG\n')
+        "Question,Source Docs,Question Type,Answer\n"
+        '"What is the zorbex throughput?",*2023 Q2 ACME*,Single-Doc Single-Chunk RAG,A record.\n'
+        '"How did the quillfeather and zorbex figures change across these quarters?",*ACME*,Multi-Doc RAG,"x"\n'
+        '"What did Tesla report?",*TSLA*,Single-Doc Single-Chunk RAG,"$12 million"\n')
     report = await run_benchmark(runtime, BenchConfig(dataset="docugami", data_dir=data,
                                                       strategies=("auto", "flat-bm25")))
     stored = [r["name"] for r in await runtime.pool.fetch("SELECT name FROM documents ORDER BY name")]
@@ -205,3 +213,29 @@ async def test_bench_docugami_globs_and_neutral_names(runtime: Runtime, tmp_path
     assert multi["relevant"] == ["2023 Q1 ACME.pdf", "2023 Q2 ACME.pdf"]
     assert set(multi["results"]["flat-bm25"]["docs"][:2]) == set(multi["relevant"])  # mapped back to file names
     assert report.strategies["auto"]["doc_recall@5"] == 1.0
+    # a change across quarters: each relevant 10-Q contributes evidence handed to synthesis
+    assert multi["results"]["auto"]["evidence_doc_coverage"] == 1.0
+    assert report.by_type["auto"]["Multi-Doc RAG"]["evidence_doc_coverage"] == 1.0
+
+
+def test_answer_number_recall_normalisation() -> None:
+    answer = ("- For the quarter ended June 25, 2022, total net sales were $82,959 million. (SOURCE: 2022 Q3 AAPL.pdf)\n"
+              "- For the quarter ended December 31, 2022, they were $117.154 billion.\nSOURCE(S): 2023 Q1 AAPL.pdf")
+    # only the two figures count: dates, years and file names do not
+    assert answer_number_recall(answer, "How have sales changed?", "Total net sales 82,959 74,788") == 0.5
+    assert answer_number_recall(answer, "q", "net sales $ 117,154 and 82,959") == 1.0
+    assert answer_number_recall("Debt fell by $2.5bn.", "q", "Total debt 47,237 49,751 change (2,512)") == 1.0
+    assert answer_number_recall("The rate was 15.7%.", "q", "effective tax rate 16%") == 0.0
+    assert answer_number_recall("Yes, in Q3 2023 the 10-Q says so.", "q", "anything") is None
+    assert answer_number_recall("$1577.00", "What was FY2018 capex (in USD millions)?", "(1,577) (1,373)") == 1.0
+    assert answer_number_recall("It was 3M's best year with 412 stores", "How many stores did 3M have?",
+                                "3M operated 412 stores") == 1.0
+
+
+def test_question_metrics_include_coverage() -> None:
+    run = QuestionRun(qid="q", qtype="t", docs=("a", "b", "c"), chunks=(), nodes=None, latency_ms=1.0,
+                      evidence_docs=("a", "c"), evidence_text="revenue was 1,284.6")
+    m = question_metrics(("a", "b"), (), run, (5,), False, answer="$1,284.6 million", question="q")
+    assert m["evidence_doc_coverage"] == 0.5 == evidence_doc_coverage(("a", "b"), ("a", "c"))
+    assert m["answer_number_recall"] == 1.0
+    assert "answer_number_recall" not in question_metrics(("a",), (), run, (5,), False, answer="yes", question="q")

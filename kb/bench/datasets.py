@@ -29,6 +29,7 @@ class BenchQuestion(msgspec.Struct, frozen=True):
     relevant: tuple[str, ...]
     evidence: tuple[tuple[str, int], ...] = ()
     skip: str | None = None
+    answer: str = ""  # the reference answer (for answer_number_recall)
 
 
 class BenchDataset(msgspec.Struct, frozen=True):
@@ -95,7 +96,8 @@ def load_financebench(data_dir: Path, questions: Path | None = None) -> BenchDat
         if skip is None and not evidence:
             skip = "no evidence page"
         out.append(BenchQuestion(qid=qid, question=text, qtype=qtype, relevant=(doc,) if doc else (),
-                                 evidence=tuple(dict.fromkeys(evidence)), skip=skip))
+                                 evidence=tuple(dict.fromkeys(evidence)), skip=skip,
+                                 answer=str(row.get("answer") or "")))
     meta = data_dir / "documents.jsonl"
     return BenchDataset(name="financebench", pdf_dir=pdf_dir, metadata_path=meta if meta.is_file() else None,
                         files=files, questions=tuple(out), has_pages=True)
@@ -139,7 +141,7 @@ def load_docugami(data_dir: Path, questions: Path | None = None) -> BenchDataset
         elif not relevant:
             skip = f"Source Docs {pattern!r} match no file in pdfs/"
         out.append(BenchQuestion(qid=f"q{i}", question=text, qtype=(row.get("Question Type") or "unknown").strip(),
-                                 relevant=relevant, skip=skip))
+                                 relevant=relevant, skip=skip, answer=(row.get("Answer") or "").strip()))
     return BenchDataset(name="docugami", pdf_dir=pdf_dir, metadata_path=None, files=files, questions=tuple(out),
                         has_pages=False, anonymize=True)
 

@@ -312,7 +312,7 @@ class _Runner:
             docs = tuple(dict.fromkeys(self.names.get(c.doc_id, c.doc_name) for c in out.chunks))
             return QuestionRun(qid=q.qid, qtype=q.qtype, docs=docs,
                                chunks=_chunk_spans(out.chunks[: self.top_k], self.names), nodes=None,
-                               latency_ms=latency)
+                               latency_ms=latency, **self._evidence(out.chunks[: self.top_k]))
         pipeline = self.pipelines[strategy]
         req = validate_request(QueryRequest(query=q.question, collection=self.collection, strategy=strategy,
                                             top_docs=TOP_DOCS, top_k=self.top_k, include_trace=False))
@@ -324,7 +324,13 @@ class _Runner:
         return QuestionRun(qid=q.qid, qtype=q.qtype, docs=docs,
                            chunks=_chunk_spans(res.chunks[: self.top_k], self.names),
                            nodes=await _node_spans(self.rt, res.picks, self.names), latency_ms=latency,
-                           llm_calls=chat.calls, tokens=chat.prompt_tokens + chat.completion_tokens)
+                           llm_calls=chat.calls, tokens=chat.prompt_tokens + chat.completion_tokens,
+                           **self._evidence(res.evidence))
+
+    def _evidence(self, chunks: Sequence[Any]) -> dict[str, Any]:
+        """The evidence handed to synthesis, as the coverage metrics read it."""
+        return {"evidence_docs": tuple(dict.fromkeys(self.names.get(c.doc_id, c.doc_name) for c in chunks)),
+                "evidence_text": "\n".join(c.text for c in chunks)}
 
 
 def _environment(rt: Runtime, pgvector: str | None) -> dict[str, Any]:
@@ -425,7 +431,8 @@ async def run_benchmark(rt: Runtime, config: BenchConfig,
     by_type: dict[str, dict[str, dict[str, Any]]] = {}
     per_q: dict[str, dict[str, dict[str, Any]]] = {q.qid: {} for q in active}
     for s in config.strategies:
-        values = [question_metrics(q.relevant, q.evidence, r, config.ks, ds.has_pages)
+        values = [question_metrics(q.relevant, q.evidence, r, config.ks, ds.has_pages, answer=q.answer,
+                                   question=q.question)
                   for q, r in zip(active, runs[s], strict=True)]
         strategies[s] = aggregate(values, runs[s], config.ks)
         errors = [r for r in runs[s] if r.error]

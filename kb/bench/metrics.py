@@ -5,6 +5,7 @@ Documents are identified by name (the PDF file name); pages are 1-based and incl
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 import msgspec
@@ -26,6 +27,8 @@ class QuestionRun(msgspec.Struct, frozen=True):
     llm_calls: int = 0
     tokens: int = 0
     error: str | None = None
+    evidence_docs: tuple[str, ...] = ()  # documents of the evidence handed to synthesis
+    evidence_text: str = ""  # that evidence's text (for answer_number_recall)
 
 
 def doc_hit(relevant: Iterable[str], docs: Sequence[str], k: int) -> float:
@@ -71,6 +74,80 @@ def reciprocal_rank(evidence: Sequence[tuple[str, int]], chunks: Sequence[Span],
     return 0.0
 
 
+def evidence_doc_coverage(relevant: Iterable[str], evidence_docs: Iterable[str]) -> float:
+    """Share of the relevant documents that contribute evidence handed to synthesis."""
+    rel = set(relevant)
+    return len(rel & set(evidence_docs)) / len(rel) if rel else 0.0
+
+
+_SCALES = {"billion": 1e9, "bn": 1e9, "b": 1e9, "million": 1e6, "mn": 1e6, "mm": 1e6, "m": 1e6,
+           "thousand": 1e3, "k": 1e3}
+_NUM = re.compile(
+    r"(?<![\w.\-/])(\$\s?)?\(?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\d.,]?\d)\)?"
+    r"(?:\s*(%|percent\b|billion\b|bn\b|million\b|mn\b|mm\b|thousand\b|[bmk]\b))?(?!-?[A-Za-z])",
+    re.I,
+)
+_MONTH_BEFORE = re.compile(r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s*$", re.I)
+_SOURCES = re.compile(r"\(?\bSOURCE(?:\(S\))?:[^\n)]*\)?", re.I)
+
+
+class Figure(msgspec.Struct, frozen=True):
+    """A number as written: value, scale (1 when none), half a unit of its last digit, percent or not."""
+
+    value: float
+    scale: float
+    tolerance: float
+    percent: bool
+
+
+def figures(text: str, *, reference: bool = False) -> list[Figure]:
+    """The numbers of ``text``. For a reference answer (``reference``) years, days of dates, source file
+    names and bare integers below 10 are not figures."""
+    if reference:
+        text = _SOURCES.sub(" ", text)
+    out = []
+    for m in _NUM.finditer(text):
+        dollar, digits, decimals, unit = m.group(1), m.group(2), m.group(3) or "", (m.group(4) or "").lower()
+        if unit in {"b", "m", "k"} and not dollar:  # "3M" is a name, "$3M" an amount
+            continue
+        value = float(digits.replace(",", "") + decimals)
+        plain = not dollar and not unit and not decimals and "," not in digits
+        if reference and plain and (value < 10 or 1900 <= value <= 2100
+                                    or _MONTH_BEFORE.search(text[max(0, m.start() - 12): m.start()])):
+            continue
+        tol = 0.5 * 10 ** -(len(decimals) - 1) if decimals else 0.5
+        pct = unit in {"%", "percent"}
+        out.append(Figure(value=value, scale=1.0 if pct or not unit else _SCALES[unit], tolerance=tol, percent=pct))
+    return out
+
+
+def _matches(ref: Figure, ev: Figure) -> bool:
+    if ref.percent or ev.percent:
+        return abs(ev.value - ref.value) <= ref.tolerance + 1e-9
+    target, tol = ref.value * ref.scale, ref.tolerance * ref.scale
+    candidates = [ev.value * ev.scale, ev.value] if ev.scale != 1.0 else [ev.value * f for f in (1, 1e3, 1e6, 1e9)]
+    return any(abs(c - target) <= tol * (1 + 1e-9) for c in candidates)
+
+
+def answer_number_recall(answer: str, question: str, evidence_text: str) -> float | None:
+    """Share of the reference answer's figures (not in the question) that the evidence text states.
+
+    Normalisation: thousands separators and "$" are dropped; "million"/"mn"/"m", "billion"/"bn"/"b" and
+    "thousand"/"k" scale the value; a figure matches when the evidence states it at the reference's
+    precision in any of these scales, unscaled evidence numbers also read as thousands, millions or
+    billions (tables say "in millions"): "$82,959 million" = "82,959" = "82.959 billion"; "$2.5bn" matches
+    "2,512" (in millions). Percentages match percentages or plain numbers. None when the reference has no figure.
+    """
+    asked = figures(question)
+    refs = [f for f in figures(answer, reference=True)
+            if not any(abs(f.value - q.value) < 1e-9 for q in asked)]
+    refs = list({(f.value, f.scale, f.percent): f for f in refs}.values())
+    if not refs:
+        return None
+    found = figures(evidence_text)
+    return sum(1 for r in refs if any(_matches(r, e) for e in found)) / len(refs)
+
+
 def percentile(values: Sequence[float], q: float) -> float | None:
     return float(np.percentile(np.asarray(values, dtype=float), q)) if values else None
 
@@ -80,14 +157,17 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 def question_metrics(relevant: Sequence[str], evidence: Sequence[tuple[str, int]], run: QuestionRun,
-                     ks: Sequence[int], has_pages: bool) -> dict[str, float]:
+                     ks: Sequence[int], has_pages: bool, *, answer: str = "", question: str = "") -> dict[str, float]:
     """The per-question values that ``aggregate`` averages."""
     m = {
         "doc_hit@1": doc_hit(relevant, run.docs, 1),
         "doc_hit@3": doc_hit(relevant, run.docs, 3),
         "doc_recall@3": doc_recall(relevant, run.docs, 3),
         "doc_recall@5": doc_recall(relevant, run.docs, 5),
+        "evidence_doc_coverage": evidence_doc_coverage(relevant, run.evidence_docs),
     }
+    if (nr := answer_number_recall(answer, question, run.evidence_text)) is not None:
+        m["answer_number_recall"] = nr
     if has_pages:
         for k in ks:
             m[f"page_recall@{k}"] = page_recall(evidence, run.chunks, k)
@@ -100,7 +180,7 @@ def question_metrics(relevant: Sequence[str], evidence: Sequence[tuple[str, int]
 def metric_names(ks: Sequence[int]) -> list[str]:
     """Every metric of the report; page metrics are None (not applicable) for datasets without page labels."""
     return ["doc_hit@1", "doc_hit@3", "doc_recall@3", "doc_recall@5", *(f"page_recall@{k}" for k in ks),
-            "node_recall", "mrr@10"]
+            "node_recall", "mrr@10", "evidence_doc_coverage", "answer_number_recall"]
 
 
 def aggregate(per_question: Sequence[dict[str, float]], runs: Sequence[QuestionRun],

@@ -17,7 +17,9 @@ TARGETS = {
     "financebench": [("auto", "doc_hit@1", 0.95)],
     "docugami": [("auto", "doc_recall@5", 0.9)],
 }
-TYPE_METRICS = ("doc_hit@1", "doc_recall@5", "page_recall@10", "node_recall", "mrr@10")
+TYPE_TARGETS = {"docugami": [("auto", "Multi-Doc RAG", "evidence_doc_coverage", 0.9)]}
+TYPE_METRICS = ("doc_hit@1", "doc_recall@5", "page_recall@10", "node_recall", "mrr@10", "evidence_doc_coverage",
+                "answer_number_recall")
 
 
 def _fmt(v: Any) -> str:
@@ -67,6 +69,11 @@ def _targets(report: dict[str, Any]) -> list[str]:
         v = s.get(strategy, {}).get(metric)
         ok = v is not None and v >= goal
         lines.append(f"- `{strategy}` {metric} ≥ {goal}: **{_fmt(v)}** — {'met' if ok else 'NOT met'}")
+    for strategy, qtype, metric, goal in TYPE_TARGETS.get(report["dataset"], []):
+        v = report.get("by_type", {}).get(strategy, {}).get(qtype, {}).get(metric)
+        ok = v is not None and v >= goal
+        lines.append(f"- `{strategy}` {metric} ≥ {goal} on {qtype} questions: **{_fmt(v)}** — "
+                     f"{'met' if ok else 'NOT met'}")
     if report["dataset"] == "financebench" and "auto" in s:
         flats = {k: v.get("page_recall@10") for k, v in s.items() if k.startswith(FLAT_PREFIX)}
         flats = {k: v for k, v in flats.items() if v is not None}
@@ -127,6 +134,13 @@ def render_markdown(report: dict[str, Any], notes: str | None = None) -> str:
     out += ["", "## Metrics", ""]
     names = [n for n in _metric_rows(strategies) if any(strategies[s].get(n) is not None for s in strategies)]
     out += _table(["metric", *strategies], [(n, *(strategies[s].get(n) for s in strategies)) for n in names])
+    out += ["", "`evidence_doc_coverage`: share of a question's relevant documents that contribute to the evidence "
+            "handed to synthesis (routed strategies: the pipeline's evidence, per-document shares for multi-document "
+            "questions; flat baselines: their top-k chunks). `answer_number_recall`: share of the reference answer's "
+            "figures (not years, dates, file names, bare integers below 10, or numbers the question states) that "
+            "this evidence states — \"$82,959 million\" = \"82,959\" = \"82.959 billion\", compared at the "
+            "reference's precision (see `kb.bench.metrics.answer_number_recall`); questions whose reference has no "
+            "figure are not counted."]
     if env.get("anonymized_file_names"):
         out += ["", "PDFs were ingested under neutral names (`doc-<sha256 prefix>.pdf`): routing and metadata "
                 "cannot use the file names; results are mapped back to the original names."]
