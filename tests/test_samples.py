@@ -196,7 +196,8 @@ def _scripted(plan_reply):  # noqa: ANN001, ANN202 - a FakeReply factory for the
     return respond
 
 
-async def test_llm_decomposition_is_validated_and_used(samples_rt: Runtime, fake_openai) -> None:  # noqa: ANN001
+@pytest.mark.parametrize("strategy", STRATEGIES)
+async def test_llm_decomposition_is_validated_and_used(samples_rt: Runtime, fake_openai, strategy: str) -> None:  # noqa: ANN001
     from tests.fake_openai import FakeReply
 
     def plan_reply(ids: dict[str, int]) -> FakeReply:
@@ -209,7 +210,7 @@ async def test_llm_decomposition_is_validated_and_used(samples_rt: Runtime, fake
 
     fake_openai.script(responder=_scripted(plan_reply))
     result = await _llm_pipeline(samples_rt, fake_openai).run(QueryRequest(
-        query="Compare the 2023 revenue of Aurora Pharma and Northwind Energy.", strategy="semantic"))
+        query="Compare the 2023 revenue of Aurora Pharma and Northwind Energy.", strategy=strategy))
     scope = result.trace["scope"]
     assert scope["mode"] == "llm" and scope["reason"].startswith("LLM")
     assert {s["question"] for s in scope["sub_questions"]} == {"Aurora total revenue 2023",
