@@ -135,6 +135,20 @@ def scope_trace(question: str, plan_: ScopePlan, routing: RoutingResult,
     }
 
 
+def select_evidence(ranked: list[RetrievedChunk], plan_: ScopePlan,
+                    top_k: int) -> tuple[list[RetrievedChunk], tuple[RetrievedChunk, ...]]:
+    """(ranking with the evidence first, evidence for synthesis): the top ``top_k`` for one document, each
+    needed document's share (``allot_evidence``) for a multi-document question."""
+    if plan_.scope.kind == "single":
+        return ranked, tuple(ranked[:top_k])
+    per_doc: dict[int, list[RetrievedChunk]] = {}
+    for c in ranked:
+        per_doc.setdefault(c.doc_id, []).append(c)
+    evidence = tuple(allot_evidence(per_doc, plan_.needed, ranked, top_k))
+    in_evidence = {c.chunk_id for c in evidence}
+    return [*evidence, *(c for c in ranked if c.chunk_id not in in_evidence)], evidence
+
+
 class QueryPipeline:
     """One instance per process; stateless between queries."""
 
@@ -231,34 +245,9 @@ class QueryPipeline:
         t2 = time.perf_counter()
         subq = await self._embed([p.sub_query for p in picks] or [question])
         chunks, picks, prior = await self._in_node(req, searched, picks, subq, doc_q, routing)
-        seen_ids = {c.chunk_id for c in chunks}
-        if multi:  # every document's own best chunks, by its own sub-question
-            share = evidence_share(req.top_k, len(plan.needed))
-            direct = [c for d in docs for c in await direct_hits(
-                self.pool, [d.doc_id], vecs[doc_q[d.doc_id]], {d.doc_id: d.name}, limit=DIRECT_HITS * share)]
-        else:
-            direct = await direct_hits(self.pool, [d.doc_id for d in routing.documents], qvec,
-                                       {d.doc_id: d.name for d in routing.documents}, limit=DIRECT_HITS * req.top_k)
-        for c in direct:
-            if c.chunk_id in seen_ids:
-                continue
-            seen_ids.add(c.chunk_id)
-            chunks.append(c)
-            if (c.doc_id, c.node_id) not in prior:
-                prior[(c.doc_id, c.node_id)] = 0.3
-                picks = picks + (NodePick(doc_id=c.doc_id, node_id=c.node_id, title=c.section_path.split(" > ")[-1],
-                                          section_path=c.section_path, sub_query=doc_q[c.doc_id],
-                                          reason="chunk hit inside the routed document"),)
+        picks = await self._direct_hits(req, question, docs, doc_q, vecs, plan, chunks, picks, prior)
         ranked, note = await self._rank(req, chunks, prior, routing, doc_q if multi else None)
-        if multi:
-            per_doc: dict[int, list[RetrievedChunk]] = {}
-            for c in ranked:
-                per_doc.setdefault(c.doc_id, []).append(c)
-            evidence = tuple(allot_evidence(per_doc, plan.needed, ranked, req.top_k))
-            in_evidence = {c.chunk_id for c in evidence}
-            ranked = [*evidence, *(c for c in ranked if c.chunk_id not in in_evidence)]
-        else:
-            evidence = tuple(ranked[: req.top_k])
+        ranked, evidence = select_evidence(ranked, plan, req.top_k)
         timings["retrieve"] = (time.perf_counter() - t2) * 1000
         llm_calls = routing.llm_calls + plan.llm_calls + sum(res.llm_calls for _, res in searched)
         return RetrievalOutcome(routing=routing, searches=tuple(res for _, res in searched), picks=picks,
@@ -291,40 +280,74 @@ class QueryPipeline:
                             missing=missing, added=added)
         return result, completed
 
+    async def _direct_hits(self, req: QueryRequest, question: str, docs: list[DocCandidate], doc_q: dict[int, str],
+                           vecs: dict[str, np.ndarray], plan_: ScopePlan, chunks: list[RetrievedChunk],
+                           picks: tuple[NodePick, ...], prior: dict[tuple[int, str], float]) -> tuple[NodePick, ...]:
+        """Chunk-level hits inside the routed documents join the tree-search candidates (spec 002: NodeScore
+        candidates alongside tree search; spec 004: section, then paragraph) — never worse than flat search.
+        A multi-document question takes each document's own best chunks by its sub-question."""
+        if plan_.scope.kind != "single":
+            share = evidence_share(req.top_k, len(plan_.needed))
+            hits = await asyncio.gather(*(direct_hits(self.pool, [d.doc_id], vecs[doc_q[d.doc_id]], {d.doc_id: d.name},
+                                                      limit=DIRECT_HITS * share) for d in docs))
+            direct = [c for group in hits for c in group]
+        else:
+            direct = await direct_hits(self.pool, [d.doc_id for d in docs], vecs[question],
+                                       {d.doc_id: d.name for d in docs}, limit=DIRECT_HITS * req.top_k)
+        seen_ids = {c.chunk_id for c in chunks}
+        for c in direct:
+            if c.chunk_id in seen_ids:
+                continue
+            seen_ids.add(c.chunk_id)
+            chunks.append(c)
+            if (c.doc_id, c.node_id) not in prior:
+                prior[(c.doc_id, c.node_id)] = 0.3
+                picks = picks + (NodePick(doc_id=c.doc_id, node_id=c.node_id, title=c.section_path.split(" > ")[-1],
+                                          section_path=c.section_path, sub_query=doc_q[c.doc_id],
+                                          reason="chunk hit inside the routed document"),)
+        return picks
+
     async def _in_node(self, req: QueryRequest, searched: Any, picks: tuple[NodePick, ...],
                        subq: dict[str, np.ndarray], doc_q: dict[int, str], routing: RoutingResult,
                        ) -> tuple[list[RetrievedChunk], tuple[NodePick, ...], dict[tuple[int, str], float]]:
-        """Hybrid retrieval inside the chosen nodes, plus cross-referenced nodes ("see Note 7") once."""
+        """Hybrid retrieval inside the chosen nodes, plus cross-referenced nodes ("see Note 7") once;
+        the documents concurrently, merged in routing order."""
         chunks: list[RetrievedChunk] = []
         prior: dict[tuple[int, str], float] = {}
         doc_rank = {d.doc_id: i for i, d in enumerate(routing.documents)}
-        for tree, res in searched:
-            question = doc_q[tree.doc_id]
-            per_doc = await retrieve_in_nodes(
-                self.pool, tree.doc_id, tree.doc_name, res.picks, subq, top_k=req.top_k,
-                dense_weight=self.settings.dense_weight, bm25_weight=self.settings.bm25_weight)
+        per_doc = await asyncio.gather(*(self._in_doc(req, tree, res, subq, doc_q[tree.doc_id])
+                                         for tree, res in searched))
+        for (tree, res), (found, extra) in zip(searched, per_doc, strict=True):
             for j, p in enumerate(res.picks):
                 prior[(tree.doc_id, p.node_id)] = (1.0 / (1 + j)) * (1.0 / (1 + 0.5 * doc_rank.get(tree.doc_id, 0)))
-            refs = find_cross_references([c.text for c in per_doc])[: self.settings.max_cross_refs]
-            picked_ids = {p.node_id for p in res.picks}
-            extra: list[NodePick] = []
-            for label in refs:
-                node = resolve_reference(tree, label)
-                if node is not None and node.node_id not in picked_ids:
-                    picked_ids.add(node.node_id)
-                    extra.append(NodePick(doc_id=tree.doc_id, node_id=node.node_id, title=node.title,
-                                          section_path=" > ".join(node.path), sub_query=question,
-                                          reason=f"cross-reference '{label}'"))
-            if extra:
-                xq = await self._embed([question])
-                per_doc += await retrieve_in_nodes(
-                    self.pool, tree.doc_id, tree.doc_name, extra, xq, top_k=max(1, req.top_k // 2),
-                    dense_weight=self.settings.dense_weight, bm25_weight=self.settings.bm25_weight)
-                picks = picks + tuple(extra)
-                for p in extra:
-                    prior[(tree.doc_id, p.node_id)] = 0.3
-            chunks.extend(per_doc)
+            picks = picks + extra
+            for p in extra:
+                prior[(tree.doc_id, p.node_id)] = 0.3
+            chunks.extend(found)
         return chunks, picks, prior
+
+    async def _in_doc(self, req: QueryRequest, tree: LoadedTree, res: Any, subq: dict[str, np.ndarray],
+                      question: str) -> tuple[list[RetrievedChunk], tuple[NodePick, ...]]:
+        """One document: its chosen nodes, then the nodes its retrieved text refers to."""
+        found = await retrieve_in_nodes(
+            self.pool, tree.doc_id, tree.doc_name, res.picks, subq, top_k=req.top_k,
+            dense_weight=self.settings.dense_weight, bm25_weight=self.settings.bm25_weight)
+        refs = find_cross_references([c.text for c in found])[: self.settings.max_cross_refs]
+        picked_ids = {p.node_id for p in res.picks}
+        extra: list[NodePick] = []
+        for label in refs:
+            node = resolve_reference(tree, label)
+            if node is not None and node.node_id not in picked_ids:
+                picked_ids.add(node.node_id)
+                extra.append(NodePick(doc_id=tree.doc_id, node_id=node.node_id, title=node.title,
+                                      section_path=" > ".join(node.path), sub_query=question,
+                                      reason=f"cross-reference '{label}'"))
+        if extra:
+            xq = await self._embed([question])
+            found += await retrieve_in_nodes(
+                self.pool, tree.doc_id, tree.doc_name, extra, xq, top_k=max(1, req.top_k // 2),
+                dense_weight=self.settings.dense_weight, bm25_weight=self.settings.bm25_weight)
+        return found, tuple(extra)
 
     async def _rank(self, req: QueryRequest, chunks: list[RetrievedChunk], prior: dict[tuple[int, str], float],
                     routing: RoutingResult, doc_q: dict[int, str] | None) -> tuple[list[RetrievedChunk], str]:

@@ -870,7 +870,7 @@ async def measure(pipeline: Any, pool: asyncpg.Pool, collection: str, questions:
         wall = (time.perf_counter() - t) * 1000
         return QuerySample(strategy, wall, {k: out.timings_ms.get(k, math.nan) for k in STAGES},
                            len(out.routing.documents), len(out.chunks),
-                           _company_hit(q, [d.name for d in out.routing.documents]))
+                           None if strategy == LIST20 else _company_hit(q, [d.name for d in out.routing.documents]))
 
     async def reference(vec: np.ndarray) -> float:
         t = time.perf_counter()
@@ -976,6 +976,13 @@ def _f(x: float) -> str:
     return "–" if math.isnan(x) else f"{x:.1f}"
 
 
+def _goal(report: LatencyReport, strategy: str) -> str:
+    """The 100 ms goal is for single-document questions; a 20-document list question has none."""
+    if strategy not in report.goal_met:
+        return "–"
+    return "yes" if report.goal_met[strategy] else "NO"
+
+
 def latency_table(report: LatencyReport) -> str:
     head = ("| strategy | median ms | p95 ms | route med / p95 | tree_search med / p95 | retrieve med / p95 "
             "| docs routed | chunks | company in routed docs | median < 100 ms |\n"
@@ -988,7 +995,7 @@ def latency_table(report: LatencyReport) -> str:
             f"| {s.strategy} | {_f(s.total.median)} | {_f(s.total.p95)} | "
             f"{_f(st['route'].median)} / {_f(st['route'].p95)} | {_f(st['tree_search'].median)} / "
             f"{_f(st['tree_search'].p95)} | {_f(st['retrieve'].median)} / {_f(st['retrieve'].p95)} | "
-            f"{s.docs_routed:.1f} | {s.chunks_returned:.1f} | {hit} | {'yes' if report.goal_met[s.strategy] else 'NO'} |")
+            f"{s.docs_routed:.1f} | {s.chunks_returned:.1f} | {hit} | {_goal(report, s.strategy)} |")
     r = report.reference
     lines.append(f"| *pgvector top-10 (reference)* | {_f(r.median)} | {_f(r.p95)} | | | | | 10 | | "
                  f"{'yes' if r.median < report.goal_ms else 'NO'} |")
@@ -1137,7 +1144,7 @@ async def run_latency(cfg: LatencyConfig) -> LatencyReport:
             machine=machine, postgres=pgf, retrieval_settings=asdict(rset),
             collection=CollectionSize(docs=docs, nodes=nodes, chunks=chunks, relations=sizes), load=load,
             strategies=strategies, reference=reference, reference_plan=plan, goal_ms=GOAL_MS,
-            goal_met={s.strategy: s.total.median < GOAL_MS for s in strategies},
+            goal_met={s.strategy: s.total.median < GOAL_MS for s in strategies if s.strategy in STRATEGIES},
             wall_seconds=round(time.perf_counter() - started, 1),
         )
     finally:
