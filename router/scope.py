@@ -9,6 +9,7 @@ its share of the evidence handed to synthesis.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -117,8 +118,6 @@ PLAN_SYSTEM = "You plan how to answer questions over a collection of reports. Re
 
 
 def _meta(value: Any) -> dict[str, Any]:
-    import json
-
     return json.loads(value) if isinstance(value, str) else dict(value or {})
 
 
@@ -145,26 +144,23 @@ def classify_scope(question: str, kv: KnownValues) -> QuestionScope:
     match = match_offline(question, kv)
     company = next((c for c in match.conditions if c.key in COMPANY_KEYS), None)
     entities = _distinct_entities(company.value if company else [])
-    series = bool(_SERIES.search(question))
-    period = question_period(question)
+    named = {"entities": entities, "key": company.key if company else ""}
+    series = _SERIES.search(question)
+    years = sorted(question_period(question).years)
     if len(entities) >= 2:
-        names = ", ".join(entities)
-        return QuestionScope(kind="multi", reason=f"names {len(entities)} entities: {names}", entities=entities,
-                             key=company.key if company else "", series=series)
+        return QuestionScope(kind="multi", reason=f"names {len(entities)} entities: {', '.join(entities)}",
+                             series=bool(series), **named)
     if series:
-        return QuestionScope(kind="multi", reason=f"change over time: '{_SERIES.search(question).group(0)}'",
-                             entities=entities, key=company.key if company else "", series=True)
-    if not entities and _LIST.search(question):
-        return QuestionScope(kind="list", reason=f"list over documents: '{_LIST.search(question).group(0)}'")
-    years = sorted(period.years)
+        return QuestionScope(kind="multi", reason=f"change over time: '{series.group(0)}'", series=True, **named)
+    if not entities and (listing := _LIST.search(question)):
+        return QuestionScope(kind="list", reason=f"list over documents: '{listing.group(0)}'")
     if len(years) >= 2 and _COMPARE.search(question) and years[-1] - years[0] > COMPARATIVE_YEARS:
         return QuestionScope(kind="multi", reason=f"compares periods {years[0]}–{years[-1]} beyond one report's "
-                             "comparatives", entities=entities, key=company.key if company else "", series=True)
+                             "comparatives", series=True, **named)
     if len(years) >= 2:
         return QuestionScope(kind="single", reason=f"periods {years[0]}–{years[-1]} are comparatives of the latest "
-                             "report", entities=entities, key=company.key if company else "")
-    return QuestionScope(kind="single", reason="one entity or none, no comparison wording", entities=entities,
-                         key=company.key if company else "")
+                             "report", **named)
+    return QuestionScope(kind="single", reason="one entity or none, no comparison wording", **named)
 
 
 def _distinct_entities(values: Sequence[str]) -> tuple[str, ...]:

@@ -149,8 +149,6 @@ def per_document_answer(question: str, chunks: Sequence[RetrievedChunk], plan: S
     used: set[int] = set()
     wants_number = bool(_WANTS_NUMBER.search(question) or _COMPARES_FIGURES.search(question))
     for d in doc_ids:
-        if d not in plan.needed and d not in groups:
-            continue
         sub = plan.sub_question(d)
         idx = groups.get(d, [])
         picked = best_sentences(sub.question if sub else question, [chunks[i] for i in idx], per_doc_sentences,
@@ -165,9 +163,7 @@ def per_document_answer(question: str, chunks: Sequence[RetrievedChunk], plan: S
         cited = " ".join(f"{' '.join(s.split())} [{idx[ci] + 1}]" for ci, _, s in picked)
         used.update(idx[ci] + 1 for ci, _, _ in picked)
         lines.append(f"- {label}: {cited}")
-    head = {"list": "Per document, from the retrieved evidence:",
-            "multi": "Per document, from the retrieved evidence:"}.get(plan.scope.kind, "")
-    parts = [p for p in (_missing_note(plan), head) if p]
+    parts = [p for p in (_missing_note(plan), "Per document, from the retrieved evidence:") if p]
     text = "\n".join(parts + lines)
     if none:
         text += "\n" + "\n".join(f"- No evidence found in {x}." for x in none)
