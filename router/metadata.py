@@ -154,6 +154,7 @@ class MetadataMatch(msgspec.Struct, frozen=True):
     confident: bool  # a discriminative key (company/organisation) matched
     explanation: str
     llm_calls: int = 0
+    scope: str = ""  # the LLM's single | multi | list for the question ("" offline or when it said nothing)
 
 
 _cache: dict[tuple[int, int, str], KnownValues] = {}
@@ -270,6 +271,7 @@ LLM_SCHEMA: dict[str, Any] = {
                 "required": ["key", "op", "value"],
             },
         },
+        "scope": {"type": "string", "enum": ["single", "multi", "list"]},
     },
     "required": ["conditions"],
 }
@@ -285,9 +287,12 @@ def _llm_prompt(question: str, kv: KnownValues, max_values: int = 60) -> str:
     return (
         "Select documents for the question by their metadata. Use only these keys and, for eq/in, only listed "
         "values. Operators: eq (value), in (list of values), range ({\"gte\":..,\"lte\":..}), contains (substring). "
-        "Return no condition for a key the question does not constrain.\n\n"
+        "Return no condition for a key the question does not constrain. Also say whether the question needs one "
+        'document ("single"), several documents to compare or follow over time ("multi"), or a list or '
+        'aggregation over many documents ("list").\n\n'
         f"Question: {question}\n\nMetadata keys and known values:\n" + "\n".join(lines) +
-        '\n\nReply: {"thinking": "...", "conditions": [{"key": "...", "op": "in", "value": ["..."]}]}'
+        '\n\nReply: {"thinking": "...", "conditions": [{"key": "...", "op": "in", "value": ["..."]}], '
+        '"scope": "single"}'
     )
 
 
@@ -404,7 +409,9 @@ async def match_question(question: str, kv: KnownValues, chat: ChatModel) -> Met
         return msgspec.structs.replace(offline, explanation=offline.explanation + " (LLM failed: offline match)",
                                        llm_calls=1)
     confident = any(c.key in COMPANY_KEYS for c in conds)
-    log.info("router.metadata_llm", conditions=len(conds), ms=round((time.perf_counter() - started) * 1000))
+    scope = data.get("scope") if data.get("scope") in {"single", "multi", "list"} else ""
+    log.info("router.metadata_llm", conditions=len(conds), scope=scope,
+             ms=round((time.perf_counter() - started) * 1000))
     return MetadataMatch(conditions=conds, confident=confident,
                          explanation="LLM filter: " + "; ".join(f"{c.key} {c.op} {c.value}" for c in conds),
-                         llm_calls=1)
+                         llm_calls=1, scope=scope)

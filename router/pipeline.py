@@ -204,6 +204,9 @@ class QueryPipeline:
         if req.filters:
             within = [d for d, _ in await run_filter(self.pool, collection_id, conditions_from_filters(req.filters))]
         routing = await get_router(req.strategy).route(ctx, within)
+        if scope.kind == "single" and routing.scope_hint in {"multi", "list"}:  # the LLM saw more than the rules
+            scope = msgspec.structs.replace(scope, kind=routing.scope_hint,
+                                            reason=f"LLM (route.metadata): {routing.scope_hint}; rules: {scope.reason}")
         if scope.kind == "list" and not routing.documents:  # "which of these companies…": no metadata condition
             semantic = await get_router("semantic").route(ctx, within)
             routing = msgspec.structs.replace(routing, documents=semantic.documents, candidates=semantic.candidates,

@@ -21,6 +21,7 @@ from kb.text import tokenize
 from router.metadata import (
     COMPANY_KEYS,
     YEAR_KEYS,
+    MetadataMatch,
     conditions_from_filters,
     known_values,
     match_question,
@@ -30,7 +31,7 @@ from router.metadata import (
     run_filter,
 )
 from router.scoring import aggregate_score, min_max
-from router.types import Condition, DocCandidate, RoutingResult
+from router.types import DocCandidate, RoutingResult
 
 log = structlog.get_logger("router.routing")
 
@@ -326,13 +327,13 @@ class MetadataRouter:
 
     name = "metadata"
 
-    async def conditions(self, ctx: RouteContext) -> tuple[tuple[Condition, ...], bool, str, int]:
+    async def conditions(self, ctx: RouteContext) -> MetadataMatch:
         kv = await known_values(ctx.pool, ctx.collection_id)
-        match = await match_question(ctx.question, kv, ctx.chat)
-        return match.conditions, match.confident, match.explanation, match.llm_calls
+        return await match_question(ctx.question, kv, ctx.chat)
 
     async def route(self, ctx: RouteContext, within: Sequence[int] | None = None) -> RoutingResult:
-        conds, _, explanation, calls = await self.conditions(ctx)
+        match = await self.conditions(ctx)
+        conds, explanation, calls = match.conditions, match.explanation, match.llm_calls
         explicit = conditions_from_filters(ctx.filters)
         docs: list[tuple[int, str]] = []
         attempt = list(conds)
@@ -359,7 +360,8 @@ class MetadataRouter:
                                    f"metadata: {explanation}" + (f"; prior +{prior[d]:.2f}" if prior[d] else ""))
                       for d, n in ranked)
         return RoutingResult(strategy_used=self.name, documents=cands[: ctx.top_docs], candidates=cands[:20],
-                             conditions=(*explicit, *conds), notes=(explanation,), llm_calls=calls)
+                             conditions=(*explicit, *conds), notes=(explanation,), llm_calls=calls,
+                             scope_hint=match.scope)
 
 
 PRIOR_WEIGHT = 2.0
@@ -373,7 +375,8 @@ class AutoRouter:
 
     async def route(self, ctx: RouteContext, within: Sequence[int] | None = None) -> RoutingResult:
         notes: list[str] = []
-        conds, confident, explanation, calls = await MetadataRouter().conditions(ctx)
+        match = await MetadataRouter().conditions(ctx)
+        conds, explanation, calls = match.conditions, match.explanation, match.llm_calls
         hard = tuple(c for c in conds if c.key in COMPANY_KEYS)
         candidate_ids: list[int] | None = list(within) if within is not None else None
         if within is not None:
@@ -426,7 +429,7 @@ class AutoRouter:
         if not conds:
             notes.append(explanation)
         return RoutingResult(strategy_used=self.name, documents=cands[: ctx.top_docs], candidates=cands[:20],
-                             conditions=conds, notes=tuple(notes), llm_calls=calls)
+                             conditions=conds, notes=tuple(notes), llm_calls=calls, scope_hint=match.scope)
 
 
 ROUTERS: dict[str, type] = {

@@ -60,6 +60,7 @@ class RoutingResult(msgspec.Struct, frozen=True):
     conditions: tuple[Condition, ...] = ()
     notes: tuple[str, ...] = ()
     llm_calls: int = 0
+    scope_hint: str = ""  # the LLM's scope for the question, from the metadata call (auto, metadata)
 
 
 class DocNode(msgspec.Struct, frozen=True):

@@ -239,3 +239,34 @@ async def test_llm_decomposition_failure_falls_back_offline(samples_rt: Runtime,
                                                               "Northwind Energy FY2023 revenue"]
     assert {Path(c.doc_name).stem for c in result.citations} == {"aurora-pharma-2023-annual-report",
                                                                  "northwind-energy-2023-annual-report"}
+
+
+async def test_llm_scope_from_the_metadata_call_upgrades_a_single_question(samples_rt: Runtime, fake_openai) -> None:  # noqa: ANN001
+    """The rules see one document's question; the model (route.metadata) says it needs several: the plan call
+    then writes a sub-question per company and both reports are cited."""
+    from tests.fake_openai import FakeReply
+
+    def plan_reply(ids: dict[str, int]) -> FakeReply:
+        subs = [{"doc_id": str(ids[stem]), "sub_question": f"{stem.split('-')[0]} revenue in 2023"}
+                for stem in ("aurora-pharma-2023-annual-report", "northwind-energy-2023-annual-report") if stem in ids]
+        return FakeReply.json({"scope": "multi", "reason": "two companies", "sub_questions": subs})
+
+    inner = _scripted(plan_reply)
+
+    def respond(body: dict) -> FakeReply:
+        if "Metadata keys and known values" in body["messages"][-1]["content"]:
+            return FakeReply.json({"conditions": [{"key": "company", "op": "in",
+                                                   "value": ["Aurora Pharma", "Northwind Energy"]}], "scope": "multi"})
+        return inner(body)
+
+    fake_openai.script(responder=respond)
+    question = "How much revenue did the drug maker and the wind power producer each make in 2023?"
+    result = await _llm_pipeline(samples_rt, fake_openai).run(QueryRequest(query=question))
+    scope = result.trace["scope"]
+    assert scope["kind"] == "multi" and "LLM" in scope["reason"], scope
+    assert {Path(n["name"]).stem for n in scope["needed"]} == {"aurora-pharma-2023-annual-report",
+                                                               "northwind-energy-2023-annual-report"}
+    assert {Path(c.doc_name).stem for c in result.citations} == {"aurora-pharma-2023-annual-report",
+                                                                 "northwind-energy-2023-annual-report"}
+    metadata_call = next(r for r in fake_openai.requests if "Metadata keys" in r.messages[-1]["content"])
+    assert "scope" in metadata_call.response_format["json_schema"]["schema"]["properties"]
