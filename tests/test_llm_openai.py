@@ -267,3 +267,22 @@ def test_fake_server_speaks_openai_errors(fake_openai: FakeOpenAI) -> None:
     assert resp.json()["error"]["type"] == "rate_limit_exceeded"
     assert httpx.post(f"{fake_openai.base_url}/embeddings", json={}).status_code == 404
     assert fake_openai.call_count == 1 and len(fake_openai.requests) == 2
+
+
+async def test_truncated_reply_is_asked_again_with_a_larger_limit(fake_openai: FakeOpenAI) -> None:
+    store = MemoryStore()
+    fake_openai.script(FakeReply.text('{"answer": "Revenue was $41', finish_reason="length"), FakeReply.json(REPLY))
+    res = await ask(make_model(fake_openai, store, cache=True))
+    assert res.data == REPLY
+    first, second = (r.json for r in fake_openai.requests)
+    assert "max_tokens" not in first and second["max_tokens"] == 8192
+
+
+async def test_twice_truncated_reply_is_never_parsed_or_cached(fake_openai: FakeOpenAI) -> None:
+    store = MemoryStore()
+    cut = FakeReply.text('{"answer": "Revenue", "node_ids": []}', finish_reason="length")  # valid JSON, yet cut
+    fake_openai.script(cut, cut)
+    with pytest.raises(LLMError, match="cut off"):
+        await ask(make_model(fake_openai, store, cache=True, max_retries=3))
+    assert fake_openai.call_count == 2  # no blind retries of the same request
+    assert not store.cache and [ok for *_, ok in store.calls] == [False]

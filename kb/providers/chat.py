@@ -68,6 +68,15 @@ def _retry_after(exc: Exception) -> float | None:
         return None
 
 
+LENGTH_RETRY_MAX_TOKENS = 8192
+"""A reply cut off at the token limit (``finish_reason == "length"``) is asked once more with this output
+limit; cut off again, the call fails (the caller's offline fallback answers) — it is never parsed as whole."""
+
+
+class TruncatedReply(LLMError):
+    """The model stopped at its output token limit."""
+
+
 class OpenAIChatModel:
     """OpenAI-compatible chat (OpenAI, vLLM, Ollama, …) with retries, timeout, cache and usage log."""
 
@@ -135,13 +144,18 @@ class OpenAIChatModel:
         attempts = max(1, self._settings.max_retries + 1)
         last: Exception | None = None
         attempt = 0
+        max_tokens: int | None = None
         while attempt < attempts:
             kwargs: dict[str, Any] = {"model": self.model_id, "messages": messages, "temperature": 0}
             if schema is not None:
                 kwargs["response_format"] = self._response_format(schema)
+            if max_tokens is not None:
+                kwargs["max_tokens"] = max_tokens
             try:
                 async with self._sem:
                     resp = await self._client.chat.completions.create(**kwargs)
+                if resp.choices and resp.choices[0].finish_reason == "length":
+                    raise TruncatedReply(f"{purpose}: reply cut off at the output token limit")
                 text = (resp.choices[0].message.content or "") if resp.choices else ""
                 data = parse_json_reply(text) if schema is not None else None
                 if schema is not None and schema.get("type") == "object" and not isinstance(data, dict):
@@ -154,6 +168,12 @@ class OpenAIChatModel:
                     text=text, data=data, model=resp.model or self.model_id, usage=usage,
                     duration_ms=(time.perf_counter() - started) * 1000,
                 )
+            except TruncatedReply:
+                if max_tokens is not None:
+                    raise
+                max_tokens = LENGTH_RETRY_MAX_TOKENS
+                log.warning("llm.reply_truncated", purpose=purpose, retry_max_tokens=max_tokens)
+                continue  # once, with a larger output limit
             except openai.BadRequestError as exc:
                 if schema is not None and self._json_mode == "json_schema" and "response_format" in str(exc):
                     self._json_mode = "json_object"
