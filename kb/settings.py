@@ -92,6 +92,7 @@ class RetrievalSettings:
     tree_prompt_tokens: int  # above this a tree is searched top-down
     description_shortlist: int
     max_cross_refs: int
+    max_iterations: int = 2  # LLM mode: retrieval rounds with a sufficiency judgement between them (1: one pass)
 
 
 @dataclass(frozen=True)
@@ -192,6 +193,7 @@ def get_settings() -> Settings:
             tree_prompt_tokens=_int("KB_TREE_PROMPT_TOKENS", 12000),
             description_shortlist=_int("KB_DESCRIPTION_SHORTLIST", 50),
             max_cross_refs=_int("KB_MAX_CROSS_REFS", 3),
+            max_iterations=max(1, _int("KB_MAX_ITERATIONS", 2)),
         ),
         ingest=IngestSettings(
             root=Path(_env("KB_INGEST_ROOT", ".") or ".").expanduser().resolve(),

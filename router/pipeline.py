@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +20,15 @@ from kb.providers import ChatModel, Embedder
 from kb.providers.chat import CountingChat
 from kb.settings import RetrievalSettings
 from router.metadata import conditions_from_filters, known_values, run_filter
-from router.retrieve import Reranker, direct_hits, rank_across_nodes, rerank, retrieve_in_nodes
+from router.policy import OFFLINE, RankingPolicy, policy_for
+from router.retrieve import (
+    Reranker,
+    direct_hits,
+    rank_across_nodes,
+    rerank,
+    retrieve_in_nodes,
+    whole_sections,
+)
 from router.routing import RouteContext, get_router, query_terms
 from router.scope import (
     allot_evidence,
@@ -33,6 +41,7 @@ from router.scope import (
     missing_entities,
     plan,
 )
+from router.sufficiency import Judgement, judge
 from router.synthesize import synthesize
 from router.tree_search import LoadedTree, TreeSearcher, find_cross_references, load_tree, resolve_reference
 from router.types import (
@@ -53,12 +62,6 @@ log = structlog.get_logger("router.pipeline")
 SQL_COLLECTION_ID = "SELECT id FROM collections WHERE name = $1"
 SQL_DOC_DESCRIPTIONS = "SELECT id, description FROM documents WHERE id = ANY($1::bigint[])"
 
-DIRECT_HITS = 2  # chunk-level hits per requested chunk (measured: 2, 3 and 4 give the same page recall)
-MULTI_DENSE_WEIGHT = 0.5
-"""Dense share when one document's candidates are ranked by its own sub-question (multi-document questions):
-spec 001's equal dense/BM25 fusion. Measured: Docugami Multi-Doc answer_number_recall (auto, 34 questions)
-0.9 → 0.335, 0.7 → 0.388, 0.5 → 0.370; the sample comparison (Q11) states both revenues at 0.5 only (0.6 and 0.3:
-one, 0.7 and 0.9: none). 0.5 keeps the sample answers right at a small cost on Docugami."""
 Event = Callable[[str, Any], Awaitable[None]]
 
 
@@ -106,15 +109,18 @@ class RetrievalOutcome:
     llm_calls: int
     plan: ScopePlan
     evidence: tuple[RetrievedChunk, ...]  # what synthesis gets: top_k, or each needed document's share
+    policy: str = OFFLINE.name  # the ranking policy used
+    rounds: tuple[Judgement, ...] = ()  # sufficiency judgements (LLM mode)
 
 
-def doc_weights(routing: RoutingResult) -> dict[int, float]:
-    """Routed documents' weight for chunk ranking: 0.5 + 0.5 · score / best score (by rank without scores)."""
+def doc_weights(routing: RoutingResult, floor: float = OFFLINE.doc_weight_floor) -> dict[int, float]:
+    """Routed documents' weight for chunk ranking: floor + (1 − floor) · score / best score (by rank without
+    scores)."""
     docs = routing.documents
     best = max((d.score for d in docs), default=0.0)
     if best <= 0:
-        return {d.doc_id: 0.5 + 0.5 / (1 + i) for i, d in enumerate(docs)}
-    return {d.doc_id: 0.5 + 0.5 * min(1.0, max(d.score, 0.0) / best) for d in docs}
+        return {d.doc_id: floor + (1 - floor) / (1 + i) for i, d in enumerate(docs)}
+    return {d.doc_id: floor + (1 - floor) * min(1.0, max(d.score, 0.0) / best) for d in docs}
 
 
 def scope_trace(question: str, plan_: ScopePlan, routing: RoutingResult,
@@ -133,6 +139,30 @@ def scope_trace(question: str, plan_: ScopePlan, routing: RoutingResult,
         "nothing_found": [names.get(d, str(d)) for d in plan_.needed
                           if not counts.get(d) or found.get(d) is False],
     }
+
+
+@dataclass
+class Gathered:
+    """What retrieval has collected for one query so far (grows over sufficiency rounds)."""
+
+    chunks: list[RetrievedChunk]
+    picks: tuple[NodePick, ...]
+    prior: dict[tuple[int, str], float]
+    chosen: dict[tuple[int, str], tuple[int, int]]  # (node rank, document rank) of the model's choices
+
+    @property
+    def read(self) -> set[tuple[int, str]]:
+        return {(p.doc_id, p.node_id) for p in self.picks}
+
+
+def chosen_ranks(searched: Sequence[tuple[LoadedTree, Any]]) -> dict[tuple[int, str], tuple[int, int]]:
+    """(node rank, document rank) of every node an LLM tree search chose (offline choices are not listed)."""
+    rank: dict[tuple[int, str], tuple[int, int]] = {}
+    for d, (_, res) in enumerate(searched):
+        if res.mode.startswith("llm"):
+            for j, p in enumerate(res.picks):
+                rank.setdefault((p.doc_id, p.node_id), (j, d))
+    return rank
 
 
 def select_evidence(ranked: list[RetrievedChunk], plan_: ScopePlan,
@@ -247,15 +277,29 @@ class QueryPipeline:
 
         t2 = time.perf_counter()
         subq = await self._embed([p.sub_query for p in picks] or [question])
-        chunks, picks, prior = await self._in_node(req, searched, picks, subq, doc_q, routing)
-        picks = await self._direct_hits(req, question, docs, doc_q, vecs, plan, chunks, picks, prior)
-        ranked, note = await self._rank(req, chunks, prior, routing, doc_q if multi else None)
-        ranked, evidence = select_evidence(ranked, plan, req.top_k)
+        pol = policy_for(chat)
+        chunks, picks, prior = await self._in_node(req, searched, picks, subq, doc_q, routing, pol)
+        picks = await self._direct_hits(req, question, docs, doc_q, vecs, plan, chunks, picks, prior, pol)
+        g = Gathered(chunks=chunks, picks=picks, prior=prior, chosen=chosen_ranks(searched))
+        by_doc = doc_q if multi else None
+        ranked, evidence, note = await self._order(req, g, routing, by_doc, plan, pol)
+        rounds: list[Judgement] = []
+        if pol.chosen_nodes_first and g.chosen:  # spec 003: judge, read further, at most N rounds (the model
+            # searched at least one tree; when every tree search fell back offline, it is not asked again)
+            trees = [tree for tree, _ in searched]
+            for round_no in range(1, self.settings.max_iterations):
+                verdict = await judge(chat, req.query, evidence, trees, g.read, round_no,
+                                      self.settings.max_nodes_per_doc)
+                rounds.append(verdict)
+                if verdict.judgement in {"sufficient", "failed"} or not verdict.read:
+                    break
+                await self._read_nodes(req, g, verdict, trees, doc_q, pol)
+                ranked, evidence, note = await self._order(req, g, routing, by_doc, plan, pol)
         timings["retrieve"] = (time.perf_counter() - t2) * 1000
-        llm_calls = routing.llm_calls + plan.llm_calls + sum(res.llm_calls for _, res in searched)
-        return RetrievalOutcome(routing=routing, searches=tuple(res for _, res in searched), picks=picks,
+        llm_calls = routing.llm_calls + plan.llm_calls + sum(res.llm_calls for _, res in searched) + len(rounds)
+        return RetrievalOutcome(routing=routing, searches=tuple(res for _, res in searched), picks=g.picks,
                                 chunks=tuple(ranked), rerank_note=note, timings_ms=timings, llm_calls=llm_calls,
-                                plan=plan, evidence=evidence)
+                                plan=plan, evidence=evidence, policy=pol.name, rounds=tuple(rounds))
 
     async def _plan(self, chat: ChatModel, req: QueryRequest, question: str, scope: QuestionScope,
                     routing: RoutingResult, collection_id: int, top_docs: int, missing: tuple[str, ...],
@@ -283,20 +327,62 @@ class QueryPipeline:
                             missing=missing, added=added)
         return result, completed
 
+    async def _order(self, req: QueryRequest, g: Gathered, routing: RoutingResult, doc_q: dict[int, str] | None,
+                     plan_: ScopePlan, pol: RankingPolicy,
+                     ) -> tuple[list[RetrievedChunk], tuple[RetrievedChunk, ...], str]:
+        """Rank what was gathered (LLM policy: chosen nodes first) and select the evidence."""
+        ranked, note = await self._rank(req, g.chunks, g.prior, routing, doc_q, pol)
+        if pol.chosen_nodes_first:
+            ranked = await self._chosen_first(ranked, g.chosen, pol)
+        ranked, evidence = select_evidence(ranked, plan_, req.top_k)
+        return ranked, evidence, note
+
+    async def _read_nodes(self, req: QueryRequest, g: Gathered, verdict: Judgement, trees: Sequence[LoadedTree],
+                          doc_q: dict[int, str], pol: RankingPolicy) -> None:
+        """Read the nodes a judgement asked for (validated ids) into ``g``; they rank after the chosen ones."""
+        by_tree = {t.doc_id: t for t in trees}
+        new: dict[int, list[NodePick]] = {}
+        for doc_id, node_id in verdict.read:
+            node = by_tree[doc_id].by_id()[node_id]
+            new.setdefault(doc_id, []).append(NodePick(
+                doc_id=doc_id, node_id=node_id, title=node.title, section_path=" > ".join(node.path),
+                sub_query=doc_q[doc_id], reason=f"round {verdict.round + 1}: {verdict.judgement} ({verdict.reason})"))
+        for doc_id, picks in new.items():
+            g.chunks.extend(await retrieve_in_nodes(
+                self.pool, doc_id, by_tree[doc_id].doc_name, picks, await self._embed([doc_q[doc_id]]),
+                top_k=req.top_k, dense_weight=self.settings.dense_weight, bm25_weight=self.settings.bm25_weight))
+            for p in picks:
+                g.prior[(doc_id, p.node_id)] = pol.cross_ref_prior
+                g.chosen.setdefault((doc_id, p.node_id), (len(g.chosen), 0))
+            g.picks = g.picks + tuple(picks)
+
+    async def _chosen_first(self, ranked: list[RetrievedChunk], rank: dict[tuple[int, str], tuple[int, int]],
+                            pol: RankingPolicy) -> list[RetrievedChunk]:
+        """LLM policy: chunks of the nodes the model chose come first — by the model's node order, then the
+        in-node fused score under the node's sub-query; small chosen nodes whole. A document whose tree search
+        fell back offline (or chose nothing) keeps the offline order for its chunks; the rest fill."""
+        if pol.whole_section_tokens:
+            ranked = await whole_sections(self.pool, ranked, set(rank), pol.whole_section_tokens)
+        chosen = [c for c in ranked if c.source in {"node", "section"} and (c.doc_id, c.node_id) in rank]
+        chosen.sort(key=lambda c: (*rank[(c.doc_id, c.node_id)], -c.fused))
+        ids = {c.chunk_id for c in chosen}
+        return chosen + [c for c in ranked if c.chunk_id not in ids]
+
     async def _direct_hits(self, req: QueryRequest, question: str, docs: list[DocCandidate], doc_q: dict[int, str],
                            vecs: dict[str, np.ndarray], plan_: ScopePlan, chunks: list[RetrievedChunk],
-                           picks: tuple[NodePick, ...], prior: dict[tuple[int, str], float]) -> tuple[NodePick, ...]:
+                           picks: tuple[NodePick, ...], prior: dict[tuple[int, str], float],
+                           pol: RankingPolicy) -> tuple[NodePick, ...]:
         """Chunk-level hits inside the routed documents join the tree-search candidates (spec 002: NodeScore
         candidates alongside tree search; spec 004: section, then paragraph) — never worse than flat search.
         A multi-document question takes each document's own best chunks by its sub-question."""
         if plan_.scope.kind != "single":
             share = evidence_share(req.top_k, len(plan_.needed))
             hits = await asyncio.gather(*(direct_hits(self.pool, [d.doc_id], vecs[doc_q[d.doc_id]], {d.doc_id: d.name},
-                                                      limit=DIRECT_HITS * share) for d in docs))
+                                                      limit=pol.direct_hits_per_k * share) for d in docs))
             direct = [c for group in hits for c in group]
         else:
             direct = await direct_hits(self.pool, [d.doc_id for d in docs], vecs[question],
-                                       {d.doc_id: d.name for d in docs}, limit=DIRECT_HITS * req.top_k)
+                                       {d.doc_id: d.name for d in docs}, limit=pol.direct_hits_per_k * req.top_k)
         seen_ids = {c.chunk_id for c in chunks}
         for c in direct:
             if c.chunk_id in seen_ids:
@@ -304,7 +390,7 @@ class QueryPipeline:
             seen_ids.add(c.chunk_id)
             chunks.append(c)
             if (c.doc_id, c.node_id) not in prior:
-                prior[(c.doc_id, c.node_id)] = 0.3
+                prior[(c.doc_id, c.node_id)] = pol.direct_hit_prior
                 picks = picks + (NodePick(doc_id=c.doc_id, node_id=c.node_id, title=c.section_path.split(" > ")[-1],
                                           section_path=c.section_path, sub_query=doc_q[c.doc_id],
                                           reason="chunk hit inside the routed document"),)
@@ -312,6 +398,7 @@ class QueryPipeline:
 
     async def _in_node(self, req: QueryRequest, searched: Any, picks: tuple[NodePick, ...],
                        subq: dict[str, np.ndarray], doc_q: dict[int, str], routing: RoutingResult,
+                       pol: RankingPolicy,
                        ) -> tuple[list[RetrievedChunk], tuple[NodePick, ...], dict[tuple[int, str], float]]:
         """Hybrid retrieval inside the chosen nodes, plus cross-referenced nodes ("see Note 7") once;
         the documents concurrently, merged in routing order."""
@@ -322,10 +409,11 @@ class QueryPipeline:
                                          for tree, res in searched))
         for (tree, res), (found, extra) in zip(searched, per_doc, strict=True):
             for j, p in enumerate(res.picks):
-                prior[(tree.doc_id, p.node_id)] = (1.0 / (1 + j)) * (1.0 / (1 + 0.5 * doc_rank.get(tree.doc_id, 0)))
+                decay = 1.0 / (1 + pol.doc_rank_decay * doc_rank.get(tree.doc_id, 0))
+                prior[(tree.doc_id, p.node_id)] = (1.0 / (1 + j)) * decay
             picks = picks + extra
             for p in extra:
-                prior[(tree.doc_id, p.node_id)] = 0.3
+                prior[(tree.doc_id, p.node_id)] = pol.cross_ref_prior
             chunks.extend(found)
         return chunks, picks, prior
 
@@ -347,26 +435,28 @@ class QueryPipeline:
                                       reason=f"cross-reference '{label}'"))
         if extra:
             xq = await self._embed([question])
-            found += await retrieve_in_nodes(
+            found += [msgspec.structs.replace(c, source="cross_ref") for c in await retrieve_in_nodes(
                 self.pool, tree.doc_id, tree.doc_name, extra, xq, top_k=max(1, req.top_k // 2),
-                dense_weight=self.settings.dense_weight, bm25_weight=self.settings.bm25_weight)
+                dense_weight=self.settings.dense_weight, bm25_weight=self.settings.bm25_weight)]
         return found, tuple(extra)
 
     async def _rank(self, req: QueryRequest, chunks: list[RetrievedChunk], prior: dict[tuple[int, str], float],
-                    routing: RoutingResult, doc_q: dict[int, str] | None) -> tuple[list[RetrievedChunk], str]:
+                    routing: RoutingResult, doc_q: dict[int, str] | None,
+                    pol: RankingPolicy) -> tuple[list[RetrievedChunk], str]:
         """One ranking over all chunks by the question, or (``doc_q``) each document's chunks by its own
         sub-question, merged by score; then the optional cross-encoder."""
         w = self.settings.rank_dense_weight
-        weights = doc_weights(routing)
+        weights = doc_weights(routing, pol.doc_weight_floor)
+        shares = {"relevance_share": pol.relevance_share, "node_prior_share": pol.node_prior_share}
         if doc_q is None:
-            ranked = rank_across_nodes(req.query, chunks, prior, w, 1 - w, weights)
+            ranked = rank_across_nodes(req.query, chunks, prior, w, 1 - w, weights, **shares)
         else:
             groups: dict[int, list[RetrievedChunk]] = {}
             for c in chunks:
                 groups.setdefault(c.doc_id, []).append(c)
-            w = MULTI_DENSE_WEIGHT
+            w = pol.multi_dense_weight
             ranked = sorted((c for d, group in groups.items()
-                             for c in rank_across_nodes(doc_q[d], group, prior, w, 1 - w, weights)),
+                             for c in rank_across_nodes(doc_q[d], group, prior, w, 1 - w, weights, **shares)),
                             key=lambda c: -c.score)
         use_rerank = req.rerank if req.rerank is not None else self.reranker is not None
         note = "not requested"
@@ -414,9 +504,11 @@ class QueryPipeline:
                 "nodes": [{"doc_id": p.doc_id, "node_id": p.node_id, "title": p.title,
                            "section_path": p.section_path, "sub_query": p.sub_query, "score": p.score,
                            "reason": p.reason} for p in out.picks],
+                "ranking": out.policy,
+                "iterations": [msgspec.to_builtins(j) for j in out.rounds],
                 "chunks": [{"chunk_id": c.chunk_id, "doc_id": c.doc_id, "node_id": c.node_id, "page": c.page,
                             "dense": c.dense, "bm25": c.bm25, "fused": c.fused, "score": c.score,
-                            "rerank": c.rerank} for c in out.chunks],
+                            "rerank": c.rerank, "source": c.source} for c in out.chunks],
                 "rerank": out.rerank_note,
                 "synthesis": answer.mode,
                 "timings_ms": {k: round(v, 1) for k, v in timings.items()},

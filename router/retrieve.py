@@ -10,6 +10,7 @@ import asyncpg
 import msgspec
 import numpy as np
 
+from kb.text import count_tokens
 from router.scoring import bm25_scores, fuse, min_max
 from router.types import NodePick, RetrievedChunk
 
@@ -94,16 +95,18 @@ async def direct_hits(pool: asyncpg.Pool, doc_ids: Sequence[int], qvec: np.ndarr
         out.append(RetrievedChunk(
             chunk_id=r["id"], doc_id=r["document_id"], doc_name=names.get(r["document_id"], ""), node_id=r["node_id"],
             section_path=r["heading_path"], text=r["text"], page=page, pages=pages, unit=r["unit"],
-            dense=round(dense, 4), bm25=0.0, fused=round(dense, 4), score=dense,
+            dense=round(dense, 4), bm25=0.0, fused=round(dense, 4), score=dense, source="direct",
         ))
     return out
 
 
 def rank_across_nodes(question: str, chunks: Sequence[RetrievedChunk], node_prior: dict[tuple[int, str], float],
                       dense_weight: float, bm25_weight: float,
-                      doc_weight: dict[int, float] | None = None) -> list[RetrievedChunk]:
+                      doc_weight: dict[int, float] | None = None, *, relevance_share: float = 0.8,
+                      node_prior_share: float = 0.2) -> list[RetrievedChunk]:
     """Order the union of per-node results on one scale: dense and BM25 (question) over the pool,
-    plus the node's tree-search prior, scaled by how strongly the document was routed."""
+    plus the node's tree-search prior, scaled by how strongly the document was routed (shares: the
+    ranking policy's ``relevance_share`` / ``node_prior_share``)."""
     if not chunks:
         return []
     doc_weight = doc_weight or {}
@@ -112,11 +115,43 @@ def rank_across_nodes(question: str, chunks: Sequence[RetrievedChunk], node_prio
     out = []
     for i, c in enumerate(chunks):
         prior = node_prior.get((c.doc_id, c.node_id), 0.0)
-        # node prior 0.2 (measured on FinanceBench dev page_recall@10: 0.0 → 0.51, 0.2 → 0.53, 0.35 → 0.47)
-        s = (0.8 * (dense_weight * dense[i] + bm25_weight * bm[i]) + 0.2 * prior) * doc_weight.get(c.doc_id, 1.0)
+        relevance = dense_weight * dense[i] + bm25_weight * bm[i]
+        s = (relevance_share * relevance + node_prior_share * prior) * doc_weight.get(c.doc_id, 1.0)
         out.append((s, c))
     out.sort(key=lambda x: -x[0])
     return [msgspec.structs.replace(c, score=round(s, 4)) for s, c in out]
+
+
+SQL_NODE_TEXTS = """
+SELECT node_id, text, start_index, end_index, unit FROM nodes WHERE document_id = $1 AND node_id = ANY($2::text[])"""
+
+
+async def whole_sections(pool: asyncpg.Pool, ranked: Sequence[RetrievedChunk], chosen: set[tuple[int, str]],
+                         max_tokens: int) -> list[RetrievedChunk]:
+    """Chunks of a chosen node whose own text has at most ``max_tokens`` tokens become one piece holding
+    the whole text (spec 003: the full semantic unit), at the place of its best chunk, cited with the
+    node's pages."""
+    by_doc: dict[int, set[str]] = {}
+    for doc_id, node_id in {(c.doc_id, c.node_id) for c in ranked if (c.doc_id, c.node_id) in chosen}:
+        by_doc.setdefault(doc_id, set()).add(node_id)
+    whole: dict[tuple[int, str], asyncpg.Record] = {}
+    for doc_id, nodes in by_doc.items():
+        for r in await pool.fetch(SQL_NODE_TEXTS, doc_id, sorted(nodes)):
+            if r["text"].strip() and count_tokens(r["text"]) <= max_tokens:
+                whole[(doc_id, r["node_id"])] = r
+    out: list[RetrievedChunk] = []
+    done: set[tuple[int, str]] = set()
+    for c in ranked:
+        key = (c.doc_id, c.node_id)
+        if key not in whole:
+            out.append(c)
+        elif key not in done:
+            done.add(key)
+            r = whole[key]
+            out.append(msgspec.structs.replace(c, text=r["text"], page=r["start_index"],
+                                               pages=(r["start_index"], r["end_index"]), unit=r["unit"],
+                                               source="section"))
+    return out
 
 
 async def rerank(reranker: Reranker, question: str, chunks: Sequence[RetrievedChunk]) -> list[RetrievedChunk]:

@@ -145,7 +145,13 @@ class TreeSearcher:
         if self.chat.offline:
             return await self.offline(tree, question, query_vec, expert_knowledge=expert_knowledge, terms=terms)
         try:
-            return await self.llm(tree, question, expert_knowledge=expert_knowledge, history=history)
+            res = await self.llm(tree, question, expert_knowledge=expert_knowledge, history=history)
+            if not res.picks:  # nothing usable chosen: this document is searched (and ranked) offline
+                off = await self.offline(tree, question, query_vec, expert_knowledge=expert_knowledge, terms=terms)
+                return TreeSearchResult(doc_id=tree.doc_id, picks=off.picks, mode="offline_fallback",
+                                        thinking=f"LLM chose no usable node; offline. LLM: {res.thinking}"[:1000],
+                                        dropped_ids=res.dropped_ids, llm_calls=res.llm_calls)
+            return res
         except LLMError as exc:
             log.warning("router.tree_search_llm_failed", doc_id=tree.doc_id, error=str(exc))
             res = await self.offline(tree, question, query_vec, expert_knowledge=expert_knowledge, terms=terms)

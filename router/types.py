@@ -113,6 +113,7 @@ class RetrievedChunk(msgspec.Struct, frozen=True):
     fused: float
     score: float
     rerank: float | None = None
+    source: str = "node"  # node (a chosen node) | cross_ref | direct (chunk hit) | section (a whole small node)
 
 
 class CitationOut(msgspec.Struct, frozen=True):

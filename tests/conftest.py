@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import tempfile
 import uuid
@@ -14,6 +15,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from kb.runtime import Runtime  # noqa: E402
 from kb.settings import get_settings  # noqa: E402
 
 _KB_VARS = [k for k in os.environ if k.startswith("KB_")]
@@ -79,6 +81,43 @@ async def runtime(kb_env: dict[str, str], db_url: str, monkeypatch: pytest.Monke
     rt = await open_runtime(get_settings())
     yield rt
     await rt.close()
+
+
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+
+
+@pytest.fixture(scope="module")
+async def samples_rt(pg_uri: str, tmp_path_factory: pytest.TempPathFactory,
+                     request: pytest.FixtureRequest) -> AsyncIterator[Runtime]:
+    """The bundled sample reports ingested offline into a database of their own (once per test module)."""
+    from ingest.jobs import Worker, create_job, get_job
+    from kb.app import build_ingest_context
+    from kb.runtime import open_runtime
+
+    dbname = "samples_" + request.module.__name__.rsplit(".", 1)[-1]
+    conn = await asyncpg.connect(pg_uri)
+    await conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+    await conn.execute(f'CREATE DATABASE "{dbname}"')
+    await conn.close()
+    base, _, q = pg_uri.partition("?")
+    mp = pytest.MonkeyPatch()
+    for k in list(os.environ):
+        if k.startswith("KB_"):
+            mp.delenv(k)
+    mp.setenv("KB_DATABASE_URL", base.rsplit("/", 1)[0] + f"/{dbname}" + (f"?{q}" if q else ""))
+    mp.setenv("KB_DATA_DIR", str(tmp_path_factory.mktemp("samples-data")))
+    mp.setenv("KB_INGEST_WORKERS", "0")
+    get_settings.cache_clear()
+    rt = await open_runtime(get_settings())
+    job_id = await create_job(rt.pool, collection_id=1, path=SAMPLES / "reports",
+                              metadata_path=SAMPLES / "metadata.jsonl")
+    await Worker(build_ingest_context(rt, processes=False)).run(asyncio.Event(), until_empty=True)
+    job = await get_job(rt.pool, job_id)
+    assert job.counts == {"ok": 6}, [(i.name, i.error) for i in job.items]
+    yield rt
+    await rt.close()
+    mp.undo()
+    get_settings.cache_clear()
 
 
 pytest_plugins = ["tests.fake_openai"]

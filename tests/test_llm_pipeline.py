@@ -34,6 +34,8 @@ def smart_responder(body: dict[str, Any]) -> FakeReply:
         results += [{"node_id": nid, "sub_query": "lithium battery pack recall"} for nid in good]
         return FakeReply.json({"thinking": "the recall is a product safety matter", "results": results},
                               prompt_tokens=300, completion_tokens=40)
+    if "Judge whether the evidence is sufficient" in user:
+        return FakeReply.json({"judgement": "sufficient", "reason": "the recall is stated"})
     if "Evidence:" in user:
         return FakeReply.text("Voltaic Devices recalled 41,000 lithium battery packs [1].",
                               prompt_tokens=500, completion_tokens=20)

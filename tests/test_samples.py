@@ -3,14 +3,12 @@ answered from the right document, through the production ingest job and query pi
 
 from __future__ import annotations
 
-import asyncio
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from kb.app import build_ingest_context, build_pipeline
+from kb.app import build_pipeline
 from kb.runtime import Runtime
 from router.types import QueryRequest
 
@@ -39,41 +37,6 @@ def _questions() -> list[dict[str, object]]:
 QUESTIONS = [q for q in _questions() if not q["multi"]]
 MULTI = [q for q in _questions() if q["multi"]]
 STRATEGIES = ("auto", "metadata", "semantic", "description")
-
-
-@pytest.fixture(scope="module")
-async def samples_rt(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Runtime]:
-    import os
-
-    import asyncpg
-
-    from ingest.jobs import Worker, create_job, get_job
-    from kb.runtime import open_runtime
-    from kb.settings import get_settings
-
-    conn = await asyncpg.connect(pg_uri)
-    await conn.execute('DROP DATABASE IF EXISTS "samples" WITH (FORCE)')
-    await conn.execute('CREATE DATABASE "samples"')
-    await conn.close()
-    base, _, q = pg_uri.partition("?")
-    mp = pytest.MonkeyPatch()
-    for k in list(os.environ):
-        if k.startswith("KB_"):
-            mp.delenv(k)
-    mp.setenv("KB_DATABASE_URL", base.rsplit("/", 1)[0] + "/samples" + (f"?{q}" if q else ""))
-    mp.setenv("KB_DATA_DIR", str(tmp_path_factory.mktemp("samples-data")))
-    mp.setenv("KB_INGEST_WORKERS", "0")
-    get_settings.cache_clear()
-    rt = await open_runtime(get_settings())
-    job_id = await create_job(rt.pool, collection_id=1, path=SAMPLES / "reports",
-                              metadata_path=SAMPLES / "metadata.jsonl")
-    await Worker(build_ingest_context(rt, processes=False)).run(asyncio.Event(), until_empty=True)
-    job = await get_job(rt.pool, job_id)
-    assert job.counts == {"ok": 6}, [(i.name, i.error) for i in job.items]
-    yield rt
-    await rt.close()
-    mp.undo()
-    get_settings.cache_clear()
 
 
 def test_questions_file_parses() -> None:

@@ -1,0 +1,141 @@
+"""The sufficiency judgement of spec 003 (LLM mode): does the gathered evidence answer the question, and if
+not, which nodes should be read next (children of a chosen parent, siblings, a referenced note)?
+
+One JSON call per round; node ids are validated against the searched documents' trees: unknown, already
+read and out-of-document ids are dropped and reported; a parent without text of its own stands for its
+first readable descendants. A failed or malformed judgement ends the loop: the answer uses what was gathered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+import structlog
+
+from kb.errors import LLMError
+from kb.providers import ChatModel
+from kb.text import truncate_tokens
+from router.synthesize import build_evidence
+from router.tree_search import LoadedTree
+from router.types import RetrievedChunk
+
+log = structlog.get_logger("router.sufficiency")
+
+JUDGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "judgement": {"type": "string", "enum": ["sufficient", "insufficient", "follow_reference"]},
+        "reason": {"type": "string"},
+        "read": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"doc_id": {"type": "string"}, "node_id": {"type": "string"}},
+                "required": ["doc_id", "node_id"],
+            },
+        },
+    },
+    "required": ["judgement"],
+}
+JUDGE_SYSTEM = "You judge whether retrieved evidence answers a question. Reply with JSON only."
+EVIDENCE_TOKENS = 6000
+"""The evidence shown to the judge is cut to this many tokens."""
+OUTLINE_TOKENS = 4000
+"""Each document's outline shown to the judge is cut to this many tokens."""
+
+
+class Judgement(msgspec.Struct, frozen=True):
+    """One round's verdict: sufficient | insufficient | follow_reference | failed."""
+
+    round: int
+    judgement: str
+    reason: str = ""
+    read: tuple[tuple[int, str], ...] = ()  # (doc_id, node_id) to read next, validated
+    dropped: tuple[str, ...] = ()
+
+
+def _outline(tree: LoadedTree, read: set[tuple[int, str]]) -> str:
+    base = min((n.level for n in tree.nodes), default=1)
+    return "\n".join(
+        f"{'  ' * max(0, n.level - base)}[{n.node_id}] {n.title}{' (leaf)' if n.is_leaf else ''} "
+        f"({'pp.' if n.unit == 'page' else 'lines'} {n.start}-{n.end})"
+        + (" [read]" if (tree.doc_id, n.node_id) in read else "")
+        for n in tree.nodes)
+
+
+def _prompt(question: str, evidence: Sequence[RetrievedChunk], trees: Sequence[LoadedTree],
+            read: set[tuple[int, str]]) -> str:
+    outlines = [f'Document doc_id "{t.doc_id}" ({t.doc_name}):\n{truncate_tokens(_outline(t, read), OUTLINE_TOKENS)}'
+                for t in trees]
+    return (
+        "Judge whether the evidence is sufficient to answer the question. If it is not, name the nodes to read "
+        "next: children of a chosen section, its siblings, or a note the evidence refers to (follow_reference). "
+        "Only name nodes not marked [read].\n\n"
+        f"Question: {question}\n\nEvidence:\n{truncate_tokens(build_evidence(evidence), EVIDENCE_TOKENS)}\n\n"
+        "Document outlines:\n" + "\n\n".join(outlines)
+        + '\n\nReply: {"judgement": "sufficient|insufficient|follow_reference", "reason": "...", '
+        '"read": [{"doc_id": "12", "node_id": "0007"}]}'
+    )
+
+
+def validate_reads(raw: Any, trees: Sequence[LoadedTree], read: set[tuple[int, str]],
+                   max_nodes: int) -> tuple[list[tuple[int, str]], list[str]]:
+    """Readable, new nodes of the searched documents (a parent without text → its first readable
+    descendants), at most ``max_nodes``; and what was dropped, with the reason."""
+    by_doc: Mapping[str, LoadedTree] = {str(t.doc_id): t for t in trees}
+    keep: list[tuple[int, str]] = []
+    dropped: list[str] = []
+    for item in raw if isinstance(raw, list) else []:
+        if not isinstance(item, Mapping):
+            dropped.append(f"{str(item)[:40]!r}: not an object")
+            continue
+        doc, nid = str(item.get("doc_id", "")).strip(), str(item.get("node_id", "")).strip()
+        tree = by_doc.get(doc)
+        node = tree.by_id().get(nid) if tree else None
+        if tree is None:
+            dropped.append(f"doc {doc[:40]!r}: not a searched document")
+            continue
+        if node is None:
+            dropped.append(f"{doc}/{nid[:40]}: no such node in this document")
+            continue
+        targets = [node] if (node.is_leaf or node.has_text) else [
+            n for n in tree.leaves if n.path[: len(node.path)] == node.path and n.node_id != nid]
+        added = False
+        for t in targets:
+            key = (tree.doc_id, t.node_id)
+            if key in read or key in keep:
+                continue
+            if len(keep) >= max_nodes:
+                dropped.append(f"{doc}/{t.node_id}: beyond {max_nodes} nodes per round")
+                break
+            keep.append(key)
+            added = True
+        if not added and (tree.doc_id, nid) in read:
+            dropped.append(f"{doc}/{nid}: already read")
+        elif not added and len(keep) < max_nodes:
+            dropped.append(f"{doc}/{nid}: nothing unread to read in it")
+    return keep, dropped
+
+
+async def judge(chat: ChatModel, question: str, evidence: Sequence[RetrievedChunk], trees: Sequence[LoadedTree],
+                read: set[tuple[int, str]], round_no: int, max_nodes: int) -> Judgement:
+    """One sufficiency call; ``failed`` (and no nodes) when the call or its reply is unusable."""
+    try:
+        res = await chat.complete_json(purpose="query.sufficiency", system=JUDGE_SYSTEM, schema=JUDGE_SCHEMA,
+                                       prompt=_prompt(question, evidence, trees, read))
+        data = res.data if isinstance(res.data, Mapping) else {}
+        verdict = data.get("judgement")
+        if verdict not in {"sufficient", "insufficient", "follow_reference"}:
+            raise LLMError(f"sufficiency reply: judgement {str(verdict)[:40]!r}")
+    except LLMError as exc:
+        log.warning("router.sufficiency_failed", round=round_no, error=str(exc))
+        return Judgement(round=round_no, judgement="failed", reason=str(exc)[:300])
+    reason = str(data.get("reason") or "")[:500]
+    if verdict == "sufficient":
+        return Judgement(round=round_no, judgement=verdict, reason=reason)
+    keep, dropped = validate_reads(data.get("read"), trees, read, max_nodes)
+    if dropped:
+        log.info("router.sufficiency_dropped", round=round_no, dropped=dropped)
+    return Judgement(round=round_no, judgement=verdict, reason=reason, read=tuple(keep), dropped=tuple(dropped))
