@@ -129,6 +129,14 @@ def _print_result(result: Any, question: str) -> None:
         for c in top:
             rr = f"  rerank={c['rerank']:.2f}" if c.get("rerank") is not None else ""
             print(f"     chunk {c['chunk_id']}: dense={c['dense']:.2f}  bm25={c['bm25']:.2f}  fused={c['fused']:.2f}{rr}")
+    rounds = trace.get("iterations", [])
+    if rounds:
+        print(f"\n>>> Step 2b: Sufficiency ({trace.get('ranking', '?')} ranking)")
+        for r in rounds:
+            read = ", ".join(f"doc {d} · {n}" for d, n in r.get("read", [])) or "nothing more"
+            print(f"  round {r['round']}: {r['judgement']} — {r.get('reason', '')[:200]} → read {read}")
+            for note in r.get("dropped", []):
+                print(f"    dropped: {note}")
     print("\n>>> Step 3: Answer")
     print(result.answer)
     t = trace.get("timings_ms", {})

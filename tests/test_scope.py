@@ -91,3 +91,29 @@ def test_validate_plan_drops_and_trims() -> None:
         validate_plan({"scope": "several", "sub_questions": []}, routing, top_docs=2)
     with pytest.raises(LLMError):
         validate_plan({"scope": "multi", "sub_questions": "1,2"}, routing, top_docs=2)
+
+
+def test_readme_lists_the_ranking_policies() -> None:
+    """The README's policy table shows the numbers router/policy.py declares."""
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    from router.policy import LLM, OFFLINE
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    table = readme.split("| policy field | offline | llm |", 1)[1].split("\n\n", 1)[0]
+    shown: dict[str, tuple[str, str]] = {}
+    for row in table.splitlines()[2:]:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        names = re.findall(r"`([^`]+)`", cells[0])
+        for i, name in enumerate(names):
+            shown[name] = (cells[1].split(" / ")[i], cells[2].split(" / ")[i])
+
+    def text(v: object) -> str:
+        return ("yes" if v else "no") if isinstance(v, bool) else str(v)
+
+    fields = [f.name for f in dataclasses.fields(OFFLINE) if f.name != "name"]
+    assert sorted(shown) == sorted(fields)
+    for name in fields:
+        assert shown[name] == (text(getattr(OFFLINE, name)), text(getattr(LLM, name))), name
