@@ -16,7 +16,9 @@ import structlog
 
 from kb.errors import LLMError, ValidationError
 from kb.providers import ChatModel
+from kb.providers.steps import ask
 from kb.text import normalize_title
+from router.prompts import METADATA, metadata_prompt
 from router.types import Condition
 
 log = structlog.get_logger("router.metadata")
@@ -255,47 +257,6 @@ def match_offline(question: str, kv: KnownValues) -> MetadataMatch:
                          explanation="; ".join(notes) or "no known metadata value in the question")
 
 
-LLM_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "thinking": {"type": "string"},
-        "conditions": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "key": {"type": "string"},
-                    "op": {"type": "string", "enum": list(OPS)},
-                    "value": {},
-                },
-                "required": ["key", "op", "value"],
-            },
-        },
-        "scope": {"type": "string", "enum": ["single", "multi", "list"]},
-    },
-    "required": ["conditions"],
-}
-LLM_SYSTEM = "You turn questions about a document collection into metadata filters. Reply with JSON only."
-
-
-def _llm_prompt(question: str, kv: KnownValues, max_values: int = 60) -> str:
-    lines = []
-    for key, vals in sorted(kv.values.items()):
-        shown = sorted(vals, key=lambda v: -vals[v])[:max_values]
-        more = f" (+{len(vals) - len(shown)} more)" if len(vals) > len(shown) else ""
-        lines.append(f"- {key}: {shown}{more}")
-    return (
-        "Select documents for the question by their metadata. Use only these keys and, for eq/in, only listed "
-        "values. Operators: eq (value), in (list of values), range ({\"gte\":..,\"lte\":..}), contains (substring). "
-        "Return no condition for a key the question does not constrain. Also say whether the question needs one "
-        'document ("single"), several documents to compare or follow over time ("multi"), or a list or '
-        'aggregation over many documents ("list").\n\n'
-        f"Question: {question}\n\nMetadata keys and known values:\n" + "\n".join(lines) +
-        '\n\nReply: {"thinking": "...", "conditions": [{"key": "...", "op": "in", "value": ["..."]}], '
-        '"scope": "single"}'
-    )
-
-
 def validate_conditions(raw: Any, kv: KnownValues) -> tuple[Condition, ...]:
     """Keep only well-formed conditions on known keys with known values; raise on garbage."""
     if not isinstance(raw, list):
@@ -400,16 +361,14 @@ async def match_question(question: str, kv: KnownValues, chat: ChatModel) -> Met
         return offline
     started = time.perf_counter()
     try:
-        res = await chat.complete_json(purpose="route.metadata", system=LLM_SYSTEM,
-                                       prompt=_llm_prompt(question, kv), schema=LLM_SCHEMA)
-        data = res.data if isinstance(res.data, Mapping) else {}
-        conds = validate_conditions(data.get("conditions", []), kv)
+        reply = await ask(chat, METADATA, metadata_prompt(question, kv.values))
+        conds = validate_conditions([msgspec.to_builtins(c) for c in reply.conditions], kv)
     except (LLMError, ValidationError) as exc:
         log.warning("router.metadata_llm_failed", error=str(exc))
         return msgspec.structs.replace(offline, explanation=offline.explanation + " (LLM failed: offline match)",
                                        llm_calls=1)
     confident = any(c.key in COMPANY_KEYS for c in conds)
-    scope = data.get("scope") if data.get("scope") in {"single", "multi", "list"} else ""
+    scope = reply.scope or ""
     log.info("router.metadata_llm", conditions=len(conds), scope=scope,
              ms=round((time.perf_counter() - started) * 1000))
     return MetadataMatch(conditions=conds, confident=confident,

@@ -16,6 +16,7 @@ from rank_bm25 import BM25Okapi
 
 from kb.errors import LLMError
 from kb.providers import ChatModel
+from kb.providers.steps import ask
 from kb.settings import RetrievalSettings
 from kb.text import tokenize
 from router.metadata import (
@@ -30,6 +31,7 @@ from router.metadata import (
     question_period,
     run_filter,
 )
+from router.prompts import DESCRIPTION, description_prompt
 from router.scoring import aggregate_score, min_max
 from router.types import DocCandidate, RoutingResult
 
@@ -218,14 +220,6 @@ class SemanticRouter:
         return RoutingResult(strategy_used=self.name, documents=cands[: ctx.top_docs], candidates=cands[:20])
 
 
-DESC_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"thinking": {"type": "string"}, "answer": {"type": "array", "items": {"type": "string"}}},
-    "required": ["answer"],
-}
-DESC_SYSTEM = "You select documents relevant to a query from their descriptions. Reply with JSON only."
-
-
 @dataclass(frozen=True)
 class DescriptionIndex:
     """BM25 over ``name + title + description`` of every document of a collection (cached)."""
@@ -294,24 +288,10 @@ class DescriptionRouter:
             return RoutingResult(strategy_used=self.name, documents=tuple(shortlist[: ctx.top_docs]),
                                  candidates=tuple(shortlist[:20]), notes=("offline: description shortlist ranking",))
         descs = {r["id"]: r["description"] for r in await ctx.pool.fetch(SQL_DOC_NAMES, [c.doc_id for c in shortlist])}
-        listing = "\n".join(
-            f'{{"doc_id": "{c.doc_id}", "doc_name": {c.name!r}, "doc_description": {descs.get(c.doc_id, "")!r}}}'
-            for c in shortlist
-        )
-        prompt = (
-            "You are given a list of documents with their IDs, file names, and descriptions. Select the documents "
-            f"that may contain information relevant to the query (at most {ctx.top_docs}, best first).\n\n"
-            f"Query: {ctx.question}\n\nDocuments:\n{listing}\n\n"
-            'Reply: {"thinking": "<reasoning>", "answer": ["doc_id1", "doc_id2"]} ([] if none is relevant)'
-        )
         try:
-            res = await ctx.chat.complete_json(purpose="route.description", system=DESC_SYSTEM, prompt=prompt,
-                                               schema=DESC_SCHEMA)
-            picked = res.data.get("answer") if isinstance(res.data, dict) else None
-            if not isinstance(picked, list):
-                raise LLMError("description routing reply: 'answer' is not a list")
+            reply = await ask(ctx.chat, DESCRIPTION, description_prompt(ctx.question, shortlist, descs, ctx.top_docs))
             by_id = {str(c.doc_id): c for c in shortlist}
-            chosen = [by_id[str(p)] for p in picked if str(p) in by_id]
+            chosen = [by_id[str(p)] for p in reply.answer if str(p) in by_id]
         except LLMError as exc:
             log.warning("router.description_llm_failed", error=str(exc))
             return RoutingResult(strategy_used=self.name, documents=tuple(shortlist[: ctx.top_docs]),

@@ -21,6 +21,7 @@ import structlog
 
 from kb.errors import LLMError
 from kb.providers import ChatModel
+from kb.providers.steps import ask
 from kb.text import normalize_title, tokenize
 from router.metadata import (
     COMPANY_KEYS,
@@ -33,6 +34,7 @@ from router.metadata import (
     meta_int,
     question_period,
 )
+from router.prompts import PLAN, PlanReply, plan_prompt
 from router.types import DocCandidate, QuestionScope, RoutingResult, ScopePlan, SubQuestion
 
 log = structlog.get_logger("router.scope")
@@ -97,25 +99,6 @@ CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector('english', p.phrase))) A
 LEFT JOIN lexeme_df l ON l.collection_id = $1 AND l.lexeme = x.lexeme
 GROUP BY p.phrase"""
 SQL_DOC_METADATA = "SELECT id, name, metadata FROM documents WHERE id = ANY($1::bigint[])"
-
-PLAN_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "scope": {"type": "string", "enum": ["single", "multi", "list"]},
-        "reason": {"type": "string"},
-        "sub_questions": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {"doc_id": {"type": "string"}, "sub_question": {"type": "string"}},
-                "required": ["doc_id", "sub_question"],
-            },
-        },
-    },
-    "required": ["scope", "sub_questions"],
-}
-PLAN_SYSTEM = "You plan how to answer questions over a collection of reports. Reply with JSON only."
-
 
 def _meta(value: Any) -> dict[str, Any]:
     return json.loads(value) if isinstance(value, str) else dict(value or {})
@@ -317,36 +300,18 @@ def _plan_prompt(question: str, routing: RoutingResult, metas: Mapping[int, Mapp
         meta = metas.get(d.doc_id, {})
         lines.append(f'- doc_id "{d.doc_id}": {d.name} — {doc_entity(meta) or "?"}, {doc_period(meta) or "?"}; '
                      f"{descriptions.get(d.doc_id, '')[:200]}")
-    return (
-        "Decide whether the question needs one document (single), several documents to compare or follow over "
-        "time (multi), or a list/aggregation over many documents (list). For multi and list, write one focused "
-        f"sub-question per document that is needed (at most {top_docs}), using only the doc_ids below; leave out "
-        "documents that are not needed.\n\n"
-        f"Question: {question}\n\nRule-based first guess: {scope.kind} ({scope.reason})\n\nRouted documents:\n"
-        + "\n".join(lines)
-        + '\n\nReply: {"scope": "single|multi|list", "reason": "...", '
-        '"sub_questions": [{"doc_id": "12", "sub_question": "..."}]}'
-    )
+    return plan_prompt(question, lines, scope.kind, scope.reason, top_docs)
 
 
-def validate_plan(data: Any, routing: RoutingResult, top_docs: int) -> tuple[str, str, list[tuple[int, str]], list[str]]:
-    """(scope, reason, [(doc_id, sub-question)], dropped) from an LLM reply; raises LLMError on garbage.
-
-    Unknown documents, duplicates, empty sub-questions and entries beyond ``top_docs`` are dropped and named.
-    """
-    if not isinstance(data, Mapping) or data.get("scope") not in {"single", "multi", "list"}:
-        raise LLMError("plan reply: 'scope' is not single/multi/list")
-    items = data.get("sub_questions")
-    if not isinstance(items, list):
-        raise LLMError("plan reply: 'sub_questions' is not a list")
+def validate_plan(reply: PlanReply, routing: RoutingResult,
+                  top_docs: int) -> tuple[list[tuple[int, str]], list[str]]:
+    """([(doc_id, sub-question)], dropped) from the model's plan: unknown documents, duplicates, empty
+    sub-questions and entries beyond ``top_docs`` are dropped and named."""
     routed = {str(d.doc_id): d.doc_id for d in routing.documents}
     kept: list[tuple[int, str]] = []
     dropped: list[str] = []
-    for item in items:
-        if not isinstance(item, Mapping):
-            dropped.append(f"{str(item)[:40]!r}: not an object")
-            continue
-        raw, text = str(item.get("doc_id", "")).strip(), str(item.get("sub_question") or "").strip()
+    for item in reply.sub_questions:
+        raw, text = str(item.doc_id).strip(), item.sub_question.strip()
         if raw not in routed:
             dropped.append(f"doc {raw[:40]!r}: not a routed document")
         elif any(d == routed[raw] for d, _ in kept):
@@ -357,7 +322,7 @@ def validate_plan(data: Any, routing: RoutingResult, top_docs: int) -> tuple[str
             dropped.append(f"doc {raw}: beyond top_docs={top_docs}")
         else:
             kept.append((routed[raw], text[:500]))
-    return str(data["scope"]), str(data.get("reason") or "")[:300], kept, dropped
+    return kept, dropped
 
 
 async def plan(chat: ChatModel, question: str, scope: QuestionScope, routing: RoutingResult,
@@ -371,9 +336,9 @@ async def plan(chat: ChatModel, question: str, scope: QuestionScope, routing: Ro
     if scope.kind == "single" or chat.offline or len(routing.documents) < 2:
         return base
     try:
-        res = await chat.complete_json(purpose="query.plan", system=PLAN_SYSTEM, schema=PLAN_SCHEMA,
-                                       prompt=_plan_prompt(question, routing, metas, descriptions, scope, top_docs))
-        kind, reason, kept, dropped = validate_plan(res.data, routing, top_docs)
+        reply = await ask(chat, PLAN, _plan_prompt(question, routing, metas, descriptions, scope, top_docs))
+        kind, reason = reply.scope, reply.reason[:300]
+        kept, dropped = validate_plan(reply, routing, top_docs)
     except LLMError as exc:
         log.warning("router.plan_llm_failed", error=str(exc))
         return msgspec.structs.replace(base, mode="offline_fallback", llm_calls=1,

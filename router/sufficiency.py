@@ -9,37 +9,21 @@ first readable descendants. A failed or malformed judgement ends the loop: the a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import msgspec
 import structlog
 
 from kb.errors import LLMError
 from kb.providers import ChatModel
+from kb.providers.steps import ask
 from kb.text import truncate_tokens
+from router.prompts import SUFFICIENCY, NodeRef, sufficiency_prompt
 from router.synthesize import build_evidence
 from router.tree_search import LoadedTree
 from router.types import RetrievedChunk
 
 log = structlog.get_logger("router.sufficiency")
 
-JUDGE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "judgement": {"type": "string", "enum": ["sufficient", "insufficient", "follow_reference"]},
-        "reason": {"type": "string"},
-        "read": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {"doc_id": {"type": "string"}, "node_id": {"type": "string"}},
-                "required": ["doc_id", "node_id"],
-            },
-        },
-    },
-    "required": ["judgement"],
-}
-JUDGE_SYSTEM = "You judge whether retrieved evidence answers a question. Reply with JSON only."
 EVIDENCE_TOKENS = 6000
 """The evidence shown to the judge is cut to this many tokens."""
 OUTLINE_TOKENS = 4000
@@ -69,29 +53,18 @@ def _prompt(question: str, evidence: Sequence[RetrievedChunk], trees: Sequence[L
             read: set[tuple[int, str]]) -> str:
     outlines = [f'Document doc_id "{t.doc_id}" ({t.doc_name}):\n{truncate_tokens(_outline(t, read), OUTLINE_TOKENS)}'
                 for t in trees]
-    return (
-        "Judge whether the evidence is sufficient to answer the question. If it is not, name the nodes to read "
-        "next: children of a chosen section, its siblings, or a note the evidence refers to (follow_reference). "
-        "Only name nodes not marked [read].\n\n"
-        f"Question: {question}\n\nEvidence:\n{truncate_tokens(build_evidence(evidence), EVIDENCE_TOKENS)}\n\n"
-        "Document outlines:\n" + "\n\n".join(outlines)
-        + '\n\nReply: {"judgement": "sufficient|insufficient|follow_reference", "reason": "...", '
-        '"read": [{"doc_id": "12", "node_id": "0007"}]}'
-    )
+    return sufficiency_prompt(question, truncate_tokens(build_evidence(evidence), EVIDENCE_TOKENS), outlines)
 
 
-def validate_reads(raw: Any, trees: Sequence[LoadedTree], read: set[tuple[int, str]],
+def validate_reads(refs: Sequence[NodeRef], trees: Sequence[LoadedTree], read: set[tuple[int, str]],
                    max_nodes: int) -> tuple[list[tuple[int, str]], list[str]]:
     """Readable, new nodes of the searched documents (a parent without text → its first readable
     descendants), at most ``max_nodes``; and what was dropped, with the reason."""
     by_doc: Mapping[str, LoadedTree] = {str(t.doc_id): t for t in trees}
     keep: list[tuple[int, str]] = []
     dropped: list[str] = []
-    for item in raw if isinstance(raw, list) else []:
-        if not isinstance(item, Mapping):
-            dropped.append(f"{str(item)[:40]!r}: not an object")
-            continue
-        doc, nid = str(item.get("doc_id", "")).strip(), str(item.get("node_id", "")).strip()
+    for item in refs:
+        doc, nid = str(item.doc_id).strip(), str(item.node_id).strip()
         tree = by_doc.get(doc)
         node = tree.by_id().get(nid) if tree else None
         if tree is None:
@@ -123,19 +96,14 @@ async def judge(chat: ChatModel, question: str, evidence: Sequence[RetrievedChun
                 read: set[tuple[int, str]], round_no: int, max_nodes: int) -> Judgement:
     """One sufficiency call; ``failed`` (and no nodes) when the call or its reply is unusable."""
     try:
-        res = await chat.complete_json(purpose="query.sufficiency", system=JUDGE_SYSTEM, schema=JUDGE_SCHEMA,
-                                       prompt=_prompt(question, evidence, trees, read))
-        data = res.data if isinstance(res.data, Mapping) else {}
-        verdict = data.get("judgement")
-        if verdict not in {"sufficient", "insufficient", "follow_reference"}:
-            raise LLMError(f"sufficiency reply: judgement {str(verdict)[:40]!r}")
+        reply = await ask(chat, SUFFICIENCY, _prompt(question, evidence, trees, read))
     except LLMError as exc:
         log.warning("router.sufficiency_failed", round=round_no, error=str(exc))
         return Judgement(round=round_no, judgement="failed", reason=str(exc)[:300])
-    reason = str(data.get("reason") or "")[:500]
+    verdict, reason = reply.judgement, reply.reason[:500]
     if verdict == "sufficient":
         return Judgement(round=round_no, judgement=verdict, reason=reason)
-    keep, dropped = validate_reads(data.get("read"), trees, read, max_nodes)
+    keep, dropped = validate_reads(reply.read, trees, read, max_nodes)
     if dropped:
         log.info("router.sufficiency_dropped", round=round_no, dropped=dropped)
     return Judgement(round=round_no, judgement=verdict, reason=reason, read=tuple(keep), dropped=tuple(dropped))

@@ -12,17 +12,12 @@ import structlog
 from kb.errors import LLMError
 from kb.providers import ChatModel
 from kb.text import split_sentences, tokenize
+from router.prompts import SYNTHESIS_PURPOSE, SYNTHESIS_SYSTEM, multi_synthesis_prompt, synthesis_prompt
 from router.scope import evidence_found
 from router.types import Answer, CitationOut, RetrievedChunk, ScopePlan, Turn
 
 log = structlog.get_logger("router.synthesize")
 
-SYNTH_SYSTEM = (
-    "You answer questions about a collection of reports using only the evidence given. Rules: 1) answer only "
-    "from the evidence, never invent facts or numbers; 2) after every claim put the evidence marker(s) like [1] "
-    "or [2][3]; 3) if the evidence is insufficient to answer fully, say so plainly and say what is missing; "
-    "4) be concise and precise; keep units and periods."
-)
 _MARKER = re.compile(r"\[(\d{1,3})\]")
 _NUMBER = re.compile(r"\$?\d[\d,]*(?:\.\d+)?%?")
 _WANTS_NUMBER = re.compile(r"\b(how much|how many|what (?:was|is|were)|amount|total|percent|rate|ratio)\b", re.I)
@@ -46,12 +41,6 @@ def _citation(i: int, c: RetrievedChunk) -> CitationOut:
                        section_path=c.section_path, pages=c.pages, text=c.text, unit=c.unit)
 
 
-def _history_block(history: Sequence[Turn]) -> str:
-    if not history:
-        return ""
-    return "Conversation so far:\n" + "\n".join(f"{t.role}: {t.content[:500]}" for t in history[-6:]) + "\n\n"
-
-
 def _missing_note(plan: ScopePlan | None) -> str:
     if plan is None or not plan.scope.missing:
         return ""
@@ -68,19 +57,10 @@ def _offline(question: str, chunks: Sequence[RetrievedChunk], plan: ScopePlan | 
 
 def _multi_prompt(question: str, chunks: Sequence[RetrievedChunk], plan: ScopePlan, history: Sequence[Turn]) -> str:
     found = evidence_found(question, chunks, plan)
-    subs = "\n".join(f"- {s.doc_name}: {s.question}" for s in plan.sub_questions if s.doc_id in plan.needed)
+    subs = [f"- {s.doc_name}: {s.question}" for s in plan.sub_questions if s.doc_id in plan.needed]
     empty = [s.doc_name for s in plan.sub_questions if s.doc_id in plan.needed and not found.get(s.doc_id)]
-    missing = _missing_note(plan)
-    return (
-        f"{_history_block(history)}Question: {question}\n\n"
-        f"This question needs several documents ({plan.scope.kind}: {plan.scope.reason}). Sub-questions:\n{subs}\n\n"
-        + (f"Documents whose evidence seems not to answer: {', '.join(empty)}\n\n" if empty else "")
-        + (f"{missing} Say so; do not answer about it from other documents.\n\n" if missing else "")
-        + f"Evidence (grouped by document):\n{build_evidence(chunks)}\n\n"
-        "First answer for each document in turn (one short paragraph or table row per document, citing every "
-        "claim with its markers); write 'No evidence found in <document>' where its evidence does not answer. "
-        "Then give the comparison, change over time or aggregate answer, citing again. Answer with evidence markers:"
-    )
+    return multi_synthesis_prompt(question, build_evidence(chunks), kind=plan.scope.kind, reason=plan.scope.reason,
+                                  sub_questions=subs, no_answer=empty, missing=_missing_note(plan), history=history)
 
 
 async def synthesize(chat: ChatModel, question: str, chunks: Sequence[RetrievedChunk],
@@ -103,10 +83,9 @@ async def synthesize(chat: ChatModel, question: str, chunks: Sequence[RetrievedC
     if plan is not None and plan.scope.kind != "single":
         prompt = _multi_prompt(question, chunks, plan, history)
     else:
-        prompt = (f"{_history_block(history)}Question: {question}\n\nEvidence:\n{build_evidence(chunks)}\n\n"
-                  "Answer with evidence markers:")
+        prompt = synthesis_prompt(question, build_evidence(chunks), history)
     try:
-        res = await chat.complete_text(purpose="synthesize", system=SYNTH_SYSTEM, prompt=prompt)
+        res = await chat.complete_text(purpose=SYNTHESIS_PURPOSE, system=SYNTHESIS_SYSTEM, prompt=prompt)
     except LLMError as exc:
         log.warning("router.synthesis_llm_failed", error=str(exc))
         ans = _offline(question, chunks, plan)

@@ -19,7 +19,9 @@ import structlog
 
 from kb.errors import LLMError
 from kb.providers import ChatModel
+from kb.providers.steps import ask
 from kb.text import count_tokens, normalize_title
+from router.prompts import TREE_SEARCH, tree_search_prompt
 from router.routing import QueryTerms
 from router.scoring import bm25_scores, group_scores, min_max
 from router.types import DocNode, NodePick, TreeSearchResult, Turn
@@ -41,22 +43,6 @@ SELECT c.node_id,
         WHERE c.tsv @@ quote_literal(w.lx)::tsquery) AS score
 FROM chunks c, q WHERE c.document_id = $1 AND c.tsv @@ q.q ORDER BY score DESC LIMIT $3"""
 
-SEARCH_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "thinking": {"type": "string"},
-        "results": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {"node_id": {"type": "string"}, "sub_query": {"type": "string"}},
-                "required": ["node_id"],
-            },
-        },
-    },
-    "required": ["results"],
-}
-SEARCH_SYSTEM = "You are a document retrieval expert. Reply with JSON only."
 # offline leaf scoring: NodeScore over chunk hits, and the question against title path + summary
 # (dense, BM25). Measured on FinanceBench dev (page_recall@10, auto): 0.6/0.2/0.2 → 0.48,
 # 0.4/0.3/0.3 → 0.50, 0.3/0.35/0.35 → 0.52, 0.2/0.4/0.4 → 0.52; 0.8/0.1/0.1 → 0.48.
@@ -112,16 +98,6 @@ def serialize_tree(nodes: Sequence[DocNode], *, with_summary: bool = True, mark_
         if with_summary and n.summary:
             lines.append(f"{pad}  summary: {n.summary[:300]}")
     return "\n".join(lines)
-
-
-def _context_block(expert_knowledge: str | None, history: Sequence[Turn]) -> str:
-    parts = []
-    if expert_knowledge:
-        parts.append(f"Expert knowledge of relevant sections: {expert_knowledge}")
-    if history:
-        convo = "\n".join(f"{t.role}: {t.content[:500]}" for t in history[-6:])
-        parts.append(f"Conversation so far:\n{convo}")
-    return "\n\n".join(parts)
 
 
 class TreeSearcher:
@@ -193,32 +169,15 @@ class TreeSearcher:
                                 thinking="offline: NodeScore over chunk hits + title/summary similarity")
 
     # ------------------------------------------------------------------ LLM
-    def _prompt(self, question: str, serialized: str, context: str, *, topdown: bool) -> str:
-        task = (
-            "Find the nodes most likely to contain the answer. You may return leaf nodes, or nodes marked "
-            "(expandable) to look inside them." if topdown else
-            "Find the nodes marked (leaf) or (own text) most likely to contain the answer."
-        )
-        return (
-            f"{task}\nRules:\n1. Return 1-{self.max_nodes} nodes, most relevant first.\n"
-            "2. For each node write a refined sub_query describing what to find in it.\n\n"
-            f"Question: {question}\n\n{context}\n\nDocument tree:\n{serialized}\n\n"
-            'Reply: {"thinking": "<brief analysis>", "results": [{"node_id": "0007", "sub_query": "..."}]}'
-        )
-
-    async def _ask(self, question: str, serialized: str, context: str, topdown: bool) -> tuple[str, list[dict[str, Any]]]:
-        res = await self.chat.complete_json(purpose="tree.search", system=SEARCH_SYSTEM,
-                                            prompt=self._prompt(question, serialized, context, topdown=topdown),
-                                            schema=SEARCH_SCHEMA)
-        data = res.data if isinstance(res.data, dict) else {}
-        results = data.get("results")
-        if not isinstance(results, list):
-            raise LLMError("tree search reply has no results list")
-        return str(data.get("thinking", "")), [r for r in results if isinstance(r, dict)]
+    async def _ask(self, question: str, serialized: str, context: dict[str, Any],
+                   topdown: bool) -> tuple[str, list[dict[str, Any]]]:
+        reply = await ask(self.chat, TREE_SEARCH, tree_search_prompt(question, serialized, max_nodes=self.max_nodes,
+                                                                     topdown=topdown, **context))
+        return reply.thinking, [{"node_id": str(r.node_id), "sub_query": r.sub_query} for r in reply.results]
 
     async def llm(self, tree: LoadedTree, question: str, *, expert_knowledge: str | None = None,
                   history: Sequence[Turn] = ()) -> TreeSearchResult:
-        context = _context_block(expert_knowledge, history)
+        context = {"expert_knowledge": expert_knowledge, "history": history}
         leaves = {n.node_id: n for n in tree.leaves}
         full = serialize_tree(tree.nodes)
         if count_tokens(full) <= self.prompt_tokens:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from typing import Any
@@ -286,3 +287,25 @@ async def test_twice_truncated_reply_is_never_parsed_or_cached(fake_openai: Fake
         await ask(make_model(fake_openai, store, cache=True, max_retries=3))
     assert fake_openai.call_count == 2  # no blind retries of the same request
     assert not store.cache and [ok for *_, ok in store.calls] == [False]
+
+
+async def test_declared_step_schema_retry_and_failure(fake_openai: FakeOpenAI) -> None:
+    """A step's schema comes from its reply type; a reply of the wrong shape is asked again with the error,
+    then fails — never returned half-valid."""
+    from kb.providers.steps import ask
+    from router.prompts import PLAN, PlanReply
+
+    schema = PLAN.schema
+    assert "$ref" not in json.dumps(schema) and schema["required"] == ["scope", "sub_questions"]
+    assert schema["properties"]["scope"]["enum"] == ["list", "multi", "single"]
+    good = {"scope": "multi", "sub_questions": [{"doc_id": 3, "sub_question": "B revenue"}]}
+    fake_openai.script(FakeReply.json({"scope": "several", "sub_questions": []}), FakeReply.json(good))
+    reply = await ask(make_model(fake_openai), PLAN, "Plan this.")
+    assert isinstance(reply, PlanReply) and reply.sub_questions[0].doc_id == 3
+    first, second = (r.messages[-1]["content"] for r in fake_openai.requests)
+    assert first == "Plan this." and "did not match the required JSON schema" in second
+    assert fake_openai.requests[0].response_format["json_schema"]["schema"] == schema
+
+    fake_openai.script(FakeReply.json({"scope": "multi"}), FakeReply.json({"sub_questions": "x"}))
+    with pytest.raises(LLMError, match="does not fit PlanReply"):
+        await ask(make_model(fake_openai), PLAN, "Plan again.")

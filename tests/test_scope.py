@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from kb.errors import LLMError
 from router.metadata import KnownValues
 from router.scope import (
     allot_evidence,
@@ -77,20 +76,24 @@ def test_allot_gives_every_needed_document_its_share() -> None:
 
 
 def test_validate_plan_drops_and_trims() -> None:
+    import msgspec
+
+    from router.prompts import PlanReply
+
     routing = RoutingResult(strategy_used="auto", documents=tuple(DocCandidate(d, f"d{d}", 1.0, "") for d in (1, 2, 3)))
-    scope, reason, kept, dropped = validate_plan({"scope": "multi", "reason": "two", "sub_questions": [
-        {"doc_id": "1", "sub_question": "A revenue"}, {"doc_id": "999", "sub_question": "x"},
-        {"doc_id": "1", "sub_question": "again"}, {"doc_id": "2", "sub_question": ""}, "junk",
-        {"doc_id": "3", "sub_question": "C revenue"}, {"doc_id": "2", "sub_question": "B revenue"},
-    ]}, routing, top_docs=2)
-    assert (scope, reason) == ("multi", "two")
+    reply = msgspec.convert({"scope": "multi", "reason": "two", "sub_questions": [
+        {"doc_id": "1", "sub_question": "A revenue"}, {"doc_id": 999, "sub_question": "x"},
+        {"doc_id": "1", "sub_question": "again"}, {"doc_id": "2", "sub_question": ""},
+        {"doc_id": 3, "sub_question": "C revenue"}, {"doc_id": "2", "sub_question": "B revenue"},
+    ]}, PlanReply)
+    kept, dropped = validate_plan(reply, routing, top_docs=2)
     assert kept == [(1, "A revenue"), (3, "C revenue")]
     assert any("999" in d for d in dropped) and any("duplicate" in d for d in dropped)
     assert any("empty" in d for d in dropped) and any("beyond top_docs=2" in d for d in dropped)
-    with pytest.raises(LLMError):
-        validate_plan({"scope": "several", "sub_questions": []}, routing, top_docs=2)
-    with pytest.raises(LLMError):
-        validate_plan({"scope": "multi", "sub_questions": "1,2"}, routing, top_docs=2)
+    for garbage in ({"scope": "several", "sub_questions": []}, {"scope": "multi", "sub_questions": "1,2"},
+                    {"scope": "multi", "sub_questions": ["junk"]}):
+        with pytest.raises(msgspec.ValidationError):
+            msgspec.convert(garbage, PlanReply, strict=False)
 
 
 def test_readme_lists_the_ranking_policies() -> None:
