@@ -9,31 +9,16 @@ from typing import Any
 
 import structlog
 
+from ingest.prompts import DOC_DESCRIPTION, description_prompt
 from kb.errors import LLMError
 from kb.providers import ChatModel
+from kb.providers.steps import ask
 from kb.text import truncate_tokens
 from kb.types import DocumentTree, TreeNode
 
 log = structlog.get_logger("ingest.describe")
 
 _TREE_TOKENS = 6000
-DESCRIPTION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"description": {"type": "string"}},
-    "required": ["description"],
-}
-_SYSTEM = "You describe documents for a document router. Reply with JSON only."
-_PROMPT = """You are given a table of contents structure of a document.
-Your task is to generate a one-sentence description for the document that makes it easy to
-distinguish from other documents.
-
-Document name: {name}
-Known metadata: {metadata}
-Document tree structure:
-{tree}
-
-Return JSON {{"description": "<one sentence>"}}."""
-
 _DOC_TYPE_LABELS = {
     "10k": "Form 10-K annual report",
     "10q": "Form 10-Q quarterly report",
@@ -154,17 +139,12 @@ async def describe_document(tree: DocumentTree, metadata: Mapping[str, Any], nam
     if chat.offline:
         return fallback
     meta = {k: v for k, v in metadata.items() if isinstance(v, str | int | float) and k != "title"}
-    prompt = _PROMPT.format(name=name, metadata=meta, tree=_tree_outline(tree))
     try:
-        result = await chat.complete_json(
-            purpose="doc_description", system=_SYSTEM, prompt=prompt, schema=DESCRIPTION_SCHEMA
-        )
+        text = (await ask(chat, DOC_DESCRIPTION, description_prompt(name, meta, _tree_outline(tree)))).description
     except LLMError as exc:
         log.warning("ingest.description_failed", name=name, error=str(exc))
         return fallback
-    data = result.data
-    text = data.get("description") if isinstance(data, dict) else None
-    if not isinstance(text, str) or len(text.split()) < 4:
+    if len(text.split()) < 4:
         log.warning("ingest.description_malformed", name=name)
         return fallback
     return " ".join(text.split())

@@ -29,14 +29,27 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TypeVar
 
 import msgspec
 import structlog
 
 from ingest.pdf_read import HeadingCandidate, LineInfo, ParsedPdf, clean_text, numbering_of, read_pdf
+from ingest.prompts import (
+    GENERATE,
+    LOCATE,
+    TOC_DETECT,
+    TOC_TRANSFORM,
+    GenEntry,
+    generate_prompt,
+    locate_prompt,
+    toc_detect_prompt,
+    toc_transform_prompt,
+)
 from kb.errors import LLMError
 from kb.providers import ChatModel
+from kb.providers.chat import CountingChat
+from kb.providers.steps import InvalidReply, LLMStep, ask
 from kb.settings import IngestSettings
 from kb.text import count_tokens, normalize_title, truncate_tokens
 from kb.types import DocumentTree, TreeNode
@@ -707,107 +720,7 @@ def split_entries(
 # ============================================================================ LLM steps
 
 
-class _DetectPage(msgspec.Struct):
-    page: int
-    is_toc: bool
-
-
-class _DetectReply(msgspec.Struct):
-    pages: list[_DetectPage]
-    page_numbers_given: bool = False
-
-
-class _TransformEntry(msgspec.Struct):
-    structure: str
-    title: str
-    page: int | None = None
-
-
-class _TransformReply(msgspec.Struct):
-    entries: list[_TransformEntry]
-
-
-class _LocateEntry(msgspec.Struct):
-    index: int
-    physical_index: int | None = None
-
-
-class _LocateReply(msgspec.Struct):
-    entries: list[_LocateEntry]
-
-
-class _GenEntry(msgspec.Struct):
-    structure: str
-    title: str
-    physical_index: int | None = None
-
-
-class _GenReply(msgspec.Struct):
-    entries: list[_GenEntry]
-
-
-def _obj(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
-
-
-_INT_OR_NULL = {"type": ["integer", "null"]}
-SCHEMA_DETECT = _obj(
-    {
-        "pages": {
-            "type": "array",
-            "items": _obj({"page": {"type": "integer"}, "is_toc": {"type": "boolean"}}, ["page", "is_toc"]),
-        },
-        "page_numbers_given": {"type": "boolean"},
-    },
-    ["pages", "page_numbers_given"],
-)
-SCHEMA_TRANSFORM = _obj(
-    {
-        "entries": {
-            "type": "array",
-            "items": _obj(
-                {"structure": {"type": "string"}, "title": {"type": "string"}, "page": _INT_OR_NULL},
-                ["structure", "title", "page"],
-            ),
-        }
-    },
-    ["entries"],
-)
-SCHEMA_LOCATE = _obj(
-    {
-        "entries": {
-            "type": "array",
-            "items": _obj(
-                {"index": {"type": "integer"}, "physical_index": _INT_OR_NULL}, ["index", "physical_index"]
-            ),
-        }
-    },
-    ["entries"],
-)
-SCHEMA_GENERATE = _obj(
-    {
-        "entries": {
-            "type": "array",
-            "items": _obj(
-                {
-                    "structure": {"type": "string"},
-                    "title": {"type": "string"},
-                    "physical_index": _INT_OR_NULL,
-                },
-                ["structure", "title", "physical_index"],
-            ),
-        }
-    },
-    ["entries"],
-)
-
-SYSTEM_DETECT = (
-    "You find the table-of-contents pages of a document. A table of contents lists section titles, usually "
-    "with page numbers. Abstracts, summaries, lists of figures or tables and ordinary text are not tables of contents."
-)
-SYSTEM_TRANSFORM = "You convert a printed table of contents into structured JSON."
-SYSTEM_LOCATE = "You find the pages where given sections of a document start."
-SYSTEM_GENERATE = "You extract the hierarchical structure (a table of contents) of a document from its text."
+R = TypeVar("R")
 
 
 class LlmSteps:
@@ -837,31 +750,30 @@ class LlmSteps:
     def available(self) -> bool:
         return self.remaining > 0
 
-    async def ask(
-        self, purpose: str, system: str, prompt: str, schema: dict[str, Any], reply: type[Any]
-    ) -> Any:
+    async def ask(self, step: LLMStep[R], prompt: str) -> R | None:
+        """The step's typed reply, or None (budget spent, provider failing, or a reply of the wrong shape)."""
         if not self.available:
             return None
-        self.calls += 1
+        counted = CountingChat(self.chat)
         async with self._sem:
             try:
-                result = await self.chat.complete_json(
-                    purpose=purpose, system=system, prompt=prompt, schema=schema
-                )
+                reply = await ask(counted, step, prompt)
+            except InvalidReply as exc:
+                self.calls += counted.calls
+                self.failures += 1
+                log.warning("ingest.tree_llm_bad_reply", purpose=step.purpose, error=str(exc)[:300])
+                return None
             except LLMError as exc:
+                self.calls += max(1, counted.calls)
                 self.failures += 1
                 self.errors_in_a_row += 1
-                log.warning("ingest.tree_llm_failed", purpose=purpose, error=str(exc)[:300])
+                log.warning("ingest.tree_llm_failed", purpose=step.purpose, error=str(exc)[:300])
                 if self.errors_in_a_row == self.MAX_ERRORS_IN_A_ROW:
                     log.warning("ingest.tree_llm_disabled", calls=self.calls)
                 return None
-            self.errors_in_a_row = 0
-            try:
-                return msgspec.convert(result.data, reply, strict=False)
-            except (msgspec.ValidationError, TypeError, ValueError) as exc:
-                self.failures += 1
-                log.warning("ingest.tree_llm_bad_reply", purpose=purpose, error=str(exc)[:300])
-                return None
+        self.calls += counted.calls
+        self.errors_in_a_row = 0
+        return reply
 
 
 def _tagged(parsed: ParsedPdf, pages: Iterable[int], max_tokens: int) -> str:
@@ -1131,11 +1043,7 @@ class _Builder:
         body = "\n".join(
             f"<page_{p}>\n{truncate_tokens(self.parsed.pages[p - 1].text, 500)}\n</page_{p}>" for p in pages
         )
-        prompt = (
-            "For each page below, answer whether it belongs to the document's table of contents, and whether "
-            f"that table of contents gives page numbers.\n\n{body}"
-        )
-        reply = await self.llm.ask("tree.toc_detect", SYSTEM_DETECT, prompt, SCHEMA_DETECT, _DetectReply)
+        reply = await self.llm.ask(TOC_DETECT, toc_detect_prompt(body))
         if reply is None:
             return None
         yes = sorted({p.page for p in reply.pages if p.is_toc and 1 <= p.page <= self.n})
@@ -1151,15 +1059,7 @@ class _Builder:
         text = re.sub(r"(?:\s*[.…·_]){3,}\s*", ": ", text)
         if count_tokens(text) > 15000:
             return None
-        prompt = (
-            "Transform this table of contents into a flat list in reading order. For each entry give: structure "
-            "(hierarchy code such as 1, 1.1, 1.2.3 that reflects the nesting), title (as written, without page "
-            "number or leader dots) and page (the printed page number as an integer, or null when none).\n\n"
-            f"Table of contents:\n{text}"
-        )
-        reply = await self.llm.ask(
-            "tree.toc_transform", SYSTEM_TRANSFORM, prompt, SCHEMA_TRANSFORM, _TransformReply
-        )
+        reply = await self.llm.ask(TOC_TRANSFORM, toc_transform_prompt(text))
         if reply is None:
             return None
         items = []
@@ -1285,14 +1185,8 @@ class _Builder:
         listing = "\n".join(f"{i}. {t}" for i, t in enumerate(titles))
 
         async def one(group: list[int]) -> list[tuple[int, int]]:
-            prompt = (
-                "The document text below is split into pages, each wrapped in <physical_index_N> tags. For each "
-                "numbered section title in the list whose section starts in this text (its heading appears here), "
-                "give its index and the N of the page where it starts. Leave out sections that do not start here."
-                f"\n\nSections:\n{listing}\n\nDocument:\n"
-                + _tagged(self.parsed, group, self.settings.max_token_num_each_node)
-            )
-            reply = await self.llm.ask(purpose, SYSTEM_LOCATE, prompt, SCHEMA_LOCATE, _LocateReply)
+            prompt = locate_prompt(listing, _tagged(self.parsed, group, self.settings.max_token_num_each_node))
+            reply = await self.llm.ask(LOCATE[purpose], prompt)
             if reply is None:
                 return []
             return [
@@ -1317,30 +1211,13 @@ class _Builder:
         groups = page_groups(self.parsed, lo, hi, self.settings.max_token_num_each_node)
         if not groups or len(groups) > self.llm.remaining:
             return None
-        raw: list[_GenEntry] = []
+        raw: list[GenEntry] = []
         for k, group in enumerate(groups):
             text = _tagged(self.parsed, group, self.settings.max_token_num_each_node)
-            if k == 0:
-                prompt = (
-                    "The text below is the beginning of a document; pages are wrapped in <physical_index_N> tags. "
-                    "List its sections and subsections in order. For each give structure (hierarchy code such as "
-                    "1, 1.1, 1.2), title (the heading as written; only fix spacing) and physical_index (the N of the "
-                    f"page where the section starts). Use real headings only.\n\n{text}"
-                )
-            else:
-                previous = msgspec.json.encode(
-                    [
-                        {"structure": e.structure, "title": e.title, "physical_index": e.physical_index}
-                        for e in raw[-60:]
-                    ]
-                ).decode()
-                prompt = (
-                    f"Structure extracted so far from the earlier part of a document:\n{previous}\n\n"
-                    "Continue it with the sections that start in the next part below (pages wrapped in "
-                    "<physical_index_N> tags), keeping the numbering consistent. Return only the new sections, each "
-                    f"with structure, title and physical_index.\n\n{text}"
-                )
-            reply = await self.llm.ask("tree.generate", SYSTEM_GENERATE, prompt, SCHEMA_GENERATE, _GenReply)
+            previous = None if k == 0 else msgspec.json.encode(
+                [{"structure": e.structure, "title": e.title, "physical_index": e.physical_index} for e in raw[-60:]]
+            ).decode()
+            reply = await self.llm.ask(GENERATE, generate_prompt(text, previous))
             if reply is None:
                 self.warn(
                     f"LLM structure generation failed for pages {group[0]}-{group[-1]}; used layout headings"

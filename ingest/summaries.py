@@ -15,14 +15,15 @@ import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import msgspec
 import structlog
 
 from ingest.chunker import section_texts, strip_title_lines
+from ingest.prompts import NODE_SUMMARY, SummaryReply, summary_prompt
 from kb.errors import LLMError
 from kb.providers import ChatModel
+from kb.providers.steps import ask
 from kb.settings import IngestSettings
 from kb.text import count_tokens, split_sentences, tokenize, truncate_tokens
 from kb.types import DocumentTree, TreeNode
@@ -35,30 +36,6 @@ _BATCH_TOKENS = 12000  # node text per LLM call
 _BATCH_NODES = 24
 _CONCURRENT_BATCHES = 4
 _MAX_CHILD_TITLES = 12
-
-SUMMARY_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "summaries": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {"node_id": {"type": "string"}, "summary": {"type": "string"}},
-                "required": ["node_id", "summary"],
-            },
-        }
-    },
-    "required": ["summaries"],
-}
-_SYSTEM = "You summarise sections of long documents for a retrieval index. Reply with JSON only."
-_PROMPT = """Summarise each document section below in one or two sentences (at most 50 words each).
-Say what the section covers and name its key facts, figures, entities and dates, so that a reader
-can tell from the summary alone whether the section answers a question. Do not begin with
-"This section". Return JSON {{"summaries": [{{"node_id": "...", "summary": "..."}}]}} with exactly one
-entry per section, using the node_id values given.
-
-{sections}"""
-
 
 # --------------------------------------------------------------------------- text helpers
 
@@ -168,34 +145,24 @@ def _section_block(node: TreeNode, text: str) -> str:
     return f'<section node_id="{node.node_id}" path="{path}">\n{text}\n</section>'
 
 
-def parse_summaries(data: Any, expected: set[str]) -> dict[str, str]:
-    """Valid ``{node_id: summary}`` entries of a reply; anything malformed is left out."""
-    if not isinstance(data, dict) or not isinstance(data.get("summaries"), list):
-        return {}
-    out: dict[str, str] = {}
-    for item in data["summaries"]:
-        if not isinstance(item, dict):
-            continue
-        node_id, summary = item.get("node_id"), item.get("summary")
-        if isinstance(node_id, str) and node_id in expected and isinstance(summary, str) and summary.strip():
-            out[node_id] = _cap_words(" ".join(summary.split()), 120)
-    return out
+def parse_summaries(reply: SummaryReply, expected: set[str]) -> dict[str, str]:
+    """``{node_id: summary}`` for the expected nodes with a non-empty summary (others are left out)."""
+    return {item.node_id: _cap_words(" ".join(item.summary.split()), 120) for item in reply.summaries
+            if item.node_id in expected and item.summary.strip()}
 
 
 async def _summarize_batch(
     batch: list[tuple[TreeNode, str]], chat: ChatModel, sem: asyncio.Semaphore
 ) -> dict[str, str]:
-    prompt = _PROMPT.format(sections="\n\n".join(_section_block(n, t) for n, t in batch))
+    prompt = summary_prompt("\n\n".join(_section_block(n, t) for n, t in batch))
     expected = {n.node_id for n, _ in batch}
     async with sem:
         try:
-            result = await chat.complete_json(
-                purpose="node_summary", system=_SYSTEM, prompt=prompt, schema=SUMMARY_SCHEMA
-            )
+            reply = await ask(chat, NODE_SUMMARY, prompt)
         except LLMError as exc:
             log.warning("ingest.summary_batch_failed", nodes=len(batch), error=str(exc))
             return {}
-    got = parse_summaries(result.data, expected)
+    got = parse_summaries(reply, expected)
     if len(got) < len(expected):
         log.warning("ingest.summary_batch_incomplete", expected=len(expected), got=len(got))
     return got

@@ -263,9 +263,15 @@ async def test_llm_malformed_or_failed_replies_fall_back_to_offline() -> None:
     tree = build_markdown_tree(_many_sections(3), make_settings(), title="d")
     offline = await summarize_tree(tree, OfflineChatModel(), make_settings())
     for reply in ({"wrong": []}, {"summaries": "nope"}, LLMError("boom")):
-        out = await summarize_tree(tree, ScriptedChat(reply), make_settings())
+        malformed = not isinstance(reply, Exception)
+        chat = ScriptedChat(reply, reply) if malformed else ScriptedChat(reply)
+        out = await summarize_tree(tree, chat, make_settings())
         assert [n.summary for n in out.nodes] == [n.summary for n in offline.nodes]
         assert out.llm_calls == 1
+        # a malformed reply is asked for once more, with the validation error; a failed call is not
+        assert len(chat.prompts) == (2 if malformed else 1) and not chat.replies
+        if malformed:
+            assert "did not match the required JSON schema" in chat.prompts[1]
     # a partial reply keeps the valid entries and fills the rest offline
     first_leaf = tree.nodes[1].node_id
     partial = {"summaries": [{"node_id": first_leaf, "summary": "Only one."}, {"node_id": "9999", "summary": "x"}]}

@@ -34,6 +34,10 @@ def _inline(node: Any, defs: dict[str, Any]) -> Any:
     return node
 
 
+class InvalidReply(LLMError):
+    """The model answered, twice, with JSON that is not of the step's reply type."""
+
+
 @functools.cache
 def reply_schema(reply: type) -> dict[str, Any]:
     """The JSON schema of a reply type, self-contained."""
@@ -71,4 +75,4 @@ async def ask(chat: ChatModel, step: LLMStep[R], prompt: str) -> R:
         try:
             return msgspec.convert(res.data, step.reply, strict=False)
         except msgspec.ValidationError as again:
-            raise LLMError(f"{step.purpose}: reply does not fit {step.reply.__name__}: {again}") from again
+            raise InvalidReply(f"{step.purpose}: reply does not fit {step.reply.__name__}: {again}") from again
