@@ -7,7 +7,9 @@ import argparse
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
+import msgspec
 import pymupdf
 import pytest
 
@@ -26,6 +28,7 @@ from kb.bench.metrics import (
 )
 from kb.bench.report import render_markdown
 from kb.runtime import Runtime
+from tests.fake_openai import FakeOpenAI, FakeReply
 
 FILL = ("The segment discussion follows the structure of prior filings and covers volumes, pricing, mix and "
         "currency effects in each geography, together with the outlook that management presented to the board "
@@ -239,3 +242,41 @@ def test_question_metrics_include_coverage() -> None:
     assert m["evidence_doc_coverage"] == 0.5 == evidence_doc_coverage(("a", "b"), ("a", "c"))
     assert m["answer_number_recall"] == 1.0
     assert "answer_number_recall" not in question_metrics(("a",), (), run, (5,), False, answer="yes", question="q")
+
+
+async def test_bench_llm_mode_reports_calls_tokens_and_cost(runtime: Runtime, tmp_path: Path,
+                                                            fake_openai: FakeOpenAI) -> None:
+    """``kb bench --llm`` against the fake OpenAI server: every routed question is asked through the model
+    (and answered), and the report gives calls, tokens and the estimated cost per question."""
+    import dataclasses
+
+    from kb.bench.ingest_profile import minimal_json
+    from kb.errors import ValidationError
+    from kb.providers.chat import OpenAIChatModel
+    from kb.settings import LLMSettings
+
+    def respond(body: dict[str, Any]) -> FakeReply:
+        rf = body.get("response_format") or {}
+        if rf.get("type") == "json_schema":
+            return FakeReply.json(minimal_json(rf["json_schema"]["schema"]), prompt_tokens=1000, completion_tokens=50)
+        return FakeReply.text("An answer [1].", prompt_tokens=2000, completion_tokens=100)
+
+    fake_openai.script(responder=respond)
+    chat = OpenAIChatModel(LLMSettings(base_url=fake_openai.base_url, model="fake-model", api_key="k", timeout_s=5,
+                                       max_retries=0, concurrency=4, cache=False))
+    data = make_financebench(tmp_path / "fb")
+    config = BenchConfig(dataset="financebench", data_dir=data, strategies=("auto", "flat-dense"), ks=(5,),
+                         llm=True, price_in=1.0, price_out=4.0)
+    with pytest.raises(ValidationError, match="needs an LLM endpoint"):
+        await run_benchmark(runtime, config)  # the runtime's own chat is offline
+    report = await run_benchmark(dataclasses.replace(runtime, chat=chat), config)
+    auto = report.strategies["auto"]
+    assert auto["llm_calls"] >= 2 and auto["tokens"] > 0  # at least one routed step and the answer
+    # every reply costs 1,200 USD-millionths per 1,050 tokens (JSON) or 2,400 per 2,100 (text): 8/7 per token
+    assert auto["cost_usd"] == pytest.approx(auto["tokens"] * 8 / 7 / 1e6, rel=1e-3)
+    assert report.strategies["flat-dense"].get("cost_usd") is None
+    answered = [r for r in fake_openai.requests if r.response_format is None]
+    assert len(answered) == report.strategies["auto"]["n"]  # one synthesis per routed question
+    offline = await run_benchmark(dataclasses.replace(runtime, chat=chat),
+                                  msgspec.structs.replace(config, llm=False, reuse=True))
+    assert offline.strategies["auto"]["llm_calls"] == 0  # without --llm nothing is sent

@@ -18,6 +18,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", type=Path, dest="json_out", help="write the metrics as JSON here")
     parser.add_argument("--reuse", action="store_true", help="reuse the collection if already ingested and unchanged")
     parser.add_argument("--limit", type=int, help="only the first N questions (smoke runs)")
+    parser.add_argument("--llm", action="store_true",
+                        help="use the configured LLM endpoint (KB_LLM_*) for ingest, retrieval and the answer; "
+                             "reports calls, tokens and cost per question (default: offline)")
+    parser.add_argument("--price-in", type=float, default=0.0, help="--llm: USD per million prompt tokens")
+    parser.add_argument("--price-out", type=float, default=0.0, help="--llm: USD per million completion tokens")
     parser.add_argument("--docs", type=int, default=1000, help="latency: synthetic documents")
     parser.add_argument("--chunks-per-doc", type=int, default=200, help="latency: chunks per document")
     parser.add_argument("--queries", type=int, default=50, help="latency: queries per strategy")

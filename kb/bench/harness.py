@@ -65,6 +65,11 @@ class BenchConfig(msgspec.Struct, frozen=True, kw_only=True):
     ks: tuple[int, ...] = (5, 10)
     reuse: bool = False
     limit: int | None = None
+    llm: bool = False
+    """Run with the configured LLM endpoint (ingest, routing, tree search, sufficiency and synthesis);
+    without it every run is offline, whatever is configured, so figures are reproducible."""
+    price_in: float = 0.0  # USD per million prompt tokens (--llm cost estimate)
+    price_out: float = 0.0  # USD per million completion tokens
 
     @property
     def collection_name(self) -> str:
@@ -122,7 +127,9 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     return BenchConfig(dataset=args.dataset, data_dir=Path(args.data).expanduser().resolve(),
                        questions=Path(args.questions).expanduser().resolve() if args.questions else None,
                        collection=args.collection, strategies=parse_strategies(args.strategies),
-                       ks=parse_ks(args.k), reuse=bool(args.reuse), limit=args.limit)
+                       ks=parse_ks(args.k), reuse=bool(args.reuse), limit=args.limit,
+                       llm=bool(getattr(args, "llm", False)), price_in=float(getattr(args, "price_in", 0.0) or 0.0),
+                       price_out=float(getattr(args, "price_out", 0.0) or 0.0))
 
 
 # --------------------------------------------------------------------------- ingest
@@ -275,11 +282,13 @@ def _chunk_spans(chunks: Sequence[Any], names: dict[int, str]) -> tuple[tuple[st
 class _Runner:
     """Runs one question under one strategy and reduces the output to a ``QuestionRun``."""
 
-    def __init__(self, rt: Runtime, collection: str, ks: tuple[int, ...], names: dict[int, str]) -> None:
+    def __init__(self, rt: Runtime, collection: str, ks: tuple[int, ...], names: dict[int, str],
+                 config: BenchConfig | None = None) -> None:
         from kb.app import build_pipeline
         from router.flat import FlatRetriever
 
         self.rt = rt
+        self.config = config or BenchConfig(dataset="", data_dir=Path("."))
         self.collection = collection
         self.top_k = max(*ks, 10)  # mrr@10 always sees 10 chunks
         self.names = names
@@ -295,7 +304,9 @@ class _Runner:
         if any(s in FLAT for s in strategies):
             await self.flat.prepare(self.collection)
         await asyncio.to_thread(self.rt.embedder.embed_batch, [text])
-        warm = build_pipeline(self.rt)
+        from kb.providers.chat import OfflineChatModel
+
+        warm = build_pipeline(dataclasses.replace(self.rt, chat=OfflineChatModel()))  # no paid warm-up calls
         for s in strategies:
             if s in ROUTED:
                 await warm.retrieve(QueryRequest(query=text, collection=self.collection, strategy=s,
@@ -320,11 +331,17 @@ class _Runner:
         t0 = time.perf_counter()
         res = await pipeline.retrieve(req, chat=chat)
         latency = (time.perf_counter() - t0) * 1000
+        cost = None
+        if self.config.llm:  # the answer is part of what a question costs
+            from router.synthesize import synthesize
+
+            await synthesize(chat, q.question, res.evidence, plan=res.plan)
+            cost = (chat.prompt_tokens * self.config.price_in + chat.completion_tokens * self.config.price_out) / 1e6
         docs = tuple(dict.fromkeys(self.names.get(d.doc_id, d.name) for d in res.routing.documents))
         return QuestionRun(qid=q.qid, qtype=q.qtype, docs=docs,
                            chunks=_chunk_spans(res.chunks[: self.top_k], self.names),
                            nodes=await _node_spans(self.rt, res.picks, self.names), latency_ms=latency,
-                           llm_calls=chat.calls, tokens=chat.prompt_tokens + chat.completion_tokens,
+                           llm_calls=chat.calls, tokens=chat.prompt_tokens + chat.completion_tokens, cost_usd=cost,
                            **self._evidence(res.evidence))
 
     def _evidence(self, chunks: Sequence[Any]) -> dict[str, Any]:
@@ -381,6 +398,13 @@ async def run_benchmark(rt: Runtime, config: BenchConfig,
     from ingest.store import list_documents
 
     say = progress or (lambda _msg: None)
+    if config.llm and rt.chat.offline:
+        raise ValidationError("kb bench --llm needs an LLM endpoint: set KB_LLM_BASE_URL (and KB_LLM_API_KEY, "
+                              "KB_LLM_MODEL)")
+    if not config.llm and not rt.chat.offline:  # offline figures stay offline, whatever is configured
+        from kb.providers.chat import OfflineChatModel
+
+        rt = dataclasses.replace(rt, chat=OfflineChatModel())
     ds = await asyncio.to_thread(load_dataset, config.dataset, config.data_dir, config.questions)
     collection = config.collection_name
     alias: dict[str, str] = {}
@@ -411,7 +435,7 @@ async def run_benchmark(rt: Runtime, config: BenchConfig,
         else:
             active.append(q)
 
-    runner = _Runner(rt, collection, config.ks, names)
+    runner = _Runner(rt, collection, config.ks, names, config)
     if active:
         await runner.warm_up(config.strategies, "total revenue of the company in the latest fiscal year")
     runs: dict[str, list[QuestionRun]] = {s: [] for s in config.strategies}
@@ -452,7 +476,8 @@ async def run_benchmark(rt: Runtime, config: BenchConfig,
     pgv = await rt.pool.fetchval(SQL_PGVECTOR)
     env = {**_environment(rt, pgv), "dataset_dir": str(config.data_dir), "ks": list(config.ks),
            "anonymized_file_names": ds.anonymize, "reuse": config.reuse, "collection_arg": config.collection,
-           "questions_file": str(config.questions) if config.questions else None, "limit": config.limit}
+           "questions_file": str(config.questions) if config.questions else None, "limit": config.limit,
+           "llm": config.llm, "price_usd_per_million_tokens": {"in": config.price_in, "out": config.price_out}}
     return BenchReport(dataset=config.dataset, collection=collection, ingest=ingest, strategies=strategies,
                        by_type=by_type, skipped=skipped, questions=qdetails, environment=env)
 
@@ -462,7 +487,7 @@ async def run_benchmark(rt: Runtime, config: BenchConfig,
 
 def format_table(report: BenchReport, ks: Sequence[int]) -> str:
     """The metrics as a plain-text table: one row per metric, one column per strategy."""
-    names = [*metric_names(ks), "latency_ms_p50", "latency_ms_p95", "llm_calls", "tokens", "n"]
+    names = [*metric_names(ks), "latency_ms_p50", "latency_ms_p95", "llm_calls", "tokens", "cost_usd", "n"]
     strategies = list(report.strategies)
     width = max(12, *(len(s) + 1 for s in strategies))
     lines = ["metric".ljust(16) + "".join(s.rjust(width) for s in strategies)]

@@ -27,6 +27,7 @@ class QuestionRun(msgspec.Struct, frozen=True):
     llm_calls: int = 0
     tokens: int = 0
     error: str | None = None
+    cost_usd: float | None = None  # --llm with prices: this question's estimated LLM cost
     evidence_docs: tuple[str, ...] = ()  # documents of the evidence handed to synthesis
     evidence_text: str = ""  # that evidence's text (for answer_number_recall)
 
@@ -197,5 +198,8 @@ def aggregate(per_question: Sequence[dict[str, float]], runs: Sequence[QuestionR
     n = len(runs)
     out["llm_calls"] = round(sum(r.llm_calls for r in runs) / n, 3) if n else 0
     out["tokens"] = round(sum(r.tokens for r in runs) / n, 1) if n else 0
+    costs = [r.cost_usd for r in runs if r.cost_usd is not None]
+    if costs:
+        out["cost_usd"] = round(sum(costs) / len(costs), 6)
     out["n"] = n
     return out

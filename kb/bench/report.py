@@ -59,6 +59,9 @@ def command_line(report: dict[str, Any]) -> str:
         parts += ["--limit", str(env["limit"])]
     if env.get("reuse"):
         parts.append("--reuse")
+    if env.get("llm"):
+        prices = env.get("price_usd_per_million_tokens", {})
+        parts += ["--llm", "--price-in", str(prices.get("in", 0)), "--price-out", str(prices.get("out", 0))]
     return " ".join(parts)
 
 
