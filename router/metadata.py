@@ -18,6 +18,7 @@ from kb.errors import LLMError, ValidationError
 from kb.providers import ChatModel
 from kb.providers.steps import ask
 from kb.text import normalize_title
+from router.policy import ROUTING
 from router.prompts import METADATA, metadata_prompt
 from router.types import Condition
 
@@ -108,38 +109,38 @@ def period_prior(period: QuestionPeriod, meta: Mapping[str, Any], years_present:
             earlier = [y for y in years_present if y < max(period.years)]
             target = max(earlier) if earlier else max(period.years)
         if year == target:
-            boost += 1.0
+            boost += ROUTING.year_exact
             why.append(f"year {year}")
         elif year in period.years:
-            boost += 0.7
+            boost += ROUTING.year_other_stated
             why.append(f"year {year}")
     if period.quarters:
         quarter = meta_int(meta, QUARTER_KEYS)
         if quarter is not None and quarter in period.quarters:
-            boost += 0.4
+            boost += ROUTING.quarter
             why.append(f"quarter {quarter}")
     if period.doc_types:
         if dtype and any(dtype.replace("-", "") == t.replace("-", "") for t in period.doc_types):
-            boost += 0.5
+            boost += ROUTING.doc_type
             why.append(f"type {dtype}")
     elif not same_entity:
         pass
     elif period.quarters:
         if dtype in QUARTERLY_TYPES:
-            boost += 0.5
+            boost += ROUTING.quarterly_for_quarter
             why.append("quarterly report")
     elif dtype in ANNUAL_TYPES:
-        boost += 0.6 if period.years else 0.3
+        boost += ROUTING.annual_with_year if period.years else ROUTING.annual_without_year
         why.append("annual report")
     if not same_entity:
         return boost, ", ".join(why)
     if not period.years and year is not None and latest is not None:
-        recency = max(0.0, 0.3 - 0.1 * (latest - year))
+        recency = max(0.0, ROUTING.recency_max - ROUTING.recency_step * (latest - year))
         if recency:
             boost += recency
             why.append("recent")
     if period.latest and not period.years and latest_end and meta.get("period_end_date") == latest_end:
-        boost += 0.5  # "the most recent 10-Q": the latest period end, not just the latest fiscal year
+        boost += ROUTING.latest_period  # "the most recent 10-Q": the latest period end, not the latest year
         why.append(f"latest period {latest_end}")
     return boost, ", ".join(why)
 

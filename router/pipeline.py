@@ -250,9 +250,11 @@ class QueryPipeline:
             await on_event("routing", routing)
 
         t1 = time.perf_counter()
+        pol = policy_for(chat)
         searcher = TreeSearcher(self.pool, chat, max_nodes=self.settings.max_nodes_per_doc,
                                 prompt_tokens=self.settings.tree_prompt_tokens,
-                                dense_weight=self.settings.dense_weight, bm25_weight=self.settings.bm25_weight)
+                                dense_weight=self.settings.dense_weight, bm25_weight=self.settings.bm25_weight,
+                                policy=pol)
         sem = asyncio.Semaphore(max(1, self.settings.doc_concurrency))
         multi = plan.scope.kind != "single"
         # a multi-document question reads the needed documents only, each with its own sub-question
@@ -277,7 +279,6 @@ class QueryPipeline:
 
         t2 = time.perf_counter()
         subq = await self._embed([p.sub_query for p in picks] or [question])
-        pol = policy_for(chat)
         chunks, picks, prior = await self._in_node(req, searched, picks, subq, doc_q, routing, pol)
         picks = await self._direct_hits(req, question, docs, doc_q, vecs, plan, chunks, picks, prior, pol)
         g = Gathered(chunks=chunks, picks=picks, prior=prior, chosen=chosen_ranks(searched))

@@ -42,9 +42,52 @@ class RankingPolicy:
     chunks fill the remaining slots and are marked ``fill`` in the trace."""
     whole_section_tokens: int = 0
     """A chosen node whose own text has at most this many tokens is handed to synthesis whole (0: never)."""
+    leaf_chunk_hits: float = 0.3
+    """Offline tree search: leaf score = leaf_chunk_hits · NodeScore over chunk hits + leaf_title_dense ·
+    title/summary cosine + leaf_title_bm25 · title/summary BM25 (FinanceBench page_recall@10: 0.6/0.2/0.2 → 0.48,
+    0.4/0.3/0.3 → 0.50, 0.3/0.35/0.35 → 0.52, 0.2/0.4/0.4 → 0.52, 0.8/0.1/0.1 → 0.48)."""
+    leaf_title_dense: float = 0.35
+    leaf_title_bm25: float = 0.35
+    leaf_keep_ratio: float = 0.35
+    """Offline tree search keeps leaves scoring at least this share of the best leaf (up to max nodes)."""
+
+
+@dataclass(frozen=True)
+class RoutingPolicy:
+    """Numbers of document routing (the same in both modes: the LLM adds steps, it does not reweigh these)."""
+
+    auto_semantic: float = 0.75
+    """auto: score = auto_semantic · DocScore / best + auto_description · description match + prior_weight · prior."""
+    auto_description: float = 0.25
+    prior_weight: float = 2.0
+    """The period/type prior outranks similarity: a stated period or type decides, similarity breaks ties."""
+    description_dense: float = 0.5
+    """Description shortlist: dense · description cosine + (1 − dense) · BM25 over name, title, description."""
+    common_lexeme_share: float = 0.6
+    """Full-text routing ignores lexemes found in more than this share of a collection's documents (≥ 5 docs)."""
+    selective_lexeme_budget: float = 0.05
+    """Candidate rows come from the rarest lexemes whose document counts sum to at most this share."""
+    year_exact: float = 1.0
+    """Period prior: the stated year (the latest one some document has) …"""
+    year_other_stated: float = 0.7
+    """… another stated year (the newest report carries earlier years as comparatives)."""
+    quarter: float = 0.4
+    doc_type: float = 0.5
+    """A stated document type (10-K, 10-Q, 8-K, earnings release)."""
+    quarterly_for_quarter: float = 0.5
+    """No stated type, a quarter asked: quarterly reports of that entity."""
+    annual_with_year: float = 0.6
+    """No stated type, an annual question: annual reports (0.3 when no year is stated either)."""
+    annual_without_year: float = 0.3
+    recency_step: float = 0.1
+    """No stated year: the latest year +0.3, each year older 0.1 less."""
+    recency_max: float = 0.3
+    latest_period: float = 0.5
+    """"latest"/"most recent": the document with the latest period end."""
 
 
 OFFLINE = RankingPolicy(name="offline")
+ROUTING = RoutingPolicy()
 LLM = RankingPolicy(name="llm", chosen_nodes_first=True, whole_section_tokens=1200)
 
 

@@ -31,6 +31,7 @@ from router.metadata import (
     question_period,
     run_filter,
 )
+from router.policy import ROUTING
 from router.prompts import DESCRIPTION, description_prompt
 from router.scoring import aggregate_score, min_max
 from router.types import DocCandidate, RoutingResult
@@ -121,13 +122,13 @@ async def query_terms(pool: asyncpg.Pool, collection_id: int, question: str, max
     scored: list[tuple[float, str, int]] = []
     for r in rows:
         df = int(r["df"])
-        if df <= 0 or (n_docs >= 5 and df > 0.6 * n_docs):
+        if df <= 0 or (n_docs >= 5 and df > ROUTING.common_lexeme_share * n_docs):
             continue
         scored.append((math.log(1 + (n_docs - df + 0.5) / (df + 0.5)), r["lexeme"], df))
     scored.sort(key=lambda x: (-x[0], x[1]))
     top = scored[:max_terms]
     selective: list[str] = []
-    budget, used = max(1.0, 0.05 * n_docs), 0
+    budget, used = max(1.0, ROUTING.selective_lexeme_budget * n_docs), 0
     for _, lx, df in top:  # rarest first
         if selective and used + df > budget:
             break
@@ -276,7 +277,8 @@ class DescriptionRouter:
         scored = []
         for i in positions:
             d = index.ids[i]
-            s = 0.5 * d_norm.get(d, 0.0) + 0.5 * bm_by_id.get(d, 0.0)
+            w = ROUTING.description_dense
+            s = w * d_norm.get(d, 0.0) + (1 - w) * bm_by_id.get(d, 0.0)
             scored.append((s, d, index.names[i]))
         scored.sort(key=lambda x: (-x[0], x[1]))
         return [DocCandidate(d, name, round(s, 4), f"description match {s:.3f} (dense {d_norm.get(d, 0.0):.2f}, "
@@ -344,7 +346,6 @@ class MetadataRouter:
                              scope_hint=match.scope)
 
 
-PRIOR_WEIGHT = 2.0
 
 
 class AutoRouter:
@@ -391,7 +392,8 @@ class AutoRouter:
         for d in ids:
             boost, boost_why = period_prior(period, metas.get(d, {}), years, latest_end, same_entity=narrowed)
             # the prior outranks content similarity: a stated period or type decides, similarity breaks ties
-            s = 0.75 * sem_norm.get(d, 0.0) + 0.25 * desc_score.get(d, 0.0) + PRIOR_WEIGHT * boost
+            s = (ROUTING.auto_semantic * sem_norm.get(d, 0.0) + ROUTING.auto_description * desc_score.get(d, 0.0)
+                 + ROUTING.prior_weight * boost)
             why = [f"DocScore {scores[d][0]:.3f} ({scores[d][1]} hits)" if d in scores else "no chunk hits"]
             if d in desc_score:
                 why.append(f"description {desc_score[d]:.2f}")

@@ -21,6 +21,7 @@ from kb.errors import LLMError
 from kb.providers import ChatModel
 from kb.providers.steps import ask
 from kb.text import count_tokens, normalize_title
+from router.policy import OFFLINE, RankingPolicy
 from router.prompts import TREE_SEARCH, tree_search_prompt
 from router.routing import QueryTerms
 from router.scoring import bm25_scores, group_scores, min_max
@@ -43,10 +44,6 @@ SELECT c.node_id,
         WHERE c.tsv @@ quote_literal(w.lx)::tsquery) AS score
 FROM chunks c, q WHERE c.document_id = $1 AND c.tsv @@ q.q ORDER BY score DESC LIMIT $3"""
 
-# offline leaf scoring: NodeScore over chunk hits, and the question against title path + summary
-# (dense, BM25). Measured on FinanceBench dev (page_recall@10, auto): 0.6/0.2/0.2 → 0.48,
-# 0.4/0.3/0.3 → 0.50, 0.3/0.35/0.35 → 0.52, 0.2/0.4/0.4 → 0.52; 0.8/0.1/0.1 → 0.48.
-W_NODESCORE, W_TITLE_DENSE, W_TITLE_BM25 = 0.3, 0.35, 0.35
 _XREF = re.compile(
     r"\b(?:see|refer to|described in|discussed in|included in|in)\s+"
     r"((?:note|item|section|appendix|part|exhibit)\s+(?:[0-9]+[A-Za-z]?(?:\.[0-9]+)*|[IVX]+\b|[A-Z]\b))",
@@ -104,13 +101,14 @@ class TreeSearcher:
     """Chooses nodes in one document; LLM when available, offline otherwise or on failure."""
 
     def __init__(self, pool: asyncpg.Pool, chat: ChatModel, *, max_nodes: int, prompt_tokens: int,
-                 dense_weight: float = 0.5, bm25_weight: float = 0.5) -> None:
+                 dense_weight: float = 0.5, bm25_weight: float = 0.5, policy: RankingPolicy = OFFLINE) -> None:
         self.pool = pool
         self.chat = chat
         self.max_nodes = max_nodes
         self.prompt_tokens = prompt_tokens
         self.dense_weight = dense_weight
         self.bm25_weight = bm25_weight
+        self.policy = policy
 
     async def search(self, tree: LoadedTree, question: str, query_vec: np.ndarray, *,
                      expert_knowledge: str | None = None, history: Sequence[Turn] = (),
@@ -154,7 +152,8 @@ class TreeSearcher:
         ns = min_max([node_score.get(n.node_id, 0.0) for n in leaves])
         scored = []
         for i, n in enumerate(leaves):
-            s = W_NODESCORE * ns[i] + W_TITLE_DENSE * title_dense[i] + W_TITLE_BM25 * title_bm[i]
+            pol = self.policy
+            s = pol.leaf_chunk_hits * ns[i] + pol.leaf_title_dense * title_dense[i] + pol.leaf_title_bm25 * title_bm[i]
             scored.append((s, n, f"NodeScore {node_score.get(n.node_id, 0.0):.3f}, title/summary "
                                   f"{title_dense[i]:.2f}/{title_bm[i]:.2f}"))
         scored.sort(key=lambda x: -x[0])
@@ -163,7 +162,7 @@ class TreeSearcher:
             NodePick(doc_id=tree.doc_id, node_id=n.node_id, title=n.title, section_path=" > ".join(n.path),
                      sub_query=question, score=round(s, 4), reason=why)
             for s, n, why in scored[: self.max_nodes]
-            if s >= 0.35 * best or s == best
+            if s >= self.policy.leaf_keep_ratio * best or s == best
         )
         return TreeSearchResult(doc_id=tree.doc_id, picks=picks,
                                 thinking="offline: NodeScore over chunk hits + title/summary similarity")

@@ -102,7 +102,7 @@ def test_readme_lists_the_ranking_policies() -> None:
     import re
     from pathlib import Path
 
-    from router.policy import LLM, OFFLINE
+    from router.policy import LLM, OFFLINE, ROUTING
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     table = readme.split("| policy field | offline | llm |", 1)[1].split("\n\n", 1)[0]
@@ -120,3 +120,12 @@ def test_readme_lists_the_ranking_policies() -> None:
     assert sorted(shown) == sorted(fields)
     for name in fields:
         assert shown[name] == (text(getattr(OFFLINE, name)), text(getattr(LLM, name))), name
+    routing_rows = readme.split("| routing field | value |", 1)[1].split("\n\n", 1)[0]
+    routing: dict[str, str] = {}
+    for row in routing_rows.splitlines()[2:]:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        for i, name in enumerate(re.findall(r"`([^`]+)`", cells[0])):
+            routing[name] = cells[1].split(" / ")[i]
+    assert sorted(routing) == sorted(f.name for f in dataclasses.fields(ROUTING))
+    for name, value in routing.items():
+        assert float(value) == getattr(ROUTING, name), name
