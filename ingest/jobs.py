@@ -46,7 +46,7 @@ UPDATE ingest_jobs SET status = 'running', started_at = coalesce(started_at, now
 SQL_HEARTBEAT = "UPDATE ingest_job_items SET heartbeat_at = now() WHERE id = $1 AND worker = $2"
 SQL_FINISH_ITEM = """
 UPDATE ingest_job_items SET status = $2, error = $3, document_id = $4, pages = $5, chunks = $6, seconds = $7,
-       finished_at = now() WHERE id = $1 AND worker = $8"""
+       llm_calls = $9, finished_at = now() WHERE id = $1 AND worker = $8"""
 SQL_GIVE_UP = """
 UPDATE ingest_job_items SET status = 'failed', finished_at = now(),
        error = 'gave up after ' || attempts || ' attempts: the worker died while processing this file'
@@ -61,7 +61,7 @@ SELECT j.id, c.name AS collection, j.root_path, j.recursive, j.status, j.error, 
        j.finished_at
 FROM ingest_jobs j JOIN collections c ON c.id = j.collection_id WHERE j.id = $1"""
 SQL_JOB_ITEMS = """
-SELECT name, path, status, error, document_id, pages, chunks, seconds, attempts
+SELECT name, path, status, error, document_id, pages, chunks, seconds, attempts, llm_calls
 FROM ingest_job_items WHERE job_id = $1 ORDER BY id"""
 SQL_LIST_JOBS = "SELECT id FROM ingest_jobs ORDER BY id DESC LIMIT $1"
 SQL_PENDING_WORK = """
@@ -80,6 +80,7 @@ class JobItem(msgspec.Struct, frozen=True):
     chunks: int
     seconds: float | None
     attempts: int
+    llm_calls: int = 0
 
 
 class JobStatus(msgspec.Struct, frozen=True):
@@ -98,6 +99,8 @@ class JobStatus(msgspec.Struct, frozen=True):
     chunks: int
     pages_per_s: float | None
     items: list[JobItem]
+    llm_calls: int = 0
+    llm_calls_per_100_pages: float | None = None
 
 
 def resolve_ingest_path(root: Path, path: str) -> Path:
@@ -184,9 +187,11 @@ async def get_job(pool: asyncpg.Pool, job_id: int) -> JobStatus:
         end = finished or datetime.now(started.tzinfo)
         wall = max((end - started).total_seconds(), 1e-6)
     rate = pages / wall if wall and pages else (pages / busy if busy else None)
+    calls = sum(it.llm_calls for it in items)
     return JobStatus(**dict(row), counts=counts, files=len(items), pages=pages,
                      chunks=sum(it.chunks for it in items), pages_per_s=round(rate, 3) if rate else None,
-                     items=items)
+                     items=items, llm_calls=calls,
+                     llm_calls_per_100_pages=round(100 * calls / pages, 2) if pages else None)
 
 
 async def list_jobs(pool: asyncpg.Pool, limit: int = 20) -> list[JobStatus]:
@@ -252,18 +257,19 @@ class Worker:
                 folder_metadata=meta.get(stem) or meta.get(item["name"]) or {},
             )
             status, error = outcome.status, outcome.error
-            doc_id, pages, chunks = outcome.document_id, outcome.pages, outcome.chunks
+            doc_id, pages, chunks, calls = outcome.document_id, outcome.pages, outcome.chunks, outcome.llm_calls
         except BrokenProcessPool as exc:  # a parser process died (e.g. out of memory): new pool, fail the file
             log.error("worker.parser_died", name=item["name"], error=str(exc))
             self._renew_executor()
-            status, error, doc_id, pages, chunks = "failed", "the parser process died on this file", None, 0, 0
+            status, error, doc_id, pages, chunks, calls = "failed", "the parser process died on this file", None, 0, 0, 0
         except Exception as exc:  # noqa: BLE001 - one broken file must not stop the job
             log.exception("worker.item_crashed", name=item["name"])
-            status, error, doc_id, pages, chunks = "failed", f"internal error: {type(exc).__name__}: {exc}", None, 0, 0
+            status, error, doc_id, pages, chunks, calls = ("failed", f"internal error: {type(exc).__name__}: {exc}",
+                                                           None, 0, 0, 0)
         finally:
             beat.cancel()
         await pool.execute(SQL_FINISH_ITEM, item["id"], status, error, doc_id, pages, chunks,
-                           time.perf_counter() - started, self.name)
+                           time.perf_counter() - started, self.name, calls)
         await pool.execute(SQL_MAYBE_FINISH_JOB, item["job_id"])
         return True
 

@@ -100,6 +100,9 @@ async def test_llm_ingest_and_query(llm_rt: Runtime, fake_openai: FakeOpenAI, tm
     assert ingest_calls > 0
     recorded = await llm_rt.pool.fetchval("SELECT count(*) FROM llm_calls")
     assert recorded == ingest_calls
+    # the job status reports what ingest spent, per file and per 100 pages
+    assert job.llm_calls == ingest_calls == sum(it.llm_calls for it in job.items)
+    assert job.llm_calls_per_100_pages == round(100 * ingest_calls / job.pages, 2)
     assert all(r.response_format is None or r.response_format["type"] == "json_schema"
                for r in fake_openai.requests)
 
