@@ -110,6 +110,7 @@ class RetrievalOutcome:
     plan: ScopePlan
     evidence: tuple[RetrievedChunk, ...]  # what synthesis gets: top_k, or each needed document's share
     policy: str = OFFLINE.name  # the ranking policy used
+    chosen_chunks: frozenset[int] = frozenset()  # LLM policy: chunks of the model's chosen nodes (others fill)
     rounds: tuple[Judgement, ...] = ()  # sufficiency judgements (LLM mode)
 
 
@@ -300,7 +301,9 @@ class QueryPipeline:
         llm_calls = routing.llm_calls + plan.llm_calls + sum(res.llm_calls for _, res in searched) + len(rounds)
         return RetrievalOutcome(routing=routing, searches=tuple(res for _, res in searched), picks=g.picks,
                                 chunks=tuple(ranked), rerank_note=note, timings_ms=timings, llm_calls=llm_calls,
-                                plan=plan, evidence=evidence, policy=pol.name, rounds=tuple(rounds))
+                                plan=plan, evidence=evidence, policy=pol.name, rounds=tuple(rounds),
+                                chosen_chunks=frozenset(c.chunk_id for c in ranked if (c.doc_id, c.node_id) in g.chosen
+                                                        and c.source in {"node", "section"}))
 
     async def _plan(self, chat: ChatModel, req: QueryRequest, question: str, scope: QuestionScope,
                     routing: RoutingResult, collection_id: int, top_docs: int, missing: tuple[str, ...],
@@ -509,7 +512,8 @@ class QueryPipeline:
                 "iterations": [msgspec.to_builtins(j) for j in out.rounds],
                 "chunks": [{"chunk_id": c.chunk_id, "doc_id": c.doc_id, "node_id": c.node_id, "page": c.page,
                             "dense": c.dense, "bm25": c.bm25, "fused": c.fused, "score": c.score,
-                            "rerank": c.rerank, "source": c.source} for c in out.chunks],
+                            "rerank": c.rerank, "source": c.source,
+                            "fill": out.policy == "llm" and c.chunk_id not in out.chosen_chunks} for c in out.chunks],
                 "rerank": out.rerank_note,
                 "synthesis": answer.mode,
                 "timings_ms": {k: round(v, 1) for k, v in timings.items()},

@@ -66,6 +66,7 @@ async def test_model_choice_decides_the_evidence(samples_rt: Runtime, fake_opena
     first = trace["chunks"][0]
     assert (first["node_id"], first["source"]) == (WARRANTY, "section")  # the whole small section, first
     assert max(c["dense"] for c in trace["chunks"]) > first["dense"]  # although other chunks are closer
+    assert not first["fill"] and all(c["fill"] for c in trace["chunks"] if c["node_id"] != WARRANTY)
     assert [(c.marker, c.node_id) for c in result.citations] == [(1, WARRANTY)]
     assert "warranty reserve" in result.citations[0].text.lower() and result.citations[0].pages[0] >= 1
     assert [(r["round"], r["judgement"]) for r in trace["iterations"]] == [(1, "sufficient")]
