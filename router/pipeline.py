@@ -166,10 +166,28 @@ def chosen_ranks(searched: Sequence[tuple[LoadedTree, Any]]) -> dict[tuple[int, 
     return rank
 
 
-def select_evidence(ranked: list[RetrievedChunk], plan_: ScopePlan,
-                    top_k: int) -> tuple[list[RetrievedChunk], tuple[RetrievedChunk, ...]]:
+def diversify_pages(ranked: list[RetrievedChunk]) -> list[RetrievedChunk]:
+    """Best first, but a chunk whose pages are already covered by a better chunk of the same document waits
+    until every page has had its turn (near-duplicates and overlapping windows do not fill the list)."""
+    seen: set[tuple[int, int]] = set()
+    first: list[RetrievedChunk] = []
+    later: list[RetrievedChunk] = []
+    for c in ranked:
+        pages = {(c.doc_id, p) for p in range(c.pages[0], c.pages[1] + 1)} if c.pages[0] is not None else set()
+        if pages and pages <= seen:
+            later.append(c)
+        else:
+            first.append(c)
+            seen |= pages
+    return first + later
+
+
+def select_evidence(ranked: list[RetrievedChunk], plan_: ScopePlan, top_k: int,
+                    pol: RankingPolicy = OFFLINE) -> tuple[list[RetrievedChunk], tuple[RetrievedChunk, ...]]:
     """(ranking with the evidence first, evidence for synthesis): the top ``top_k`` for one document, each
-    needed document's share (``allot_evidence``) for a multi-document question."""
+    needed document's share (``allot_evidence``) for a multi-document question; pages first diversified."""
+    if pol.page_diversity:
+        ranked = diversify_pages(ranked)
     if plan_.scope.kind == "single":
         return ranked, tuple(ranked[:top_k])
     per_doc: dict[int, list[RetrievedChunk]] = {}
@@ -338,7 +356,7 @@ class QueryPipeline:
         ranked, note = await self._rank(req, g.chunks, g.prior, routing, doc_q, pol)
         if pol.chosen_nodes_first:
             ranked = await self._chosen_first(ranked, g.chosen, pol)
-        ranked, evidence = select_evidence(ranked, plan_, req.top_k)
+        ranked, evidence = select_evidence(ranked, plan_, req.top_k, pol)
         return ranked, evidence, note
 
     async def _read_nodes(self, req: QueryRequest, g: Gathered, verdict: Judgement, trees: Sequence[LoadedTree],

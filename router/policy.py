@@ -42,6 +42,10 @@ class RankingPolicy:
     chunks fill the remaining slots and are marked ``fill`` in the trace."""
     whole_section_tokens: int = 0
     """A chosen node whose own text has at most this many tokens is handed to synthesis whole (0: never)."""
+    page_diversity: bool = True
+    """A chunk whose pages a better chunk of the same document already covers waits until every page has had
+    its turn. FinanceBench page_recall@10 (auto / metadata / semantic / description): 0.479 → 0.531, 0.417 →
+    0.500, 0.260 → 0.312, 0.344 → 0.427; Docugami evidence_doc_coverage (auto) 0.881 → 0.973."""
     leaf_chunk_hits: float = 0.3
     """Offline tree search: leaf score = leaf_chunk_hits · NodeScore over chunk hits + leaf_title_dense ·
     title/summary cosine + leaf_title_bm25 · title/summary BM25 (FinanceBench page_recall@10: 0.6/0.2/0.2 → 0.48,

@@ -129,3 +129,15 @@ def test_readme_lists_the_ranking_policies() -> None:
     assert sorted(routing) == sorted(f.name for f in dataclasses.fields(ROUTING))
     for name, value in routing.items():
         assert float(value) == getattr(ROUTING, name), name
+
+
+def test_page_diversity_defers_chunks_of_pages_already_covered() -> None:
+    from router.pipeline import diversify_pages
+
+    def at(cid: int, doc: int, lo: int, hi: int) -> RetrievedChunk:
+        return RetrievedChunk(chunk_id=cid, doc_id=doc, doc_name="d", node_id="0001", section_path="s", text="t",
+                              page=lo, pages=(lo, hi), unit="page", dense=0, bm25=0, fused=0, score=1 - cid / 10)
+
+    ranked = [at(1, 1, 1, 1), at(2, 1, 1, 1), at(3, 1, 2, 2), at(4, 1, 1, 2), at(5, 2, 1, 1), at(6, 1, 2, 3)]
+    # page 1 of document 2 is another page; 6 adds page 3; 2 and 4 only repeat covered pages
+    assert [c.chunk_id for c in diversify_pages(ranked)] == [1, 3, 5, 6, 2, 4]
