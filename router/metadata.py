@@ -54,6 +54,12 @@ _DOC_TYPES: Sequence[tuple[re.Pattern[str], tuple[str, ...]]] = (
 )
 
 
+_IMPLIED_TYPES: Sequence[tuple[re.Pattern[str], str]] = (
+    (re.compile(r"\b(?:non[- ]?gaap|adjusted (?:ebitda|eps|earnings|operating (?:income|profit))|guidance)\b", re.I),
+     "earnings"),
+    (re.compile(r"\b(?:shareholders? vote[ds]?|voted|annual meeting|special meeting|(?:appointed|resigned|departure)"
+                r"\b.{0,40}\b(?:officer|director|ceo|cfo))\b", re.I), "8k"),
+)
 ANNUAL_TYPES = frozenset({"10k", "10-k", "annual_report", "annual report", "20f", "20-f"})
 QUARTERLY_TYPES = frozenset({"10q", "10-q", "quarterly_report", "quarterly report"})
 
@@ -65,15 +71,39 @@ class QuestionPeriod(msgspec.Struct, frozen=True):
     quarters: tuple[int, ...]
     doc_types: tuple[str, ...]  # normalised values like "10k", "10q", "8k", "earnings"
     latest: bool = False  # "latest", "most recent", "current"
+    implied: tuple[str, ...] = ()  # types the wording implies when none is named ("earnings", "8k")
+
+
+_COMPACT_PERIODS: Sequence[tuple[re.Pattern[str], str]] = (
+    (re.compile(r"\b(fy)?\s?((?:19|20)\d{2})\s?q([1-4])\b", re.I), r"\1\2 Q\3"),  # FY2023Q1, 2023Q1
+    (re.compile(r"\bq([1-4])\s?(?:fy)?['-]?((?:19|20)\d{2})\b", re.I), r"Q\1 \2"),  # Q22023, Q2-2023
+    (re.compile(r"\bq([1-4])\s?(?:fy)?'?(\d{2})\b", re.I), r"Q\1 FY\2"),  # Q2'23, Q2FY23
+    (re.compile(r"\b([1-4])q\s?'?(\d{2})\b", re.I), r"Q\1 FY\2"),  # 2Q23
+)
+
+
+def normalize_periods(question: str) -> str:
+    """Compact period forms written out: "FY2023Q1" → "FY2023 Q1", "Q22023" → "Q2 2023", "2Q23" → "Q2 FY23"."""
+    for pattern, repl in _COMPACT_PERIODS:
+        question = pattern.sub(repl, question)
+    return question
+
+
+def implied_types(question: str) -> tuple[str, ...]:
+    """Document types a question implies without naming one: non-GAAP measures and guidance live in an
+    earnings release, shareholder votes and officer changes in an 8-K."""
+    return tuple(t for pattern, t in _IMPLIED_TYPES if pattern.search(question))
 
 
 def question_period(question: str) -> QuestionPeriod:
+    question = normalize_periods(question)
     years = {int(m.group(1)) for m in _YEAR.finditer(question)}
     years |= {2000 + int(m.group(1)) for m in _FY_SHORT.finditer(question)}
     quarters = {int(m.group(1) or m.group(2) or _QWORD[m.group(3).lower()]) for m in _QUARTER.finditer(question)}
     types = [vals[0] for pattern, vals in _DOC_TYPES if pattern.search(question)]
     latest = bool(_LATEST.search(question))
-    return QuestionPeriod(tuple(sorted(years)), tuple(sorted(quarters)), tuple(types), latest)
+    return QuestionPeriod(tuple(sorted(years)), tuple(sorted(quarters)), tuple(types), latest,
+                          implied=() if types else implied_types(question))
 
 
 def meta_int(meta: Mapping[str, Any], keys: Sequence[str]) -> int | None:
@@ -123,6 +153,10 @@ def period_prior(period: QuestionPeriod, meta: Mapping[str, Any], years_present:
         if dtype and any(dtype.replace("-", "") == t.replace("-", "") for t in period.doc_types):
             boost += ROUTING.doc_type
             why.append(f"type {dtype}")
+    elif period.implied and same_entity:  # instead of the annual/quarterly preference
+        if dtype and any(dtype.startswith(t) for t in period.implied):
+            boost += ROUTING.implied_type
+            why.append(f"implied type {dtype}")
     elif not same_entity:
         pass
     elif period.quarters:
@@ -221,6 +255,7 @@ def match_offline(question: str, kv: KnownValues) -> MetadataMatch:
             notes.append(f"{key} in {sorted(hits)}")
             confident = True
             break
+    question = normalize_periods(question)
     years = {int(m.group(1)) for m in _YEAR.finditer(question)}
     years |= {2000 + int(m.group(1)) for m in _FY_SHORT.finditer(question)}
     # the year key that the most documents carry with a stated year (e.g. curated doc_period over extracted)

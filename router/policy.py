@@ -78,6 +78,9 @@ class RoutingPolicy:
     quarter: float = 0.4
     doc_type: float = 0.5
     """A stated document type (10-K, 10-Q, 8-K, earnings release)."""
+    implied_type: float = 0.3
+    """A type the wording implies (non-GAAP measures, guidance → earnings release; votes, officer changes → 8-K),
+    among one company's documents only."""
     quarterly_for_quarter: float = 0.5
     """No stated type, a quarter asked: quarterly reports of that entity."""
     annual_with_year: float = 0.6
