@@ -144,10 +144,12 @@ async def test_http_mcp_endpoint(corpus: Runtime) -> None:
     async with _http_client(corpus) as (client, http):
         await _exercise(client)
         # a page on another origin (DNS rebinding) cannot drive the loopback-bound server
-        r = await http.post("/mcp", headers={"Host": "evil.example", "Content-Type": "application/json",
-                                             "Accept": "application/json, text/event-stream"},
-                            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
-        assert r.status_code in {400, 403, 421}, r.text
+        accept = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        r = await http.post("/mcp", headers={**accept, "Host": "evil.example"}, json=body)
+        assert r.status_code == 421 and "Host" in r.text
+        r = await http.post("/mcp", headers={**accept, "Origin": "http://evil.example"}, json=body)
+        assert r.status_code == 403 and "Origin" in r.text
 
 
 async def test_http_mcp_needs_the_read_token(corpus: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
