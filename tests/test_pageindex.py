@@ -166,6 +166,36 @@ async def test_round_trip_export_then_reingest_with_sidecar(runtime: Runtime, tm
     again = await export_pageindex(runtime.pool, copy_id)
     assert _shape(again["structure"]) == _shape(exported["structure"])
     assert again["structure"] == exported["structure"]  # summaries kept too
+    assert await _chunks(runtime, copy_id) == await _chunks(runtime, doc_id)  # same node texts → same chunks
+
+
+async def _chunks(rt: Runtime, doc_id: int) -> list[tuple[Any, ...]]:
+    rows = await rt.pool.fetch("SELECT node_id, text, page, page_end FROM chunks WHERE document_id = $1 "
+                               "ORDER BY ordinal", doc_id)
+    return [tuple(r) for r in rows]
+
+
+async def test_markdown_round_trip_in_lines(runtime: Runtime, tmp_path: Path) -> None:
+    from ingest.pageindex import export_pageindex
+    from tests.corpus import REPORTS, write_markdown
+
+    src = tmp_path / "md"
+    src.mkdir()
+    md = write_markdown(REPORTS[1], src)
+    job = await _ingest(runtime, md)
+    doc_id = job.items[0].document_id
+    exported = await export_pageindex(runtime.pool, doc_id)
+    lines = md.read_text().count("\n") + 1
+    assert 1 <= exported["structure"][0]["start_index"] and exported["structure"][-1]["end_index"] <= lines
+    dst = tmp_path / "md-copy"
+    dst.mkdir()
+    shutil.copy(md, dst / "copy.md")
+    (dst / "copy.md.tree.json").write_text(json.dumps(exported))
+    job2 = await _ingest(runtime, dst)
+    assert [(i.status, i.error) for i in job2.items] == [("ok", None)]
+    copy_id = job2.items[0].document_id
+    assert (await export_pageindex(runtime.pool, copy_id))["structure"] == exported["structure"]
+    assert await _chunks(runtime, copy_id) == await _chunks(runtime, doc_id)
 
 
 async def test_bad_sidecar_falls_back_to_our_tree_and_says_why(runtime: Runtime, tmp_path: Path) -> None:
