@@ -27,7 +27,7 @@ from pydantic import Field
 from ingest import store
 from ingest.pageindex import to_pageindex
 from kb import __version__
-from kb.errors import KBError
+from kb.errors import KBError, NotFoundError
 from kb.runtime import Runtime
 from router.metadata import conditions_from_filters, run_filter
 from router.pipeline import QueryPipeline, validate_request
@@ -90,6 +90,24 @@ def _document(d: Any) -> dict[str, Any]:
             "tree_mode": d.tree_mode, "node_count": d.node_count}
 
 
+def _find(structure: list[dict[str, Any]], node_id: str) -> dict[str, Any] | None:
+    for n in structure:
+        if n["node_id"] == node_id:
+            return n
+        if (hit := _find(n.get("nodes", []), node_id)) is not None:
+            return hit
+    return None
+
+
+def _prune(node: dict[str, Any], depth: int) -> dict[str, Any]:
+    """``node`` down to ``depth`` levels; a node cut off keeps ``child_count`` in place of ``nodes``."""
+    if "nodes" not in node:
+        return node
+    if depth <= 1:
+        return {**{k: v for k, v in node.items() if k != "nodes"}, "child_count": len(node["nodes"])}
+    return {**node, "nodes": [_prune(c, depth - 1) for c in node["nodes"]]}
+
+
 def build_mcp_server(services: Services) -> MCPServer:
     """An MCP server with the knowledge-base tools, reading its runtime from ``services``."""
     server = MCPServer("kb", instructions=INSTRUCTIONS, version=__version__)
@@ -149,17 +167,32 @@ def build_mcp_server(services: Services) -> MCPServer:
             docs = await store.list_documents(runtime.pool, collection, limit=limit, offset=offset, ids=ids)
             return {"collection": collection, "documents": [_document(d) for d in docs]}
 
-    async def get_document_tree(doc_id: DocId) -> dict[str, Any]:
+    async def get_document_tree(
+        doc_id: DocId,
+        node_id: Annotated[str | None, Field(min_length=1, max_length=64, description=(
+            "only the subtree of this node (default: the whole document)"))] = None,
+        max_depth: Annotated[int | None, Field(ge=1, le=32, description=(
+            "only this many levels; a section cut off here carries child_count instead of nodes"))] = None,
+    ) -> dict[str, Any]:
         """The outline of one document as nested PageIndex JSON: `structure` is a list of sections,
         each with title, node_id, start_index and end_index (1-based pages; lines for Markdown/text,
-        see `unit`), summary, and its subsections in `nodes` (absent for a leaf). Read a section's
-        text with `get_node`."""
+        see `unit`), summary, and its subsections in `nodes` (absent for a leaf). For a long document
+        ask for `max_depth` 1 or 2 first, then expand a section with `node_id`. Read a section's text
+        with `get_node`."""
         with _tool_errors("get_document_tree"):
             runtime, _ = services.get()
             info, nodes = await store.get_document(runtime.pool, doc_id)
-            unit = nodes[0].unit if nodes else "page"
-            return {"doc_id": info.id, "unit": unit, "page_count": info.page_count,
-                    **to_pageindex(info.name, info.description, nodes)}
+            tree = to_pageindex(info.name, info.description, nodes)
+            structure = tree["structure"]
+            if node_id is not None:
+                found = _find(structure, node_id)
+                if found is None:
+                    raise NotFoundError(f"document {doc_id} has no node {node_id!r}")
+                structure = [found]
+            if max_depth is not None:
+                structure = [_prune(n, max_depth) for n in structure]
+            return {"doc_id": info.id, "unit": nodes[0].unit if nodes else "page", "page_count": info.page_count,
+                    **tree, "structure": structure}
 
     async def get_node(
         doc_id: DocId,

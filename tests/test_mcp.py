@@ -77,6 +77,16 @@ async def _exercise(client: Client) -> None:
         return [x for n in nodes for x in (n, *walk(n.get("nodes", [])))]
 
     flat = walk(tree["structure"])
+
+    md_id = by_name["zephyr-mining-2022.md"]["doc_id"]
+    md = _data(await client.call_tool("get_document_tree", {"doc_id": md_id}))
+    assert md["unit"] == "line" and len(walk(md["structure"])) > len(md["structure"])  # H2s under the H1
+    top = _data(await client.call_tool("get_document_tree", {"doc_id": md_id, "max_depth": 1}))
+    assert all("nodes" not in n for n in top["structure"])
+    assert [n.get("child_count", 0) for n in top["structure"]] == [len(n.get("nodes", [])) for n in md["structure"]]
+    parent = next(n for n in walk(md["structure"]) if n.get("nodes"))
+    sub = _data(await client.call_tool("get_document_tree", {"doc_id": md_id, "node_id": parent["node_id"]}))
+    assert sub["structure"] == [parent]
     safety = next(n for n in flat if n["title"] == "Product Safety")
     assert safety["start_index"] == 2 and "nodes" not in safety
 
@@ -102,6 +112,9 @@ async def _exercise(client: Client) -> None:
     assert "has no node 'nope'" in _error(await client.call_tool("get_node", {"doc_id": pdf["doc_id"],
                                                                               "node_id": "nope"}))
     assert "does not exist" in _error(await client.call_tool("get_document_tree", {"doc_id": 424242}))
+    assert "has no node 'zz'" in _error(await client.call_tool("get_document_tree", {"doc_id": pdf["doc_id"],
+                                                                                    "node_id": "zz"}))
+    _error(await client.call_tool("get_document_tree", {"doc_id": pdf["doc_id"], "max_depth": 0}))
     assert "doc_id" in _error(await client.call_tool("get_document_tree", {"doc_id": "abc"}))
     _error(await client.call_tool("get_document_tree", {"doc_id": 2**70}))
     _error(await client.call_tool("get_document_tree", {}))
