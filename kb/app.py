@@ -18,9 +18,9 @@ from kb import __version__
 from kb.api.admin import AdminController
 from kb.api.catalog import CatalogController, health
 from kb.api.common import LOOPBACK, exception_handler, request_id_middleware
-from kb.api.mcp import mcp_route
+from kb.api.mcp import http_session_manager, mcp_route
 from kb.api.query import QueryController
-from kb.mcp_server import Services, build_mcp_server, http_session_manager
+from kb.mcp_server import Services, build_mcp_server
 from kb.providers import get_reranker
 from kb.runtime import Runtime, open_runtime
 from kb.settings import Settings, get_settings

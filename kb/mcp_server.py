@@ -19,8 +19,6 @@ import msgspec
 import structlog
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
@@ -37,7 +35,6 @@ log = structlog.get_logger("kb.mcp")
 
 MAX_DOC_ID = 2**63 - 1
 MAX_NODE_CHARS = 200_000
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 INSTRUCTIONS = """\
 kb is a knowledge base of long documents (annual reports, filings, papers, manuals), grouped in
@@ -84,7 +81,7 @@ def _tool_errors(tool: str) -> Iterator[None]:
         raise ToolError(f"invalid value: {str(exc).splitlines()[0][:200]}") from exc
 
 
-def _document(d: Any) -> dict[str, Any]:
+def _document(d: store.DocumentInfo) -> dict[str, Any]:
     return {"doc_id": d.id, "name": d.name, "title": d.title, "description": d.description,
             "metadata": d.metadata, "file_type": d.file_type, "page_count": d.page_count,
             "tree_mode": d.tree_mode, "node_count": d.node_count}
@@ -218,20 +215,3 @@ def build_mcp_server(services: Services) -> MCPServer:
     for tool in (query, list_collections, list_documents, get_document_tree, get_node):
         server.add_tool(tool, description=inspect.cleandoc(tool.__doc__ or ""), annotations=READ_ONLY)
     return server
-
-
-def http_session_manager(server: MCPServer, bound_host: str) -> StreamableHTTPSessionManager:
-    """The server's streamable-HTTP session manager: stateless (any API replica can answer any
-    request), JSON replies. Run it with ``manager.run()`` in the app lifespan. A loopback-bound
-    server checks Host/Origin against loopback names (DNS-rebinding protection)."""
-    security = None
-    if bound_host in {"127.0.0.1", "localhost", "::1"}:
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=[*LOOPBACK_HOSTS, *(f"{h}:*" for h in LOOPBACK_HOSTS)],
-            allowed_origins=[f"{scheme}://{h}{port}" for scheme in ("http", "https") for h in LOOPBACK_HOSTS
-                             for port in ("", ":*")],
-        )
-    server.streamable_http_app(json_response=True, stateless_http=True, transport_security=security,
-                               host=bound_host)
-    return server.session_manager
