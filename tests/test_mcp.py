@@ -159,6 +159,8 @@ async def test_http_mcp_endpoint(corpus: Runtime) -> None:
         # a page on another origin (DNS rebinding) cannot drive the loopback-bound server
         accept = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
         body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        r = await http.post("/mcp/", headers=accept, json=body)  # a trailing slash is the same endpoint
+        assert r.status_code == 200 and "get_document_tree" in r.text
         r = await http.post("/mcp", headers={**accept, "Host": "evil.example"}, json=body)
         assert r.status_code == 421 and "Host" in r.text
         r = await http.post("/mcp", headers={**accept, "Origin": "http://evil.example"}, json=body)
@@ -179,3 +181,18 @@ async def test_http_mcp_needs_the_read_token(corpus: Runtime, monkeypatch: pytes
     async with _http_client(corpus, host="0.0.0.0", headers={"Authorization": "Bearer reader"},
                             base="http://kb.internal") as (client, _):
         assert _data(await client.call_tool("list_collections", {}))["collections"][0]["documents"] == 4
+
+
+async def test_http_mcp_requests_are_logged_under_their_path(runtime: Runtime,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from kb.logging import configure_logging
+
+    configure_logging("json", "info")
+    try:
+        async with _http_client(runtime) as (client, _):
+            assert _data(await client.call_tool("list_collections", {}))["collections"]
+        lines = [json.loads(ln) for ln in capsys.readouterr().err.splitlines() if ln.startswith("{")]
+        paths = {ln.get("path") for ln in lines if ln.get("event") == "http.request"}
+        assert paths == {"/mcp"}, paths
+    finally:
+        configure_logging("console", "info")

@@ -34,7 +34,7 @@ def http_session_manager(server: MCPServer, bound_host: str) -> StreamableHTTPSe
 def mcp_route(manager: StreamableHTTPSessionManager) -> ASGIRouteHandler:
     """Mount ``manager`` at ``/mcp``; KB_API_TOKEN applies as for the read endpoints."""
 
-    @asgi(path="/mcp", is_mount=True, guards=[read_guard], copy_scope=True)
+    @asgi(path="/mcp", guards=[read_guard], copy_scope=True)  # a plain route: the path stays "/mcp" in logs
     async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
         await manager.handle_request(scope, receive, send)
 
