@@ -17,6 +17,7 @@ import msgspec
 import structlog
 
 from ingest.metadata import load_folder_metadata
+from ingest.pageindex import TREE_SIDECAR_SUFFIX
 from ingest.pipeline import SUPPORTED, IngestContext, ingest_file
 from kb.errors import IngestError, NotFoundError, ValidationError
 
@@ -131,7 +132,7 @@ def enumerate_files(root: Path, recursive: bool, allowed_root: Path | None = Non
     allowed = allowed_root.resolve() if allowed_root is not None else None
     out: list[tuple[Path, str, str | None]] = []
     for p in sorted(root.glob(pattern)):
-        if not p.is_file() or p.name.startswith(".") or p.name.endswith(".meta.json"):
+        if not p.is_file() or p.name.startswith(".") or p.name.endswith((".meta.json", TREE_SIDECAR_SUFFIX)):
             continue
         if p.name in {"metadata.jsonl", "metadata.csv", "documents.jsonl", "questions.jsonl"} and p.parent == root:
             continue

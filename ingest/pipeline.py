@@ -20,6 +20,13 @@ from ingest.describe import describe_document
 from ingest.embedding import CachedEmbedder
 from ingest.markdown_tree import build_markdown_tree, build_text_tree, decode_text_file
 from ingest.metadata import extract_metadata, merge_metadata, parse_front_matter, read_sidecar
+from ingest.pageindex import (
+    keep_given_summaries,
+    parse_pageindex,
+    read_tree_sidecar,
+    tree_from_pageindex,
+    tree_sidecar_path,
+)
 from ingest.pdf_tree import ParsedPdf, build_pdf_tree, read_pdf
 from ingest.store import NewDocument, find_existing, write_document
 from ingest.summaries import summarize_tree
@@ -109,15 +116,37 @@ async def build_tree(parsed: ParsedFile, chat: ChatModel, settings: IngestSettin
 
 
 async def _tree_and_summaries(parsed: ParsedFile, chat: ChatModel, settings: IngestSettings, title: str,
-                              page_texts: dict[int, str] | None) -> DocumentTree:
+                              page_texts: dict[int, str] | None, given: DocumentTree | None = None) -> DocumentTree:
+    """Our own tree, or the sidecar's (``given``) with summaries written only where it has none."""
+    if given is not None:
+        if all(n.summary for n in given.nodes):
+            return given
+        return keep_given_summaries(await summarize_tree(given, chat, settings, page_texts=page_texts), given)
     tree = await build_tree(parsed, chat, settings, title)
     return await summarize_tree(tree, chat, settings, page_texts=page_texts)
 
 
 def _offline_tree(parsed: ParsedFile, settings: IngestSettings, title: str,
-                  page_texts: dict[int, str] | None) -> DocumentTree:
+                  page_texts: dict[int, str] | None, given: DocumentTree | None = None) -> DocumentTree:
     """Tree and summaries with the offline provider, in a worker thread with its own event loop."""
-    return asyncio.run(_tree_and_summaries(parsed, OfflineChatModel(), settings, title, page_texts))
+    return asyncio.run(_tree_and_summaries(parsed, OfflineChatModel(), settings, title, page_texts, given))
+
+
+def _sidecar_tree(path: Path, raw: bytes | None, parsed: ParsedFile,
+                  page_texts: dict[int, str] | None) -> tuple[DocumentTree | None, str | None]:
+    """The tree of a ``<file>.tree.json`` sidecar, or (None, why it was refused)."""
+    if raw is None:
+        return None, None
+    try:
+        doc = parse_pageindex(raw)
+        if parsed.pdf is not None:
+            return tree_from_pageindex(doc, unit="page", page_texts=page_texts), None
+        return tree_from_pageindex(doc, unit="line", text=parsed.text or ""), None
+    except IngestError as exc:
+        note = (f"tree sidecar {tree_sidecar_path(path).name} refused ({exc.detail}); "
+                "the tree was built from the document instead")
+        log.warning("ingest.tree_sidecar_refused", name=path.name, error=exc.detail)
+        return None, note
 
 
 def _first_pages_text(parsed: ParsedFile, n: int = 8) -> str:
@@ -162,7 +191,14 @@ async def ingest_file(
         return IngestOutcome(name=name, status="failed", error="file vanished before it could be read")
     except OSError as exc:
         return IngestOutcome(name=name, status="failed", error=f"cannot read file: {exc.strerror or exc}")
-    sha = hashlib.sha256(data).hexdigest()
+    try:  # a tree sidecar is part of the content: adding or changing one re-ingests the file
+        tree_json, sidecar_note = await asyncio.to_thread(read_tree_sidecar, path), None
+    except IngestError as exc:
+        tree_json, sidecar_note = None, f"tree sidecar unreadable ({exc.detail}); the tree was built from the document"
+    digest = hashlib.sha256(data)
+    if tree_json is not None:
+        digest.update(b"\x00tree.json\x00" + tree_json)
+    sha = digest.hexdigest()
     del data
     existing = await find_existing(ctx.pool, collection_id, name, sha)
     if existing and existing[0] == "same":
@@ -171,10 +207,14 @@ async def ingest_file(
     try:
         parsed = await _parse(ctx, path, kind)
         page_texts = {p.number: p.text for p in parsed.pdf.pages} if parsed.pdf is not None else None
+        given, refused = _sidecar_tree(path, tree_json, parsed, page_texts)
+        sidecar_note = sidecar_note or refused
         if chat.offline:  # CPU-bound only: keep the event loop (API, heartbeats) responsive
-            tree = await asyncio.to_thread(_offline_tree, parsed, ctx.settings, Path(name).stem, page_texts)
+            tree = await asyncio.to_thread(_offline_tree, parsed, ctx.settings, Path(name).stem, page_texts, given)
         else:
-            tree = await _tree_and_summaries(parsed, chat, ctx.settings, Path(name).stem, page_texts)
+            tree = await _tree_and_summaries(parsed, chat, ctx.settings, Path(name).stem, page_texts, given)
+        if sidecar_note:
+            tree = msgspec.structs.replace(tree, warnings=(*tree.warnings, sidecar_note))
         sidecar = await asyncio.to_thread(read_sidecar, path)
         auto = await asyncio.to_thread(extract_metadata, _first_pages_text(parsed), file_name=path.name,
                                        title_hint=tree.nodes[0].title if tree.nodes else None)
@@ -210,7 +250,7 @@ async def ingest_file(
         name=name, status="ok", document_id=doc_id, pages=tree.page_count if tree.unit == "page" else 0,
         chunks=len(chunks),
         nodes=len(tree.nodes), seconds=seconds, tree_mode=tree.source_mode,
-        llm_calls=chat.calls, warnings=tuple(tree.warnings),
+        llm_calls=chat.calls, warnings=tuple(tree.warnings), error=sidecar_note,
     )
     log.info("ingest.file_done", name=name, doc_id=doc_id, pages=tree.page_count, nodes=len(tree.nodes),
              chunks=len(chunks), mode=tree.source_mode, llm_calls=chat.calls, seconds=round(seconds, 2),

@@ -29,6 +29,10 @@ SQL_LIST_DOCUMENTS = """
 SELECT id, name, source_path, sha256, file_type, metadata, title, description, page_count, tree_mode,
        node_count, chunk_count, warnings, status, created_at, updated_at
 FROM documents WHERE collection_id = $1 ORDER BY name LIMIT $2 OFFSET $3"""
+SQL_LIST_DOCUMENTS_BY_ID = """
+SELECT id, name, source_path, sha256, file_type, metadata, title, description, page_count, tree_mode,
+       node_count, chunk_count, warnings, status, created_at, updated_at
+FROM documents WHERE collection_id = $1 AND id = ANY($4::bigint[]) ORDER BY name LIMIT $2 OFFSET $3"""
 SQL_GET_DOCUMENT = """
 SELECT d.id, d.name, d.source_path, d.sha256, d.file_type, d.metadata, d.title, d.description, d.page_count,
        d.tree_mode, d.node_count, d.chunk_count, d.warnings, d.status, d.created_at, d.updated_at,
@@ -37,6 +41,10 @@ FROM documents d JOIN collections c ON c.id = d.collection_id WHERE d.id = $1"""
 SQL_DOCUMENT_NODES = """
 SELECT node_id, parent_id, ordinal, level, title, start_index, end_index, unit, is_leaf, summary
 FROM nodes WHERE document_id = $1 ORDER BY ordinal"""
+SQL_GET_NODE = """
+SELECT node_id, parent_id, title, path, start_index, end_index, unit, is_leaf, summary, text
+FROM nodes WHERE document_id = $1 AND node_id = $2"""
+SQL_NODE_CHILDREN = "SELECT node_id, title FROM nodes WHERE document_id = $1 AND parent_id = $2 ORDER BY ordinal"
 SQL_DELETE_DOCUMENT = "DELETE FROM documents WHERE id = $1 RETURNING id"
 SQL_DOC_BY_NAME = "SELECT id FROM documents WHERE collection_id = $1 AND name = $2"
 SQL_DOC_COLLECTION = "SELECT collection_id FROM documents WHERE id = $1 FOR UPDATE"
@@ -107,6 +115,22 @@ class NodeInfo(msgspec.Struct, frozen=True):
     summary: str
 
 
+class NodeText(msgspec.Struct, frozen=True):
+    """One node with its text, its title path and its children (id, title) for navigation."""
+
+    node_id: str
+    parent_id: str | None
+    title: str
+    path: list[str]
+    start_index: int
+    end_index: int
+    unit: str
+    is_leaf: bool
+    summary: str
+    text: str
+    children: list[tuple[str, str]]
+
+
 class NewDocument(msgspec.Struct, frozen=True):
     """Everything the atomic write needs for one document."""
 
@@ -169,8 +193,12 @@ async def ensure_collection(pool: asyncpg.Pool, name: str) -> Collection:
             return await get_collection(pool, name)
 
 
-async def list_documents(pool: asyncpg.Pool, collection: str, *, limit: int = 1000, offset: int = 0) -> list[DocumentInfo]:
+async def list_documents(pool: asyncpg.Pool, collection: str, *, limit: int = 1000, offset: int = 0,
+                         ids: Sequence[int] | None = None) -> list[DocumentInfo]:
+    """Documents of a collection by name; with ``ids``, only those (e.g. the matches of a metadata filter)."""
     coll = await get_collection(pool, collection)
+    if ids is not None:
+        return [_doc(r) for r in await pool.fetch(SQL_LIST_DOCUMENTS_BY_ID, coll.id, limit, offset, list(ids))]
     return [_doc(r) for r in await pool.fetch(SQL_LIST_DOCUMENTS, coll.id, limit, offset)]
 
 
@@ -180,6 +208,17 @@ async def get_document(pool: asyncpg.Pool, doc_id: int) -> tuple[DocumentInfo, l
         raise NotFoundError(f"document {doc_id} does not exist")
     nodes = [NodeInfo(**dict(r)) for r in await pool.fetch(SQL_DOCUMENT_NODES, doc_id)]
     return _doc(row), nodes
+
+
+async def get_node(pool: asyncpg.Pool, doc_id: int, node_id: str) -> NodeText:
+    """One node of a document with its full text; ``NotFoundError`` names what is missing."""
+    row = await pool.fetchrow(SQL_GET_NODE, doc_id, node_id)
+    if row is None:
+        if await pool.fetchval(SQL_DOC_COLLECTION_NOLOCK, doc_id) is None:
+            raise NotFoundError(f"document {doc_id} does not exist")
+        raise NotFoundError(f"document {doc_id} has no node {node_id!r}")
+    kids = [(r["node_id"], r["title"]) for r in await pool.fetch(SQL_NODE_CHILDREN, doc_id, node_id)]
+    return NodeText(**{**dict(row), "path": list(row["path"])}, children=kids)
 
 
 async def delete_document(pool: asyncpg.Pool, doc_id: int) -> None:

@@ -1,4 +1,4 @@
-"""The litestar application: lifespan (runtime, pipeline, ingest worker), routes, errors, OpenAPI."""
+"""The litestar application: lifespan (runtime, pipeline, ingest worker, MCP sessions), routes, errors, OpenAPI."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ from kb import __version__
 from kb.api.admin import AdminController
 from kb.api.catalog import CatalogController, health
 from kb.api.common import LOOPBACK, exception_handler, request_id_middleware
+from kb.api.mcp import http_session_manager, mcp_route
 from kb.api.query import QueryController
+from kb.mcp_server import Services, build_mcp_server
 from kb.providers import get_reranker
 from kb.runtime import Runtime, open_runtime
 from kb.settings import Settings, get_settings
@@ -43,6 +45,8 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     """Build the app. ``runtime`` may be injected (tests); otherwise it is opened at start-up."""
     settings = settings or (runtime.settings if runtime else get_settings())
     host = bound_host or settings.server.host
+    services = Services()  # the MCP tools' view of the runtime, filled in the lifespan
+    mcp_manager = http_session_manager(build_mcp_server(services), host)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncGenerator[None, None]:
@@ -50,6 +54,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         app.state.runtime = rt
         app.state.bound_host = host
         app.state.pipeline = build_pipeline(rt)
+        services.runtime, services.pipeline = rt, app.state.pipeline
         if not settings.server.admin_token:
             if host in LOOPBACK:
                 log.warning("auth.no_admin_token", detail="admin endpoints open to loopback clients only")
@@ -66,7 +71,8 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         if on_ready is not None:
             on_ready()
         try:
-            yield
+            async with mcp_manager.run():
+                yield
         finally:
             stop.set()
             if worker_task is not None:
@@ -80,7 +86,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
                 await rt.close()
 
     return Litestar(
-        route_handlers=[health, CatalogController, QueryController, AdminController],
+        route_handlers=[health, CatalogController, QueryController, AdminController, mcp_route(mcp_manager)],
         lifespan=[lifespan],
         exception_handlers={Exception: exception_handler},
         middleware=[request_id_middleware],

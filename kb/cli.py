@@ -1,4 +1,4 @@
-"""The ``kb`` command line: run, serve, worker, db, config, ingest, query, bench."""
+"""The ``kb`` command line: run, serve, worker, db, config, ingest, query, export, mcp, bench."""
 
 from __future__ import annotations
 
@@ -192,6 +192,36 @@ async def _query(args: argparse.Namespace) -> int:
         await rt.close()
 
 
+async def _export(doc_id: int) -> int:
+    """Print a stored document's tree as PageIndex JSON."""
+    from ingest.pageindex import export_pageindex
+    from kb.runtime import open_runtime
+
+    rt = await open_runtime()
+    try:
+        print(json.dumps(await export_pageindex(rt.pool, doc_id), indent=2, ensure_ascii=False))
+        return 0
+    finally:
+        await rt.close()
+
+
+async def _mcp_stdio() -> int:
+    """Serve the MCP tools over stdin/stdout until the client closes the pipe."""
+    import contextlib
+
+    from kb.app import build_pipeline
+    from kb.mcp_server import Services, build_mcp_server
+    from kb.runtime import open_runtime
+
+    with contextlib.redirect_stdout(sys.stderr):  # stdout carries the protocol and nothing else
+        rt = await open_runtime()
+    try:
+        await build_mcp_server(Services(rt, build_pipeline(rt))).run_stdio_async()
+        return 0
+    finally:
+        await rt.close()
+
+
 async def _preflight() -> None:
     """Fail fast, with one readable line, before the server starts (database, schema, embedder)."""
     from kb.runtime import open_runtime
@@ -304,6 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--top-k", type=int, default=5)
     q.add_argument("--json", action="store_true")
     q.add_argument("--interactive", action="store_true")
+    e = sub.add_parser("export", help="print a document's tree as PageIndex JSON (usable as a .tree.json sidecar)")
+    e.add_argument("doc_id", type=int, metavar="DOC", help="document id (see GET /kb/documents)")
+    sub.add_parser("mcp", help="serve the Model Context Protocol over stdio (for agents; HTTP is at /mcp)")
     b = sub.add_parser("bench", help="evaluate routing and retrieval on a benchmark dataset")
     from kb.bench_cli import add_bench_arguments
 
@@ -335,6 +368,10 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(_ingest(args.path.resolve(), args.collection, args.recursive, meta))
         if args.command == "query":
             return asyncio.run(_query(args))
+        if args.command == "export":
+            return asyncio.run(_export(args.doc_id))
+        if args.command == "mcp":
+            return asyncio.run(_mcp_stdio())
         if args.command == "bench":
             from kb.bench_cli import run_bench
 

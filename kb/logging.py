@@ -33,7 +33,7 @@ def configure_logging(fmt: str = "console", level: str = "info") -> None:
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(level=max(lvl, logging.WARNING), stream=sys.stderr, format="%(name)s %(message)s")
-    for noisy in ("pgserver", "sentence_transformers", "httpx", "transformers"):
+    for noisy in ("pgserver", "sentence_transformers", "httpx", "transformers", "mcp"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

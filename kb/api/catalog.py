@@ -9,6 +9,7 @@ import structlog
 from litestar import Controller, Request, delete, get, post
 from litestar.params import Parameter
 
+from ingest.pageindex import export_pageindex
 from ingest.store import (
     Collection,
     DocumentInfo,
@@ -24,6 +25,7 @@ from kb.db import schema_version
 from kb.errors import ValidationError
 
 log = structlog.get_logger("kb.api")
+TREE_FORMATS = ("pageindex",)
 
 
 class CollectionIn(msgspec.Struct, frozen=True):
@@ -82,6 +84,13 @@ class CatalogController(Controller):
     async def document(self, request: Request[Any, Any, Any], doc_id: int) -> DocumentDetail:
         info, nodes = await get_document(runtime(request).pool, doc_id)
         return DocumentDetail(document=info, tree=nodes)
+
+    @get("/documents/{doc_id:int}/tree")
+    async def tree(self, request: Request[Any, Any, Any], doc_id: int, format: str = "pageindex") -> dict[str, Any]:
+        """The document's tree in an exchange format; ``pageindex``: nested PageIndex JSON."""
+        if format not in TREE_FORMATS:
+            raise ValidationError(f"unknown tree format {format!r}; supported: {', '.join(TREE_FORMATS)}")
+        return await export_pageindex(runtime(request).pool, doc_id)
 
     @delete("/documents/{doc_id:int}", guards=[admin_guard], status_code=204)
     async def remove(self, request: Request[Any, Any, Any], doc_id: int) -> None:
