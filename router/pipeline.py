@@ -49,18 +49,21 @@ from router.types import (
     Condition,
     DocCandidate,
     NodePick,
+    Oracle,
     QueryRequest,
     QueryResult,
     QuestionScope,
     RetrievedChunk,
     RoutingResult,
     ScopePlan,
+    TreeSearchResult,
 )
 
 log = structlog.get_logger("router.pipeline")
 
 SQL_COLLECTION_ID = "SELECT id FROM collections WHERE name = $1"
 SQL_DOC_DESCRIPTIONS = "SELECT id, description FROM documents WHERE id = ANY($1::bigint[])"
+SQL_DOC_NAMES = "SELECT id, name FROM documents WHERE id = ANY($1::bigint[])"
 
 Event = Callable[[str, Any], Awaitable[None]]
 
@@ -156,6 +159,15 @@ class Gathered:
         return {(p.doc_id, p.node_id) for p in self.picks}
 
 
+def oracle_search(tree: LoadedTree, oracle: Oracle, question: str) -> TreeSearchResult:
+    """The oracle's nodes of this document as its tree-search choice."""
+    by_id = tree.by_id()
+    picks = tuple(NodePick(doc_id=tree.doc_id, node_id=n, title=by_id[n].title, section_path=" > ".join(by_id[n].path),
+                           sub_query=question, reason="oracle")
+                  for d, n in oracle.nodes if d == tree.doc_id and n in by_id)
+    return TreeSearchResult(doc_id=tree.doc_id, picks=picks, thinking="oracle nodes", mode="oracle")
+
+
 def chosen_ranks(searched: Sequence[tuple[LoadedTree, Any]]) -> dict[tuple[int, str], tuple[int, int]]:
     """(node rank, document rank) of every node an LLM tree search chose (offline choices are not listed)."""
     rank: dict[tuple[int, str], tuple[int, int]] = {}
@@ -229,7 +241,7 @@ class QueryPipeline:
         return self._iterative
 
     async def retrieve(self, req: QueryRequest, on_event: Event | None = None, *,
-                       chat: ChatModel | None = None) -> RetrievalOutcome:
+                       chat: ChatModel | None = None, oracle: Oracle | None = None) -> RetrievalOutcome:
         """Scope, routing, tree search and in-node retrieval (+ optional rerank), evidence per needed
         document — no synthesis."""
         t0 = time.perf_counter()
@@ -253,6 +265,10 @@ class QueryPipeline:
         if req.filters:
             within = [d for d, _ in await run_filter(self.pool, collection_id, conditions_from_filters(req.filters))]
         routing = await get_router(req.strategy).route(ctx, within)
+        if oracle is not None and oracle.docs:  # benchmark diagnostics: the gold documents are routed
+            names = dict(await self.pool.fetch(SQL_DOC_NAMES, list(oracle.docs)))
+            routing = RoutingResult(strategy_used=f"{routing.strategy_used}+oracle", documents=tuple(
+                DocCandidate(d, names.get(d, str(d)), 1.0, "oracle") for d in oracle.docs))
         if scope.kind == "single" and routing.scope_hint in {"multi", "list"}:  # the LLM saw more than the rules
             scope = msgspec.structs.replace(scope, kind=routing.scope_hint,
                                             reason=f"LLM (route.metadata): {routing.scope_hint}; rules: {scope.reason}")
@@ -291,6 +307,8 @@ class QueryPipeline:
                 return tree, res
 
         searched = await asyncio.gather(*(search_doc(d.doc_id, d.name) for d in docs))
+        if oracle is not None and oracle.nodes:  # benchmark diagnostics: the nodes covering the gold pages
+            searched = [(tree, oracle_search(tree, oracle, doc_q[tree.doc_id])) for tree, _ in searched]
         timings["tree_search"] = (time.perf_counter() - t1) * 1000
         picks = tuple(p for _, res in searched for p in res.picks)
         if on_event:

@@ -170,6 +170,14 @@ class ScopePlan(msgspec.Struct, frozen=True):
         return next((s for s in self.sub_questions if s.doc_id == doc_id), None)
 
 
+class Oracle(msgspec.Struct, frozen=True):
+    """Benchmark diagnostics: route exactly ``docs`` (ids, best first) and/or choose exactly ``nodes``
+    ((doc_id, node_id) pairs) instead of routing / tree search, to bound what each stage could gain."""
+
+    docs: tuple[int, ...] = ()
+    nodes: tuple[tuple[int, str], ...] = ()
+
+
 class QueryResult(msgspec.Struct, frozen=True):
     answer: str
     citations: list[CitationOut]

@@ -14,7 +14,7 @@ import pymupdf
 import pytest
 
 from kb.bench.datasets import load_docugami, match_sources
-from kb.bench.harness import BenchConfig, run_benchmark, run_cli
+from kb.bench.harness import BenchConfig, report_json, run_benchmark, run_cli
 from kb.bench.metrics import (
     QuestionRun,
     answer_number_recall,
@@ -185,6 +185,17 @@ async def test_bench_financebench_end_to_end(runtime: Runtime, tmp_path: Path) -
     md = render_markdown(doc)
     assert "| metric | flat-bm25 |" in md and "| page_recall@1 | 0.500 |" in md
     assert "GONE_2019_10K" in md  # the skipped question and its reason
+
+    # stage by stage: q_bolt's evidence page 4 holds none of the question's words, so no chunk of it is a
+    # candidate; with the oracle choosing the node that covers page 4, the candidates reach it
+    plain = next(q for q in report.questions if q["qid"] == "q_bolt")["results"]["auto"]
+    assert plain["candidate_page_recall"] <= plain["node_recall"]
+    oracle = await run_benchmark(runtime, msgspec.structs.replace(config, strategies=("auto",), reuse=True,
+                                                                  oracle="nodes"))
+    bolt = next(q for q in oracle.questions if q["qid"] == "q_bolt")["results"]["auto"]
+    assert bolt["docs"][0] == "BOLT_2023_10K.pdf" and bolt["node_recall"] == 1.0
+    assert bolt["candidate_page_recall"] == 1.0
+    assert "## Stage by stage" in render_markdown(json.loads(report_json(oracle)))
 
 
 async def test_bench_docugami_globs_and_neutral_names(runtime: Runtime, tmp_path: Path) -> None:

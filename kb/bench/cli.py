@@ -23,6 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "reports calls, tokens and cost per question (default: offline)")
     parser.add_argument("--price-in", type=float, default=0.0, help="--llm: USD per million prompt tokens")
     parser.add_argument("--price-out", type=float, default=0.0, help="--llm: USD per million completion tokens")
+    parser.add_argument("--oracle", choices=["docs", "nodes"],
+                        help="diagnostics: route the gold documents (docs), and also choose the nodes covering the "
+                             "gold pages (nodes), to bound what routing and tree search could gain")
     parser.add_argument("--docs", type=int, default=1000, help="latency: synthetic documents")
     parser.add_argument("--chunks-per-doc", type=int, default=200, help="latency: chunks per document")
     parser.add_argument("--queries", type=int, default=50, help="latency: queries per strategy")

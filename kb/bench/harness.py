@@ -54,6 +54,11 @@ JOIN ingest_job_items i ON i.job_id = j.id AND i.status = 'ok'
 WHERE c.name = $1 AND j.status = 'done' AND j.started_at IS NOT NULL AND j.finished_at IS NOT NULL
 GROUP BY j.id ORDER BY sum(i.pages) DESC, j.id DESC LIMIT 1"""
 SQL_PGVECTOR = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+SQL_COVERING_NODE = """
+SELECT n.node_id FROM nodes n
+WHERE n.document_id = $1 AND n.unit = 'page' AND n.start_index <= $2 AND n.end_index >= $2
+  AND (n.is_leaf OR EXISTS (SELECT 1 FROM chunks c WHERE c.document_id = n.document_id AND c.node_id = n.node_id))
+ORDER BY n.end_index - n.start_index, n.level DESC LIMIT 1"""
 
 
 class BenchConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -70,6 +75,8 @@ class BenchConfig(msgspec.Struct, frozen=True, kw_only=True):
     without it every run is offline, whatever is configured, so figures are reproducible."""
     price_in: float = 0.0  # USD per million prompt tokens (--llm cost estimate)
     price_out: float = 0.0  # USD per million completion tokens
+    oracle: str = ""
+    """Diagnostics: "docs" routes the gold documents, "nodes" also chooses the nodes covering the gold pages."""
 
     @property
     def collection_name(self) -> str:
@@ -129,7 +136,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
                        collection=args.collection, strategies=parse_strategies(args.strategies),
                        ks=parse_ks(args.k), reuse=bool(args.reuse), limit=args.limit,
                        llm=bool(getattr(args, "llm", False)), price_in=float(getattr(args, "price_in", 0.0) or 0.0),
-                       price_out=float(getattr(args, "price_out", 0.0) or 0.0))
+                       price_out=float(getattr(args, "price_out", 0.0) or 0.0), oracle=getattr(args, "oracle", "") or "")
 
 
 # --------------------------------------------------------------------------- ingest
@@ -328,8 +335,9 @@ class _Runner:
         req = validate_request(QueryRequest(query=q.question, collection=self.collection, strategy=strategy,
                                             top_docs=TOP_DOCS, top_k=self.top_k, include_trace=False))
         chat = CountingChat(pipeline.chat)
+        oracle = await self._oracle(q) if self.config.oracle else None
         t0 = time.perf_counter()
-        res = await pipeline.retrieve(req, chat=chat)
+        res = await pipeline.retrieve(req, chat=chat, oracle=oracle)
         latency = (time.perf_counter() - t0) * 1000
         cost = None
         if self.config.llm:  # the answer is part of what a question costs
@@ -342,7 +350,22 @@ class _Runner:
                            chunks=_chunk_spans(res.chunks[: self.top_k], self.names),
                            nodes=await _node_spans(self.rt, res.picks, self.names), latency_ms=latency,
                            llm_calls=chat.calls, tokens=chat.prompt_tokens + chat.completion_tokens, cost_usd=cost,
+                           candidates=_chunk_spans(res.chunks, self.names),
                            **self._evidence(res.evidence))
+
+    async def _oracle(self, q: BenchQuestion) -> Any:
+        """The gold documents (and, for ``nodes``, the smallest readable node covering each gold page)."""
+        from router.types import Oracle
+
+        ids = {name: doc_id for doc_id, name in self.names.items()}
+        docs = tuple(ids[n] for n in q.relevant if n in ids)
+        if self.config.oracle != "nodes":
+            return Oracle(docs=docs)
+        nodes = []
+        for name, page in q.evidence:
+            if name in ids and (nid := await self.rt.pool.fetchval(SQL_COVERING_NODE, ids[name], page)):
+                nodes.append((ids[name], nid))
+        return Oracle(docs=docs, nodes=tuple(dict.fromkeys(nodes)))
 
     def _evidence(self, chunks: Sequence[Any]) -> dict[str, Any]:
         """The evidence handed to synthesis, as the coverage metrics read it."""
@@ -477,7 +500,8 @@ async def run_benchmark(rt: Runtime, config: BenchConfig,
     env = {**_environment(rt, pgv), "dataset_dir": str(config.data_dir), "ks": list(config.ks),
            "anonymized_file_names": ds.anonymize, "reuse": config.reuse, "collection_arg": config.collection,
            "questions_file": str(config.questions) if config.questions else None, "limit": config.limit,
-           "llm": config.llm, "price_usd_per_million_tokens": {"in": config.price_in, "out": config.price_out}}
+           "llm": config.llm, "price_usd_per_million_tokens": {"in": config.price_in, "out": config.price_out},
+           "oracle": config.oracle}
     return BenchReport(dataset=config.dataset, collection=collection, ingest=ingest, strategies=strategies,
                        by_type=by_type, skipped=skipped, questions=qdetails, environment=env)
 

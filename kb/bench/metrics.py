@@ -28,6 +28,7 @@ class QuestionRun(msgspec.Struct, frozen=True):
     tokens: int = 0
     error: str | None = None
     cost_usd: float | None = None  # --llm with prices: this question's estimated LLM cost
+    candidates: tuple[Span, ...] | None = None  # every candidate chunk before the top-k cut (routed strategies)
     evidence_docs: tuple[str, ...] = ()  # documents of the evidence handed to synthesis
     evidence_text: str = ""  # that evidence's text (for answer_number_recall)
 
@@ -174,6 +175,8 @@ def question_metrics(relevant: Sequence[str], evidence: Sequence[tuple[str, int]
             m[f"page_recall@{k}"] = page_recall(evidence, run.chunks, k)
         if run.nodes is not None:
             m["node_recall"] = node_recall(evidence, run.nodes)
+        if run.candidates is not None:  # in-node retrieval, before cross-node ranking cuts to k
+            m["candidate_page_recall"] = page_recall(evidence, run.candidates, len(run.candidates))
         m["mrr@10"] = reciprocal_rank(evidence, run.chunks, 10)
     return m
 
@@ -181,7 +184,7 @@ def question_metrics(relevant: Sequence[str], evidence: Sequence[tuple[str, int]
 def metric_names(ks: Sequence[int]) -> list[str]:
     """Every metric of the report; page metrics are None (not applicable) for datasets without page labels."""
     return ["doc_hit@1", "doc_hit@3", "doc_recall@3", "doc_recall@5", *(f"page_recall@{k}" for k in ks),
-            "node_recall", "mrr@10", "evidence_doc_coverage", "answer_number_recall"]
+            "node_recall", "candidate_page_recall", "mrr@10", "evidence_doc_coverage", "answer_number_recall"]
 
 
 def aggregate(per_question: Sequence[dict[str, float]], runs: Sequence[QuestionRun],

@@ -18,8 +18,10 @@ TARGETS = {
     "docugami": [("auto", "doc_recall@5", 0.9)],
 }
 TYPE_TARGETS = {"docugami": [("auto", "Multi-Doc RAG", "evidence_doc_coverage", 0.9)]}
-TYPE_METRICS = ("doc_hit@1", "doc_recall@5", "page_recall@10", "node_recall", "mrr@10", "evidence_doc_coverage",
-                "answer_number_recall")
+TYPE_METRICS = ("doc_hit@1", "doc_recall@5", "page_recall@10", "node_recall", "candidate_page_recall", "mrr@10",
+                "evidence_doc_coverage", "answer_number_recall")
+WATERFALL = (("routing", "doc_recall@5"), ("tree search", "node_recall"), ("in-node retrieval", "candidate_page_recall"),
+             ("final ranking", "page_recall@10"))
 
 
 def _fmt(v: Any) -> str:
@@ -59,6 +61,8 @@ def command_line(report: dict[str, Any]) -> str:
         parts += ["--limit", str(env["limit"])]
     if env.get("reuse"):
         parts.append("--reuse")
+    if env.get("oracle"):
+        parts += ["--oracle", env["oracle"]]
     if env.get("llm"):
         prices = env.get("price_usd_per_million_tokens", {})
         parts += ["--llm", "--price-in", str(prices.get("in", 0)), "--price-out", str(prices.get("out", 0))]
@@ -109,6 +113,30 @@ def _misses(report: dict[str, Any], strategy: str = "auto") -> list[str]:
                      "node_recall"], rows)]
 
 
+def _waterfall(report: dict[str, Any]) -> list[str]:
+    """Where evidence pages are lost: each stage's share of gold pages still reachable, per routed strategy."""
+    s = report["strategies"]
+    routed = [k for k in s if not k.startswith(FLAT_PREFIX) and s[k].get("candidate_page_recall") is not None]
+    if not routed:
+        return []
+    oracle = report.get("environment", {}).get("oracle")
+    lines = ["", "## Stage by stage", "",
+             "Share of gold evidence still reachable after each stage: routing (a gold document among the routed "
+             "ones, doc_recall@5), tree search (an evidence page inside a chosen node), in-node retrieval (an evidence "
+             "page in any candidate chunk, before the top-k cut), final ranking (page_recall@10)."
+             + (f" **Oracle run: `{oracle}`** — the earlier stages are given." if oracle else ""), ""]
+    rows = [(stage, *(s[k].get(metric) for k in routed)) for stage, metric in WATERFALL]
+    lines += _table(["stage", *routed], rows)
+    by_type = report.get("by_type", {})
+    for k in routed:
+        types = sorted(by_type.get(k, {}))
+        if types:
+            lines += ["", f"`{k}` by question type", ""]
+            lines += _table(["stage", *types], [(stage, *(by_type[k][t].get(metric) for t in types))
+                                                for stage, metric in WATERFALL])
+    return lines
+
+
 def render_markdown(report: dict[str, Any], notes: str | None = None) -> str:
     env = report.get("environment", {})
     machine = env.get("machine", {})
@@ -148,6 +176,7 @@ def render_markdown(report: dict[str, Any], notes: str | None = None) -> str:
         out += ["", "PDFs were ingested under neutral names (`doc-<sha256 prefix>.pdf`): routing and metadata "
                 "cannot use the file names; results are mapped back to the original names."]
     out += ["", "## Targets", "", *_targets(report)]
+    out += _waterfall(report)
     out += ["", "## By question type", ""]
     by_type = report.get("by_type", {})
     types = sorted({t for per in by_type.values() for t in per})
