@@ -19,6 +19,7 @@ from kb.api.admin import AdminController
 from kb.api.catalog import CatalogController, health
 from kb.api.common import LOOPBACK, exception_handler, request_id_middleware
 from kb.api.mcp import http_session_manager, mcp_route
+from kb.api.metrics import PROMETHEUS, MetricsController
 from kb.api.query import QueryController
 from kb.mcp_server import Services, build_mcp_server
 from kb.providers import get_reranker
@@ -86,10 +87,11 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
                 await rt.close()
 
     return Litestar(
-        route_handlers=[health, CatalogController, QueryController, AdminController, mcp_route(mcp_manager)],
+        route_handlers=[health, CatalogController, QueryController, AdminController, MetricsController,
+                        mcp_route(mcp_manager)],
         lifespan=[lifespan],
         exception_handlers={Exception: exception_handler},
-        middleware=[request_id_middleware],
+        middleware=[request_id_middleware, PROMETHEUS.middleware],
         openapi_config=OpenAPIConfig(title="kb — knowledge base with a document router", version=__version__,
                                      path="/schema", render_plugins=[SwaggerRenderPlugin()]),
         request_max_body_size=settings.ingest.max_upload_mb * 1024 * 1024,

@@ -109,6 +109,8 @@ async def test_api_token_protects_reads(runtime: Runtime, monkeypatch: pytest.Mo
         r = await client.post("/kb/query", json={"query": "x"}, headers={"Authorization": "Bearer nope"})
         assert r.status_code == 401
         assert (await client.get("/health")).status_code == 200
+        assert (await client.get("/metrics")).status_code == 401  # metrics are protected like reads
+        assert (await client.get("/metrics", headers={"Authorization": "Bearer reader"})).status_code == 200
 
 
 async def test_ingest_path_must_stay_inside_root(runtime: Runtime, tmp_path: Path) -> None:

@@ -284,3 +284,27 @@ async def test_description_llm_bad_shape_falls_back(corpus: tuple[Runtime, Path]
     result = await pipeline.run(QueryRequest(query=QUESTIONS["metadata"][0], strategy="metadata"))
     assert result.documents[0].name == QUESTIONS["metadata"][1]
     assert "offline match" in " ".join(result.trace["routing"]["notes"])
+
+
+async def test_metrics_endpoint(corpus: tuple[Runtime, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """/metrics: Prometheus text with requests by route and status, query stages, LLM usage and the ingest
+    gauges; behind the read token when one is set."""
+    import re
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    rt, _ = corpus
+    async with app_client(create_app(runtime=rt, run_worker=False)) as client:
+        before = await client.get("/metrics")
+        assert before.status_code == 200 and before.headers["content-type"].startswith("text/plain")
+        r = await client.post("/kb/query", json={"query": "Which company recalled lithium battery packs?"})
+        assert r.status_code == 200
+        after = (await client.get("/metrics")).text
+    families = {f.name: f for f in text_string_to_metric_families(after)}
+    total = next(s for s in families["kb_query_stage_seconds"].samples
+                 if s.name.endswith("_count") and s.labels["stage"] == "total")
+    assert total.value >= 1
+    assert any(s.labels.get("path") == "/kb/query" and s.labels.get("status_code") == "200"
+               for s in families["kb_requests"].samples)
+    assert "kb_ingest_queue_depth" in families and "kb_ingest_pages_per_second" in families
+    assert re.search(r'^kb_llm_calls_total\{outcome="ok"\} ', after, flags=re.M)

@@ -13,6 +13,7 @@ from litestar import Controller, Request, post
 from litestar.response import ServerSentEvent
 
 from kb.api.common import read_guard
+from kb.api.metrics import observe_query
 from kb.errors import KBError
 from router.pipeline import validate_request
 from router.types import QueryRequest, QueryResult
@@ -29,7 +30,9 @@ class QueryController(Controller):
         pipeline = request.app.state.pipeline
         req = validate_request(data)
         if not req.stream:
-            return await pipeline.run(req)
+            result = await pipeline.run(req)
+            observe_query(result.trace)
+            return result
         return ServerSentEvent(_stream(pipeline, req))
 
 
@@ -43,6 +46,7 @@ async def _stream(pipeline: Any, req: QueryRequest) -> AsyncGenerator[dict[str, 
     async def run() -> None:
         try:
             result = await pipeline.run(req, on_event)
+            observe_query(result.trace)
             await queue.put(("result", result))
         except KBError as exc:
             await queue.put(("error", {"status": exc.status_code, "title": exc.title, "detail": exc.detail}))
