@@ -60,6 +60,10 @@ class IngestError(KBError):
     title = "Ingest error"
 
 
+class EmbeddingError(KBError):
+    """A remote embeddings endpoint failed or answered with something unusable."""
+
+
 class LLMError(KBError):
     """An LLM call failed after retries, or returned unusable output."""
 

@@ -78,6 +78,11 @@ class EmbeddingSettings:
     model: str  # "all-MiniLM-L6-v2" (bundled), "hash:<dim>" or a sentence-transformers path
     batch_size: int
     rerank_model: str | None  # cross-encoder name/path; None → rerank skipped
+    base_url: str | None = None  # KB_EMBEDDING_BASE_URL: an OpenAI-compatible /embeddings endpoint
+    api_key: str | None = None  # KB_EMBEDDING_API_KEY
+    dimensions: int | None = None  # KB_EMBEDDING_DIMENSIONS: requested (and expected) vector size
+    timeout_s: float = 30.0  # KB_EMBEDDING_TIMEOUT_S
+    max_retries: int = 3  # KB_EMBEDDING_MAX_RETRIES: 429, 5xx and timeouts, with backoff
 
 
 @dataclass(frozen=True)
@@ -181,6 +186,11 @@ def get_settings() -> Settings:
             model=_env("KB_EMBEDDING_MODEL", "all-MiniLM-L6-v2") or "all-MiniLM-L6-v2",
             batch_size=_int("KB_EMBEDDING_BATCH", 64),
             rerank_model=_env("KB_RERANK_MODEL"),
+            base_url=_env("KB_EMBEDDING_BASE_URL"),
+            api_key=_env("KB_EMBEDDING_API_KEY"),
+            dimensions=_int("KB_EMBEDDING_DIMENSIONS", 0) or None,
+            timeout_s=_float("KB_EMBEDDING_TIMEOUT_S", 30.0),
+            max_retries=_int("KB_EMBEDDING_MAX_RETRIES", 3),
         ),
         retrieval=RetrievalSettings(
             dense_weight=_float("KB_DENSE_WEIGHT", 0.5),

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
+EMBED_PATHS = ("/v1/embeddings", "/embeddings")
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,7 @@ class FakeOpenAI:
     base_url: str = ""
     requests: list[RecordedRequest] = field(default_factory=list)
     responder: Responder | None = None
+    embedder: Callable[[Any], Any] | None = None  # /embeddings: body -> vectors (list of lists) or a FakeReply
     unscripted: int = 0
     _queue: collections.deque[FakeReply | Responder] = field(default_factory=collections.deque)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -206,6 +208,9 @@ def _make_handler(state: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = None
             seq = self._record(body)
+            if self.path in EMBED_PATHS and state.embedder is not None:
+                self._embeddings(body)
+                return
             if self.path not in CHAT_PATHS:
                 self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
                 return
@@ -223,6 +228,22 @@ def _make_handler(state: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self._send(reply.status, {"error": err}, reply.headers)
             else:
                 self._send(reply.status, _completion_body(reply, body, seq), reply.headers)
+
+        def _embeddings(self, body: Any) -> None:
+            answer = state.embedder(body)  # type: ignore[misc]
+            if answer is None:
+                with state._lock:
+                    state.unscripted += 1
+                self._send(500, {"error": {"message": "fake_openai: no embeddings scripted", "type": "test_error"}})
+            elif isinstance(answer, FakeReply):
+                if answer.delay_s > 0 and state._stopping.wait(answer.delay_s):
+                    return
+                err = {"message": answer.error_message, "type": answer.error_type, "param": None, "code": None}
+                self._send(answer.status, {"error": err}, answer.headers)
+            else:
+                data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(answer)]
+                self._send(200, {"object": "list", "data": data, "model": (body or {}).get("model", "fake-embed"),
+                                 "usage": {"prompt_tokens": 1, "total_tokens": 1}})
 
         def _record(self, body: Any) -> int:
             rec = RecordedRequest(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)

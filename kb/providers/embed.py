@@ -10,7 +10,7 @@ import threading
 
 import numpy as np
 
-from kb.errors import ConfigError
+from kb.errors import ConfigError, EmbeddingError
 from kb.text import tokenize
 
 BUNDLED_MINILM = "all-MiniLM-L6-v2"
@@ -87,6 +87,54 @@ class HashEmbedder:
 def _hash_token(token: str, dimension: int) -> tuple[int, float]:
     h = int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "little")
     return h % dimension, (1.0 if (h >> 63) & 1 else -1.0)
+
+
+class RemoteEmbedder:
+    """An OpenAI-compatible ``/embeddings`` endpoint (OpenAI, vLLM, TEI, Ollama…): batches, the SDK's retries
+    with backoff on 429/5xx/timeouts, and a strict check of every reply — as many vectors as inputs, each of
+    the expected dimension and finite — so a bad batch fails with a clear error and nothing partial is used.
+    Vectors are L2-normalised (the pipeline compares them by cosine)."""
+
+    def __init__(self, *, base_url: str, model: str, api_key: str | None = None, dimensions: int | None = None,
+                 batch_size: int = 64, timeout_s: float = 30.0, max_retries: int = 3) -> None:
+        import openai
+
+        self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s,
+                                     max_retries=max_retries)
+        self.model_id = model
+        self.batch_size = max(1, batch_size)
+        self._requested = dimensions
+        self.dimension = dimensions or len(self._call(["dimension probe"])[0])
+
+    def _call(self, texts: list[str]) -> np.ndarray:
+        import openai
+
+        kwargs: dict[str, object] = {"model": self.model_id, "input": texts}
+        if self._requested:
+            kwargs["dimensions"] = self._requested
+        try:
+            resp = self._client.embeddings.create(**kwargs)  # type: ignore[arg-type]
+        except (openai.APIError, ValueError) as exc:  # the SDK raises ValueError on a reply without data
+            raise EmbeddingError(f"embeddings endpoint failed for {len(texts)} texts: {exc}") from exc
+        rows = sorted(resp.data, key=lambda d: d.index)
+        if len(rows) != len(texts):
+            raise EmbeddingError(f"embeddings endpoint returned {len(rows)} vectors for {len(texts)} texts")
+        vecs = np.asarray([r.embedding for r in rows], dtype=np.float32)
+        expected = getattr(self, "dimension", None) or self._requested
+        if vecs.ndim != 2 or (expected and vecs.shape[1] != expected):
+            raise EmbeddingError(f"embeddings endpoint returned {vecs.shape[-1]}-d vectors, expected {expected}-d")
+        if not np.isfinite(vecs).all():
+            raise EmbeddingError("embeddings endpoint returned NaN or infinite values")
+        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        if (norms == 0).any():
+            raise EmbeddingError("embeddings endpoint returned a zero vector")
+        return vecs / norms
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return np.concatenate([self._call(texts[i : i + self.batch_size])
+                               for i in range(0, len(texts), self.batch_size)])
 
 
 def build_embedder(model: str, batch_size: int = 64) -> SentenceTransformerEmbedder | HashEmbedder:

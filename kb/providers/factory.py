@@ -6,7 +6,7 @@ import functools
 
 from kb.providers.base import ChatModel, Embedder
 from kb.providers.chat import LLMStore, OfflineChatModel, OpenAIChatModel
-from kb.providers.embed import CrossEncoderReranker, build_embedder
+from kb.providers.embed import CrossEncoderReranker, RemoteEmbedder, build_embedder
 from kb.settings import Settings, get_settings
 
 
@@ -23,9 +23,19 @@ def _embedder(model: str, batch_size: int) -> Embedder:
     return build_embedder(model, batch_size)
 
 
+@functools.cache
+def _remote(base_url: str, model: str, api_key: str | None, dimensions: int | None, batch_size: int,
+            timeout_s: float, max_retries: int) -> Embedder:
+    return RemoteEmbedder(base_url=base_url, model=model, api_key=api_key, dimensions=dimensions,
+                          batch_size=batch_size, timeout_s=timeout_s, max_retries=max_retries)
+
+
 def get_embedder(settings: Settings | None = None) -> Embedder:
-    """The configured embedder (loaded once per process)."""
+    """The configured embedder (loaded once per process): a remote endpoint when ``KB_EMBEDDING_BASE_URL``
+    is set, else the local model."""
     s = (settings or get_settings()).embedding
+    if s.base_url:
+        return _remote(s.base_url, s.model, s.api_key, s.dimensions, s.batch_size, s.timeout_s, s.max_retries)
     return _embedder(s.model, s.batch_size)
 
 
