@@ -48,13 +48,11 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     async def lifespan(app: Litestar) -> AsyncGenerator[None, None]:
         rt = runtime or await open_runtime(settings)
         app.state.runtime = rt
-        app.state.bound_host = host
         app.state.pipeline = build_pipeline(rt)
         if not settings.server.admin_token:
-            if host in LOOPBACK:
-                log.warning("auth.no_admin_token", detail="admin endpoints open to loopback clients only")
-            else:
-                log.warning("auth.no_admin_token", detail="admin endpoints disabled (403) until KB_ADMIN_TOKEN is set")
+            detail = ("admin endpoints disabled (403): KB_API_TOKEN is set without KB_ADMIN_TOKEN"
+                      if settings.server.api_token else "admin endpoints open to loopback peers only (not browsers)")
+            log.warning("auth.no_admin_token", detail=detail, host=host, loopback=host in LOOPBACK)
         stop = asyncio.Event()
         worker_task = None
         ctx = None

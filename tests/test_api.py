@@ -12,8 +12,9 @@ from kb.settings import get_settings
 from tests.http import app_client
 
 
-def _client(rt: Runtime, host: str = "127.0.0.1") :
-    return app_client(create_app(runtime=rt, bound_host=host, run_worker=False))
+def _client(rt: Runtime, *, bound_host: str = "127.0.0.1", peer: str = "127.0.0.1",
+            base_url: str = "http://127.0.0.1:8000"):
+    return app_client(create_app(runtime=rt, bound_host=bound_host, run_worker=False), peer=peer, base_url=base_url)
 
 
 async def test_health_and_request_id(runtime: Runtime) -> None:
@@ -88,13 +89,61 @@ async def test_admin_token(runtime: Runtime, monkeypatch: pytest.MonkeyPatch, he
 
 
 async def test_no_admin_token_off_loopback_is_403(runtime: Runtime) -> None:
-    async with _client(runtime, host="0.0.0.0") as client:
-        r = await client.post("/kb/collections", json={"name": "x1"})
-        assert r.status_code == 403 and "KB_ADMIN_TOKEN" in r.json()["detail"]
-        r = await client.post("/kb/admin/ingest", json={"path": "."})
-        assert r.status_code == 403
-    async with _client(runtime, host="127.0.0.1") as client:
+    """The decision follows the request's peer address, not the configured bind address."""
+    for bound in ("127.0.0.1", "0.0.0.0"):
+        async with _client(runtime, bound_host=bound, peer="203.0.113.7") as client:
+            r = await client.post("/kb/collections", json={"name": "x1"})
+            assert r.status_code == 403 and "KB_ADMIN_TOKEN" in r.json()["detail"]
+            assert (await client.post("/kb/admin/ingest", json={"path": "."})).status_code == 403
+            assert (await client.get("/kb/admin/jobs")).status_code == 403
+            assert (await client.get("/kb/collections")).status_code == 200  # reads stay open
+    async with _client(runtime, bound_host="0.0.0.0", peer="127.0.0.1") as client:
         assert (await client.post("/kb/collections", json={"name": "x1"})).status_code == 201
+    async with _client(runtime, peer="::1", base_url="http://[::1]:8000") as client:
+        assert (await client.get("/kb/admin/jobs")).status_code == 200
+
+
+async def test_read_token_never_grants_admin(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """KB_API_TOKEN without KB_ADMIN_TOKEN: admin is disabled, even on loopback and with the read token."""
+    monkeypatch.setenv("KB_API_TOKEN", "reader")
+    get_settings.cache_clear()
+    runtime.settings = get_settings()
+    reader = {"Authorization": "Bearer reader"}
+    async with _client(runtime) as client:
+        for headers in ({}, reader):
+            assert (await client.get("/kb/admin/jobs", headers=headers)).status_code == 403
+            r = await client.post("/kb/admin/ingest", json={"path": "."}, headers=headers)
+            assert r.status_code == 403 and "KB_ADMIN_TOKEN" in r.json()["detail"]
+        assert (await client.post("/kb/collections", json={"name": "x2"}, headers=reader)).status_code == 403
+        assert (await client.delete("/kb/documents/1", headers=reader)).status_code == 403
+        assert (await client.get("/kb/collections", headers=reader)).status_code == 200
+
+
+async def test_tokenless_admin_refuses_browser_requests(runtime: Runtime) -> None:
+    """No token configured: a web page (CSRF) or a rebound DNS name cannot drive the admin API."""
+    body = b'{"name": "csrf1"}'
+    async with _client(runtime) as client:
+        for ctype in ("text/plain", "application/x-www-form-urlencoded", None):
+            headers = {"Content-Type": ctype} if ctype else {}
+            r = await client.post("/kb/collections", content=body, headers=headers)
+            assert r.status_code == 415, (ctype, r.text)
+        r = await client.post("/kb/collections", json={"name": "csrf2"}, headers={"Origin": "https://evil.example"})
+        assert r.status_code == 403 and "Origin" in r.json()["detail"]
+        r = await client.post("/kb/collections", json={"name": "csrf3"}, headers={"Origin": "null"})
+        assert r.status_code == 403
+        files = {"file": ("a.md", b"# A\n\ntext")}
+        r = await client.post("/kb/admin/documents", files=files, headers={"Origin": "http://localhost:8000"})
+        assert r.status_code == 403
+        r = await client.post("/kb/collections", json={"name": "prox"}, headers={"X-Forwarded-For": "198.51.100.2"})
+        assert r.status_code == 403
+        r = await client.post("/kb/collections", json={"name": "same"}, headers={"Origin": "http://127.0.0.1:8000"})
+        assert r.status_code == 201, r.text
+    async with _client(runtime, base_url="http://rebind.evil.example:8000") as client:  # DNS rebinding
+        r = await client.post("/kb/collections", json={"name": "rebind"})
+        assert r.status_code == 403 and "Host" in r.json()["detail"]
+        assert (await client.get("/kb/admin/jobs")).status_code == 403
+    async with _client(runtime, base_url="http://localhost:8000") as client:
+        assert (await client.post("/kb/collections", json={"name": "local"})).status_code == 201
 
 
 async def test_api_token_protects_reads(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:

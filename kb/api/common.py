@@ -3,24 +3,28 @@
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import time
 import uuid
 from typing import Any
+from urllib.parse import urlsplit
 
 import asyncpg
 import structlog
 from litestar import Request, Response
 from litestar.connection import ASGIConnection
+from litestar.enums import RequestEncodingType
 from litestar.exceptions import HTTPException, NotAuthorizedException, PermissionDeniedException
 from litestar.exceptions import ValidationException as LitestarValidation
 from litestar.handlers.base import BaseRouteHandler
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from kb.errors import AuthError, ForbiddenError, KBError
+from kb.errors import AuthError, ForbiddenError, KBError, UnsupportedMediaTypeError
 from kb.runtime import Runtime
 
 log = structlog.get_logger("kb.api")
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+_PROXY_HEADERS = ("forwarded", "x-forwarded-for", "x-forwarded-host", "x-real-ip")
 
 
 def runtime(request: ASGIConnection[Any, Any, Any, Any]) -> Runtime:
@@ -67,15 +71,70 @@ def _check(expected: str, given: str | None) -> None:
         raise AuthError("invalid token")
 
 
-def admin_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-    """Admin and mutating endpoints: KB_ADMIN_TOKEN; without one, only a loopback-bound server allows them."""
+def _ip_is_loopback(value: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(value.strip("[]"))
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return ip.is_loopback or bool(mapped and mapped.is_loopback)
+
+
+def _host_is_loopback(host: str) -> bool:
+    """A ``Host`` header value (port allowed) that names this machine's loopback interface."""
+    name = host.strip().lower()
+    if name.startswith("["):  # [::1]:8000
+        name = name[1 : name.find("]")] if "]" in name else name
+    elif name.count(":") == 1:
+        name = name.split(":", 1)[0]
+    return name == "localhost" or _ip_is_loopback(name)
+
+
+def _expects_json(handler: BaseRouteHandler) -> bool:
+    data = handler.parsed_fn_signature.parameters.get("data")
+    if data is None:
+        return False
+    media = getattr(data.kwarg_definition, "media_type", None)
+    return media is None or media == RequestEncodingType.JSON
+
+
+def _refuse_browser(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
+    """Token-less admin access is for local tools, not web pages: refuse what a browser could forge
+    (CSRF, DNS rebinding) and requests relayed by a proxy."""
+    headers = connection.headers
+    if any(h in headers for h in _PROXY_HEADERS):
+        raise ForbiddenError("proxied request refused: set KB_ADMIN_TOKEN to use admin endpoints through a proxy")
+    host = headers.get("host", "")
+    if not _host_is_loopback(host):
+        raise ForbiddenError("Host header is not a loopback name; set KB_ADMIN_TOKEN for remote admin access")
+    origin = headers.get("origin")
+    if origin is not None:
+        parsed = urlsplit(origin)
+        if (parsed.scheme, parsed.netloc.lower()) != (connection.url.scheme, host.lower()):
+            raise ForbiddenError("cross-origin request refused (Origin is not this server)")
+    if _expects_json(handler):
+        ctype = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if ctype != "application/json":
+            raise UnsupportedMediaTypeError("Content-Type must be application/json")
+
+
+def admin_guard(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
+    """The one admin check, for ``/kb/admin/*`` and every mutating endpoint.
+
+    With ``KB_ADMIN_TOKEN``: that bearer token (the read token never grants admin). Without it: refused
+    when ``KB_API_TOKEN`` is set; otherwise allowed only from a loopback *peer address* and never for a
+    browser-style or proxied request.
+    """
     server = runtime(connection).settings.server
-    bound = connection.app.state.get("bound_host", server.host)
     if server.admin_token:
         _check(server.admin_token, _bearer(connection))
         return
-    if bound not in LOOPBACK:
-        raise ForbiddenError("admin endpoints are disabled: set KB_ADMIN_TOKEN (server is not bound to loopback)")
+    if server.api_token:
+        raise ForbiddenError("admin endpoints are disabled: KB_API_TOKEN is set without KB_ADMIN_TOKEN")
+    client = connection.scope.get("client")
+    if not client or not _ip_is_loopback(str(client[0])):
+        raise ForbiddenError("admin endpoints are open to loopback clients only: set KB_ADMIN_TOKEN")
+    _refuse_browser(connection, handler)
 
 
 def read_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
