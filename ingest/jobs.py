@@ -23,7 +23,8 @@ from kb.errors import IngestError, NotFoundError, ValidationError
 log = structlog.get_logger("ingest.jobs")
 
 SQL_CREATE_JOB = """
-INSERT INTO ingest_jobs (collection_id, root_path, recursive, metadata_path) VALUES ($1, $2, $3, $4) RETURNING id"""
+INSERT INTO ingest_jobs (collection_id, root_path, recursive, metadata_path, allowed_root)
+VALUES ($1, $2, $3, $4, $5) RETURNING id"""
 SQL_ADD_ITEM = """
 INSERT INTO ingest_job_items (job_id, path, name, status, error, finished_at)
 VALUES ($1, $2, $3, $4, $5, CASE WHEN $4 = 'pending' THEN NULL ELSE now() END)"""
@@ -40,7 +41,7 @@ UPDATE ingest_job_items i SET status = 'running', worker = $1, heartbeat_at = no
 FROM next WHERE i.id = next.id
 RETURNING i.id, i.job_id, i.path, i.name, i.attempts"""
 SQL_JOB_FOR_ITEM = """
-SELECT j.id, j.collection_id, j.root_path, j.metadata_path, j.status FROM ingest_jobs j WHERE j.id = $1"""
+SELECT j.id, j.collection_id, j.root_path, j.metadata_path, j.allowed_root, j.status FROM ingest_jobs j WHERE j.id = $1"""
 SQL_JOB_RUNNING = """
 UPDATE ingest_jobs SET status = 'running', started_at = coalesce(started_at, now()) WHERE id = $1"""
 SQL_HEARTBEAT = "UPDATE ingest_job_items SET heartbeat_at = now() WHERE id = $1 AND worker = $2"
@@ -145,6 +146,9 @@ async def create_job(pool: asyncpg.Pool, *, collection_id: int, path: Path, recu
                      metadata_path: Path | None = None, allowed_root: Path | None = None) -> int:
     """Create a job with one item per file; unsupported files are recorded as such right away.
 
+    ``allowed_root`` confines the job: files whose real path lies outside it are refused now, and the
+    worker checks each file again on the descriptor it reads from.
+
     The metadata file is read here, so a broken one is a 400 for the caller, not a failure per file.
     """
     if metadata_path is not None:
@@ -153,6 +157,7 @@ async def create_job(pool: asyncpg.Pool, *, collection_id: int, path: Path, recu
         except (IngestError, OSError, ValueError) as exc:
             raise ValidationError(f"metadata file {metadata_path.name!r} is unusable: {exc}") from exc
     files = await asyncio.to_thread(enumerate_files, path, recursive, allowed_root)
+    allowed = await asyncio.to_thread(allowed_root.resolve) if allowed_root is not None else None
     rows = []
     for file, name, refused in files:
         supported = file.suffix.lower() in SUPPORTED
@@ -161,7 +166,8 @@ async def create_job(pool: asyncpg.Pool, *, collection_id: int, path: Path, recu
         rows.append((str(file), name, status, reason))
     async with pool.acquire() as conn, conn.transaction():
         job_id = await conn.fetchval(SQL_CREATE_JOB, collection_id, str(path), recursive,
-                                     str(metadata_path) if metadata_path else None)
+                                     str(metadata_path) if metadata_path else None,
+                                     str(allowed) if allowed is not None else None)
         await conn.executemany(SQL_ADD_ITEM, [(job_id, *r) for r in rows])
         await conn.execute(SQL_MAYBE_FINISH_JOB, job_id)
     log.info("jobs.created", job_id=job_id, files=len(files), path=str(path))
@@ -250,6 +256,7 @@ class Worker:
             outcome = await ingest_file(
                 self.ctx, Path(item["path"]), name=item["name"], collection_id=job["collection_id"],
                 folder_metadata=meta.get(stem) or meta.get(item["name"]) or {},
+                allowed_root=Path(job["allowed_root"]) if job["allowed_root"] else None,
             )
             status, error = outcome.status, outcome.error
             doc_id, pages, chunks = outcome.document_id, outcome.pages, outcome.chunks

@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 import structlog
 
+from ingest.files import read_confined
 from kb.errors import IngestError
 
 log = structlog.get_logger("ingest.metadata")
@@ -167,13 +168,15 @@ def load_folder_metadata(folder: Path, explicit: Path | None = None) -> dict[str
     return merged
 
 
-def read_sidecar(path: Path) -> dict[str, Any]:
-    """Metadata from ``<file>.meta.json`` (e.g. ``report.pdf.meta.json``) or ``<stem>.meta.json``; {} if none."""
+def read_sidecar(path: Path, allowed_root: Path | None = None) -> dict[str, Any]:
+    """Metadata from ``<file>.meta.json`` (e.g. ``report.pdf.meta.json``) or ``<stem>.meta.json``; {} if none.
+
+    With ``allowed_root`` the sidecar's real path must lie inside it, like the file's."""
     for candidate in (path.with_name(path.name + ".meta.json"), path.with_name(path.stem + ".meta.json")):
         if not candidate.is_file():
             continue
         try:
-            data = json.loads(candidate.read_text(encoding="utf-8-sig"))
+            data = json.loads(read_confined(candidate, allowed_root).decode("utf-8-sig"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise IngestError(f"{candidate.name}: invalid JSON sidecar: {exc}") from exc
         if not isinstance(data, dict):

@@ -218,3 +218,34 @@ async def test_large_pdf_ingests(runtime: Runtime, tmp_path: Path, pages: int) -
     assert job.pages == pages
     nodes = await runtime.pool.fetch("SELECT start_index, end_index, is_leaf FROM nodes")
     assert all(n["end_index"] - n["start_index"] + 1 <= 10 for n in nodes if n["is_leaf"])
+
+
+async def test_symlink_swapped_in_after_job_creation_is_refused(runtime: Runtime, tmp_path: Path) -> None:
+    """Confinement holds at read time: a file or folder replaced by a link to outside fails that file alone."""
+    secret = tmp_path.parent / f"{tmp_path.name}-vault"
+    (secret / "sub").mkdir(parents=True)
+    (secret / "swap.md").write_text("# Vault\n\nThe vault code is 98765 and it is secret.")
+    (secret / "sub" / "inner.md").write_text("# Inner vault\n\nThe inner vault code is 55555.")
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "ok.md").write_text("# Fine\n\nA public memo about the Falcon project.")
+    (docs / "swap.md").write_text("# Harmless\n\nA harmless memo.")
+    (docs / "sub" / "inner.md").write_text("# Harmless inner\n\nAnother harmless memo.")
+    app = create_app(runtime=runtime, run_worker=False)
+    async with app_client(app) as client:
+        r = await client.post("/kb/admin/ingest", json={"path": "docs", "recursive": True})
+        assert r.status_code == 202, r.text
+        job_id = r.json()["job_id"]
+    (docs / "swap.md").unlink()
+    (docs / "swap.md").symlink_to(secret / "swap.md")  # the file becomes a link
+    (docs / "sub" / "inner.md").unlink()
+    (docs / "sub").rmdir()
+    (docs / "sub").symlink_to(secret / "sub")  # a parent folder becomes a link
+    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
+    job = await get_job(runtime.pool, job_id)
+    states = {i.name: (i.status, i.error) for i in job.items}
+    assert states["ok.md"][0] == "ok"
+    for name in ("swap.md", "sub/inner.md"):
+        assert states[name][0] == "failed" and "outside the ingest root" in (states[name][1] or ""), states
+    texts = " ".join(r["text"] for r in await runtime.pool.fetch("SELECT text FROM chunks"))
+    assert "98765" not in texts and "55555" not in texts and "Falcon" in texts

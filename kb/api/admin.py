@@ -82,9 +82,10 @@ class AdminController(Controller):
             raise ValidationError(f"unsupported or missing file name {data.file.filename!r}; "
                                   f"supported: {', '.join(sorted(SUPPORTED))}")
         # one folder per upload: two uploads of the same name never overwrite each other before ingest
-        folder = rt.settings.database.data_dir / "uploads" / coll.name / uuid.uuid4().hex[:12]
+        uploads = rt.settings.database.data_dir / "uploads"
+        folder = uploads / coll.name / uuid.uuid4().hex[:12]
         target = folder / name
         content = await data.file.read()
         await asyncio.to_thread(_save, target, content)
-        job_id = await create_job(rt.pool, collection_id=coll.id, path=target)
+        job_id = await create_job(rt.pool, collection_id=coll.id, path=target, allowed_root=uploads)
         return JobCreated(job_id=job_id, status_url=f"/kb/admin/jobs/{job_id}")
