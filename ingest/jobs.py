@@ -113,7 +113,7 @@ def resolve_ingest_path(root: Path, path: str) -> Path:
         raise ValidationError(f"invalid path {path!r}: {exc}") from exc
     root = root.resolve()
     if candidate != root and root not in candidate.parents:
-        raise ValidationError(f"path {path!r} is outside the ingest root (KB_INGEST_ROOT={root})")
+        raise ValidationError(f"path {path!r} is outside the ingest root (KB_INGEST_ROOT)")
     if not candidate.exists():
         raise NotFoundError(f"path {path!r} does not exist")
     return candidate

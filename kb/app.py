@@ -7,7 +7,7 @@ from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
 
 import structlog
-from litestar import Litestar
+from litestar import Litestar, Router
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
 
@@ -17,7 +17,7 @@ from ingest.pipeline import IngestContext
 from kb import __version__
 from kb.api.admin import AdminController
 from kb.api.catalog import CatalogController, health
-from kb.api.common import LOOPBACK, exception_handler, request_id_middleware
+from kb.api.common import LOOPBACK, exception_handler, read_guard, request_id_middleware
 from kb.api.query import QueryController
 from kb.providers import get_reranker
 from kb.runtime import Runtime, open_runtime
@@ -83,7 +83,8 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         exception_handlers={Exception: exception_handler},
         middleware=[request_id_middleware],
         openapi_config=OpenAPIConfig(title="kb — knowledge base with a document router", version=__version__,
-                                     path="/schema", render_plugins=[SwaggerRenderPlugin()]),
+                                     render_plugins=[SwaggerRenderPlugin()],
+                                     openapi_router=Router("/schema", guards=[read_guard], route_handlers=[])),
         request_max_body_size=settings.ingest.max_upload_mb * 1024 * 1024,
         debug=False,
     )

@@ -241,3 +241,48 @@ async def test_hostile_values_are_400_not_500(runtime: Runtime) -> None:
             assert r.status_code == 400, (body, r.text)
         r = await client.post("/kb/query", json={"query": "x", "filters": {"fiscal_year": {"gte": "abc"}}})
         assert r.status_code == 400
+
+
+async def test_api_output_hides_server_paths(runtime: Runtime, tmp_path: Path) -> None:
+    """Paths are shown relative to KB_INGEST_ROOT (or uploads/); no absolute server path in output or errors."""
+    import asyncio
+
+    from ingest.jobs import Worker
+    from kb.app import build_ingest_context
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "memo.md").write_text("# Memo\n\nA public memo about the Falcon project.")
+    secret_root = str(tmp_path)
+    async with _client(runtime) as client:
+        r = await client.post("/kb/admin/ingest", json={"path": "docs"})
+        assert r.status_code == 202, r.text
+        job_id = r.json()["job_id"]
+        r = await client.post("/kb/admin/documents", files={"file": ("up.md", b"# Up\n\nAn uploaded memo text.")})
+        assert r.status_code == 202, r.text
+        up_id = r.json()["job_id"]
+        await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
+        job = (await client.get(f"/kb/admin/jobs/{job_id}")).json()
+        assert job["root_path"] == "docs" and job["items"][0]["path"] == "docs/memo.md"
+        up = (await client.get(f"/kb/admin/jobs/{up_id}")).json()
+        assert up["items"][0]["path"].startswith("uploads/default/") and up["items"][0]["status"] == "ok"
+        listing = await client.get("/kb/documents")
+        assert {d["source_path"] for d in listing.json()} == {"docs/memo.md", up["items"][0]["path"]}
+        detail = await client.get(f"/kb/documents/{listing.json()[0]['id']}")
+        bad = [await client.post("/kb/admin/ingest", json={"path": p})
+               for p in ("../elsewhere", "/etc")]
+        bad.append(await client.post("/kb/admin/ingest", json={"path": "docs", "metadata": "docs"}))
+        assert [b.status_code for b in bad] == [400, 400, 400], [b.text for b in bad]
+        for resp in (listing, detail, await client.get("/kb/admin/jobs"), *bad):
+            assert secret_root not in resp.text, resp.text
+
+
+async def test_schema_needs_the_read_token_when_set(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KB_API_TOKEN", "reader")
+    get_settings.cache_clear()
+    runtime.settings = get_settings()
+    async with _client(runtime) as client:
+        for path in ("/schema/openapi.json", "/schema/swagger"):
+            assert (await client.get(path)).status_code == 401, path
+        r = await client.get("/schema/openapi.json", headers={"Authorization": "Bearer reader"})
+        assert r.status_code == 200 and "/kb/query" in r.json()["paths"]

@@ -17,8 +17,9 @@ from litestar.params import Body
 from ingest.jobs import JobStatus, create_job, get_job, list_jobs, resolve_ingest_path
 from ingest.pipeline import SUPPORTED
 from ingest.store import get_collection
-from kb.api.common import admin_guard, runtime
+from kb.api.common import admin_guard, public_path, runtime, scrub_paths
 from kb.errors import ValidationError
+from kb.settings import Settings
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._ -]+")
 
@@ -28,6 +29,16 @@ def _save(target: Path, content: bytes) -> None:
     tmp = target.with_suffix(target.suffix + ".part")
     tmp.write_bytes(content)
     tmp.replace(target)
+
+
+def _public_job(job: JobStatus, settings: Settings) -> JobStatus:
+    """A job as clients see it: paths relative to the ingest root (or ``uploads/``), errors without them."""
+    def text(value: str | None) -> str | None:
+        return scrub_paths(value, settings) if value else value
+
+    items = [msgspec.structs.replace(i, path=public_path(i.path, settings), error=text(i.error)) for i in job.items]
+    return msgspec.structs.replace(job, root_path=public_path(job.root_path, settings), error=text(job.error),
+                                   items=items)
 
 
 class IngestIn(msgspec.Struct, frozen=True):
@@ -64,11 +75,13 @@ class AdminController(Controller):
 
     @get("/jobs")
     async def jobs(self, request: Request[Any, Any, Any]) -> list[JobStatus]:
-        return await list_jobs(runtime(request).pool)
+        rt = runtime(request)
+        return [_public_job(j, rt.settings) for j in await list_jobs(rt.pool)]
 
     @get("/jobs/{job_id:int}")
     async def job(self, request: Request[Any, Any, Any], job_id: int) -> JobStatus:
-        return await get_job(runtime(request).pool, job_id)
+        rt = runtime(request)
+        return _public_job(await get_job(rt.pool, job_id), rt.settings)
 
     @post("/documents", status_code=202)
     async def upload(

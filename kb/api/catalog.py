@@ -19,7 +19,7 @@ from ingest.store import (
     list_collections,
     list_documents,
 )
-from kb.api.common import admin_guard, read_guard, runtime
+from kb.api.common import admin_guard, public_path, read_guard, runtime
 from kb.db import schema_version
 from kb.errors import ValidationError
 
@@ -33,6 +33,10 @@ class CollectionIn(msgspec.Struct, frozen=True):
     def __post_init__(self) -> None:
         if "\x00" in self.name or "\x00" in self.description or len(self.description) > 2000:
             raise ValidationError("collection description must be ≤ 2000 characters without NUL")
+
+
+def _public(doc: DocumentInfo, request: Request[Any, Any, Any]) -> DocumentInfo:
+    return msgspec.structs.replace(doc, source_path=public_path(doc.source_path, runtime(request).settings))
 
 
 class DocumentDetail(msgspec.Struct, frozen=True):
@@ -76,12 +80,13 @@ class CatalogController(Controller):
         self, request: Request[Any, Any, Any], collection: str = "default",
         limit: int = Parameter(default=100, ge=1, le=1000), offset: int = Parameter(default=0, ge=0, le=10**9),
     ) -> list[DocumentInfo]:
-        return await list_documents(runtime(request).pool, collection, limit=limit, offset=offset)
+        docs = await list_documents(runtime(request).pool, collection, limit=limit, offset=offset)
+        return [_public(d, request) for d in docs]
 
     @get("/documents/{doc_id:int}")
     async def document(self, request: Request[Any, Any, Any], doc_id: int) -> DocumentDetail:
         info, nodes = await get_document(runtime(request).pool, doc_id)
-        return DocumentDetail(document=info, tree=nodes)
+        return DocumentDetail(document=_public(info, request), tree=nodes)
 
     @delete("/documents/{doc_id:int}", guards=[admin_guard], status_code=204)
     async def remove(self, request: Request[Any, Any, Any], doc_id: int) -> None:

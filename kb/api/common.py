@@ -6,6 +6,7 @@ import hmac
 import ipaddress
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -21,6 +22,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from kb.errors import AuthError, ForbiddenError, KBError, UnsupportedMediaTypeError
 from kb.runtime import Runtime
+from kb.settings import Settings
 
 log = structlog.get_logger("kb.api")
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -39,12 +41,41 @@ def problem(status: int, title: str, detail: str) -> Response[dict[str, Any]]:
     )
 
 
+def _path_roots(settings: Settings) -> list[tuple[Path, str]]:
+    """Folders whose absolute location stays private: (folder, how it is shown), most specific first."""
+    roots = [(settings.database.data_dir / "uploads", "uploads"), (settings.ingest.root, ".")]
+    return sorted(roots, key=lambda r: len(r[0].parts), reverse=True)
+
+
+def public_path(path: str, settings: Settings) -> str:
+    """A server path as API output shows it: relative to KB_INGEST_ROOT or ``uploads/…``; else its name."""
+    p = Path(path)
+    for root, shown in _path_roots(settings):
+        if p == root or root in p.parents:
+            rel = p.relative_to(root).as_posix()
+            return rel if shown == "." else f"{shown}/{rel}".removesuffix("/.")
+    return p.name
+
+
+def scrub_paths(text: str, settings: Settings) -> str:
+    """Free text (errors) with the ingest root and the data folder no longer spelled out."""
+    for root, shown in [*_path_roots(settings), (settings.database.data_dir, "<data>")]:
+        text = text.replace(f"{root}/", "" if shown == "." else f"{shown}/").replace(str(root), shown)
+    return text
+
+
+def _settings_of(request: ASGIConnection[Any, Any, Any, Any]) -> Settings | None:
+    rt = request.app.state.get("runtime")
+    return rt.settings if rt is not None else None
+
+
 def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     """The one handler: KBError → its status; framework errors → their status; anything else → 500."""
     if isinstance(exc, KBError):
         if exc.status_code >= 500:
             log.error("api.error", error=exc.detail, kind=type(exc).__name__)
-        return problem(exc.status_code, exc.title, exc.detail)
+        settings = _settings_of(request)
+        return problem(exc.status_code, exc.title, scrub_paths(exc.detail, settings) if settings else exc.detail)
     if isinstance(exc, asyncpg.DataError | OverflowError):  # e.g. an id beyond bigint, bad encoding
         return problem(400, "Invalid request", f"invalid value: {str(exc).splitlines()[0][:200]}")
     if isinstance(exc, LitestarValidation):
