@@ -121,7 +121,7 @@ def resolve_ingest_path(root: Path, path: str) -> Path:
 
 def enumerate_files(root: Path, recursive: bool, allowed_root: Path | None = None) -> list[tuple[Path, str, str | None]]:
     """(file, document name, refusal reason) triples; names are paths relative to the folder, so
-    duplicates in subfolders cannot collide. With ``allowed_root``, files whose real path (links
+    duplicates in subfolders cannot collide. Hidden files and folders (a name starting with ".") are skipped. With ``allowed_root``, files whose real path (links
     resolved) lies outside it are refused."""
     if root.is_file():
         return [(root, root.name, None)]
@@ -129,7 +129,10 @@ def enumerate_files(root: Path, recursive: bool, allowed_root: Path | None = Non
     allowed = allowed_root.resolve() if allowed_root is not None else None
     out: list[tuple[Path, str, str | None]] = []
     for p in sorted(root.glob(pattern)):
-        if not p.is_file() or p.name.startswith(".") or p.name.endswith(".meta.json"):
+        rel = p.relative_to(root)
+        if any(part.startswith(".") for part in rel.parts):  # hidden files and folders (.git, .venv, .kb)
+            continue
+        if not p.is_file() or p.name.endswith(".meta.json"):
             continue
         if p.name in {"metadata.jsonl", "metadata.csv", "documents.jsonl", "questions.jsonl"} and p.parent == root:
             continue
@@ -138,7 +141,7 @@ def enumerate_files(root: Path, recursive: bool, allowed_root: Path | None = Non
             real = p.resolve()
             if real != allowed and allowed not in real.parents:
                 reason = "outside the ingest root (symbolic link)"
-        out.append((p, p.relative_to(root).as_posix(), reason))
+        out.append((p, rel.as_posix(), reason))
     return out
 
 

@@ -249,3 +249,15 @@ async def test_symlink_swapped_in_after_job_creation_is_refused(runtime: Runtime
         assert states[name][0] == "failed" and "outside the ingest root" in (states[name][1] or ""), states
     texts = " ".join(r["text"] for r in await runtime.pool.fetch("SELECT text FROM chunks"))
     assert "98765" not in texts and "55555" not in texts and "Falcon" in texts
+
+
+async def test_recursive_ingest_skips_hidden_files_and_folders(runtime: Runtime, tmp_path: Path) -> None:
+    folder = tmp_path / "proj"
+    for rel in (".git/notes.md", ".venv/lib/site/readme.md", ".kb/uploads/default/u.md", "sub/.draft.md",
+                ".hidden.txt", "sub/ok.md", "top.md"):
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text("# Note\n\nSome text about the Falcon project.")
+    coll = await ensure_collection(runtime.pool, "default")
+    job = await get_job(runtime.pool, await create_job(runtime.pool, collection_id=coll.id, path=folder,
+                                                       recursive=True))
+    assert sorted(i.name for i in job.items) == ["sub/ok.md", "top.md"]
