@@ -261,3 +261,25 @@ async def test_recursive_ingest_skips_hidden_files_and_folders(runtime: Runtime,
     job = await get_job(runtime.pool, await create_job(runtime.pool, collection_id=coll.id, path=folder,
                                                        recursive=True))
     assert sorted(i.name for i in job.items) == ["sub/ok.md", "top.md"]
+
+
+async def test_uploads_with_colliding_safe_names_never_replace_each_other(runtime: Runtime) -> None:
+    uploads = [("報告.md", "# 報告\n\nRevenue of the Osprey unit grew to 12 million."),
+               ("財務.md", "# 財務\n\nThe Heron unit reported a loss of 3 million."),
+               ("report.md", "# Report\n\nThe Falcon project budget doubled."),
+               ("report.md", "# Report\n\nThe Kite project was cancelled.")]
+    app = create_app(runtime=runtime, run_worker=False)
+    async with app_client(app) as client:
+        jobs = []
+        for name, text in uploads:
+            r = await client.post("/kb/admin/documents", files={"file": (name, text.encode())})
+            assert r.status_code == 202, r.text
+            jobs.append(r.json()["job_id"])
+        await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
+        items = [(await client.get(f"/kb/admin/jobs/{j}")).json()["items"][0] for j in jobs]
+        assert [i["status"] for i in items] == ["ok"] * 4, items
+        docs = {d["id"]: d["name"] for d in (await client.get("/kb/documents")).json()}
+    assert sorted(docs) == sorted(i["document_id"] for i in items)  # every job's document still exists
+    names = sorted(docs.values())
+    assert len(set(names)) == 4 and names[2].startswith("報告-") and names[3].startswith("財務-")
+    assert all(n.endswith(".md") for n in names)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
+import unicodedata
 import uuid
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,7 +23,19 @@ from kb.api.common import admin_guard, public_path, runtime, scrub_paths
 from kb.errors import ValidationError
 from kb.settings import Settings
 
-_SAFE_NAME = re.compile(r"[^A-Za-z0-9._ -]+")
+_UNSAFE = re.compile(r"[^\w. -]+")  # \w is Unicode: 報告 stays 報告
+
+
+def upload_name(filename: str, content: bytes) -> str:
+    """A safe, unique document name for an upload: the name's slug plus a short content hash.
+
+    Different uploads never share a name (so one never replaces another); the same bytes get the same
+    name (so a repeated upload is skipped as unchanged).
+    """
+    base = Path(unicodedata.normalize("NFC", filename)).name
+    stem, suffix = Path(base).stem, Path(base).suffix.lower()
+    slug = _UNSAFE.sub("_", stem).strip(" ._")[:100] or "upload"
+    return f"{slug}-{hashlib.sha256(content).hexdigest()[:10]}{_UNSAFE.sub('', suffix)}"
 
 
 def _save(target: Path, content: bytes) -> None:
@@ -90,15 +104,14 @@ class AdminController(Controller):
     ) -> JobCreated:
         rt = runtime(request)
         coll = await get_collection(rt.pool, data.collection)
-        name = _SAFE_NAME.sub("_", Path(data.file.filename or "").name).strip(" .")
-        if not name or Path(name).suffix.lower() not in SUPPORTED:
+        if Path(data.file.filename or "").suffix.lower() not in SUPPORTED:
             raise ValidationError(f"unsupported or missing file name {data.file.filename!r}; "
                                   f"supported: {', '.join(sorted(SUPPORTED))}")
-        # one folder per upload: two uploads of the same name never overwrite each other before ingest
-        uploads = rt.settings.database.data_dir / "uploads"
-        folder = uploads / coll.name / uuid.uuid4().hex[:12]
-        target = folder / name
         content = await data.file.read()
+        # one folder per upload: two uploads never overwrite each other's file before ingest
+        uploads = rt.settings.database.data_dir / "uploads"
+        name = await asyncio.to_thread(upload_name, data.file.filename or "", content)
+        target = uploads / coll.name / uuid.uuid4().hex[:12] / name
         await asyncio.to_thread(_save, target, content)
         job_id = await create_job(rt.pool, collection_id=coll.id, path=target, allowed_root=uploads)
         return JobCreated(job_id=job_id, status_url=f"/kb/admin/jobs/{job_id}")
