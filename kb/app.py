@@ -17,7 +17,7 @@ from ingest.pipeline import IngestContext
 from kb import __version__
 from kb.api.admin import AdminController
 from kb.api.catalog import CatalogController, health
-from kb.api.common import LOOPBACK, exception_handler, read_guard, request_id_middleware
+from kb.api.common import LOOPBACK, exception_handler, read_guard, request_id_middleware, strict_json_body
 from kb.api.query import QueryController
 from kb.providers import get_reranker
 from kb.runtime import Runtime, open_runtime
@@ -82,6 +82,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         lifespan=[lifespan],
         exception_handlers={Exception: exception_handler},
         middleware=[request_id_middleware],
+        before_request=strict_json_body,
         openapi_config=OpenAPIConfig(title="kb — knowledge base with a document router", version=__version__,
                                      render_plugins=[SwaggerRenderPlugin()],
                                      openapi_router=Router("/schema", guards=[read_guard], route_handlers=[])),

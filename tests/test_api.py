@@ -286,3 +286,24 @@ async def test_schema_needs_the_read_token_when_set(runtime: Runtime, monkeypatc
             assert (await client.get(path)).status_code == 401, path
         r = await client.get("/schema/openapi.json", headers={"Authorization": "Bearer reader"})
         assert r.status_code == 200 and "/kb/query" in r.json()["paths"]
+
+
+async def test_http_protocol_details(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """401 names its scheme, 405 lists the allowed methods, JSON bodies are typed strictly."""
+    async with _client(runtime) as client:
+        r = await client.put("/kb/collections", json={"name": "x"})
+        assert r.status_code == 405 and set(r.headers["allow"].replace(" ", "").split(",")) >= {"GET", "POST"}
+        for path, body in (("/kb/admin/ingest", {"path": ".", "recursive": 0}),
+                           ("/kb/admin/ingest", {"path": 1}),
+                           ("/kb/collections", {"name": "n", "description": 5}),
+                           ("/kb/query", {"query": "x", "include_trace": "yes"})):
+            r = await client.post(path, json=body)
+            assert r.status_code == 400 and "Expected" in r.json()["detail"], (path, body, r.text)
+        assert (await client.post("/kb/collections", json={"name": "typed"})).status_code == 201
+    monkeypatch.setenv("KB_ADMIN_TOKEN", "adm")
+    get_settings.cache_clear()
+    runtime.settings = get_settings()
+    async with _client(runtime) as client:
+        for headers in ({}, {"Authorization": "Bearer wrong"}):
+            r = await client.get("/kb/admin/jobs", headers=headers)
+            assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")

@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
+import msgspec
 import structlog
 from litestar import Request, Response
 from litestar.connection import ASGIConnection
@@ -20,7 +21,7 @@ from litestar.exceptions import ValidationException as LitestarValidation
 from litestar.handlers.base import BaseRouteHandler
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from kb.errors import AuthError, ForbiddenError, KBError, UnsupportedMediaTypeError
+from kb.errors import AuthError, ForbiddenError, KBError, UnsupportedMediaTypeError, ValidationError
 from kb.runtime import Runtime
 from kb.settings import Settings
 
@@ -33,11 +34,12 @@ def runtime(request: ASGIConnection[Any, Any, Any, Any]) -> Runtime:
     return request.app.state.runtime
 
 
-def problem(status: int, title: str, detail: str) -> Response[dict[str, Any]]:
+def problem(status: int, title: str, detail: str, headers: dict[str, str] | None = None) -> Response[dict[str, Any]]:
     return Response(
         content={"type": "about:blank", "status": status, "title": title, "detail": detail},
         status_code=status,
         media_type="application/problem+json",
+        headers=headers,
     )
 
 
@@ -75,7 +77,9 @@ def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Respon
         if exc.status_code >= 500:
             log.error("api.error", error=exc.detail, kind=type(exc).__name__)
         settings = _settings_of(request)
-        return problem(exc.status_code, exc.title, scrub_paths(exc.detail, settings) if settings else exc.detail)
+        headers = {"WWW-Authenticate": 'Bearer realm="kb"'} if isinstance(exc, AuthError) else None
+        return problem(exc.status_code, exc.title, scrub_paths(exc.detail, settings) if settings else exc.detail,
+                       headers)
     if isinstance(exc, asyncpg.DataError | OverflowError):  # e.g. an id beyond bigint, bad encoding
         return problem(400, "Invalid request", f"invalid value: {str(exc).splitlines()[0][:200]}")
     if isinstance(exc, LitestarValidation):
@@ -83,8 +87,9 @@ def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Respon
         if exc.extra:
             detail = f"{detail}: {exc.extra}"
         return problem(400, "Invalid request", str(detail))
-    if isinstance(exc, HTTPException):
-        return problem(exc.status_code, exc.__class__.__name__.replace("Exception", "") or "Error", str(exc.detail))
+    if isinstance(exc, HTTPException):  # its headers (e.g. Allow on a 405) are kept
+        return problem(exc.status_code, exc.__class__.__name__.replace("Exception", "") or "Error", str(exc.detail),
+                       dict(exc.headers or {}))
     log.exception("api.unhandled", path=request.url.path)
     return problem(500, "Internal error", "an unexpected error occurred; see the server log for the request id")
 
@@ -180,6 +185,21 @@ def read_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandl
 
 
 __all__ = ["NotAuthorizedException", "PermissionDeniedException", "admin_guard", "read_guard"]
+
+
+async def strict_json_body(request: Request[Any, Any, Any]) -> None:
+    """``before_request``: a JSON body must match the handler's type without coercion
+    (``"top_k": "5"`` or ``"recursive": 0`` is a 400, not 5 or false)."""
+    handler = request.route_handler
+    if not _expects_json(handler):
+        return
+    annotation = handler.parsed_fn_signature.parameters["data"].annotation
+    try:
+        msgspec.json.decode(await request.body(), type=annotation)
+    except msgspec.ValidationError as exc:
+        raise ValidationError(str(exc)) from exc
+    except msgspec.DecodeError:
+        return  # malformed JSON: the framework's own 400
 
 
 def request_id_middleware(app: ASGIApp) -> ASGIApp:

@@ -20,6 +20,15 @@ from router.types import QueryRequest, QueryResult
 log = structlog.get_logger("kb.api")
 
 
+class EventStream(ServerSentEvent):
+    """Server-sent events sent as ``text/event-stream`` even from a handler that can also answer JSON
+    (litestar 2.25 lets the handler's media type override the stream's own)."""
+
+    def to_asgi_response(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["media_type"] = "text/event-stream"
+        return super().to_asgi_response(*args, **kwargs)
+
+
 class QueryController(Controller):
     path = "/kb"
     guards = [read_guard]
@@ -30,7 +39,7 @@ class QueryController(Controller):
         req = validate_request(data)
         if not req.stream:
             return await pipeline.run(req)
-        return ServerSentEvent(_stream(pipeline, req))
+        return EventStream(_stream(pipeline, req))
 
 
 async def _stream(pipeline: Any, req: QueryRequest) -> AsyncGenerator[dict[str, str], None]:
