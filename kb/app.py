@@ -10,6 +10,7 @@ import structlog
 from litestar import Litestar, Router
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
+from litestar.openapi.spec import Components, SecurityScheme
 
 from ingest.embedding import CachedEmbedder
 from ingest.jobs import Worker, make_executor
@@ -35,6 +36,17 @@ def build_ingest_context(rt: Runtime, *, processes: bool = True) -> IngestContex
 
 def build_pipeline(rt: Runtime) -> QueryPipeline:
     return QueryPipeline(rt.pool, rt.embedder, rt.chat, rt.settings.retrieval, reranker=get_reranker(rt.settings))
+
+
+def openapi_config() -> OpenAPIConfig:
+    """OpenAPI at /schema (behind the read guard) with the bearer security scheme."""
+    bearer = SecurityScheme(type="http", scheme="bearer",
+                            description="KB_ADMIN_TOKEN for admin endpoints, KB_API_TOKEN for reads")
+    return OpenAPIConfig(
+        title="kb — knowledge base with a document router", version=__version__,
+        render_plugins=[SwaggerRenderPlugin()], components=Components(security_schemes={"bearer": bearer}),
+        openapi_router=Router("/schema", guards=[read_guard], route_handlers=[], include_in_schema=False),
+    )
 
 
 def create_app(settings: Settings | None = None, *, runtime: Runtime | None = None,
@@ -83,9 +95,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         exception_handlers={Exception: exception_handler},
         middleware=[request_id_middleware],
         before_request=strict_json_body,
-        openapi_config=OpenAPIConfig(title="kb — knowledge base with a document router", version=__version__,
-                                     render_plugins=[SwaggerRenderPlugin()],
-                                     openapi_router=Router("/schema", guards=[read_guard], route_handlers=[])),
+        openapi_config=openapi_config(),
         request_max_body_size=settings.ingest.max_upload_mb * 1024 * 1024,
         debug=False,
     )

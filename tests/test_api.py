@@ -70,6 +70,17 @@ async def test_openapi_schema(runtime: Runtime) -> None:
         query = r.json()["components"]["schemas"]["QueryRequest"]["properties"]
         assert "in total" in query["top_k"]["description"]  # top_k's meaning is in the contract
         assert "scope" in query["top_docs"]["description"] and "default" not in query["top_docs"]
+        schema = r.json()
+        bearer = schema["components"]["securitySchemes"]["bearer"]
+        assert (bearer["type"], bearer["scheme"]) == ("http", "bearer")
+        assert schema["paths"]["/kb/admin/ingest"]["post"]["security"] == [{"bearer": []}]
+        assert {"401", "403", "415"} <= set(schema["paths"]["/kb/admin/ingest"]["post"]["responses"])
+        assert {"401", "409"} <= set(schema["paths"]["/kb/collections"]["post"]["responses"])
+        for path, ops in schema["paths"].items():  # every documented error is problem details
+            for op in ops.values():
+                for code, resp in op["responses"].items():
+                    if int(code) >= 400:
+                        assert list(resp["content"]) == ["application/problem+json"], (path, code)
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from litestar.params import Body
 from ingest.jobs import JobStatus, create_job, get_job, list_jobs, resolve_ingest_path
 from ingest.pipeline import SUPPORTED
 from ingest.store import get_collection
-from kb.api.common import admin_guard, public_path, runtime, scrub_paths
+from kb.api.common import BEARER, admin_guard, errors, public_path, runtime, scrub_paths
 from kb.errors import ValidationError
 from kb.settings import Settings
 
@@ -75,8 +75,9 @@ class UploadForm(msgspec.Struct):
 class AdminController(Controller):
     path = "/kb/admin"
     guards = [admin_guard]
+    security = BEARER
 
-    @post("/ingest", status_code=202)
+    @post("/ingest", status_code=202, responses=errors(400, 401, 403, 404, 415))
     async def ingest(self, request: Request[Any, Any, Any], data: IngestIn) -> JobCreated:
         rt = runtime(request)
         root = rt.settings.ingest.root
@@ -87,17 +88,17 @@ class AdminController(Controller):
                                   metadata_path=meta, allowed_root=root)
         return JobCreated(job_id=job_id, status_url=f"/kb/admin/jobs/{job_id}")
 
-    @get("/jobs")
+    @get("/jobs", responses=errors(401, 403))
     async def jobs(self, request: Request[Any, Any, Any]) -> list[JobStatus]:
         rt = runtime(request)
         return [_public_job(j, rt.settings) for j in await list_jobs(rt.pool)]
 
-    @get("/jobs/{job_id:int}")
+    @get("/jobs/{job_id:int}", responses=errors(400, 401, 403, 404))
     async def job(self, request: Request[Any, Any, Any], job_id: int) -> JobStatus:
         rt = runtime(request)
         return _public_job(await get_job(rt.pool, job_id), rt.settings)
 
-    @post("/documents", status_code=202)
+    @post("/documents", status_code=202, responses=errors(400, 401, 403, 404, 413))
     async def upload(
         self, request: Request[Any, Any, Any],
         data: Annotated[UploadForm, Body(media_type=RequestEncodingType.MULTI_PART)],

@@ -19,6 +19,7 @@ from litestar.enums import RequestEncodingType
 from litestar.exceptions import HTTPException, NotAuthorizedException, PermissionDeniedException
 from litestar.exceptions import ValidationException as LitestarValidation
 from litestar.handlers.base import BaseRouteHandler
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from kb.errors import AuthError, ForbiddenError, KBError, UnsupportedMediaTypeError, ValidationError
@@ -30,6 +31,34 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 _PROXY_HEADERS = ("forwarded", "x-forwarded-for", "x-forwarded-host", "x-real-ip")
 
 
+class Problem(msgspec.Struct, frozen=True):
+    """Problem details (RFC 9457): the body of every error response."""
+
+    type: str
+    status: int
+    title: str
+    detail: str
+
+
+PROBLEM_JSON = "application/problem+json"
+_ERRORS = {
+    400: "Invalid request (malformed JSON, wrong type or value)",
+    401: "Missing or invalid bearer token",
+    403: "Admin access refused (no KB_ADMIN_TOKEN and not a local, non-browser request)",
+    404: "Not found",
+    409: "Conflict",
+    413: "Request body too large (KB_MAX_UPLOAD_MB)",
+    415: "Content-Type must be application/json",
+}
+BEARER = [{"bearer": []}]  # the OpenAPI security requirement of every guarded controller
+
+
+def errors(*codes: int) -> dict[int, ResponseSpec]:
+    """OpenAPI documentation of a handler's error responses, as problem details."""
+    return {c: ResponseSpec(data_container=Problem, media_type=PROBLEM_JSON, description=_ERRORS[c],
+                            generate_examples=False) for c in codes}
+
+
 def runtime(request: ASGIConnection[Any, Any, Any, Any]) -> Runtime:
     return request.app.state.runtime
 
@@ -38,7 +67,7 @@ def problem(status: int, title: str, detail: str, headers: dict[str, str] | None
     return Response(
         content={"type": "about:blank", "status": status, "title": title, "detail": detail},
         status_code=status,
-        media_type="application/problem+json",
+        media_type=PROBLEM_JSON,
         headers=headers,
     )
 

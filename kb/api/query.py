@@ -12,7 +12,7 @@ import structlog
 from litestar import Controller, Request, post
 from litestar.response import ServerSentEvent
 
-from kb.api.common import read_guard
+from kb.api.common import BEARER, errors, read_guard
 from kb.errors import KBError
 from router.pipeline import validate_request
 from router.types import QueryRequest, QueryResult
@@ -32,8 +32,9 @@ class EventStream(ServerSentEvent):
 class QueryController(Controller):
     path = "/kb"
     guards = [read_guard]
+    security = BEARER
 
-    @post("/query", status_code=200)
+    @post("/query", status_code=200, responses=errors(400, 401, 404))
     async def query(self, request: Request[Any, Any, Any], data: QueryRequest) -> QueryResult | ServerSentEvent:
         pipeline = request.app.state.pipeline
         req = validate_request(data)
