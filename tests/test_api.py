@@ -318,3 +318,14 @@ async def test_http_protocol_details(runtime: Runtime, monkeypatch: pytest.Monke
         for headers in ({}, {"Authorization": "Bearer wrong"}):
             r = await client.get("/kb/admin/jobs", headers=headers)
             assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
+
+
+def test_scrub_paths_keeps_sibling_folders_and_root_slash(kb_env: dict[str, str], tmp_path: Path) -> None:
+    from kb.api.common import public_path, scrub_paths
+
+    s = get_settings()
+    text = f"cannot read {tmp_path}/docs/a.md; {tmp_path}-other/b.md untouched; root {tmp_path} end"
+    assert scrub_paths(text, s) == f"cannot read docs/a.md; {tmp_path}-other/b.md untouched; root . end"
+    assert scrub_paths(f"{tmp_path}/data/uploads/default/x.md", s) == "uploads/default/x.md"
+    assert public_path(f"{tmp_path}/data/uploads/default/x.md", s) == "uploads/default/x.md"
+    assert public_path("/etc/passwd", s) == "passwd" and public_path(str(tmp_path), s) == "."

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import re
 import time
 import uuid
 from pathlib import Path
@@ -91,7 +92,11 @@ def public_path(path: str, settings: Settings) -> str:
 def scrub_paths(text: str, settings: Settings) -> str:
     """Free text (errors) with the ingest root and the data folder no longer spelled out."""
     for root, shown in [*_path_roots(settings), (settings.database.data_dir, "<data>")]:
-        text = text.replace(f"{root}/", "" if shown == "." else f"{shown}/").replace(str(root), shown)
+        if len(root.parts) <= 1:  # "/" itself: nothing private to hide, and replacing it would garble the text
+            continue
+        prefix = "" if shown == "." else f"{shown}/"
+        text = re.sub(re.escape(str(root)) + r"(/|(?![\w.-]))",
+                      lambda m, prefix=prefix, shown=shown: prefix if m.group(1) else shown, text)
     return text
 
 
