@@ -283,3 +283,13 @@ async def test_uploads_with_colliding_safe_names_never_replace_each_other(runtim
     names = sorted(docs.values())
     assert len(set(names)) == 4 and names[2].startswith("報告-") and names[3].startswith("財務-")
     assert all(n.endswith(".md") for n in names)
+
+
+def test_upload_names_are_safe_and_short() -> None:
+    from kb.api.admin import upload_name
+
+    assert upload_name("../../etc/報告.MD", b"a").startswith("報告-") and upload_name("x.md", b"a").endswith(".md")
+    assert upload_name("a b?*.md", b"1") != upload_name("a b?*.md", b"2")
+    assert upload_name("???.txt", b"").startswith("upload-")
+    long = upload_name("長" * 300 + ".pdf", b"x")
+    assert len(long.encode()) <= 255 and long.endswith(".pdf")

@@ -34,7 +34,7 @@ def upload_name(filename: str, content: bytes) -> str:
     """
     base = Path(unicodedata.normalize("NFC", filename)).name
     stem, suffix = Path(base).stem, Path(base).suffix.lower()
-    slug = _UNSAFE.sub("_", stem).strip(" ._")[:100] or "upload"
+    slug = _UNSAFE.sub("_", stem).encode()[:150].decode(errors="ignore").strip(" ._") or "upload"  # ≤ 255 bytes
     return f"{slug}-{hashlib.sha256(content).hexdigest()[:10]}{_UNSAFE.sub('', suffix)}"
 
 
