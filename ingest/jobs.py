@@ -156,7 +156,7 @@ async def create_job(pool: asyncpg.Pool, *, collection_id: int, path: Path, recu
     """
     if metadata_path is not None:
         try:
-            await asyncio.to_thread(_load_job_metadata, path, metadata_path)
+            await asyncio.to_thread(_load_job_metadata, path, metadata_path, allowed_root)
         except (IngestError, OSError, ValueError) as exc:
             raise ValidationError(f"metadata file {metadata_path.name!r} is unusable: {exc}") from exc
     files = await asyncio.to_thread(enumerate_files, path, recursive, allowed_root)
@@ -254,15 +254,18 @@ class Worker:
         beat = asyncio.create_task(self._heartbeat(item["id"]))
         started = time.perf_counter()
         try:
-            meta = await self._folder_metadata(item["job_id"], job["root_path"], job["metadata_path"])
+            allowed = Path(job["allowed_root"]) if job["allowed_root"] else None
+            meta = await self._folder_metadata(item["job_id"], job["root_path"], job["metadata_path"], allowed)
             stem = Path(item["name"]).stem
             outcome = await ingest_file(
                 self.ctx, Path(item["path"]), name=item["name"], collection_id=job["collection_id"],
                 folder_metadata=meta.get(stem) or meta.get(item["name"]) or {},
-                allowed_root=Path(job["allowed_root"]) if job["allowed_root"] else None,
+                allowed_root=allowed,
             )
             status, error = outcome.status, outcome.error
             doc_id, pages, chunks = outcome.document_id, outcome.pages, outcome.chunks
+        except IngestError as exc:  # the job's folder metadata is unreadable or outside the root
+            status, error, doc_id, pages, chunks = "failed", f"folder metadata: {exc.detail}", None, 0, 0
         except BrokenProcessPool as exc:  # a parser process died (e.g. out of memory): new pool, fail the file
             log.error("worker.parser_died", name=item["name"], error=str(exc))
             self._renew_executor()
@@ -291,20 +294,21 @@ class Worker:
             old.shutdown(wait=False, cancel_futures=True)
             self.ctx.executor = make_executor(getattr(old, "_max_workers", 1))
 
-    async def _folder_metadata(self, job_id: int, root: str, metadata_path: str | None) -> dict[str, Any]:
+    async def _folder_metadata(self, job_id: int, root: str, metadata_path: str | None,
+                               allowed_root: Path | None) -> dict[str, Any]:
         key = job_id  # per job: edits to metadata files between jobs are seen
         if key not in self._meta_cache:
             if len(self._meta_cache) > 64:
                 self._meta_cache.clear()
             self._meta_cache[key] = await asyncio.to_thread(
-                _load_job_metadata, Path(root), Path(metadata_path) if metadata_path else None
+                _load_job_metadata, Path(root), Path(metadata_path) if metadata_path else None, allowed_root
             )
         return self._meta_cache[key]
 
 
-def _load_job_metadata(root: Path, metadata_path: Path | None) -> dict[str, Any]:
+def _load_job_metadata(root: Path, metadata_path: Path | None, allowed_root: Path | None = None) -> dict[str, Any]:
     """Folder metadata for a job whose root is a folder or a single file."""
-    return load_folder_metadata(root if root.is_dir() else root.parent, metadata_path)
+    return load_folder_metadata(root if root.is_dir() else root.parent, metadata_path, allowed_root)
 
 
 def make_executor(workers: int) -> Executor | None:

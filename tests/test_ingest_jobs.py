@@ -293,3 +293,24 @@ def test_upload_names_are_safe_and_short() -> None:
     assert upload_name("???.txt", b"").startswith("upload-")
     long = upload_name("長" * 300 + ".pdf", b"x")
     assert len(long.encode()) <= 255 and long.endswith(".pdf")
+
+
+async def test_folder_metadata_swapped_for_a_link_is_refused(runtime: Runtime, tmp_path: Path) -> None:
+    outside = tmp_path.parent / f"{tmp_path.name}-meta"
+    outside.mkdir()
+    (outside / "m.jsonl").write_text(json.dumps({"name": "memo", "leak": "outside-value-31337"}) + "\n")
+    docs = tmp_path / "mdocs"
+    docs.mkdir()
+    (docs / "memo.md").write_text("# Memo\n\nA public memo about the Falcon project.")
+    (docs / "metadata.jsonl").write_text(json.dumps({"name": "memo", "region": "Nordics"}) + "\n")
+    async with app_client(create_app(runtime=runtime, run_worker=False)) as client:
+        r = await client.post("/kb/admin/ingest", json={"path": "mdocs"})
+        assert r.status_code == 202, r.text
+        job_id = r.json()["job_id"]
+    (docs / "metadata.jsonl").unlink()
+    (docs / "metadata.jsonl").symlink_to(outside / "m.jsonl")
+    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
+    item = (await get_job(runtime.pool, job_id)).items[0]
+    assert item.status == "failed" and "outside the ingest root" in (item.error or ""), item
+    rows = await runtime.pool.fetch("SELECT metadata::text AS m FROM documents")
+    assert not any("31337" in r["m"] for r in rows)
