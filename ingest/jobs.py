@@ -24,7 +24,8 @@ from kb.errors import IngestError, NotFoundError, ValidationError
 log = structlog.get_logger("ingest.jobs")
 
 SQL_CREATE_JOB = """
-INSERT INTO ingest_jobs (collection_id, root_path, recursive, metadata_path) VALUES ($1, $2, $3, $4) RETURNING id"""
+INSERT INTO ingest_jobs (collection_id, root_path, recursive, metadata_path, allowed_root)
+VALUES ($1, $2, $3, $4, $5) RETURNING id"""
 SQL_ADD_ITEM = """
 INSERT INTO ingest_job_items (job_id, path, name, status, error, finished_at)
 VALUES ($1, $2, $3, $4, $5, CASE WHEN $4 = 'pending' THEN NULL ELSE now() END)"""
@@ -41,7 +42,7 @@ UPDATE ingest_job_items i SET status = 'running', worker = $1, heartbeat_at = no
 FROM next WHERE i.id = next.id
 RETURNING i.id, i.job_id, i.path, i.name, i.attempts"""
 SQL_JOB_FOR_ITEM = """
-SELECT j.id, j.collection_id, j.root_path, j.metadata_path, j.status FROM ingest_jobs j WHERE j.id = $1"""
+SELECT j.id, j.collection_id, j.root_path, j.metadata_path, j.allowed_root, j.status FROM ingest_jobs j WHERE j.id = $1"""
 SQL_JOB_RUNNING = """
 UPDATE ingest_jobs SET status = 'running', started_at = coalesce(started_at, now()) WHERE id = $1"""
 SQL_HEARTBEAT = "UPDATE ingest_job_items SET heartbeat_at = now() WHERE id = $1 AND worker = $2"
@@ -116,7 +117,7 @@ def resolve_ingest_path(root: Path, path: str) -> Path:
         raise ValidationError(f"invalid path {path!r}: {exc}") from exc
     root = root.resolve()
     if candidate != root and root not in candidate.parents:
-        raise ValidationError(f"path {path!r} is outside the ingest root (KB_INGEST_ROOT={root})")
+        raise ValidationError(f"path {path!r} is outside the ingest root (KB_INGEST_ROOT)")
     if not candidate.exists():
         raise NotFoundError(f"path {path!r} does not exist")
     return candidate
@@ -124,7 +125,7 @@ def resolve_ingest_path(root: Path, path: str) -> Path:
 
 def enumerate_files(root: Path, recursive: bool, allowed_root: Path | None = None) -> list[tuple[Path, str, str | None]]:
     """(file, document name, refusal reason) triples; names are paths relative to the folder, so
-    duplicates in subfolders cannot collide. With ``allowed_root``, files whose real path (links
+    duplicates in subfolders cannot collide. Hidden files and folders (a name starting with ".") are skipped. With ``allowed_root``, files whose real path (links
     resolved) lies outside it are refused."""
     if root.is_file():
         return [(root, root.name, None)]
@@ -132,7 +133,10 @@ def enumerate_files(root: Path, recursive: bool, allowed_root: Path | None = Non
     allowed = allowed_root.resolve() if allowed_root is not None else None
     out: list[tuple[Path, str, str | None]] = []
     for p in sorted(root.glob(pattern)):
-        if not p.is_file() or p.name.startswith(".") or p.name.endswith((".meta.json", TREE_SIDECAR_SUFFIX)):
+        rel = p.relative_to(root)
+        if any(part.startswith(".") for part in rel.parts):  # hidden files and folders (.git, .venv, .kb)
+            continue
+        if not p.is_file() or p.name.endswith((".meta.json", TREE_SIDECAR_SUFFIX)):
             continue
         if p.name in {"metadata.jsonl", "metadata.csv", "documents.jsonl", "questions.jsonl"} and p.parent == root:
             continue
@@ -141,7 +145,7 @@ def enumerate_files(root: Path, recursive: bool, allowed_root: Path | None = Non
             real = p.resolve()
             if real != allowed and allowed not in real.parents:
                 reason = "outside the ingest root (symbolic link)"
-        out.append((p, p.relative_to(root).as_posix(), reason))
+        out.append((p, rel.as_posix(), reason))
     return out
 
 
@@ -149,14 +153,18 @@ async def create_job(pool: asyncpg.Pool, *, collection_id: int, path: Path, recu
                      metadata_path: Path | None = None, allowed_root: Path | None = None) -> int:
     """Create a job with one item per file; unsupported files are recorded as such right away.
 
+    ``allowed_root`` confines the job: files whose real path lies outside it are refused now, and the
+    worker checks each file again on the descriptor it reads from.
+
     The metadata file is read here, so a broken one is a 400 for the caller, not a failure per file.
     """
     if metadata_path is not None:
         try:
-            await asyncio.to_thread(_load_job_metadata, path, metadata_path)
+            await asyncio.to_thread(_load_job_metadata, path, metadata_path, allowed_root)
         except (IngestError, OSError, ValueError) as exc:
             raise ValidationError(f"metadata file {metadata_path.name!r} is unusable: {exc}") from exc
     files = await asyncio.to_thread(enumerate_files, path, recursive, allowed_root)
+    allowed = await asyncio.to_thread(allowed_root.resolve) if allowed_root is not None else None
     rows = []
     for file, name, refused in files:
         supported = file.suffix.lower() in SUPPORTED
@@ -165,7 +173,8 @@ async def create_job(pool: asyncpg.Pool, *, collection_id: int, path: Path, recu
         rows.append((str(file), name, status, reason))
     async with pool.acquire() as conn, conn.transaction():
         job_id = await conn.fetchval(SQL_CREATE_JOB, collection_id, str(path), recursive,
-                                     str(metadata_path) if metadata_path else None)
+                                     str(metadata_path) if metadata_path else None,
+                                     str(allowed) if allowed is not None else None)
         await conn.executemany(SQL_ADD_ITEM, [(job_id, *r) for r in rows])
         await conn.execute(SQL_MAYBE_FINISH_JOB, job_id)
     log.info("jobs.created", job_id=job_id, files=len(files), path=str(path))
@@ -251,14 +260,18 @@ class Worker:
         beat = asyncio.create_task(self._heartbeat(item["id"]))
         started = time.perf_counter()
         try:
-            meta = await self._folder_metadata(item["job_id"], job["root_path"], job["metadata_path"])
+            allowed = Path(job["allowed_root"]) if job["allowed_root"] else None
+            meta = await self._folder_metadata(item["job_id"], job["root_path"], job["metadata_path"], allowed)
             stem = Path(item["name"]).stem
             outcome = await ingest_file(
                 self.ctx, Path(item["path"]), name=item["name"], collection_id=job["collection_id"],
                 folder_metadata=meta.get(stem) or meta.get(item["name"]) or {},
+                allowed_root=allowed,
             )
             status, error = outcome.status, outcome.error
             doc_id, pages, chunks, calls = outcome.document_id, outcome.pages, outcome.chunks, outcome.llm_calls
+        except IngestError as exc:  # the job's folder metadata is unreadable or outside the root
+            status, error, doc_id, pages, chunks, calls = "failed", f"folder metadata: {exc.detail}", None, 0, 0, 0
         except BrokenProcessPool as exc:  # a parser process died (e.g. out of memory): new pool, fail the file
             log.error("worker.parser_died", name=item["name"], error=str(exc))
             self._renew_executor()
@@ -288,20 +301,21 @@ class Worker:
             old.shutdown(wait=False, cancel_futures=True)
             self.ctx.executor = make_executor(getattr(old, "_max_workers", 1))
 
-    async def _folder_metadata(self, job_id: int, root: str, metadata_path: str | None) -> dict[str, Any]:
+    async def _folder_metadata(self, job_id: int, root: str, metadata_path: str | None,
+                               allowed_root: Path | None) -> dict[str, Any]:
         key = job_id  # per job: edits to metadata files between jobs are seen
         if key not in self._meta_cache:
             if len(self._meta_cache) > 64:
                 self._meta_cache.clear()
             self._meta_cache[key] = await asyncio.to_thread(
-                _load_job_metadata, Path(root), Path(metadata_path) if metadata_path else None
+                _load_job_metadata, Path(root), Path(metadata_path) if metadata_path else None, allowed_root
             )
         return self._meta_cache[key]
 
 
-def _load_job_metadata(root: Path, metadata_path: Path | None) -> dict[str, Any]:
+def _load_job_metadata(root: Path, metadata_path: Path | None, allowed_root: Path | None = None) -> dict[str, Any]:
     """Folder metadata for a job whose root is a folder or a single file."""
-    return load_folder_metadata(root if root.is_dir() else root.parent, metadata_path)
+    return load_folder_metadata(root if root.is_dir() else root.parent, metadata_path, allowed_root)
 
 
 def make_executor(workers: int) -> Executor | None:

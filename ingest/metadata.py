@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import io
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -17,6 +18,7 @@ from typing import Any
 import msgspec
 import structlog
 
+from ingest.files import read_confined
 from kb.errors import IngestError
 
 log = structlog.get_logger("ingest.metadata")
@@ -99,8 +101,7 @@ def _rows_to_mapping(rows: Iterable[tuple[int, dict[str, Any]]], source: Path) -
     return out
 
 
-def _read_jsonl(path: Path) -> dict[str, dict[str, Any]]:
-    text = path.read_text(encoding="utf-8-sig")
+def _read_jsonl(path: Path, text: str) -> dict[str, dict[str, Any]]:
     stripped = text.lstrip()
     if path.suffix.lower() == ".json" and stripped[:1] in "[{":
         try:
@@ -126,54 +127,57 @@ def _read_jsonl(path: Path) -> dict[str, dict[str, Any]]:
     return _rows_to_mapping(rows, path)
 
 
-def _read_csv(path: Path) -> dict[str, dict[str, Any]]:
-    with path.open(encoding="utf-8-sig", newline="") as fh:
-        reader = csv.DictReader(fh)
-        rows = [
-            (i + 2, {(k or "").strip(): _coerce_csv(v) for k, v in row.items() if k and v is not None and v.strip()})
-            for i, row in enumerate(reader)
-        ]
+def _read_csv(path: Path, text: str) -> dict[str, dict[str, Any]]:
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    rows = [
+        (i + 2, {(k or "").strip(): _coerce_csv(v) for k, v in row.items() if k and v is not None and v.strip()})
+        for i, row in enumerate(reader)
+    ]
     return _rows_to_mapping(rows, path)
 
 
-def _read_metadata_file(path: Path) -> dict[str, dict[str, Any]]:
+def _read_metadata_file(path: Path, allowed_root: Path | None = None) -> dict[str, dict[str, Any]]:
     suffix = path.suffix.lower()
     try:
+        if suffix in (".jsonl", ".ndjson", ".json", ".csv"):
+            text = read_confined(path, allowed_root).decode("utf-8-sig")
         if suffix in (".jsonl", ".ndjson", ".json"):
-            return _read_jsonl(path)
+            return _read_jsonl(path, text)
         if suffix == ".csv":
-            return _read_csv(path)
-    except FileNotFoundError as exc:
-        raise IngestError(f"metadata file not found: {path}") from exc
+            return _read_csv(path, text)
     except (UnicodeDecodeError, csv.Error) as exc:
         raise IngestError(f"{path.name}: cannot read metadata file: {exc}") from exc
     raise IngestError(f"{path.name}: metadata file must be .jsonl, .json or .csv")
 
 
-def load_folder_metadata(folder: Path, explicit: Path | None = None) -> dict[str, dict[str, Any]]:
+def load_folder_metadata(folder: Path, explicit: Path | None = None,
+                         allowed_root: Path | None = None) -> dict[str, dict[str, Any]]:
     """Metadata rows keyed by file stem, from ``explicit`` or ``folder/metadata.jsonl`` / ``metadata.csv``.
 
     Rows name their document with ``file``/``filename``/``doc_name``/``name`` (FinanceBench's
     ``documents.jsonl`` works as an explicit file). When both folder files exist, jsonl rows win.
+    With ``allowed_root`` each file's real path must lie inside it.
     """
     if explicit is not None:
-        return _read_metadata_file(explicit)
+        return _read_metadata_file(explicit, allowed_root)
     merged: dict[str, dict[str, Any]] = {}
     for name in ("metadata.csv", "metadata.jsonl"):  # later wins per key
         path = folder / name
         if path.is_file():
-            for key, row in _read_metadata_file(path).items():
+            for key, row in _read_metadata_file(path, allowed_root).items():
                 merged[key] = {**merged.get(key, {}), **row}
     return merged
 
 
-def read_sidecar(path: Path) -> dict[str, Any]:
-    """Metadata from ``<file>.meta.json`` (e.g. ``report.pdf.meta.json``) or ``<stem>.meta.json``; {} if none."""
+def read_sidecar(path: Path, allowed_root: Path | None = None) -> dict[str, Any]:
+    """Metadata from ``<file>.meta.json`` (e.g. ``report.pdf.meta.json``) or ``<stem>.meta.json``; {} if none.
+
+    With ``allowed_root`` the sidecar's real path must lie inside it, like the file's."""
     for candidate in (path.with_name(path.name + ".meta.json"), path.with_name(path.stem + ".meta.json")):
         if not candidate.is_file():
             continue
         try:
-            data = json.loads(candidate.read_text(encoding="utf-8-sig"))
+            data = json.loads(read_confined(candidate, allowed_root).decode("utf-8-sig"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise IngestError(f"{candidate.name}: invalid JSON sidecar: {exc}") from exc
         if not isinstance(data, dict):

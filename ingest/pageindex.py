@@ -15,6 +15,7 @@ import asyncpg
 import msgspec
 import structlog
 
+from ingest.files import read_confined
 from ingest.markdown_tree import _split_lines
 from ingest.store import NodeInfo, get_document
 from kb.errors import IngestError
@@ -85,17 +86,21 @@ def tree_sidecar_path(path: Path) -> Path:
     return path.with_name(path.name + TREE_SIDECAR_SUFFIX)
 
 
-def read_tree_sidecar(path: Path) -> bytes | None:
-    """The raw bytes of ``<file>.tree.json`` next to ``path``, or None when there is none."""
+def read_tree_sidecar(path: Path, allowed_root: Path | None = None) -> bytes | None:
+    """The raw bytes of ``<file>.tree.json`` next to ``path``, or None when there is none; read confined to
+    ``allowed_root`` like the file itself."""
     sidecar = tree_sidecar_path(path)
     try:
         if sidecar.stat().st_size > MAX_SIDECAR_BYTES:
             raise IngestError(f"{sidecar.name}: larger than {MAX_SIDECAR_BYTES // (1024 * 1024)} MB")
-        return sidecar.read_bytes()
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise IngestError(f"{sidecar.name}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        return read_confined(sidecar, allowed_root)
+    except IngestError as exc:
+        raise IngestError(f"{sidecar.name}: {exc.detail}") from exc
 
 
 def parse_pageindex(data: bytes) -> PageIndexDocument:

@@ -369,9 +369,12 @@ def _record(lines: list[_Line], height: float, width: float) -> _PageRecord:
     return _PageRecord(height, width, n, kept, local)
 
 
-def _open(path: Path) -> pymupdf.Document:
+def _open(source: Path | bytes) -> pymupdf.Document:
     try:
-        doc = pymupdf.open(str(path), filetype="pdf")
+        if isinstance(source, bytes):
+            doc = pymupdf.open(stream=source, filetype="pdf")
+        else:
+            doc = pymupdf.open(str(source), filetype="pdf")
     except (RuntimeError, ValueError, _MuPdfError) as exc:  # FileDataError, EmptyFileError are RuntimeErrors
         raise IngestError(f"corrupt or unreadable PDF: {exc}") from exc
     if doc.needs_pass:
@@ -381,17 +384,20 @@ def _open(path: Path) -> pymupdf.Document:
 
 
 def read_pdf(
-    path: str | Path, *, max_pages: int | None = None, layout_pages: int = LAYOUT_PAGES
+    source: str | Path | bytes, *, max_pages: int | None = None, layout_pages: int = LAYOUT_PAGES
 ) -> ParsedPdf:
-    """Read a PDF into a :class:`ParsedPdf`, one page at a time (memory stays bounded).
+    """Read a PDF (a path, or its bytes) into a :class:`ParsedPdf`, one page at a time.
 
     Raises :class:`IngestError` for a corrupt/unreadable or encrypted PDF, a PDF with zero
     pages, and a PDF without a text layer.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise IngestError(f"corrupt or unreadable PDF: no such file {path.name}")
-    doc = _open(path)
+    if isinstance(source, bytes):
+        label, doc = "(bytes)", _open(source)
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise IngestError(f"corrupt or unreadable PDF: no such file {path.name}")
+        label, doc = path.name, _open(path)
     pages: list[PageText] = []
     records: list[_PageRecord] = []
     layout: list[tuple[LineInfo, ...]] = []
@@ -410,7 +416,7 @@ def read_pdf(
                 if 1 <= int(page) <= n and clean_text(str(title))
             )
         except (RuntimeError, ValueError) as exc:
-            log.warning("ingest.pdf_outline_unreadable", file=path.name, error=str(exc))
+            log.warning("ingest.pdf_outline_unreadable", file=label, error=str(exc))
             outline = ()
         for i in range(n):
             try:
@@ -419,7 +425,7 @@ def read_pdf(
                 label = page.get_label() if doc.is_pdf else ""
                 rect = page.rect
             except (RuntimeError, ValueError, _MuPdfError) as exc:
-                log.warning("ingest.pdf_page_unreadable", file=path.name, page=i + 1, error=str(exc))
+                log.warning("ingest.pdf_page_unreadable", file=label, page=i + 1, error=str(exc))
                 lines, label, rect = [], "", pymupdf.Rect(0, 0, 612, 792)
             text = "\n".join(ln.text for ln in lines)
             pages.append(PageText(number=i + 1, text=text, tokens=count_tokens(text)))
@@ -449,7 +455,7 @@ def read_pdf(
         layout=tuple(layout),
         total_pages=total,
     )
-    log.debug("ingest.pdf_read", file=path.name, pages=len(pages), headings=len(headings), body_font=body)
+    log.debug("ingest.pdf_read", file=label, pages=len(pages), headings=len(headings), body_font=body)
     return parsed
 
 

@@ -18,6 +18,7 @@ import structlog
 from ingest.chunker import chunk_tree
 from ingest.describe import describe_document
 from ingest.embedding import CachedEmbedder
+from ingest.files import read_confined
 from ingest.markdown_tree import build_markdown_tree, build_text_tree, decode_text_file
 from ingest.metadata import extract_metadata, merge_metadata, parse_front_matter, read_sidecar
 from ingest.pageindex import (
@@ -69,15 +70,17 @@ def file_kind(path: Path) -> str | None:
     return SUPPORTED.get(path.suffix.lower())
 
 
-def parse_file(path: str, kind: str) -> ParsedFile:
-    """Parse a file into pages or text. Runs in a worker process; raises ``IngestError``."""
-    p = Path(path)
+def parse_file(source: str | bytes, kind: str) -> ParsedFile:
+    """Parse a file (a path, or its bytes) into pages or text. Runs in a worker process; raises ``IngestError``."""
     if kind == "pdf":
-        return ParsedFile(kind=kind, pdf=read_pdf(p))
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError as exc:
-        raise IngestError("file vanished before it could be read") from exc
+        return ParsedFile(kind=kind, pdf=read_pdf(source if isinstance(source, bytes) else Path(source)))
+    if isinstance(source, bytes):
+        data = source
+    else:
+        try:
+            data = Path(source).read_bytes()
+        except FileNotFoundError as exc:
+            raise IngestError("file vanished before it could be read") from exc
     text, warnings = decode_text_file(data)
     front: dict[str, Any] = {}
     if kind == "markdown":
@@ -94,11 +97,11 @@ class IngestContext:
     executor: Executor | None = None  # process pool for parsing; None → a thread
 
 
-async def _parse(ctx: IngestContext, path: Path, kind: str) -> ParsedFile:
+async def _parse(ctx: IngestContext, data: bytes, kind: str) -> ParsedFile:
     loop = asyncio.get_running_loop()
     if ctx.executor is not None:
-        return await loop.run_in_executor(ctx.executor, parse_file, str(path), kind)
-    return await asyncio.to_thread(parse_file, str(path), kind)
+        return await loop.run_in_executor(ctx.executor, parse_file, data, kind)
+    return await asyncio.to_thread(parse_file, data, kind)
 
 
 async def build_tree(parsed: ParsedFile, chat: ChatModel, settings: IngestSettings, title: str) -> DocumentTree:
@@ -179,33 +182,36 @@ async def ingest_file(
     name: str,
     collection_id: int,
     folder_metadata: Mapping[str, Any] | None = None,
+    allowed_root: Path | None = None,
 ) -> IngestOutcome:
-    """Ingest one file into a collection. Never raises for bad input: returns a failed outcome."""
+    """Ingest one file into a collection. Never raises for bad input: returns a failed outcome.
+
+    The file is read once, from one descriptor; with ``allowed_root`` its real path must lie inside it.
+    """
     started = time.perf_counter()
     kind = file_kind(path)
     if kind is None:
         return IngestOutcome(name=name, status="unsupported", error=f"unsupported file type {path.suffix or '(none)'}")
     try:
-        data = await asyncio.to_thread(path.read_bytes)
-    except FileNotFoundError:
-        return IngestOutcome(name=name, status="failed", error="file vanished before it could be read")
-    except OSError as exc:
-        return IngestOutcome(name=name, status="failed", error=f"cannot read file: {exc.strerror or exc}")
+        data = await asyncio.to_thread(read_confined, path, allowed_root)
+    except IngestError as exc:
+        log.warning("ingest.file_refused", name=name, error=exc.detail)
+        return IngestOutcome(name=name, status="failed", error=exc.detail)
     try:  # a tree sidecar is part of the content: adding or changing one re-ingests the file
-        tree_json, sidecar_note = await asyncio.to_thread(read_tree_sidecar, path), None
+        tree_json, sidecar_note = await asyncio.to_thread(read_tree_sidecar, path, allowed_root), None
     except IngestError as exc:
         tree_json, sidecar_note = None, f"tree sidecar unreadable ({exc.detail}); the tree was built from the document"
     digest = hashlib.sha256(data)
     if tree_json is not None:
         digest.update(b"\x00tree.json\x00" + tree_json)
     sha = digest.hexdigest()
-    del data
     existing = await find_existing(ctx.pool, collection_id, name, sha)
     if existing and existing[0] == "same":
         return IngestOutcome(name=name, status="skipped", document_id=existing[1], error="unchanged (same sha256)")
     chat = CountingChat(ctx.chat)
     try:
-        parsed = await _parse(ctx, path, kind)
+        parsed = await _parse(ctx, data, kind)
+        del data
         page_texts = {p.number: p.text for p in parsed.pdf.pages} if parsed.pdf is not None else None
         given, refused = _sidecar_tree(path, tree_json, parsed, page_texts)
         sidecar_note = sidecar_note or refused
@@ -215,7 +221,7 @@ async def ingest_file(
             tree = await _tree_and_summaries(parsed, chat, ctx.settings, Path(name).stem, page_texts, given)
         if sidecar_note:
             tree = msgspec.structs.replace(tree, warnings=(*tree.warnings, sidecar_note))
-        sidecar = await asyncio.to_thread(read_sidecar, path)
+        sidecar = await asyncio.to_thread(read_sidecar, path, allowed_root)
         auto = await asyncio.to_thread(extract_metadata, _first_pages_text(parsed), file_name=path.name,
                                        title_hint=tree.nodes[0].title if tree.nodes else None)
         meta = merge_metadata(folder_metadata or {}, sidecar, parsed.front_matter, auto)

@@ -7,9 +7,10 @@ from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
 
 import structlog
-from litestar import Litestar
+from litestar import Litestar, Router
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
+from litestar.openapi.spec import Components, SecurityScheme
 
 from ingest.embedding import CachedEmbedder
 from ingest.jobs import Worker, make_executor
@@ -17,7 +18,7 @@ from ingest.pipeline import IngestContext
 from kb import __version__
 from kb.api.admin import AdminController
 from kb.api.catalog import CatalogController, health
-from kb.api.common import LOOPBACK, exception_handler, request_id_middleware
+from kb.api.common import LOOPBACK, exception_handler, read_guard, request_id_middleware, strict_json_body
 from kb.api.mcp import http_session_manager, mcp_route
 from kb.api.metrics import PROMETHEUS, MetricsController
 from kb.api.query import QueryController
@@ -40,6 +41,17 @@ def build_pipeline(rt: Runtime) -> QueryPipeline:
     return QueryPipeline(rt.pool, rt.embedder, rt.chat, rt.settings.retrieval, reranker=get_reranker(rt.settings))
 
 
+def openapi_config() -> OpenAPIConfig:
+    """OpenAPI at /schema (behind the read guard) with the bearer security scheme."""
+    bearer = SecurityScheme(type="http", scheme="bearer",
+                            description="KB_ADMIN_TOKEN for admin endpoints, KB_API_TOKEN for reads")
+    return OpenAPIConfig(
+        title="kb — knowledge base with a document router", version=__version__,
+        render_plugins=[SwaggerRenderPlugin()], components=Components(security_schemes={"bearer": bearer}),
+        openapi_router=Router("/schema", guards=[read_guard], route_handlers=[], include_in_schema=False),
+    )
+
+
 def create_app(settings: Settings | None = None, *, runtime: Runtime | None = None,
                bound_host: str | None = None, run_worker: bool | None = None,
                on_ready: Callable[[], None] | None = None) -> Litestar:
@@ -53,14 +65,12 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     async def lifespan(app: Litestar) -> AsyncGenerator[None, None]:
         rt = runtime or await open_runtime(settings)
         app.state.runtime = rt
-        app.state.bound_host = host
         app.state.pipeline = build_pipeline(rt)
         services.runtime, services.pipeline = rt, app.state.pipeline
         if not settings.server.admin_token:
-            if host in LOOPBACK:
-                log.warning("auth.no_admin_token", detail="admin endpoints open to loopback clients only")
-            else:
-                log.warning("auth.no_admin_token", detail="admin endpoints disabled (403) until KB_ADMIN_TOKEN is set")
+            detail = ("admin endpoints disabled (403): KB_API_TOKEN is set without KB_ADMIN_TOKEN"
+                      if settings.server.api_token else "admin endpoints open to loopback peers only (not browsers)")
+            log.warning("auth.no_admin_token", detail=detail, host=host, loopback=host in LOOPBACK)
         stop = asyncio.Event()
         worker_task = None
         ctx = None
@@ -92,8 +102,8 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         lifespan=[lifespan],
         exception_handlers={Exception: exception_handler},
         middleware=[request_id_middleware, PROMETHEUS.middleware],
-        openapi_config=OpenAPIConfig(title="kb — knowledge base with a document router", version=__version__,
-                                     path="/schema", render_plugins=[SwaggerRenderPlugin()]),
+        before_request=strict_json_body,
+        openapi_config=openapi_config(),
         request_max_body_size=settings.ingest.max_upload_mb * 1024 * 1024,
         debug=False,
     )

@@ -44,6 +44,11 @@ class ForbiddenError(ClientError):
     title = "Forbidden"
 
 
+class UnsupportedMediaTypeError(ClientError):
+    status_code = 415
+    title = "Unsupported media type"
+
+
 class ConfigError(KBError):
     """A setting is wrong; the process should exit with this one line."""
 

@@ -62,7 +62,7 @@ class DatabaseSettings:
 class LLMSettings:
     base_url: str | None  # KB_LLM_BASE_URL; None (and no key) → offline provider
     model: str
-    api_key: str | None
+    api_key: str | None = field(repr=False)  # secret: never in a repr, a traceback or a log
     timeout_s: float
     max_retries: int
     concurrency: int
@@ -121,8 +121,8 @@ class IngestSettings:
 class ServerSettings:
     host: str
     port: int
-    admin_token: str | None
-    api_token: str | None
+    admin_token: str | None = field(repr=False)  # secrets: never in a repr, a traceback or a log
+    api_token: str | None = field(repr=False)
     log_format: str  # "json" | "console"
     log_level: str
 

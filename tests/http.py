@@ -10,9 +10,10 @@ from litestar import Litestar
 
 
 @asynccontextmanager
-async def app_client(app: Litestar) -> AsyncIterator[httpx.AsyncClient]:
-    """Run the app's lifespan and yield an httpx client speaking HTTP to it."""
+async def app_client(app: Litestar, *, peer: str = "127.0.0.1",
+                     base_url: str = "http://127.0.0.1:8000") -> AsyncIterator[httpx.AsyncClient]:
+    """Run the app's lifespan and yield an httpx client speaking HTTP to it from the ``peer`` address."""
     async with app.lifespan():
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+        transport = httpx.ASGITransport(app=app, client=(peer, 50000))
+        async with httpx.AsyncClient(transport=transport, base_url=base_url) as client:
             yield client

@@ -12,8 +12,9 @@ from kb.settings import get_settings
 from tests.http import app_client
 
 
-def _client(rt: Runtime, host: str = "127.0.0.1") :
-    return app_client(create_app(runtime=rt, bound_host=host, run_worker=False))
+def _client(rt: Runtime, *, bound_host: str = "127.0.0.1", peer: str = "127.0.0.1",
+            base_url: str = "http://127.0.0.1:8000"):
+    return app_client(create_app(runtime=rt, bound_host=bound_host, run_worker=False), peer=peer, base_url=base_url)
 
 
 async def test_health_and_request_id(runtime: Runtime) -> None:
@@ -69,6 +70,17 @@ async def test_openapi_schema(runtime: Runtime) -> None:
         query = r.json()["components"]["schemas"]["QueryRequest"]["properties"]
         assert "in total" in query["top_k"]["description"]  # top_k's meaning is in the contract
         assert "scope" in query["top_docs"]["description"] and "default" not in query["top_docs"]
+        schema = r.json()
+        bearer = schema["components"]["securitySchemes"]["bearer"]
+        assert (bearer["type"], bearer["scheme"]) == ("http", "bearer")
+        assert schema["paths"]["/kb/admin/ingest"]["post"]["security"] == [{"bearer": []}]
+        assert {"401", "403", "415"} <= set(schema["paths"]["/kb/admin/ingest"]["post"]["responses"])
+        assert {"401", "409"} <= set(schema["paths"]["/kb/collections"]["post"]["responses"])
+        for path, ops in schema["paths"].items():  # every documented error is problem details
+            for op in ops.values():
+                for code, resp in op["responses"].items():
+                    if int(code) >= 400:
+                        assert list(resp["content"]) == ["application/problem+json"], (path, code)
 
 
 @pytest.mark.parametrize(
@@ -88,13 +100,61 @@ async def test_admin_token(runtime: Runtime, monkeypatch: pytest.MonkeyPatch, he
 
 
 async def test_no_admin_token_off_loopback_is_403(runtime: Runtime) -> None:
-    async with _client(runtime, host="0.0.0.0") as client:
-        r = await client.post("/kb/collections", json={"name": "x1"})
-        assert r.status_code == 403 and "KB_ADMIN_TOKEN" in r.json()["detail"]
-        r = await client.post("/kb/admin/ingest", json={"path": "."})
-        assert r.status_code == 403
-    async with _client(runtime, host="127.0.0.1") as client:
+    """The decision follows the request's peer address, not the configured bind address."""
+    for bound in ("127.0.0.1", "0.0.0.0"):
+        async with _client(runtime, bound_host=bound, peer="203.0.113.7") as client:
+            r = await client.post("/kb/collections", json={"name": "x1"})
+            assert r.status_code == 403 and "KB_ADMIN_TOKEN" in r.json()["detail"]
+            assert (await client.post("/kb/admin/ingest", json={"path": "."})).status_code == 403
+            assert (await client.get("/kb/admin/jobs")).status_code == 403
+            assert (await client.get("/kb/collections")).status_code == 200  # reads stay open
+    async with _client(runtime, bound_host="0.0.0.0", peer="127.0.0.1") as client:
         assert (await client.post("/kb/collections", json={"name": "x1"})).status_code == 201
+    async with _client(runtime, peer="::1", base_url="http://[::1]:8000") as client:
+        assert (await client.get("/kb/admin/jobs")).status_code == 200
+
+
+async def test_read_token_never_grants_admin(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """KB_API_TOKEN without KB_ADMIN_TOKEN: admin is disabled, even on loopback and with the read token."""
+    monkeypatch.setenv("KB_API_TOKEN", "reader")
+    get_settings.cache_clear()
+    runtime.settings = get_settings()
+    reader = {"Authorization": "Bearer reader"}
+    async with _client(runtime) as client:
+        for headers in ({}, reader):
+            assert (await client.get("/kb/admin/jobs", headers=headers)).status_code == 403
+            r = await client.post("/kb/admin/ingest", json={"path": "."}, headers=headers)
+            assert r.status_code == 403 and "KB_ADMIN_TOKEN" in r.json()["detail"]
+        assert (await client.post("/kb/collections", json={"name": "x2"}, headers=reader)).status_code == 403
+        assert (await client.delete("/kb/documents/1", headers=reader)).status_code == 403
+        assert (await client.get("/kb/collections", headers=reader)).status_code == 200
+
+
+async def test_tokenless_admin_refuses_browser_requests(runtime: Runtime) -> None:
+    """No token configured: a web page (CSRF) or a rebound DNS name cannot drive the admin API."""
+    body = b'{"name": "csrf1"}'
+    async with _client(runtime) as client:
+        for ctype in ("text/plain", "application/x-www-form-urlencoded", None):
+            headers = {"Content-Type": ctype} if ctype else {}
+            r = await client.post("/kb/collections", content=body, headers=headers)
+            assert r.status_code == 415, (ctype, r.text)
+        r = await client.post("/kb/collections", json={"name": "csrf2"}, headers={"Origin": "https://evil.example"})
+        assert r.status_code == 403 and "Origin" in r.json()["detail"]
+        r = await client.post("/kb/collections", json={"name": "csrf3"}, headers={"Origin": "null"})
+        assert r.status_code == 403
+        files = {"file": ("a.md", b"# A\n\ntext")}
+        r = await client.post("/kb/admin/documents", files=files, headers={"Origin": "http://localhost:8000"})
+        assert r.status_code == 403
+        r = await client.post("/kb/collections", json={"name": "prox"}, headers={"X-Forwarded-For": "198.51.100.2"})
+        assert r.status_code == 403
+        r = await client.post("/kb/collections", json={"name": "same"}, headers={"Origin": "http://127.0.0.1:8000"})
+        assert r.status_code == 201, r.text
+    async with _client(runtime, base_url="http://rebind.evil.example:8000") as client:  # DNS rebinding
+        r = await client.post("/kb/collections", json={"name": "rebind"})
+        assert r.status_code == 403 and "Host" in r.json()["detail"]
+        assert (await client.get("/kb/admin/jobs")).status_code == 403
+    async with _client(runtime, base_url="http://localhost:8000") as client:
+        assert (await client.post("/kb/collections", json={"name": "local"})).status_code == 201
 
 
 async def test_api_token_protects_reads(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -194,3 +254,80 @@ async def test_hostile_values_are_400_not_500(runtime: Runtime) -> None:
             assert r.status_code == 400, (body, r.text)
         r = await client.post("/kb/query", json={"query": "x", "filters": {"fiscal_year": {"gte": "abc"}}})
         assert r.status_code == 400
+
+
+async def test_api_output_hides_server_paths(runtime: Runtime, tmp_path: Path) -> None:
+    """Paths are shown relative to KB_INGEST_ROOT (or uploads/); no absolute server path in output or errors."""
+    import asyncio
+
+    from ingest.jobs import Worker
+    from kb.app import build_ingest_context
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "memo.md").write_text("# Memo\n\nA public memo about the Falcon project.")
+    secret_root = str(tmp_path)
+    async with _client(runtime) as client:
+        r = await client.post("/kb/admin/ingest", json={"path": "docs"})
+        assert r.status_code == 202, r.text
+        job_id = r.json()["job_id"]
+        r = await client.post("/kb/admin/documents", files={"file": ("up.md", b"# Up\n\nAn uploaded memo text.")})
+        assert r.status_code == 202, r.text
+        up_id = r.json()["job_id"]
+        await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
+        job = (await client.get(f"/kb/admin/jobs/{job_id}")).json()
+        assert job["root_path"] == "docs" and job["items"][0]["path"] == "docs/memo.md"
+        up = (await client.get(f"/kb/admin/jobs/{up_id}")).json()
+        assert up["items"][0]["path"].startswith("uploads/default/") and up["items"][0]["status"] == "ok"
+        listing = await client.get("/kb/documents")
+        assert {d["source_path"] for d in listing.json()} == {"docs/memo.md", up["items"][0]["path"]}
+        detail = await client.get(f"/kb/documents/{listing.json()[0]['id']}")
+        bad = [await client.post("/kb/admin/ingest", json={"path": p})
+               for p in ("../elsewhere", "/etc")]
+        bad.append(await client.post("/kb/admin/ingest", json={"path": "docs", "metadata": "docs"}))
+        assert [b.status_code for b in bad] == [400, 400, 400], [b.text for b in bad]
+        for resp in (listing, detail, await client.get("/kb/admin/jobs"), *bad):
+            assert secret_root not in resp.text, resp.text
+
+
+async def test_schema_needs_the_read_token_when_set(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KB_API_TOKEN", "reader")
+    get_settings.cache_clear()
+    runtime.settings = get_settings()
+    async with _client(runtime) as client:
+        for path in ("/schema/openapi.json", "/schema/swagger"):
+            assert (await client.get(path)).status_code == 401, path
+        r = await client.get("/schema/openapi.json", headers={"Authorization": "Bearer reader"})
+        assert r.status_code == 200 and "/kb/query" in r.json()["paths"]
+
+
+async def test_http_protocol_details(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """401 names its scheme, 405 lists the allowed methods, JSON bodies are typed strictly."""
+    async with _client(runtime) as client:
+        r = await client.put("/kb/collections", json={"name": "x"})
+        assert r.status_code == 405 and set(r.headers["allow"].replace(" ", "").split(",")) >= {"GET", "POST"}
+        for path, body in (("/kb/admin/ingest", {"path": ".", "recursive": 0}),
+                           ("/kb/admin/ingest", {"path": 1}),
+                           ("/kb/collections", {"name": "n", "description": 5}),
+                           ("/kb/query", {"query": "x", "include_trace": "yes"})):
+            r = await client.post(path, json=body)
+            assert r.status_code == 400 and "Expected" in r.json()["detail"], (path, body, r.text)
+        assert (await client.post("/kb/collections", json={"name": "typed"})).status_code == 201
+    monkeypatch.setenv("KB_ADMIN_TOKEN", "adm")
+    get_settings.cache_clear()
+    runtime.settings = get_settings()
+    async with _client(runtime) as client:
+        for headers in ({}, {"Authorization": "Bearer wrong"}):
+            r = await client.get("/kb/admin/jobs", headers=headers)
+            assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
+
+
+def test_scrub_paths_keeps_sibling_folders_and_root_slash(kb_env: dict[str, str], tmp_path: Path) -> None:
+    from kb.api.common import public_path, scrub_paths
+
+    s = get_settings()
+    text = f"cannot read {tmp_path}/docs/a.md; {tmp_path}-other/b.md untouched; root {tmp_path} end"
+    assert scrub_paths(text, s) == f"cannot read docs/a.md; {tmp_path}-other/b.md untouched; root . end"
+    assert scrub_paths(f"{tmp_path}/data/uploads/default/x.md", s) == "uploads/default/x.md"
+    assert public_path(f"{tmp_path}/data/uploads/default/x.md", s) == "uploads/default/x.md"
+    assert public_path("/etc/passwd", s) == "passwd" and public_path(str(tmp_path), s) == "."

@@ -218,3 +218,99 @@ async def test_large_pdf_ingests(runtime: Runtime, tmp_path: Path, pages: int) -
     assert job.pages == pages
     nodes = await runtime.pool.fetch("SELECT start_index, end_index, is_leaf FROM nodes")
     assert all(n["end_index"] - n["start_index"] + 1 <= 10 for n in nodes if n["is_leaf"])
+
+
+async def test_symlink_swapped_in_after_job_creation_is_refused(runtime: Runtime, tmp_path: Path) -> None:
+    """Confinement holds at read time: a file or folder replaced by a link to outside fails that file alone."""
+    secret = tmp_path.parent / f"{tmp_path.name}-vault"
+    (secret / "sub").mkdir(parents=True)
+    (secret / "swap.md").write_text("# Vault\n\nThe vault code is 98765 and it is secret.")
+    (secret / "sub" / "inner.md").write_text("# Inner vault\n\nThe inner vault code is 55555.")
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "ok.md").write_text("# Fine\n\nA public memo about the Falcon project.")
+    (docs / "swap.md").write_text("# Harmless\n\nA harmless memo.")
+    (docs / "sub" / "inner.md").write_text("# Harmless inner\n\nAnother harmless memo.")
+    app = create_app(runtime=runtime, run_worker=False)
+    async with app_client(app) as client:
+        r = await client.post("/kb/admin/ingest", json={"path": "docs", "recursive": True})
+        assert r.status_code == 202, r.text
+        job_id = r.json()["job_id"]
+    (docs / "swap.md").unlink()
+    (docs / "swap.md").symlink_to(secret / "swap.md")  # the file becomes a link
+    (docs / "sub" / "inner.md").unlink()
+    (docs / "sub").rmdir()
+    (docs / "sub").symlink_to(secret / "sub")  # a parent folder becomes a link
+    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
+    job = await get_job(runtime.pool, job_id)
+    states = {i.name: (i.status, i.error) for i in job.items}
+    assert states["ok.md"][0] == "ok"
+    for name in ("swap.md", "sub/inner.md"):
+        assert states[name][0] == "failed" and "outside the ingest root" in (states[name][1] or ""), states
+    texts = " ".join(r["text"] for r in await runtime.pool.fetch("SELECT text FROM chunks"))
+    assert "98765" not in texts and "55555" not in texts and "Falcon" in texts
+
+
+async def test_recursive_ingest_skips_hidden_files_and_folders(runtime: Runtime, tmp_path: Path) -> None:
+    folder = tmp_path / "proj"
+    for rel in (".git/notes.md", ".venv/lib/site/readme.md", ".kb/uploads/default/u.md", "sub/.draft.md",
+                ".hidden.txt", "sub/ok.md", "top.md"):
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text("# Note\n\nSome text about the Falcon project.")
+    coll = await ensure_collection(runtime.pool, "default")
+    job = await get_job(runtime.pool, await create_job(runtime.pool, collection_id=coll.id, path=folder,
+                                                       recursive=True))
+    assert sorted(i.name for i in job.items) == ["sub/ok.md", "top.md"]
+
+
+async def test_uploads_with_colliding_safe_names_never_replace_each_other(runtime: Runtime) -> None:
+    uploads = [("報告.md", "# 報告\n\nRevenue of the Osprey unit grew to 12 million."),
+               ("財務.md", "# 財務\n\nThe Heron unit reported a loss of 3 million."),
+               ("report.md", "# Report\n\nThe Falcon project budget doubled."),
+               ("report.md", "# Report\n\nThe Kite project was cancelled.")]
+    app = create_app(runtime=runtime, run_worker=False)
+    async with app_client(app) as client:
+        jobs = []
+        for name, text in uploads:
+            r = await client.post("/kb/admin/documents", files={"file": (name, text.encode())})
+            assert r.status_code == 202, r.text
+            jobs.append(r.json()["job_id"])
+        await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
+        items = [(await client.get(f"/kb/admin/jobs/{j}")).json()["items"][0] for j in jobs]
+        assert [i["status"] for i in items] == ["ok"] * 4, items
+        docs = {d["id"]: d["name"] for d in (await client.get("/kb/documents")).json()}
+    assert sorted(docs) == sorted(i["document_id"] for i in items)  # every job's document still exists
+    names = sorted(docs.values())
+    assert len(set(names)) == 4 and names[2].startswith("報告-") and names[3].startswith("財務-")
+    assert all(n.endswith(".md") for n in names)
+
+
+def test_upload_names_are_safe_and_short() -> None:
+    from kb.api.admin import upload_name
+
+    assert upload_name("../../etc/報告.MD", b"a").startswith("報告-") and upload_name("x.md", b"a").endswith(".md")
+    assert upload_name("a b?*.md", b"1") != upload_name("a b?*.md", b"2")
+    assert upload_name("???.txt", b"").startswith("upload-")
+    long = upload_name("長" * 300 + ".pdf", b"x")
+    assert len(long.encode()) <= 255 and long.endswith(".pdf")
+
+
+async def test_folder_metadata_swapped_for_a_link_is_refused(runtime: Runtime, tmp_path: Path) -> None:
+    outside = tmp_path.parent / f"{tmp_path.name}-meta"
+    outside.mkdir()
+    (outside / "m.jsonl").write_text(json.dumps({"name": "memo", "leak": "outside-value-31337"}) + "\n")
+    docs = tmp_path / "mdocs"
+    docs.mkdir()
+    (docs / "memo.md").write_text("# Memo\n\nA public memo about the Falcon project.")
+    (docs / "metadata.jsonl").write_text(json.dumps({"name": "memo", "region": "Nordics"}) + "\n")
+    async with app_client(create_app(runtime=runtime, run_worker=False)) as client:
+        r = await client.post("/kb/admin/ingest", json={"path": "mdocs"})
+        assert r.status_code == 202, r.text
+        job_id = r.json()["job_id"]
+    (docs / "metadata.jsonl").unlink()
+    (docs / "metadata.jsonl").symlink_to(outside / "m.jsonl")
+    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
+    item = (await get_job(runtime.pool, job_id)).items[0]
+    assert item.status == "failed" and "outside the ingest root" in (item.error or ""), item
+    rows = await runtime.pool.fetch("SELECT metadata::text AS m FROM documents")
+    assert not any("31337" in r["m"] for r in rows)

@@ -162,6 +162,9 @@ async def test_cross_reference_is_followed(corpus: tuple[Runtime, Path]) -> None
         ({"query": "x", "top_docs": 21}, 400),
         ({"query": "x", "collection": "missing"}, 404),
         ({"query": "x", "history": [{"role": "robot", "content": "hi"}]}, 400),
+        ({"query": "x", "top_k": "5"}, 400),  # strict types: no string → int
+        ({"query": "x", "stream": 0}, 400),  # no int → bool
+        ({"query": "x", "top_docs": 2.0}, 400),
     ],
 )
 async def test_query_validation(corpus: tuple[Runtime, Path], body: dict[str, Any], status: int) -> None:
@@ -185,7 +188,7 @@ async def test_streaming_events(corpus: tuple[Runtime, Path]) -> None:
     rt, _ = corpus
     async with app_client(create_app(runtime=rt, run_worker=False)) as client:
         r = await client.post("/kb/query", json={"query": QUESTIONS["semantic"][0], "stream": True})
-        assert r.status_code == 200
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
         events = [ln.split(":", 1)[1].strip() for ln in r.text.splitlines() if ln.startswith("event:")]
         assert events[0] == "routing" and events[1] == "nodes"
         assert "answer" in events and events[-2:] == ["citations", "done"]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
+import unicodedata
 import uuid
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,10 +19,23 @@ from litestar.params import Body
 from ingest.jobs import JobStatus, create_job, get_job, list_jobs, resolve_ingest_path
 from ingest.pipeline import SUPPORTED
 from ingest.store import get_collection
-from kb.api.common import admin_guard, runtime
+from kb.api.common import BEARER, admin_guard, errors, public_path, runtime, scrub_paths
 from kb.errors import ValidationError
+from kb.settings import Settings
 
-_SAFE_NAME = re.compile(r"[^A-Za-z0-9._ -]+")
+_UNSAFE = re.compile(r"[^\w. -]+")  # \w is Unicode: 報告 stays 報告
+
+
+def upload_name(filename: str, content: bytes) -> str:
+    """A safe, unique document name for an upload: the name's slug plus a short content hash.
+
+    Different uploads never share a name (so one never replaces another); the same bytes get the same
+    name (so a repeated upload is skipped as unchanged).
+    """
+    base = Path(unicodedata.normalize("NFC", filename)).name
+    stem, suffix = Path(base).stem, Path(base).suffix.lower()
+    slug = _UNSAFE.sub("_", stem).encode()[:150].decode(errors="ignore").strip(" ._") or "upload"  # ≤ 255 bytes
+    return f"{slug}-{hashlib.sha256(content).hexdigest()[:10]}{_UNSAFE.sub('', suffix)}"
 
 
 def _save(target: Path, content: bytes) -> None:
@@ -28,6 +43,16 @@ def _save(target: Path, content: bytes) -> None:
     tmp = target.with_suffix(target.suffix + ".part")
     tmp.write_bytes(content)
     tmp.replace(target)
+
+
+def _public_job(job: JobStatus, settings: Settings) -> JobStatus:
+    """A job as clients see it: paths relative to the ingest root (or ``uploads/``), errors without them."""
+    def text(value: str | None) -> str | None:
+        return scrub_paths(value, settings) if value else value
+
+    items = [msgspec.structs.replace(i, path=public_path(i.path, settings), error=text(i.error)) for i in job.items]
+    return msgspec.structs.replace(job, root_path=public_path(job.root_path, settings), error=text(job.error),
+                                   items=items)
 
 
 class IngestIn(msgspec.Struct, frozen=True):
@@ -50,8 +75,9 @@ class UploadForm(msgspec.Struct):
 class AdminController(Controller):
     path = "/kb/admin"
     guards = [admin_guard]
+    security = BEARER
 
-    @post("/ingest", status_code=202)
+    @post("/ingest", status_code=202, responses=errors(400, 401, 403, 404, 415))
     async def ingest(self, request: Request[Any, Any, Any], data: IngestIn) -> JobCreated:
         rt = runtime(request)
         root = rt.settings.ingest.root
@@ -62,29 +88,31 @@ class AdminController(Controller):
                                   metadata_path=meta, allowed_root=root)
         return JobCreated(job_id=job_id, status_url=f"/kb/admin/jobs/{job_id}")
 
-    @get("/jobs")
+    @get("/jobs", responses=errors(401, 403))
     async def jobs(self, request: Request[Any, Any, Any]) -> list[JobStatus]:
-        return await list_jobs(runtime(request).pool)
+        rt = runtime(request)
+        return [_public_job(j, rt.settings) for j in await list_jobs(rt.pool)]
 
-    @get("/jobs/{job_id:int}")
+    @get("/jobs/{job_id:int}", responses=errors(400, 401, 403, 404))
     async def job(self, request: Request[Any, Any, Any], job_id: int) -> JobStatus:
-        return await get_job(runtime(request).pool, job_id)
+        rt = runtime(request)
+        return _public_job(await get_job(rt.pool, job_id), rt.settings)
 
-    @post("/documents", status_code=202)
+    @post("/documents", status_code=202, responses=errors(400, 401, 403, 404, 413))
     async def upload(
         self, request: Request[Any, Any, Any],
         data: Annotated[UploadForm, Body(media_type=RequestEncodingType.MULTI_PART)],
     ) -> JobCreated:
         rt = runtime(request)
         coll = await get_collection(rt.pool, data.collection)
-        name = _SAFE_NAME.sub("_", Path(data.file.filename or "").name).strip(" .")
-        if not name or Path(name).suffix.lower() not in SUPPORTED:
+        if Path(data.file.filename or "").suffix.lower() not in SUPPORTED:
             raise ValidationError(f"unsupported or missing file name {data.file.filename!r}; "
                                   f"supported: {', '.join(sorted(SUPPORTED))}")
-        # one folder per upload: two uploads of the same name never overwrite each other before ingest
-        folder = rt.settings.database.data_dir / "uploads" / coll.name / uuid.uuid4().hex[:12]
-        target = folder / name
         content = await data.file.read()
+        # one folder per upload: two uploads never overwrite each other's file before ingest
+        uploads = rt.settings.database.data_dir / "uploads"
+        name = await asyncio.to_thread(upload_name, data.file.filename or "", content)
+        target = uploads / coll.name / uuid.uuid4().hex[:12] / name
         await asyncio.to_thread(_save, target, content)
-        job_id = await create_job(rt.pool, collection_id=coll.id, path=target)
+        job_id = await create_job(rt.pool, collection_id=coll.id, path=target, allowed_root=uploads)
         return JobCreated(job_id=job_id, status_url=f"/kb/admin/jobs/{job_id}")

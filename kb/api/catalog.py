@@ -20,7 +20,7 @@ from ingest.store import (
     list_collections,
     list_documents,
 )
-from kb.api.common import admin_guard, read_guard, runtime
+from kb.api.common import BEARER, admin_guard, errors, public_path, read_guard, runtime
 from kb.db import schema_version
 from kb.errors import ValidationError
 
@@ -35,6 +35,10 @@ class CollectionIn(msgspec.Struct, frozen=True):
     def __post_init__(self) -> None:
         if "\x00" in self.name or "\x00" in self.description or len(self.description) > 2000:
             raise ValidationError("collection description must be ≤ 2000 characters without NUL")
+
+
+def _public(doc: DocumentInfo, request: Request[Any, Any, Any]) -> DocumentInfo:
+    return msgspec.structs.replace(doc, source_path=public_path(doc.source_path, runtime(request).settings))
 
 
 class DocumentDetail(msgspec.Struct, frozen=True):
@@ -64,34 +68,36 @@ async def health(request: Request[Any, Any, Any]) -> dict[str, Any]:
 class CatalogController(Controller):
     path = "/kb"
     guards = [read_guard]
+    security = BEARER
 
-    @get("/collections")
+    @get("/collections", responses=errors(401))
     async def collections(self, request: Request[Any, Any, Any]) -> list[Collection]:
         return await list_collections(runtime(request).pool)
 
-    @post("/collections", guards=[admin_guard], status_code=201)
+    @post("/collections", guards=[admin_guard], status_code=201, responses=errors(400, 401, 403, 409, 415))
     async def create(self, request: Request[Any, Any, Any], data: CollectionIn) -> Collection:
         return await create_collection(runtime(request).pool, data.name, data.description)
 
-    @get("/documents")
+    @get("/documents", responses=errors(400, 401, 404))
     async def documents(
         self, request: Request[Any, Any, Any], collection: str = "default",
         limit: int = Parameter(default=100, ge=1, le=1000), offset: int = Parameter(default=0, ge=0, le=10**9),
     ) -> list[DocumentInfo]:
-        return await list_documents(runtime(request).pool, collection, limit=limit, offset=offset)
+        docs = await list_documents(runtime(request).pool, collection, limit=limit, offset=offset)
+        return [_public(d, request) for d in docs]
 
-    @get("/documents/{doc_id:int}")
+    @get("/documents/{doc_id:int}", responses=errors(400, 401, 404))
     async def document(self, request: Request[Any, Any, Any], doc_id: int) -> DocumentDetail:
         info, nodes = await get_document(runtime(request).pool, doc_id)
-        return DocumentDetail(document=info, tree=nodes)
+        return DocumentDetail(document=_public(info, request), tree=nodes)
 
-    @get("/documents/{doc_id:int}/tree")
+    @get("/documents/{doc_id:int}/tree", responses=errors(400, 401, 404))
     async def tree(self, request: Request[Any, Any, Any], doc_id: int, format: str = "pageindex") -> dict[str, Any]:
         """The document's tree in an exchange format; ``pageindex``: nested PageIndex JSON."""
         if format not in TREE_FORMATS:
             raise ValidationError(f"unknown tree format {format!r}; supported: {', '.join(TREE_FORMATS)}")
         return await export_pageindex(runtime(request).pool, doc_id)
 
-    @delete("/documents/{doc_id:int}", guards=[admin_guard], status_code=204)
+    @delete("/documents/{doc_id:int}", guards=[admin_guard], status_code=204, responses=errors(400, 401, 403, 404))
     async def remove(self, request: Request[Any, Any, Any], doc_id: int) -> None:
         await delete_document(runtime(request).pool, doc_id)

@@ -3,36 +3,106 @@
 from __future__ import annotations
 
 import hmac
+import ipaddress
+import re
 import time
 import uuid
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import asyncpg
+import msgspec
 import structlog
 from litestar import Request, Response
 from litestar.connection import ASGIConnection
+from litestar.enums import RequestEncodingType
 from litestar.exceptions import HTTPException, NotAuthorizedException, PermissionDeniedException
 from litestar.exceptions import ValidationException as LitestarValidation
 from litestar.handlers.base import BaseRouteHandler
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from kb.errors import AuthError, ForbiddenError, KBError
+from kb.errors import AuthError, ForbiddenError, KBError, UnsupportedMediaTypeError, ValidationError
 from kb.runtime import Runtime
+from kb.settings import Settings
 
 log = structlog.get_logger("kb.api")
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+_PROXY_HEADERS = ("forwarded", "x-forwarded-for", "x-forwarded-host", "x-real-ip")
+
+
+class Problem(msgspec.Struct, frozen=True):
+    """Problem details (RFC 9457): the body of every error response."""
+
+    type: str
+    status: int
+    title: str
+    detail: str
+
+
+PROBLEM_JSON = "application/problem+json"
+_ERRORS = {
+    400: "Invalid request (malformed JSON, wrong type or value)",
+    401: "Missing or invalid bearer token",
+    403: "Admin access refused (no KB_ADMIN_TOKEN and not a local, non-browser request)",
+    404: "Not found",
+    409: "Conflict",
+    413: "Request body too large (KB_MAX_UPLOAD_MB)",
+    415: "Content-Type must be application/json",
+}
+BEARER = [{"bearer": []}]  # the OpenAPI security requirement of every guarded controller
+
+
+def errors(*codes: int) -> dict[int, ResponseSpec]:
+    """OpenAPI documentation of a handler's error responses, as problem details."""
+    return {c: ResponseSpec(data_container=Problem, media_type=PROBLEM_JSON, description=_ERRORS[c],
+                            generate_examples=False) for c in codes}
 
 
 def runtime(request: ASGIConnection[Any, Any, Any, Any]) -> Runtime:
     return request.app.state.runtime
 
 
-def problem(status: int, title: str, detail: str) -> Response[dict[str, Any]]:
+def problem(status: int, title: str, detail: str, headers: dict[str, str] | None = None) -> Response[dict[str, Any]]:
     return Response(
         content={"type": "about:blank", "status": status, "title": title, "detail": detail},
         status_code=status,
-        media_type="application/problem+json",
+        media_type=PROBLEM_JSON,
+        headers=headers,
     )
+
+
+def _path_roots(settings: Settings) -> list[tuple[Path, str]]:
+    """Folders whose absolute location stays private: (folder, how it is shown), most specific first."""
+    roots = [(settings.database.data_dir / "uploads", "uploads"), (settings.ingest.root, ".")]
+    return sorted(roots, key=lambda r: len(r[0].parts), reverse=True)
+
+
+def public_path(path: str, settings: Settings) -> str:
+    """A server path as API output shows it: relative to KB_INGEST_ROOT or ``uploads/…``; else its name."""
+    p = Path(path)
+    for root, shown in _path_roots(settings):
+        if p == root or root in p.parents:
+            rel = p.relative_to(root).as_posix()
+            return rel if shown == "." else f"{shown}/{rel}".removesuffix("/.")
+    return p.name
+
+
+def scrub_paths(text: str, settings: Settings) -> str:
+    """Free text (errors) with the ingest root and the data folder no longer spelled out."""
+    for root, shown in [*_path_roots(settings), (settings.database.data_dir, "<data>")]:
+        if len(root.parts) <= 1:  # "/" itself: nothing private to hide, and replacing it would garble the text
+            continue
+        prefix = "" if shown == "." else f"{shown}/"
+        text = re.sub(re.escape(str(root)) + r"(/|(?![\w.-]))",
+                      lambda m, prefix=prefix, shown=shown: prefix if m.group(1) else shown, text)
+    return text
+
+
+def _settings_of(request: ASGIConnection[Any, Any, Any, Any]) -> Settings | None:
+    rt = request.app.state.get("runtime")
+    return rt.settings if rt is not None else None
 
 
 def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
@@ -40,7 +110,10 @@ def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Respon
     if isinstance(exc, KBError):
         if exc.status_code >= 500:
             log.error("api.error", error=exc.detail, kind=type(exc).__name__)
-        return problem(exc.status_code, exc.title, exc.detail)
+        settings = _settings_of(request)
+        headers = {"WWW-Authenticate": 'Bearer realm="kb"'} if isinstance(exc, AuthError) else None
+        return problem(exc.status_code, exc.title, scrub_paths(exc.detail, settings) if settings else exc.detail,
+                       headers)
     if isinstance(exc, asyncpg.DataError | OverflowError):  # e.g. an id beyond bigint, bad encoding
         return problem(400, "Invalid request", f"invalid value: {str(exc).splitlines()[0][:200]}")
     if isinstance(exc, LitestarValidation):
@@ -48,8 +121,9 @@ def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Respon
         if exc.extra:
             detail = f"{detail}: {exc.extra}"
         return problem(400, "Invalid request", str(detail))
-    if isinstance(exc, HTTPException):
-        return problem(exc.status_code, exc.__class__.__name__.replace("Exception", "") or "Error", str(exc.detail))
+    if isinstance(exc, HTTPException):  # its headers (e.g. Allow on a 405) are kept
+        return problem(exc.status_code, exc.__class__.__name__.replace("Exception", "") or "Error", str(exc.detail),
+                       dict(exc.headers or {}))
     log.exception("api.unhandled", path=request.url.path)
     return problem(500, "Internal error", "an unexpected error occurred; see the server log for the request id")
 
@@ -67,15 +141,70 @@ def _check(expected: str, given: str | None) -> None:
         raise AuthError("invalid token")
 
 
-def admin_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-    """Admin and mutating endpoints: KB_ADMIN_TOKEN; without one, only a loopback-bound server allows them."""
+def _ip_is_loopback(value: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(value.strip("[]"))
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return ip.is_loopback or bool(mapped and mapped.is_loopback)
+
+
+def _host_is_loopback(host: str) -> bool:
+    """A ``Host`` header value (port allowed) that names this machine's loopback interface."""
+    name = host.strip().lower()
+    if name.startswith("["):  # [::1]:8000
+        name = name[1 : name.find("]")] if "]" in name else name
+    elif name.count(":") == 1:
+        name = name.split(":", 1)[0]
+    return name == "localhost" or _ip_is_loopback(name)
+
+
+def _expects_json(handler: BaseRouteHandler) -> bool:
+    data = handler.parsed_fn_signature.parameters.get("data")
+    if data is None:
+        return False
+    media = getattr(data.kwarg_definition, "media_type", None)
+    return media is None or media == RequestEncodingType.JSON
+
+
+def _refuse_browser(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
+    """Token-less admin access is for local tools, not web pages: refuse what a browser could forge
+    (CSRF, DNS rebinding) and requests relayed by a proxy."""
+    headers = connection.headers
+    if any(h in headers for h in _PROXY_HEADERS):
+        raise ForbiddenError("proxied request refused: set KB_ADMIN_TOKEN to use admin endpoints through a proxy")
+    host = headers.get("host", "")
+    if not _host_is_loopback(host):
+        raise ForbiddenError("Host header is not a loopback name; set KB_ADMIN_TOKEN for remote admin access")
+    origin = headers.get("origin")
+    if origin is not None:
+        parsed = urlsplit(origin)
+        if (parsed.scheme, parsed.netloc.lower()) != (connection.url.scheme, host.lower()):
+            raise ForbiddenError("cross-origin request refused (Origin is not this server)")
+    if _expects_json(handler):
+        ctype = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if ctype != "application/json":
+            raise UnsupportedMediaTypeError("Content-Type must be application/json")
+
+
+def admin_guard(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
+    """The one admin check, for ``/kb/admin/*`` and every mutating endpoint.
+
+    With ``KB_ADMIN_TOKEN``: that bearer token (the read token never grants admin). Without it: refused
+    when ``KB_API_TOKEN`` is set; otherwise allowed only from a loopback *peer address* and never for a
+    browser-style or proxied request.
+    """
     server = runtime(connection).settings.server
-    bound = connection.app.state.get("bound_host", server.host)
     if server.admin_token:
         _check(server.admin_token, _bearer(connection))
         return
-    if bound not in LOOPBACK:
-        raise ForbiddenError("admin endpoints are disabled: set KB_ADMIN_TOKEN (server is not bound to loopback)")
+    if server.api_token:
+        raise ForbiddenError("admin endpoints are disabled: KB_API_TOKEN is set without KB_ADMIN_TOKEN")
+    client = connection.scope.get("client")
+    if not client or not _ip_is_loopback(str(client[0])):
+        raise ForbiddenError("admin endpoints are open to loopback clients only: set KB_ADMIN_TOKEN")
+    _refuse_browser(connection, handler)
 
 
 def read_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
@@ -90,6 +219,21 @@ def read_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandl
 
 
 __all__ = ["NotAuthorizedException", "PermissionDeniedException", "admin_guard", "read_guard"]
+
+
+async def strict_json_body(request: Request[Any, Any, Any]) -> None:
+    """``before_request``: a JSON body must match the handler's type without coercion
+    (``"top_k": "5"`` or ``"recursive": 0`` is a 400, not 5 or false)."""
+    handler = request.route_handler
+    if not _expects_json(handler):
+        return
+    annotation = handler.parsed_fn_signature.parameters["data"].annotation
+    try:
+        msgspec.json.decode(await request.body(), type=annotation)
+    except msgspec.ValidationError as exc:
+        raise ValidationError(str(exc)) from exc
+    except msgspec.DecodeError:
+        return  # malformed JSON: the framework's own 400
 
 
 def request_id_middleware(app: ASGIApp) -> ASGIApp:

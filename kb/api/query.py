@@ -12,7 +12,7 @@ import structlog
 from litestar import Controller, Request, post
 from litestar.response import ServerSentEvent
 
-from kb.api.common import read_guard
+from kb.api.common import BEARER, errors, read_guard
 from kb.api.metrics import observe_query
 from kb.errors import KBError
 from router.pipeline import validate_request
@@ -21,11 +21,21 @@ from router.types import QueryRequest, QueryResult
 log = structlog.get_logger("kb.api")
 
 
+class EventStream(ServerSentEvent):
+    """Server-sent events sent as ``text/event-stream`` even from a handler that can also answer JSON
+    (litestar 2.25 lets the handler's media type override the stream's own)."""
+
+    def to_asgi_response(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["media_type"] = "text/event-stream"
+        return super().to_asgi_response(*args, **kwargs)
+
+
 class QueryController(Controller):
     path = "/kb"
     guards = [read_guard]
+    security = BEARER
 
-    @post("/query", status_code=200)
+    @post("/query", status_code=200, responses=errors(400, 401, 404))
     async def query(self, request: Request[Any, Any, Any], data: QueryRequest) -> QueryResult | ServerSentEvent:
         pipeline = request.app.state.pipeline
         req = validate_request(data)
@@ -33,7 +43,7 @@ class QueryController(Controller):
             result = await pipeline.run(req)
             observe_query(result.trace)
             return result
-        return ServerSentEvent(_stream(pipeline, req))
+        return EventStream(_stream(pipeline, req))
 
 
 async def _stream(pipeline: Any, req: QueryRequest) -> AsyncGenerator[dict[str, str], None]:
