@@ -10,7 +10,8 @@ start at its title line (searched on its first page) and to end where the next n
 begins (its title line, searched on that node's first page), so a shared page is chunked once,
 under the right section, and nothing between two titles is lost. Without ``page_texts`` a PDF
 parent's text is cut where its first child's text begins. Own text that is only the heading
-line is skipped. Chunk texts are verbatim slices of the node text (PDF line breaks kept).
+line is skipped. Chunk texts are verbatim slices of the node text (PDF line breaks kept). Word/HTML
+nodes hold one paragraph or table row per line: each line is a paragraph for packing.
 """
 
 from __future__ import annotations

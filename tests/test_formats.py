@@ -81,7 +81,7 @@ def _with_company(data: bytes, company: str) -> bytes:
     return out.getvalue()
 
 
-HTML = """<!DOCTYPE html>
+HTML = f"""<!DOCTYPE html>
 <html lang="en-GB"><head><meta charset="utf-8">
 <title>Lumen Bakeries Store Report 2022</title>
 <meta name="description" content="How the Lumen bakery chain grew its stores by region">
@@ -95,24 +95,24 @@ HTML = """<!DOCTYPE html>
 <nav><ul><li>Shop locator</li><li>Gift vouchers</li></ul></nav>
 <main><article>
 <header><h1>Store report</h1></header>
-<p>Lumen Bakeries ended 2022 with 118 stores across four regions. {filler}</p>
+<p>Lumen Bakeries ended 2022 with 118 stores across four regions. {FILLER}</p>
 <h2>Regions</h2>
-<p>Store counts and bread sales by region at the end of the year. {filler}</p>
+<p>Store counts and bread sales by region at the end of the year. {FILLER}</p>
 <table><caption>Stores by region</caption>
 <thead><tr><th>Region</th><th>Stores</th><th>Sales</th></tr></thead>
 <tbody><tr><td>Northshire</td><td>42</td><td>8.1m loaves</td></tr>
 <tr><td>Eastvale</td><td>31</td><td>6.0m loaves</td></tr>
 <tr><td>Southmoor</td><td>27</td><td>5.2m loaves</td></tr></tbody></table>
 <h3>Northshire openings</h3>
-<p>Nine new Northshire shops opened beside railway stations in the autumn. {filler}</p>
+<p>Nine new Northshire shops opened beside railway stations in the autumn. {FILLER}</p>
 <h2>Outlook</h2>
-<p>The chain plans a sourdough line for supermarkets in 2023.<br>Flour prices remain the main risk. {filler}</p>
+<p>The chain plans a sourdough line for supermarkets in 2023.<br>Flour prices remain the main risk. {FILLER}</p>
 </article></main>
 <aside>Subscribe to our newsletter for weekly offers</aside>
 <noscript>Enable scripts for the store map</noscript>
 <footer>Copyright Lumen Bakeries plc</footer>
 </body></html>
-""".format(filler=FILLER)
+"""
 
 
 async def _run_job(rt: Runtime, folder: Path) -> Any:
