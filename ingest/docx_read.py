@@ -46,6 +46,7 @@ CFB_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _HEADING = re.compile(r"^heading\s*([1-9])$", re.I)
 _TOC = re.compile(r"^toc(?:\s*\d|\s+heading)?$", re.I)
 _APP_XML = "docProps/app.xml"
+_STREAM_NAME = re.compile(r"file '<[^']*>' ")  # python-docx names the in-memory stream in some messages
 _XML = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False)
 _BROKEN = (PackageNotFoundError, KeyError, ValueError, AttributeError, zipfile.BadZipFile, zlib.error,
            etree.XMLSyntaxError, EOFError)
@@ -76,7 +77,7 @@ def read_docx(data: bytes, *, max_bytes: int | None = None) -> Outline:
 
 
 def _reason(exc: BaseException) -> str:
-    text = one_line(str(exc)) or type(exc).__name__
+    text = one_line(_STREAM_NAME.sub("", str(exc))) or type(exc).__name__
     if isinstance(exc, KeyError):
         return f"a required part is missing ({text})"
     return text[:200]

@@ -74,19 +74,18 @@ def read_html(data: bytes) -> Outline:
 
 
 def _decode(data: bytes) -> tuple[str, list[str]]:
-    """Bytes → text: a BOM, else the ``<meta charset>`` declared in the first 4 KB, else UTF-8."""
+    """Bytes → text: a BOM, else the ``<meta charset>`` declared in the first 4 KB, else UTF-8, else
+    windows-1252 (what browsers assume for undeclared legacy pages)."""
     m = _CHARSET.search(data[:4096])
-    declared = m.group(1).decode("ascii").lower() if m else None
-    if declared and not data.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")):
+    codec = None
+    if m:
         try:
-            codec = codecs.lookup(declared).name
+            codec = codecs.lookup(m.group(1).decode("ascii")).name
         except LookupError:
             codec = None
-        if codec and codec not in ("utf-8", "ascii") and not codec.startswith("utf-16"):
-            if b"\x00" in data[:65536]:
-                raise IngestError("binary content (NUL bytes); not an HTML file")
-            return data.decode(codec, errors="replace"), []
-    return decode_text_file(data)
+    if codec in ("utf-8", "ascii") or (codec or "").startswith("utf-16"):
+        codec = None  # UTF-8 is the default; a UTF-16 page has a BOM
+    return decode_text_file(data, encoding=codec, fallback="windows-1252")
 
 
 def _dropped(el: Any) -> bool:

@@ -50,8 +50,13 @@ class _Section:
 # --------------------------------------------------------------------------- decoding
 
 
-def decode_text_file(data: bytes) -> tuple[str, list[str]]:
-    """Bytes of a .md/.txt file → (text, warnings). Raises ``IngestError`` for empty or binary files."""
+def decode_text_file(data: bytes, *, encoding: str | None = None,
+                     fallback: str | None = None) -> tuple[str, list[str]]:
+    """Bytes of a text file → (text, warnings). Raises ``IngestError`` for empty or binary files.
+
+    A UTF-16 BOM wins; else ``encoding`` (one the file declares) or UTF-8. Bytes that are not UTF-8 are
+    decoded as ``fallback`` when given (HTML: windows-1252), else with replacement characters.
+    """
     warnings: list[str] = []
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         try:
@@ -61,11 +66,15 @@ def decode_text_file(data: bytes) -> tuple[str, list[str]]:
     else:
         if b"\x00" in data[:65536]:
             raise IngestError("binary content (NUL bytes); not a text file")
-        try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError:
-            text = data.decode("utf-8", errors="replace")
-            warnings.append("not valid UTF-8; decoded with replacement characters")
+        if encoding and not data.startswith(b"\xef\xbb\xbf"):
+            text = data.decode(encoding, errors="replace")
+        else:
+            try:
+                text = data.decode("utf-8-sig")
+            except UnicodeDecodeError:
+                text = data.decode(fallback or "utf-8", errors="replace")
+                warnings.append(f"not valid UTF-8; decoded as {fallback}" if fallback
+                                else "not valid UTF-8; decoded with replacement characters")
     if not text.strip():
         raise IngestError("empty file")
     sample = text[:65536]

@@ -290,3 +290,15 @@ def test_word_paragraph_that_looks_like_markdown_stays_a_paragraph(kb_env: dict[
     assert [(n.title, n.level, n.start, n.end) for n in tree.nodes] == [("Release notes", 1, 1, 8),
                                                                          ("Known issues", 2, 7, 8)]
     assert all(n.unit == "paragraph" for n in tree.nodes)
+
+
+def test_html_encoding_declared_or_legacy(tmp_path: Path) -> None:
+    """A declared charset is honoured; an undeclared page that is not UTF-8 is read as windows-1252."""
+    declared = parse_file('<meta charset="iso-8859-15"><h1>Prix</h1><p>Caf\u00e9 \u20ac 3</p>'.encode("iso-8859-15"),
+                          "html")
+    legacy = parse_file("<h1>Prix</h1><p>Caf\u00e9 \u20ac 3</p>".encode("windows-1252"), "html")
+    utf8 = parse_file("<h1>Prix</h1><p>Caf\u00e9 \u20ac 3</p>".encode(), "html")
+    assert declared.text == legacy.text == utf8.text == "# Prix\nCaf\u00e9 \u20ac 3"
+    assert declared.outline and legacy.outline and utf8.outline
+    assert not declared.outline.warnings and not utf8.outline.warnings
+    assert any("windows-1252" in w for w in legacy.outline.warnings)
