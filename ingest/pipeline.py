@@ -116,6 +116,7 @@ class IngestContext:
 
 
 def max_file_bytes(settings: IngestSettings) -> int:
+    """``KB_MAX_FILE_MB`` in bytes: the largest file read, and what a .docx may unpack to."""
     return settings.max_file_mb * 2**20
 
 
