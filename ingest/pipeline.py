@@ -17,10 +17,14 @@ import structlog
 
 from ingest.chunker import chunk_tree
 from ingest.describe import describe_document
+from ingest.docx_read import read_docx
 from ingest.embedding import CachedEmbedder
 from ingest.files import read_confined
+from ingest.html_read import read_html
 from ingest.markdown_tree import build_markdown_tree, build_text_tree, decode_text_file
 from ingest.metadata import extract_metadata, merge_metadata, parse_front_matter, read_sidecar
+from ingest.outline import UNIT as OUTLINE_UNIT
+from ingest.outline import Outline, outline_tree
 from ingest.pageindex import (
     keep_given_summaries,
     parse_pageindex,
@@ -39,7 +43,11 @@ from kb.types import DocumentTree
 
 log = structlog.get_logger("ingest.pipeline")
 
-SUPPORTED: dict[str, str] = {".pdf": "pdf", ".md": "markdown", ".markdown": "markdown", ".txt": "text"}
+SUPPORTED: dict[str, str] = {
+    ".pdf": "pdf", ".md": "markdown", ".markdown": "markdown", ".txt": "text",
+    ".docx": "docx", ".html": "html", ".htm": "html",
+}
+"""File suffix → kind: the one list of formats (uploads, folder jobs and the parser read it)."""
 
 
 class ParsedFile(msgspec.Struct, frozen=True):
@@ -47,7 +55,8 @@ class ParsedFile(msgspec.Struct, frozen=True):
 
     kind: str
     pdf: ParsedPdf | None = None
-    text: str | None = None
+    text: str | None = None  # Markdown/text as read; Word/HTML: the outline's one-line-per-unit rendering
+    outline: Outline | None = None
     front_matter: dict[str, Any] = {}
     warnings: tuple[str, ...] = ()
 
@@ -70,8 +79,9 @@ def file_kind(path: Path) -> str | None:
     return SUPPORTED.get(path.suffix.lower())
 
 
-def parse_file(source: str | bytes, kind: str) -> ParsedFile:
-    """Parse a file (a path, or its bytes) into pages or text. Runs in a worker process; raises ``IngestError``."""
+def parse_file(source: str | bytes, kind: str, max_bytes: int | None = None) -> ParsedFile:
+    """Parse a file (a path, or its bytes) into pages, text or an outline. Runs in a worker process;
+    raises ``IngestError``. ``max_bytes`` bounds what a .docx may unpack to."""
     if kind == "pdf":
         return ParsedFile(kind=kind, pdf=read_pdf(source if isinstance(source, bytes) else Path(source)))
     if isinstance(source, bytes):
@@ -81,6 +91,14 @@ def parse_file(source: str | bytes, kind: str) -> ParsedFile:
             data = Path(source).read_bytes()
         except FileNotFoundError as exc:
             raise IngestError("file vanished before it could be read") from exc
+    if kind == "docx":
+        outline = read_docx(data, max_bytes=max_bytes)
+    elif kind == "html":
+        outline = read_html(data)
+    else:
+        outline = None
+    if outline is not None:
+        return ParsedFile(kind=kind, text=outline.render(), outline=outline, front_matter=dict(outline.properties))
     text, warnings = decode_text_file(data)
     front: dict[str, Any] = {}
     if kind == "markdown":
@@ -97,17 +115,25 @@ class IngestContext:
     executor: Executor | None = None  # process pool for parsing; None → a thread
 
 
+def max_file_bytes(settings: IngestSettings) -> int:
+    """``KB_MAX_FILE_MB`` in bytes: the largest file read, and what a .docx may unpack to."""
+    return settings.max_file_mb * 2**20
+
+
 async def _parse(ctx: IngestContext, data: bytes, kind: str) -> ParsedFile:
     loop = asyncio.get_running_loop()
+    limit = max_file_bytes(ctx.settings)
     if ctx.executor is not None:
-        return await loop.run_in_executor(ctx.executor, parse_file, data, kind)
-    return await asyncio.to_thread(parse_file, data, kind)
+        return await loop.run_in_executor(ctx.executor, parse_file, data, kind, limit)
+    return await asyncio.to_thread(parse_file, data, kind, limit)
 
 
 async def build_tree(parsed: ParsedFile, chat: ChatModel, settings: IngestSettings, title: str) -> DocumentTree:
     if parsed.kind == "pdf":
         assert parsed.pdf is not None
         return await build_pdf_tree(parsed.pdf, chat, settings)
+    if parsed.outline is not None:
+        return outline_tree(parsed.outline, settings, title=title, mode=parsed.kind)
     text = parsed.text or ""
     if parsed.kind == "markdown":
         tree = build_markdown_tree(text, settings, title=title)
@@ -144,7 +170,8 @@ def _sidecar_tree(path: Path, raw: bytes | None, parsed: ParsedFile,
         doc = parse_pageindex(raw)
         if parsed.pdf is not None:
             return tree_from_pageindex(doc, unit="page", page_texts=page_texts), None
-        return tree_from_pageindex(doc, unit="line", text=parsed.text or ""), None
+        unit = OUTLINE_UNIT if parsed.outline is not None else "line"
+        return tree_from_pageindex(doc, unit=unit, text=parsed.text or ""), None
     except IngestError as exc:
         note = (f"tree sidecar {tree_sidecar_path(path).name} refused ({exc.detail}); "
                 "the tree was built from the document instead")
@@ -193,7 +220,7 @@ async def ingest_file(
     if kind is None:
         return IngestOutcome(name=name, status="unsupported", error=f"unsupported file type {path.suffix or '(none)'}")
     try:
-        data = await asyncio.to_thread(read_confined, path, allowed_root)
+        data = await asyncio.to_thread(read_confined, path, allowed_root, max_file_bytes(ctx.settings))
     except IngestError as exc:
         log.warning("ingest.file_refused", name=name, error=exc.detail)
         return IngestOutcome(name=name, status="failed", error=exc.detail)

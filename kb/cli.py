@@ -15,6 +15,7 @@ import msgspec
 from kb.errors import ConfigError, KBError
 from kb.logging import configure_logging
 from kb.settings import get_settings
+from kb.text import unit_label
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples" / "reports"
 
@@ -121,8 +122,8 @@ def _print_result(result: Any, question: str) -> None:
     print(f"Retrieved {len(result.citations)} cited chunks ({trace.get('rerank', '')}):")
     scores = {c["chunk_id"]: c for c in trace.get("chunks", [])}
     for c in result.citations:
-        unit = "pp." if c.unit == "page" else "lines"
-        print(f"  #{c.marker} [{c.node_id}] {c.doc_name} › {c.section_path} ({unit} {c.pages[0]}-{c.pages[1]})")
+        print(f"  #{c.marker} [{c.node_id}] {c.doc_name} › {c.section_path} "
+              f"({unit_label(c.unit)} {c.pages[0]}-{c.pages[1]})")
         print(f"     \"{' '.join(c.text.split())[:160]}...\"")
     if scores:
         top = list(scores.values())[:5]

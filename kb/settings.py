@@ -115,6 +115,7 @@ class IngestSettings:
     run_worker: bool  # the API process also runs one ingest worker
     job_stale_s: int  # a running item whose heartbeat is older is resumed
     max_upload_mb: int = 200  # POST /kb/admin/documents body limit
+    max_file_mb: int = 200  # KB_MAX_FILE_MB: a file (or a .docx unpacked) larger than this fails with that reason
 
 
 @dataclass(frozen=True)
@@ -219,6 +220,7 @@ def get_settings() -> Settings:
             run_worker=_bool("KB_RUN_WORKER", True),
             job_stale_s=_int("KB_JOB_STALE_S", 120),
             max_upload_mb=_int("KB_MAX_UPLOAD_MB", 200),
+            max_file_mb=_int("KB_MAX_FILE_MB", 200),
         ),
         server=ServerSettings(
             host=_env("KB_HOST", "127.0.0.1") or "127.0.0.1",
