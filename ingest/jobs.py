@@ -105,38 +105,82 @@ class JobStatus(msgspec.Struct, frozen=True):
     llm_calls_per_100_pages: float | None = None
 
 
+MAX_PATH_BYTES = 4096  # PATH_MAX
+MAX_NAME_BYTES = 255  # NAME_MAX of one path component
+MAX_FOLDER_DEPTH = 64  # a recursive ingest refuses deeper folder trees
+MAX_JOB_FILES = 100_000
+
+
+def _check_path_text(path: str) -> None:
+    """Refuse, with a 400, a path no file system could hold (before any system call sees it)."""
+    if "\x00" in path:
+        raise ValidationError("path contains a NUL character")
+    if len(path.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+        raise ValidationError(f"path is longer than {MAX_PATH_BYTES} bytes")
+    for part in path.split("/"):
+        if len(part.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+            raise ValidationError(f"a path component is longer than {MAX_NAME_BYTES} bytes: {part[:40]!r}…")
+
+
 def resolve_ingest_path(root: Path, path: str) -> Path:
     """Resolve ``path`` (relative to ``root`` or absolute) and require it inside ``root``.
 
     Symlinks are resolved first, so neither ``..`` nor a link can escape the root.
     """
+    _check_path_text(path)
     try:
         raw = Path(path)
         candidate = (raw if raw.is_absolute() else root / raw).resolve()
+        root = root.resolve()
+        if candidate != root and root not in candidate.parents:
+            raise ValidationError(f"path {path!r} is outside the ingest root (KB_INGEST_ROOT)")
+        exists = candidate.exists()
     except (ValueError, RuntimeError, OSError) as exc:
-        raise ValidationError(f"invalid path {path!r}: {exc}") from exc
-    root = root.resolve()
-    if candidate != root and root not in candidate.parents:
-        raise ValidationError(f"path {path!r} is outside the ingest root (KB_INGEST_ROOT)")
-    if not candidate.exists():
+        raise ValidationError(f"invalid path {path!r}: {exc.strerror if isinstance(exc, OSError) else exc}") from exc
+    if not exists:
         raise NotFoundError(f"path {path!r} does not exist")
     return candidate
 
 
+def _walk(root: Path, recursive: bool) -> list[Path]:
+    """Files under ``root`` (sorted), without following folder links; iterative, so a deep tree cannot
+    exhaust the stack. Hidden entries (a name starting with ".") are skipped."""
+    out: list[Path] = []
+    stack: list[tuple[Path, int]] = [(root, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            raise ValidationError(f"cannot list folder {folder.name!r}: {exc.strerror}") from exc
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                if not recursive:
+                    continue
+                if depth + 1 >= MAX_FOLDER_DEPTH:
+                    raise ValidationError(f"the folder tree is deeper than {MAX_FOLDER_DEPTH} levels")
+                stack.append((Path(entry.path), depth + 1))
+            elif entry.is_file():  # a link to a file counts; its real path is checked below
+                out.append(Path(entry.path))
+                if len(out) > MAX_JOB_FILES:
+                    raise ValidationError(f"more than {MAX_JOB_FILES} files in one job; ingest subfolders separately")
+    return sorted(out)
+
+
 def enumerate_files(root: Path, recursive: bool, allowed_root: Path | None = None) -> list[tuple[Path, str, str | None]]:
     """(file, document name, refusal reason) triples; names are paths relative to the folder, so
-    duplicates in subfolders cannot collide. Hidden files and folders (a name starting with ".") are skipped. With ``allowed_root``, files whose real path (links
-    resolved) lies outside it are refused."""
+    duplicates in subfolders cannot collide. Hidden files and folders (a name starting with ".") are
+    skipped; folder links are not followed. With ``allowed_root``, files whose real path (links resolved)
+    lies outside it are refused."""
     if root.is_file():
         return [(root, root.name, None)]
-    pattern = "**/*" if recursive else "*"
     allowed = allowed_root.resolve() if allowed_root is not None else None
     out: list[tuple[Path, str, str | None]] = []
-    for p in sorted(root.glob(pattern)):
+    for p in _walk(root, recursive):
         rel = p.relative_to(root)
-        if any(part.startswith(".") for part in rel.parts):  # hidden files and folders (.git, .venv, .kb)
-            continue
-        if not p.is_file() or p.name.endswith((".meta.json", TREE_SIDECAR_SUFFIX)):
+        if p.name.endswith((".meta.json", TREE_SIDECAR_SUFFIX)):
             continue
         if p.name in {"metadata.jsonl", "metadata.csv", "documents.jsonl", "questions.jsonl"} and p.parent == root:
             continue

@@ -12,6 +12,7 @@ import msgspec
 import numpy as np
 import structlog
 
+from kb.db import LONG_STATEMENT_S
 from kb.errors import ConflictError, NotFoundError, ValidationError
 from kb.types import ChunkDraft, DocumentTree
 
@@ -231,8 +232,8 @@ async def delete_document(pool: asyncpg.Pool, doc_id: int) -> None:
         await conn.execute(SQL_LOCK_LEXEMES, collection_id)
         if await conn.fetchval(SQL_DOC_COLLECTION, doc_id) is None:
             raise NotFoundError(f"document {doc_id} does not exist")
-        await conn.execute(SQL_LEXEMES_REMOVE, collection_id, doc_id)
-        await conn.execute(SQL_DELETE_DOCUMENT, doc_id)
+        await conn.execute(SQL_LEXEMES_REMOVE, collection_id, doc_id, timeout=LONG_STATEMENT_S)
+        await conn.execute(SQL_DELETE_DOCUMENT, doc_id, timeout=LONG_STATEMENT_S)
     log.info("store.document_deleted", doc_id=doc_id)
 
 
@@ -256,8 +257,8 @@ async def write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
         old_id = await conn.fetchval(SQL_DOC_BY_NAME, doc.collection_id, doc.name)
         await conn.execute(SQL_LOCK_LEXEMES, doc.collection_id)  # held to commit: lexeme counts never race
         if old_id is not None:
-            await conn.execute(SQL_LEXEMES_REMOVE, doc.collection_id, old_id)
-            await conn.execute(SQL_DELETE_BY_NAME, doc.collection_id, doc.name)
+            await conn.execute(SQL_LEXEMES_REMOVE, doc.collection_id, old_id, timeout=LONG_STATEMENT_S)
+            await conn.execute(SQL_DELETE_BY_NAME, doc.collection_id, doc.name, timeout=LONG_STATEMENT_S)
         doc_id = await conn.fetchval(
             SQL_INSERT_DOCUMENT, doc.collection_id, doc.name, doc.source_path, doc.sha256, doc.file_type,
             json.dumps(doc.metadata, default=str), doc.title, doc.description, doc.description_embedding,
@@ -266,6 +267,7 @@ async def write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
         await conn.copy_records_to_table(
             "nodes",
             columns=NODE_COLUMNS,
+            timeout=LONG_STATEMENT_S,
             records=[
                 (doc_id, n.node_id, n.parent_id, n.ordinal, n.level, n.title, n.start, n.end, n.unit, n.is_leaf,
                  n.summary, n.text, list(n.path), doc.node_embeddings[i])
@@ -276,11 +278,12 @@ async def write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
             await conn.copy_records_to_table(
                 "chunks",
                 columns=CHUNK_COLUMNS,
+                timeout=LONG_STATEMENT_S,
                 records=[
                     (doc_id, doc.collection_id, c.node_id, c.ordinal, c.text, c.page, c.token_count,
                      c.heading_path, doc.chunk_embeddings[i], c.page_end)
                     for i, c in enumerate(doc.chunks)
                 ],
             )
-            await conn.execute(SQL_LEXEMES_ADD, doc.collection_id, doc_id)
+            await conn.execute(SQL_LEXEMES_ADD, doc.collection_id, doc_id, timeout=LONG_STATEMENT_S)
     return int(doc_id)

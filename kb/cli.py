@@ -231,9 +231,8 @@ async def _preflight() -> None:
 
 
 def _serve(host: str, port: int, banner: str = "") -> None:
-    import uvicorn
-
     from kb.app import create_app
+    from kb.serve import serve
 
     asyncio.run(_preflight())
 
@@ -243,7 +242,7 @@ def _serve(host: str, port: int, banner: str = "") -> None:
             print(banner, flush=True)
 
     app = create_app(bound_host=host, on_ready=ready)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    serve(app, host, port, get_settings().server)
 
 
 async def _samples_ingested(collection: str) -> bool:
