@@ -13,7 +13,7 @@ import numpy as np
 import structlog
 
 from kb.db import LONG_STATEMENT_S
-from kb.errors import ConflictError, NotFoundError, ValidationError
+from kb.errors import ConflictError, IngestError, NotFoundError, ValidationError
 from kb.types import ChunkDraft, DocumentTree
 
 log = structlog.get_logger("ingest.store")
@@ -65,6 +65,9 @@ SELECT id, name, sha256 FROM documents WHERE collection_id = $1 AND (name = $2 O
 SQL_LOCK_NAME = "SELECT pg_advisory_xact_lock(hashtextextended($1, 42))"
 SQL_LOCK_LEXEMES = "SELECT pg_advisory_xact_lock(hashtextextended('lexeme_df/' || ($1::bigint)::text, 42))"
 SQL_DELETE_BY_NAME = "DELETE FROM documents WHERE collection_id = $1 AND name = $2"
+SQL_DOC_BY_SHA = "SELECT id, name FROM documents WHERE collection_id = $1 AND sha256 = $2"
+SQL_REPOINT_ITEMS = "UPDATE ingest_job_items SET document_id = $2 WHERE document_id = $1"
+UNIQUE_CONTENT = "documents_collection_sha256_key"
 SQL_INSERT_DOCUMENT = """
 INSERT INTO documents (collection_id, name, source_path, sha256, file_type, metadata, title, description,
                        description_embedding, page_count, tree_mode, node_count, chunk_count, warnings)
@@ -249,8 +252,33 @@ async def find_existing(pool: asyncpg.Pool, collection_id: int, name: str, sha25
     return None
 
 
+class DuplicateContentError(IngestError):
+    """The same content is already stored in the collection (under another name)."""
+
+    def __init__(self, doc_id: int, name: str) -> None:
+        super().__init__(f"same content as document {doc_id} ({name!r}) already in the collection")
+        self.doc_id = doc_id
+
+
 async def write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
-    """Replace-or-insert one document with its nodes and chunks in ONE transaction."""
+    """Replace-or-insert one document with its nodes and chunks in ONE transaction.
+
+    A collection holds each content once: the unique (collection, sha256) index decides between two
+    concurrent writers, and the loser gets :class:`DuplicateContentError`. Job items that pointed at a
+    replaced version now point at the new one.
+    """
+    try:
+        return await _write_document(pool, doc)
+    except asyncpg.UniqueViolationError as exc:
+        if exc.constraint_name != UNIQUE_CONTENT:
+            raise
+        row = await pool.fetchrow(SQL_DOC_BY_SHA, doc.collection_id, doc.sha256)
+        if row is None:  # the other copy was deleted meanwhile: try once more
+            return await _write_document(pool, doc)
+        raise DuplicateContentError(row["id"], row["name"]) from exc
+
+
+async def _write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
     tree = doc.tree
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute(SQL_LOCK_NAME, f"{doc.collection_id}/{doc.name}")
@@ -286,4 +314,6 @@ async def write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
                 ],
             )
             await conn.execute(SQL_LEXEMES_ADD, doc.collection_id, doc_id, timeout=LONG_STATEMENT_S)
+        if old_id is not None:
+            await conn.execute(SQL_REPOINT_ITEMS, old_id, doc_id)
     return int(doc_id)

@@ -14,7 +14,7 @@ from litestar.openapi.plugins import SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 
 from ingest.embedding import CachedEmbedder
-from ingest.jobs import Worker, make_executor
+from ingest.jobs import Worker, make_executor, stop_executor
 from ingest.pipeline import IngestContext
 from kb import __version__
 from kb.api.admin import AdminController
@@ -102,7 +102,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
                 except TimeoutError:
                     worker_task.cancel()
             if ctx is not None and ctx.executor is not None:
-                ctx.executor.shutdown(wait=False, cancel_futures=True)
+                stop_executor(ctx.executor)
             if runtime is None:
                 await rt.close()
 

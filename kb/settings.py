@@ -117,6 +117,7 @@ class IngestSettings:
     run_worker: bool  # the API process also runs one ingest worker
     job_stale_s: int  # a running item whose heartbeat is older is resumed
     max_upload_mb: int = 200  # POST /kb/admin/documents body limit
+    file_timeout_s: float = 3600.0  # KB_FILE_TIMEOUT_S: one file's ingest; beyond it the file fails with this reason
 
 
 @dataclass(frozen=True)
@@ -227,6 +228,7 @@ def get_settings() -> Settings:
             run_worker=_bool("KB_RUN_WORKER", True),
             job_stale_s=_int("KB_JOB_STALE_S", 120),
             max_upload_mb=_int("KB_MAX_UPLOAD_MB", 200),
+            file_timeout_s=_float("KB_FILE_TIMEOUT_S", 3600.0),
         ),
         server=ServerSettings(
             host=_env("KB_HOST", "127.0.0.1") or "127.0.0.1",

@@ -183,3 +183,134 @@ def test_unfinished_headers_are_dropped_and_big_headers_refused(live) -> None:
     assert r.status_code in {400, 431}
     r = httpx.get(f"{live['base']}/health", timeout=10)
     assert r.status_code == 200 and json.loads(r.text)["database"] is True
+
+
+# ---------------------------------------------------------------- ingest: cancel, hand back, time limit, dedupe
+def _slow_pdf(folder: Path, name: str = "slow.pdf", pages: int = 150) -> Path:
+    """A real text PDF big enough that embedding it takes seconds with the bundled model."""
+    from tests.pdfgen import make_text_pdf, paragraph
+
+    folder.mkdir(parents=True, exist_ok=True)
+    return make_text_pdf(folder / name, [f"Section {i}. " + paragraph(f"ops-{i}", 14) for i in range(pages)])
+
+
+async def _item_status(rt: Runtime, job_id: int, wanted: str) -> None:
+    import asyncio
+
+    from ingest.jobs import get_job
+
+    async with asyncio.timeout(60):
+        for _ in range(10**6):  # polling the database: there is no event to wait on
+            if (await get_job(rt.pool, job_id)).items[0].status == wanted:
+                return
+            await asyncio.sleep(0.1)
+
+
+async def test_cancel_a_job_pending_and_running(runtime: Runtime, tmp_path: Path) -> None:
+    import asyncio
+
+    from ingest.jobs import Worker, get_job
+    from kb.app import build_ingest_context
+
+    _slow_pdf(tmp_path / "slow")
+    (tmp_path / "slow" / "zz-later.md").write_text("# Later\n\nNever ingested: the job is cancelled first.")
+    async with _client(runtime) as client:
+        job_id = (await client.post("/kb/admin/ingest", json={"path": "slow"})).json()["job_id"]
+        worker = Worker(build_ingest_context(runtime, processes=False), stale_s=4)  # heartbeat every second
+        task = asyncio.create_task(worker.run(asyncio.Event(), until_empty=True))
+        await _item_status(runtime, job_id, "running")
+        r = await client.post(f"/kb/admin/jobs/{job_id}/cancel")
+        assert r.status_code == 200 and r.json()["status"] == "cancelled", r.text
+        assert r.json()["items"][1]["status"] == "cancelled"  # the pending file at once
+        await asyncio.wait_for(task, timeout=60)
+        job = await get_job(runtime.pool, job_id)
+        assert [i.status for i in job.items] == ["cancelled", "cancelled"] and job.status == "cancelled"
+        assert "nothing was stored" in job.items[0].error
+        assert await runtime.pool.fetchval("SELECT count(*) FROM documents") == 0
+        r = await client.post(f"/kb/admin/jobs/{job_id}/cancel")
+        assert r.status_code == 409
+        assert (await client.post("/kb/admin/jobs/999999/cancel")).status_code == 404
+
+
+async def test_stopping_worker_hands_its_file_back(runtime: Runtime, tmp_path: Path) -> None:
+    import asyncio
+
+    from ingest.jobs import Worker, create_job, get_job
+    from kb.app import build_ingest_context
+
+    path = _slow_pdf(tmp_path / "handback")
+    job_id = await create_job(runtime.pool, collection_id=1, path=path)
+    stop = asyncio.Event()
+    first = asyncio.create_task(Worker(build_ingest_context(runtime, processes=False)).run(stop))
+    await _item_status(runtime, job_id, "running")
+    stop.set()  # what SIGTERM does to the server's (or `kb worker`'s) worker
+    await asyncio.wait_for(first, timeout=30)
+    item = (await get_job(runtime.pool, job_id)).items[0]
+    assert (item.status, item.attempts) == ("pending", 0)  # handed back at once, no attempt spent
+    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
+    item = (await get_job(runtime.pool, job_id)).items[0]
+    assert (item.status, item.attempts) == ("ok", 1), item.error
+
+
+async def test_file_time_limit(runtime: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+    import dataclasses
+
+    from ingest.jobs import Worker, create_job, get_job
+    from kb.app import build_ingest_context
+
+    path = _slow_pdf(tmp_path / "timeout")
+    runtime.settings = dataclasses.replace(
+        runtime.settings, ingest=dataclasses.replace(runtime.settings.ingest, file_timeout_s=0.5))
+    job_id = await create_job(runtime.pool, collection_id=1, path=path)
+    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
+    item = (await get_job(runtime.pool, job_id)).items[0]
+    assert item.status == "failed" and "KB_FILE_TIMEOUT_S" in item.error
+    assert await runtime.pool.fetchval("SELECT count(*) FROM documents") == 0
+
+
+async def test_same_content_is_stored_once_even_by_concurrent_workers(runtime: Runtime, tmp_path: Path) -> None:
+    import asyncio
+
+    import asyncpg
+
+    from ingest.jobs import Worker, create_job, get_job
+    from kb.app import build_ingest_context
+
+    folder = tmp_path / "dupes"
+    folder.mkdir()
+    text = "# Heron memo\n\nThe Heron programme spent 4.2 million dollars on tooling in 2024.\n"
+    for i in range(4):
+        (folder / f"copy{i}.md").write_text(text)
+    job_id = await create_job(runtime.pool, collection_id=1, path=folder)
+    workers = [Worker(build_ingest_context(runtime, processes=False)) for _ in range(4)]
+    await asyncio.gather(*(w.run(asyncio.Event(), until_empty=True) for w in workers))
+    job = await get_job(runtime.pool, job_id)
+    assert job.counts == {"ok": 1, "skipped": 3}, job.counts
+    doc_ids = {i.document_id for i in job.items}
+    assert len(doc_ids) == 1 and await runtime.pool.fetchval("SELECT count(*) FROM documents") == 1
+    # the constraint itself: a second row with the same content cannot be written by anyone
+    with pytest.raises(asyncpg.UniqueViolationError):
+        await runtime.pool.execute(
+            "INSERT INTO documents (collection_id, name, source_path, sha256, file_type, metadata, title, description,"
+            " page_count, tree_mode, node_count, chunk_count, warnings) SELECT collection_id, 'other.md', source_path,"
+            " sha256, file_type, metadata, title, description, page_count, tree_mode, node_count, chunk_count,"
+            " warnings FROM documents LIMIT 1")
+
+
+async def test_replaced_document_keeps_earlier_jobs_pointing_at_it(runtime: Runtime, tmp_path: Path) -> None:
+    import asyncio
+
+    from ingest.jobs import Worker, create_job, get_job
+    from kb.app import build_ingest_context
+
+    path = tmp_path / "same-name.md"
+    path.write_text("# Osprey\n\nVersion one of the Osprey memo.\n")
+    first = await create_job(runtime.pool, collection_id=1, path=path)
+    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
+    path.write_text("# Osprey\n\nVersion two of the Osprey memo, with new figures.\n")
+    second = await create_job(runtime.pool, collection_id=1, path=path)
+    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
+    new_id = (await get_job(runtime.pool, second)).items[0].document_id
+    assert (await get_job(runtime.pool, first)).items[0].document_id == new_id
+    assert await runtime.pool.fetchval("SELECT count(*) FROM documents WHERE id = $1", new_id) == 1
