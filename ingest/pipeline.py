@@ -33,7 +33,7 @@ from ingest.pageindex import (
     tree_sidecar_path,
 )
 from ingest.pdf_tree import ParsedPdf, build_pdf_tree, read_pdf
-from ingest.store import NewDocument, find_existing, write_document
+from ingest.store import DuplicateContentError, NewDocument, find_existing, write_document
 from ingest.summaries import summarize_tree
 from kb.errors import IngestError, LLMError
 from kb.providers import ChatModel
@@ -269,6 +269,9 @@ async def ingest_file(
                 tree=tree, node_embeddings=node_vecs, chunks=chunks, chunk_embeddings=chunk_vecs,
             ),
         )
+    except DuplicateContentError as exc:  # another writer stored the same content first
+        return IngestOutcome(name=name, status="skipped", document_id=exc.doc_id, error=exc.detail,
+                             seconds=time.perf_counter() - started)
     except IngestError as exc:
         log.warning("ingest.file_failed", name=name, error=exc.detail)
         return IngestOutcome(name=name, status="failed", error=exc.detail, seconds=time.perf_counter() - started)

@@ -39,7 +39,7 @@ async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path |
     )
     from rich.table import Table
 
-    from ingest.jobs import Worker, create_job, get_job
+    from ingest.jobs import Worker, create_job, get_job, stop_executor
     from ingest.store import ensure_collection
     from kb.app import build_ingest_context
     from kb.runtime import open_runtime
@@ -53,7 +53,9 @@ async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path |
                                   metadata_path=metadata)
         worker = Worker(ctx, concurrency=max(1, rt.settings.ingest.workers), stale_s=rt.settings.ingest.job_stale_s)
         stop = asyncio.Event()
-        task = asyncio.create_task(worker.run(stop, until_empty=True))
+        # a full worker until the job is finished: files claimed by another worker (e.g. the server's) are
+        # waited for, and taken over if that worker dies
+        task = asyncio.create_task(worker.run(stop))
         started = time.perf_counter()
         with Progress(TextColumn("[bold]ingest[/]"), BarColumn(), MofNCompleteColumn(),
                       TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), TextColumn("ETA"),
@@ -65,9 +67,10 @@ async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path |
                 rate = job.pages / max(time.perf_counter() - started, 1e-6)
                 progress.update(bar, total=job.files, completed=finished,
                                 detail=f"{job.pages} pages, {job.chunks} chunks, {rate:.1f} pages/s")
-                if task.done() or job.status == "done":
+                if task.done() or job.status in {"done", "failed", "cancelled"}:
                     break
                 await asyncio.sleep(0.5)
+        stop.set()
         await task
         job = await get_job(rt.pool, job_id)
         table = Table(title=f"job {job_id} → collection {collection!r} ({time.perf_counter() - started:.1f} s)")
@@ -77,12 +80,17 @@ async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path |
             style = {"ok": "green", "failed": "red", "skipped": "yellow", "unsupported": "yellow"}.get(it.status)
             table.add_row(it.name, f"[{style}]{it.status}[/]" if style else it.status, str(it.pages),
                           str(it.chunks), f"{it.seconds:.1f}" if it.seconds else "", it.error or "")
-        if not quiet:
+        if not quiet and console.is_terminal:
             console.print(table)
+        elif not quiet:  # a pipe or a log: whole names, one tab-separated line per file
+            print("file\tstatus\tpages\tchunks\tseconds\tdetail")
+            for it in job.items:
+                print("\t".join([it.name, it.status, str(it.pages), str(it.chunks),
+                                 f"{it.seconds:.1f}" if it.seconds else "", (it.error or "").replace("\n", " ")]))
         return 1 if job.counts.get("failed") else 0
     finally:
         if ctx.executor is not None:
-            ctx.executor.shutdown(wait=False, cancel_futures=True)
+            stop_executor(ctx.executor)
         await rt.close()
 
 
@@ -232,9 +240,8 @@ async def _preflight() -> None:
 
 
 def _serve(host: str, port: int, banner: str = "") -> None:
-    import uvicorn
-
     from kb.app import create_app
+    from kb.serve import serve
 
     asyncio.run(_preflight())
 
@@ -244,7 +251,7 @@ def _serve(host: str, port: int, banner: str = "") -> None:
             print(banner, flush=True)
 
     app = create_app(bound_host=host, on_ready=ready)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    serve(app, host, port, get_settings().server)
 
 
 async def _samples_ingested(collection: str) -> bool:
@@ -287,19 +294,25 @@ def cmd_db(args: argparse.Namespace) -> int:
 
 def cmd_worker(_: argparse.Namespace) -> int:
     async def run() -> None:
-        from ingest.jobs import Worker
+        import signal
+
+        from ingest.jobs import Worker, stop_executor
         from kb.app import build_ingest_context
         from kb.runtime import open_runtime
 
         rt = await open_runtime()
         ctx = build_ingest_context(rt)
         worker = Worker(ctx, concurrency=max(1, rt.settings.ingest.workers), stale_s=rt.settings.ingest.job_stale_s)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):  # graceful: a file being ingested is handed back
+            loop.add_signal_handler(sig, stop.set)
         print(f"kb: worker {worker.name} waiting for ingest jobs (Ctrl-C to stop)", flush=True)
         try:
-            await worker.run(asyncio.Event())
+            await worker.run(stop)
         finally:
             if ctx.executor is not None:
-                ctx.executor.shutdown(wait=False, cancel_futures=True)
+                stop_executor(ctx.executor)
             await rt.close()
 
     try:

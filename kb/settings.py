@@ -56,6 +56,8 @@ class DatabaseSettings:
     data_dir: Path  # KB_DATA_DIR
     pool_min: int = 1
     pool_max: int = 10
+    connect_timeout_s: float = 5.0  # KB_DB_CONNECT_TIMEOUT_S: a new connection (or a pool slot) waits at most this
+    command_timeout_s: float = 30.0  # KB_DB_COMMAND_TIMEOUT_S: one SQL statement (not an ingest transaction)
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,7 @@ class IngestSettings:
     job_stale_s: int  # a running item whose heartbeat is older is resumed
     max_upload_mb: int = 200  # POST /kb/admin/documents body limit
     max_file_mb: int = 200  # KB_MAX_FILE_MB: a file (or a .docx unpacked) larger than this fails with that reason
+    file_timeout_s: float = 3600.0  # KB_FILE_TIMEOUT_S: one file's ingest; beyond it the file fails with this reason
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,10 @@ class ServerSettings:
     api_token: str | None = field(repr=False)
     log_format: str  # "json" | "console"
     log_level: str
+    max_connections: int = 1000  # KB_MAX_CONNECTIONS: open connections and requests; beyond it a 503
+    header_timeout_s: float = 10.0  # KB_HEADER_TIMEOUT_S: a connection must send its request headers in this time
+    max_header_kb: int = 64  # KB_MAX_HEADER_KB: request line and headers together
+    max_json_kb: int = 1024  # KB_MAX_JSON_KB: body limit of every JSON endpoint (uploads: KB_MAX_UPLOAD_MB)
 
 
 @dataclass(frozen=True)
@@ -173,6 +180,8 @@ def get_settings() -> Settings:
             data_dir=data_dir,
             pool_min=_int("KB_DB_POOL_MIN", 1),
             pool_max=_int("KB_DB_POOL_MAX", 10),
+            connect_timeout_s=_float("KB_DB_CONNECT_TIMEOUT_S", 5.0),
+            command_timeout_s=_float("KB_DB_COMMAND_TIMEOUT_S", 30.0),
         ),
         llm=LLMSettings(
             base_url=_env("KB_LLM_BASE_URL"),
@@ -221,6 +230,7 @@ def get_settings() -> Settings:
             job_stale_s=_int("KB_JOB_STALE_S", 120),
             max_upload_mb=_int("KB_MAX_UPLOAD_MB", 200),
             max_file_mb=_int("KB_MAX_FILE_MB", 200),
+            file_timeout_s=_float("KB_FILE_TIMEOUT_S", 3600.0),
         ),
         server=ServerSettings(
             host=_env("KB_HOST", "127.0.0.1") or "127.0.0.1",
@@ -229,5 +239,9 @@ def get_settings() -> Settings:
             api_token=_env("KB_API_TOKEN"),
             log_format=_env("KB_LOG_FORMAT", "console") or "console",
             log_level=_env("KB_LOG_LEVEL", "info") or "info",
+            max_connections=_int("KB_MAX_CONNECTIONS", 1000),
+            header_timeout_s=_float("KB_HEADER_TIMEOUT_S", 10.0),
+            max_header_kb=_int("KB_MAX_HEADER_KB", 64),
+            max_json_kb=_int("KB_MAX_JSON_KB", 1024),
         ),
     )
