@@ -455,7 +455,14 @@ def make_executor(workers: int) -> Executor | None:
 
 
 def _init_parser_process() -> None:
-    """Parser processes log like the parent (format and level from settings)."""
+    """Parser processes die with their parent (even a ``kill -9`` of it) and log like it."""
+    import sys
+
+    if sys.platform == "linux":  # PR_SET_PDEATHSIG: no orphaned parser after the server is killed
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
     from kb.logging import configure_logging
     from kb.settings import get_settings
 
