@@ -139,6 +139,7 @@ class ReembedResult(msgspec.Struct, frozen=True):
     embedded: int  # texts the embedder computed (cache misses) in this run
     generation: int
     seconds: float
+    swap_seconds: float  # the one transaction (queries wait for it when the columns are retyped)
 
 
 @dataclass(frozen=True)
@@ -275,11 +276,13 @@ async def reembed(pool: asyncpg.Pool, embedder: Embedder, *, collection: str | N
 
             advance(0)
             await stage(pool, cached, plan, batch=batch, on_batch=advance)
+            swap_started = time.perf_counter()
             vectors, generation = await swap(pool, cached, plan)
+            swap_seconds = round(time.perf_counter() - swap_started, 2)
         finally:
             await lock_conn.fetchval(SQL_UNLOCK, REEMBED_LOCK_KEY)
     result = ReembedResult(model_id=plan.model_id, dimension=plan.dimension, collection=collection, vectors=vectors,
                            resumed=plan.staged, embedded=cached.misses, generation=generation,
-                           seconds=round(time.perf_counter() - started, 2))
+                           seconds=round(time.perf_counter() - started, 2), swap_seconds=swap_seconds)
     log.info("reembed.done", **msgspec.structs.asdict(result))
     return result

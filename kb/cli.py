@@ -223,7 +223,8 @@ async def _reembed(collection: str | None, batch: int, *, quiet: bool = False) -
                                    on_progress=lambda done, total: progress.update(bar, completed=done, total=total))
         scope = f"collection {collection!r}" if collection else "every collection"
         print(f"kb: re-embedded {result.vectors} vectors of {scope} with {emb.model_id!r} ({emb.dimension}-d) "
-              f"in {result.seconds:.1f} s ({result.resumed} staged by an earlier run, {result.embedded} computed)")
+              f"in {result.seconds:.1f} s ({result.resumed} staged by an earlier run, {result.embedded} computed; "
+              f"swap {result.swap_seconds:.1f} s)")
         return 0
     finally:
         await rt.close()

@@ -109,6 +109,12 @@ async def stored_texts(rt: Runtime) -> dict[str, dict[Any, str]]:
     }
 
 
+SQL_DIMS_SEEN = """
+SELECT DISTINCT vector_dims(v) FROM (
+    SELECT embedding AS v FROM chunks UNION ALL SELECT embedding FROM nodes WHERE embedding IS NOT NULL
+    UNION ALL SELECT description_embedding FROM documents WHERE description_embedding IS NOT NULL) s"""
+
+
 async def column_dims(rt: Runtime) -> set[int]:
     return {r[0] for r in await rt.pool.fetch(
         "SELECT atttypmod FROM pg_attribute WHERE NOT attisdropped AND "
@@ -146,10 +152,24 @@ async def test_record_adopted_then_different_embedder_refused_and_reembedded(env
         counting = CountingEmbedder(B)
         rt_b = await open_runtime(get_settings(), embedder=counting, allow_embedder_change=True)
         seen: list[tuple[int, int]] = []
+        observed: list[list[int]] = []
+        stop = asyncio.Event()
+
+        async def reader() -> None:  # every read sees one embedder's vectors: all 384-d, then all 256-d
+            while not stop.is_set():
+                observed.append([r[0] for r in await rt_a.pool.fetch(SQL_DIMS_SEEN)])
+                await asyncio.sleep(0)
+
+        reading = asyncio.create_task(reader())
         try:
             result = await reembed(rt_b.pool, counting, batch=5, on_progress=lambda d, t: seen.append((d, t)))
         finally:
+            stop.set()
+            await reading
             await rt_b.close()
+        assert len(observed) > 1 and all(len(dims) == 1 for dims in observed)
+        flat = [dims[0] for dims in observed]
+        assert flat[0] == 384 and flat == sorted(flat, reverse=True)  # 384-d reads, then only 256-d reads
         total = sum(len(v) for v in original.values())
         assert result.vectors == total and result.resumed == 0 and counting.calls > 0
         assert seen[-1] == (total, total) and [d for d, _ in seen] == sorted(d for d, _ in seen)
