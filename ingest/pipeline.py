@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,6 +113,7 @@ class IngestContext:
     chat: ChatModel
     settings: IngestSettings
     executor: Executor | None = None  # process pool for parsing; None → a thread
+    embedder_generation: int | None = None  # vectors are refused once `kb reembed` moved past this generation
 
 
 def max_file_bytes(settings: IngestSettings) -> int:
@@ -197,6 +198,16 @@ def embed_text_for_chunk(doc_label: str, heading_path: str, text: str) -> str:
     return f"{doc_label} | {heading_path}\n{text}"
 
 
+def embed_text_for_node(doc_label: str, path: Sequence[str], summary: str) -> str:
+    """The text a tree node is embedded as."""
+    return f"{doc_label} | {' > '.join(path)}: {summary}"
+
+
+def embed_text_for_description(title: str, description: str) -> str:
+    """The text a document's description is embedded as."""
+    return f"{title}. {description}"
+
+
 def doc_label(meta: Mapping[str, Any], title: str) -> str:
     parts = [str(meta[k]) for k in ("company", "doc_type", "fiscal_year", "fiscal_quarter", "doc_period") if meta.get(k)]
     return " ".join(dict.fromkeys([*parts, title]))
@@ -259,14 +270,15 @@ async def ingest_file(
         chunk_vecs = await ctx.embedder.embed(
             [embed_text_for_chunk(label, c.heading_path, c.text) for c in chunks]
         )
-        node_vecs = await ctx.embedder.embed([f"{label} | {' > '.join(n.path)}: {n.summary}" for n in tree.nodes])
-        desc_vec = (await ctx.embedder.embed([f"{title}. {description}"]))[0]
+        node_vecs = await ctx.embedder.embed([embed_text_for_node(label, n.path, n.summary) for n in tree.nodes])
+        desc_vec = (await ctx.embedder.embed([embed_text_for_description(title, description)]))[0]
         doc_id = await write_document(
             ctx.pool,
             NewDocument(
                 collection_id=collection_id, name=name, source_path=str(path), sha256=sha, file_type=kind,
                 metadata=meta, title=title, description=description, description_embedding=desc_vec,
                 tree=tree, node_embeddings=node_vecs, chunks=chunks, chunk_embeddings=chunk_vecs,
+                embedder_generation=ctx.embedder_generation,
             ),
         )
     except DuplicateContentError as exc:  # another writer stored the same content first

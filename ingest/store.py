@@ -72,6 +72,7 @@ SQL_INSERT_DOCUMENT = """
 INSERT INTO documents (collection_id, name, source_path, sha256, file_type, metadata, title, description,
                        description_embedding, page_count, tree_mode, node_count, chunk_count, warnings)
 VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id"""
+SQL_EMBEDDER_GENERATION = "SELECT generation FROM embedder_state FOR SHARE"
 NODE_COLUMNS = ("document_id", "node_id", "parent_id", "ordinal", "level", "title", "start_index", "end_index",
                 "unit", "is_leaf", "summary", "text", "path", "embedding")
 CHUNK_COLUMNS = ("document_id", "collection_id", "node_id", "ordinal", "text", "page", "token_count",
@@ -151,6 +152,7 @@ class NewDocument(msgspec.Struct, frozen=True):
     node_embeddings: np.ndarray
     chunks: Sequence[ChunkDraft]
     chunk_embeddings: np.ndarray
+    embedder_generation: int | None = None  # when set, the write is refused if `kb reembed` ran since
 
 
 def _doc(row: asyncpg.Record) -> DocumentInfo:
@@ -281,6 +283,11 @@ async def write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
 async def _write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
     tree = doc.tree
     async with pool.acquire() as conn, conn.transaction():
+        if doc.embedder_generation is not None:  # before any table lock, like the re-embed swap
+            generation = await conn.fetchval(SQL_EMBEDDER_GENERATION)
+            if generation is not None and generation != doc.embedder_generation:
+                raise IngestError("the stored vectors were re-embedded ('kb reembed') after this process started; "
+                                  "restart it with the new embedder settings")
         await conn.execute(SQL_LOCK_NAME, f"{doc.collection_id}/{doc.name}")
         old_id = await conn.fetchval(SQL_DOC_BY_NAME, doc.collection_id, doc.name)
         await conn.execute(SQL_LOCK_LEXEMES, doc.collection_id)  # held to commit: lexeme counts never race

@@ -42,7 +42,8 @@ log = structlog.get_logger("kb.app")
 def build_ingest_context(rt: Runtime, *, processes: bool = True) -> IngestContext:
     s = rt.settings.ingest
     return IngestContext(pool=rt.pool, embedder=CachedEmbedder(rt.pool, rt.embedder), chat=rt.chat, settings=s,
-                         executor=make_executor(s.workers) if processes else None)
+                         executor=make_executor(s.workers) if processes else None,
+                         embedder_generation=rt.embedder_record.generation)
 
 
 def build_pipeline(rt: Runtime) -> QueryPipeline:

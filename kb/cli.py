@@ -1,4 +1,4 @@
-"""The ``kb`` command line: run, serve, worker, db, config, ingest, query, export, mcp, bench."""
+"""The ``kb`` command line: run, serve, worker, db, config, ingest, query, export, reembed, mcp, bench."""
 
 from __future__ import annotations
 
@@ -214,6 +214,31 @@ async def _export(doc_id: int) -> int:
         await rt.close()
 
 
+async def _reembed(collection: str | None, batch: int, *, quiet: bool = False) -> int:
+    """Re-embed the stored vectors with the configured embedder, with a progress bar."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ingest.reembed import reembed
+    from kb.runtime import open_runtime
+
+    rt = await open_runtime(allow_embedder_change=True)
+    console = _console()
+    try:
+        emb = rt.embedder
+        with Progress(TextColumn("[bold]reembed[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("vectors"),
+                      TimeElapsedColumn(), console=console, disable=quiet) as progress:
+            bar = progress.add_task("vectors", total=None)
+            result = await reembed(rt.pool, emb, collection=collection, batch=batch,
+                                   on_progress=lambda done, total: progress.update(bar, completed=done, total=total))
+        scope = f"collection {collection!r}" if collection else "every collection"
+        print(f"kb: re-embedded {result.vectors} vectors of {scope} with {emb.model_id!r} ({emb.dimension}-d) "
+              f"in {result.seconds:.1f} s ({result.resumed} staged by an earlier run, {result.embedded} computed; "
+              f"swap {result.swap_seconds:.1f} s)")
+        return 0
+    finally:
+        await rt.close()
+
+
 async def _mcp_stdio() -> int:
     """Serve the MCP tools over stdin/stdout until the client closes the pipe."""
     import contextlib
@@ -350,6 +375,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--interactive", action="store_true")
     e = sub.add_parser("export", help="print a document's tree as PageIndex JSON (usable as a .tree.json sidecar)")
     e.add_argument("doc_id", type=int, metavar="DOC", help="document id (see GET /kb/documents)")
+    rb = sub.add_parser("reembed", help="re-embed every stored vector with the configured embedder (resumable)")
+    rb.add_argument("--collection", help="only this collection (with the recorded embedder only)")
+    rb.add_argument("--batch", type=int, default=256, help="texts per staged batch")
     sub.add_parser("mcp", help="serve the Model Context Protocol over stdio (for agents; HTTP is at /mcp)")
     b = sub.add_parser("bench", help="evaluate routing and retrieval on a benchmark dataset")
     from kb.bench_cli import add_bench_arguments
@@ -384,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(_query(args))
         if args.command == "export":
             return asyncio.run(_export(args.doc_id))
+        if args.command == "reembed":
+            return asyncio.run(_reembed(args.collection, max(1, args.batch)))
         if args.command == "mcp":
             return asyncio.run(_mcp_stdio())
         if args.command == "bench":

@@ -38,9 +38,6 @@ SQL_AVAILABLE_VECTOR = "SELECT 1 FROM pg_available_extensions WHERE name = 'vect
 SQL_HAS_DOCUMENTS_TABLE = "SELECT to_regclass('documents') IS NOT NULL"
 SQL_DOCUMENT_COUNT = """
 SELECT count(*) FROM documents d JOIN collections c ON c.id = d.collection_id WHERE c.name = $1"""
-SQL_CHUNK_DIM = """
-SELECT atttypmod FROM pg_attribute
-WHERE attrelid = 'chunks'::regclass AND attname = 'embedding'"""
 
 
 # ---------------------------------------------------------------- embedded server
@@ -217,7 +214,8 @@ def migration_files(sql_dir: Path = SQL_DIR) -> list[tuple[int, str, Path]]:
 async def migrate(pool: asyncpg.Pool, *, embedding_dim: int, sql_dir: Path = SQL_DIR) -> list[int]:
     """Apply pending migrations in order under an advisory lock; return versions applied.
 
-    The only substitution is ``{{EMBEDDING_DIM}}``, an integer from the configured embedder.
+    The only substitution is ``{{EMBEDDING_DIM}}``, an integer from the configured embedder (used when the
+    vector columns are created); ``kb.embedder_record`` checks the embedder against the database after.
     """
     files = migration_files(sql_dir)
     if not files:
@@ -237,12 +235,6 @@ async def migrate(pool: asyncpg.Pool, *, embedding_dim: int, sql_dir: Path = SQL
                     await conn.execute(SQL_RECORD, version, name)
                 applied_now.append(version)
                 log.info("db.migration_applied", version=version, name=name)
-            dim = await conn.fetchval(SQL_CHUNK_DIM)
-            if dim is not None and dim > 0 and dim != embedding_dim:
-                raise ConfigError(
-                    f"KB_EMBEDDING_MODEL: the database stores {dim}-d embeddings but the embedder gives "
-                    f"{embedding_dim}-d; use another database or re-create it"
-                )
         finally:
             await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
     return applied_now

@@ -81,7 +81,7 @@ class EmbeddingSettings:
     batch_size: int
     rerank_model: str | None  # cross-encoder name/path; None → rerank skipped
     base_url: str | None = None  # KB_EMBEDDING_BASE_URL: an OpenAI-compatible /embeddings endpoint
-    api_key: str | None = None  # KB_EMBEDDING_API_KEY
+    api_key: str | None = field(default=None, repr=False)  # KB_EMBEDDING_API_KEY: secret, never in a repr
     dimensions: int | None = None  # KB_EMBEDDING_DIMENSIONS: requested (and expected) vector size
     timeout_s: float = 30.0  # KB_EMBEDDING_TIMEOUT_S
     max_retries: int = 3  # KB_EMBEDDING_MAX_RETRIES: 429, 5xx and timeouts, with backoff
