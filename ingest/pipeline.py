@@ -250,6 +250,9 @@ async def ingest_file(
     try:
         parsed = await _parse(ctx, data, kind)
         del data
+        pages = max(parsed.pdf.total_pages, parsed.pdf.page_count) if parsed.pdf is not None else 0
+        if pages > ctx.settings.max_pages:
+            raise IngestError(f"{pages} pages: more than KB_MAX_PAGES={ctx.settings.max_pages}")
         page_texts = {p.number: p.text for p in parsed.pdf.pages} if parsed.pdf is not None else None
         given, refused = _sidecar_tree(path, tree_json, parsed, page_texts)
         sidecar_note = sidecar_note or refused
@@ -266,6 +269,8 @@ async def ingest_file(
         title = _title(tree, meta, name)
         description = await describe_document(tree, meta, name, chat)
         chunks = await asyncio.to_thread(chunk_tree, tree, ctx.settings, page_texts)
+        if len(chunks) > ctx.settings.max_chunks:
+            raise IngestError(f"{len(chunks)} chunks: more than KB_MAX_CHUNKS_PER_FILE={ctx.settings.max_chunks}")
         label = doc_label(meta, title)
         chunk_vecs = await ctx.embedder.embed(
             [embed_text_for_chunk(label, c.heading_path, c.text) for c in chunks]

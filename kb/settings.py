@@ -118,6 +118,8 @@ class IngestSettings:
     job_stale_s: int  # a running item whose heartbeat is older is resumed
     max_upload_mb: int = 200  # POST /kb/admin/documents body limit
     max_file_mb: int = 200  # KB_MAX_FILE_MB: a file (or a .docx unpacked) larger than this fails with that reason
+    max_pages: int = 5000  # KB_MAX_PAGES: a PDF with more pages fails with that reason
+    max_chunks: int = 50_000  # KB_MAX_CHUNKS_PER_FILE: a file that yields more chunks fails with that reason
     file_timeout_s: float = 3600.0  # KB_FILE_TIMEOUT_S: one file's ingest; beyond it the file fails with this reason
 
 
@@ -230,6 +232,8 @@ def get_settings() -> Settings:
             job_stale_s=_int("KB_JOB_STALE_S", 120),
             max_upload_mb=_int("KB_MAX_UPLOAD_MB", 200),
             max_file_mb=_int("KB_MAX_FILE_MB", 200),
+            max_pages=_int("KB_MAX_PAGES", 5000),
+            max_chunks=_int("KB_MAX_CHUNKS_PER_FILE", 50_000),
             file_timeout_s=_float("KB_FILE_TIMEOUT_S", 3600.0),
         ),
         server=ServerSettings(

@@ -314,3 +314,25 @@ async def test_replaced_document_keeps_earlier_jobs_pointing_at_it(runtime: Runt
     new_id = (await get_job(runtime.pool, second)).items[0].document_id
     assert (await get_job(runtime.pool, first)).items[0].document_id == new_id
     assert await runtime.pool.fetchval("SELECT count(*) FROM documents WHERE id = $1", new_id) == 1
+
+
+async def test_page_and_chunk_limits_fail_the_file_alone(runtime: Runtime, tmp_path: Path) -> None:
+    import asyncio
+    import dataclasses
+
+    from ingest.jobs import Worker, create_job, get_job
+    from kb.app import build_ingest_context
+
+    folder = tmp_path / "limits"
+    _slow_pdf(folder, "many-pages.pdf", pages=30)
+    (folder / "many-chunks.md").write_text("# Log\n\n" + "\n\n".join(f"## Entry {i}\n\n" + "word " * 120
+                                                                    for i in range(40)))
+    (folder / "small.md").write_text("# Small\n\nA short memo about the Kite project.\n")
+    runtime.settings = dataclasses.replace(
+        runtime.settings, ingest=dataclasses.replace(runtime.settings.ingest, max_pages=20, max_chunks=25))
+    job_id = await create_job(runtime.pool, collection_id=1, path=folder)
+    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
+    items = {i.name: i for i in (await get_job(runtime.pool, job_id)).items}
+    assert items["many-pages.pdf"].status == "failed" and "KB_MAX_PAGES=20" in items["many-pages.pdf"].error
+    assert items["many-chunks.md"].status == "failed" and "KB_MAX_CHUNKS_PER_FILE=25" in items["many-chunks.md"].error
+    assert items["small.md"].status == "ok"
