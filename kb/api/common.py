@@ -8,7 +8,7 @@ import re
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -26,6 +26,7 @@ from litestar.exceptions import (
 from litestar.exceptions import ValidationException as LitestarValidation
 from litestar.handlers.base import BaseRouteHandler
 from litestar.openapi.datastructures import ResponseSpec
+from litestar.params import Parameter
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from kb.db import DB_UNAVAILABLE
@@ -65,14 +66,18 @@ _ERRORS = {
     415: "Content-Type must be application/json",
     503: "The database is unreachable right now (Retry-After)",
 }
+COLLECTION_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"  # the collections table's CHECK
+DbId = Annotated[int, Parameter(ge=1, le=2**53, description="a database id")]  # exact as a JSON number
+CollectionParam = Annotated[str, Parameter(pattern=COLLECTION_NAME, description="collection name")]
 RETRY_AFTER_S = 5  # the Retry-After of a 503 while the database is unreachable
 BEARER = [{"bearer": []}]  # the OpenAPI security requirement of every guarded controller
 
 
 def errors(*codes: int) -> dict[int, ResponseSpec]:
-    """OpenAPI documentation of a handler's error responses, as problem details."""
+    """OpenAPI documentation of a handler's error responses, as problem details (503 for all: the database
+    may be unreachable)."""
     return {c: ResponseSpec(data_container=Problem, media_type=PROBLEM_JSON, description=_ERRORS[c],
-                            generate_examples=False) for c in codes}
+                            generate_examples=False) for c in sorted({*codes, 503})}
 
 
 def runtime(request: ASGIConnection[Any, Any, Any, Any]) -> Runtime:
