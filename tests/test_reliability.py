@@ -135,6 +135,33 @@ def test_frozen_postgres_is_a_fast_503_and_recovers(live) -> None:
     _wait_for(lambda: _ask(base).status_code == 200, 30)
 
 
+def test_postgres_killed_during_ingest_loses_nothing(live) -> None:
+    """The file being ingested when Postgres dies goes back to the queue and is ingested once it is back."""
+    from tests.pdfgen import make_text_pdf, paragraph
+
+    root = live["pgdata"].parent.parent
+    make_text_pdf(root / "long-report.pdf", [f"Part {i}. " + paragraph(f"long-{i}", 12) for i in range(800)])
+    base = live["base"]
+    r = httpx.post(f"{base}/kb/admin/ingest", json={"path": "long-report.pdf"}, timeout=10)
+    assert r.status_code == 202, r.text
+    status_url = base + r.json()["status_url"]
+    _wait_for(lambda: httpx.get(status_url, timeout=10).json()["items"][0]["status"] == "running", 30)
+    _postgres_processes(live["pgdata"])[0].kill()
+    time.sleep(1)
+
+    def finished() -> bool:
+        try:
+            return httpx.get(status_url, timeout=10).json()["status"] == "done"
+        except (httpx.HTTPError, KeyError, ValueError):
+            return False
+
+    _wait_for(finished, 180)
+    item = httpx.get(status_url, timeout=10).json()["items"][0]
+    assert item["status"] == "ok" and item["pages"] == 800, item
+    docs = httpx.get(f"{base}/kb/documents", timeout=10).json()
+    assert [d["name"] for d in docs].count("long-report.pdf") == 1
+
+
 def test_unfinished_headers_are_dropped_and_big_headers_refused(live) -> None:
     with socket.create_connection(("127.0.0.1", live["port"])) as s:
         s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")

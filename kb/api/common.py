@@ -29,7 +29,7 @@ from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from kb.db import DB_UNAVAILABLE
+from kb.db import is_db_unavailable
 from kb.errors import (
     AuthError,
     ForbiddenError,
@@ -136,7 +136,7 @@ def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Respon
             headers = {"Retry-After": str(RETRY_AFTER_S)}
         return problem(exc.status_code, exc.title, scrub_paths(exc.detail, settings) if settings else exc.detail,
                        headers)
-    if isinstance(exc, DB_UNAVAILABLE):
+    if is_db_unavailable(exc):
         log.warning("api.db_unavailable", path=request.url.path, error=f"{type(exc).__name__}: {exc}"[:300])
         return problem(503, "Service unavailable", "the database is unreachable right now; retry shortly",
                        {"Retry-After": str(RETRY_AFTER_S)})
