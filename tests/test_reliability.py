@@ -4,7 +4,10 @@ database being killed or frozen, and clients that never finish their headers (is
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -326,3 +329,39 @@ async def test_page_and_chunk_limits_fail_the_file_alone(runtime: Runtime, tmp_p
     assert items["many-pages.pdf"].status == "failed" and "KB_MAX_PAGES=20" in items["many-pages.pdf"].error
     assert items["many-chunks.md"].status == "failed" and "KB_MAX_CHUNKS_PER_FILE=25" in items["many-chunks.md"].error
     assert items["small.md"].status == "ok"
+
+
+def test_cli_query_leaves_no_postgres_running(tmp_path: Path) -> None:
+    """`kb query` starts the embedded Postgres for itself and stops it when it ends."""
+    from kb.db import embedded_status
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
+    env.update({"KB_DATA_DIR": str(tmp_path / "data"), "KB_EMBEDDING_MODEL": "hash:384"})
+    out = subprocess.run([sys.executable, "-m", "kb.cli", "query", "What was the revenue?"], env=env,
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert embedded_status(tmp_path / "data")["initialised"] is True
+    assert embedded_status(tmp_path / "data")["running"] is False
+
+
+def test_killed_server_leaves_no_parser_processes(tmp_path: Path) -> None:
+    """Parser processes die with the server, even when it is killed with SIGKILL."""
+    from tests.pdfgen import make_text_pdf, paragraph
+
+    make_text_pdf(tmp_path / "big.pdf", [f"Part {i}. " + paragraph(f"big-{i}", 12) for i in range(400)])
+    with live_server(tmp_path, KB_INGEST_WORKERS="1") as srv:
+        server = psutil.Process(srv.pid)
+        r = httpx.post(f"{srv.base}/kb/admin/ingest", json={"path": "big.pdf"}, timeout=10)
+        assert r.status_code == 202
+
+        def parsers() -> list[psutil.Process]:
+            return [p for p in server.children(recursive=True) if "multiprocessing" in " ".join(p.cmdline())]
+
+        _wait_for(lambda: len(parsers()) >= 1, 60)
+        spawned = parsers()
+        server.kill()
+        server.wait(10)
+        gone, alive = psutil.wait_procs(spawned, timeout=15)
+        assert not alive, [p.cmdline() for p in alive]
+        pid = int((srv.pgdata / "postmaster.pid").read_text().split()[0])
+        psutil.Process(pid).terminate()  # the test's own clean-up: the killed server could not stop it
