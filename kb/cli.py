@@ -260,7 +260,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"kb: first start — ingesting the sample reports from {SAMPLES_DIR}", flush=True)
         asyncio.run(_ingest(SAMPLES_DIR, "default", False, SAMPLES_DIR.parent / "metadata.jsonl"))
     host, port = args.host or s.server.host, args.port or s.server.port
-    banner = ("\nReady. Try:\n"
+    banner = (f"\nReady. Open the web UI at http://{host}:{port}/ or try:\n"
               f"  curl -s http://{host}:{port}/kb/query -H 'Content-Type: application/json' \\\n"
               "    -d '{\"query\": \"What was Helios Robotics revenue in fiscal 2023?\", \"include_trace\": false}'\n")
     _serve(host, port, banner)

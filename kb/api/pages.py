@@ -1,0 +1,74 @@
+"""Evidence previews: a PDF page as a PNG with a cited chunk highlighted, the cited lines of a text source."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+from litestar import Controller, Request, Response, get
+from litestar.params import Parameter
+
+from ingest.render import (
+    PageCache,
+    SourceLines,
+    check_page,
+    chunk_lines,
+    cited_lines,
+    load_chunk,
+    load_source,
+    read_source,
+)
+from kb.api.common import BEARER, errors, read_guard, runtime
+from kb.errors import ValidationError
+
+_PAGE_FILE = re.compile(r"(-?\d{1,20})\.png")
+ChunkId = Parameter(default=None, ge=1, le=2**63 - 1, description="a chunk of this document to highlight")
+
+
+def page_number(page_file: str) -> int:
+    """``"3.png"`` → 3; anything else is a client error."""
+    m = _PAGE_FILE.fullmatch(page_file)
+    if m is None:
+        raise ValidationError(f"page must be a whole number followed by .png, e.g. 1.png; got {page_file[:40]!r}")
+    return int(m.group(1))
+
+
+class PagesController(Controller):
+    path = "/kb/documents"
+    guards = [read_guard]
+    security = BEARER
+
+    @get("/{doc_id:int}/pages/{page_file:str}", media_type="image/png", responses=errors(400, 401, 404, 409))
+    async def page_image(self, request: Request[Any, Any, Any], doc_id: int, page_file: str,
+                         highlight: int | None = ChunkId) -> Response[bytes]:
+        """Physical page ``n`` (1-based, as in citations) of a PDF document as a PNG, rendered once and
+        cached; ``highlight``: a chunk of this document whose text is marked on the page."""
+        rt = runtime(request)
+        page = page_number(page_file)
+        doc = await load_source(rt.pool, doc_id)
+        check_page(doc, page)
+        chunk = await load_chunk(rt.pool, doc, highlight) if highlight is not None else None
+        cache = PageCache(rt.settings.database.data_dir / "pages")
+        image = await asyncio.to_thread(cache.get, doc, page, chunk)
+        return Response(image.png, media_type="image/png", headers={
+            "Cache-Control": "private, max-age=3600", "X-Highlights": str(image.highlights),
+            "X-Content-Type-Options": "nosniff"})
+
+    @get("/{doc_id:int}/lines", responses=errors(400, 401, 404, 409))
+    async def lines(self, request: Request[Any, Any, Any], doc_id: int,
+                    start: int | None = Parameter(default=None, ge=1, le=10**9),
+                    end: int | None = Parameter(default=None, ge=1, le=10**9),
+                    highlight: int | None = ChunkId) -> SourceLines:
+        """Lines of a Markdown/text document (1-based, inclusive; at most 400); with ``highlight`` and no
+        range, the lines of the chunk's section, the chunk's own lines marked ``cited``."""
+        rt = runtime(request)
+        doc = await load_source(rt.pool, doc_id)
+        chunk = await load_chunk(rt.pool, doc, highlight) if highlight is not None else None
+        if start is None and chunk is not None:
+            start, node_end = await chunk_lines(rt.pool, chunk)
+            end = end or node_end
+        start = start or 1
+        end = end or start + 399
+        data = await asyncio.to_thread(read_source, doc) if not doc.is_pdf else b""
+        return cited_lines(doc, data, start, end, chunk)
