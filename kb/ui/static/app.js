@@ -1,5 +1,5 @@
 /* kb web UI: plain JavaScript, no build step. Document text is untrusted: it only ever reaches the page
-   through textContent / attribute setters (the el() helper), never through innerHTML. */
+   through textContent / attribute setters (the el() helper), never parsed as HTML. */
 "use strict";
 
 const TOKEN_KEY = "kb.token";
