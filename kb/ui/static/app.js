@@ -769,7 +769,7 @@ function jobCard(job) {
         i.document_id ? el("a", { href: `#/documents/${i.document_id}`, text: i.name }) : i.name,
         el("span", { class: `chip ${STATUS_CHIP[i.status] || ""}`, text: i.status }),
         i.pages, i.seconds === null ? "—" : i.seconds.toFixed(1),
-        el("span", { class: i.error ? "err" : "muted", text: i.error || "" })])) : null);
+        el("span", { class: i.error ? "item-error err" : "muted", text: i.error || "" })])) : null);
   bar.style.width = `${total ? (100 * done) / total : 0}%`;
   return card;
 }
