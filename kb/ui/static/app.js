@@ -753,7 +753,7 @@ function jobCard(job) {
   const bar = el("div", {});
   const card = el("section", { class: "panel job", "aria-label": `Job ${job.id}`, dataset: { status: job.status } },
     el("div", { class: "job-head" },
-      el("h3", { text: `Job ${job.id} · ${job.collection}`, style: null }),
+      el("h2", { class: "job-title", text: `Job ${job.id} · ${job.collection}` }),
       el("span", { class: `chip ${STATUS_CHIP[job.status] || ""}`, text: job.status })),
     el("p", { class: "muted small", text: job.root_path }),
     el("div", { class: "progressbar", role: "progressbar", "aria-valuemin": 0, "aria-valuemax": total, "aria-valuenow": done,
