@@ -238,7 +238,8 @@ def _serve(host: str, port: int, banner: str = "") -> None:
     asyncio.run(_preflight())
 
     def ready() -> None:
-        print(f"kb: serving on http://{host}:{port}  (OpenAPI: http://{host}:{port}/schema)", flush=True)
+        base = f"http://{host}:{port}"
+        print(f"kb: serving on {base}  (web UI: {base}/, OpenAPI: {base}/schema)", flush=True)
         if banner:
             print(banner, flush=True)
 

@@ -15,6 +15,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
@@ -50,8 +51,14 @@ async def _fresh_database(pg_uri: str) -> str:
     return base.rsplit("/", 1)[0] + f"/{name}" + (f"?{query}" if query else "")
 
 
+@dataclass(frozen=True)
+class Server:
+    url: str
+    root: Path  # its KB_INGEST_ROOT
+
+
 @pytest.fixture(scope="module")
-async def server(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
+async def server(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Server]:
     """``kb run`` (samples ingested on first start) with an admin token, on its own database."""
     root = tmp_path_factory.mktemp("ui-server")
     port = _free_port()
@@ -81,7 +88,7 @@ async def server(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> Async
                     pass
             await asyncio.sleep(0.5)
         assert f"Open the web UI at http://127.0.0.1:{port}/" in log.read_text()
-        yield base
+        yield Server(url=base, root=root)
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         try:
@@ -110,9 +117,9 @@ async def browser() -> AsyncIterator[object]:
 
 
 @pytest.fixture
-async def page(browser, server: str):
+async def page(browser, server: Server):
     """A fresh tab (its own session storage); page errors fail the test."""
-    context = await browser.new_context(viewport={"width": 1280, "height": 900}, base_url=server)
+    context = await browser.new_context(viewport={"width": 1280, "height": 900}, base_url=server.url)
     tab = await context.new_page()
     tab.set_default_timeout(TIMEOUT_MS)
     errors: list[str] = []
@@ -236,6 +243,8 @@ async def test_documents_tree_pages_and_not_found(page, shots: Path) -> None:
 
 
 async def test_upload_ingest_with_the_admin_token(page, shots: Path, tmp_path: Path) -> None:
+    from playwright.async_api import expect
+
     memo = tmp_path / "zephyr-memo.md"
     memo.write_text("# Zephyr Airlines memo\n\n## Fleet\n\nZephyr Airlines operated 57 aircraft in 2024.\n")
     broken = tmp_path / "broken.pdf"
@@ -269,6 +278,40 @@ async def test_upload_ingest_with_the_admin_token(page, shots: Path, tmp_path: P
     await page.wait_for_selector(".outline")
     assert "Zephyr Airlines" in await page.inner_text("#view")
 
+    await page.goto("/ui/#/documents")  # delete (admin), after a confirmation
+    row = page.locator(".doc-table tbody tr", has_text="zephyr-memo")
+    await row.wait_for()
+    page.once("dialog", lambda dialog: asyncio.ensure_future(dialog.accept()))
+    await row.locator("button", has_text="Delete").click()
+
+    await expect(page.locator(".doc-table tbody tr")).to_have_count(6)
+    assert "zephyr-memo" not in await page.inner_text(".doc-table")
+
+
+async def test_folder_ingest_under_the_ingest_root(page, server: Server, shots: Path) -> None:
+    folder = server.root / "memos"
+    folder.mkdir()
+    (folder / "kestrel.md").write_text("# Kestrel Rail memo\n\nKestrel Rail ran 212 trains a day in 2024.\n")
+    (folder / "notes.xyz").write_text("not a supported format")
+    await page.goto("/ui/#/ingest")
+    await page.click("#token-btn")
+    await page.fill("#token-input", ADMIN)
+    await page.press("#token-input", "Enter")  # keyboard: the dialog form submits
+    await page.wait_for_selector("#folder-collection option[value='default']", state="attached")
+    await page.fill("#folder-path", "../outside")
+    await page.click("#folder-form button[type=submit]")
+    await page.wait_for_selector("#folder-form .alert")
+    assert "outside the ingest root" in await page.inner_text("#folder-form .alert")
+    await page.fill("#folder-path", "memos")
+    await page.click("#folder-form button[type=submit]")
+    await page.wait_for_selector("#folder-form .notice")
+    job = page.locator(".job", has_text="memos")
+    await job.locator(".job-head .chip", has_text="done").wait_for()
+    statuses = dict(zip(await job.locator("tbody td:first-child").all_inner_texts(),
+                        await job.locator("tbody td .chip").all_inner_texts(), strict=True))
+    assert statuses == {"kestrel.md": "ok", "notes.xyz": "unsupported"}, statuses
+    await page.screenshot(path=str(shots / "ingest-folder.png"), full_page=True)
+
 
 async def test_api_error_shows_a_readable_message(page, shots: Path) -> None:
     await page.goto("/ui/#/ask")
@@ -284,8 +327,8 @@ async def test_api_error_shows_a_readable_message(page, shots: Path) -> None:
     await page.screenshot(path=str(shots / "ask-errors.png"), full_page=True)
 
 
-async def test_stream_cut_by_the_client_leaves_the_server_healthy(page, server: str) -> None:
-    async with httpx.AsyncClient(base_url=server, timeout=60) as client:
+async def test_stream_cut_by_the_client_leaves_the_server_healthy(page, server: Server) -> None:
+    async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
         for _ in range(3):
             async with client.stream("POST", "/kb/query", json={"query": QUESTION, "stream": True}) as r:
                 assert r.headers["content-type"].startswith("text/event-stream")

@@ -613,8 +613,7 @@ function buildOutline(nodes, onPick) {
   const build = (parent, depth) => {
     const kids = (children.get(parent) || []).sort((a, b) => a.ordinal - b.ordinal);
     if (!kids.length) return null;
-    return el("ul", { class: depth === 0 ? "outline" : null, role: depth === 0 ? "tree" : "group",
-      "aria-label": depth === 0 ? "Document outline" : null },
+    return el("ul", { class: depth === 0 ? "outline" : null, "aria-label": depth === 0 ? "Document outline" : null },
     kids.map((n) => {
       const sub = build(n.node_id, depth + 1);
       const btn = el("button", { type: "button", class: "node-btn", "aria-pressed": "false", text: n.title,
@@ -628,7 +627,7 @@ function buildOutline(nodes, onPick) {
           if (sub) sub.hidden = !open;
         } });
       if (sub) sub.hidden = depth >= 1;
-      return el("li", { role: "treeitem" },
+      return el("li", {},
         el("div", { class: "node-row" }, toggle, btn, el("span", { class: "pages", text: pagesLabel(n.unit, [n.start_index, n.end_index]) })),
         n.summary ? el("p", { class: "node-summary", text: n.summary.length > 220 ? `${n.summary.slice(0, 220)}…` : n.summary }) : null,
         sub);
