@@ -343,3 +343,65 @@ async def test_stream_cut_by_the_client_leaves_the_server_healthy(page, server: 
         await page.goto("/ui/#/documents")
         await page.wait_for_selector(".doc-table")
         assert (await client.get("/health")).json()["status"] == "ok"
+
+
+UNLABELLED = """[...document.querySelectorAll('input, select, textarea, button')]
+  .filter((e) => e.offsetParent !== null || e.closest('details'))
+  .filter((e) => !(e.labels && e.labels.length) && !e.getAttribute('aria-label') && !e.textContent.trim())
+  .map((e) => e.outerHTML.slice(0, 80))"""
+
+
+async def test_labels_and_keyboard_only_use(page) -> None:
+    for route in ("/ui/#/ask", "/ui/#/ingest", "/ui/#/documents"):
+        await page.goto(route)
+        await page.wait_for_selector("select option", state="attached")
+        assert await page.evaluate(UNLABELLED) == [], route
+    await page.reload()
+    await page.wait_for_selector(".doc-table")
+    await page.keyboard.press("Tab")  # on the documents page: the first stop is the skip link
+    assert await page.evaluate("document.activeElement.textContent") == "Skip to content"
+    await page.goto("/ui/#/ask")
+    await page.wait_for_selector("#collection option", state="attached")
+    await page.focus("#question")
+    await page.keyboard.type(QUESTION)
+    await page.keyboard.press("Enter")  # Enter asks (Shift+Enter is a new line)
+    await _wait_answer(page, 1)
+    await page.focus("#answer-1 a.cite")
+    await page.keyboard.press("Enter")  # a marker moves focus to its citation's button
+    assert await page.evaluate("document.activeElement.closest('li.citation') !== null")
+    await page.keyboard.press("Enter")  # … which opens the page or lines preview
+    await page.wait_for_selector("#preview[open] #page-image, #preview[open] #source-lines")
+    await page.keyboard.press("Escape")
+    assert await page.locator("#preview[open]").count() == 0
+
+
+async def test_document_text_is_never_markup(page, tmp_path: Path) -> None:
+    hostile = tmp_path / "quokka-notes.md"
+    payload = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>'
+    hostile.write_text(f"# Quokka Shipping {payload}\n\n## Fleet {payload}\n\n"
+                       f"Quokka Shipping operated 31 container vessels in 2024. {payload}\n")
+    await page.goto("/ui/#/ingest")
+    await page.click("#token-btn")
+    await page.fill("#token-input", ADMIN)
+    await page.press("#token-input", "Enter")
+    await page.set_input_files("#upload-files", str(hostile))
+    await page.click("#upload-btn")
+    await page.locator(".job", has_text="quokka-notes").locator(".job-head .chip", has_text="done").wait_for()
+    await page.goto("/ui/#/ask")
+    await _ask(page, "How many container vessels did Quokka Shipping operate in 2024?", "semantic")
+    await _wait_answer(page, 1)
+    cite = page.locator(".citation", has_text="quokka-notes")
+    assert await cite.count() >= 1
+    assert "<img src=x" in await cite.first.inner_text()  # shown as text …
+    await cite.first.locator("button").click()
+    await page.wait_for_selector("#preview[open] #source-lines .cited")
+    assert "<script>" in await page.inner_text("#source-lines")
+    await page.keyboard.press("Escape")
+    await page.goto("/ui/#/documents")
+    row = page.locator(".doc-table tbody tr", has_text="quokka-notes")
+    await row.locator("a").click()
+    await page.wait_for_selector(".outline")
+    assert "<img" in await page.inner_text(".outline")
+    # … and never as markup: no element was created from it and nothing ran
+    assert await page.locator("#view img, #view script, .citation img").count() == 0
+    assert await page.evaluate("window.pwned === undefined")

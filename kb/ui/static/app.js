@@ -780,8 +780,9 @@ function renderNotFound(view) {
     el("p", {}, el("a", { href: "#/ask", text: "Go to Ask →" }))));
 }
 
-function route() {
+function route(event) {
   const view = $("#view");
+  if (event) view.focus({ preventScroll: true }); // after a navigation, focus starts at the new content
   const hash = location.hash.replace(/^#\/?/, "") || "ask";
   const [page, arg] = hash.split("/");
   for (const a of document.querySelectorAll("[data-nav]")) {
