@@ -146,6 +146,25 @@ async def test_changed_or_missing_source_is_a_clear_error(runtime: Runtime, tmp_
         assert cached.status_code == 200 and cached.headers["x-highlights"] == "-1"
 
 
+async def test_previews_need_the_read_token_when_set(runtime: Runtime, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from kb.settings import get_settings
+
+    ids, _ = await _ingest(runtime, tmp_path)
+    monkeypatch.setenv("KB_API_TOKEN", "reader")
+    get_settings.cache_clear()
+    runtime.settings = get_settings()
+    page = f"/kb/documents/{ids['report.pdf']}/pages/1.png"
+    lines = f"/kb/documents/{ids['orion.md']}/lines"
+    async with _client(runtime) as client:
+        for url in (page, lines):
+            _is_problem(await client.get(url), 401)
+            _is_problem(await client.get(url, headers={"Authorization": "Bearer wrong"}), 401)
+            assert (await client.get(url, headers={"Authorization": "Bearer reader"})).status_code == 200
+        ui = await client.get("/ui/")  # the static UI carries no data: it loads, then asks for the token
+        assert ui.status_code == 200
+
+
 async def test_ui_is_served_with_a_content_security_policy(runtime: Runtime) -> None:
     async with _client(runtime) as client:
         root = await client.get("/")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any
+from typing import Annotated, Any
 
 from litestar import Controller, Request, Response, get
 from litestar.params import Parameter
@@ -23,6 +23,7 @@ from kb.api.common import BEARER, errors, read_guard, runtime
 from kb.errors import ValidationError
 
 _PAGE_FILE = re.compile(r"(-?\d{1,20})\.png")
+PageFile = Annotated[str, Parameter(description="`<n>.png`: n is the 1-based physical page, as in citations")]
 ChunkId = Parameter(default=None, ge=1, le=2**63 - 1, description="a chunk of this document to highlight")
 
 
@@ -40,10 +41,11 @@ class PagesController(Controller):
     security = BEARER
 
     @get("/{doc_id:int}/pages/{page_file:str}", media_type="image/png", responses=errors(400, 401, 404, 409))
-    async def page_image(self, request: Request[Any, Any, Any], doc_id: int, page_file: str,
+    async def page_image(self, request: Request[Any, Any, Any], doc_id: int, page_file: PageFile,
                          highlight: int | None = ChunkId) -> Response[bytes]:
         """Physical page ``n`` (1-based, as in citations) of a PDF document as a PNG, rendered once and
-        cached; ``highlight``: a chunk of this document whose text is marked on the page."""
+        cached; ``highlight``: a chunk of this document whose text is marked on the page. ``X-Highlights``:
+        the rectangles marked (-1 when served from the cache)."""
         rt = runtime(request)
         page = page_number(page_file)
         doc = await load_source(rt.pool, doc_id)
