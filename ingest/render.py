@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import uuid
 from pathlib import Path
 
@@ -161,6 +162,10 @@ class PageCache:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+
+    def drop(self, doc_id: int) -> None:
+        """Forget every cached page of a deleted document."""
+        shutil.rmtree(self.root / str(doc_id), ignore_errors=True)
 
     def path(self, doc: SourceDoc, page: int, chunk_id: int | None, dpi: int) -> Path:
         return self.root / str(doc.doc_id) / doc.sha256[:16] / f"p{page}-c{chunk_id or 0}-d{dpi}.png"

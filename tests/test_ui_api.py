@@ -81,8 +81,12 @@ async def test_page_image_highlights_the_cited_chunk(runtime: Runtime, tmp_path:
         assert 800 < pix.width < 1000 and pix.height > pix.width  # a US-letter page at 110 dpi
         again = await client.get(url, params={"highlight": cite["chunk_id"]})
         assert again.content == marked.content and again.headers["x-highlights"] == "-1"  # from the cache
-        cached = list((runtime.settings.database.data_dir / "pages" / str(pdf_id)).rglob("*.png"))
-        assert {p.name for p in cached} == {f"p{page}-c{cite['chunk_id']}-d110.png", f"p{page}-c0-d110.png"}
+        folder = runtime.settings.database.data_dir / "pages" / str(pdf_id)
+        assert {p.name for p in folder.rglob("*.png")} == {f"p{page}-c{cite['chunk_id']}-d110.png",
+                                                           f"p{page}-c0-d110.png"}
+        assert (await client.delete(f"/kb/documents/{pdf_id}")).status_code == 204
+        assert not folder.exists()  # a deleted document's pages leave the cache
+        _is_problem(await client.get(url), 404)
 
 
 async def test_page_image_bad_requests_are_problem_details(runtime: Runtime, tmp_path: Path) -> None:
