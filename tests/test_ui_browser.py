@@ -338,8 +338,18 @@ async def test_stream_cut_by_the_client_leaves_the_server_healthy(page, server: 
         assert (await client.get("/health")).json()["status"] == "ok"
         whole = await client.post("/kb/query", json={"query": QUESTION, "include_trace": False})
         assert whole.status_code == 200 and whole.json()["citations"]
-        await page.goto("/ui/#/ask")  # a tab that leaves mid-answer
+        async def slow(route) -> None:  # the answer takes long enough to be stopped
+            await asyncio.sleep(1.5)
+            await route.continue_()
+
+        await page.route("**/kb/query", slow)
+        await page.goto("/ui/#/ask")
         await _ask(page, QUESTION)
+        await page.click(".turn-a button.stop")
+        await page.wait_for_selector(".turn-a[aria-busy='false']")
+        assert "Stopped." in await page.inner_text(".turn-a")
+        await page.unroute("**/kb/query")
+        await _ask(page, QUESTION)  # a tab that leaves mid-answer
         await page.goto("/ui/#/documents")
         await page.wait_for_selector(".doc-table")
         assert (await client.get("/health")).json()["status"] == "ok"

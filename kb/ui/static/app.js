@@ -273,10 +273,13 @@ async function runTurn(body, conversation) {
   const citeHead = el("h3", { text: "Sources", hidden: true });
   const traceSlot = el("div", {});
   const errorSlot = el("div", {});
+  const controller = new AbortController();
+  const stop = el("button", { type: "button", class: "ghost small stop", text: "Stop", "aria-label": `Stop answer ${turnNo}`,
+    onclick: () => controller.abort() });
   const node = el("div", { class: "turn" },
     el("div", { class: "turn-q", text: body.query }),
     el("article", { class: "turn-a", "aria-busy": "true", "aria-label": `Answer ${turnNo}` },
-      progress, routed, answer, errorSlot, citeHead, citeList, traceSlot));
+      el("div", { class: "row between" }, progress, stop), routed, answer, errorSlot, citeHead, citeList, traceSlot));
   const turn = { question: body.query, answer: "", node };
   state.turns.push(turn);
   conversation.append(node);
@@ -318,14 +321,16 @@ async function runTurn(body, conversation) {
       } else if (name === "error") {
         throw new ApiError(data.status, data.title, data.detail);
       }
-    });
+    }, controller.signal);
     turn.answer = text.trim();
     if (!text.trim()) answer.textContent = "No answer was produced.";
   } catch (err) {
     progress.remove();
-    errorSlot.replaceChildren(alertBox(err));
+    if (err.name === "AbortError") errorSlot.replaceChildren(el("p", { class: "muted", role: "status", text: "Stopped." }));
+    else errorSlot.replaceChildren(alertBox(err));
     if (!text) answer.remove();
   } finally {
+    stop.remove();
     node.querySelector(".turn-a").setAttribute("aria-busy", "false");
   }
 }
@@ -365,7 +370,7 @@ function citationItem(c, turnNo) {
     el("div", {}, el("div", { class: "doc", text: c.doc_name }),
       el("div", { class: "path" }, `${c.section_path || "—"} · `, el("span", { class: "chip", text: pagesLabel(c.unit, c.pages) }))),
     open,
-    el("div", { class: "excerpt", text: c.text }));
+    el("div", { class: "excerpt", text: c.text.replace(/^#{1,6}\s+/gm, "").replace(/\n{2,}/g, "\n").trim() }));
 }
 
 /* ------------------------------------------------------------------ source preview */
