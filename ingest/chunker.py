@@ -10,7 +10,8 @@ start at its title line (searched on its first page) and to end where the next n
 begins (its title line, searched on that node's first page), so a shared page is chunked once,
 under the right section, and nothing between two titles is lost. Without ``page_texts`` a PDF
 parent's text is cut where its first child's text begins. Own text that is only the heading
-line is skipped. Chunk texts are verbatim slices of the node text (PDF line breaks kept).
+line is skipped. Chunk texts are verbatim slices of the node text (PDF line breaks kept). Word/HTML
+nodes hold one paragraph or table row per line: each line is a paragraph for packing.
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ _TITLE_SUFFIX = re.compile(r"\s*\((?:pp?\.|part)\s[^)]*\)\s*$")  # "(pp. 3–5)"
 
 def _markdown_paragraphs(text: str) -> list[Span]:
     return [(m.start(), m.end()) for m in re.finditer(r"\S(?:.*\S)?(?:\n[ \t]*\S.*)*", text)]
+
+
+def _unit_lines(text: str) -> list[Span]:
+    """Word/HTML node text holds one paragraph (or table row) per line."""
+    return _line_spans(text, 0, len(text))
 
 
 def _line_spans(text: str, start: int, end: int) -> list[Span]:
@@ -141,8 +147,12 @@ def _window(text: str, pieces: list[tuple[int, int, int]], chunk_tokens: int, ov
     return spans
 
 
-def _chunk_spans(text: str, pdf: bool, chunk_tokens: int, overlap_tokens: int) -> list[Span]:
-    paragraphs = _pdf_paragraphs(text) if pdf else _markdown_paragraphs(text)
+_PARAGRAPHS = {"page": _pdf_paragraphs, "paragraph": _unit_lines}
+"""How a node's text splits into paragraphs, by unit (Markdown blank-line paragraphs otherwise)."""
+
+
+def _chunk_spans(text: str, unit: str, chunk_tokens: int, overlap_tokens: int) -> list[Span]:
+    paragraphs = _PARAGRAPHS.get(unit, _markdown_paragraphs)(text)
     piece_tokens = max(8, overlap_tokens // 2 if overlap_tokens >= 16 else chunk_tokens // 4)
     spans: list[Span] = []
     cur: Span | None = None
@@ -230,7 +240,7 @@ def chunk_node(
     pdf = node.unit == "page"
     chunk_tokens = max(16, chunk_tokens)
     overlap_tokens = max(0, min(overlap_tokens, chunk_tokens // 2))
-    spans = _chunk_spans(text, pdf, chunk_tokens, overlap_tokens)
+    spans = _chunk_spans(text, node.unit, chunk_tokens, overlap_tokens)
     bounds = _page_boundaries(node, page_texts) if pdf and page_texts else None
     heading_path = " > ".join(node.path)
     out: list[ChunkDraft] = []

@@ -18,7 +18,8 @@ log = structlog.get_logger("ingest.embedding")
 
 SQL_CACHE_LOOKUP = "SELECT sha256, embedding FROM embedding_cache WHERE model = $1 AND sha256 = ANY($2::text[])"
 SQL_CACHE_STORE = """
-INSERT INTO embedding_cache (model, sha256, embedding) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"""
+INSERT INTO embedding_cache (model, sha256, embedding) VALUES ($1, $2, $3)
+ON CONFLICT (model, sha256) DO UPDATE SET embedding = EXCLUDED.embedding"""
 
 
 def text_sha(text: str) -> str:
@@ -26,12 +27,17 @@ def text_sha(text: str) -> str:
 
 
 class CachedEmbedder:
-    """Embeds texts, reusing vectors already computed for the same model and text."""
+    """Embeds texts, reusing vectors already computed for the same model and text.
 
-    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, batch: int = 32) -> None:
+    A cached vector of another dimension (the same model asked for another size) is a miss. With ``refresh``
+    nothing is read from the cache: every text is embedded again and its entry overwritten.
+    """
+
+    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, batch: int = 32, *, refresh: bool = False) -> None:
         self.pool = pool
         self.embedder = embedder
         self.batch = batch
+        self.refresh = refresh
         self.hits = 0
         self.misses = 0
 
@@ -45,9 +51,11 @@ class CachedEmbedder:
         found: dict[str, np.ndarray] = {}
         model = self.embedder.model_id
         unique = list(dict.fromkeys(shas))
-        for i in range(0, len(unique), 5000):
+        for i in range(0, 0 if self.refresh else len(unique), 5000):
             for row in await self.pool.fetch(SQL_CACHE_LOOKUP, model, unique[i : i + 5000]):
-                found[row["sha256"]] = np.asarray(row["embedding"], dtype=np.float32)
+                vec = np.asarray(row["embedding"], dtype=np.float32)
+                if vec.shape == (dim,):
+                    found[row["sha256"]] = vec
         missing = [(sha, texts[i]) for i, sha in enumerate(shas) if sha not in found]
         missing = list(dict(missing).items())
         self.hits += len(texts) - len(missing)

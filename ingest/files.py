@@ -11,11 +11,12 @@ from kb.errors import IngestError
 OUTSIDE_ROOT = "outside the ingest root (symbolic link)"
 
 
-def read_confined(path: Path, root: Path | None) -> bytes:
+def read_confined(path: Path, root: Path | None, max_bytes: int | None = None) -> bytes:
     """The bytes of ``path``, read from one descriptor whose real path must lie inside ``root``.
 
     The check is made on the opened descriptor, not on the name, so a symbolic link swapped in after the
-    job was created cannot make the worker read a file outside ``root``. Raises :class:`IngestError`.
+    job was created cannot make the worker read a file outside ``root``. A file over ``max_bytes`` is
+    refused before it is read. Raises :class:`IngestError`.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # O_NONBLOCK: a FIFO cannot hang us
@@ -24,13 +25,24 @@ def read_confined(path: Path, root: Path | None) -> bytes:
     except OSError as exc:
         raise IngestError(f"cannot read file: {exc.strerror or exc}") from exc
     with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             raise IngestError("not a regular file")
         if root is not None:
             real, inside = _opened_path(fd, path), root.resolve()
             if real != inside and inside not in real.parents:
                 raise IngestError(OUTSIDE_ROOT)
-        return fh.read()
+        if max_bytes is not None and info.st_size > max_bytes:
+            raise IngestError(too_large(info.st_size, max_bytes))
+        data = fh.read() if max_bytes is None else fh.read(max_bytes + 1)
+        if max_bytes is not None and len(data) > max_bytes:  # grew after the check
+            raise IngestError(too_large(len(data), max_bytes))
+        return data
+
+
+def too_large(size: int, max_bytes: int, what: str = "file") -> str:
+    """The reason a file is refused for its size (the limit is ``KB_MAX_FILE_MB``)."""
+    return f"{what} too large ({size / 2**20:.1f} MB > {max_bytes / 2**20:g} MB, KB_MAX_FILE_MB)"
 
 
 def _opened_path(fd: int, path: Path) -> Path:

@@ -19,7 +19,7 @@ import structlog
 from ingest.metadata import load_folder_metadata
 from ingest.pageindex import TREE_SIDECAR_SUFFIX
 from ingest.pipeline import SUPPORTED, IngestContext, ingest_file
-from kb.errors import IngestError, NotFoundError, ValidationError
+from kb.errors import ConflictError, IngestError, NotFoundError, ValidationError
 
 log = structlog.get_logger("ingest.jobs")
 
@@ -35,6 +35,7 @@ WITH next AS (
     WHERE (i.status = 'pending'
        OR (i.status = 'running' AND i.heartbeat_at < now() - make_interval(secs => $2)))
       AND i.attempts < $3
+      AND NOT EXISTS (SELECT 1 FROM ingest_jobs j WHERE j.id = i.job_id AND j.status = 'cancelled')
     ORDER BY i.job_id, i.id
     FOR UPDATE SKIP LOCKED LIMIT 1
 )
@@ -45,7 +46,20 @@ SQL_JOB_FOR_ITEM = """
 SELECT j.id, j.collection_id, j.root_path, j.metadata_path, j.allowed_root, j.status FROM ingest_jobs j WHERE j.id = $1"""
 SQL_JOB_RUNNING = """
 UPDATE ingest_jobs SET status = 'running', started_at = coalesce(started_at, now()) WHERE id = $1"""
-SQL_HEARTBEAT = "UPDATE ingest_job_items SET heartbeat_at = now() WHERE id = $1 AND worker = $2"
+SQL_HEARTBEAT = """
+UPDATE ingest_job_items i SET heartbeat_at = now() WHERE i.id = $1 AND i.worker = $2
+RETURNING (SELECT j.status FROM ingest_jobs j WHERE j.id = i.job_id)"""
+SQL_HAND_BACK = """
+UPDATE ingest_job_items SET status = 'pending', worker = NULL, heartbeat_at = NULL,
+       attempts = greatest(attempts - 1, 0)
+WHERE id = $1 AND worker = $2 AND status = 'running'"""
+SQL_CANCEL_JOB = """
+WITH j AS (UPDATE ingest_jobs SET status = 'cancelled', finished_at = now()
+           WHERE id = $1 AND status IN ('queued', 'running') RETURNING id)
+UPDATE ingest_job_items i SET status = 'cancelled', error = 'cancelled before it was ingested', finished_at = now()
+FROM j WHERE i.job_id = j.id AND i.status = 'pending'
+RETURNING i.id"""
+SQL_JOB_STATE = "SELECT status FROM ingest_jobs WHERE id = $1"
 SQL_FINISH_ITEM = """
 UPDATE ingest_job_items SET status = $2, error = $3, document_id = $4, pages = $5, chunks = $6, seconds = $7,
        llm_calls = $9, finished_at = now() WHERE id = $1 AND worker = $8"""
@@ -56,7 +70,7 @@ WHERE status = 'running' AND attempts >= $2 AND heartbeat_at < now() - make_inte
 RETURNING job_id"""
 SQL_MAYBE_FINISH_JOB = """
 UPDATE ingest_jobs j SET status = 'done', finished_at = now()
-WHERE j.id = $1 AND j.status <> 'done'
+WHERE j.id = $1 AND j.status NOT IN ('done', 'cancelled')
   AND NOT EXISTS (SELECT 1 FROM ingest_job_items i WHERE i.job_id = j.id AND i.status IN ('pending', 'running'))"""
 SQL_GET_JOB = """
 SELECT j.id, c.name AS collection, j.root_path, j.recursive, j.status, j.error, j.created_at, j.started_at,
@@ -105,38 +119,82 @@ class JobStatus(msgspec.Struct, frozen=True):
     llm_calls_per_100_pages: float | None = None
 
 
+MAX_PATH_BYTES = 4096  # PATH_MAX
+MAX_NAME_BYTES = 255  # NAME_MAX of one path component
+MAX_FOLDER_DEPTH = 64  # a recursive ingest refuses deeper folder trees
+MAX_JOB_FILES = 100_000
+
+
+def _check_path_text(path: str) -> None:
+    """Refuse, with a 400, a path no file system could hold (before any system call sees it)."""
+    if "\x00" in path:
+        raise ValidationError("path contains a NUL character")
+    if len(path.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+        raise ValidationError(f"path is longer than {MAX_PATH_BYTES} bytes")
+    for part in path.split("/"):
+        if len(part.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+            raise ValidationError(f"a path component is longer than {MAX_NAME_BYTES} bytes: {part[:40]!r}…")
+
+
 def resolve_ingest_path(root: Path, path: str) -> Path:
     """Resolve ``path`` (relative to ``root`` or absolute) and require it inside ``root``.
 
     Symlinks are resolved first, so neither ``..`` nor a link can escape the root.
     """
+    _check_path_text(path)
     try:
         raw = Path(path)
         candidate = (raw if raw.is_absolute() else root / raw).resolve()
+        root = root.resolve()
+        if candidate != root and root not in candidate.parents:
+            raise ValidationError(f"path {path!r} is outside the ingest root (KB_INGEST_ROOT)")
+        exists = candidate.exists()
     except (ValueError, RuntimeError, OSError) as exc:
-        raise ValidationError(f"invalid path {path!r}: {exc}") from exc
-    root = root.resolve()
-    if candidate != root and root not in candidate.parents:
-        raise ValidationError(f"path {path!r} is outside the ingest root (KB_INGEST_ROOT)")
-    if not candidate.exists():
+        raise ValidationError(f"invalid path {path!r}: {exc.strerror if isinstance(exc, OSError) else exc}") from exc
+    if not exists:
         raise NotFoundError(f"path {path!r} does not exist")
     return candidate
 
 
+def _walk(root: Path, recursive: bool) -> list[Path]:
+    """Files under ``root`` (sorted), without following folder links; iterative, so a deep tree cannot
+    exhaust the stack. Hidden entries (a name starting with ".") are skipped."""
+    out: list[Path] = []
+    stack: list[tuple[Path, int]] = [(root, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            raise ValidationError(f"cannot list folder {folder.name!r}: {exc.strerror}") from exc
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                if not recursive:
+                    continue
+                if depth + 1 >= MAX_FOLDER_DEPTH:
+                    raise ValidationError(f"the folder tree is deeper than {MAX_FOLDER_DEPTH} levels")
+                stack.append((Path(entry.path), depth + 1))
+            elif entry.is_file():  # a link to a file counts; its real path is checked below
+                out.append(Path(entry.path))
+                if len(out) > MAX_JOB_FILES:
+                    raise ValidationError(f"more than {MAX_JOB_FILES} files in one job; ingest subfolders separately")
+    return sorted(out)
+
+
 def enumerate_files(root: Path, recursive: bool, allowed_root: Path | None = None) -> list[tuple[Path, str, str | None]]:
     """(file, document name, refusal reason) triples; names are paths relative to the folder, so
-    duplicates in subfolders cannot collide. Hidden files and folders (a name starting with ".") are skipped. With ``allowed_root``, files whose real path (links
-    resolved) lies outside it are refused."""
+    duplicates in subfolders cannot collide. Hidden files and folders (a name starting with ".") are
+    skipped; folder links are not followed. With ``allowed_root``, files whose real path (links resolved)
+    lies outside it are refused."""
     if root.is_file():
         return [(root, root.name, None)]
-    pattern = "**/*" if recursive else "*"
     allowed = allowed_root.resolve() if allowed_root is not None else None
     out: list[tuple[Path, str, str | None]] = []
-    for p in sorted(root.glob(pattern)):
+    for p in _walk(root, recursive):
         rel = p.relative_to(root)
-        if any(part.startswith(".") for part in rel.parts):  # hidden files and folders (.git, .venv, .kb)
-            continue
-        if not p.is_file() or p.name.endswith((".meta.json", TREE_SIDECAR_SUFFIX)):
+        if p.name.endswith((".meta.json", TREE_SIDECAR_SUFFIX)):
             continue
         if p.name in {"metadata.jsonl", "metadata.csv", "documents.jsonl", "questions.jsonl"} and p.parent == root:
             continue
@@ -228,8 +286,8 @@ class Worker:
         done = 0
         while not stop.is_set():
             try:
-                claimed = await self.run_one()
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                claimed = await self.run_one(stop)
+            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.error("worker.claim_failed", error=str(exc))
                 claimed = False
             if claimed:
@@ -246,8 +304,13 @@ class Worker:
     async def pending(self) -> int:
         return int(await self.ctx.pool.fetchval(SQL_PENDING_WORK, self.stale_s))
 
-    async def run_one(self) -> bool:
-        """Claim and process one item. Returns False when there was nothing to claim."""
+    async def run_one(self, stop: asyncio.Event | None = None) -> bool:
+        """Claim and process one item. Returns False when there was nothing to claim.
+
+        The item ends early when its job is cancelled (``cancelled``), when it runs longer than
+        ``KB_FILE_TIMEOUT_S`` (``failed``, parser processes replaced), or when ``stop`` is set: then it is
+        handed back as ``pending`` without counting an attempt, for the next worker to take at once.
+        """
         pool = self.ctx.pool
         for row in await pool.fetch(SQL_GIVE_UP, self.stale_s, MAX_ATTEMPTS):
             await pool.execute(SQL_MAYBE_FINISH_JOB, row["job_id"])
@@ -257,8 +320,40 @@ class Worker:
         job = await pool.fetchrow(SQL_JOB_FOR_ITEM, item["job_id"])
         await pool.execute(SQL_JOB_RUNNING, item["job_id"])
         log.info("worker.item_claimed", job_id=item["job_id"], name=item["name"], attempt=item["attempts"])
-        beat = asyncio.create_task(self._heartbeat(item["id"]))
         started = time.perf_counter()
+        work = asyncio.create_task(self._ingest(item, job))
+        beat = asyncio.create_task(self._heartbeat(item["id"]))  # returns when the job is cancelled
+        halt = asyncio.create_task(stop.wait()) if stop is not None else None
+        waiting = {work, beat} | ({halt} if halt is not None else set())
+        timeout = self.ctx.settings.file_timeout_s
+        try:
+            done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (beat, halt):
+                if task is not None:
+                    task.cancel()
+        if work in done:
+            status, error, doc_id, pages, chunks, calls = work.result()
+        else:
+            await _cancel(work)
+            if halt is not None and halt in done:
+                await pool.execute(SQL_HAND_BACK, item["id"], self.name)
+                log.info("worker.item_handed_back", job_id=item["job_id"], name=item["name"])
+                return True
+            if beat in done:
+                status, error = "cancelled", "cancelled while it was being ingested (nothing was stored)"
+            else:
+                self._renew_executor()  # a parser stuck on this file must not hold the next one
+                status, error = "failed", f"took longer than {timeout:g} s (KB_FILE_TIMEOUT_S); nothing was stored"
+            doc_id, pages, chunks, calls = None, 0, 0, 0
+            log.warning("worker.item_stopped", name=item["name"], status=status, error=error)
+        await pool.execute(SQL_FINISH_ITEM, item["id"], status, error, doc_id, pages, chunks,
+                           time.perf_counter() - started, self.name, calls)
+        await pool.execute(SQL_MAYBE_FINISH_JOB, item["job_id"])
+        return True
+
+    async def _ingest(self, item: asyncpg.Record, job: asyncpg.Record) -> tuple[Any, ...]:
+        """(status, error, document id, pages, chunks, LLM calls) of one claimed item; never raises for a bad file."""
         try:
             allowed = Path(job["allowed_root"]) if job["allowed_root"] else None
             meta = await self._folder_metadata(item["job_id"], job["root_path"], job["metadata_path"], allowed)
@@ -268,37 +363,34 @@ class Worker:
                 folder_metadata=meta.get(stem) or meta.get(item["name"]) or {},
                 allowed_root=allowed,
             )
-            status, error = outcome.status, outcome.error
-            doc_id, pages, chunks, calls = outcome.document_id, outcome.pages, outcome.chunks, outcome.llm_calls
+            return (outcome.status, outcome.error, outcome.document_id, outcome.pages, outcome.chunks,
+                    outcome.llm_calls)
         except IngestError as exc:  # the job's folder metadata is unreadable or outside the root
-            status, error, doc_id, pages, chunks, calls = "failed", f"folder metadata: {exc.detail}", None, 0, 0, 0
+            return "failed", f"folder metadata: {exc.detail}", None, 0, 0, 0
         except BrokenProcessPool as exc:  # a parser process died (e.g. out of memory): new pool, fail the file
             log.error("worker.parser_died", name=item["name"], error=str(exc))
             self._renew_executor()
-            status, error, doc_id, pages, chunks, calls = "failed", "the parser process died on this file", None, 0, 0, 0
+            return "failed", "the parser process died on this file", None, 0, 0, 0
         except Exception as exc:  # noqa: BLE001 - one broken file must not stop the job
             log.exception("worker.item_crashed", name=item["name"])
-            status, error, doc_id, pages, chunks, calls = ("failed", f"internal error: {type(exc).__name__}: {exc}",
-                                                           None, 0, 0, 0)
-        finally:
-            beat.cancel()
-        await pool.execute(SQL_FINISH_ITEM, item["id"], status, error, doc_id, pages, chunks,
-                           time.perf_counter() - started, self.name, calls)
-        await pool.execute(SQL_MAYBE_FINISH_JOB, item["job_id"])
-        return True
+            return "failed", f"internal error: {type(exc).__name__}: {exc}", None, 0, 0, 0
 
     async def _heartbeat(self, item_id: int) -> None:
+        """Beat until the item's job is cancelled (then return)."""
         while True:
             await asyncio.sleep(max(1.0, self.stale_s / 4))
             try:
-                await self.ctx.pool.execute(SQL_HEARTBEAT, item_id, self.name)
-            except (OSError, asyncpg.PostgresError) as exc:
+                state = await self.ctx.pool.fetchval(SQL_HEARTBEAT, item_id, self.name)
+            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.warning("worker.heartbeat_failed", error=str(exc))
+                continue
+            if state == "cancelled":
+                return
 
     def _renew_executor(self) -> None:
         old = self.ctx.executor
         if old is not None:
-            old.shutdown(wait=False, cancel_futures=True)
+            stop_executor(old)
             self.ctx.executor = make_executor(getattr(old, "_max_workers", 1))
 
     async def _folder_metadata(self, job_id: int, root: str, metadata_path: str | None,
@@ -318,6 +410,39 @@ def _load_job_metadata(root: Path, metadata_path: Path | None, allowed_root: Pat
     return load_folder_metadata(root if root.is_dir() else root.parent, metadata_path, allowed_root)
 
 
+async def _cancel(task: asyncio.Task[Any]) -> None:
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    except Exception as exc:  # noqa: BLE001 - it was being abandoned anyway; say what it was doing
+        log.warning("worker.cancelled_task_failed", error=f"{type(exc).__name__}: {exc}")
+
+
+def stop_executor(executor: Executor) -> None:
+    """Shut a parser pool down now: queued work is dropped and running parser processes are killed."""
+    processes = list((getattr(executor, "_processes", None) or {}).values())
+    executor.shutdown(wait=False, cancel_futures=True)
+    for proc in processes:
+        if proc.is_alive():
+            proc.kill()
+
+
+async def cancel_job(pool: asyncpg.Pool, job_id: int) -> int:
+    """Cancel a job: its pending files are marked ``cancelled`` now, a file being ingested stops within a
+    heartbeat (nothing of it is stored). Returns the number of files cancelled now."""
+    async with pool.acquire() as conn, conn.transaction():
+        state = await conn.fetchval(SQL_JOB_STATE, job_id)
+        if state is None:
+            raise NotFoundError(f"job {job_id} does not exist")
+        if state in ("done", "failed", "cancelled"):
+            raise ConflictError(f"job {job_id} is already {state}")
+        rows = await conn.fetch(SQL_CANCEL_JOB, job_id)
+    log.info("jobs.cancelled", job_id=job_id, pending_cancelled=len(rows))
+    return len(rows)
+
+
 def make_executor(workers: int) -> Executor | None:
     """A process pool for parsing (spawned, so it is safe beside threads and asyncio)."""
     if workers <= 0:
@@ -330,7 +455,14 @@ def make_executor(workers: int) -> Executor | None:
 
 
 def _init_parser_process() -> None:
-    """Parser processes log like the parent (format and level from settings)."""
+    """Parser processes die with their parent (even a ``kill -9`` of it) and log like it."""
+    import sys
+
+    if sys.platform == "linux":  # PR_SET_PDEATHSIG: no orphaned parser after the server is killed
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
     from kb.logging import configure_logging
     from kb.settings import get_settings
 

@@ -50,8 +50,13 @@ class _Section:
 # --------------------------------------------------------------------------- decoding
 
 
-def decode_text_file(data: bytes) -> tuple[str, list[str]]:
-    """Bytes of a .md/.txt file → (text, warnings). Raises ``IngestError`` for empty or binary files."""
+def decode_text_file(data: bytes, *, encoding: str | None = None,
+                     fallback: str | None = None) -> tuple[str, list[str]]:
+    """Bytes of a text file → (text, warnings). Raises ``IngestError`` for empty or binary files.
+
+    A UTF-16 BOM wins; else ``encoding`` (one the file declares) or UTF-8. Bytes that are not UTF-8 are
+    decoded as ``fallback`` when given (HTML: windows-1252), else with replacement characters.
+    """
     warnings: list[str] = []
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         try:
@@ -61,11 +66,15 @@ def decode_text_file(data: bytes) -> tuple[str, list[str]]:
     else:
         if b"\x00" in data[:65536]:
             raise IngestError("binary content (NUL bytes); not a text file")
-        try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError:
-            text = data.decode("utf-8", errors="replace")
-            warnings.append("not valid UTF-8; decoded with replacement characters")
+        if encoding and not data.startswith(b"\xef\xbb\xbf"):
+            text = data.decode(encoding, errors="replace")
+        else:
+            try:
+                text = data.decode("utf-8-sig")
+            except UnicodeDecodeError:
+                text = data.decode(fallback or "utf-8", errors="replace")
+                warnings.append(f"not valid UTF-8; decoded as {fallback}" if fallback
+                                else "not valid UTF-8; decoded with replacement characters")
     if not text.strip():
         raise IngestError("empty file")
     sample = text[:65536]
@@ -201,17 +210,18 @@ def _emit(roots: list[_Section], lines: list[str], offset: int, unit: str) -> tu
 
 
 def _finish(
-    roots: list[_Section], lines: list[str], settings: IngestSettings, offset: int, mode: str, warnings: list[str]
+    roots: list[_Section], lines: list[str], settings: IngestSettings, offset: int, mode: str, warnings: list[str],
+    unit: str = "line",
 ) -> DocumentTree:
     for sec in _walk(roots):
         sec.tokens = count_tokens(_own_text(lines, sec))
     for root in roots:
         _thin(root, settings.min_node_token)
         _split_large(root, lines, settings.max_token_num_each_node)
-    nodes = _emit(roots, lines, offset, "line")
+    nodes = _emit(roots, lines, offset, unit)
     total_lines = len(lines) + offset
     log.debug("ingest.text_tree_built", mode=mode, nodes=len(nodes), lines=total_lines)
-    return DocumentTree(nodes=nodes, page_count=total_lines, source_mode=mode, unit="line", warnings=tuple(warnings))
+    return DocumentTree(nodes=nodes, page_count=total_lines, source_mode=mode, unit=unit, warnings=tuple(warnings))
 
 
 def _walk(roots: list[_Section]) -> list[_Section]:
@@ -258,9 +268,29 @@ def build_markdown_tree(text: str, settings: IngestSettings, *, title: str | Non
     """Markdown → tree of heading sections (YAML front matter is skipped; ``metadata`` parses it)."""
     text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     _, body, offset = split_front_matter(text)
-    lines = _split_lines(body)
-    warnings: list[str] = []
     headings = _markdown_headings(body)
+    warnings = [] if headings else ["no Markdown headings found; the document is a single node"]
+    return tree_from_headings(_split_lines(body), headings, settings, title=title, offset=offset,
+                              mode="markdown", warnings=warnings)
+
+
+def tree_from_headings(
+    lines: list[str],
+    headings: list[tuple[int, int, str]],
+    settings: IngestSettings,
+    *,
+    title: str | None,
+    mode: str,
+    unit: str = "line",
+    offset: int = 0,
+    warnings: list[str] | None = None,
+) -> DocumentTree:
+    """Lines and their known headings ``(0-based line, level, title)`` → tree of heading sections.
+
+    Text before the first heading becomes a "Preface" root (the whole document, titled ``title``,
+    when there is no heading). Node ranges are 1-based indexes into ``lines`` shifted by ``offset``,
+    counted in ``unit`` (one unit per line).
+    """
     roots: list[_Section] = []
     first = headings[0][0] if headings else len(lines)
     if any(ln.strip() for ln in lines[:first]):  # text before the first heading: a "Preface" root
@@ -274,12 +304,10 @@ def build_markdown_tree(text: str, settings: IngestSettings, *, title: str | Non
         for k, (line, level, heading) in enumerate(headings)
     ]
     roots.extend(_nest(flat))
-    if not headings:
-        warnings.append("no Markdown headings found; the document is a single node")
     if not roots:
         roots.append(_Section(level=1, title=title or "Document", start=0, own_end=max(0, len(lines) - 1),
                               heading_line=False))
-    return _finish(roots, lines, settings, offset, "markdown", warnings)
+    return _finish(roots, lines, settings, offset, mode, list(warnings or []), unit)
 
 
 def _first_words(line: str, n: int = 8) -> str:

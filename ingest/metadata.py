@@ -25,7 +25,7 @@ log = structlog.get_logger("ingest.metadata")
 
 KEY_FIELDS = ("file", "filename", "doc_name", "name")
 """Row fields that name the document a folder-metadata row belongs to (first present wins)."""
-_DOC_EXTENSIONS = (".pdf", ".md", ".markdown", ".txt")
+_DOC_EXTENSIONS = (".pdf", ".md", ".markdown", ".txt", ".docx", ".html", ".htm")
 
 
 class DocMetadata(msgspec.Struct, frozen=True):

@@ -125,7 +125,7 @@ def _validate(doc: PageIndexDocument, page_count: int, unit: str) -> None:
     """Titles non-empty, ranges 1 ≤ start ≤ end ≤ page_count, node ids unique, bounded size and depth."""
     if not doc.structure:
         raise IngestError("the structure is empty")
-    units = "pages" if unit == "page" else "lines"
+    units = {"page": "pages", "paragraph": "paragraphs"}.get(unit, "lines")
     seen: set[str] = set()
     count = 0
 
@@ -198,7 +198,7 @@ def tree_from_pageindex(doc: PageIndexDocument, *, unit: str, page_texts: Mappin
                         text: str | None = None) -> DocumentTree:
     """A ``DocumentTree`` from a PageIndex document: pages of a PDF (``page_texts``) or lines of a
     Markdown/text file (``text``). Raises ``IngestError`` with the reason when the tree does not fit."""
-    lines = _split_lines(text or "") if unit == "line" else []
+    lines = _split_lines(text or "") if unit != "page" else []
     page_count = len(page_texts or {}) if unit == "page" else len(lines)
     _validate(doc, page_count, unit)
     flat = _flatten(doc)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,10 +17,14 @@ import structlog
 
 from ingest.chunker import chunk_tree
 from ingest.describe import describe_document
+from ingest.docx_read import read_docx
 from ingest.embedding import CachedEmbedder
 from ingest.files import read_confined
+from ingest.html_read import read_html
 from ingest.markdown_tree import build_markdown_tree, build_text_tree, decode_text_file
 from ingest.metadata import extract_metadata, merge_metadata, parse_front_matter, read_sidecar
+from ingest.outline import UNIT as OUTLINE_UNIT
+from ingest.outline import Outline, outline_tree
 from ingest.pageindex import (
     keep_given_summaries,
     parse_pageindex,
@@ -29,7 +33,7 @@ from ingest.pageindex import (
     tree_sidecar_path,
 )
 from ingest.pdf_tree import ParsedPdf, build_pdf_tree, read_pdf
-from ingest.store import NewDocument, find_existing, write_document
+from ingest.store import DuplicateContentError, NewDocument, find_existing, write_document
 from ingest.summaries import summarize_tree
 from kb.errors import IngestError, LLMError
 from kb.providers import ChatModel
@@ -39,7 +43,11 @@ from kb.types import DocumentTree
 
 log = structlog.get_logger("ingest.pipeline")
 
-SUPPORTED: dict[str, str] = {".pdf": "pdf", ".md": "markdown", ".markdown": "markdown", ".txt": "text"}
+SUPPORTED: dict[str, str] = {
+    ".pdf": "pdf", ".md": "markdown", ".markdown": "markdown", ".txt": "text",
+    ".docx": "docx", ".html": "html", ".htm": "html",
+}
+"""File suffix → kind: the one list of formats (uploads, folder jobs and the parser read it)."""
 
 
 class ParsedFile(msgspec.Struct, frozen=True):
@@ -47,7 +55,8 @@ class ParsedFile(msgspec.Struct, frozen=True):
 
     kind: str
     pdf: ParsedPdf | None = None
-    text: str | None = None
+    text: str | None = None  # Markdown/text as read; Word/HTML: the outline's one-line-per-unit rendering
+    outline: Outline | None = None
     front_matter: dict[str, Any] = {}
     warnings: tuple[str, ...] = ()
 
@@ -70,8 +79,9 @@ def file_kind(path: Path) -> str | None:
     return SUPPORTED.get(path.suffix.lower())
 
 
-def parse_file(source: str | bytes, kind: str) -> ParsedFile:
-    """Parse a file (a path, or its bytes) into pages or text. Runs in a worker process; raises ``IngestError``."""
+def parse_file(source: str | bytes, kind: str, max_bytes: int | None = None) -> ParsedFile:
+    """Parse a file (a path, or its bytes) into pages, text or an outline. Runs in a worker process;
+    raises ``IngestError``. ``max_bytes`` bounds what a .docx may unpack to."""
     if kind == "pdf":
         return ParsedFile(kind=kind, pdf=read_pdf(source if isinstance(source, bytes) else Path(source)))
     if isinstance(source, bytes):
@@ -81,6 +91,14 @@ def parse_file(source: str | bytes, kind: str) -> ParsedFile:
             data = Path(source).read_bytes()
         except FileNotFoundError as exc:
             raise IngestError("file vanished before it could be read") from exc
+    if kind == "docx":
+        outline = read_docx(data, max_bytes=max_bytes)
+    elif kind == "html":
+        outline = read_html(data)
+    else:
+        outline = None
+    if outline is not None:
+        return ParsedFile(kind=kind, text=outline.render(), outline=outline, front_matter=dict(outline.properties))
     text, warnings = decode_text_file(data)
     front: dict[str, Any] = {}
     if kind == "markdown":
@@ -95,19 +113,28 @@ class IngestContext:
     chat: ChatModel
     settings: IngestSettings
     executor: Executor | None = None  # process pool for parsing; None → a thread
+    embedder_generation: int | None = None  # vectors are refused once `kb reembed` moved past this generation
+
+
+def max_file_bytes(settings: IngestSettings) -> int:
+    """``KB_MAX_FILE_MB`` in bytes: the largest file read, and what a .docx may unpack to."""
+    return settings.max_file_mb * 2**20
 
 
 async def _parse(ctx: IngestContext, data: bytes, kind: str) -> ParsedFile:
     loop = asyncio.get_running_loop()
+    limit = max_file_bytes(ctx.settings)
     if ctx.executor is not None:
-        return await loop.run_in_executor(ctx.executor, parse_file, data, kind)
-    return await asyncio.to_thread(parse_file, data, kind)
+        return await loop.run_in_executor(ctx.executor, parse_file, data, kind, limit)
+    return await asyncio.to_thread(parse_file, data, kind, limit)
 
 
 async def build_tree(parsed: ParsedFile, chat: ChatModel, settings: IngestSettings, title: str) -> DocumentTree:
     if parsed.kind == "pdf":
         assert parsed.pdf is not None
         return await build_pdf_tree(parsed.pdf, chat, settings)
+    if parsed.outline is not None:
+        return outline_tree(parsed.outline, settings, title=title, mode=parsed.kind)
     text = parsed.text or ""
     if parsed.kind == "markdown":
         tree = build_markdown_tree(text, settings, title=title)
@@ -144,7 +171,8 @@ def _sidecar_tree(path: Path, raw: bytes | None, parsed: ParsedFile,
         doc = parse_pageindex(raw)
         if parsed.pdf is not None:
             return tree_from_pageindex(doc, unit="page", page_texts=page_texts), None
-        return tree_from_pageindex(doc, unit="line", text=parsed.text or ""), None
+        unit = OUTLINE_UNIT if parsed.outline is not None else "line"
+        return tree_from_pageindex(doc, unit=unit, text=parsed.text or ""), None
     except IngestError as exc:
         note = (f"tree sidecar {tree_sidecar_path(path).name} refused ({exc.detail}); "
                 "the tree was built from the document instead")
@@ -170,6 +198,16 @@ def embed_text_for_chunk(doc_label: str, heading_path: str, text: str) -> str:
     return f"{doc_label} | {heading_path}\n{text}"
 
 
+def embed_text_for_node(doc_label: str, path: Sequence[str], summary: str) -> str:
+    """The text a tree node is embedded as."""
+    return f"{doc_label} | {' > '.join(path)}: {summary}"
+
+
+def embed_text_for_description(title: str, description: str) -> str:
+    """The text a document's description is embedded as."""
+    return f"{title}. {description}"
+
+
 def doc_label(meta: Mapping[str, Any], title: str) -> str:
     parts = [str(meta[k]) for k in ("company", "doc_type", "fiscal_year", "fiscal_quarter", "doc_period") if meta.get(k)]
     return " ".join(dict.fromkeys([*parts, title]))
@@ -193,7 +231,7 @@ async def ingest_file(
     if kind is None:
         return IngestOutcome(name=name, status="unsupported", error=f"unsupported file type {path.suffix or '(none)'}")
     try:
-        data = await asyncio.to_thread(read_confined, path, allowed_root)
+        data = await asyncio.to_thread(read_confined, path, allowed_root, max_file_bytes(ctx.settings))
     except IngestError as exc:
         log.warning("ingest.file_refused", name=name, error=exc.detail)
         return IngestOutcome(name=name, status="failed", error=exc.detail)
@@ -212,6 +250,9 @@ async def ingest_file(
     try:
         parsed = await _parse(ctx, data, kind)
         del data
+        pages = max(parsed.pdf.total_pages, parsed.pdf.page_count) if parsed.pdf is not None else 0
+        if pages > ctx.settings.max_pages:
+            raise IngestError(f"{pages} pages: more than KB_MAX_PAGES={ctx.settings.max_pages}")
         page_texts = {p.number: p.text for p in parsed.pdf.pages} if parsed.pdf is not None else None
         given, refused = _sidecar_tree(path, tree_json, parsed, page_texts)
         sidecar_note = sidecar_note or refused
@@ -228,20 +269,26 @@ async def ingest_file(
         title = _title(tree, meta, name)
         description = await describe_document(tree, meta, name, chat)
         chunks = await asyncio.to_thread(chunk_tree, tree, ctx.settings, page_texts)
+        if len(chunks) > ctx.settings.max_chunks:
+            raise IngestError(f"{len(chunks)} chunks: more than KB_MAX_CHUNKS_PER_FILE={ctx.settings.max_chunks}")
         label = doc_label(meta, title)
         chunk_vecs = await ctx.embedder.embed(
             [embed_text_for_chunk(label, c.heading_path, c.text) for c in chunks]
         )
-        node_vecs = await ctx.embedder.embed([f"{label} | {' > '.join(n.path)}: {n.summary}" for n in tree.nodes])
-        desc_vec = (await ctx.embedder.embed([f"{title}. {description}"]))[0]
+        node_vecs = await ctx.embedder.embed([embed_text_for_node(label, n.path, n.summary) for n in tree.nodes])
+        desc_vec = (await ctx.embedder.embed([embed_text_for_description(title, description)]))[0]
         doc_id = await write_document(
             ctx.pool,
             NewDocument(
                 collection_id=collection_id, name=name, source_path=str(path), sha256=sha, file_type=kind,
                 metadata=meta, title=title, description=description, description_embedding=desc_vec,
                 tree=tree, node_embeddings=node_vecs, chunks=chunks, chunk_embeddings=chunk_vecs,
+                embedder_generation=ctx.embedder_generation,
             ),
         )
+    except DuplicateContentError as exc:  # another writer stored the same content first
+        return IngestOutcome(name=name, status="skipped", document_id=exc.doc_id, error=exc.detail,
+                             seconds=time.perf_counter() - started)
     except IngestError as exc:
         log.warning("ingest.file_failed", name=name, error=exc.detail)
         return IngestOutcome(name=name, status="failed", error=exc.detail, seconds=time.perf_counter() - started)

@@ -12,7 +12,8 @@ import msgspec
 import numpy as np
 import structlog
 
-from kb.errors import ConflictError, NotFoundError, ValidationError
+from kb.db import LONG_STATEMENT_S
+from kb.errors import ConflictError, IngestError, NotFoundError, ValidationError
 from kb.types import ChunkDraft, DocumentTree
 
 log = structlog.get_logger("ingest.store")
@@ -64,10 +65,14 @@ SELECT id, name, sha256 FROM documents WHERE collection_id = $1 AND (name = $2 O
 SQL_LOCK_NAME = "SELECT pg_advisory_xact_lock(hashtextextended($1, 42))"
 SQL_LOCK_LEXEMES = "SELECT pg_advisory_xact_lock(hashtextextended('lexeme_df/' || ($1::bigint)::text, 42))"
 SQL_DELETE_BY_NAME = "DELETE FROM documents WHERE collection_id = $1 AND name = $2"
+SQL_DOC_BY_SHA = "SELECT id, name FROM documents WHERE collection_id = $1 AND sha256 = $2"
+SQL_REPOINT_ITEMS = "UPDATE ingest_job_items SET document_id = $2 WHERE document_id = $1"
+UNIQUE_CONTENT = "documents_collection_sha256_key"
 SQL_INSERT_DOCUMENT = """
 INSERT INTO documents (collection_id, name, source_path, sha256, file_type, metadata, title, description,
                        description_embedding, page_count, tree_mode, node_count, chunk_count, warnings)
 VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id"""
+SQL_EMBEDDER_GENERATION = "SELECT generation FROM embedder_state FOR SHARE"
 NODE_COLUMNS = ("document_id", "node_id", "parent_id", "ordinal", "level", "title", "start_index", "end_index",
                 "unit", "is_leaf", "summary", "text", "path", "embedding")
 CHUNK_COLUMNS = ("document_id", "collection_id", "node_id", "ordinal", "text", "page", "token_count",
@@ -147,6 +152,7 @@ class NewDocument(msgspec.Struct, frozen=True):
     node_embeddings: np.ndarray
     chunks: Sequence[ChunkDraft]
     chunk_embeddings: np.ndarray
+    embedder_generation: int | None = None  # when set, the write is refused if `kb reembed` ran since
 
 
 def _doc(row: asyncpg.Record) -> DocumentInfo:
@@ -231,8 +237,8 @@ async def delete_document(pool: asyncpg.Pool, doc_id: int) -> None:
         await conn.execute(SQL_LOCK_LEXEMES, collection_id)
         if await conn.fetchval(SQL_DOC_COLLECTION, doc_id) is None:
             raise NotFoundError(f"document {doc_id} does not exist")
-        await conn.execute(SQL_LEXEMES_REMOVE, collection_id, doc_id)
-        await conn.execute(SQL_DELETE_DOCUMENT, doc_id)
+        await conn.execute(SQL_LEXEMES_REMOVE, collection_id, doc_id, timeout=LONG_STATEMENT_S)
+        await conn.execute(SQL_DELETE_DOCUMENT, doc_id, timeout=LONG_STATEMENT_S)
     log.info("store.document_deleted", doc_id=doc_id)
 
 
@@ -248,16 +254,46 @@ async def find_existing(pool: asyncpg.Pool, collection_id: int, name: str, sha25
     return None
 
 
+class DuplicateContentError(IngestError):
+    """The same content is already stored in the collection (under another name)."""
+
+    def __init__(self, doc_id: int, name: str) -> None:
+        super().__init__(f"same content as document {doc_id} ({name!r}) already in the collection")
+        self.doc_id = doc_id
+
+
 async def write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
-    """Replace-or-insert one document with its nodes and chunks in ONE transaction."""
+    """Replace-or-insert one document with its nodes and chunks in ONE transaction.
+
+    A collection holds each content once: the unique (collection, sha256) index decides between two
+    concurrent writers, and the loser gets :class:`DuplicateContentError`. Job items that pointed at a
+    replaced version now point at the new one.
+    """
+    try:
+        return await _write_document(pool, doc)
+    except asyncpg.UniqueViolationError as exc:
+        if exc.constraint_name != UNIQUE_CONTENT:
+            raise
+        row = await pool.fetchrow(SQL_DOC_BY_SHA, doc.collection_id, doc.sha256)
+        if row is None:  # the other copy was deleted meanwhile: try once more
+            return await _write_document(pool, doc)
+        raise DuplicateContentError(row["id"], row["name"]) from exc
+
+
+async def _write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
     tree = doc.tree
     async with pool.acquire() as conn, conn.transaction():
+        if doc.embedder_generation is not None:  # before any table lock, like the re-embed swap
+            generation = await conn.fetchval(SQL_EMBEDDER_GENERATION)
+            if generation is not None and generation != doc.embedder_generation:
+                raise IngestError("the stored vectors were re-embedded ('kb reembed') after this process started; "
+                                  "restart it with the new embedder settings")
         await conn.execute(SQL_LOCK_NAME, f"{doc.collection_id}/{doc.name}")
         old_id = await conn.fetchval(SQL_DOC_BY_NAME, doc.collection_id, doc.name)
         await conn.execute(SQL_LOCK_LEXEMES, doc.collection_id)  # held to commit: lexeme counts never race
         if old_id is not None:
-            await conn.execute(SQL_LEXEMES_REMOVE, doc.collection_id, old_id)
-            await conn.execute(SQL_DELETE_BY_NAME, doc.collection_id, doc.name)
+            await conn.execute(SQL_LEXEMES_REMOVE, doc.collection_id, old_id, timeout=LONG_STATEMENT_S)
+            await conn.execute(SQL_DELETE_BY_NAME, doc.collection_id, doc.name, timeout=LONG_STATEMENT_S)
         doc_id = await conn.fetchval(
             SQL_INSERT_DOCUMENT, doc.collection_id, doc.name, doc.source_path, doc.sha256, doc.file_type,
             json.dumps(doc.metadata, default=str), doc.title, doc.description, doc.description_embedding,
@@ -266,6 +302,7 @@ async def write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
         await conn.copy_records_to_table(
             "nodes",
             columns=NODE_COLUMNS,
+            timeout=LONG_STATEMENT_S,
             records=[
                 (doc_id, n.node_id, n.parent_id, n.ordinal, n.level, n.title, n.start, n.end, n.unit, n.is_leaf,
                  n.summary, n.text, list(n.path), doc.node_embeddings[i])
@@ -276,11 +313,14 @@ async def write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
             await conn.copy_records_to_table(
                 "chunks",
                 columns=CHUNK_COLUMNS,
+                timeout=LONG_STATEMENT_S,
                 records=[
                     (doc_id, doc.collection_id, c.node_id, c.ordinal, c.text, c.page, c.token_count,
                      c.heading_path, doc.chunk_embeddings[i], c.page_end)
                     for i, c in enumerate(doc.chunks)
                 ],
             )
-            await conn.execute(SQL_LEXEMES_ADD, doc.collection_id, doc_id)
+            await conn.execute(SQL_LEXEMES_ADD, doc.collection_id, doc_id, timeout=LONG_STATEMENT_S)
+        if old_id is not None:
+            await conn.execute(SQL_REPOINT_ITEMS, old_id, doc_id)
     return int(doc_id)

@@ -8,17 +8,25 @@ from contextlib import asynccontextmanager
 
 import structlog
 from litestar import Litestar, Router
+from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 
 from ingest.embedding import CachedEmbedder
-from ingest.jobs import Worker, make_executor
+from ingest.jobs import Worker, make_executor, stop_executor
 from ingest.pipeline import IngestContext
 from kb import __version__
 from kb.api.admin import AdminController
 from kb.api.catalog import CatalogController, health
-from kb.api.common import LOOPBACK, exception_handler, read_guard, request_id_middleware, strict_json_body
+from kb.api.common import (
+    LOOPBACK,
+    before_request,
+    body_limit,
+    exception_handler,
+    read_guard,
+    request_id_middleware,
+)
 from kb.api.mcp import http_session_manager, mcp_route
 from kb.api.metrics import PROMETHEUS, MetricsController
 from kb.api.pages import PagesController
@@ -36,7 +44,8 @@ log = structlog.get_logger("kb.app")
 def build_ingest_context(rt: Runtime, *, processes: bool = True) -> IngestContext:
     s = rt.settings.ingest
     return IngestContext(pool=rt.pool, embedder=CachedEmbedder(rt.pool, rt.embedder), chat=rt.chat, settings=s,
-                         executor=make_executor(s.workers) if processes else None)
+                         executor=make_executor(s.workers) if processes else None,
+                         embedder_generation=rt.embedder_record.generation)
 
 
 def build_pipeline(rt: Runtime) -> QueryPipeline:
@@ -74,6 +83,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
                       if settings.server.api_token else "admin endpoints open to loopback peers only (not browsers)")
             log.warning("auth.no_admin_token", detail=detail, host=host, loopback=host in LOOPBACK)
         stop = asyncio.Event()
+        watchdog = asyncio.create_task(rt.watch_database(stop))
         worker_task = None
         ctx = None
         if run_worker if run_worker is not None else settings.ingest.run_worker:
@@ -88,13 +98,14 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
                 yield
         finally:
             stop.set()
+            await watchdog
             if worker_task is not None:
                 try:
                     await asyncio.wait_for(worker_task, timeout=5)
                 except TimeoutError:
                     worker_task.cancel()
             if ctx is not None and ctx.executor is not None:
-                ctx.executor.shutdown(wait=False, cancel_futures=True)
+                stop_executor(ctx.executor)
             if runtime is None:
                 await rt.close()
 
@@ -103,9 +114,13 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
                         MetricsController, mcp_route(mcp_manager), ui_root, ui_router()],
         lifespan=[lifespan],
         exception_handlers={Exception: exception_handler},
-        middleware=[request_id_middleware, PROMETHEUS.middleware],
-        before_request=strict_json_body,
+        middleware=[request_id_middleware,
+                    DefineMiddleware(body_limit, json_bytes=settings.server.max_json_kb * 1024,
+                                     upload_bytes=settings.ingest.max_upload_mb * 1024 * 1024,
+                                     upload_paths=frozenset({"/kb/admin/documents"})),
+                    PROMETHEUS.middleware],
+        before_request=before_request,
         openapi_config=openapi_config(),
-        request_max_body_size=settings.ingest.max_upload_mb * 1024 * 1024,
+        request_max_body_size=max(settings.ingest.max_upload_mb * 1024 * 1024, settings.server.max_json_kb * 1024),
         debug=False,
     )

@@ -1,4 +1,4 @@
-"""The ``kb`` command line: run, serve, worker, db, config, ingest, query, export, mcp, bench."""
+"""The ``kb`` command line: run, serve, worker, db, config, ingest, query, export, reembed, mcp, bench."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import msgspec
 from kb.errors import ConfigError, KBError
 from kb.logging import configure_logging
 from kb.settings import get_settings
+from kb.text import unit_label
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples" / "reports"
 
@@ -38,7 +39,7 @@ async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path |
     )
     from rich.table import Table
 
-    from ingest.jobs import Worker, create_job, get_job
+    from ingest.jobs import Worker, create_job, get_job, stop_executor
     from ingest.store import ensure_collection
     from kb.app import build_ingest_context
     from kb.runtime import open_runtime
@@ -52,7 +53,9 @@ async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path |
                                   metadata_path=metadata)
         worker = Worker(ctx, concurrency=max(1, rt.settings.ingest.workers), stale_s=rt.settings.ingest.job_stale_s)
         stop = asyncio.Event()
-        task = asyncio.create_task(worker.run(stop, until_empty=True))
+        # a full worker until the job is finished: files claimed by another worker (e.g. the server's) are
+        # waited for, and taken over if that worker dies
+        task = asyncio.create_task(worker.run(stop))
         started = time.perf_counter()
         with Progress(TextColumn("[bold]ingest[/]"), BarColumn(), MofNCompleteColumn(),
                       TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), TextColumn("ETA"),
@@ -64,9 +67,10 @@ async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path |
                 rate = job.pages / max(time.perf_counter() - started, 1e-6)
                 progress.update(bar, total=job.files, completed=finished,
                                 detail=f"{job.pages} pages, {job.chunks} chunks, {rate:.1f} pages/s")
-                if task.done() or job.status == "done":
+                if task.done() or job.status in {"done", "failed", "cancelled"}:
                     break
                 await asyncio.sleep(0.5)
+        stop.set()
         await task
         job = await get_job(rt.pool, job_id)
         table = Table(title=f"job {job_id} → collection {collection!r} ({time.perf_counter() - started:.1f} s)")
@@ -76,12 +80,17 @@ async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path |
             style = {"ok": "green", "failed": "red", "skipped": "yellow", "unsupported": "yellow"}.get(it.status)
             table.add_row(it.name, f"[{style}]{it.status}[/]" if style else it.status, str(it.pages),
                           str(it.chunks), f"{it.seconds:.1f}" if it.seconds else "", it.error or "")
-        if not quiet:
+        if not quiet and console.is_terminal:
             console.print(table)
+        elif not quiet:  # a pipe or a log: whole names, one tab-separated line per file
+            print("file\tstatus\tpages\tchunks\tseconds\tdetail")
+            for it in job.items:
+                print("\t".join([it.name, it.status, str(it.pages), str(it.chunks),
+                                 f"{it.seconds:.1f}" if it.seconds else "", (it.error or "").replace("\n", " ")]))
         return 1 if job.counts.get("failed") else 0
     finally:
         if ctx.executor is not None:
-            ctx.executor.shutdown(wait=False, cancel_futures=True)
+            stop_executor(ctx.executor)
         await rt.close()
 
 
@@ -121,8 +130,8 @@ def _print_result(result: Any, question: str) -> None:
     print(f"Retrieved {len(result.citations)} cited chunks ({trace.get('rerank', '')}):")
     scores = {c["chunk_id"]: c for c in trace.get("chunks", [])}
     for c in result.citations:
-        unit = "pp." if c.unit == "page" else "lines"
-        print(f"  #{c.marker} [{c.node_id}] {c.doc_name} › {c.section_path} ({unit} {c.pages[0]}-{c.pages[1]})")
+        print(f"  #{c.marker} [{c.node_id}] {c.doc_name} › {c.section_path} "
+              f"({unit_label(c.unit)} {c.pages[0]}-{c.pages[1]})")
         print(f"     \"{' '.join(c.text.split())[:160]}...\"")
     if scores:
         top = list(scores.values())[:5]
@@ -205,6 +214,31 @@ async def _export(doc_id: int) -> int:
         await rt.close()
 
 
+async def _reembed(collection: str | None, batch: int, *, quiet: bool = False) -> int:
+    """Re-embed the stored vectors with the configured embedder, with a progress bar."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ingest.reembed import reembed
+    from kb.runtime import open_runtime
+
+    rt = await open_runtime(allow_embedder_change=True)
+    console = _console()
+    try:
+        emb = rt.embedder
+        with Progress(TextColumn("[bold]reembed[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("vectors"),
+                      TimeElapsedColumn(), console=console, disable=quiet) as progress:
+            bar = progress.add_task("vectors", total=None)
+            result = await reembed(rt.pool, emb, collection=collection, batch=batch,
+                                   on_progress=lambda done, total: progress.update(bar, completed=done, total=total))
+        scope = f"collection {collection!r}" if collection else "every collection"
+        print(f"kb: re-embedded {result.vectors} vectors of {scope} with {emb.model_id!r} ({emb.dimension}-d) "
+              f"in {result.seconds:.1f} s ({result.resumed} staged by an earlier run, {result.embedded} computed; "
+              f"swap {result.swap_seconds:.1f} s)")
+        return 0
+    finally:
+        await rt.close()
+
+
 async def _mcp_stdio() -> int:
     """Serve the MCP tools over stdin/stdout until the client closes the pipe."""
     import contextlib
@@ -231,9 +265,8 @@ async def _preflight() -> None:
 
 
 def _serve(host: str, port: int, banner: str = "") -> None:
-    import uvicorn
-
     from kb.app import create_app
+    from kb.serve import serve
 
     asyncio.run(_preflight())
 
@@ -244,7 +277,7 @@ def _serve(host: str, port: int, banner: str = "") -> None:
             print(banner, flush=True)
 
     app = create_app(bound_host=host, on_ready=ready)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    serve(app, host, port, get_settings().server)
 
 
 async def _samples_ingested(collection: str) -> bool:
@@ -287,19 +320,25 @@ def cmd_db(args: argparse.Namespace) -> int:
 
 def cmd_worker(_: argparse.Namespace) -> int:
     async def run() -> None:
-        from ingest.jobs import Worker
+        import signal
+
+        from ingest.jobs import Worker, stop_executor
         from kb.app import build_ingest_context
         from kb.runtime import open_runtime
 
         rt = await open_runtime()
         ctx = build_ingest_context(rt)
         worker = Worker(ctx, concurrency=max(1, rt.settings.ingest.workers), stale_s=rt.settings.ingest.job_stale_s)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):  # graceful: a file being ingested is handed back
+            loop.add_signal_handler(sig, stop.set)
         print(f"kb: worker {worker.name} waiting for ingest jobs (Ctrl-C to stop)", flush=True)
         try:
-            await worker.run(asyncio.Event())
+            await worker.run(stop)
         finally:
             if ctx.executor is not None:
-                ctx.executor.shutdown(wait=False, cancel_futures=True)
+                stop_executor(ctx.executor)
             await rt.close()
 
     try:
@@ -337,6 +376,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--interactive", action="store_true")
     e = sub.add_parser("export", help="print a document's tree as PageIndex JSON (usable as a .tree.json sidecar)")
     e.add_argument("doc_id", type=int, metavar="DOC", help="document id (see GET /kb/documents)")
+    rb = sub.add_parser("reembed", help="re-embed every stored vector with the configured embedder (resumable)")
+    rb.add_argument("--collection", help="only this collection (with the recorded embedder only)")
+    rb.add_argument("--batch", type=int, default=256, help="texts per staged batch")
     sub.add_parser("mcp", help="serve the Model Context Protocol over stdio (for agents; HTTP is at /mcp)")
     b = sub.add_parser("bench", help="evaluate routing and retrieval on a benchmark dataset")
     from kb.bench_cli import add_bench_arguments
@@ -371,6 +413,8 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(_query(args))
         if args.command == "export":
             return asyncio.run(_export(args.doc_id))
+        if args.command == "reembed":
+            return asyncio.run(_reembed(args.collection, max(1, args.batch)))
         if args.command == "mcp":
             return asyncio.run(_mcp_stdio())
         if args.command == "bench":

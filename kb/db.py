@@ -21,6 +21,7 @@ SQL_DIR = Path(__file__).resolve().parent.parent / "sql"  # the repository's sql
 if not SQL_DIR.is_dir():  # installed from a wheel
     SQL_DIR = Path(str(importlib.resources.files("kb.sql")))
 MIGRATION_LOCK_KEY = 7_351_100_001  # pg_advisory_lock key for migrations
+LONG_STATEMENT_S = 6 * 3600.0  # migrations (index builds) are exempt from KB_DB_COMMAND_TIMEOUT_S
 _MIGRATION_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 SQL_CREATE_MIGRATIONS = """
@@ -37,9 +38,6 @@ SQL_AVAILABLE_VECTOR = "SELECT 1 FROM pg_available_extensions WHERE name = 'vect
 SQL_HAS_DOCUMENTS_TABLE = "SELECT to_regclass('documents') IS NOT NULL"
 SQL_DOCUMENT_COUNT = """
 SELECT count(*) FROM documents d JOIN collections c ON c.id = d.collection_id WHERE c.name = $1"""
-SQL_CHUNK_DIM = """
-SELECT atttypmod FROM pg_attribute
-WHERE attrelid = 'chunks'::regclass AND attname = 'embedding'"""
 
 
 # ---------------------------------------------------------------- embedded server
@@ -119,6 +117,23 @@ def stop_embedded(data_dir: Path) -> bool:
     return True
 
 
+def restart_embedded_if_down(data_dir: Path) -> bool:
+    """Start the embedded server again when its postmaster died (``kill -9``); True when it was restarted.
+
+    The server keeps its socket folder, so the URI and the pool stay valid.
+    """
+    if embedded_status(data_dir)["running"]:
+        return False
+    from pgserver.postgres_server import PostgresServer
+
+    server = PostgresServer._instances.get(_embedded_pgdata(data_dir).expanduser().resolve())
+    if server is None:
+        start_embedded(data_dir, keep_running=False)
+    else:
+        server.ensure_postgres_running()
+    return True
+
+
 def resolve_database_url(settings: DatabaseSettings, *, keep_running: bool = False) -> str:
     """``KB_DATABASE_URL`` if set, else the embedded server's URI (started if needed).
 
@@ -146,10 +161,23 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
                               format="binary")
 
 
-async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
-    """Connect, make sure ``vector`` exists, and return a pool with the pgvector codec."""
+# errors meaning "the database cannot be reached right now" (→ 503 with Retry-After, not 500)
+DB_UNAVAILABLE: tuple[type[BaseException], ...] = (
+    asyncpg.CannotConnectNowError, asyncpg.ConnectionDoesNotExistError, asyncpg.PostgresConnectionError,
+    asyncpg.AdminShutdownError, asyncpg.CrashShutdownError, asyncpg.InterfaceError,
+    ConnectionError, FileNotFoundError, TimeoutError,
+)
+
+
+async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10, connect_timeout: float = 15.0,
+                      command_timeout: float | None = None) -> asyncpg.Pool:
+    """Connect, make sure ``vector`` exists, and return a pool with the pgvector codec.
+
+    ``connect_timeout`` bounds every new connection, ``command_timeout`` every statement, so a frozen
+    server makes requests fail (503) instead of hanging.
+    """
     try:
-        conn = await asyncpg.connect(url, timeout=15)
+        conn = await asyncpg.connect(url, timeout=max(connect_timeout, 15.0))
     except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
         raise ConfigError(f"KB_DATABASE_URL: cannot connect to the database ({type(exc).__name__}: {exc})") from exc
     try:
@@ -166,7 +194,8 @@ async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asy
                 ) from exc
     finally:
         await conn.close()
-    pool = await asyncpg.create_pool(url, min_size=min_size, max_size=max_size, init=_init_connection)
+    pool = await asyncpg.create_pool(url, min_size=min_size, max_size=max_size, init=_init_connection,
+                                     timeout=connect_timeout, command_timeout=command_timeout)
     assert pool is not None
     return pool
 
@@ -185,14 +214,15 @@ def migration_files(sql_dir: Path = SQL_DIR) -> list[tuple[int, str, Path]]:
 async def migrate(pool: asyncpg.Pool, *, embedding_dim: int, sql_dir: Path = SQL_DIR) -> list[int]:
     """Apply pending migrations in order under an advisory lock; return versions applied.
 
-    The only substitution is ``{{EMBEDDING_DIM}}``, an integer from the configured embedder.
+    The only substitution is ``{{EMBEDDING_DIM}}``, an integer from the configured embedder (used when the
+    vector columns are created); ``kb.embedder_record`` checks the embedder against the database after.
     """
     files = migration_files(sql_dir)
     if not files:
         raise ConfigError(f"no schema migrations found in {sql_dir} (broken installation)")
     applied_now: list[int] = []
     async with pool.acquire() as conn:
-        await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
+        await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY, timeout=LONG_STATEMENT_S)
         try:
             await conn.execute(SQL_CREATE_MIGRATIONS)
             done = {r["version"] for r in await conn.fetch(SQL_APPLIED)}
@@ -201,16 +231,10 @@ async def migrate(pool: asyncpg.Pool, *, embedding_dim: int, sql_dir: Path = SQL
                     continue
                 sql = path.read_text().replace("{{EMBEDDING_DIM}}", str(int(embedding_dim)))
                 async with conn.transaction():
-                    await conn.execute(sql)
+                    await conn.execute(sql, timeout=LONG_STATEMENT_S)
                     await conn.execute(SQL_RECORD, version, name)
                 applied_now.append(version)
                 log.info("db.migration_applied", version=version, name=name)
-            dim = await conn.fetchval(SQL_CHUNK_DIM)
-            if dim is not None and dim > 0 and dim != embedding_dim:
-                raise ConfigError(
-                    f"KB_EMBEDDING_MODEL: the database stores {dim}-d embeddings but the embedder gives "
-                    f"{embedding_dim}-d; use another database or re-create it"
-                )
         finally:
             await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
     return applied_now

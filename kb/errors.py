@@ -59,6 +59,13 @@ class DatabaseError(KBError):
     title = "Database error"
 
 
+class UnavailableError(KBError):
+    """The database cannot be reached right now; the client should retry (503 with Retry-After)."""
+
+    status_code = 503
+    title = "Service unavailable"
+
+
 class IngestError(KBError):
     """A single file could not be ingested; carries a readable reason."""
 

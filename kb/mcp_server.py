@@ -172,8 +172,8 @@ def build_mcp_server(services: Services) -> MCPServer:
             "only this many levels; a section cut off here carries child_count instead of nodes"))] = None,
     ) -> dict[str, Any]:
         """The outline of one document as nested PageIndex JSON: `structure` is a list of sections,
-        each with title, node_id, start_index and end_index (1-based pages; lines for Markdown/text,
-        see `unit`), summary, and its subsections in `nodes` (absent for a leaf). For a long document
+        each with title, node_id, start_index and end_index (1-based pages; lines for Markdown/text;
+        paragraphs — headings, paragraphs, list items, table rows — for Word/HTML; see `unit`), summary, and its subsections in `nodes` (absent for a leaf). For a long document
         ask for `max_depth` 1 or 2 first, then expand a section with `node_id`. Read a section's text
         with `get_node`."""
         with _tool_errors("get_document_tree"):
@@ -199,7 +199,7 @@ def build_mcp_server(services: Services) -> MCPServer:
             "return at most this many characters of text"))] = 20_000,
     ) -> dict[str, Any]:
         """Read one section of a document: its text (the pages it spans, or its own lines for
-        Markdown), title path, page range, summary and children (node_id, title). Long texts come
+        Markdown; one paragraph or table row per line for Word/HTML), title path, page range, summary and children (node_id, title). Long texts come
         in pieces: when `truncated` is true call again with `offset` = `next_offset`."""
         with _tool_errors("get_node"):
             runtime, _ = services.get()

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import asyncpg
 import structlog
 
-from kb.db import create_pool, migrate, resolve_database_url
+from kb.db import create_pool, migrate, resolve_database_url, restart_embedded_if_down
+from kb.embedder_record import EmbedderRecord, ensure_embedder
 from kb.llm_store import PgLLMStore
 from kb.providers import ChatModel, Embedder, get_chat_model, get_embedder
 from kb.settings import Settings, get_settings
@@ -23,23 +24,67 @@ class Runtime:
     embedder: Embedder
     chat: ChatModel
     database_url: str
+    embedder_record: EmbedderRecord  # what the stored vectors came from when this process started
+    db_available: bool = True  # kept by watch_database: False while the database is unreachable
 
     async def close(self) -> None:
         await self.pool.close()
 
+    async def probe_database(self, timeout_s: float = 2.0) -> bool:
+        """``SELECT 1`` within ``timeout_s``; a frozen server is not waited for (the probe is left to its
+        own statement timeout)."""
+        probe = asyncio.ensure_future(self.pool.fetchval("SELECT 1"))
+        done, _ = await asyncio.wait({probe}, timeout=timeout_s)
+        if not done:
+            probe.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved: never "never retrieved"
+            return False
+        return probe.exception() is None
+
+    async def watch_database(self, stop: asyncio.Event, interval_s: float = 2.0) -> None:
+        """While the process runs, probe the database every ``interval_s``: ``db_available`` lets requests
+        fail fast (503) while it is unreachable, and an embedded Postgres that died is started again (its
+        owner is whoever uses it); the pool reconnects once it is back."""
+        embedded = self.settings.database.url is None
+        data_dir = self.settings.database.data_dir
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=interval_s)
+                return
+            except TimeoutError:
+                pass
+            try:
+                if embedded and await asyncio.to_thread(restart_embedded_if_down, data_dir):
+                    self.pool.expire_connections()
+                    log.warning("db.embedded_restarted", data_dir=str(data_dir))
+                ok = await self.probe_database()
+            except Exception as exc:  # noqa: BLE001 - keep watching; the next round tries again
+                log.error("db.watch_failed", error=str(exc))
+                ok = False
+            if ok != self.db_available:
+                (log.info if ok else log.warning)("db.available" if ok else "db.unavailable")
+                self.db_available = ok
+
 
 async def open_runtime(settings: Settings | None = None, *, embedder: Embedder | None = None,
-                       chat: ChatModel | None = None) -> Runtime:
-    """Resolve the database (embedded if needed), migrate, load the embedder and the chat model."""
+                       chat: ChatModel | None = None, allow_embedder_change: bool = False) -> Runtime:
+    """Resolve the database (embedded if needed), migrate, load the embedder and the chat model.
+
+    An embedder other than the one the stored vectors come from is refused (``EmbedderMismatchError``)
+    unless ``allow_embedder_change`` (``kb reembed``).
+    """
     settings = settings or get_settings()
     url = await asyncio.to_thread(resolve_database_url, settings.database)
     emb = embedder or await asyncio.to_thread(get_embedder, settings)
-    pool = await create_pool(url, min_size=settings.database.pool_min, max_size=settings.database.pool_max)
+    db = settings.database
+    pool = await create_pool(url, min_size=db.pool_min, max_size=db.pool_max, connect_timeout=db.connect_timeout_s,
+                             command_timeout=db.command_timeout_s)
     try:
         await migrate(pool, embedding_dim=emb.dimension)
+        record = await ensure_embedder(pool, emb.model_id, emb.dimension, allow_change=allow_embedder_change)
     except BaseException:
         await pool.close()
         raise
     model = chat or get_chat_model(settings, store=PgLLMStore(pool))
     log.info("runtime.ready", embedder=emb.model_id, chat=model.model_id, embedded_db=settings.database.url is None)
-    return Runtime(settings=settings, pool=pool, embedder=emb, chat=model, database_url=url)
+    return Runtime(settings=settings, pool=pool, embedder=emb, chat=model, database_url=url,
+                   embedder_record=record)

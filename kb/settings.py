@@ -56,6 +56,8 @@ class DatabaseSettings:
     data_dir: Path  # KB_DATA_DIR
     pool_min: int = 1
     pool_max: int = 10
+    connect_timeout_s: float = 5.0  # KB_DB_CONNECT_TIMEOUT_S: a new connection (or a pool slot) waits at most this
+    command_timeout_s: float = 30.0  # KB_DB_COMMAND_TIMEOUT_S: one SQL statement (not an ingest transaction)
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,7 @@ class EmbeddingSettings:
     batch_size: int
     rerank_model: str | None  # cross-encoder name/path; None → rerank skipped
     base_url: str | None = None  # KB_EMBEDDING_BASE_URL: an OpenAI-compatible /embeddings endpoint
-    api_key: str | None = None  # KB_EMBEDDING_API_KEY
+    api_key: str | None = field(default=None, repr=False)  # KB_EMBEDDING_API_KEY: secret, never in a repr
     dimensions: int | None = None  # KB_EMBEDDING_DIMENSIONS: requested (and expected) vector size
     timeout_s: float = 30.0  # KB_EMBEDDING_TIMEOUT_S
     max_retries: int = 3  # KB_EMBEDDING_MAX_RETRIES: 429, 5xx and timeouts, with backoff
@@ -115,6 +117,10 @@ class IngestSettings:
     run_worker: bool  # the API process also runs one ingest worker
     job_stale_s: int  # a running item whose heartbeat is older is resumed
     max_upload_mb: int = 200  # POST /kb/admin/documents body limit
+    max_file_mb: int = 200  # KB_MAX_FILE_MB: a file (or a .docx unpacked) larger than this fails with that reason
+    max_pages: int = 5000  # KB_MAX_PAGES: a PDF with more pages fails with that reason
+    max_chunks: int = 50_000  # KB_MAX_CHUNKS_PER_FILE: a file that yields more chunks fails with that reason
+    file_timeout_s: float = 3600.0  # KB_FILE_TIMEOUT_S: one file's ingest; beyond it the file fails with this reason
 
 
 @dataclass(frozen=True)
@@ -125,6 +131,10 @@ class ServerSettings:
     api_token: str | None = field(repr=False)
     log_format: str  # "json" | "console"
     log_level: str
+    max_connections: int = 1000  # KB_MAX_CONNECTIONS: open connections and requests; beyond it a 503
+    header_timeout_s: float = 10.0  # KB_HEADER_TIMEOUT_S: a connection must send its request headers in this time
+    max_header_kb: int = 64  # KB_MAX_HEADER_KB: request line and headers together
+    max_json_kb: int = 1024  # KB_MAX_JSON_KB: body limit of every JSON endpoint (uploads: KB_MAX_UPLOAD_MB)
 
 
 @dataclass(frozen=True)
@@ -172,6 +182,8 @@ def get_settings() -> Settings:
             data_dir=data_dir,
             pool_min=_int("KB_DB_POOL_MIN", 1),
             pool_max=_int("KB_DB_POOL_MAX", 10),
+            connect_timeout_s=_float("KB_DB_CONNECT_TIMEOUT_S", 5.0),
+            command_timeout_s=_float("KB_DB_COMMAND_TIMEOUT_S", 30.0),
         ),
         llm=LLMSettings(
             base_url=_env("KB_LLM_BASE_URL"),
@@ -219,6 +231,10 @@ def get_settings() -> Settings:
             run_worker=_bool("KB_RUN_WORKER", True),
             job_stale_s=_int("KB_JOB_STALE_S", 120),
             max_upload_mb=_int("KB_MAX_UPLOAD_MB", 200),
+            max_file_mb=_int("KB_MAX_FILE_MB", 200),
+            max_pages=_int("KB_MAX_PAGES", 5000),
+            max_chunks=_int("KB_MAX_CHUNKS_PER_FILE", 50_000),
+            file_timeout_s=_float("KB_FILE_TIMEOUT_S", 3600.0),
         ),
         server=ServerSettings(
             host=_env("KB_HOST", "127.0.0.1") or "127.0.0.1",
@@ -227,5 +243,9 @@ def get_settings() -> Settings:
             api_token=_env("KB_API_TOKEN"),
             log_format=_env("KB_LOG_FORMAT", "console") or "console",
             log_level=_env("KB_LOG_LEVEL", "info") or "info",
+            max_connections=_int("KB_MAX_CONNECTIONS", 1000),
+            header_timeout_s=_float("KB_HEADER_TIMEOUT_S", 10.0),
+            max_header_kb=_int("KB_MAX_HEADER_KB", 64),
+            max_json_kb=_int("KB_MAX_JSON_KB", 1024),
         ),
     )

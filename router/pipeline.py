@@ -67,13 +67,34 @@ SQL_DOC_NAMES = "SELECT id, name FROM documents WHERE id = ANY($1::bigint[])"
 
 Event = Callable[[str, Any], Awaitable[None]]
 
+# bounds of a query request (documented in the README's API section)
+MAX_QUERY_CHARS = 4000
+MAX_EXPERT_CHARS = 20_000
+MAX_HISTORY_TURNS = 20
+MAX_TURN_CHARS = 8000
+MAX_FILTER_KEYS = 32
+MAX_FILTER_JSON_CHARS = 8000
+MAX_COLLECTION_CHARS = 200
+
 
 def validate_request(req: QueryRequest) -> QueryRequest:
     """Raise ``ValidationError`` for out-of-range inputs."""
     if not req.query or not req.query.strip():
         raise ValidationError("query must not be empty")
-    if len(req.query) > 4000:
-        raise ValidationError("query is longer than 4000 characters")
+    if len(req.query) > MAX_QUERY_CHARS:
+        raise ValidationError(f"query is longer than {MAX_QUERY_CHARS} characters")
+    if len(req.collection) > MAX_COLLECTION_CHARS:
+        raise ValidationError(f"collection name is longer than {MAX_COLLECTION_CHARS} characters")
+    if req.expert_knowledge is not None and len(req.expert_knowledge) > MAX_EXPERT_CHARS:
+        raise ValidationError(f"expert_knowledge is longer than {MAX_EXPERT_CHARS} characters")
+    if len(req.history) > MAX_HISTORY_TURNS:
+        raise ValidationError(f"history has more than {MAX_HISTORY_TURNS} turns; send the most recent ones")
+    if any(len(t.content) > MAX_TURN_CHARS for t in req.history):
+        raise ValidationError(f"a history turn is longer than {MAX_TURN_CHARS} characters")
+    if len(req.filters) > MAX_FILTER_KEYS:
+        raise ValidationError(f"filters has more than {MAX_FILTER_KEYS} keys")
+    if len(json.dumps(req.filters, default=str)) > MAX_FILTER_JSON_CHARS:
+        raise ValidationError(f"filters is larger than {MAX_FILTER_JSON_CHARS} characters of JSON")
     if req.strategy not in STRATEGIES:
         raise ValidationError(f"unknown strategy {req.strategy!r}; use one of {', '.join(STRATEGIES)}")
     if req.top_docs is not None and not 1 <= req.top_docs <= 20:

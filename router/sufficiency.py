@@ -16,7 +16,7 @@ import structlog
 from kb.errors import LLMError
 from kb.providers import ChatModel
 from kb.providers.steps import ask
-from kb.text import truncate_tokens
+from kb.text import truncate_tokens, unit_label
 from router.prompts import SUFFICIENCY, NodeRef, sufficiency_prompt
 from router.synthesize import build_evidence
 from router.tree_search import LoadedTree
@@ -44,7 +44,7 @@ def _outline(tree: LoadedTree, read: set[tuple[int, str]]) -> str:
     base = min((n.level for n in tree.nodes), default=1)
     return "\n".join(
         f"{'  ' * max(0, n.level - base)}[{n.node_id}] {n.title}{' (leaf)' if n.is_leaf else ''} "
-        f"({'pp.' if n.unit == 'page' else 'lines'} {n.start}-{n.end})"
+        f"({unit_label(n.unit)} {n.start}-{n.end})"
         + (" [read]" if (tree.doc_id, n.node_id) in read else "")
         for n in tree.nodes)
 

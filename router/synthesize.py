@@ -11,7 +11,7 @@ import structlog
 
 from kb.errors import LLMError
 from kb.providers import ChatModel
-from kb.text import split_sentences, tokenize
+from kb.text import split_sentences, tokenize, unit_label
 from router.prompts import SYNTHESIS_PURPOSE, SYNTHESIS_SYSTEM, multi_synthesis_prompt, synthesis_prompt
 from router.scope import evidence_found
 from router.types import Answer, CitationOut, RetrievedChunk, ScopePlan, Turn
@@ -27,7 +27,7 @@ _HEADING_LINE = re.compile(r"^\s{0,3}#{1,6}\s.*$", re.M)
 
 
 def evidence_label(c: RetrievedChunk) -> str:
-    unit = "pp." if c.unit == "page" else "lines"
+    unit = unit_label(c.unit)
     span = f"{c.pages[0]}" if c.pages[0] == c.pages[1] else f"{c.pages[0]}–{c.pages[1]}"
     return f"{c.doc_name} › {c.section_path} ({unit} {span})"
 

@@ -20,7 +20,7 @@ import structlog
 from kb.errors import LLMError
 from kb.providers import ChatModel
 from kb.providers.steps import ask
-from kb.text import count_tokens, normalize_title
+from kb.text import count_tokens, normalize_title, unit_label
 from router.policy import OFFLINE, RankingPolicy
 from router.prompts import TREE_SEARCH, tree_search_prompt
 from router.routing import QueryTerms
@@ -90,8 +90,7 @@ def serialize_tree(nodes: Sequence[DocNode], *, with_summary: bool = True, mark_
     for n in nodes:
         pad = "  " * max(0, n.level - base)
         mark = " (leaf)" if n.is_leaf else (" (expandable)" if mark_expandable else (" (own text)" if n.has_text else ""))
-        unit = "pp." if n.unit == "page" else "lines"
-        lines.append(f"{pad}[{n.node_id}] {n.title}{mark} ({unit} {n.start}-{n.end})")
+        lines.append(f"{pad}[{n.node_id}] {n.title}{mark} ({unit_label(n.unit)} {n.start}-{n.end})")
         if with_summary and n.summary:
             lines.append(f"{pad}  summary: {n.summary[:300]}")
     return "\n".join(lines)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from kb.db import check_pgdata_version, create_pool, migrate, migration_files, schema_version
+from kb.embedder_record import ensure_embedder
 from kb.errors import ConfigError
 from kb.settings import get_settings
 
@@ -33,9 +34,10 @@ async def test_migrator_fresh_and_rerun(db_url: str) -> None:
         # the embedding column takes the embedder's dimension
         assert await pool.fetchval(
             "SELECT atttypmod FROM pg_attribute WHERE attrelid='chunks'::regclass AND attname='embedding'") == 384
-        # a different embedder dimension is refused with a clear message
-        with pytest.raises(ConfigError, match="384-d"):
-            await migrate(pool, embedding_dim=768)
+        # the embedder is recorded at the first start; another dimension is refused with a clear message
+        await ensure_embedder(pool, "hash:384", 384)
+        with pytest.raises(ConfigError, match="come from 'hash:384' \\(384-d\\)"):
+            await ensure_embedder(pool, "hash:768", 768)
     finally:
         await pool.close()
 

@@ -142,7 +142,7 @@ async def test_round_trip_export_then_reingest_with_sidecar(runtime: Runtime, tm
 
     # `kb export` prints the same JSON
     env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
-    env.update({"KB_DATABASE_URL": runtime.database_url, "KB_EMBEDDING_MODEL": "hash:384"})
+    env.update({"KB_DATABASE_URL": runtime.database_url, "KB_EMBEDDING_MODEL": runtime.embedder.model_id})
     proc = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "kb.cli", "export", str(doc_id)],
                                    env=env, capture_output=True, timeout=120)
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]

@@ -16,7 +16,7 @@ from litestar.datastructures import UploadFile
 from litestar.enums import RequestEncodingType
 from litestar.params import Body
 
-from ingest.jobs import JobStatus, create_job, get_job, list_jobs, resolve_ingest_path
+from ingest.jobs import JobStatus, cancel_job, create_job, get_job, list_jobs, resolve_ingest_path
 from ingest.pipeline import SUPPORTED
 from ingest.store import get_collection
 from kb.api.common import BEARER, admin_guard, errors, public_path, runtime, scrub_paths
@@ -96,6 +96,14 @@ class AdminController(Controller):
     @get("/jobs/{job_id:int}", responses=errors(400, 401, 403, 404))
     async def job(self, request: Request[Any, Any, Any], job_id: int) -> JobStatus:
         rt = runtime(request)
+        return _public_job(await get_job(rt.pool, job_id), rt.settings)
+
+    @post("/jobs/{job_id:int}/cancel", status_code=200, responses=errors(400, 401, 403, 404, 409))
+    async def cancel(self, request: Request[Any, Any, Any], job_id: int) -> JobStatus:
+        """Cancel a job: pending files become ``cancelled`` now; a file being ingested stops within a
+        heartbeat and stores nothing. 409 when the job has already finished."""
+        rt = runtime(request)
+        await cancel_job(rt.pool, job_id)
         return _public_job(await get_job(rt.pool, job_id), rt.settings)
 
     @post("/documents", status_code=202, responses=errors(400, 401, 403, 404, 413))

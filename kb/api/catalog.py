@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 import structlog
-from litestar import Controller, Request, delete, get, post
+from litestar import Controller, Request, Response, delete, get, post
 from litestar.params import Parameter
 
 from ingest.pageindex import export_pageindex
@@ -22,7 +22,16 @@ from ingest.store import (
     list_collections,
     list_documents,
 )
-from kb.api.common import BEARER, admin_guard, errors, public_path, read_guard, runtime
+from kb.api.common import (
+    BEARER,
+    PROBLEM_JSON,
+    RETRY_AFTER_S,
+    admin_guard,
+    errors,
+    public_path,
+    read_guard,
+    runtime,
+)
 from kb.db import schema_version
 from kb.errors import ValidationError
 
@@ -48,23 +57,31 @@ class DocumentDetail(msgspec.Struct, frozen=True):
     tree: list[NodeInfo]
 
 
-@get("/health")
-async def health(request: Request[Any, Any, Any]) -> dict[str, Any]:
+@get("/health", responses=errors(503))
+async def health(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
+    """200 when ready; 503 (with Retry-After) while the database cannot be reached within 2 s."""
     rt = runtime(request)
-    try:
-        version = await schema_version(rt.pool)
-        db_ok = True
-    except Exception as exc:  # noqa: BLE001 - health reports instead of failing
-        version, db_ok = 0, False
-        log.warning("health.db_unreachable", error=str(exc))
-    return {
-        "status": "ok" if db_ok else "degraded",
+    version, db_ok = 0, False
+    if await rt.probe_database():
+        try:
+            version = await schema_version(rt.pool)
+            db_ok = True
+        except Exception as exc:  # noqa: BLE001 - health reports instead of failing
+            log.warning("health.db_unreachable", error=f"{type(exc).__name__}: {exc}"[:300])
+    body = {
+        "status": "ok" if db_ok else "unavailable",
         "database": db_ok,
         "schema_version": version,
         "embedder": {"loaded": rt.embedder.dimension > 0, "model": rt.embedder.model_id,
                      "dimension": rt.embedder.dimension},
         "llm": {"offline": rt.chat.offline, "model": rt.chat.model_id},
     }
+    if db_ok:
+        return Response(body)
+    # not ready: problem details (RFC 9457) with the health fields as extension members
+    problem = {"type": "about:blank", "status": 503, "title": "Service unavailable",
+               "detail": "the database is unreachable right now; retry shortly", **body}
+    return Response(problem, status_code=503, media_type=PROBLEM_JSON, headers={"Retry-After": str(RETRY_AFTER_S)})
 
 
 class CatalogController(Controller):

@@ -17,13 +17,26 @@ import structlog
 from litestar import Request, Response
 from litestar.connection import ASGIConnection
 from litestar.enums import RequestEncodingType
-from litestar.exceptions import HTTPException, NotAuthorizedException, PermissionDeniedException
+from litestar.exceptions import (
+    ClientException,
+    HTTPException,
+    NotAuthorizedException,
+    PermissionDeniedException,
+)
 from litestar.exceptions import ValidationException as LitestarValidation
 from litestar.handlers.base import BaseRouteHandler
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from kb.errors import AuthError, ForbiddenError, KBError, UnsupportedMediaTypeError, ValidationError
+from kb.db import DB_UNAVAILABLE
+from kb.errors import (
+    AuthError,
+    ForbiddenError,
+    KBError,
+    UnavailableError,
+    UnsupportedMediaTypeError,
+    ValidationError,
+)
 from kb.runtime import Runtime
 from kb.settings import Settings
 
@@ -48,9 +61,11 @@ _ERRORS = {
     403: "Admin access refused (no KB_ADMIN_TOKEN and not a local, non-browser request)",
     404: "Not found",
     409: "Conflict",
-    413: "Request body too large (KB_MAX_UPLOAD_MB)",
+    413: "Request body too large (KB_MAX_JSON_KB; uploads: KB_MAX_UPLOAD_MB)",
     415: "Content-Type must be application/json",
+    503: "The database is unreachable right now (Retry-After)",
 }
+RETRY_AFTER_S = 5  # the Retry-After of a 503 while the database is unreachable
 BEARER = [{"bearer": []}]  # the OpenAPI security requirement of every guarded controller
 
 
@@ -112,8 +127,16 @@ def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Respon
             log.error("api.error", error=exc.detail, kind=type(exc).__name__)
         settings = _settings_of(request)
         headers = {"WWW-Authenticate": 'Bearer realm="kb"'} if isinstance(exc, AuthError) else None
+        if exc.status_code == 503:
+            headers = {"Retry-After": str(RETRY_AFTER_S)}
         return problem(exc.status_code, exc.title, scrub_paths(exc.detail, settings) if settings else exc.detail,
                        headers)
+    if isinstance(exc, DB_UNAVAILABLE):
+        log.warning("api.db_unavailable", path=request.url.path, error=f"{type(exc).__name__}: {exc}"[:300])
+        return problem(503, "Service unavailable", "the database is unreachable right now; retry shortly",
+                       {"Retry-After": str(RETRY_AFTER_S)})
+    if isinstance(exc, UnicodeDecodeError):
+        return problem(400, "Invalid request", "the request is not valid UTF-8")
     if isinstance(exc, asyncpg.DataError | OverflowError):  # e.g. an id beyond bigint, bad encoding
         return problem(400, "Invalid request", f"invalid value: {str(exc).splitlines()[0][:200]}")
     if isinstance(exc, LitestarValidation):
@@ -221,6 +244,17 @@ def read_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandl
 __all__ = ["NotAuthorizedException", "PermissionDeniedException", "admin_guard", "read_guard"]
 
 
+_NO_DATABASE = ("/health", "/metrics", "/schema")
+
+
+async def before_request(request: Request[Any, Any, Any]) -> None:
+    """Every request: a 503 at once while the database is known to be unreachable, then the strict body check."""
+    rt = request.app.state.get("runtime")
+    if rt is not None and not rt.db_available and not request.url.path.startswith(_NO_DATABASE):
+        raise UnavailableError("the database is unreachable right now; retry shortly")
+    await strict_json_body(request)
+
+
 async def strict_json_body(request: Request[Any, Any, Any]) -> None:
     """``before_request``: a JSON body must match the handler's type without coercion
     (``"top_k": "5"`` or ``"recursive": 0`` is a 400, not 5 or false)."""
@@ -228,12 +262,19 @@ async def strict_json_body(request: Request[Any, Any, Any]) -> None:
     if not _expects_json(handler):
         return
     annotation = handler.parsed_fn_signature.parameters["data"].annotation
+    body = await request.body()
     try:
-        msgspec.json.decode(await request.body(), type=annotation)
+        body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"the body is not valid UTF-8 (byte {exc.start})") from exc
+    try:
+        msgspec.json.decode(body, type=annotation)
     except msgspec.ValidationError as exc:
         raise ValidationError(str(exc)) from exc
-    except msgspec.DecodeError:
-        return  # malformed JSON: the framework's own 400
+    except RecursionError as exc:
+        raise ValidationError("the JSON body is nested too deeply") from exc
+    except msgspec.DecodeError as exc:
+        raise ValidationError(f"malformed JSON: {exc}") from exc
 
 
 def request_id_middleware(app: ASGIApp) -> ASGIApp:
@@ -262,5 +303,42 @@ def request_id_middleware(app: ASGIApp) -> ASGIApp:
             log.info("http.request", method=scope.get("method"), path=scope.get("path"), status=status["code"],
                      duration_ms=round((time.perf_counter() - started) * 1000, 1))
             structlog.contextvars.clear_contextvars()
+
+    return middleware
+
+
+def _problem_bytes(status: int, title: str, detail: str) -> bytes:
+    return msgspec.json.encode({"type": "about:blank", "status": status, "title": title, "detail": detail})
+
+
+def body_limit(app: ASGIApp, *, json_bytes: int, upload_bytes: int, upload_paths: frozenset[str]) -> ASGIApp:
+    """Per-endpoint request body limits: uploads get ``KB_MAX_UPLOAD_MB``, every other endpoint
+    ``KB_MAX_JSON_KB``. A declared ``Content-Length`` over the limit is refused before the body is read;
+    a chunked body is counted as it arrives."""
+
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        limit = upload_bytes if scope.get("path") in upload_paths else json_bytes
+        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > limit:
+            body = _problem_bytes(413, "Request body too large", f"the body exceeds {limit} bytes for this endpoint")
+            await send({"type": "http.response.start", "status": 413,
+                        "headers": [(b"content-type", PROBLEM_JSON.encode()), (b"connection", b"close")]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        received = 0
+
+        async def limited() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise ClientException(status_code=413, detail=f"the body exceeds {limit} bytes for this endpoint")
+            return message
+
+        await app(scope, limited, send)
 
     return middleware

@@ -101,7 +101,9 @@ def run_cli(args: argparse.Namespace) -> int:
     if args.data is None:
         raise SystemExit("kb bench ingest: --data DIR is required")
     folder = args.data / "pdfs" if (args.data / "pdfs").is_dir() else args.data
-    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in {".pdf", ".md", ".txt"})
+    from ingest.pipeline import SUPPORTED
+
+    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in SUPPORTED)
     if args.limit:
         files = files[: args.limit]
     workers = max(1, get_settings().ingest.workers)

@@ -1,0 +1,338 @@
+"""Reliability: hostile input is a 4xx, body limits per endpoint, and a live server that survives its
+database being killed or frozen, and clients that never finish their headers (issue 9)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from kb.app import create_app
+from kb.runtime import Runtime
+from tests.http import app_client
+
+JSON = {"content-type": "application/json"}
+
+
+def _client(rt: Runtime):
+    return app_client(create_app(runtime=rt, bound_host="127.0.0.1", run_worker=False))
+
+
+async def test_malformed_bodies_are_400_not_500(runtime: Runtime) -> None:
+    deep_object = '{"a":' * 990 + "1" + "}" * 990
+    async with _client(runtime) as client:
+        for path in ("/kb/query", "/kb/collections", "/kb/admin/ingest"):
+            r = await client.post(path, content=b'{"query": "\xff\xfe", "name": "\xff", "path": "\xff"}', headers=JSON)
+            assert r.status_code == 400 and "UTF-8" in r.json()["detail"], (path, r.text)
+            r = await client.post(path, content=b'{"query": ', headers=JSON)
+            assert r.status_code == 400 and "malformed JSON" in r.json()["detail"], (path, r.text)
+        r = await client.post("/kb/query", content=f'{{"query": "x", "filters": {deep_object}}}', headers=JSON)
+        assert r.status_code == 400 and "nested too deeply" in r.json()["detail"]
+        r = await client.post("/kb/query", json={"query": "x", "filters": {f"k{i}": "v" for i in range(20_000)}})
+        assert r.status_code == 400 and "filters has more than" in r.json()["detail"]
+        r = await client.post("/kb/query", json={"query": "x", "history": [{"role": "user", "content": "hi"}] * 25})
+        assert r.status_code == 400 and "history" in r.json()["detail"]
+        r = await client.post("/kb/query", json={"query": "x", "expert_knowledge": "y" * 30_000})
+        assert r.status_code == 400 and "expert_knowledge" in r.json()["detail"]
+        # the query endpoint's body limit is KB_MAX_JSON_KB (1 MiB), not the 200 MB upload limit
+        r = await client.post("/kb/query", json={"query": "x", "expert_knowledge": "y" * 2_000_000})
+        assert r.status_code == 413 and r.headers["content-type"].startswith("application/problem+json")
+        # a query within bounds still works
+        r = await client.post("/kb/query", json={"query": "revenue", "history": [{"role": "user", "content": "hi"}]})
+        assert r.status_code == 200, r.text
+
+
+async def test_hostile_paths_are_400(runtime: Runtime, tmp_path: Path) -> None:
+    deep = tmp_path / "deep"
+    folder = deep
+    for _ in range(70):
+        folder = folder / "d"
+    folder.mkdir(parents=True)
+    (folder / "x.md").write_text("# X\n\nhello")
+    async with _client(runtime) as client:
+        for path, words in (("a" * 300, "longer than 255 bytes"), ("/".join(["abc"] * 1500), "longer than 4096"),
+                            ("é" * 200, "longer than 255 bytes")):
+            r = await client.post("/kb/admin/ingest", json={"path": path})
+            assert r.status_code == 400 and words in r.json()["detail"], r.text
+        r = await client.post("/kb/admin/ingest", json={"path": "deep", "recursive": True})
+        assert r.status_code == 400 and "deeper than" in r.json()["detail"]
+        r = await client.post("/kb/admin/ingest", json={"path": "deep", "recursive": False})
+        assert r.status_code == 202  # the folder itself is fine when not walked
+
+
+# ---------------------------------------------------------------- a live server on its own embedded Postgres
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory):
+    """``kb serve`` on an embedded Postgres of its own (so the test may kill it)."""
+    root = tmp_path_factory.mktemp("live")
+    (root / "memo.md").write_text("# Falcon memo\n\nThe Falcon project revenue was 12 million dollars in 2023.\n")
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
+    env.update({"KB_DATA_DIR": str(root / "data"), "KB_INGEST_ROOT": str(root), "KB_EMBEDDING_MODEL": "hash:384",
+                "KB_INGEST_WORKERS": "0", "KB_HEADER_TIMEOUT_S": "1", "KB_DB_COMMAND_TIMEOUT_S": "5",
+                "KB_DB_CONNECT_TIMEOUT_S": "2"})
+    log = open(root / "server.log", "wb")  # noqa: SIM115 - closed at teardown
+    proc = subprocess.Popen([sys.executable, "-m", "kb.cli", "serve", "--port", str(port)], env=env,
+                            stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        assert proc.poll() is None, (root / "server.log").read_text()[-3000:]
+        time.sleep(0.5)
+    r = httpx.post(f"{base}/kb/admin/ingest", json={"path": "memo.md"}, timeout=10)
+    assert r.status_code == 202, r.text
+    job = r.json()["status_url"]
+    while httpx.get(base + job, timeout=10).json()["status"] not in {"done", "failed"}:
+        assert time.time() < deadline + 60
+        time.sleep(0.5)
+    yield {"base": base, "port": port, "pgdata": root / "data" / "pg", "log": root / "server.log"}
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+def _postgres_processes(pgdata: Path) -> list[psutil.Process]:
+    pid = int((pgdata / "postmaster.pid").read_text().split()[0])
+    master = psutil.Process(pid)
+    return [master, *master.children()]
+
+
+def _ask(base: str) -> httpx.Response:
+    return httpx.post(f"{base}/kb/query", json={"query": "What was the Falcon project revenue?"}, timeout=60)
+
+
+def _wait_for(predicate, timeout: float) -> float:
+    started = time.time()
+    while time.time() - started < timeout:
+        if predicate():
+            return time.time() - started
+        time.sleep(0.3)
+    raise AssertionError(f"not within {timeout} s")
+
+
+def test_killed_postgres_is_503_then_restarted(live) -> None:
+    base = live["base"]
+    assert _ask(base).status_code == 200
+    _postgres_processes(live["pgdata"])[0].kill()  # kill -9 of the postmaster
+    statuses = []
+    for _ in range(3):
+        r = _ask(base)
+        statuses.append(r.status_code)
+        if r.status_code == 503:
+            assert r.headers["retry-after"] and r.headers["content-type"].startswith("application/problem+json")
+    assert 500 not in statuses, statuses
+    # the server restarts its embedded Postgres; queries answer again, with the ingested memo intact
+    _wait_for(lambda: httpx.get(f"{base}/health", timeout=5).status_code == 200, 30)
+    r = _ask(base)
+    assert r.status_code == 200 and "12 million" in r.json()["answer"], r.text
+    assert "db.embedded_restarted" in live["log"].read_text()
+
+
+def test_frozen_postgres_is_a_fast_503_and_recovers(live) -> None:
+    base = live["base"]
+    procs = _postgres_processes(live["pgdata"])
+    for p in procs:
+        p.suspend()  # SIGSTOP: the server accepts nothing and answers nothing
+    try:
+        started = time.time()
+        r = httpx.get(f"{base}/health", timeout=30)
+        assert r.status_code == 503 and r.headers["retry-after"]
+        assert time.time() - started < 5
+        # once the watcher has seen it, requests fail at once instead of waiting on the database
+        _wait_for(lambda: _ask(base).status_code == 503, 15)
+        started = time.time()
+        r = _ask(base)
+        assert r.status_code == 503 and time.time() - started < 1.0
+    finally:
+        for p in procs:
+            p.resume()
+    _wait_for(lambda: _ask(base).status_code == 200, 30)
+
+
+def test_unfinished_headers_are_dropped_and_big_headers_refused(live) -> None:
+    with socket.create_connection(("127.0.0.1", live["port"])) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        s.settimeout(10)
+        started = time.time()
+        assert s.recv(1024) == b""  # closed by the server (KB_HEADER_TIMEOUT_S=1)
+        assert time.time() - started < 5
+    r = httpx.get(f"{live['base']}/health", headers={"X-Big": "a" * 100_000}, timeout=10)
+    assert r.status_code in {400, 431}
+    r = httpx.get(f"{live['base']}/health", timeout=10)
+    assert r.status_code == 200 and json.loads(r.text)["database"] is True
+
+
+# ---------------------------------------------------------------- ingest: cancel, hand back, time limit, dedupe
+def _slow_pdf(folder: Path, name: str = "slow.pdf", pages: int = 150) -> Path:
+    """A real text PDF big enough that embedding it takes seconds with the bundled model."""
+    from tests.pdfgen import make_text_pdf, paragraph
+
+    folder.mkdir(parents=True, exist_ok=True)
+    return make_text_pdf(folder / name, [f"Section {i}. " + paragraph(f"ops-{i}", 14) for i in range(pages)])
+
+
+async def _item_status(rt: Runtime, job_id: int, wanted: str) -> None:
+    import asyncio
+
+    from ingest.jobs import get_job
+
+    async with asyncio.timeout(60):
+        for _ in range(10**6):  # polling the database: there is no event to wait on
+            if (await get_job(rt.pool, job_id)).items[0].status == wanted:
+                return
+            await asyncio.sleep(0.1)
+
+
+async def test_cancel_a_job_pending_and_running(runtime: Runtime, tmp_path: Path) -> None:
+    import asyncio
+
+    from ingest.jobs import Worker, get_job
+    from kb.app import build_ingest_context
+
+    _slow_pdf(tmp_path / "slow")
+    (tmp_path / "slow" / "zz-later.md").write_text("# Later\n\nNever ingested: the job is cancelled first.")
+    async with _client(runtime) as client:
+        job_id = (await client.post("/kb/admin/ingest", json={"path": "slow"})).json()["job_id"]
+        worker = Worker(build_ingest_context(runtime, processes=False), stale_s=4)  # heartbeat every second
+        task = asyncio.create_task(worker.run(asyncio.Event(), until_empty=True))
+        await _item_status(runtime, job_id, "running")
+        r = await client.post(f"/kb/admin/jobs/{job_id}/cancel")
+        assert r.status_code == 200 and r.json()["status"] == "cancelled", r.text
+        assert r.json()["items"][1]["status"] == "cancelled"  # the pending file at once
+        await asyncio.wait_for(task, timeout=60)
+        job = await get_job(runtime.pool, job_id)
+        assert [i.status for i in job.items] == ["cancelled", "cancelled"] and job.status == "cancelled"
+        assert "nothing was stored" in job.items[0].error
+        assert await runtime.pool.fetchval("SELECT count(*) FROM documents") == 0
+        r = await client.post(f"/kb/admin/jobs/{job_id}/cancel")
+        assert r.status_code == 409
+        assert (await client.post("/kb/admin/jobs/999999/cancel")).status_code == 404
+
+
+async def test_stopping_worker_hands_its_file_back(runtime: Runtime, tmp_path: Path) -> None:
+    import asyncio
+
+    from ingest.jobs import Worker, create_job, get_job
+    from kb.app import build_ingest_context
+
+    path = _slow_pdf(tmp_path / "handback")
+    job_id = await create_job(runtime.pool, collection_id=1, path=path)
+    stop = asyncio.Event()
+    first = asyncio.create_task(Worker(build_ingest_context(runtime, processes=False)).run(stop))
+    await _item_status(runtime, job_id, "running")
+    stop.set()  # what SIGTERM does to the server's (or `kb worker`'s) worker
+    await asyncio.wait_for(first, timeout=30)
+    item = (await get_job(runtime.pool, job_id)).items[0]
+    assert (item.status, item.attempts) == ("pending", 0)  # handed back at once, no attempt spent
+    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
+    item = (await get_job(runtime.pool, job_id)).items[0]
+    assert (item.status, item.attempts) == ("ok", 1), item.error
+
+
+async def test_file_time_limit(runtime: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+    import dataclasses
+
+    from ingest.jobs import Worker, create_job, get_job
+    from kb.app import build_ingest_context
+
+    path = _slow_pdf(tmp_path / "timeout")
+    runtime.settings = dataclasses.replace(
+        runtime.settings, ingest=dataclasses.replace(runtime.settings.ingest, file_timeout_s=0.5))
+    job_id = await create_job(runtime.pool, collection_id=1, path=path)
+    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
+    item = (await get_job(runtime.pool, job_id)).items[0]
+    assert item.status == "failed" and "KB_FILE_TIMEOUT_S" in item.error
+    assert await runtime.pool.fetchval("SELECT count(*) FROM documents") == 0
+
+
+async def test_same_content_is_stored_once_even_by_concurrent_workers(runtime: Runtime, tmp_path: Path) -> None:
+    import asyncio
+
+    import asyncpg
+
+    from ingest.jobs import Worker, create_job, get_job
+    from kb.app import build_ingest_context
+
+    folder = tmp_path / "dupes"
+    folder.mkdir()
+    text = "# Heron memo\n\nThe Heron programme spent 4.2 million dollars on tooling in 2024.\n"
+    for i in range(4):
+        (folder / f"copy{i}.md").write_text(text)
+    job_id = await create_job(runtime.pool, collection_id=1, path=folder)
+    workers = [Worker(build_ingest_context(runtime, processes=False)) for _ in range(4)]
+    await asyncio.gather(*(w.run(asyncio.Event(), until_empty=True) for w in workers))
+    job = await get_job(runtime.pool, job_id)
+    assert job.counts == {"ok": 1, "skipped": 3}, job.counts
+    doc_ids = {i.document_id for i in job.items}
+    assert len(doc_ids) == 1 and await runtime.pool.fetchval("SELECT count(*) FROM documents") == 1
+    # the constraint itself: a second row with the same content cannot be written by anyone
+    with pytest.raises(asyncpg.UniqueViolationError):
+        await runtime.pool.execute(
+            "INSERT INTO documents (collection_id, name, source_path, sha256, file_type, metadata, title, description,"
+            " page_count, tree_mode, node_count, chunk_count, warnings) SELECT collection_id, 'other.md', source_path,"
+            " sha256, file_type, metadata, title, description, page_count, tree_mode, node_count, chunk_count,"
+            " warnings FROM documents LIMIT 1")
+
+
+async def test_replaced_document_keeps_earlier_jobs_pointing_at_it(runtime: Runtime, tmp_path: Path) -> None:
+    import asyncio
+
+    from ingest.jobs import Worker, create_job, get_job
+    from kb.app import build_ingest_context
+
+    path = tmp_path / "same-name.md"
+    path.write_text("# Osprey\n\nVersion one of the Osprey memo.\n")
+    first = await create_job(runtime.pool, collection_id=1, path=path)
+    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
+    path.write_text("# Osprey\n\nVersion two of the Osprey memo, with new figures.\n")
+    second = await create_job(runtime.pool, collection_id=1, path=path)
+    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
+    new_id = (await get_job(runtime.pool, second)).items[0].document_id
+    assert (await get_job(runtime.pool, first)).items[0].document_id == new_id
+    assert await runtime.pool.fetchval("SELECT count(*) FROM documents WHERE id = $1", new_id) == 1
+
+
+async def test_page_and_chunk_limits_fail_the_file_alone(runtime: Runtime, tmp_path: Path) -> None:
+    import asyncio
+    import dataclasses
+
+    from ingest.jobs import Worker, create_job, get_job
+    from kb.app import build_ingest_context
+
+    folder = tmp_path / "limits"
+    _slow_pdf(folder, "many-pages.pdf", pages=30)
+    (folder / "many-chunks.md").write_text("# Log\n\n" + "\n\n".join(f"## Entry {i}\n\n" + "word " * 120
+                                                                    for i in range(40)))
+    (folder / "small.md").write_text("# Small\n\nA short memo about the Kite project.\n")
+    runtime.settings = dataclasses.replace(
+        runtime.settings, ingest=dataclasses.replace(runtime.settings.ingest, max_pages=20, max_chunks=25))
+    job_id = await create_job(runtime.pool, collection_id=1, path=folder)
+    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
+    items = {i.name: i for i in (await get_job(runtime.pool, job_id)).items}
+    assert items["many-pages.pdf"].status == "failed" and "KB_MAX_PAGES=20" in items["many-pages.pdf"].error
+    assert items["many-chunks.md"].status == "failed" and "KB_MAX_CHUNKS_PER_FILE=25" in items["many-chunks.md"].error
+    assert items["small.md"].status == "ok"
