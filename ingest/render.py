@@ -1,6 +1,7 @@
 """Evidence previews of stored documents: a PDF page as a PNG with a chunk's text highlighted (cached on
-disk), or the cited lines of a Markdown/text source. Sources are read through the same confinement as
-their ingest and must still have the bytes that were ingested (sha256)."""
+disk), or the cited lines of any other source (Markdown/text lines; the paragraphs of a .docx or HTML file,
+which are the lines of the parser's rendering). Sources are read through the same confinement as their
+ingest and must still have the bytes that were ingested (sha256)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pymupdf
 import structlog
 
 from ingest.files import read_confined
+from ingest.pipeline import parse_file
 from kb.errors import ConflictError, IngestError, NotFoundError, ValidationError
 
 log = structlog.get_logger("ingest.render")
@@ -189,13 +191,14 @@ def _norm(line: str) -> str:
     return re.sub(r"\s+", " ", line).strip()
 
 
-def cited_lines(doc: SourceDoc, data: bytes, start: int, end: int, chunk: ChunkRef | None) -> SourceLines:
-    """Lines ``start..end`` (1-based, inclusive, at most MAX_LINES) of a text source; the lines of
+def source_lines(doc: SourceDoc, data: bytes, max_bytes: int | None = None) -> list[str]:
+    """The lines citations of ``doc`` count: the text the ingest parser made of its bytes."""
+    return (parse_file(data, doc.file_type, max_bytes).text or "").splitlines()
+
+
+def cited_lines(doc: SourceDoc, lines: list[str], start: int, end: int, chunk: ChunkRef | None) -> SourceLines:
+    """Lines ``start..end`` (1-based, inclusive, at most MAX_LINES) of a source's ``lines``; the lines of
     ``chunk``'s text are marked ``cited``."""
-    if doc.is_pdf:
-        raise ValidationError(f"document {doc.doc_id} is a PDF: preview its pages at "
-                              f"/kb/documents/{doc.doc_id}/pages/<n>.png")
-    lines = data.decode("utf-8", errors="replace").splitlines()
     total = len(lines)
     if start < 1 or end < start:
         raise ValidationError(f"need 1 ≤ start ≤ end, got start={start}, end={end}")

@@ -26,6 +26,11 @@ The Atacama pit delivered most of the increase.
 The lost-time injury rate fell to 0.8 per million hours.
 """
 
+HTML = """<!doctype html><html><head><title>Lynx Freight memo</title></head><body>
+<h1>Lynx Freight memo</h1><h2>Volumes</h2><p>Lynx Freight moved 88 thousand containers in 2024.</p>
+<p>Rail carried a third of them.</p><h2>Outlook</h2><p>Lynx expects flat volumes in 2025.</p></body></html>
+"""
+
 
 def _client(rt: Runtime):
     return app_client(create_app(runtime=rt, bound_host="127.0.0.1", run_worker=False))
@@ -41,10 +46,11 @@ async def _ingest(runtime: Runtime, tmp_path: Path) -> tuple[dict[str, int], Pat
     make_report_pdf(docs / "report.pdf", [Sec("Revenue", paragraphs=4), Sec("Liquidity", paragraphs=8),
                                           Sec("Risks", paragraphs=6)], outline=True)
     (docs / "orion.md").write_text(MD)
+    (docs / "lynx.html").write_text(HTML)
     job_id = await create_job(runtime.pool, collection_id=1, path=docs, allowed_root=tmp_path)
     await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
     job = await get_job(runtime.pool, job_id)
-    assert job.counts == {"ok": 2}, [(i.name, i.error) for i in job.items]
+    assert job.counts == {"ok": 3}, [(i.name, i.error) for i in job.items]
     return {i.name: i.document_id for i in job.items}, docs
 
 
@@ -133,6 +139,20 @@ async def test_markdown_lines_mark_the_cited_chunk(runtime: Runtime, tmp_path: P
         _is_problem(await client.get(f"/kb/documents/{md_id}/lines", params={"start": 5, "end": 2}), 400)
         _is_problem(await client.get(f"/kb/documents/{pdf_id}/lines"), 400)
         _is_problem(await client.get("/kb/documents/987654/lines"), 404)
+
+
+async def test_html_paragraphs_mark_the_cited_chunk(runtime: Runtime, tmp_path: Path) -> None:
+    ids, _ = await _ingest(runtime, tmp_path)
+    html_id = ids["lynx.html"]
+    chunk_id = await runtime.pool.fetchval(
+        "SELECT id FROM chunks WHERE document_id = $1 AND text LIKE '%88 thousand%'", html_id)
+    async with _client(runtime) as client:
+        body = (await client.get(f"/kb/documents/{html_id}/lines", params={"highlight": chunk_id})).json()
+        cited = [ln["text"] for ln in body["lines"] if ln["cited"]]
+        assert "Lynx Freight moved 88 thousand containers in 2024." in cited
+        assert not any("<p>" in ln["text"] for ln in body["lines"])  # paragraphs as parsed, not the raw markup
+        assert "Lynx expects flat volumes in 2025." not in cited
+        _is_problem(await client.get(f"/kb/documents/{html_id}/pages/1.png"), 400)
 
 
 async def test_changed_or_missing_source_is_a_clear_error(runtime: Runtime, tmp_path: Path) -> None:

@@ -9,7 +9,9 @@ from typing import Annotated, Any
 from litestar import Controller, Request, Response, get
 from litestar.params import Parameter
 
+from ingest.pipeline import max_file_bytes
 from ingest.render import (
+    MAX_LINES,
     PageCache,
     SourceLines,
     check_page,
@@ -18,6 +20,7 @@ from ingest.render import (
     load_chunk,
     load_source,
     read_source,
+    source_lines,
 )
 from kb.api.common import BEARER, errors, read_guard, runtime
 from kb.errors import ValidationError
@@ -62,8 +65,8 @@ class PagesController(Controller):
                     start: int | None = Parameter(default=None, ge=1, le=10**9),
                     end: int | None = Parameter(default=None, ge=1, le=10**9),
                     highlight: int | None = ChunkId) -> SourceLines:
-        """Lines of a Markdown/text document (1-based, inclusive; at most 400); with ``highlight`` and no
-        range, the lines of the chunk's section, the chunk's own lines marked ``cited``."""
+        """Lines of a Markdown/text document, or paragraphs of a .docx/HTML one (1-based, inclusive; at most
+        400); with ``highlight`` and no range, those of the chunk's section, the chunk's own marked ``cited``."""
         rt = runtime(request)
         doc = await load_source(rt.pool, doc_id)
         chunk = await load_chunk(rt.pool, doc, highlight) if highlight is not None else None
@@ -71,6 +74,10 @@ class PagesController(Controller):
             start, node_end = await chunk_lines(rt.pool, chunk)
             end = end or node_end
         start = start or 1
-        end = end or start + 399
-        data = await asyncio.to_thread(read_source, doc) if not doc.is_pdf else b""
-        return cited_lines(doc, data, start, end, chunk)
+        end = end or start + MAX_LINES - 1
+        if doc.is_pdf:
+            raise ValidationError(f"document {doc_id} is a PDF: preview its pages at "
+                                  f"/kb/documents/{doc_id}/pages/<n>.png")
+        limit = max_file_bytes(rt.settings.ingest)
+        source = await asyncio.to_thread(lambda: source_lines(doc, read_source(doc), limit))
+        return cited_lines(doc, source, start, end, chunk)

@@ -105,7 +105,15 @@ function loading(text) {
 function pagesLabel(unit, range) {
   const [a, b] = range;
   const span = a === b ? `${a}` : `${a}–${b}`;
-  return unit === "page" ? (a === b ? `p. ${span}` : `pp. ${span}`) : `lines ${span}`;
+  if (unit === "page") return a === b ? `p. ${span}` : `pp. ${span}`;
+  if (unit === "paragraph") return a === b ? `¶ ${span}` : `¶¶ ${span}`;
+  return a === b ? `line ${span}` : `lines ${span}`;
+}
+
+/** What a document's size counts: pages of a PDF, paragraphs of a .docx/HTML file, else lines. */
+function sizeUnit(fileType) {
+  if (fileType === "pdf") return "pages";
+  return fileType === "docx" || fileType === "html" ? "paragraphs" : "lines";
 }
 
 async function collectionSelect(id, onChange) {
@@ -363,7 +371,7 @@ function focusCitation(turnNo, n) {
 }
 
 function citationItem(c, turnNo) {
-  const open = el("button", { type: "button", class: "small", text: c.unit === "page" ? "View page" : "View lines",
+  const open = el("button", { type: "button", class: "small", text: c.unit === "page" ? "View page" : "View source",
     "aria-label": `View source of citation ${c.marker}`, onclick: () => openPreview(c) });
   return el("li", { class: "citation", id: `cite-${turnNo}-${c.marker}`, tabindex: "-1" },
     el("span", { class: "num", text: `[${c.marker}]` }),
@@ -400,7 +408,7 @@ async function showLines(docId, params, body) {
     const data = await api(`/kb/documents/${docId}/lines?${new URLSearchParams(params)}`);
     const box = el("div", { class: "lines", id: "source-lines", role: "region", "aria-label": "Source lines" },
       data.lines.map((ln) => el("div", { class: ln.cited ? "cited" : null }, el("span", { text: ln.n }), el("span", { text: ln.text }))));
-    body.replaceChildren(el("p", { class: "muted small", text: `Lines ${data.start}–${data.end} of ${data.total}` }), box);
+    body.replaceChildren(el("p", { class: "muted small", text: `${data.start}–${data.end} of ${data.total}` }), box);
     const first = box.querySelector(".cited");
     if (first) first.scrollIntoView({ block: "center" });
   } catch (err) {
@@ -554,7 +562,7 @@ function documentTable(docs, reload) {
     el("div", {}, el("a", { href: `#/documents/${d.id}`, text: d.name }),
       d.title && d.title !== d.name ? el("div", { class: "muted small", text: d.title }) : null, metaChips(d.metadata)),
     el("div", { text: d.description || "—" }),
-    el("span", {}, d.page_count, el("span", { class: "muted", text: d.file_type === "pdf" ? " pages" : " lines" })),
+    el("span", {}, d.page_count, el("span", { class: "muted", text: ` ${sizeUnit(d.file_type)}` })),
     el("span", { class: "chip", text: d.tree_mode || "—" }),
     el("button", { type: "button", class: "danger small", text: "Delete", "aria-label": `Delete ${d.name}`,
       onclick: async (e) => {
@@ -590,7 +598,7 @@ async function renderDocument(view, id) {
   const d = detail.document;
   const isPdf = d.file_type === "pdf";
   const pane = el("div", { class: "panel sticky", id: "node-pane" },
-    stateBox("empty", "Pick a section", `Click a section of the outline to see its ${isPdf ? "pages" : "lines"}.`));
+    stateBox("empty", "Pick a section", `Click a section of the outline to see its ${sizeUnit(d.file_type)}.`));
   const outline = buildOutline(detail.tree, (node, button) => {
     for (const b of view.querySelectorAll(".node-btn[aria-pressed='true']")) b.setAttribute("aria-pressed", "false");
     button.setAttribute("aria-pressed", "true");
@@ -599,7 +607,7 @@ async function renderDocument(view, id) {
   view.replaceChildren(
     el("p", {}, el("a", { href: "#/documents", text: "← All documents" })),
     el("div", { class: "page-head" }, el("div", {}, el("h1", { text: d.title || d.name }),
-      el("p", { class: "muted", text: `${d.name} · ${d.page_count} ${isPdf ? "pages" : "lines"} · ${d.tree_mode} tree · ${plural(d.node_count, "node")} · ${plural(d.chunk_count, "chunk")}` }))),
+      el("p", { class: "muted", text: `${d.name} · ${d.page_count} ${sizeUnit(d.file_type)} · ${d.tree_mode} tree · ${plural(d.node_count, "node")} · ${plural(d.chunk_count, "chunk")}` }))),
     el("div", { class: "panel" }, el("p", { text: d.description || "No description." }), metaChips(d.metadata),
       d.warnings && d.warnings.length ? el("ul", { class: "small muted" }, d.warnings.map((w) => el("li", { text: w }))) : null),
     el("div", { class: "doc-layout" },
