@@ -64,9 +64,16 @@ class ChunkRef(msgspec.Struct, frozen=True):
     page_end: int | None
 
 
+class Marks(msgspec.Struct, frozen=True):
+    """Where a page image is highlighted (kept beside the cached PNG)."""
+
+    highlights: int = 0  # rectangles marked (0: no chunk asked, or its text was not found on the page)
+    top: float | None = None  # top of the first one, 0..1 of the page height (the viewer scrolls there)
+
+
 class PageImage(msgspec.Struct, frozen=True):
     png: bytes
-    highlights: int  # rectangles highlighted (0: no chunk asked, or its text was not found on the page)
+    marks: Marks
     cached: bool
 
 
@@ -143,8 +150,8 @@ def fragments(text: str) -> list[str]:
     return out
 
 
-def render_page(pdf: bytes, page: int, highlight: str | None, dpi: int = PAGE_DPI) -> tuple[bytes, int]:
-    """PNG of 1-based ``page`` with every fragment of ``highlight`` found on it marked; (png, rectangles)."""
+def render_page(pdf: bytes, page: int, highlight: str | None, dpi: int = PAGE_DPI) -> tuple[bytes, Marks]:
+    """PNG of 1-based ``page`` with every fragment of ``highlight`` found on it marked."""
     with pymupdf.open(stream=pdf, filetype="pdf") as pdf_doc:
         pg = pdf_doc[page - 1]
         rects: list[pymupdf.Rect] = []
@@ -156,7 +163,8 @@ def render_page(pdf: bytes, page: int, highlight: str | None, dpi: int = PAGE_DP
             annot.update()
         zoom = min(dpi / 72, MAX_SIDE_PX / max(pg.rect.width, pg.rect.height, 1))
         pix = pg.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), alpha=False)
-        return pix.tobytes("png"), len(rects)
+        top = round(min(r.y0 for r in rects) / pg.rect.height, 4) if rects else None
+        return pix.tobytes("png"), Marks(highlights=len(rects), top=top)
 
 
 class PageCache:
@@ -175,16 +183,23 @@ class PageCache:
     def get(self, doc: SourceDoc, page: int, chunk: ChunkRef | None, dpi: int = PAGE_DPI) -> PageImage:
         """The page image from the cache, or rendered from the source and stored (blocking: run in a thread)."""
         target = self.path(doc, page, chunk.chunk_id if chunk else None, dpi)
+        meta = target.with_suffix(".json")
         if target.is_file():
-            return PageImage(png=target.read_bytes(), highlights=-1, cached=True)
-        png, found = render_page(read_source(doc), page, chunk.text if chunk else None, dpi)
+            marks = msgspec.json.decode(meta.read_bytes(), type=Marks) if meta.is_file() else Marks()
+            return PageImage(png=target.read_bytes(), marks=marks, cached=True)
+        png, marks = render_page(read_source(doc), page, chunk.text if chunk else None, dpi)
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f"{target.name}.{uuid.uuid4().hex[:8]}.part")
-        tmp.write_bytes(png)
-        os.replace(tmp, target)
+        _write_atomic(meta, msgspec.json.encode(marks))  # the PNG last: once it exists, both are complete
+        _write_atomic(target, png)
         log.info("render.page", doc_id=doc.doc_id, page=page, chunk_id=chunk.chunk_id if chunk else None,
-                 highlights=found, bytes=len(png))
-        return PageImage(png=png, highlights=found, cached=False)
+                 highlights=marks.highlights, bytes=len(png))
+        return PageImage(png=png, marks=marks, cached=False)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}.part")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
 
 
 def _norm(line: str) -> str:

@@ -79,17 +79,21 @@ async def test_page_image_highlights_the_cited_chunk(runtime: Runtime, tmp_path:
         marked = await client.get(url, params={"highlight": cite["chunk_id"]})
         assert marked.status_code == 200, marked.text
         assert marked.headers["content-type"] == "image/png" and marked.content[:8] == b"\x89PNG\r\n\x1a\n"
-        assert int(marked.headers["x-highlights"]) > 0
+        assert int(marked.headers["x-highlights"]) > 0 and 0 < float(marked.headers["x-highlight-top"]) < 1
         plain = await client.get(url)
         assert plain.status_code == 200 and int(plain.headers["x-highlights"]) == 0
+        assert "x-highlight-top" not in plain.headers
         assert plain.content != marked.content  # the highlight changed the pixels
         pix = pymupdf.Pixmap(marked.content)
         assert 800 < pix.width < 1000 and pix.height > pix.width  # a US-letter page at 110 dpi
         again = await client.get(url, params={"highlight": cite["chunk_id"]})
-        assert again.content == marked.content and again.headers["x-highlights"] == "-1"  # from the cache
+        assert again.content == marked.content  # from the cache, with the same marks
+        assert [again.headers[h] for h in ("x-highlights", "x-highlight-top")] == \
+            [marked.headers[h] for h in ("x-highlights", "x-highlight-top")]
         folder = runtime.settings.database.data_dir / "pages" / str(pdf_id)
         assert {p.name for p in folder.rglob("*.png")} == {f"p{page}-c{cite['chunk_id']}-d110.png",
                                                            f"p{page}-c0-d110.png"}
+        assert not list(folder.rglob("*.part"))
         assert (await client.delete(f"/kb/documents/{pdf_id}")).status_code == 204
         assert not folder.exists()  # a deleted document's pages leave the cache
         _is_problem(await client.get(url), 404)
@@ -167,7 +171,7 @@ async def test_changed_or_missing_source_is_a_clear_error(runtime: Runtime, tmp_
         gone = _is_problem(await client.get(f"/kb/documents/{pdf_id}/pages/2.png"), 404)
         assert "cannot be read" in gone["detail"] and str(tmp_path) not in gone["detail"]
         cached = await client.get(f"/kb/documents/{pdf_id}/pages/1.png")  # rendered before: still served
-        assert cached.status_code == 200 and cached.headers["x-highlights"] == "-1"
+        assert cached.status_code == 200 and cached.headers["x-highlights"] == "0"
 
 
 async def test_previews_need_the_read_token_when_set(runtime: Runtime, tmp_path: Path,

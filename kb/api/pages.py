@@ -48,7 +48,7 @@ class PagesController(Controller):
                          highlight: int | None = ChunkId) -> Response[bytes]:
         """Physical page ``n`` (1-based, as in citations) of a PDF document as a PNG, rendered once and
         cached; ``highlight``: a chunk of this document whose text is marked on the page. ``X-Highlights``:
-        the rectangles marked (-1 when served from the cache)."""
+        the rectangles marked; ``X-Highlight-Top``: where the first one starts (0..1 of the page height)."""
         rt = runtime(request)
         page = page_number(page_file)
         doc = await load_source(rt.pool, doc_id)
@@ -56,9 +56,11 @@ class PagesController(Controller):
         chunk = await load_chunk(rt.pool, doc, highlight) if highlight is not None else None
         cache = PageCache(rt.settings.database.data_dir / "pages")
         image = await asyncio.to_thread(cache.get, doc, page, chunk)
-        return Response(image.png, media_type="image/png", headers={
-            "Cache-Control": "private, max-age=3600", "X-Highlights": str(image.highlights),
-            "X-Content-Type-Options": "nosniff"})
+        headers = {"Cache-Control": "private, max-age=3600", "X-Content-Type-Options": "nosniff",
+                   "X-Highlights": str(image.marks.highlights)}
+        if image.marks.top is not None:
+            headers["X-Highlight-Top"] = str(image.marks.top)
+        return Response(image.png, media_type="image/png", headers=headers)
 
     @get("/{doc_id:int}/lines", responses=errors(400, 401, 404, 409))
     async def lines(self, request: Request[Any, Any, Any], doc_id: int,

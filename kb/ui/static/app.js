@@ -82,10 +82,11 @@ async function api(path, options = {}) {
   return options.raw ? res : res.json();
 }
 
-/** An image from a guarded endpoint (fetch with the token) as a blob URL. */
-async function imageUrl(path) {
+/** An image from a guarded endpoint (fetch with the token) as a blob URL, and where its highlight starts. */
+async function pageImage(path) {
   const res = await api(path, { raw: true, headers: { Accept: "image/png" } });
-  return URL.createObjectURL(await res.blob());
+  const top = res.headers.get("X-Highlight-Top");
+  return { url: URL.createObjectURL(await res.blob()), top: top === null ? null : Number(top) };
 }
 
 function alertBox(err) {
@@ -393,10 +394,17 @@ async function showPage(docId, page, chunkId, body) {
   body.replaceChildren(loading(`Rendering page ${page}…`));
   const q = chunkId ? `?highlight=${encodeURIComponent(chunkId)}` : "";
   try {
-    const url = await imageUrl(`/kb/documents/${docId}/pages/${page}.png${q}`);
+    const { url, top } = await pageImage(`/kb/documents/${docId}/pages/${page}.png${q}`);
     preview.urls.push(url);
-    body.replaceChildren(el("img", { class: "page-img", src: url, alt: `Page ${page}${chunkId ? ", cited text highlighted" : ""}`,
-      id: "page-image" }));
+    const img = el("img", { class: "page-img", src: url, alt: `Page ${page}${chunkId ? ", cited text highlighted" : ""}`,
+      id: "page-image" });
+    if (top !== null) {  // scroll the highlighted text into view
+      img.addEventListener("load", () => {
+        const scroller = body.closest(".preview-body") || body;
+        scroller.scrollTop = Math.max(0, img.offsetTop - scroller.offsetTop + top * img.height - 80);
+      }, { once: true });
+    }
+    body.replaceChildren(img);
   } catch (err) {
     body.replaceChildren(alertBox(err));
   }
