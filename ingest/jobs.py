@@ -19,6 +19,7 @@ import structlog
 from ingest.metadata import load_folder_metadata
 from ingest.pageindex import TREE_SIDECAR_SUFFIX
 from ingest.pipeline import SUPPORTED, IngestContext, ingest_file
+from kb.db import is_db_unavailable
 from kb.errors import ConflictError, IngestError, NotFoundError, ValidationError
 
 log = structlog.get_logger("ingest.jobs")
@@ -84,6 +85,7 @@ SQL_PENDING_WORK = """
 SELECT count(*) FROM ingest_job_items WHERE status = 'pending'
    OR (status = 'running' AND heartbeat_at < now() - make_interval(secs => $1))"""
 MAX_ATTEMPTS = 3
+RETRY = "retry"  # an outcome that is not final: the item goes back to the queue
 
 
 class JobItem(msgspec.Struct, frozen=True):
@@ -334,6 +336,9 @@ class Worker:
                     task.cancel()
         if work in done:
             status, error, doc_id, pages, chunks, calls = work.result()
+            if status == RETRY:  # handed back (as soon as the database answers again); nothing is lost
+                await _retry_db(lambda: pool.execute(SQL_HAND_BACK, item["id"], self.name), stop)
+                return True
         else:
             await _cancel(work)
             if halt is not None and halt in done:
@@ -372,6 +377,9 @@ class Worker:
             self._renew_executor()
             return "failed", "the parser process died on this file", None, 0, 0, 0
         except Exception as exc:  # noqa: BLE001 - one broken file must not stop the job
+            if is_db_unavailable(exc):  # the database went away mid-file: nothing was stored; back to the queue
+                log.warning("worker.db_unavailable", name=item["name"], error=f"{type(exc).__name__}: {exc}"[:300])
+                return RETRY, f"database unavailable: {type(exc).__name__}", None, 0, 0, 0
             log.exception("worker.item_crashed", name=item["name"])
             return "failed", f"internal error: {type(exc).__name__}: {exc}", None, 0, 0, 0
 
@@ -418,6 +426,21 @@ async def _cancel(task: asyncio.Task[Any]) -> None:
         pass
     except Exception as exc:  # noqa: BLE001 - it was being abandoned anyway; say what it was doing
         log.warning("worker.cancelled_task_failed", error=f"{type(exc).__name__}: {exc}")
+
+
+async def _retry_db(call: Any, stop: asyncio.Event | None, wait_s: float = 2.0) -> None:
+    """Run a database call until it succeeds (the database is coming back) or ``stop`` is set."""
+    while True:
+        try:
+            await call()
+            return
+        except Exception as exc:
+            if not is_db_unavailable(exc):
+                raise
+            log.warning("worker.db_wait", error=f"{type(exc).__name__}: {exc}"[:200])
+        if stop is not None and stop.is_set():
+            return  # the item stays claimed; its heartbeat stops, so it is resumed after KB_JOB_STALE_S
+        await asyncio.sleep(wait_s)
 
 
 def stop_executor(executor: Executor) -> None:

@@ -101,12 +101,12 @@ async def load_source(pool: asyncpg.Pool, doc_id: int) -> SourceDoc:
 
 
 async def load_chunk(pool: asyncpg.Pool, doc: SourceDoc, chunk_id: int) -> ChunkRef:
-    """The chunk ``chunk_id``; a chunk of another document is a client error."""
+    """The chunk ``chunk_id`` of ``doc``; one of another document is not found there."""
     row = await pool.fetchrow(SQL_CHUNK, chunk_id)
     if row is None:
         raise NotFoundError(f"chunk {chunk_id} does not exist")
     if row["document_id"] != doc.doc_id:
-        raise ValidationError(f"chunk {chunk_id} is not part of document {doc.doc_id}")
+        raise NotFoundError(f"chunk {chunk_id} is not part of document {doc.doc_id}")
     return ChunkRef(chunk_id=row["id"], doc_id=row["document_id"], text=row["text"], page=row["page"],
                     page_end=row["page_end"])
 
@@ -114,8 +114,8 @@ async def load_chunk(pool: asyncpg.Pool, doc: SourceDoc, chunk_id: int) -> Chunk
 def check_page(doc: SourceDoc, page: int) -> None:
     """``page`` is a 1-based physical page of a PDF document."""
     if not doc.is_pdf:
-        raise ValidationError(f"document {doc.doc_id} is a {doc.file_type} file without pages; "
-                              f"its cited lines are at /kb/documents/{doc.doc_id}/lines")
+        raise NotFoundError(f"document {doc.doc_id} is a {doc.file_type} file without pages; "
+                            f"its cited lines are at /kb/documents/{doc.doc_id}/lines")
     if page < 1:
         raise ValidationError(f"page must be 1 or more, got {page}")
     if page > doc.page_count:

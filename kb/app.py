@@ -11,7 +11,8 @@ from litestar import Litestar, Router
 from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
-from litestar.openapi.spec import Components, SecurityScheme
+from litestar.openapi.spec import Components, OpenAPI, OpenAPIMediaType, OpenAPIType, Schema, SecurityScheme
+from litestar.routes import HTTPRoute
 
 from ingest.embedding import CachedEmbedder
 from ingest.jobs import Worker, make_executor, stop_executor
@@ -35,7 +36,7 @@ from kb.api.ui import ui_root, ui_router
 from kb.mcp_server import Services, build_mcp_server
 from kb.providers import get_reranker
 from kb.runtime import Runtime, open_runtime
-from kb.settings import Settings, get_settings
+from kb.settings import ServerSettings, Settings, get_settings
 from router.pipeline import QueryPipeline
 
 log = structlog.get_logger("kb.app")
@@ -63,6 +64,54 @@ def openapi_config() -> OpenAPIConfig:
     )
 
 
+def adjust_openapi(schema: OpenAPI, server: ServerSettings) -> None:
+    """Make the OpenAPI document say what this server really does.
+
+    - Auth: without ``KB_API_TOKEN`` the read endpoints need none; without any token the admin endpoints
+      need none (loopback peers only).
+    - ``POST /kb/query`` answers ``application/json`` (a ``QueryResult``) or, with ``stream: true``,
+      ``text/event-stream``: two media types, not an ambiguous ``oneOf``.
+    """
+    request = (schema.components.schemas or {}).get("QueryRequest")
+    top_docs = (request.properties or {}).get("top_docs") if request is not None else None
+    for variant in getattr(top_docs, "one_of", None) or ():  # litestar drops constraints inside a union
+        if getattr(variant, "type", None) == OpenAPIType.INTEGER:
+            variant.minimum, variant.maximum = 1, 20
+    for path, item in (schema.paths or {}).items():
+        for method in ("get", "put", "post", "delete", "options", "head", "patch", "trace"):
+            op = getattr(item, method, None)
+            if op is None:
+                continue
+            if op.security:
+                admin = "403" in (op.responses or {})
+                needs_token = (server.admin_token or server.api_token) if admin else server.api_token
+                if not needs_token:
+                    op.security = None
+            if path == "/kb/query" and method == "post":
+                ok = (op.responses or {}).get("200")
+                media = ok.content.get("application/json") if ok is not None and ok.content else None
+                variants = getattr(getattr(media, "schema", None), "one_of", None)
+                if media is not None and variants:
+                    media.schema = variants[0]
+                    ok.description = "The answer (JSON), or with `stream: true` server-sent events"
+                    ok.content["text/event-stream"] = OpenAPIMediaType(
+                        schema=Schema(description="events: routing, nodes, answer (deltas), citations, done"))
+
+
+def fix_options_allow(app: Litestar) -> None:
+    """litestar (2.25) builds a path's automatic OPTIONS handler when the path's first handler is added,
+    so its ``Allow`` misses methods added later (``DELETE /kb/documents/{id}``): point it at the final
+    method set."""
+    for route in app.routes:
+        if not isinstance(route, HTTPRoute):
+            continue
+        for handler in route.route_handlers:
+            if handler.http_methods == {"OPTIONS"}:
+                for cell in getattr(handler.fn, "__closure__", None) or ():
+                    if isinstance(cell.cell_contents, HTTPRoute) and cell.cell_contents is not route:
+                        cell.cell_contents.methods = route.methods
+
+
 def create_app(settings: Settings | None = None, *, runtime: Runtime | None = None,
                bound_host: str | None = None, run_worker: bool | None = None,
                on_ready: Callable[[], None] | None = None) -> Litestar:
@@ -76,6 +125,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     async def lifespan(app: Litestar) -> AsyncGenerator[None, None]:
         rt = runtime or await open_runtime(settings)
         app.state.runtime = rt
+        adjust_openapi(app.openapi_schema, rt.settings.server)
         app.state.pipeline = build_pipeline(rt)
         services.runtime, services.pipeline = rt, app.state.pipeline
         if not settings.server.admin_token:
@@ -109,7 +159,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
             if runtime is None:
                 await rt.close()
 
-    return Litestar(
+    app = Litestar(
         route_handlers=[health, CatalogController, PagesController, QueryController, AdminController,
                         MetricsController, mcp_route(mcp_manager), ui_root, ui_router()],
         lifespan=[lifespan],
@@ -124,3 +174,5 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         request_max_body_size=max(settings.ingest.max_upload_mb * 1024 * 1024, settings.server.max_json_kb * 1024),
         debug=False,
     )
+    fix_options_allow(app)
+    return app

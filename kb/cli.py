@@ -27,6 +27,11 @@ def _console():
     return Console(stderr=False)
 
 
+def _pages(item: Any) -> str:
+    """Pages of a PDF; Markdown, text, Word and HTML have line/paragraph units, not pages: "-"."""
+    return str(item.pages) if item.pages or item.status != "ok" else "-"
+
+
 async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path | None, *, quiet: bool = False) -> int:
     """Create a job and run a local worker until it is done, with a progress bar and a final table."""
     from rich.progress import (
@@ -78,14 +83,14 @@ async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path |
             table.add_column(col)
         for it in job.items:
             style = {"ok": "green", "failed": "red", "skipped": "yellow", "unsupported": "yellow"}.get(it.status)
-            table.add_row(it.name, f"[{style}]{it.status}[/]" if style else it.status, str(it.pages),
+            table.add_row(it.name, f"[{style}]{it.status}[/]" if style else it.status, _pages(it),
                           str(it.chunks), f"{it.seconds:.1f}" if it.seconds else "", it.error or "")
         if not quiet and console.is_terminal:
             console.print(table)
         elif not quiet:  # a pipe or a log: whole names, one tab-separated line per file
             print("file\tstatus\tpages\tchunks\tseconds\tdetail")
             for it in job.items:
-                print("\t".join([it.name, it.status, str(it.pages), str(it.chunks),
+                print("\t".join([it.name, it.status, _pages(it), str(it.chunks),
                                  f"{it.seconds:.1f}" if it.seconds else "", (it.error or "").replace("\n", " ")]))
         return 1 if job.counts.get("failed") else 0
     finally:

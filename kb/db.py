@@ -169,6 +169,14 @@ DB_UNAVAILABLE: tuple[type[BaseException], ...] = (
 )
 
 
+def is_db_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database cannot be reached now. A missing Unix socket is a
+    ``FileNotFoundError`` without a file name (a file's own error names the file)."""
+    if isinstance(exc, FileNotFoundError):
+        return exc.filename is None
+    return isinstance(exc, DB_UNAVAILABLE)
+
+
 async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10, connect_timeout: float = 15.0,
                       command_timeout: float | None = None) -> asyncpg.Pool:
     """Connect, make sure ``vector`` exists, and return a pool with the pgvector codec.

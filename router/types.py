@@ -10,29 +10,36 @@ Strategy = Literal["auto", "metadata", "semantic", "description"]
 STRATEGIES: tuple[str, ...] = ("auto", "metadata", "semantic", "description")
 
 
+NO_NUL = r"^[^\x00]*$"
+Text = Annotated[str, msgspec.Meta(pattern=NO_NUL)]
+
+
 class Turn(msgspec.Struct, frozen=True):
-    role: str
-    content: str
+    role: Literal["user", "assistant", "system"]
+    content: Annotated[str, msgspec.Meta(max_length=8000, pattern=NO_NUL)]
 
 
-TopDocs = Annotated[int | None, msgspec.Meta(
+TopDocs = Annotated[Annotated[int, msgspec.Meta(ge=1, le=20)] | None, msgspec.Meta(
     description="Documents to route (1-20). Unset: chosen by the question's scope — 3 for a single-document "
                 "question, the named entities' documents for a comparison or change over time, 10 for a list.")]
 TopK = Annotated[int, msgspec.Meta(
+    ge=1, le=50,
     description="Evidence pieces handed to synthesis in total (1-50). A multi-document question gives every "
                 "needed document at least max(1, top_k // n) of them, so the total is max(top_k, n) for n "
                 "needed documents.")]
 
 
 class QueryRequest(msgspec.Struct, frozen=True, kw_only=True):
-    query: str
-    collection: str = "default"
-    strategy: str = "auto"
+    query: Annotated[str, msgspec.Meta(min_length=1, max_length=4000, pattern=r"^[^\x00]*[^\x00\s][^\x00]*$",
+                                       description="The question (1-4000 characters, not only spaces).")]
+    collection: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")] = "default"
+    strategy: Strategy = "auto"
     top_docs: TopDocs = None
     top_k: TopK = 5
-    filters: dict[str, Any] = {}
-    expert_knowledge: str | None = None
-    history: list[Turn] = []
+    filters: Annotated[dict[str, Any], msgspec.Meta(
+        max_length=32, description="{key: value | [values] | {gte, lte} | {contains}}; at most 32 keys")] = {}
+    expert_knowledge: Annotated[str, msgspec.Meta(max_length=20_000, pattern=NO_NUL)] | None = None
+    history: Annotated[list[Turn], msgspec.Meta(max_length=20)] = []
     rerank: bool | None = None
     include_trace: bool = True
     stream: bool = False

@@ -73,7 +73,11 @@ async def test_openapi_schema(runtime: Runtime) -> None:
         schema = r.json()
         bearer = schema["components"]["securitySchemes"]["bearer"]
         assert (bearer["type"], bearer["scheme"]) == ("http", "bearer")
-        assert schema["paths"]["/kb/admin/ingest"]["post"]["security"] == [{"bearer": []}]
+        # the document states the auth this server asks for: no token configured, none required
+        assert "security" not in schema["paths"]["/kb/admin/ingest"]["post"]
+        ok = schema["paths"]["/kb/query"]["post"]["responses"]["200"]["content"]
+        assert set(ok) == {"application/json", "text/event-stream"}
+        assert ok["application/json"]["schema"] == {"$ref": "#/components/schemas/QueryResult"}
         assert {"401", "403", "415"} <= set(schema["paths"]["/kb/admin/ingest"]["post"]["responses"])
         assert {"401", "409"} <= set(schema["paths"]["/kb/collections"]["post"]["responses"])
         for path, ops in schema["paths"].items():  # every documented error is problem details
@@ -81,6 +85,16 @@ async def test_openapi_schema(runtime: Runtime) -> None:
                 for code, resp in op["responses"].items():
                     if int(code) >= 400:
                         assert list(resp["content"]) == ["application/problem+json"], (path, code)
+
+
+async def test_openapi_security_follows_the_tokens(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KB_ADMIN_TOKEN", "admin-t")
+    get_settings.cache_clear()
+    runtime.settings = get_settings()
+    async with _client(runtime) as client:
+        schema = (await client.get("/schema/openapi.json")).json()
+        assert schema["paths"]["/kb/admin/ingest"]["post"]["security"] == [{"bearer": []}]
+        assert "security" not in schema["paths"]["/kb/collections"]["get"]  # reads stay open without KB_API_TOKEN
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,16 @@ from litestar.params import Body
 from ingest.jobs import JobStatus, cancel_job, create_job, get_job, list_jobs, resolve_ingest_path
 from ingest.pipeline import SUPPORTED
 from ingest.store import get_collection
-from kb.api.common import BEARER, admin_guard, errors, public_path, runtime, scrub_paths
+from kb.api.common import (
+    BEARER,
+    COLLECTION_NAME,
+    DbId,
+    admin_guard,
+    errors,
+    public_path,
+    runtime,
+    scrub_paths,
+)
 from kb.errors import ValidationError
 from kb.settings import Settings
 
@@ -57,7 +66,7 @@ def _public_job(job: JobStatus, settings: Settings) -> JobStatus:
 
 class IngestIn(msgspec.Struct, frozen=True):
     path: str
-    collection: str = "default"
+    collection: Annotated[str, msgspec.Meta(pattern=COLLECTION_NAME)] = "default"
     recursive: bool = False
     metadata: str | None = None
 
@@ -69,7 +78,7 @@ class JobCreated(msgspec.Struct, frozen=True):
 
 class UploadForm(msgspec.Struct):
     file: UploadFile
-    collection: str = "default"
+    collection: Annotated[str, msgspec.Meta(pattern=COLLECTION_NAME)] = "default"
 
 
 class AdminController(Controller):
@@ -94,12 +103,12 @@ class AdminController(Controller):
         return [_public_job(j, rt.settings) for j in await list_jobs(rt.pool)]
 
     @get("/jobs/{job_id:int}", responses=errors(400, 401, 403, 404))
-    async def job(self, request: Request[Any, Any, Any], job_id: int) -> JobStatus:
+    async def job(self, request: Request[Any, Any, Any], job_id: DbId) -> JobStatus:
         rt = runtime(request)
         return _public_job(await get_job(rt.pool, job_id), rt.settings)
 
     @post("/jobs/{job_id:int}/cancel", status_code=200, responses=errors(400, 401, 403, 404, 409))
-    async def cancel(self, request: Request[Any, Any, Any], job_id: int) -> JobStatus:
+    async def cancel(self, request: Request[Any, Any, Any], job_id: DbId) -> JobStatus:
         """Cancel a job: pending files become ``cancelled`` now; a file being ingested stops within a
         heartbeat and stores nothing. 409 when the job has already finished."""
         rt = runtime(request)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 import structlog
@@ -24,8 +24,11 @@ from ingest.store import (
 )
 from kb.api.common import (
     BEARER,
+    COLLECTION_NAME,
     PROBLEM_JSON,
     RETRY_AFTER_S,
+    CollectionParam,
+    DbId,
     admin_guard,
     errors,
     public_path,
@@ -33,19 +36,14 @@ from kb.api.common import (
     runtime,
 )
 from kb.db import schema_version
-from kb.errors import ValidationError
 
 log = structlog.get_logger("kb.api")
-TREE_FORMATS = ("pageindex",)
 
 
 class CollectionIn(msgspec.Struct, frozen=True):
-    name: str
-    description: str = ""
-
-    def __post_init__(self) -> None:
-        if "\x00" in self.name or "\x00" in self.description or len(self.description) > 2000:
-            raise ValidationError("collection description must be ≤ 2000 characters without NUL")
+    name: Annotated[str, msgspec.Meta(pattern=COLLECTION_NAME,
+                                      description="letters, digits, '_', '.', '-'; at most 64")]
+    description: Annotated[str, msgspec.Meta(max_length=2000, pattern=r"^[^\x00]*$")] = ""
 
 
 def _public(doc: DocumentInfo, request: Request[Any, Any, Any]) -> DocumentInfo:
@@ -99,26 +97,25 @@ class CatalogController(Controller):
 
     @get("/documents", responses=errors(400, 401, 404))
     async def documents(
-        self, request: Request[Any, Any, Any], collection: str = "default",
+        self, request: Request[Any, Any, Any], collection: CollectionParam = "default",
         limit: int = Parameter(default=100, ge=1, le=1000), offset: int = Parameter(default=0, ge=0, le=10**9),
     ) -> list[DocumentInfo]:
         docs = await list_documents(runtime(request).pool, collection, limit=limit, offset=offset)
         return [_public(d, request) for d in docs]
 
     @get("/documents/{doc_id:int}", responses=errors(400, 401, 404))
-    async def document(self, request: Request[Any, Any, Any], doc_id: int) -> DocumentDetail:
+    async def document(self, request: Request[Any, Any, Any], doc_id: DbId) -> DocumentDetail:
         info, nodes = await get_document(runtime(request).pool, doc_id)
         return DocumentDetail(document=_public(info, request), tree=nodes)
 
     @get("/documents/{doc_id:int}/tree", responses=errors(400, 401, 404))
-    async def tree(self, request: Request[Any, Any, Any], doc_id: int, format: str = "pageindex") -> dict[str, Any]:
+    async def tree(self, request: Request[Any, Any, Any], doc_id: DbId,
+                   format: Literal["pageindex"] = "pageindex") -> dict[str, Any]:
         """The document's tree in an exchange format; ``pageindex``: nested PageIndex JSON."""
-        if format not in TREE_FORMATS:
-            raise ValidationError(f"unknown tree format {format!r}; supported: {', '.join(TREE_FORMATS)}")
         return await export_pageindex(runtime(request).pool, doc_id)
 
     @delete("/documents/{doc_id:int}", guards=[admin_guard], status_code=204, responses=errors(400, 401, 403, 404))
-    async def remove(self, request: Request[Any, Any, Any], doc_id: int) -> None:
+    async def remove(self, request: Request[Any, Any, Any], doc_id: DbId) -> None:
         rt = runtime(request)
         await delete_document(rt.pool, doc_id)
         await asyncio.to_thread(PageCache(rt.settings.database.data_dir / "pages").drop, doc_id)

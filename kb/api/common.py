@@ -8,7 +8,7 @@ import re
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -26,9 +26,10 @@ from litestar.exceptions import (
 from litestar.exceptions import ValidationException as LitestarValidation
 from litestar.handlers.base import BaseRouteHandler
 from litestar.openapi.datastructures import ResponseSpec
+from litestar.params import Parameter
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from kb.db import DB_UNAVAILABLE
+from kb.db import is_db_unavailable
 from kb.errors import (
     AuthError,
     ForbiddenError,
@@ -65,14 +66,18 @@ _ERRORS = {
     415: "Content-Type must be application/json",
     503: "The database is unreachable right now (Retry-After)",
 }
+COLLECTION_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"  # the collections table's CHECK
+DbId = Annotated[int, Parameter(ge=1, le=2**53, description="a database id")]  # exact as a JSON number
+CollectionParam = Annotated[str, Parameter(pattern=COLLECTION_NAME, description="collection name")]
 RETRY_AFTER_S = 5  # the Retry-After of a 503 while the database is unreachable
 BEARER = [{"bearer": []}]  # the OpenAPI security requirement of every guarded controller
 
 
 def errors(*codes: int) -> dict[int, ResponseSpec]:
-    """OpenAPI documentation of a handler's error responses, as problem details."""
+    """OpenAPI documentation of a handler's error responses, as problem details (503 for all: the database
+    may be unreachable)."""
     return {c: ResponseSpec(data_container=Problem, media_type=PROBLEM_JSON, description=_ERRORS[c],
-                            generate_examples=False) for c in codes}
+                            generate_examples=False) for c in sorted({*codes, 503})}
 
 
 def runtime(request: ASGIConnection[Any, Any, Any, Any]) -> Runtime:
@@ -131,7 +136,7 @@ def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Respon
             headers = {"Retry-After": str(RETRY_AFTER_S)}
         return problem(exc.status_code, exc.title, scrub_paths(exc.detail, settings) if settings else exc.detail,
                        headers)
-    if isinstance(exc, DB_UNAVAILABLE):
+    if is_db_unavailable(exc):
         log.warning("api.db_unavailable", path=request.url.path, error=f"{type(exc).__name__}: {exc}"[:300])
         return problem(503, "Service unavailable", "the database is unreachable right now; retry shortly",
                        {"Retry-After": str(RETRY_AFTER_S)})

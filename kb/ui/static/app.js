@@ -438,6 +438,11 @@ function pageButtons(nav, pages, onPick) {
   nav.querySelector("button").setAttribute("aria-current", "true");
 }
 
+/** Query parameters of /lines for lines a..b (the server returns at most 400). */
+function lineWindow(a, b) {
+  return { start: a, count: Math.max(1, Math.min(400, b - a + 1)) };
+}
+
 function range(a, b, max = 30) {
   const out = [];
   for (let p = a; p <= b && out.length < max; p++) out.push(p);
@@ -457,7 +462,7 @@ function openPreview(c) {
     showPage(c.doc_id, pages[0], c.chunk_id, body);
   } else {
     nav.replaceChildren();
-    const params = c.chunk_id ? { highlight: c.chunk_id } : { start: c.pages[0], end: c.pages[1] };
+    const params = c.chunk_id ? { highlight: c.chunk_id } : lineWindow(c.pages[0], c.pages[1]);
     showLines(c.doc_id, params, body);
   }
   if (!dialog.open) dialog.showModal();
@@ -668,7 +673,7 @@ function showNode(doc, node, pane) {
     pageButtons(nav, pages, (p) => showPage(doc.id, p, null, body));
     showPage(doc.id, pages[0], null, body);
   } else {
-    showLines(doc.id, { start: node.start_index, end: node.end_index }, body);
+    showLines(doc.id, lineWindow(node.start_index, node.end_index), body);
   }
 }
 
