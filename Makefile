@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test lint bench reliability clean
 
 $(BIN)/python:
 	@command -v $(PY) >/dev/null 2>&1 || { echo "python3.11 not found; set PY=/path/to/python3.11"; exit 1; }
@@ -29,6 +29,10 @@ test: install
 bench: install
 	$(BIN)/kb bench financebench --data ../shared/data/financebench-dev
 	$(BIN)/kb bench docugami --data ../shared/data/docugami-10q
+
+# the reliability suite, long form: schemathesis with 200 examples per operation, fault and load tests
+reliability: install
+	KB_SCHEMATHESIS_EXAMPLES=200 $(BIN)/python -m pytest -q tests/test_reliability.py tests/test_schemathesis.py tests/test_load.py
 
 clean:
 	rm -rf $(VENV) .kb

@@ -269,7 +269,7 @@ async def _preflight() -> None:
     await rt.close()
 
 
-def _serve(host: str, port: int, banner: str = "") -> None:
+def _serve(host: str, port: int, banner: str = "", workers: int = 1) -> None:
     from kb.app import create_app
     from kb.serve import serve
 
@@ -277,10 +277,15 @@ def _serve(host: str, port: int, banner: str = "") -> None:
 
     def ready() -> None:
         base = f"http://{host}:{port}"
-        print(f"kb: serving on {base}  (web UI: {base}/, OpenAPI: {base}/schema)", flush=True)
+        extra = f", {workers} worker processes" if workers > 1 else ""
+        print(f"kb: serving on {base}  (web UI: {base}/, OpenAPI: {base}/schema{extra})", flush=True)
         if banner:
             print(banner, flush=True)
 
+    if workers > 1:  # each worker process builds its own app; say "ready" once, here
+        ready()
+        serve(None, host, port, get_settings().server, workers=workers)
+        return
     app = create_app(bound_host=host, on_ready=ready)
     serve(app, host, port, get_settings().server)
 
@@ -362,6 +367,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="run the API")
     s.add_argument("--host")
     s.add_argument("--port", type=int)
+    s.add_argument("--workers", type=int, default=1,
+                   help="API processes sharing the port (use the cores); each also runs an ingest worker "
+                        "unless KB_RUN_WORKER=false")
     sub.add_parser("worker", help="run an ingest worker (claims jobs from Postgres)")
     d = sub.add_parser("db", help="manage the embedded Postgres")
     d.add_argument("action", choices=["status", "start", "stop"])
@@ -400,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             return cmd_run(args)
         if args.command == "serve":
-            _serve(args.host or settings.server.host, args.port or settings.server.port)
+            _serve(args.host or settings.server.host, args.port or settings.server.port, workers=max(1, args.workers))
             return 0
         if args.command == "worker":
             return cmd_worker(args)

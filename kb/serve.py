@@ -9,6 +9,7 @@ size cap (``KB_MAX_HEADER_KB``), and ``KB_MAX_CONNECTIONS`` bounds open connecti
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
 import h11
@@ -16,7 +17,7 @@ import structlog
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from kb.settings import ServerSettings
+from kb.settings import ServerSettings, get_settings
 
 log = structlog.get_logger("kb.serve")
 
@@ -25,62 +26,64 @@ _TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: ap
               b"connection: close\r\ncontent-length: %d\r\n\r\n%s")
 
 
-def header_timeout_protocol(timeout_s: float, max_header_bytes: int) -> type[H11Protocol]:
-    """An h11 protocol class that drops a connection whose request headers have not arrived in ``timeout_s``
-    (after a kept-alive response: keep-alive timeout + ``timeout_s``) and answers 431 to request headers
-    larger than ``max_header_bytes``."""
+class KBH11Protocol(H11Protocol):
+    """h11 with two limits uvicorn lacks: a connection whose request headers have not arrived within
+    ``KB_HEADER_TIMEOUT_S`` (after a kept-alive response: keep-alive timeout + that) is closed, and request
+    headers larger than ``KB_MAX_HEADER_KB`` get a 431. A module-level class: ``--workers`` pickles it."""
 
-    class HeaderTimeoutH11(H11Protocol):
-        _header_timer: asyncio.TimerHandle | None = None
-        _seen = 0  # bytes of the current request head received so far
-        _tail = b""  # the last bytes seen, to find a terminator split across reads
+    _header_timer: asyncio.TimerHandle | None = None
+    _seen = 0  # bytes of the current request head received so far
+    _tail = b""  # the last bytes seen, to find a terminator split across reads
 
-        def _refuse(self) -> None:
-            body = b'{"type":"about:blank","status":431,"title":"Request headers too large","detail":"KB_MAX_HEADER_KB"}'
-            self.transport.write(_TOO_LARGE % (len(body), body))
+    @property
+    def _limits(self) -> tuple[float, int]:
+        server = get_settings().server
+        return server.header_timeout_s, server.max_header_kb * 1024
+
+    def _refuse(self) -> None:
+        body = b'{"type":"about:blank","status":431,"title":"Request headers too large","detail":"KB_MAX_HEADER_KB"}'
+        self.transport.write(_TOO_LARGE % (len(body), body))
+        self.transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        if self.conn.their_state is h11.IDLE:  # reading a request line and headers
+            buf = self._tail + data
+            end = buf.find(b"\r\n\r\n")
+            head = self._seen - len(self._tail) + (end if end >= 0 else len(buf))
+            if head > self._limits[1]:
+                self._refuse()
+                return
+            self._seen, self._tail = (0, b"") if end >= 0 else (head, buf[-3:])
+        super().data_received(data)
+
+    def _arm(self, delay_s: float) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+        self._header_timer = self.loop.call_later(delay_s, self._headers_overdue)
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm(self._limits[0])
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._arm(self.timeout_keep_alive + self._limits[0])  # the next request's headers, kept alive
+
+    def _headers_overdue(self) -> None:
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            log.info("http.header_timeout", client=str(self.client))
             self.transport.close()
 
-        def data_received(self, data: bytes) -> None:
-            if self.conn.their_state is h11.IDLE:  # reading a request line and headers
-                buf = self._tail + data
-                end = buf.find(b"\r\n\r\n")
-                head = self._seen - len(self._tail) + (end if end >= 0 else len(buf))
-                if head > max_header_bytes:
-                    self._refuse()
-                    return
-                self._seen, self._tail = (0, b"") if end >= 0 else (head, buf[-3:])
-            super().data_received(data)
-
-        def _arm(self, delay_s: float) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-            self._header_timer = self.loop.call_later(delay_s, self._headers_overdue)
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._arm(timeout_s)
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            self._arm(self.timeout_keep_alive + timeout_s)  # the next request's headers, on a kept-alive connection
-
-        def _headers_overdue(self) -> None:
-            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-                log.info("http.header_timeout", client=str(self.client))
-                self.transport.close()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-            super().connection_lost(exc)
-
-    return HeaderTimeoutH11
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+        super().connection_lost(exc)
 
 
 def uvicorn_options(server: ServerSettings) -> dict[str, Any]:
     """The uvicorn keyword arguments that enforce the server's connection limits."""
     return {
-        "http": header_timeout_protocol(server.header_timeout_s, server.max_header_kb * 1024),
+        "http": KBH11Protocol,
         "h11_max_incomplete_event_size": server.max_header_kb * 1024,
         "limit_concurrency": server.max_connections,
         "timeout_keep_alive": 5,
@@ -89,6 +92,16 @@ def uvicorn_options(server: ServerSettings) -> dict[str, Any]:
     }
 
 
-def serve(app: Any, host: str, port: int, server: ServerSettings) -> None:
-    """Run ``app`` on ``host:port`` until interrupted."""
+def serve(app: Any, host: str, port: int, server: ServerSettings, workers: int = 1) -> None:
+    """Run ``app`` on ``host:port`` until interrupted. ``workers`` > 1: that many processes, each building
+    the app from the environment (``kb.app:create_app``), sharing the port; the embedded Postgres belongs
+    to this (the supervising) process."""
+    if workers > 1:
+        os.environ["KB_HOST"], os.environ["KB_PORT"] = host, str(port)
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # one BLAS thread per process: no oversubscription
+            os.environ.setdefault(var, "1")
+        get_settings.cache_clear()
+        uvicorn.run("kb.app:create_app", factory=True, host=host, port=port, workers=workers,
+                    **uvicorn_options(server))
+        return
     uvicorn.run(app, host=host, port=port, **uvicorn_options(server))

@@ -30,10 +30,11 @@ class LiveServer:
     root: Path  # KB_INGEST_ROOT
     pgdata: Path
     log: Path
+    pid: int
 
 
 @contextmanager
-def live_server(root: Path, **env_extra: str) -> Iterator[LiveServer]:
+def live_server(root: Path, *, workers: int = 1, **env_extra: str) -> Iterator[LiveServer]:
     """Start ``kb serve`` with ``KB_INGEST_ROOT=root`` and wait until ``/health`` answers 200."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
@@ -41,7 +42,8 @@ def live_server(root: Path, **env_extra: str) -> Iterator[LiveServer]:
                 "KB_INGEST_WORKERS": "0", **env_extra})
     log_path = root / "server.log"
     log = open(log_path, "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([sys.executable, "-m", "kb.cli", "serve", "--port", str(port)], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "kb.cli", "serve", "--port", str(port), "--workers", str(workers)],
+                            env=env,
                             stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -55,7 +57,7 @@ def live_server(root: Path, **env_extra: str) -> Iterator[LiveServer]:
             assert proc.poll() is None, log_path.read_text()[-3000:]
             assert time.time() < deadline, "the server did not become ready"
             time.sleep(0.5)
-        yield LiveServer(base=base, port=port, root=root, pgdata=root / "data" / "pg", log=log_path)
+        yield LiveServer(base=base, port=port, root=root, pgdata=root / "data" / "pg", log=log_path, pid=proc.pid)
     finally:
         proc.send_signal(signal.SIGINT)
         try:

@@ -9,7 +9,7 @@ DEFAULT_STRATEGIES = "auto,metadata,semantic,description,flat-dense,flat-bm25,fl
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("dataset", choices=["financebench", "docugami", "latency", "ingest"])
+    parser.add_argument("dataset", choices=["financebench", "docugami", "latency", "ingest", "load"])
     parser.add_argument("--data", type=Path, help="dataset folder (pdfs/ + questions); not for latency")
     parser.add_argument("--questions", type=Path, help="replace the question file")
     parser.add_argument("--collection", help="collection name (default bench-<dataset>)")
@@ -29,6 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--docs", type=int, default=1000, help="latency: synthetic documents")
     parser.add_argument("--chunks-per-doc", type=int, default=200, help="latency: chunks per document")
     parser.add_argument("--queries", type=int, default=50, help="latency: queries per strategy")
+    parser.add_argument("--url", help="load: the running server (default http://127.0.0.1:8000)")
+    parser.add_argument("--clients", type=int, default=50, help="load: concurrent clients")
+    parser.add_argument("--duration", type=float, default=30.0, help="load: seconds")
+    parser.add_argument("--out", type=Path, help="load: write the report (Markdown) here")
+    parser.add_argument("--server-note", help="load: how the server runs (for the report), e.g. 'kb serve --workers 2'")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,6 +41,10 @@ def run(args: argparse.Namespace) -> int:
         from kb.bench.ingest_profile import run_cli as run_ingest_profile
 
         return run_ingest_profile(args)
+    if args.dataset == "load":
+        from kb.bench.load import run_cli as run_load
+
+        return run_load(args)
     if args.dataset == "latency":
         from kb.bench.latency import run_cli as run_latency
 

@@ -1,0 +1,124 @@
+"""``kb bench load``: concurrent clients asking the sample questions of a running server over HTTP.
+
+Each client sends ``POST /kb/query`` in a loop (questions round-robin from ``samples/QUESTIONS.md``,
+strategies as written there) for ``--duration`` seconds; the report gives throughput, latency
+percentiles, status codes and the machine's load average. ``--out`` writes it as Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+SAMPLES_QUESTIONS = Path(__file__).resolve().parents[2] / "samples" / "QUESTIONS.md"
+_QUESTION = re.compile(r"\*\*Question:\*\*\s*(.+)")
+_STRATEGY = re.compile(r"\*\*Strategy:\*\*\s*(\w+)")
+
+
+def sample_questions(path: Path = SAMPLES_QUESTIONS) -> list[tuple[str, str]]:
+    """(question, strategy) pairs of the sample question file (strategy ``auto`` where none is named)."""
+    out: list[tuple[str, str]] = []
+    for section in path.read_text(encoding="utf-8").split("\n### ")[1:]:
+        q = _QUESTION.search(section)
+        s = _STRATEGY.search(section)
+        if q:
+            strategy = s.group(1) if s and s.group(1) in {"auto", "metadata", "semantic", "description"} else "auto"
+            out.append((q.group(1).strip(), strategy))
+    return out
+
+
+@dataclass
+class LoadResult:
+    clients: int
+    seconds: float
+    latencies_ms: list[float] = field(default_factory=list)
+    statuses: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def requests(self) -> int:
+        return sum(self.statuses.values())
+
+    @property
+    def errors(self) -> int:
+        return sum(n for code, n in self.statuses.items() if not code.startswith("2"))
+
+    def percentile(self, p: float) -> float:
+        return float(np.percentile(self.latencies_ms, p)) if self.latencies_ms else 0.0
+
+    @property
+    def throughput(self) -> float:
+        return self.requests / self.seconds if self.seconds else 0.0
+
+
+async def run_load(url: str, *, clients: int, duration_s: float, token: str | None = None,
+                   questions: list[tuple[str, str]] | None = None, collection: str = "default") -> LoadResult:
+    """``clients`` concurrent clients, each with its own connection, for ``duration_s`` seconds."""
+    questions = questions or sample_questions()
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    result = LoadResult(clients=clients, seconds=0.0)
+    deadline = time.perf_counter() + duration_s
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60, limits=limits) as http:
+        async def client(n: int) -> None:
+            i = n
+            while time.perf_counter() < deadline:
+                question, strategy = questions[i % len(questions)]
+                i += clients
+                started = time.perf_counter()
+                try:
+                    r = await http.post("/kb/query", json={"query": question, "strategy": strategy,
+                                                           "collection": collection, "include_trace": False})
+                    status = str(r.status_code)
+                except httpx.HTTPError as exc:
+                    status = type(exc).__name__
+                result.latencies_ms.append((time.perf_counter() - started) * 1000)
+                result.statuses[status] += 1
+
+        started = time.perf_counter()
+        await asyncio.gather(*(client(n) for n in range(clients)))
+        result.seconds = time.perf_counter() - started
+    return result
+
+
+def report(result: LoadResult, *, url: str, workers: str, command: str) -> str:
+    load1, load5, _ = os.getloadavg()
+    lines = [
+        "# Load: concurrent queries over HTTP",
+        "",
+        f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; machine: {platform.machine()}, "
+        f"{os.cpu_count()} cores, Python {platform.python_version()}",
+        f"- server: {url} ({workers}); offline provider; the bundled sample corpus (6 reports)",
+        f"- command: `{command}`",
+        "",
+        "| clients | seconds | requests | queries/s | p50 ms | p95 ms | p99 ms | errors | statuses | load avg (1, 5 min) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
+        f"| {result.clients} | {result.seconds:.1f} | {result.requests} | {result.throughput:.1f} | "
+        f"{result.percentile(50):.0f} | {result.percentile(95):.0f} | {result.percentile(99):.0f} | {result.errors} | "
+        f"{dict(result.statuses)} | {load1:.2f}, {load5:.2f} |",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    url = args.url or "http://127.0.0.1:8000"
+    result = asyncio.run(run_load(url, clients=args.clients, duration_s=args.duration,
+                                  token=os.environ.get("KB_API_TOKEN"), collection=args.collection or "default"))
+    text = report(result, url=url, workers=args.server_note or "kb serve",
+                  command=f"kb bench load --url {url} --clients {args.clients} --duration {args.duration:g}")
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text, encoding="utf-8")
+    return 1 if result.errors else 0
