@@ -30,7 +30,9 @@ from kb.api.common import (
 )
 from kb.api.mcp import http_session_manager, mcp_route
 from kb.api.metrics import PROMETHEUS, MetricsController
+from kb.api.pages import PagesController
 from kb.api.query import QueryController
+from kb.api.ui import ui_root, ui_router
 from kb.mcp_server import Services, build_mcp_server
 from kb.providers import get_reranker
 from kb.runtime import Runtime, open_runtime
@@ -158,8 +160,8 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
                 await rt.close()
 
     app = Litestar(
-        route_handlers=[health, CatalogController, QueryController, AdminController, MetricsController,
-                        mcp_route(mcp_manager)],
+        route_handlers=[health, CatalogController, PagesController, QueryController, AdminController,
+                        MetricsController, mcp_route(mcp_manager), ui_root, ui_router()],
         lifespan=[lifespan],
         exception_handlers={Exception: exception_handler},
         middleware=[request_id_middleware,

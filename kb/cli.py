@@ -276,8 +276,9 @@ def _serve(host: str, port: int, banner: str = "", workers: int = 1) -> None:
     asyncio.run(_preflight())
 
     def ready() -> None:
+        base = f"http://{host}:{port}"
         extra = f", {workers} worker processes" if workers > 1 else ""
-        print(f"kb: serving on http://{host}:{port}  (OpenAPI: http://{host}:{port}/schema{extra})", flush=True)
+        print(f"kb: serving on {base}  (web UI: {base}/, OpenAPI: {base}/schema{extra})", flush=True)
         if banner:
             print(banner, flush=True)
 
@@ -303,7 +304,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"kb: first start — ingesting the sample reports from {SAMPLES_DIR}", flush=True)
         asyncio.run(_ingest(SAMPLES_DIR, "default", False, SAMPLES_DIR.parent / "metadata.jsonl"))
     host, port = args.host or s.server.host, args.port or s.server.port
-    banner = ("\nReady. Try:\n"
+    banner = (f"\nReady. Open the web UI at http://{host}:{port}/ or try:\n"
               f"  curl -s http://{host}:{port}/kb/query -H 'Content-Type: application/json' \\\n"
               "    -d '{\"query\": \"What was Helios Robotics revenue in fiscal 2023?\", \"include_trace\": false}'\n")
     _serve(host, port, banner)

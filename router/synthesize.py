@@ -38,7 +38,8 @@ def build_evidence(chunks: Sequence[RetrievedChunk]) -> str:
 
 def _citation(i: int, c: RetrievedChunk) -> CitationOut:
     return CitationOut(marker=i, doc_id=c.doc_id, doc_name=c.doc_name, node_id=c.node_id,
-                       section_path=c.section_path, pages=c.pages, text=c.text, unit=c.unit)
+                       section_path=c.section_path, pages=c.pages, text=c.text, unit=c.unit,
+                       chunk_id=c.chunk_id)
 
 
 def _missing_note(plan: ScopePlan | None) -> str:

@@ -132,6 +132,7 @@ class CitationOut(msgspec.Struct, frozen=True):
     pages: tuple[int, int]
     text: str
     unit: str = "page"
+    chunk_id: int | None = None  # the retrieved chunk (page previews highlight it)
 
 
 class Answer(msgspec.Struct, frozen=True):

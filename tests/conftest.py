@@ -121,3 +121,12 @@ async def samples_rt(pg_uri: str, tmp_path_factory: pytest.TempPathFactory,
 
 
 pytest_plugins = ["tests.fake_openai"]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One clear line when the web UI's browser tests could not run."""
+    import shutil
+
+    if not (shutil.which("chromium") or shutil.which("chromium-browser")):
+        terminalreporter.write_line("browser tests (tests/test_ui_browser.py) SKIPPED: no Chromium found; "
+                                    "install it with `apt-get install -y chromium`")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -10,6 +11,7 @@ from litestar import Controller, Request, Response, delete, get, post
 from litestar.params import Parameter
 
 from ingest.pageindex import export_pageindex
+from ingest.render import PageCache
 from ingest.store import (
     Collection,
     DocumentInfo,
@@ -114,4 +116,6 @@ class CatalogController(Controller):
 
     @delete("/documents/{doc_id:int}", guards=[admin_guard], status_code=204, responses=errors(400, 401, 403, 404))
     async def remove(self, request: Request[Any, Any, Any], doc_id: DbId) -> None:
-        await delete_document(runtime(request).pool, doc_id)
+        rt = runtime(request)
+        await delete_document(rt.pool, doc_id)
+        await asyncio.to_thread(PageCache(rt.settings.database.data_dir / "pages").drop, doc_id)

@@ -1,0 +1,866 @@
+/* kb web UI: plain JavaScript, no build step. Document text is untrusted: it only ever reaches the page
+   through textContent / attribute setters (the el() helper), never parsed as HTML. */
+"use strict";
+
+const TOKEN_KEY = "kb.token";
+const STRATEGIES = [
+  ["auto", "Auto — metadata, then semantic"],
+  ["metadata", "Metadata — filters from the question"],
+  ["semantic", "Semantic — document similarity"],
+  ["description", "Description — document summaries"],
+];
+const state = { collection: sessionStorage.getItem("kb.collection") || "default", turns: [], jobs: new Map() };
+
+/* ------------------------------------------------------------------ helpers */
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (key === "dataset") Object.assign(node.dataset, value);
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+const $ = (sel, root = document) => root.querySelector(sel);
+const token = () => sessionStorage.getItem(TOKEN_KEY) || "";
+const fmt = (x, digits = 3) => (typeof x === "number" ? x.toFixed(digits) : "—");
+const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+
+class ApiError extends Error {
+  constructor(status, title, detail) {
+    super(detail || title);
+    this.status = status;
+    this.title = title;
+    this.detail = detail;
+  }
+}
+
+function headers(extra) {
+  const h = { Accept: "application/json", ...(extra || {}) };
+  if (token()) h.Authorization = `Bearer ${token()}`;
+  return h;
+}
+
+async function failure(res) {
+  let title = res.statusText || "Error";
+  let detail = `HTTP ${res.status}`;
+  try {
+    const body = await res.json();
+    title = body.title || title;
+    detail = body.detail || detail;
+  } catch (_) { /* not problem details: keep the status line */ }
+  if (res.status === 401) detail += " — set an access token (top right).";
+  if (res.status === 403) detail += " — admin actions need the admin token (top right).";
+  return new ApiError(res.status, title, detail);
+}
+
+async function api(path, options = {}) {
+  const init = { method: options.method || "GET", headers: headers(options.headers) };
+  if (options.json !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(options.json);
+  } else if (options.body !== undefined) {
+    init.body = options.body;
+  }
+  let res;
+  try {
+    res = await fetch(path, init);
+  } catch (err) {
+    throw new ApiError(0, "Server unreachable", "The server did not answer. Is it running?");
+  }
+  if (!res.ok) throw await failure(res);
+  if (res.status === 204) return null;
+  return options.raw ? res : res.json();
+}
+
+/** An image from a guarded endpoint (fetch with the token) as a blob URL, and where its highlight starts. */
+async function pageImage(path) {
+  const res = await api(path, { raw: true, headers: { Accept: "image/png" } });
+  const top = res.headers.get("X-Highlight-Top");
+  return { url: URL.createObjectURL(await res.blob()), top: top === null ? null : Number(top) };
+}
+
+function alertBox(err) {
+  const title = err instanceof ApiError ? `${err.title}${err.status ? ` (${err.status})` : ""}` : "Something went wrong";
+  return el("div", { class: "alert", role: "alert" }, el("strong", { text: title }), " ", err.detail || err.message);
+}
+
+function stateBox(kind, title, text, ...extra) {
+  return el("section", { class: `state${kind === "error" ? " state-error" : ""}`, role: kind === "error" ? "alert" : null },
+    el("h2", { text: title }), el("p", { text }), ...extra);
+}
+
+function loading(text) {
+  return el("p", { class: "muted", role: "status" }, el("span", { class: "spinner", "aria-hidden": "true" }), text);
+}
+
+function pagesLabel(unit, range) {
+  const [a, b] = range;
+  const span = a === b ? `${a}` : `${a}–${b}`;
+  if (unit === "page") return a === b ? `p. ${span}` : `pp. ${span}`;
+  if (unit === "paragraph") return a === b ? `¶ ${span}` : `¶¶ ${span}`;
+  return a === b ? `line ${span}` : `lines ${span}`;
+}
+
+/** What a document's size counts: pages of a PDF, paragraphs of a .docx/HTML file, else lines. */
+function sizeUnit(fileType) {
+  if (fileType === "pdf") return "pages";
+  return fileType === "docx" || fileType === "html" ? "paragraphs" : "lines";
+}
+
+async function collectionSelect(id, onChange) {
+  const select = el("select", { id, name: "collection" });
+  try {
+    const cols = await api("/kb/collections");
+    for (const c of cols) select.append(el("option", { value: c.name, text: `${c.name} (${plural(c.documents, "document")})` }));
+    if (!cols.some((c) => c.name === state.collection) && cols.length) state.collection = cols[0].name;
+  } catch (err) {
+    select.append(el("option", { value: state.collection, text: state.collection }));
+  }
+  select.value = state.collection;
+  select.addEventListener("change", () => {
+    state.collection = select.value;
+    sessionStorage.setItem("kb.collection", select.value);
+    if (onChange) onChange(select.value);
+  });
+  return select;
+}
+
+function field(label, input, hint) {
+  return el("div", {}, el("label", { for: input.id, text: label }), input, hint ? el("div", { class: "hint", text: hint }) : null);
+}
+
+/* ------------------------------------------------------------------ SSE over fetch */
+
+/** POST ``body`` and call ``onEvent(name, data)`` for every server-sent event of the answer. */
+async function streamQuery(body, onEvent, signal) {
+  let res;
+  try {
+    res = await fetch("/kb/query", {
+      method: "POST", signal,
+      headers: headers({ "Content-Type": "application/json", Accept: "text/event-stream" }),
+      body: JSON.stringify({ ...body, stream: true }),
+    });
+  } catch (err) {
+    if (err.name === "AbortError") throw err;
+    throw new ApiError(0, "Server unreachable", "The server did not answer. Is it running?");
+  }
+  if (!res.ok) throw await failure(res);
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const frame = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let name = "message";
+      const data = [];
+      for (const line of frame.split("\n")) {
+        if (line.startsWith("event:")) name = line.slice(6).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+      }
+      if (data.length) onEvent(name, JSON.parse(data.join("\n")));
+    }
+  }
+}
+
+/* ------------------------------------------------------------------ Ask */
+
+function renderAsk(view) {
+  const strategy = el("select", { id: "strategy", name: "strategy" },
+    STRATEGIES.map(([v, t]) => el("option", { value: v, text: t })));
+  const topDocs = el("input", { id: "top-docs", name: "top_docs", type: "number", min: 1, max: 20, placeholder: "auto" });
+  const topK = el("input", { id: "top-k", name: "top_k", type: "number", min: 1, max: 50, value: 5 });
+  const filters = el("textarea", { id: "filters", name: "filters", rows: 2, spellcheck: "false",
+    placeholder: '{"company": "Helios Robotics", "year": 2023}' });
+  const expert = el("textarea", { id: "expert", name: "expert_knowledge", rows: 2,
+    placeholder: "e.g. Fiscal years end in June; revenue means net sales." });
+  const question = el("textarea", { id: "question", name: "query", rows: 2, required: true,
+    placeholder: "Ask a question about your documents…" });
+  const ask = el("button", { type: "submit", class: "primary", id: "ask-btn", text: "Ask" });
+  const reset = el("button", { type: "button", class: "ghost", id: "new-chat", text: "New conversation" });
+  const conversation = el("div", { class: "conversation", id: "conversation", "aria-live": "polite" });
+  const formError = el("div", { id: "form-error" });
+  const colSlot = el("div", {});
+
+  const form = el("form", { class: "panel stack", id: "ask-form", "aria-label": "Ask a question" },
+    el("div", { class: "question-box" },
+      el("div", { style: null, class: "grow" }, el("label", { for: "question", class: "sr-label", text: "Question" }), question),
+      ask),
+    el("div", { class: "grid cols-4" }, colSlot, field("Strategy", strategy),
+      field("Documents (top_docs)", topDocs), field("Evidence (top_k)", topK)),
+    el("details", { class: "more" }, el("summary", { text: "Filters and expert knowledge" }),
+      el("div", { class: "grid cols-2" },
+        field("Metadata filters (JSON)", filters, "Only documents whose metadata match, e.g. company and year."),
+        field("Expert knowledge", expert, "Domain hints passed to document and node selection."))),
+    formError);
+
+  view.replaceChildren(
+    el("div", { class: "page-head" },
+      el("div", {}, el("h1", { text: "Ask" }),
+        el("p", { class: "muted", text: "Answers cite the page they come from. Click a citation to check it on the page." })),
+      reset),
+    form, conversation);
+  collectionSelect("collection").then((select) => colSlot.append(field("Collection", select)));
+  for (const turn of state.turns) conversation.append(turn.node);
+  if (!state.turns.length) conversation.append(emptyConversation());
+
+  question.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey || !e.shiftKey)) {
+      e.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  reset.addEventListener("click", () => {
+    state.turns = [];
+    conversation.replaceChildren(emptyConversation());
+    question.focus();
+  });
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    formError.replaceChildren();
+    const q = question.value.trim();
+    if (!q) return;
+    const body = { query: q, collection: state.collection, strategy: strategy.value, top_k: Number(topK.value || 5),
+      include_trace: true };
+    if (topDocs.value) body.top_docs = Number(topDocs.value);
+    if (expert.value.trim()) body.expert_knowledge = expert.value.trim();
+    if (filters.value.trim()) {
+      try {
+        body.filters = JSON.parse(filters.value);
+        if (typeof body.filters !== "object" || Array.isArray(body.filters)) throw new Error("not an object");
+      } catch (err) {
+        formError.append(alertBox(new ApiError(0, "Filters are not valid JSON",
+          'Write an object such as {"company": "Helios Robotics"}.')));
+        return;
+      }
+    }
+    body.history = state.turns.filter((t) => t.answer).flatMap((t) => [
+      { role: "user", content: t.question }, { role: "assistant", content: t.answer }]);
+    if (!state.turns.length) conversation.replaceChildren();
+    question.value = "";
+    ask.disabled = true;
+    try {
+      await runTurn(body, conversation);
+    } finally {
+      ask.disabled = false;
+      question.focus();
+    }
+  });
+  question.focus();
+}
+
+function emptyConversation() {
+  return el("div", { class: "state", id: "empty-conversation" },
+    el("h2", { text: "No questions yet" }),
+    el("p", { text: "Try “What was Helios Robotics revenue in fiscal 2023?” or compare two companies." }));
+}
+
+const STAGES = [["routing", "Choosing documents"], ["nodes", "Reading sections"], ["answer", "Writing the answer"],
+  ["citations", "Citations"]];
+
+async function runTurn(body, conversation) {
+  const turnNo = state.turns.length + 1;
+  const progress = el("ol", { class: "progress", "aria-label": "Progress" },
+    STAGES.map(([key, label]) => el("li", { dataset: { stage: key }, text: label })));
+  const routed = el("p", { class: "routed" });
+  const answer = el("div", { class: "answer", id: `answer-${turnNo}` });
+  const citeList = el("ol", { class: "citations", "aria-label": "Citations" });
+  const citeHead = el("h3", { text: "Sources", hidden: true });
+  const traceSlot = el("div", {});
+  const errorSlot = el("div", {});
+  const controller = new AbortController();
+  const stop = el("button", { type: "button", class: "ghost small stop", text: "Stop", "aria-label": `Stop answer ${turnNo}`,
+    onclick: () => controller.abort() });
+  const node = el("div", { class: "turn" },
+    el("div", { class: "turn-q", text: body.query }),
+    el("article", { class: "turn-a", "aria-busy": "true", "aria-label": `Answer ${turnNo}` },
+      el("div", { class: "row between" }, progress, stop), routed, answer, errorSlot, citeHead, citeList, traceSlot));
+  const turn = { question: body.query, answer: "", node };
+  state.turns.push(turn);
+  conversation.append(node);
+  node.scrollIntoView({ behavior: "smooth", block: "start" });
+
+  const stage = (key) => {
+    let reached = false;
+    for (const li of progress.children) {
+      if (li.dataset.stage === key) { li.className = "active"; reached = true; }
+      else if (!reached) li.className = "done";
+    }
+  };
+  let text = "";
+  let citations = [];
+  const docNames = new Map();
+  stage("routing");
+  try {
+    await streamQuery(body, (name, data) => {
+      if (name === "routing") {
+        for (const d of [...(data.candidates || []), ...(data.documents || [])]) docNames.set(d.doc_id, d.name);
+        routed.replaceChildren(`${data.strategy_used} routing → `,
+          ...(data.documents || []).map((d) => el("span", { class: "chip blue", text: d.name })));
+        stage("nodes");
+      } else if (name === "nodes") {
+        routed.append(el("span", { class: "muted", text: ` · ${plural(data.length, "section")}` }));
+        stage("answer");
+      } else if (name === "answer") {
+        text += data.delta;
+        answer.replaceChildren(...linkMarkers(text.trimEnd(), turnNo));
+      } else if (name === "citations") {
+        citations = data;
+        stage("citations");
+        citeHead.hidden = citations.length === 0;
+        citeList.replaceChildren(...citations.map((c) => citationItem(c, turnNo)));
+        answer.replaceChildren(...linkMarkers(text.trimEnd(), turnNo, new Set(citations.map((c) => c.marker))));
+      } else if (name === "done") {
+        for (const li of progress.children) li.className = "done";
+        if (data.trace) traceSlot.replaceChildren(traceView(data.trace, docNames, data.documents || []));
+      } else if (name === "error") {
+        throw new ApiError(data.status, data.title, data.detail);
+      }
+    }, controller.signal);
+    turn.answer = text.trim();
+    if (!text.trim()) answer.textContent = "No answer was produced.";
+  } catch (err) {
+    progress.remove();
+    if (err.name === "AbortError") errorSlot.replaceChildren(el("p", { class: "muted", role: "status", text: "Stopped." }));
+    else errorSlot.replaceChildren(alertBox(err));
+    if (!text) answer.remove();
+  } finally {
+    stop.remove();
+    node.querySelector(".turn-a").setAttribute("aria-busy", "false");
+  }
+}
+
+/** The answer as text nodes, with every [n] marker a link to citation n of this turn. */
+function linkMarkers(text, turnNo, known) {
+  const parts = [];
+  let last = 0;
+  for (const m of text.matchAll(/\[(\d{1,3})\]/g)) {
+    const n = Number(m[1]);
+    if (known && !known.has(n)) continue;
+    parts.push(text.slice(last, m.index));
+    parts.push(el("a", { class: "cite", href: `#cite-${turnNo}-${n}`, "aria-label": `Citation ${n}`, text: `${n}`,
+      onclick: (e) => { e.preventDefault(); focusCitation(turnNo, n); } }));
+    last = m.index + m[0].length;
+  }
+  parts.push(text.slice(last));
+  return parts;
+}
+
+function focusCitation(turnNo, n) {
+  const item = document.getElementById(`cite-${turnNo}-${n}`);
+  if (!item) return;
+  item.scrollIntoView({ behavior: "smooth", block: "center" });
+  item.classList.remove("flash");
+  void item.offsetWidth;
+  item.classList.add("flash");
+  const btn = item.querySelector("button");
+  if (btn) btn.focus({ preventScroll: true });
+}
+
+function citationItem(c, turnNo) {
+  const open = el("button", { type: "button", class: "small", text: c.unit === "page" ? "View page" : "View source",
+    "aria-label": `View source of citation ${c.marker}`, onclick: () => openPreview(c) });
+  return el("li", { class: "citation", id: `cite-${turnNo}-${c.marker}`, tabindex: "-1" },
+    el("span", { class: "num", text: `[${c.marker}]` }),
+    el("div", {}, el("div", { class: "doc", text: c.doc_name }),
+      el("div", { class: "path" }, `${c.section_path || "—"} · `, el("span", { class: "chip", text: pagesLabel(c.unit, c.pages) }))),
+    open,
+    el("div", { class: "excerpt", text: c.text.replace(/^#{1,6}\s+/gm, "").replace(/\n{2,}/g, "\n").trim() }));
+}
+
+/* ------------------------------------------------------------------ source preview */
+
+const preview = {
+  dialog: () => $("#preview"),
+  urls: [],
+  clear() { for (const u of this.urls) URL.revokeObjectURL(u); this.urls = []; },
+};
+
+async function showPage(docId, page, chunkId, body) {
+  body.replaceChildren(loading(`Rendering page ${page}…`));
+  const q = chunkId ? `?highlight=${encodeURIComponent(chunkId)}` : "";
+  try {
+    const { url, top } = await pageImage(`/kb/documents/${docId}/pages/${page}.png${q}`);
+    preview.urls.push(url);
+    const img = el("img", { class: "page-img", src: url, alt: `Page ${page}${chunkId ? ", cited text highlighted" : ""}`,
+      id: "page-image" });
+    if (top !== null) {  // scroll the highlighted text into view
+      img.addEventListener("load", () => {
+        const scroller = body.closest(".preview-body") || body;
+        scroller.scrollTop = Math.max(0, img.offsetTop - scroller.offsetTop + top * img.height - 80);
+      }, { once: true });
+    }
+    body.replaceChildren(img);
+  } catch (err) {
+    body.replaceChildren(alertBox(err));
+  }
+}
+
+async function showLines(docId, params, body) {
+  body.replaceChildren(loading("Loading lines…"));
+  try {
+    const data = await api(`/kb/documents/${docId}/lines?${new URLSearchParams(params)}`);
+    const box = el("div", { class: "lines", id: "source-lines", role: "region", "aria-label": "Source lines" },
+      data.lines.map((ln) => el("div", { class: ln.cited ? "cited" : null }, el("span", { text: ln.n }), el("span", { text: ln.text }))));
+    body.replaceChildren(el("p", { class: "muted small", text: `${data.start}–${data.end} of ${data.total}` }), box);
+    const first = box.querySelector(".cited");
+    if (first) first.scrollIntoView({ block: "center" });
+  } catch (err) {
+    body.replaceChildren(alertBox(err));
+  }
+}
+
+function pageButtons(nav, pages, onPick) {
+  nav.replaceChildren();
+  if (pages.length <= 1) return;
+  nav.append(el("span", { class: "muted small", text: "Page" }));
+  for (const p of pages) {
+    nav.append(el("button", { type: "button", class: "small", text: p, "aria-label": `Page ${p}`, onclick: (e) => {
+      for (const b of nav.querySelectorAll("button")) b.removeAttribute("aria-current");
+      e.currentTarget.setAttribute("aria-current", "true");
+      onPick(p);
+    } }));
+  }
+  nav.querySelector("button").setAttribute("aria-current", "true");
+}
+
+/** Query parameters of /lines for lines a..b (the server returns at most 400). */
+function lineWindow(a, b) {
+  return { start: a, count: Math.max(1, Math.min(400, b - a + 1)) };
+}
+
+function range(a, b, max = 30) {
+  const out = [];
+  for (let p = a; p <= b && out.length < max; p++) out.push(p);
+  return out;
+}
+
+function openPreview(c) {
+  const dialog = preview.dialog();
+  preview.clear();
+  $("#preview-title").textContent = c.doc_name;
+  $("#preview-sub").textContent = `${c.section_path || ""} · ${pagesLabel(c.unit, c.pages)}${c.marker ? ` · citation [${c.marker}]` : ""}`;
+  const body = $("#preview-body");
+  const nav = $("#preview-nav");
+  if (c.unit === "page") {
+    const pages = range(c.pages[0], c.pages[1]);
+    pageButtons(nav, pages, (p) => showPage(c.doc_id, p, c.chunk_id, body));
+    showPage(c.doc_id, pages[0], c.chunk_id, body);
+  } else {
+    nav.replaceChildren();
+    const params = c.chunk_id ? { highlight: c.chunk_id } : lineWindow(c.pages[0], c.pages[1]);
+    showLines(c.doc_id, params, body);
+  }
+  if (!dialog.open) dialog.showModal();
+}
+
+/* ------------------------------------------------------------------ trace */
+
+function table(headers, rows, rowClass) {
+  return el("table", {},
+    el("thead", {}, el("tr", {}, headers.map(([h, cls]) => el("th", { class: cls, scope: "col", text: h })))),
+    el("tbody", {}, rows.map((r, i) => el("tr", { class: rowClass ? rowClass(i) : null },
+      r.map((cell, j) => el("td", { class: headers[j][1] }, cell))))));
+}
+
+function traceSection(title, ...content) {
+  return el("section", { class: "trace-section" }, el("h4", { text: title }), ...content);
+}
+
+function traceView(trace, docNames, documents) {
+  const name = (id) => docNames.get(id) || `document ${id}`;
+  const chosen = new Set(documents.map((d) => d.doc_id));
+  const timings = trace.timings_ms || {};
+  const llm = trace.llm || {};
+  const total = timings.total;
+  const summary = [`Trace · ${trace.strategy_used || ""}`, total !== undefined ? `${Math.round(total)} ms` : null,
+    llm.calls !== undefined ? plural(llm.calls, "LLM call") : null].filter(Boolean).join(" · ");
+  const parts = [];
+  const scope = trace.scope || {};
+  if (scope.kind) {
+    parts.push(traceSection("Question scope", el("dl", { class: "kv" },
+      el("dt", { text: "kind" }), el("dd", { text: scope.kind }),
+      el("dt", { text: "reason" }), el("dd", { text: scope.reason || "—" }))));
+  }
+  const cands = (trace.routing && trace.routing.candidates) || [];
+  parts.push(traceSection(`Routing candidates (${cands.length})`, cands.length ? table(
+    [["Document"], ["Score", "num"], ["Why"]],
+    cands.map((c) => [el("span", {}, c.name, chosen.has(c.doc_id) ? el("span", { class: "chip blue", text: " routed" }) : null),
+      fmt(c.score), c.why || "—"]),
+    (i) => (chosen.has(cands[i].doc_id) ? "chosen" : null)) : el("p", { class: "empty", text: "No candidates." })));
+  const conds = (trace.routing && trace.routing.conditions) || [];
+  const notes = (trace.routing && trace.routing.notes) || [];
+  if (conds.length || notes.length) {
+    parts.push(traceSection("Routing conditions and notes", el("ul", {},
+      conds.map((c) => el("li", { text: `${c.key} ${c.op} ${JSON.stringify(c.value)}` })),
+      notes.map((n) => el("li", { class: "muted", text: n })))));
+  }
+  const nodes = trace.nodes || [];
+  parts.push(traceSection(`Chosen sections (${nodes.length})`, nodes.length ? table(
+    [["Document"], ["Section"], ["Sub-query"], ["Score", "num"], ["Reason"]],
+    nodes.map((n) => [name(n.doc_id), n.section_path || n.title, n.sub_query || "—", fmt(n.score), n.reason || "—"]))
+    : el("p", { class: "empty", text: "No sections chosen." })));
+  const chunks = trace.chunks || [];
+  parts.push(traceSection(`Evidence chunks (${chunks.length})`, chunks.length ? table(
+    [["Chunk", "num"], ["Document"], ["Page", "num"], ["Source"], ["Dense", "num"], ["BM25", "num"], ["Fused", "num"],
+      ["Score", "num"], ["Rerank", "num"]],
+    chunks.map((c) => [c.chunk_id, name(c.doc_id), c.page ?? "—", c.source, fmt(c.dense), fmt(c.bm25), fmt(c.fused),
+      fmt(c.score), c.rerank === null || c.rerank === undefined ? "—" : fmt(c.rerank)]))
+    : el("p", { class: "empty", text: "No chunks." })));
+  const keys = Object.keys(timings).filter((k) => k !== "total");
+  const max = Math.max(1, ...keys.map((k) => timings[k]));
+  parts.push(traceSection("Timings", el("div", { class: "bars" },
+    keys.flatMap((k) => [el("span", { text: k.replace(/_/g, " ") }),
+      el("div", { class: "bar", style: null, dataset: { w: timings[k] / max } }),
+      el("span", { class: "num", text: `${Math.round(timings[k])} ms` })]),
+    total !== undefined ? [el("strong", { text: "total" }), el("span"), el("strong", { class: "num", text: `${Math.round(total)} ms` })] : [])));
+  const usage = Object.entries(llm);
+  parts.push(traceSection("LLM usage", usage.length ? el("dl", { class: "kv" },
+    usage.flatMap(([k, v]) => [el("dt", { text: k.replace(/_/g, " ") }), el("dd", { text: typeof v === "object" ? JSON.stringify(v) : v })]))
+    : el("p", { class: "empty", text: "No LLM calls (offline mode)." })));
+  parts.push(el("p", { class: "muted small", text: `Synthesis: ${trace.synthesis || "—"} · ranking: ${trace.ranking || "—"}${trace.rerank ? ` · rerank: ${trace.rerank}` : ""}` }));
+  const details = el("details", { class: "trace" }, el("summary", { text: summary }), ...parts);
+  // bar widths via CSSOM (style attributes would need 'unsafe-inline' in the CSP)
+  for (const bar of details.querySelectorAll(".bar")) bar.style.width = `${Math.max(1, Number(bar.dataset.w) * 100)}%`;
+  return details;
+}
+
+/* ------------------------------------------------------------------ documents */
+
+async function renderDocuments(view) {
+  const list = el("div", {}, loading("Loading documents…"));
+  const colSlot = el("div", { class: "col-select" });
+  view.replaceChildren(
+    el("div", { class: "page-head" },
+      el("div", {}, el("h1", { text: "Documents" }),
+        el("p", { class: "muted", text: "Every document with its metadata and the tree it is searched by." })),
+      colSlot),
+    list);
+  const load = async () => {
+    list.replaceChildren(loading("Loading documents…"));
+    try {
+      const docs = await api(`/kb/documents?collection=${encodeURIComponent(state.collection)}&limit=1000`);
+      list.replaceChildren(docs.length ? documentTable(docs, load) : stateBox("empty", "No documents yet",
+        "This collection is empty. Add files on the Ingest page.", el("p", {}, el("a", { href: "#/ingest", text: "Go to Ingest →" }))));
+    } catch (err) {
+      list.replaceChildren(err.status === 404 ? stateBox("error", "Collection not found", err.detail) : alertBox(err));
+    }
+  };
+  const select = await collectionSelect("doc-collection", load);
+  colSlot.append(field("Collection", select));
+  await load();
+}
+
+function metaChips(metadata) {
+  return el("div", { class: "meta" }, Object.entries(metadata || {}).slice(0, 8).map(([k, v]) =>
+    el("span", { class: "chip", text: `${k}: ${typeof v === "object" ? JSON.stringify(v) : v}` })));
+}
+
+function documentTable(docs, reload) {
+  const rows = docs.map((d) => [
+    el("div", {}, el("a", { href: `#/documents/${d.id}`, text: d.name }),
+      d.title && d.title !== d.name ? el("div", { class: "muted small", text: d.title }) : null, metaChips(d.metadata)),
+    el("div", { text: d.description || "—" }),
+    el("span", {}, d.page_count, el("span", { class: "muted", text: ` ${sizeUnit(d.file_type)}` })),
+    el("span", { class: "chip", text: d.tree_mode || "—" }),
+    el("button", { type: "button", class: "danger small", text: "Delete", "aria-label": `Delete ${d.name}`,
+      onclick: async (e) => {
+        if (!window.confirm(`Delete “${d.name}” and its tree, chunks and embeddings?`)) return;
+        const btn = e.currentTarget;
+        btn.disabled = true;
+        try {
+          await api(`/kb/documents/${d.id}`, { method: "DELETE" });
+          await reload();
+        } catch (err) {
+          btn.disabled = false;
+          btn.closest("td").append(alertBox(err));
+        }
+      } }),
+  ]);
+  const t = table([["Document", "name"], ["Description", "desc"], ["Size", "num"], ["Tree"], [""]], rows);
+  t.classList.add("doc-table");
+  return el("div", { class: "panel" }, el("p", { class: "muted small", text: plural(docs.length, "document") }), t);
+}
+
+async function renderDocument(view, id) {
+  view.replaceChildren(loading("Loading document…"));
+  let detail;
+  try {
+    detail = await api(`/kb/documents/${id}`);
+  } catch (err) {
+    view.replaceChildren(err.status === 404 || err.status === 400
+      ? stateBox("error", "Document not found", `There is no document ${id}. It may have been deleted.`,
+        el("p", {}, el("a", { href: "#/documents", text: "← All documents" })))
+      : alertBox(err));
+    return;
+  }
+  const d = detail.document;
+  const isPdf = d.file_type === "pdf";
+  const pane = el("div", { class: "panel sticky", id: "node-pane" },
+    stateBox("empty", "Pick a section", `Click a section of the outline to see its ${sizeUnit(d.file_type)}.`));
+  const outline = buildOutline(detail.tree, (node, button) => {
+    for (const b of view.querySelectorAll(".node-btn[aria-pressed='true']")) b.setAttribute("aria-pressed", "false");
+    button.setAttribute("aria-pressed", "true");
+    showNode(d, node, pane);
+  });
+  view.replaceChildren(
+    el("p", {}, el("a", { href: "#/documents", text: "← All documents" })),
+    el("div", { class: "page-head" }, el("div", {}, el("h1", { text: d.title || d.name }),
+      el("p", { class: "muted", text: `${d.name} · ${d.page_count} ${sizeUnit(d.file_type)} · ${d.tree_mode} tree · ${plural(d.node_count, "node")} · ${plural(d.chunk_count, "chunk")}` }))),
+    el("div", { class: "panel" }, el("p", { text: d.description || "No description." }), metaChips(d.metadata),
+      d.warnings && d.warnings.length ? el("ul", { class: "small muted" }, d.warnings.map((w) => el("li", { text: w }))) : null),
+    el("div", { class: "doc-layout" },
+      el("div", { class: "panel" }, el("h2", { text: "Outline" }),
+        detail.tree.length ? outline : el("p", { class: "empty", text: "This document has no tree." })),
+      pane));
+}
+
+function buildOutline(nodes, onPick) {
+  const children = new Map();
+  for (const n of nodes) {
+    const key = n.parent_id || "";
+    if (!children.has(key)) children.set(key, []);
+    children.get(key).push(n);
+  }
+  const build = (parent, depth) => {
+    const kids = (children.get(parent) || []).sort((a, b) => a.ordinal - b.ordinal);
+    if (!kids.length) return null;
+    return el("ul", { class: depth === 0 ? "outline" : null, "aria-label": depth === 0 ? "Document outline" : null },
+    kids.map((n) => {
+      const sub = build(n.node_id, depth + 1);
+      const btn = el("button", { type: "button", class: "node-btn", "aria-pressed": "false", text: n.title,
+        onclick: (e) => onPick(n, e.currentTarget) });
+      const toggle = el("button", { type: "button", class: "toggle", text: sub ? (depth < 1 ? "▾" : "▸") : "",
+        "aria-label": sub ? `Expand ${n.title}` : null, "aria-expanded": sub ? String(depth < 1) : null, tabindex: sub ? null : "-1",
+        onclick: (e) => {
+          const open = e.currentTarget.getAttribute("aria-expanded") !== "true";
+          e.currentTarget.setAttribute("aria-expanded", String(open));
+          e.currentTarget.textContent = open ? "▾" : "▸";
+          if (sub) sub.hidden = !open;
+        } });
+      if (sub) sub.hidden = depth >= 1;
+      return el("li", {},
+        el("div", { class: "node-row" }, toggle, btn, el("span", { class: "pages", text: pagesLabel(n.unit, [n.start_index, n.end_index]) })),
+        n.summary ? el("p", { class: "node-summary", text: n.summary.length > 220 ? `${n.summary.slice(0, 220)}…` : n.summary }) : null,
+        sub);
+    }));
+  };
+  return build("", 0) || el("p", { class: "empty", text: "Empty tree." });
+}
+
+function showNode(doc, node, pane) {
+  const nav = el("div", { class: "preview-nav" });
+  const body = el("div", {});
+  pane.replaceChildren(el("h2", { text: node.title }),
+    el("p", { class: "muted small", text: pagesLabel(node.unit, [node.start_index, node.end_index]) }),
+    node.summary ? el("p", { class: "small", text: node.summary }) : null, nav, body);
+  if (doc.file_type === "pdf") {
+    const pages = range(node.start_index, node.end_index);
+    pageButtons(nav, pages, (p) => showPage(doc.id, p, null, body));
+    showPage(doc.id, pages[0], null, body);
+  } else {
+    showLines(doc.id, lineWindow(node.start_index, node.end_index), body);
+  }
+}
+
+/* ------------------------------------------------------------------ ingest */
+
+async function renderIngest(view) {
+  const folderPath = el("input", { id: "folder-path", name: "path", required: true, placeholder: "reports/2024",
+    autocomplete: "off" });
+  const recursive = el("input", { id: "recursive", name: "recursive", type: "checkbox" });
+  const metaPath = el("input", { id: "meta-path", name: "metadata", placeholder: "optional: metadata.jsonl", autocomplete: "off" });
+  const files = el("input", { id: "upload-files", name: "file", type: "file", multiple: true, accept: ".pdf,.md,.markdown,.txt" });
+  const folderMsg = el("div", {});
+  const uploadMsg = el("div", {});
+  const jobsBox = el("div", { id: "jobs" }, loading("Loading jobs…"));
+  const colA = el("div", {});
+  const colB = el("div", {});
+  const folderForm = el("form", { class: "panel stack", id: "folder-form", "aria-label": "Ingest a folder" },
+    el("h2", { text: "Ingest a folder on the server" }),
+    el("p", { class: "muted small", text: "A path inside the server's ingest root (KB_INGEST_ROOT)." }),
+    field("Folder path", folderPath), colA, field("Metadata file", metaPath),
+    el("label", { class: "check", for: "recursive" }, recursive, "Include subfolders"),
+    el("div", { class: "row end" }, el("button", { type: "submit", class: "primary", text: "Start ingest" })), folderMsg);
+  const uploadForm = el("form", { class: "panel stack", id: "upload-form", "aria-label": "Upload files" },
+    el("h2", { text: "Upload files" }),
+    el("p", { class: "muted small", text: "PDF, Markdown or text. Each file becomes its own job." }),
+    field("Files", files), colB,
+    el("div", { class: "row end" }, el("button", { type: "submit", class: "primary", id: "upload-btn", text: "Upload and ingest" })),
+    uploadMsg);
+  view.replaceChildren(
+    el("div", { class: "page-head" }, el("div", {}, el("h1", { text: "Ingest" }),
+      el("p", { class: "muted", text: "Add documents. Needs the admin token when the server has one." }))),
+    el("div", { class: "grid cols-2" }, folderForm, uploadForm),
+    el("h2", { text: "Jobs" }), jobsBox);
+  collectionSelect("folder-collection").then((s) => colA.append(field("Collection", s)));
+  collectionSelect("upload-collection").then((s) => colB.append(field("Collection", s)));
+
+  folderForm.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    folderMsg.replaceChildren();
+    const body = { path: folderPath.value.trim(), collection: $("#folder-collection").value, recursive: recursive.checked };
+    if (metaPath.value.trim()) body.metadata = metaPath.value.trim();
+    try {
+      const job = await api("/kb/admin/ingest", { method: "POST", json: body });
+      folderMsg.replaceChildren(el("div", { class: "notice", role: "status", text: `Job ${job.job_id} started.` }));
+      pollJobs(jobsBox);
+    } catch (err) {
+      folderMsg.replaceChildren(alertBox(err));
+    }
+  });
+  uploadForm.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    uploadMsg.replaceChildren();
+    if (!files.files.length) {
+      uploadMsg.replaceChildren(alertBox(new ApiError(0, "No file chosen", "Pick one or more files first.")));
+      return;
+    }
+    const btn = $("#upload-btn");
+    btn.disabled = true;
+    const started = [];
+    for (const f of files.files) {
+      const form = new FormData();
+      form.append("file", f, f.name);
+      form.append("collection", $("#upload-collection").value);
+      try {
+        const job = await api("/kb/admin/documents", { method: "POST", body: form });
+        started.push(job.job_id);
+      } catch (err) {
+        uploadMsg.append(alertBox(new ApiError(err.status, `${f.name}: ${err.title || "upload failed"}`, err.detail)));
+      }
+    }
+    btn.disabled = false;
+    if (started.length) {
+      uploadMsg.prepend(el("div", { class: "notice", role: "status", text: `Uploaded; ${plural(started.length, "job")} started.` }));
+      files.value = "";
+    }
+    pollJobs(jobsBox);
+  });
+  pollJobs(jobsBox);
+}
+
+let pollTimer = null;
+
+async function pollJobs(box) {
+  clearTimeout(pollTimer);
+  if (!document.body.contains(box)) return;
+  try {
+    const jobs = await api("/kb/admin/jobs");
+    box.replaceChildren(jobs.length ? el("div", {}, jobs.slice(0, 20).map(jobCard))
+      : stateBox("empty", "No jobs yet", "Start a folder ingest or upload files above."));
+    if (jobs.some((j) => j.status === "queued" || j.status === "running")) pollTimer = setTimeout(() => pollJobs(box), 1000);
+  } catch (err) {
+    box.replaceChildren(alertBox(err));
+  }
+}
+
+const STATUS_CHIP = { done: "ok", ok: "ok", failed: "err", running: "blue", queued: "", pending: "", skipped: "warn",
+  unsupported: "warn" };
+
+function jobCard(job) {
+  const done = job.items.filter((i) => !["pending", "running"].includes(i.status)).length;
+  const total = job.files || job.items.length;
+  const bar = el("div", {});
+  const card = el("section", { class: "panel job", "aria-label": `Job ${job.id}`, dataset: { status: job.status } },
+    el("div", { class: "job-head" },
+      el("h2", { class: "job-title", text: `Job ${job.id} · ${job.collection}` }),
+      el("span", { class: `chip ${STATUS_CHIP[job.status] || ""}`, text: job.status })),
+    el("p", { class: "muted small", text: job.root_path }),
+    el("div", { class: "progressbar", role: "progressbar", "aria-valuemin": 0, "aria-valuemax": total, "aria-valuenow": done,
+      "aria-label": `Job ${job.id} progress` }, bar),
+    el("div", { class: "stats" },
+      el("span", {}, el("b", { text: `${done}/${total}` }), " files"),
+      el("span", {}, el("b", { text: job.pages }), " pages"),
+      el("span", {}, el("b", { text: job.pages_per_s === null ? "—" : job.pages_per_s.toFixed(1) }), " pages/s"),
+      el("span", {}, el("b", { text: job.chunks }), " chunks")),
+    job.error ? alertBox(new ApiError(0, "Job failed", job.error)) : null,
+    job.items.length ? table([["File"], ["Status"], ["Pages", "num"], ["Seconds", "num"], ["Error"]],
+      job.items.map((i) => [
+        i.document_id ? el("a", { href: `#/documents/${i.document_id}`, text: i.name }) : i.name,
+        el("span", { class: `chip ${STATUS_CHIP[i.status] || ""}`, text: i.status }),
+        i.pages, i.seconds === null ? "—" : i.seconds.toFixed(1),
+        el("span", { class: i.error ? "item-error err" : "muted", text: i.error || "" })])) : null);
+  bar.style.width = `${total ? (100 * done) / total : 0}%`;
+  return card;
+}
+
+/* ------------------------------------------------------------------ shell */
+
+function renderNotFound(view) {
+  view.replaceChildren(stateBox("error", "Page not found", "There is nothing at this address.",
+    el("p", {}, el("a", { href: "#/ask", text: "Go to Ask →" }))));
+}
+
+function route(event) {
+  const view = $("#view");
+  if (event) view.focus({ preventScroll: true }); // after a navigation, focus starts at the new content
+  const hash = location.hash.replace(/^#\/?/, "") || "ask";
+  const [page, arg] = hash.split("/");
+  for (const a of document.querySelectorAll("[data-nav]")) {
+    if (a.dataset.nav === page) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+  clearTimeout(pollTimer);
+  if (page === "ask") renderAsk(view);
+  else if (page === "documents" && arg !== undefined) {
+    if (/^\d{1,18}$/.test(arg)) renderDocument(view, arg);
+    else renderNotFound(view);
+  } else if (page === "documents") renderDocuments(view);
+  else if (page === "ingest") renderIngest(view);
+  else if (page.startsWith("cite-")) return; // in-page citation anchors
+  else renderNotFound(view);
+  document.title = `${page.charAt(0).toUpperCase()}${page.slice(1)} — kb`;
+}
+
+function setupToken() {
+  const dialog = $("#token-dialog");
+  const btn = $("#token-btn");
+  const input = $("#token-input");
+  const paint = () => {
+    btn.classList.toggle("set", Boolean(token()));
+    btn.textContent = token() ? "Token set" : "Access token";
+  };
+  btn.addEventListener("click", () => { input.value = token(); dialog.showModal(); input.focus(); });
+  $("#token-form").addEventListener("submit", () => {
+    if (input.value.trim()) sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+    paint();
+    route();
+  });
+  $("#token-clear").addEventListener("click", () => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    input.value = "";
+    dialog.close();
+    paint();
+    route();
+  });
+  paint();
+}
+
+function setupPreview() {
+  const dialog = preview.dialog();
+  $("#preview-close").addEventListener("click", () => dialog.close());
+  dialog.addEventListener("close", () => preview.clear());
+  dialog.addEventListener("click", (e) => { if (e.target === dialog) dialog.close(); });
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  setupToken();
+  setupPreview();
+  window.addEventListener("hashchange", route);
+  route();
+});

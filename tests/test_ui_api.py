@@ -1,0 +1,223 @@
+"""Evidence previews and the UI's static files over real HTTP, on the real embedded Postgres, with a PDF and
+a Markdown file written by the test and ingested by the real worker."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pymupdf
+import pytest
+
+from kb.app import create_app
+from kb.runtime import Runtime
+from tests.http import app_client
+from tests.pdfgen import Sec, make_report_pdf
+
+MD = """# Orion Mining annual report
+
+## Production
+
+Orion Mining produced 412 thousand tonnes of copper in 2024.
+The Atacama pit delivered most of the increase.
+
+## Safety
+
+The lost-time injury rate fell to 0.8 per million hours.
+"""
+
+HTML = """<!doctype html><html><head><title>Lynx Freight memo</title></head><body>
+<h1>Lynx Freight memo</h1><h2>Volumes</h2><p>Lynx Freight moved 88 thousand containers in 2024.</p>
+<p>Rail carried a third of them.</p><h2>Outlook</h2><p>Lynx expects flat volumes in 2025.</p></body></html>
+"""
+
+
+def _client(rt: Runtime):
+    return app_client(create_app(runtime=rt, bound_host="127.0.0.1", run_worker=False))
+
+
+async def _ingest(runtime: Runtime, tmp_path: Path) -> tuple[dict[str, int], Path]:
+    """A generated PDF and a Markdown file ingested through a folder job; {name: document id}."""
+    from ingest.jobs import Worker, create_job, get_job
+    from kb.app import build_ingest_context
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    make_report_pdf(docs / "report.pdf", [Sec("Revenue", paragraphs=4), Sec("Liquidity", paragraphs=8),
+                                          Sec("Risks", paragraphs=6)], outline=True)
+    (docs / "orion.md").write_text(MD)
+    (docs / "lynx.html").write_text(HTML)
+    job_id = await create_job(runtime.pool, collection_id=1, path=docs, allowed_root=tmp_path)
+    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
+    job = await get_job(runtime.pool, job_id)
+    assert job.counts == {"ok": 3}, [(i.name, i.error) for i in job.items]
+    return {i.name: i.document_id for i in job.items}, docs
+
+
+def _is_problem(r, status: int) -> dict:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith("application/problem+json"), r.headers
+    body = r.json()
+    assert body["status"] == status and body["detail"]
+    return body
+
+
+async def test_page_image_highlights_the_cited_chunk(runtime: Runtime, tmp_path: Path) -> None:
+    ids, _ = await _ingest(runtime, tmp_path)
+    pdf_id = ids["report.pdf"]
+    async with _client(runtime) as client:
+        r = await client.post("/kb/query", json={"query": "What does the report say about liquidity?",
+                                                 "top_docs": 1, "filters": {}, "strategy": "semantic"})
+        assert r.status_code == 200, r.text
+        cites = [c for c in r.json()["citations"] if c["unit"] == "page"]
+        assert cites, r.json()
+        cite = cites[0]
+        owner = await runtime.pool.fetchrow("SELECT document_id, page FROM chunks WHERE id = $1", cite["chunk_id"])
+        assert owner["document_id"] == cite["doc_id"] == pdf_id
+        page = owner["page"]
+        url = f"/kb/documents/{pdf_id}/pages/{page}.png"
+        marked = await client.get(url, params={"highlight": cite["chunk_id"]})
+        assert marked.status_code == 200, marked.text
+        assert marked.headers["content-type"] == "image/png" and marked.content[:8] == b"\x89PNG\r\n\x1a\n"
+        assert int(marked.headers["x-highlights"]) > 0 and 0 < float(marked.headers["x-highlight-top"]) < 1
+        plain = await client.get(url)
+        assert plain.status_code == 200 and int(plain.headers["x-highlights"]) == 0
+        assert "x-highlight-top" not in plain.headers
+        assert plain.content != marked.content  # the highlight changed the pixels
+        pix = pymupdf.Pixmap(marked.content)
+        assert 800 < pix.width < 1000 and pix.height > pix.width  # a US-letter page at 110 dpi
+        again = await client.get(url, params={"highlight": cite["chunk_id"]})
+        assert again.content == marked.content  # from the cache, with the same marks
+        assert [again.headers[h] for h in ("x-highlights", "x-highlight-top")] == \
+            [marked.headers[h] for h in ("x-highlights", "x-highlight-top")]
+        folder = runtime.settings.database.data_dir / "pages" / str(pdf_id)
+        assert {p.name for p in folder.rglob("*.png")} == {f"p{page}-c{cite['chunk_id']}-d110.png",
+                                                           f"p{page}-c0-d110.png"}
+        assert not list(folder.rglob("*.part"))
+        assert (await client.delete(f"/kb/documents/{pdf_id}")).status_code == 204
+        assert not folder.exists()  # a deleted document's pages leave the cache
+        _is_problem(await client.get(url), 404)
+
+
+async def test_page_image_bad_requests_are_problem_details(runtime: Runtime, tmp_path: Path) -> None:
+    ids, _ = await _ingest(runtime, tmp_path)
+    pdf_id, md_id = ids["report.pdf"], ids["orion.md"]
+    pages = await runtime.pool.fetchval("SELECT page_count FROM documents WHERE id = $1", pdf_id)
+    md_chunk = await runtime.pool.fetchval("SELECT min(id) FROM chunks WHERE document_id = $1", md_id)
+    base = f"/kb/documents/{pdf_id}/pages"
+    async with _client(runtime) as client:
+        for page, status in [("0.png", 400), ("-3.png", 400), (f"{pages + 1}.png", 404), (f"{10**8}.png", 404),
+                             (f"{10**30}.png", 400), ("01.png", 400), ("one.png", 400), ("1.jpg", 400), ("1", 400)]:
+            _is_problem(await client.get(f"{base}/{page}"), status)
+        assert "has" in (await client.get(f"{base}/{pages + 1}.png")).json()["detail"]
+        other = _is_problem(await client.get(f"{base}/1.png", params={"highlight": md_chunk}), 404)
+        assert f"not part of document {pdf_id}" in other["detail"]
+        _is_problem(await client.get(f"{base}/1.png", params={"highlight": 10**12}), 404)
+        _is_problem(await client.get(f"{base}/1.png", params={"highlight": 2**63}), 400)
+        _is_problem(await client.get(f"{base}/1.png", params={"highlight": 0}), 400)
+        _is_problem(await client.get(f"{base}/1.png", params={"highlight": "x"}), 400)
+        _is_problem(await client.get("/kb/documents/987654/pages/1.png"), 404)
+        md = _is_problem(await client.get(f"/kb/documents/{md_id}/pages/1.png"), 404)
+        assert f"/kb/documents/{md_id}/lines" in md["detail"]
+        assert (await client.get("/health")).json()["status"] == "ok"
+
+
+async def test_markdown_lines_mark_the_cited_chunk(runtime: Runtime, tmp_path: Path) -> None:
+    ids, _ = await _ingest(runtime, tmp_path)
+    md_id, pdf_id = ids["orion.md"], ids["report.pdf"]
+    chunk_id, text = await runtime.pool.fetchrow(
+        "SELECT id, text FROM chunks WHERE document_id = $1 AND text LIKE '%412 thousand%'", md_id)
+    async with _client(runtime) as client:
+        r = await client.get(f"/kb/documents/{md_id}/lines", params={"highlight": chunk_id})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        cited = [ln["text"] for ln in body["lines"] if ln["cited"]]
+        assert "Orion Mining produced 412 thousand tonnes of copper in 2024." in cited
+        assert all(c.strip() in text for c in cited)
+        assert "The lost-time injury rate fell to 0.8 per million hours." not in cited
+        assert body["total"] == len(MD.splitlines())
+        whole = (await client.get(f"/kb/documents/{md_id}/lines", params={"start": 1})).json()
+        assert [ln["text"] for ln in whole["lines"]] == MD.splitlines() and not any(ln["cited"] for ln in whole["lines"])
+        _is_problem(await client.get(f"/kb/documents/{md_id}/lines", params={"start": 500}), 404)
+        _is_problem(await client.get(f"/kb/documents/{md_id}/lines", params={"start": 0}), 400)
+        _is_problem(await client.get(f"/kb/documents/{md_id}/lines", params={"count": 401}), 400)
+        window = (await client.get(f"/kb/documents/{md_id}/lines", params={"start": 3, "count": 2})).json()
+        assert [ln["n"] for ln in window["lines"]] == [3, 4] and window["end"] == 4
+        _is_problem(await client.get(f"/kb/documents/{pdf_id}/lines"), 404)
+        _is_problem(await client.get("/kb/documents/987654/lines"), 404)
+
+
+async def test_html_paragraphs_mark_the_cited_chunk(runtime: Runtime, tmp_path: Path) -> None:
+    ids, _ = await _ingest(runtime, tmp_path)
+    html_id = ids["lynx.html"]
+    chunk_id = await runtime.pool.fetchval(
+        "SELECT id FROM chunks WHERE document_id = $1 AND text LIKE '%88 thousand%'", html_id)
+    async with _client(runtime) as client:
+        body = (await client.get(f"/kb/documents/{html_id}/lines", params={"highlight": chunk_id})).json()
+        cited = [ln["text"] for ln in body["lines"] if ln["cited"]]
+        assert "Lynx Freight moved 88 thousand containers in 2024." in cited
+        assert not any("<p>" in ln["text"] for ln in body["lines"])  # paragraphs as parsed, not the raw markup
+        assert "Lynx expects flat volumes in 2025." not in cited
+        _is_problem(await client.get(f"/kb/documents/{html_id}/pages/1.png"), 404)
+
+
+async def test_changed_or_missing_source_is_a_clear_error(runtime: Runtime, tmp_path: Path) -> None:
+    ids, docs = await _ingest(runtime, tmp_path)
+    pdf_id = ids["report.pdf"]
+    async with _client(runtime) as client:
+        assert (await client.get(f"/kb/documents/{pdf_id}/pages/1.png")).status_code == 200
+        (docs / "report.pdf").write_bytes((docs / "report.pdf").read_bytes() + b"\n% edited\n")
+        changed = _is_problem(await client.get(f"/kb/documents/{pdf_id}/pages/2.png"), 409)
+        assert "changed since it was ingested" in changed["detail"]
+        (docs / "report.pdf").unlink()
+        gone = _is_problem(await client.get(f"/kb/documents/{pdf_id}/pages/2.png"), 404)
+        assert "cannot be read" in gone["detail"] and str(tmp_path) not in gone["detail"]
+        cached = await client.get(f"/kb/documents/{pdf_id}/pages/1.png")  # rendered before: still served
+        assert cached.status_code == 200 and cached.headers["x-highlights"] == "0"
+
+
+async def test_previews_need_the_read_token_when_set(runtime: Runtime, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from kb.settings import get_settings
+
+    ids, _ = await _ingest(runtime, tmp_path)
+    monkeypatch.setenv("KB_API_TOKEN", "reader")
+    get_settings.cache_clear()
+    runtime.settings = get_settings()
+    page = f"/kb/documents/{ids['report.pdf']}/pages/1.png"
+    lines = f"/kb/documents/{ids['orion.md']}/lines"
+    async with _client(runtime) as client:
+        for url in (page, lines):
+            _is_problem(await client.get(url), 401)
+            _is_problem(await client.get(url, headers={"Authorization": "Bearer wrong"}), 401)
+            assert (await client.get(url, headers={"Authorization": "Bearer reader"})).status_code == 200
+        ui = await client.get("/ui/")  # the static UI carries no data: it loads, then asks for the token
+        assert ui.status_code == 200
+
+
+async def test_ui_is_served_with_a_content_security_policy(runtime: Runtime) -> None:
+    async with _client(runtime) as client:
+        root = await client.get("/")
+        assert root.status_code in (301, 302, 307, 308) and root.headers["location"] == "/ui/"
+        pages = {path: await client.get(path) for path in ("/ui/", "/ui/app.js", "/ui/app.css", "/ui/missing")}
+        for path, r in pages.items():
+            csp = r.headers.get("content-security-policy", "")
+            assert "default-src 'self'" in csp and "script-src 'self'" in csp and "unsafe-inline" not in csp, path
+            assert r.headers["x-content-type-options"] == "nosniff"
+        index = pages["/ui/"]
+        assert index.status_code == 200 and index.headers["content-type"].startswith("text/html")
+        assert '<script src="/ui/app.js"' in index.text and "<script>" not in index.text
+        assert " style=" not in index.text and "onclick" not in index.text  # nothing inline for the CSP to block
+        assert pages["/ui/app.js"].status_code == 200 and "javascript" in pages["/ui/app.js"].headers["content-type"]
+        assert "innerHTML" not in pages["/ui/app.js"].text  # document text only ever goes through textContent
+        missing = pages["/ui/missing"]
+        assert missing.status_code == 404 and "Page not found" in missing.text
+        api = await client.get("/health")
+        assert "content-security-policy" not in api.headers  # the API's own responses are unchanged
+
+
+@pytest.mark.parametrize("name", ["index.html", "app.js", "app.css", "404.html", "favicon.svg"])
+def test_static_files_ship_in_the_package(name: str) -> None:
+    from importlib.resources import files
+
+    assert (files("kb") / "ui" / "static" / name).is_file()
