@@ -39,16 +39,23 @@ def _with_db(uri: str, dbname: str) -> str:
     return f"{base}/{dbname}" + (f"?{query}" if query else "")
 
 
-@pytest.fixture
-async def db_url(pg_uri: str) -> AsyncIterator[str]:
-    """A fresh, empty database on the session server."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
+async def new_database(pg_uri: str, prefix: str = "t") -> str:
+    """Create an empty database on the session server; return its URI."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     conn = await asyncpg.connect(pg_uri)
     try:
         await conn.execute(f'CREATE DATABASE "{name}"')
     finally:
         await conn.close()
-    yield _with_db(pg_uri, name)
+    return _with_db(pg_uri, name)
+
+
+@pytest.fixture
+async def db_url(pg_uri: str) -> AsyncIterator[str]:
+    """A fresh, empty database on the session server."""
+    url = await new_database(pg_uri)
+    name = url.partition("?")[0].rsplit("/", 1)[1]
+    yield url
     conn = await asyncpg.connect(pg_uri)
     try:
         await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,13 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.live import free_port
+
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _start(data_dir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
@@ -56,7 +51,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 def test_kb_run_twice(tmp_path: Path) -> None:
     data_dir = tmp_path / "kbdata"
-    port = _free_port()
+    port = free_port()
     log1 = tmp_path / "run1.log"
     proc = _start(data_dir, port, log1)
     try:

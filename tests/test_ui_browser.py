@@ -8,7 +8,6 @@ import asyncio
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,9 +17,11 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import asyncpg
 import httpx
 import pytest
+
+from tests.conftest import new_database
+from tests.live import free_port
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
@@ -34,23 +35,6 @@ QUESTION = "What was Helios Robotics revenue in fiscal 2023?"
 TIMEOUT_MS = 60_000
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-async def _fresh_database(pg_uri: str) -> str:
-    name = f"ui_{uuid.uuid4().hex[:10]}"
-    conn = await asyncpg.connect(pg_uri)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    base, _, query = pg_uri.partition("?")
-    return base.rsplit("/", 1)[0] + f"/{name}" + (f"?{query}" if query else "")
-
-
 @dataclass(frozen=True)
 class Server:
     url: str
@@ -61,9 +45,9 @@ class Server:
 async def server(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Server]:
     """``kb run`` (samples ingested on first start) with an admin token, on its own database."""
     root = tmp_path_factory.mktemp("ui-server")
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
-    env.update({"KB_DATABASE_URL": await _fresh_database(pg_uri), "KB_DATA_DIR": str(root / "data"),
+    env.update({"KB_DATABASE_URL": await new_database(pg_uri, 'ui'), "KB_DATA_DIR": str(root / "data"),
                 "KB_INGEST_ROOT": str(root), "KB_EMBEDDING_MODEL": "hash:384", "KB_INGEST_WORKERS": "0",
                 "KB_ADMIN_TOKEN": ADMIN})
     log = root / "server.log"
