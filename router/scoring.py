@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Sequence
@@ -41,6 +42,12 @@ def group_scores(pairs: Iterable[tuple[Hashable, float]]) -> dict[Hashable, floa
     return {k: aggregate_score(v) for k, v in groups.items()}
 
 
+@functools.lru_cache(maxsize=20_000)
+def _text_tokens(text: str) -> tuple[str, ...]:
+    """A chunk's tokens, computed once per text: the same chunks come back query after query."""
+    return tuple(tokenize(text)) or ("\u2205",)
+
+
 def bm25_scores(query: str, texts: Sequence[str]) -> list[float]:
     """BM25Okapi scores of ``texts`` for ``query`` with the shared tokenizer."""
     if not texts:
@@ -48,6 +55,6 @@ def bm25_scores(query: str, texts: Sequence[str]) -> list[float]:
     q = tokenize(query)
     if not q:
         return [0.0] * len(texts)
-    corpus = [tokenize(t) or ["\u2205"] for t in texts]
+    corpus = [list(_text_tokens(t)) for t in texts]
     scores = BM25Okapi(corpus).get_scores(q)
     return [max(0.0, float(s)) for s in scores]
