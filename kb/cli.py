@@ -271,8 +271,11 @@ async def _preflight() -> None:
 
 def _serve(host: str, port: int, banner: str = "", workers: int = 1) -> None:
     from kb.app import create_app
+    from kb.db import embedded_status, stop_embedded
     from kb.serve import serve
 
+    settings = get_settings()
+    was_running = settings.database.url is None and bool(embedded_status(settings.database.data_dir)["running"])
     asyncio.run(_preflight())
 
     def ready() -> None:
@@ -283,8 +286,14 @@ def _serve(host: str, port: int, banner: str = "", workers: int = 1) -> None:
             print(banner, flush=True)
 
     if workers > 1:  # each worker process builds its own app; say "ready" once, here
+        db = settings.database
+        owner = db.url is None and not was_running  # this process started the embedded Postgres
         ready()
-        serve(None, host, port, get_settings().server, workers=workers)
+        try:
+            serve(None, host, port, get_settings().server, workers=workers)
+        finally:
+            if owner:  # the worker processes have exited: the embedded Postgres stops with its last user
+                stop_embedded(db.data_dir)
         return
     app = create_app(bound_host=host, on_ready=ready)
     serve(app, host, port, get_settings().server)

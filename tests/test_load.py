@@ -12,6 +12,7 @@ import httpx
 import psutil
 
 from kb.bench.load import report, run_load, sample_questions
+from kb.db import embedded_status
 from tests.live import ingest_and_wait, live_server
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
@@ -30,3 +31,5 @@ def test_load_short_form_with_two_worker_processes(tmp_path: Path) -> None:
         print(report(result, url=srv.base, workers="kb serve --workers 2", command="tests/test_load.py"))
         assert result.requests > 10 and result.errors == 0, dict(result.statuses)
         assert httpx.get(f"{srv.base}/health", timeout=10).status_code == 200
+    # Ctrl-C of the supervising process: the workers exit and the embedded Postgres it started stops too
+    assert embedded_status(tmp_path / "data")["running"] is False
