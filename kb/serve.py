@@ -17,6 +17,7 @@ import structlog
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from kb.api.common import problem_bytes
 from kb.settings import ServerSettings, get_settings
 
 log = structlog.get_logger("kb.serve")
@@ -41,7 +42,7 @@ class KBH11Protocol(H11Protocol):
         return server.header_timeout_s, server.max_header_kb * 1024
 
     def _refuse(self) -> None:
-        body = b'{"type":"about:blank","status":431,"title":"Request headers too large","detail":"KB_MAX_HEADER_KB"}'
+        body = problem_bytes(431, "Request headers too large", "request headers exceed KB_MAX_HEADER_KB")
         self.transport.write(_TOO_LARGE % (len(body), body))
         self.transport.close()
 

@@ -126,6 +126,7 @@ def test_frozen_postgres_is_a_fast_503_and_recovers(live) -> None:
         started = time.time()
         r = httpx.get(f"{base}/health", timeout=30)
         assert r.status_code == 503 and r.headers["retry-after"]
+        assert r.json()["status"] == 503 and r.json()["database"] is False  # problem details + health fields
         assert time.time() - started < 5
         # once the watcher has seen it, requests fail at once instead of waiting on the database
         _wait_for(lambda: _ask(base).status_code == 503, 15)

@@ -31,6 +31,7 @@ from kb.api.common import (
     DbId,
     admin_guard,
     errors,
+    problem_body,
     public_path,
     read_guard,
     runtime,
@@ -77,8 +78,7 @@ async def health(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
     if db_ok:
         return Response(body)
     # not ready: problem details (RFC 9457) with the health fields as extension members
-    problem = {"type": "about:blank", "status": 503, "title": "Service unavailable",
-               "detail": "the database is unreachable right now; retry shortly", **body}
+    problem = problem_body(503, "Service unavailable", "the database is unreachable right now; retry shortly", body)
     return Response(problem, status_code=503, media_type=PROBLEM_JSON, headers={"Retry-After": str(RETRY_AFTER_S)})
 
 

@@ -84,9 +84,16 @@ def runtime(request: ASGIConnection[Any, Any, Any, Any]) -> Runtime:
     return request.app.state.runtime
 
 
+def problem_body(status: int, title: str, detail: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Problem details (RFC 9457) as a dict; ``extra`` members after the standard ones, which they never
+    replace (a health body's own ``status: "unavailable"`` must not hide ``status: 503``)."""
+    standard = {"type": "about:blank", "status": status, "title": title, "detail": detail}
+    return {**standard, **{k: v for k, v in (extra or {}).items() if k not in standard}}
+
+
 def problem(status: int, title: str, detail: str, headers: dict[str, str] | None = None) -> Response[dict[str, Any]]:
     return Response(
-        content={"type": "about:blank", "status": status, "title": title, "detail": detail},
+        content=problem_body(status, title, detail),
         status_code=status,
         media_type=PROBLEM_JSON,
         headers=headers,
@@ -312,8 +319,9 @@ def request_id_middleware(app: ASGIApp) -> ASGIApp:
     return middleware
 
 
-def _problem_bytes(status: int, title: str, detail: str) -> bytes:
-    return msgspec.json.encode({"type": "about:blank", "status": status, "title": title, "detail": detail})
+def problem_bytes(status: int, title: str, detail: str) -> bytes:
+    """Problem details as JSON bytes, for responses written below the framework (raw ASGI, the protocol)."""
+    return msgspec.json.encode(problem_body(status, title, detail))
 
 
 def body_limit(app: ASGIApp, *, json_bytes: int, upload_bytes: int, upload_paths: frozenset[str]) -> ASGIApp:
@@ -328,7 +336,7 @@ def body_limit(app: ASGIApp, *, json_bytes: int, upload_bytes: int, upload_paths
         limit = upload_bytes if scope.get("path") in upload_paths else json_bytes
         declared = dict(scope.get("headers") or []).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > limit:
-            body = _problem_bytes(413, "Request body too large", f"the body exceeds {limit} bytes for this endpoint")
+            body = problem_bytes(413, "Request body too large", f"the body exceeds {limit} bytes for this endpoint")
             await send({"type": "http.response.start", "status": 413,
                         "headers": [(b"content-type", PROBLEM_JSON.encode()), (b"connection", b"close")]})
             await send({"type": "http.response.body", "body": body})
