@@ -18,7 +18,7 @@ import structlog
 
 from ingest.metadata import load_folder_metadata
 from ingest.pageindex import TREE_SIDECAR_SUFFIX
-from ingest.pipeline import SUPPORTED, IngestContext, ingest_file
+from ingest.pipeline import SUPPORTED, IngestContext, IngestOutcome, ingest_file
 from kb.db import is_db_unavailable
 from kb.errors import ConflictError, IngestError, NotFoundError, ValidationError
 
@@ -335,8 +335,8 @@ class Worker:
                 if task is not None:
                     task.cancel()
         if work in done:
-            status, error, doc_id, pages, chunks, calls = work.result()
-            if status == RETRY:  # handed back (as soon as the database answers again); nothing is lost
+            outcome = work.result()
+            if outcome.status == RETRY:  # handed back (as soon as the database answers again); nothing is lost
                 await _retry_db(lambda: pool.execute(SQL_HAND_BACK, item["id"], self.name), stop)
                 return True
         else:
@@ -346,42 +346,41 @@ class Worker:
                 log.info("worker.item_handed_back", job_id=item["job_id"], name=item["name"])
                 return True
             if beat in done:
-                status, error = "cancelled", "cancelled while it was being ingested (nothing was stored)"
+                outcome = IngestOutcome(item["name"], "cancelled",
+                                        error="cancelled while it was being ingested (nothing was stored)")
             else:
                 self._renew_executor()  # a parser stuck on this file must not hold the next one
-                status, error = "failed", f"took longer than {timeout:g} s (KB_FILE_TIMEOUT_S); nothing was stored"
-            doc_id, pages, chunks, calls = None, 0, 0, 0
-            log.warning("worker.item_stopped", name=item["name"], status=status, error=error)
-        await pool.execute(SQL_FINISH_ITEM, item["id"], status, error, doc_id, pages, chunks,
-                           time.perf_counter() - started, self.name, calls)
+                outcome = IngestOutcome(item["name"], "failed", error=f"took longer than {timeout:g} s "
+                                        "(KB_FILE_TIMEOUT_S); nothing was stored")
+            log.warning("worker.item_stopped", name=item["name"], status=outcome.status, error=outcome.error)
+        await pool.execute(SQL_FINISH_ITEM, item["id"], outcome.status, outcome.error, outcome.document_id,
+                           outcome.pages, outcome.chunks, time.perf_counter() - started, self.name, outcome.llm_calls)
         await pool.execute(SQL_MAYBE_FINISH_JOB, item["job_id"])
         return True
 
-    async def _ingest(self, item: asyncpg.Record, job: asyncpg.Record) -> tuple[Any, ...]:
-        """(status, error, document id, pages, chunks, LLM calls) of one claimed item; never raises for a bad file."""
+    async def _ingest(self, item: asyncpg.Record, job: asyncpg.Record) -> IngestOutcome:
+        """The outcome of one claimed item (status ``retry``: back to the queue); never raises for a bad file."""
         try:
             allowed = Path(job["allowed_root"]) if job["allowed_root"] else None
             meta = await self._folder_metadata(item["job_id"], job["root_path"], job["metadata_path"], allowed)
             stem = Path(item["name"]).stem
-            outcome = await ingest_file(
+            return await ingest_file(
                 self.ctx, Path(item["path"]), name=item["name"], collection_id=job["collection_id"],
                 folder_metadata=meta.get(stem) or meta.get(item["name"]) or {},
                 allowed_root=allowed,
             )
-            return (outcome.status, outcome.error, outcome.document_id, outcome.pages, outcome.chunks,
-                    outcome.llm_calls)
         except IngestError as exc:  # the job's folder metadata is unreadable or outside the root
-            return "failed", f"folder metadata: {exc.detail}", None, 0, 0, 0
+            return IngestOutcome(item["name"], "failed", error=f"folder metadata: {exc.detail}")
         except BrokenProcessPool as exc:  # a parser process died (e.g. out of memory): new pool, fail the file
             log.error("worker.parser_died", name=item["name"], error=str(exc))
             self._renew_executor()
-            return "failed", "the parser process died on this file", None, 0, 0, 0
+            return IngestOutcome(item["name"], "failed", error="the parser process died on this file")
         except Exception as exc:  # noqa: BLE001 - one broken file must not stop the job
             if is_db_unavailable(exc):  # the database went away mid-file: nothing was stored; back to the queue
                 log.warning("worker.db_unavailable", name=item["name"], error=f"{type(exc).__name__}: {exc}"[:300])
-                return RETRY, f"database unavailable: {type(exc).__name__}", None, 0, 0, 0
+                return IngestOutcome(item["name"], RETRY, error=f"database unavailable: {type(exc).__name__}")
             log.exception("worker.item_crashed", name=item["name"])
-            return "failed", f"internal error: {type(exc).__name__}: {exc}", None, 0, 0, 0
+            return IngestOutcome(item["name"], "failed", error=f"internal error: {type(exc).__name__}: {exc}")
 
     async def _heartbeat(self, item_id: int) -> None:
         """Beat until the item's job is cancelled (then return)."""

@@ -63,7 +63,7 @@ class ParsedFile(msgspec.Struct, frozen=True):
 
 class IngestOutcome(msgspec.Struct, frozen=True):
     name: str
-    status: str  # ok | skipped | failed | unsupported
+    status: str  # ok | skipped | failed | unsupported (worker: also cancelled, retry)
     document_id: int | None = None
     pages: int = 0
     chunks: int = 0
