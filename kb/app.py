@@ -14,13 +14,12 @@ from litestar.openapi.plugins import SwaggerRenderPlugin
 from litestar.openapi.spec import Components, OpenAPI, OpenAPIMediaType, OpenAPIType, Schema, SecurityScheme
 from litestar.routes import HTTPRoute
 
-from ingest.embedding import CachedEmbedder
-from ingest.jobs import Worker, make_executor, stop_executor
-from ingest.pipeline import IngestContext
+from ingest.jobs import Worker, stop_executor
 from kb import __version__
 from kb.api.admin import AdminController
 from kb.api.catalog import CatalogController, health
 from kb.api.common import (
+    DEPENDENCIES,
     LOOPBACK,
     before_request,
     body_limit,
@@ -34,23 +33,11 @@ from kb.api.pages import PagesController
 from kb.api.query import QueryController
 from kb.api.ui import ui_root, ui_router
 from kb.mcp_server import Services, build_mcp_server
-from kb.providers import get_reranker
-from kb.runtime import Runtime, open_runtime
+from kb.runtime import Runtime, build_ingest_context, open_runtime
 from kb.settings import ServerSettings, Settings, get_settings
-from router.pipeline import QueryPipeline
 
 log = structlog.get_logger("kb.app")
 
-
-def build_ingest_context(rt: Runtime, *, processes: bool = True) -> IngestContext:
-    s = rt.settings.ingest
-    return IngestContext(pool=rt.pool, embedder=CachedEmbedder(rt.pool, rt.embedder), chat=rt.chat, settings=s,
-                         executor=make_executor(s.workers) if processes else None,
-                         embedder_generation=rt.embedder_record.generation)
-
-
-def build_pipeline(rt: Runtime) -> QueryPipeline:
-    return QueryPipeline(rt.pool, rt.embedder, rt.chat, rt.settings.retrieval, reranker=get_reranker(rt.settings))
 
 
 def openapi_config() -> OpenAPIConfig:
@@ -126,8 +113,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         rt = runtime or await open_runtime(settings)
         app.state.runtime = rt
         adjust_openapi(app.openapi_schema, rt.settings.server)
-        app.state.pipeline = build_pipeline(rt)
-        services.runtime, services.pipeline = rt, app.state.pipeline
+        services.runtime, services.pipeline = rt, rt.pipeline
         if not settings.server.admin_token:
             detail = ("admin endpoints disabled (403): KB_API_TOKEN is set without KB_ADMIN_TOKEN"
                       if settings.server.api_token else "admin endpoints open to loopback peers only (not browsers)")
@@ -163,6 +149,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         route_handlers=[health, CatalogController, PagesController, QueryController, AdminController,
                         MetricsController, mcp_route(mcp_manager), ui_root, ui_router()],
         lifespan=[lifespan],
+        dependencies=DEPENDENCIES,
         exception_handlers={Exception: exception_handler},
         middleware=[request_id_middleware,
                     DefineMiddleware(body_limit, json_bytes=settings.server.max_json_kb * 1024,

@@ -46,8 +46,7 @@ async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path |
 
     from ingest.jobs import Worker, create_job, get_job, stop_executor
     from ingest.store import ensure_collection
-    from kb.app import build_ingest_context
-    from kb.runtime import open_runtime
+    from kb.runtime import build_ingest_context, open_runtime
 
     rt = await open_runtime()
     ctx = build_ingest_context(rt)
@@ -160,8 +159,7 @@ def _print_result(result: Any, question: str) -> None:
 
 
 async def _query(args: argparse.Namespace) -> int:
-    from kb.app import build_pipeline
-    from kb.runtime import open_runtime
+    from kb.runtime import build_pipeline, open_runtime
     from router.types import QueryRequest
 
     rt = await open_runtime()
@@ -248,9 +246,8 @@ async def _mcp_stdio() -> int:
     """Serve the MCP tools over stdin/stdout until the client closes the pipe."""
     import contextlib
 
-    from kb.app import build_pipeline
     from kb.mcp_server import Services, build_mcp_server
-    from kb.runtime import open_runtime
+    from kb.runtime import build_pipeline, open_runtime
 
     with contextlib.redirect_stdout(sys.stderr):  # stdout carries the protocol and nothing else
         rt = await open_runtime()
@@ -342,8 +339,7 @@ def cmd_worker(_: argparse.Namespace) -> int:
         import signal
 
         from ingest.jobs import Worker, stop_executor
-        from kb.app import build_ingest_context
-        from kb.runtime import open_runtime
+        from kb.runtime import build_ingest_context, open_runtime
 
         rt = await open_runtime()
         ctx = build_ingest_context(rt)

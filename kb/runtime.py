@@ -1,18 +1,25 @@
-"""The process-wide runtime: settings, pool, providers. Opened once by the API, CLI or worker."""
+"""The composition root: settings, pool and providers (``Runtime``), and the query pipeline and ingest
+context built from them. The API (through litestar dependency injection), the CLI, the ingest worker, MCP
+and the benchmarks all get their parts here; nothing else wires them together."""
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import asyncpg
 import structlog
 
+from ingest.embedding import CachedEmbedder
+from ingest.jobs import make_executor
+from ingest.pipeline import IngestContext
+from ingest.render import PageCache
 from kb.db import create_pool, migrate, resolve_database_url, restart_embedded_if_down
 from kb.embedder_record import EmbedderRecord, ensure_embedder
 from kb.llm_store import PgLLMStore
-from kb.providers import ChatModel, Embedder, get_chat_model, get_embedder
+from kb.providers import ChatModel, Embedder, get_chat_model, get_embedder, get_reranker
 from kb.settings import Settings, get_settings
+from router.pipeline import QueryPipeline
 
 log = structlog.get_logger("kb.runtime")
 
@@ -26,6 +33,19 @@ class Runtime:
     database_url: str
     embedder_record: EmbedderRecord  # what the stored vectors came from when this process started
     db_available: bool = True  # kept by watch_database: False while the database is unreachable
+    _pipeline: QueryPipeline | None = field(default=None, init=False, repr=False)
+
+    @property
+    def pipeline(self) -> QueryPipeline:
+        """The query pipeline the API and MCP serve (built once)."""
+        if self._pipeline is None:
+            self._pipeline = build_pipeline(self)
+        return self._pipeline
+
+    @property
+    def page_cache(self) -> PageCache:
+        """Rendered page previews under ``KB_DATA_DIR/pages``."""
+        return PageCache(self.settings.database.data_dir / "pages")
 
     async def close(self) -> None:
         await self.pool.close()
@@ -88,3 +108,17 @@ async def open_runtime(settings: Settings | None = None, *, embedder: Embedder |
     log.info("runtime.ready", embedder=emb.model_id, chat=model.model_id, embedded_db=settings.database.url is None)
     return Runtime(settings=settings, pool=pool, embedder=emb, chat=model, database_url=url,
                    embedder_record=record)
+
+
+def build_pipeline(rt: Runtime) -> QueryPipeline:
+    """A query pipeline over the runtime's pool and providers (the API's is ``rt.pipeline``)."""
+    return QueryPipeline(rt.pool, rt.embedder, rt.chat, rt.settings.retrieval, reranker=get_reranker(rt.settings))
+
+
+def build_ingest_context(rt: Runtime, *, processes: bool = True) -> IngestContext:
+    """An ingest context (embedding cache, chat, settings; a parser process pool when ``processes``); the
+    caller stops its executor (``ingest.jobs.stop_executor``)."""
+    s = rt.settings.ingest
+    return IngestContext(pool=rt.pool, embedder=CachedEmbedder(rt.pool, rt.embedder), chat=rt.chat, settings=s,
+                         executor=make_executor(s.workers) if processes else None,
+                         embedder_generation=rt.embedder_record.generation)

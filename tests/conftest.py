@@ -98,8 +98,7 @@ async def samples_rt(pg_uri: str, tmp_path_factory: pytest.TempPathFactory,
                      request: pytest.FixtureRequest) -> AsyncIterator[Runtime]:
     """The bundled sample reports ingested offline into a database of their own (once per test module)."""
     from ingest.jobs import Worker, create_job, get_job
-    from kb.app import build_ingest_context
-    from kb.runtime import open_runtime
+    from kb.runtime import build_ingest_context, open_runtime
 
     dbname = "samples_" + request.module.__name__.rsplit(".", 1)[-1]
     conn = await asyncpg.connect(pg_uri)

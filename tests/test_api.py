@@ -234,7 +234,7 @@ async def test_symlink_inside_ingest_folder_is_refused(runtime: Runtime, tmp_pat
     (docs / "link.md").symlink_to(secret / "s.md")
     (docs / "meta.jsonl").write_text("{not json")
     from ingest.jobs import Worker, get_job
-    from kb.app import build_ingest_context
+    from kb.runtime import build_ingest_context
 
     async with _client(runtime) as client:
         r = await client.post("/kb/admin/ingest", json={"path": "docs", "metadata": "docs/meta.jsonl"})
@@ -275,7 +275,7 @@ async def test_api_output_hides_server_paths(runtime: Runtime, tmp_path: Path) -
     import asyncio
 
     from ingest.jobs import Worker
-    from kb.app import build_ingest_context
+    from kb.runtime import build_ingest_context
 
     docs = tmp_path / "docs"
     docs.mkdir()

@@ -74,8 +74,7 @@ async def test_ingest_and_query_with_remote_embeddings(fake_openai: FakeOpenAI, 
                                                        db_url: str, monkeypatch: pytest.MonkeyPatch,
                                                        tmp_path: Path) -> None:
     from ingest.jobs import Worker, create_job, get_job
-    from kb.app import build_ingest_context, build_pipeline
-    from kb.runtime import open_runtime
+    from kb.runtime import build_ingest_context, build_pipeline, open_runtime
     from kb.settings import get_settings
     from router.types import QueryRequest
 

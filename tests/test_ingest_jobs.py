@@ -11,8 +11,8 @@ import pytest
 
 from ingest.jobs import Worker, create_job, get_job
 from ingest.store import ensure_collection, list_documents
-from kb.app import build_ingest_context, create_app
-from kb.runtime import Runtime
+from kb.app import create_app
+from kb.runtime import Runtime, build_ingest_context
 from tests.corpus import REPORTS, write_markdown, write_pdf
 from tests.http import app_client
 

@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 
 from ingest.jobs import Worker, create_job, get_job
-from kb.app import build_ingest_context, build_pipeline
 from kb.bench.ingest_profile import minimal_json
-from kb.runtime import Runtime, open_runtime
+from kb.runtime import Runtime, build_ingest_context, build_pipeline, open_runtime
 from kb.settings import get_settings
 from router.types import QueryRequest
 from tests.corpus import REPORTS, write_markdown, write_pdf

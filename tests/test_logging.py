@@ -32,7 +32,7 @@ async def test_unhandled_error_log_has_no_token_or_settings(runtime: Runtime, mo
         raise RuntimeError("pipeline exploded")
 
     async with app_client(app) as client:
-        monkeypatch.setattr(app.state.pipeline, "run", boom)
+        monkeypatch.setattr(app.state.runtime.pipeline, "run", boom)
         r = await client.post("/kb/query", json={"query": "x"}, headers={"Authorization": "Bearer reader-tok-7c1d"})
         assert r.status_code == 500 and "exploded" not in r.text
     err = console_logs.readouterr().err

@@ -19,8 +19,8 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from ingest.jobs import Worker, create_job, get_job
-from kb.app import build_ingest_context, create_app
-from kb.runtime import Runtime
+from kb.app import create_app
+from kb.runtime import Runtime, build_ingest_context
 from kb.settings import get_settings
 from tests.corpus import build_corpus
 

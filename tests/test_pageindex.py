@@ -16,9 +16,9 @@ import pytest
 from ingest.jobs import Worker, create_job, get_job
 from ingest.pageindex import parse_pageindex, to_pageindex, tree_from_pageindex
 from ingest.store import NodeInfo, ensure_collection
-from kb.app import build_ingest_context, create_app
+from kb.app import create_app
 from kb.errors import IngestError
-from kb.runtime import Runtime
+from kb.runtime import Runtime, build_ingest_context
 from tests.http import app_client
 from tests.pdfgen import Sec, make_report_pdf
 

@@ -11,8 +11,8 @@ from typing import Any
 import pymupdf
 import pytest
 
-from kb.app import build_ingest_context, create_app
-from kb.runtime import Runtime, open_runtime
+from kb.app import create_app
+from kb.runtime import Runtime, build_ingest_context, open_runtime
 from kb.settings import get_settings
 from kb.text import normalize_title
 from tests.corpus import build_corpus

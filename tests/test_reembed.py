@@ -21,12 +21,11 @@ from ingest.jobs import Worker, create_job, get_job
 from ingest.pipeline import doc_label, embed_text_for_chunk, embed_text_for_description, embed_text_for_node
 from ingest.reembed import reembed
 from ingest.store import ensure_collection
-from kb.app import build_ingest_context, build_pipeline
 from kb.db import create_pool, migrate
 from kb.embedder_record import EmbedderMismatchError, ensure_embedder, read_record
 from kb.errors import ConfigError, EmbeddingError, NotFoundError
 from kb.providers.embed import HashEmbedder, RemoteEmbedder
-from kb.runtime import Runtime, open_runtime
+from kb.runtime import Runtime, build_ingest_context, build_pipeline, open_runtime
 from kb.settings import get_settings
 from router.types import QueryRequest
 from tests.fake_openai import FakeOpenAI, FakeReply

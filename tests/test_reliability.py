@@ -204,7 +204,7 @@ async def test_cancel_a_job_pending_and_running(runtime: Runtime, tmp_path: Path
     import asyncio
 
     from ingest.jobs import Worker, get_job
-    from kb.app import build_ingest_context
+    from kb.runtime import build_ingest_context
 
     _slow_pdf(tmp_path / "slow")
     (tmp_path / "slow" / "zz-later.md").write_text("# Later\n\nNever ingested: the job is cancelled first.")
@@ -230,7 +230,7 @@ async def test_stopping_worker_hands_its_file_back(runtime: Runtime, tmp_path: P
     import asyncio
 
     from ingest.jobs import Worker, create_job, get_job
-    from kb.app import build_ingest_context
+    from kb.runtime import build_ingest_context
 
     path = _slow_pdf(tmp_path / "handback")
     job_id = await create_job(runtime.pool, collection_id=1, path=path)
@@ -251,7 +251,7 @@ async def test_file_time_limit(runtime: Runtime, tmp_path: Path, monkeypatch: py
     import dataclasses
 
     from ingest.jobs import Worker, create_job, get_job
-    from kb.app import build_ingest_context
+    from kb.runtime import build_ingest_context
 
     path = _slow_pdf(tmp_path / "timeout")
     runtime.settings = dataclasses.replace(
@@ -269,7 +269,7 @@ async def test_same_content_is_stored_once_even_by_concurrent_workers(runtime: R
     import asyncpg
 
     from ingest.jobs import Worker, create_job, get_job
-    from kb.app import build_ingest_context
+    from kb.runtime import build_ingest_context
 
     folder = tmp_path / "dupes"
     folder.mkdir()
@@ -296,7 +296,7 @@ async def test_replaced_document_keeps_earlier_jobs_pointing_at_it(runtime: Runt
     import asyncio
 
     from ingest.jobs import Worker, create_job, get_job
-    from kb.app import build_ingest_context
+    from kb.runtime import build_ingest_context
 
     path = tmp_path / "same-name.md"
     path.write_text("# Osprey\n\nVersion one of the Osprey memo.\n")
@@ -315,7 +315,7 @@ async def test_page_and_chunk_limits_fail_the_file_alone(runtime: Runtime, tmp_p
     import dataclasses
 
     from ingest.jobs import Worker, create_job, get_job
-    from kb.app import build_ingest_context
+    from kb.runtime import build_ingest_context
 
     folder = tmp_path / "limits"
     _slow_pdf(folder, "many-pages.pdf", pages=30)

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kb.app import build_pipeline
-from kb.runtime import Runtime
+from kb.runtime import Runtime, build_pipeline
 from router.types import QueryRequest
 
 pytestmark = pytest.mark.slow

@@ -39,7 +39,7 @@ def _client(rt: Runtime):
 async def _ingest(runtime: Runtime, tmp_path: Path) -> tuple[dict[str, int], Path]:
     """A generated PDF and a Markdown file ingested through a folder job; {name: document id}."""
     from ingest.jobs import Worker, create_job, get_job
-    from kb.app import build_ingest_context
+    from kb.runtime import build_ingest_context
 
     docs = tmp_path / "docs"
     docs.mkdir()

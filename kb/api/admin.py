@@ -8,10 +8,10 @@ import re
 import unicodedata
 import uuid
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import msgspec
-from litestar import Controller, Request, get, post
+from litestar import Controller, get, post
 from litestar.datastructures import UploadFile
 from litestar.enums import RequestEncodingType
 from litestar.params import Body
@@ -26,10 +26,10 @@ from kb.api.common import (
     admin_guard,
     errors,
     public_path,
-    runtime,
     scrub_paths,
 )
 from kb.errors import ValidationError
+from kb.runtime import Runtime
 from kb.settings import Settings
 
 _UNSAFE = re.compile(r"[^\w. -]+")  # \w is Unicode: 報告 stays 報告
@@ -87,8 +87,7 @@ class AdminController(Controller):
     security = BEARER
 
     @post("/ingest", status_code=202, responses=errors(400, 401, 403, 404, 415))
-    async def ingest(self, request: Request[Any, Any, Any], data: IngestIn) -> JobCreated:
-        rt = runtime(request)
+    async def ingest(self, rt: Runtime, data: IngestIn) -> JobCreated:
         root = rt.settings.ingest.root
         coll = await get_collection(rt.pool, data.collection)
         path = resolve_ingest_path(root, data.path)
@@ -98,29 +97,25 @@ class AdminController(Controller):
         return JobCreated(job_id=job_id, status_url=f"/kb/admin/jobs/{job_id}")
 
     @get("/jobs", responses=errors(401, 403))
-    async def jobs(self, request: Request[Any, Any, Any]) -> list[JobStatus]:
-        rt = runtime(request)
+    async def jobs(self, rt: Runtime) -> list[JobStatus]:
         return [_public_job(j, rt.settings) for j in await list_jobs(rt.pool)]
 
     @get("/jobs/{job_id:int}", responses=errors(400, 401, 403, 404))
-    async def job(self, request: Request[Any, Any, Any], job_id: DbId) -> JobStatus:
-        rt = runtime(request)
+    async def job(self, rt: Runtime, job_id: DbId) -> JobStatus:
         return _public_job(await get_job(rt.pool, job_id), rt.settings)
 
     @post("/jobs/{job_id:int}/cancel", status_code=200, responses=errors(400, 401, 403, 404, 409))
-    async def cancel(self, request: Request[Any, Any, Any], job_id: DbId) -> JobStatus:
+    async def cancel(self, rt: Runtime, job_id: DbId) -> JobStatus:
         """Cancel a job: pending files become ``cancelled`` now; a file being ingested stops within a
         heartbeat and stores nothing. 409 when the job has already finished."""
-        rt = runtime(request)
         await cancel_job(rt.pool, job_id)
         return _public_job(await get_job(rt.pool, job_id), rt.settings)
 
     @post("/documents", status_code=202, responses=errors(400, 401, 403, 404, 413))
     async def upload(
-        self, request: Request[Any, Any, Any],
+        self, rt: Runtime,
         data: Annotated[UploadForm, Body(media_type=RequestEncodingType.MULTI_PART)],
     ) -> JobCreated:
-        rt = runtime(request)
         coll = await get_collection(rt.pool, data.collection)
         if Path(data.file.filename or "").suffix.lower() not in SUPPORTED:
             raise ValidationError(f"unsupported or missing file name {data.file.filename!r}; "

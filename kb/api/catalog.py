@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 import structlog
-from litestar import Controller, Request, Response, delete, get, post
+from litestar import Controller, Response, delete, get, post
 from litestar.params import Parameter
 
 from ingest.pageindex import export_pageindex
@@ -34,9 +34,10 @@ from kb.api.common import (
     problem_body,
     public_path,
     read_guard,
-    runtime,
 )
 from kb.db import schema_version
+from kb.runtime import Runtime
+from kb.settings import Settings
 
 log = structlog.get_logger("kb.api")
 
@@ -47,8 +48,8 @@ class CollectionIn(msgspec.Struct, frozen=True):
     description: Annotated[str, msgspec.Meta(max_length=2000, pattern=r"^[^\x00]*$")] = ""
 
 
-def _public(doc: DocumentInfo, request: Request[Any, Any, Any]) -> DocumentInfo:
-    return msgspec.structs.replace(doc, source_path=public_path(doc.source_path, runtime(request).settings))
+def _public(doc: DocumentInfo, settings: Settings) -> DocumentInfo:
+    return msgspec.structs.replace(doc, source_path=public_path(doc.source_path, settings))
 
 
 class DocumentDetail(msgspec.Struct, frozen=True):
@@ -57,9 +58,8 @@ class DocumentDetail(msgspec.Struct, frozen=True):
 
 
 @get("/health", responses=errors(503))
-async def health(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
+async def health(rt: Runtime) -> Response[dict[str, Any]]:
     """200 when ready; 503 (with Retry-After) while the database cannot be reached within 2 s."""
-    rt = runtime(request)
     version, db_ok = 0, False
     if await rt.probe_database():
         try:
@@ -88,34 +88,33 @@ class CatalogController(Controller):
     security = BEARER
 
     @get("/collections", responses=errors(401))
-    async def collections(self, request: Request[Any, Any, Any]) -> list[Collection]:
-        return await list_collections(runtime(request).pool)
+    async def collections(self, rt: Runtime) -> list[Collection]:
+        return await list_collections(rt.pool)
 
     @post("/collections", guards=[admin_guard], status_code=201, responses=errors(400, 401, 403, 409, 415))
-    async def create(self, request: Request[Any, Any, Any], data: CollectionIn) -> Collection:
-        return await create_collection(runtime(request).pool, data.name, data.description)
+    async def create(self, rt: Runtime, data: CollectionIn) -> Collection:
+        return await create_collection(rt.pool, data.name, data.description)
 
     @get("/documents", responses=errors(400, 401, 404))
     async def documents(
-        self, request: Request[Any, Any, Any], collection: CollectionParam = "default",
+        self, rt: Runtime, collection: CollectionParam = "default",
         limit: int = Parameter(default=100, ge=1, le=1000), offset: int = Parameter(default=0, ge=0, le=10**9),
     ) -> list[DocumentInfo]:
-        docs = await list_documents(runtime(request).pool, collection, limit=limit, offset=offset)
-        return [_public(d, request) for d in docs]
+        docs = await list_documents(rt.pool, collection, limit=limit, offset=offset)
+        return [_public(d, rt.settings) for d in docs]
 
     @get("/documents/{doc_id:int}", responses=errors(400, 401, 404))
-    async def document(self, request: Request[Any, Any, Any], doc_id: DbId) -> DocumentDetail:
-        info, nodes = await get_document(runtime(request).pool, doc_id)
-        return DocumentDetail(document=_public(info, request), tree=nodes)
+    async def document(self, rt: Runtime, doc_id: DbId) -> DocumentDetail:
+        info, nodes = await get_document(rt.pool, doc_id)
+        return DocumentDetail(document=_public(info, rt.settings), tree=nodes)
 
     @get("/documents/{doc_id:int}/tree", responses=errors(400, 401, 404))
-    async def tree(self, request: Request[Any, Any, Any], doc_id: DbId,
+    async def tree(self, rt: Runtime, doc_id: DbId,
                    format: Literal["pageindex"] = "pageindex") -> dict[str, Any]:
         """The document's tree in an exchange format; ``pageindex``: nested PageIndex JSON."""
-        return await export_pageindex(runtime(request).pool, doc_id)
+        return await export_pageindex(rt.pool, doc_id)
 
     @delete("/documents/{doc_id:int}", guards=[admin_guard], status_code=204, responses=errors(400, 401, 403, 404))
-    async def remove(self, request: Request[Any, Any, Any], doc_id: DbId) -> None:
-        rt = runtime(request)
+    async def remove(self, rt: Runtime, pages: PageCache, doc_id: DbId) -> None:
         await delete_document(rt.pool, doc_id)
-        await asyncio.to_thread(PageCache(rt.settings.database.data_dir / "pages").drop, doc_id)
+        await asyncio.to_thread(pages.drop, doc_id)

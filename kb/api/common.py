@@ -16,6 +16,8 @@ import msgspec
 import structlog
 from litestar import Request, Response
 from litestar.connection import ASGIConnection
+from litestar.datastructures import State
+from litestar.di import Provide
 from litestar.enums import RequestEncodingType
 from litestar.exceptions import (
     ClientException,
@@ -29,6 +31,7 @@ from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
+from ingest.render import PageCache
 from kb.db import is_db_unavailable
 from kb.errors import (
     AuthError,
@@ -40,6 +43,7 @@ from kb.errors import (
 )
 from kb.runtime import Runtime
 from kb.settings import Settings
+from router.pipeline import QueryPipeline
 
 log = structlog.get_logger("kb.api")
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -81,7 +85,27 @@ def errors(*codes: int) -> dict[int, ResponseSpec]:
 
 
 def runtime(request: ASGIConnection[Any, Any, Any, Any]) -> Runtime:
+    """The runtime, for guards and middleware (handlers get it injected: ``DEPENDENCIES``)."""
     return request.app.state.runtime
+
+
+def _provide_runtime(state: State) -> Runtime:
+    return state.runtime
+
+
+def _provide_pipeline(state: State) -> QueryPipeline:
+    return state.runtime.pipeline
+
+
+def _provide_pages(state: State) -> PageCache:
+    return state.runtime.page_cache
+
+
+DEPENDENCIES = {"rt": Provide(_provide_runtime, sync_to_thread=False),
+                "pipeline": Provide(_provide_pipeline, sync_to_thread=False),
+                "pages": Provide(_provide_pages, sync_to_thread=False)}
+"""What handlers are given by name: ``rt`` (the runtime: pool, settings, providers), ``pipeline`` (the query
+pipeline) and ``pages`` (the rendered-page cache); the lifespan puts the runtime on ``app.state``."""
 
 
 def problem_body(status: int, title: str, detail: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:

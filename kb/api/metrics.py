@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Controller, Request, get
+from litestar import Controller, get
 from litestar.plugins.prometheus import PrometheusConfig
 from litestar.response import Response
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
 
 from kb.api.common import read_guard
+from kb.runtime import Runtime
 
 SQL_INGEST_FIGURES = """
 SELECT (SELECT count(*) FROM ingest_job_items WHERE status IN ('pending', 'running')) AS queue,
@@ -53,8 +54,8 @@ class MetricsController(Controller):
     include_in_schema = False
 
     @get("/", sync_to_thread=False)
-    async def metrics(self, request: Request[Any, Any, Any]) -> Response[bytes]:
-        row = await request.app.state.runtime.pool.fetchrow(SQL_INGEST_FIGURES)
+    async def metrics(self, rt: Runtime) -> Response[bytes]:
+        row = await rt.pool.fetchrow(SQL_INGEST_FIGURES)
         INGEST_QUEUE.set(int(row["queue"]))
         INGEST_RATE.set(float(row["pages"]) / float(row["seconds"]) if row["seconds"] else 0.0)
         INGEST_LLM.set(100 * float(row["calls"]) / float(row["pages"]) if row["pages"] else 0.0)

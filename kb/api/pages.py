@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Annotated, Any
+from typing import Annotated
 
-from litestar import Controller, Request, Response, get
+from litestar import Controller, Response, get
 from litestar.params import Parameter
 
 from ingest.pipeline import max_file_bytes
@@ -26,8 +26,9 @@ from ingest.render import (
     read_source,
     source_lines,
 )
-from kb.api.common import BEARER, DbId, errors, read_guard, runtime
+from kb.api.common import BEARER, DbId, errors, read_guard
 from kb.errors import NotFoundError, ValidationError
+from kb.runtime import Runtime
 
 PAGE_FILE = r"^[1-9][0-9]{0,8}\.png$"  # 1.png … 999999999.png
 PageFile = Annotated[str, Parameter(pattern=PAGE_FILE, description="`<n>.png`: n is the 1-based physical page, "
@@ -48,18 +49,16 @@ class PagesController(Controller):
     security = BEARER
 
     @get("/{doc_id:int}/pages/{page_file:str}", media_type="image/png", responses=errors(400, 401, 404, 409))
-    async def page_image(self, request: Request[Any, Any, Any], doc_id: DbId, page_file: PageFile,
+    async def page_image(self, rt: Runtime, pages: PageCache, doc_id: DbId, page_file: PageFile,
                          highlight: Highlight = None) -> Response[bytes]:
         """Physical page ``n`` (1-based, as in citations) of a PDF document as a PNG, rendered once and
         cached; ``highlight``: a chunk of this document whose text is marked on the page. ``X-Highlights``:
         the rectangles marked; ``X-Highlight-Top``: where the first one starts (0..1 of the page height)."""
-        rt = runtime(request)
         page = page_number(page_file)
         doc = await load_source(rt.pool, doc_id)
         check_page(doc, page)
         chunk = await load_chunk(rt.pool, doc, highlight) if highlight is not None else None
-        cache = PageCache(rt.settings.database.data_dir / "pages")
-        image = await asyncio.to_thread(cache.get, doc, page, chunk)
+        image = await asyncio.to_thread(pages.get, doc, page, chunk)
         headers = {"Cache-Control": "private, max-age=3600", "X-Content-Type-Options": "nosniff",
                    "X-Highlights": str(image.marks.highlights)}
         if image.marks.top is not None:
@@ -67,13 +66,12 @@ class PagesController(Controller):
         return Response(image.png, media_type="image/png", headers=headers)
 
     @get("/{doc_id:int}/lines", responses=errors(400, 401, 404, 409))
-    async def lines(self, request: Request[Any, Any, Any], doc_id: DbId,
+    async def lines(self, rt: Runtime, doc_id: DbId,
                     start: Annotated[int | None, Parameter(ge=1, le=10**9, description="first line (1-based)")] = None,
                     count: Annotated[int, Parameter(ge=1, le=MAX_LINES, description="lines to return")] = MAX_LINES,
                     highlight: Highlight = None) -> SourceLines:
         """Lines of a Markdown/text document, or paragraphs of a .docx/HTML one (1-based; at most 400); with
         ``highlight`` and no ``start``, those of the chunk's section, the chunk's own marked ``cited``."""
-        rt = runtime(request)
         doc = await load_source(rt.pool, doc_id)
         if doc.is_pdf:
             raise NotFoundError(f"document {doc_id} is a PDF: it has pages, not lines; preview them at "

@@ -9,13 +9,13 @@ from typing import Any
 
 import msgspec
 import structlog
-from litestar import Controller, Request, post
+from litestar import Controller, post
 from litestar.response import ServerSentEvent
 
 from kb.api.common import BEARER, errors, read_guard
 from kb.api.metrics import observe_query
 from kb.errors import KBError
-from router.pipeline import validate_request
+from router.pipeline import QueryPipeline, validate_request
 from router.types import QueryRequest, QueryResult
 
 log = structlog.get_logger("kb.api")
@@ -36,8 +36,7 @@ class QueryController(Controller):
     security = BEARER
 
     @post("/query", status_code=200, responses=errors(400, 401, 404))
-    async def query(self, request: Request[Any, Any, Any], data: QueryRequest) -> QueryResult | ServerSentEvent:
-        pipeline = request.app.state.pipeline
+    async def query(self, pipeline: QueryPipeline, data: QueryRequest) -> QueryResult | ServerSentEvent:
         req = validate_request(data)
         if not req.stream:
             result = await pipeline.run(req)

@@ -213,7 +213,7 @@ async def ingest_dataset(rt: Runtime, ds: BenchDataset, collection: str, *, reus
     """
     from ingest.jobs import Worker, create_job, get_job
     from ingest.store import delete_document, ensure_collection, list_documents
-    from kb.app import build_ingest_context
+    from kb.runtime import build_ingest_context
 
     coll = await ensure_collection(rt.pool, collection)
     if reuse:
@@ -291,7 +291,7 @@ class _Runner:
 
     def __init__(self, rt: Runtime, collection: str, ks: tuple[int, ...], names: dict[int, str],
                  config: BenchConfig | None = None) -> None:
-        from kb.app import build_pipeline
+        from kb.runtime import build_pipeline
         from router.flat import FlatRetriever
 
         self.rt = rt
@@ -305,7 +305,7 @@ class _Runner:
 
     async def warm_up(self, strategies: Sequence[str], text: str) -> None:
         """Load the models and fill the BM25 cache outside the timed runs."""
-        from kb.app import build_pipeline
+        from kb.runtime import build_pipeline
         from router.types import QueryRequest
 
         if any(s in FLAT for s in strategies):
