@@ -26,7 +26,7 @@ import structlog
 
 from ingest.embedding import CachedEmbedder
 from ingest.pipeline import doc_label, embed_text_for_chunk, embed_text_for_description, embed_text_for_node
-from ingest.store import get_collection
+from kb.collections import get_collection
 from kb.db import LONG_STATEMENT_S
 from kb.embedder_record import SQL_COLUMN_DIM, UNRECORDED, EmbedderRecord, read_record
 from kb.errors import ConfigError, ConflictError, DatabaseError

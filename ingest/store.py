@@ -12,20 +12,13 @@ import msgspec
 import numpy as np
 import structlog
 
+from kb.collections import get_collection
 from kb.db import LONG_STATEMENT_S
-from kb.errors import ConflictError, IngestError, NotFoundError, ValidationError
+from kb.errors import IngestError, NotFoundError
 from kb.types import ChunkDraft, DocumentTree
 
 log = structlog.get_logger("ingest.store")
 
-SQL_LIST_COLLECTIONS = """
-SELECT c.id, c.name, c.description, c.created_at, count(d.id) AS documents
-FROM collections c LEFT JOIN documents d ON d.collection_id = c.id
-GROUP BY c.id ORDER BY c.name"""
-SQL_GET_COLLECTION = "SELECT id, name, description, created_at FROM collections WHERE name = $1"
-SQL_CREATE_COLLECTION = """
-INSERT INTO collections (name, description) VALUES ($1, $2)
-ON CONFLICT (name) DO NOTHING RETURNING id, name, description, created_at"""
 SQL_LIST_DOCUMENTS = """
 SELECT id, name, source_path, sha256, file_type, metadata, title, description, page_count, tree_mode,
        node_count, chunk_count, warnings, status, created_at, updated_at
@@ -77,14 +70,6 @@ NODE_COLUMNS = ("document_id", "node_id", "parent_id", "ordinal", "level", "titl
                 "unit", "is_leaf", "summary", "text", "path", "embedding")
 CHUNK_COLUMNS = ("document_id", "collection_id", "node_id", "ordinal", "text", "page", "token_count",
                  "heading_path", "embedding", "page_end")
-
-
-class Collection(msgspec.Struct, frozen=True):
-    id: int
-    name: str
-    description: str
-    created_at: datetime
-    documents: int = 0
 
 
 class DocumentInfo(msgspec.Struct, frozen=True):
@@ -161,42 +146,6 @@ def _doc(row: asyncpg.Record) -> DocumentInfo:
     data["metadata"] = json.loads(meta) if isinstance(meta, str) else (meta or {})
     data["warnings"] = list(data.get("warnings") or [])
     return DocumentInfo(**data)
-
-
-async def list_collections(pool: asyncpg.Pool) -> list[Collection]:
-    return [Collection(**dict(r)) for r in await pool.fetch(SQL_LIST_COLLECTIONS)]
-
-
-async def get_collection(pool: asyncpg.Pool | asyncpg.Connection, name: str) -> Collection:
-    """The named collection, or ``NotFoundError``."""
-    row = await pool.fetchrow(SQL_GET_COLLECTION, name)
-    if row is None:
-        raise NotFoundError(f"collection {name!r} does not exist")
-    return Collection(**dict(row))
-
-
-async def create_collection(pool: asyncpg.Pool, name: str, description: str = "") -> Collection:
-    try:
-        row = await pool.fetchrow(SQL_CREATE_COLLECTION, name, description)
-    except asyncpg.CheckViolationError as exc:
-        raise ValidationError(
-            f"invalid collection name {name!r}: use letters, digits, '_', '.', '-' (max 64)"
-        ) from exc
-    if row is None:
-        raise ConflictError(f"collection {name!r} already exists")
-    log.info("store.collection_created", collection=name)
-    return Collection(**dict(row))
-
-
-async def ensure_collection(pool: asyncpg.Pool, name: str) -> Collection:
-    """Get or create a collection (used by ingest jobs and benchmarks)."""
-    try:
-        return await get_collection(pool, name)
-    except NotFoundError:
-        try:
-            return await create_collection(pool, name)
-        except ConflictError:
-            return await get_collection(pool, name)
 
 
 async def list_documents(pool: asyncpg.Pool, collection: str, *, limit: int = 1000, offset: int = 0,

@@ -45,7 +45,7 @@ async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path |
     from rich.table import Table
 
     from ingest.jobs import Worker, create_job, get_job, stop_executor
-    from ingest.store import ensure_collection
+    from kb.collections import ensure_collection
     from kb.runtime import build_ingest_context, open_runtime
 
     rt = await open_runtime()

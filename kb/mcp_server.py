@@ -24,7 +24,7 @@ from pydantic import Field
 
 from ingest import store
 from ingest.pageindex import to_pageindex
-from kb import __version__
+from kb import __version__, collections
 from kb.errors import KBError, NotFoundError
 from kb.runtime import Runtime
 from router.metadata import conditions_from_filters, run_filter
@@ -141,7 +141,7 @@ def build_mcp_server(services: Services) -> MCPServer:
         with _tool_errors("list_collections"):
             runtime, _ = services.get()
             return {"collections": [{"name": c.name, "description": c.description, "documents": c.documents}
-                                    for c in await store.list_collections(runtime.pool)]}
+                                    for c in await collections.list_collections(runtime.pool)]}
 
     async def list_documents(
         collection: Collection = "default",
@@ -159,7 +159,7 @@ def build_mcp_server(services: Services) -> MCPServer:
             runtime, _ = services.get()
             ids = None
             if filters:
-                coll = await store.get_collection(runtime.pool, collection)
+                coll = await collections.get_collection(runtime.pool, collection)
                 ids = [i for i, _ in await run_filter(runtime.pool, coll.id, conditions_from_filters(filters))]
             docs = await store.list_documents(runtime.pool, collection, limit=limit, offset=offset, ids=ids)
             return {"collection": collection, "documents": [_document(d) for d in docs]}

@@ -17,11 +17,13 @@ import numpy as np
 import structlog
 from rank_bm25 import BM25Okapi
 
+from kb.collections import CollectionStamp, collection_stamp, lookup_collection_id
 from kb.db import supports_iterative_scan
-from kb.errors import NotFoundError, ValidationError
+from kb.errors import ValidationError
 from kb.providers import Embedder
 from kb.settings import RetrievalSettings
 from kb.text import tokenize
+from router import store
 from router.scoring import min_max
 from router.types import RetrievedChunk
 
@@ -29,22 +31,6 @@ log = structlog.get_logger("router.flat")
 
 FLAT_MODES: tuple[str, ...] = ("dense", "bm25", "hybrid")
 
-SQL_COLLECTION_ID = "SELECT id FROM collections WHERE name = $1"
-SQL_SET_EF = "SELECT set_config('hnsw.ef_search', $1, true)"
-SQL_SET_ITERATIVE = "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"
-SQL_FLAT_DENSE = """
-SELECT c.id, 1 - (c.embedding <=> $1) AS sim
-FROM chunks c WHERE c.collection_id = $2
-ORDER BY c.embedding <=> $1 LIMIT $3"""
-SQL_FLAT_SIMS = "SELECT c.id, 1 - (c.embedding <=> $1) AS sim FROM chunks c WHERE c.id = ANY($2::bigint[])"
-SQL_FLAT_ALL_TEXT = "SELECT c.id, c.text FROM chunks c WHERE c.collection_id = $1 ORDER BY c.id"
-SQL_FLAT_STAMP = "SELECT count(*) AS n, coalesce(max(id), 0) AS last FROM chunks WHERE collection_id = $1"
-SQL_FLAT_DETAILS = """
-SELECT c.id, c.document_id, d.name, c.node_id, c.heading_path, c.text, c.page, c.page_end, n.start_index, n.end_index, n.unit
-FROM chunks c
-JOIN documents d ON d.id = c.document_id
-JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id
-WHERE c.id = ANY($1::bigint[])"""
 
 
 @dataclass(frozen=True)
@@ -58,7 +44,7 @@ class FlatOutcome:
 
 @dataclass(frozen=True)
 class _Bm25Index:
-    stamp: tuple[int, int]
+    stamp: CollectionStamp
     ids: np.ndarray
     bm25: BM25Okapi
 
@@ -76,10 +62,7 @@ class FlatRetriever:
         self._iterative: bool | None = None
 
     async def _collection_id(self, collection: str) -> int:
-        cid = await self.pool.fetchval(SQL_COLLECTION_ID, collection)
-        if cid is None:
-            raise NotFoundError(f"collection {collection!r} does not exist")
-        return int(cid)
+        return await lookup_collection_id(self.pool, collection)
 
     async def _iterative_scan(self) -> bool:
         if self._iterative is None:
@@ -91,13 +74,12 @@ class FlatRetriever:
         await self._bm25_index(await self._collection_id(collection))
 
     async def _bm25_index(self, collection_id: int) -> _Bm25Index:
-        row = await self.pool.fetchrow(SQL_FLAT_STAMP, collection_id)
-        stamp = (int(row["n"]), int(row["last"]))
+        stamp = await collection_stamp(self.pool, collection_id)
         cached = self._bm25.get(collection_id)
         if cached is not None and cached.stamp == stamp:
             return cached
         started = time.perf_counter()
-        rows = await self.pool.fetch(SQL_FLAT_ALL_TEXT, collection_id)
+        rows = await store.collection_texts(self.pool, collection_id)
         ids = np.asarray([r["id"] for r in rows], dtype=np.int64)
         texts = [r["text"] for r in rows]
 
@@ -112,10 +94,9 @@ class FlatRetriever:
 
     async def _dense(self, collection_id: int, qvec: np.ndarray, k: int) -> dict[int, float]:
         async with self.pool.acquire() as conn, conn.transaction():
-            await conn.execute(SQL_SET_EF, str(max(self.settings.hnsw_ef_search, k)))
-            if await self._iterative_scan():
-                await conn.execute(SQL_SET_ITERATIVE)
-            rows = await conn.fetch(SQL_FLAT_DENSE, qvec, collection_id, k)
+            await store.vector_session(conn, ef_search=self.settings.hnsw_ef_search, k=k,
+                                       iterative=await self._iterative_scan())
+            rows = await store.dense_chunks(conn, qvec, k, scan="index", collection_id=collection_id)
         return {int(r["id"]): float(r["sim"]) for r in rows}
 
     async def _bm25_scores(self, collection_id: int, query: str) -> tuple[np.ndarray, np.ndarray]:
@@ -160,8 +141,7 @@ class FlatRetriever:
                 bm.update({i: float(scores[pos[i]]) for i in missing if i in pos})
                 need = [i for i in bm if i not in dense]
                 if need:
-                    rows = await self.pool.fetch(SQL_FLAT_SIMS, qvec, need)
-                    dense.update({int(r["id"]): float(r["sim"]) for r in rows})
+                    dense.update(await store.chunk_sims(self.pool, qvec, need))
         if mode == "dense":
             ranked = list(dense.items())
         elif mode == "bm25":
@@ -175,7 +155,7 @@ class FlatRetriever:
             ranked = sorted(zip(ids_u, fused, strict=True), key=lambda x: -x[1])
         ranked = ranked[:top_k]
         timings["search"] = (time.perf_counter() - t0) * 1000 - timings.get("embed", 0.0)
-        details = {int(r["id"]): r for r in await self.pool.fetch(SQL_FLAT_DETAILS, [i for i, _ in ranked])}
+        details = await store.chunk_details(self.pool, [i for i, _ in ranked])
         chunks = []
         for cid, score in ranked:
             r = details.get(cid)

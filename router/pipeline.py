@@ -14,11 +14,13 @@ import msgspec
 import numpy as np
 import structlog
 
+from kb.collections import lookup_collection_id
 from kb.db import supports_iterative_scan
-from kb.errors import NotFoundError, ValidationError
+from kb.errors import ValidationError
 from kb.providers import ChatModel, Embedder
 from kb.providers.chat import CountingChat
 from kb.settings import RetrievalSettings
+from router import store
 from router.metadata import conditions_from_filters, known_values, run_filter
 from router.policy import OFFLINE, RankingPolicy, policy_for
 from router.retrieve import (
@@ -29,7 +31,7 @@ from router.retrieve import (
     retrieve_in_nodes,
     whole_sections,
 )
-from router.routing import RouteContext, get_router, query_terms
+from router.routing import RouteContext, get_router
 from router.scope import (
     allot_evidence,
     classify_scope,
@@ -61,9 +63,6 @@ from router.types import (
 
 log = structlog.get_logger("router.pipeline")
 
-SQL_COLLECTION_ID = "SELECT id FROM collections WHERE name = $1"
-SQL_DOC_DESCRIPTIONS = "SELECT id, description FROM documents WHERE id = ANY($1::bigint[])"
-SQL_DOC_NAMES = "SELECT id, name FROM documents WHERE id = ANY($1::bigint[])"
 
 Event = Callable[[str, Any], Awaitable[None]]
 
@@ -268,9 +267,7 @@ class QueryPipeline:
         t0 = time.perf_counter()
         chat = chat or CountingChat(self.chat)
         timings: dict[str, float] = {}
-        collection_id = await self.pool.fetchval(SQL_COLLECTION_ID, req.collection)
-        if collection_id is None:
-            raise NotFoundError(f"collection {req.collection!r} does not exist")
+        collection_id = await lookup_collection_id(self.pool, req.collection)
         question = retrieval_query(req)
         qvecs = await self._embed([question])
         qvec = qvecs[question]
@@ -281,13 +278,13 @@ class QueryPipeline:
         ctx = RouteContext(pool=self.pool, chat=chat, settings=self.settings, collection_id=collection_id,
                            question=question, query_vec=qvec, top_docs=top_docs, filters=dict(req.filters),
                            iterative_scan=await self._iterative_scan(),
-                           terms=await query_terms(self.pool, collection_id, question))
+                           terms=await store.query_terms(self.pool, collection_id, question))
         within = None
         if req.filters:
             within = [d for d, _ in await run_filter(self.pool, collection_id, conditions_from_filters(req.filters))]
         routing = await get_router(req.strategy).route(ctx, within)
         if oracle is not None and oracle.docs:  # benchmark diagnostics: the gold documents are routed
-            names = dict(await self.pool.fetch(SQL_DOC_NAMES, list(oracle.docs)))
+            names = {d: f.name for d, f in (await store.doc_fields(self.pool, list(oracle.docs))).items()}
             routing = RoutingResult(strategy_used=f"{routing.strategy_used}+oracle", documents=tuple(
                 DocCandidate(d, names.get(d, str(d)), 1.0, "oracle") for d in oracle.docs))
         if scope.kind == "single" and routing.scope_hint in {"multi", "list"}:  # the LLM saw more than the rules
@@ -321,7 +318,7 @@ class QueryPipeline:
         async def search_doc(doc_id: int, name: str) -> tuple[LoadedTree, Any]:
             async with sem:
                 q = doc_q[doc_id]
-                terms = ctx.terms if q == question else await query_terms(self.pool, collection_id, q)
+                terms = ctx.terms if q == question else await store.query_terms(self.pool, collection_id, q)
                 tree = await load_tree(self.pool, doc_id, name, vecs[q])
                 res = await searcher.search(tree, q, vecs[q], expert_knowledge=req.expert_knowledge,
                                             history=req.history, terms=terms)
@@ -382,8 +379,8 @@ class QueryPipeline:
         completed = msgspec.structs.replace(completed, candidates=routing.candidates)
         descriptions = {}
         if not chat.offline:
-            descriptions = {r["id"]: r["description"] for r in await self.pool.fetch(
-                SQL_DOC_DESCRIPTIONS, [d.doc_id for d in completed.documents])}
+            fields = await store.doc_fields(self.pool, [d.doc_id for d in completed.documents])
+            descriptions = {d: f.description for d, f in fields.items()}
         result = await plan(chat, question, scope, completed, metas, descriptions, top_docs=top_docs,
                             missing=missing, added=added)
         return result, completed

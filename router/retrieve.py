@@ -11,23 +11,9 @@ import msgspec
 import numpy as np
 
 from kb.text import count_tokens
+from router import store
 from router.scoring import bm25_scores, fuse, min_max
 from router.types import NodePick, RetrievedChunk
-
-SQL_NODE_CHUNKS = """
-SELECT c.id, c.node_id, c.ordinal, c.text, c.page, c.page_end, c.heading_path, c.embedding,
-       n.start_index, n.end_index, n.unit
-FROM chunks c JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id
-WHERE c.document_id = $1 AND c.node_id = ANY($2::text[])
-ORDER BY c.ordinal"""
-
-
-SQL_DIRECT_HITS = """
-SELECT c.id, c.document_id, c.node_id, c.text, c.page, c.page_end, c.heading_path, 1 - (c.embedding <=> $2) AS dense,
-       n.start_index, n.end_index, n.unit
-FROM chunks c JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id
-WHERE c.document_id = ANY($1::bigint[])
-ORDER BY 1 - (c.embedding <=> $2) DESC LIMIT $3"""
 
 
 class Reranker(Protocol):
@@ -54,7 +40,7 @@ async def retrieve_in_nodes(
     """
     if not picks:
         return []
-    rows = await pool.fetch(SQL_NODE_CHUNKS, doc_id, list(dict.fromkeys(p.node_id for p in picks)))
+    rows = await store.node_chunks(pool, doc_id, list(dict.fromkeys(p.node_id for p in picks)))
     by_node: dict[str, list[asyncpg.Record]] = {}
     for r in rows:
         by_node.setdefault(r["node_id"], []).append(r)
@@ -86,7 +72,7 @@ async def direct_hits(pool: asyncpg.Pool, doc_ids: Sequence[int], qvec: np.ndarr
     """The best chunks by cosine inside the routed documents (exact scan of those documents)."""
     if not doc_ids:
         return []
-    rows = await pool.fetch(SQL_DIRECT_HITS, list(doc_ids), qvec, limit)
+    rows = await store.dense_chunk_details(pool, doc_ids, qvec, limit)
     out = []
     for r in rows:
         page = r["page"]
@@ -122,8 +108,6 @@ def rank_across_nodes(question: str, chunks: Sequence[RetrievedChunk], node_prio
     return [msgspec.structs.replace(c, score=round(s, 4)) for s, c in out]
 
 
-SQL_NODE_TEXTS = """
-SELECT node_id, text, start_index, end_index, unit FROM nodes WHERE document_id = $1 AND node_id = ANY($2::text[])"""
 
 
 async def whole_sections(pool: asyncpg.Pool, ranked: Sequence[RetrievedChunk], chosen: set[tuple[int, str]],
@@ -136,7 +120,7 @@ async def whole_sections(pool: asyncpg.Pool, ranked: Sequence[RetrievedChunk], c
         by_doc.setdefault(doc_id, set()).add(node_id)
     whole: dict[tuple[int, str], asyncpg.Record] = {}
     for doc_id, nodes in by_doc.items():
-        for r in await pool.fetch(SQL_NODE_TEXTS, doc_id, sorted(nodes)):
+        for r in await store.node_texts(pool, doc_id, sorted(nodes)):
             if r["text"].strip() and count_tokens(r["text"]) <= max_tokens:
                 whole[(doc_id, r["node_id"])] = r
     out: list[RetrievedChunk] = []

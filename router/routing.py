@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import asyncpg
@@ -14,11 +12,13 @@ import numpy as np
 import structlog
 from rank_bm25 import BM25Okapi
 
+from kb.collections import CollectionStamp, collection_stamp
 from kb.errors import LLMError
 from kb.providers import ChatModel
 from kb.providers.steps import ask
 from kb.settings import RetrievalSettings
 from kb.text import tokenize
+from router import store
 from router.metadata import (
     COMPANY_KEYS,
     YEAR_KEYS,
@@ -34,108 +34,10 @@ from router.metadata import (
 from router.policy import ROUTING
 from router.prompts import DESCRIPTION, description_prompt
 from router.scoring import aggregate_score, min_max
+from router.store import QueryTerms
 from router.types import DocCandidate, RoutingResult
 
 log = structlog.get_logger("router.routing")
-
-SQL_DENSE_CHUNKS = """
-SELECT c.id, c.document_id, 1 - (c.embedding <=> $1) AS sim
-FROM chunks c WHERE c.collection_id = $2
-ORDER BY c.embedding <=> $1 LIMIT $3"""
-SQL_DENSE_CHUNKS_IN_DOCS = """
-SELECT c.id, c.document_id, 1 - (c.embedding <=> $1) AS sim
-FROM chunks c WHERE c.document_id = ANY($2::bigint[])
-ORDER BY 1 - (c.embedding <=> $1) DESC LIMIT $3"""
-# Full text in two steps: candidate rows come from the selective lexemes only ($6), are scored with
-# every lexeme's IDF, and only the winners pay for the vector distance. Exact when the k-th score is
-# at least the summed IDF of the unused lexemes (checked by the caller, else the full statement runs).
-SQL_TEXT_CHUNKS = """
-WITH q AS (SELECT string_agg(quote_literal(x), ' | ')::tsquery AS q FROM unnest($6::text[]) AS x),
-top AS (
-    SELECT c.id, c.document_id,
-           (SELECT coalesce(sum(w.idf), 0) FROM unnest($1::text[], $5::float8[]) AS w(lx, idf)
-            WHERE c.tsv @@ quote_literal(w.lx)::tsquery) AS score
-    FROM chunks c, q WHERE c.collection_id = $2 AND c.tsv @@ q.q
-    ORDER BY score DESC LIMIT $4
-)
-SELECT t.id, t.document_id, 1 - (c.embedding <=> $3) AS sim, t.score FROM top t JOIN chunks c ON c.id = t.id"""
-SQL_TEXT_CHUNKS_IN_DOCS = """
-WITH q AS (SELECT string_agg(quote_literal(x), ' | ')::tsquery AS q FROM unnest($6::text[]) AS x),
-top AS (
-    SELECT c.id, c.document_id,
-           (SELECT coalesce(sum(w.idf), 0) FROM unnest($1::text[], $5::float8[]) AS w(lx, idf)
-            WHERE c.tsv @@ quote_literal(w.lx)::tsquery) AS score
-    FROM chunks c, q WHERE c.document_id = ANY($2::bigint[]) AND c.tsv @@ q.q
-    ORDER BY score DESC LIMIT $4
-)
-SELECT t.id, t.document_id, 1 - (c.embedding <=> $3) AS sim, t.score FROM top t JOIN chunks c ON c.id = t.id"""
-SQL_QUERY_LEXEMES = """
-SELECT q.lexeme, coalesce(l.df, 0) AS df
-FROM unnest(tsvector_to_array(to_tsvector('english', $2))) AS q(lexeme)
-LEFT JOIN lexeme_df l ON l.collection_id = $1 AND l.lexeme = q.lexeme"""
-SQL_COLLECTION_DOCS = "SELECT count(*) FROM documents WHERE collection_id = $1"
-SQL_COLLECTION_CHUNKS = "SELECT coalesce(sum(chunk_count), 0) FROM documents WHERE collection_id = $1"
-SQL_DOC_NAMES = "SELECT id, name, description FROM documents WHERE id = ANY($1::bigint[])"
-SQL_DESC_DENSE = """
-SELECT id, name, description, 1 - (description_embedding <=> $1) AS sim
-FROM documents WHERE collection_id = $2 AND description_embedding IS NOT NULL
-ORDER BY description_embedding <=> $1 LIMIT $3"""
-SQL_DESC_ALL = "SELECT id, name, title, description FROM documents WHERE collection_id = $1 ORDER BY id"
-SQL_DESC_VERSION = """
-SELECT count(*) AS n, coalesce(max(id), 0) AS max_id, coalesce(max(updated_at), 'epoch'::timestamptz) AS updated
-FROM documents WHERE collection_id = $1"""
-SQL_DOC_METADATA = "SELECT id, metadata FROM documents WHERE id = ANY($1::bigint[])"
-SQL_SET_EF = "SELECT set_config('hnsw.ef_search', $1, true)"
-SQL_SET_ITERATIVE = "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"
-
-def _json(value: Any) -> dict[str, Any]:
-    return json.loads(value) if isinstance(value, str) else dict(value or {})
-
-
-@dataclass(frozen=True)
-class QueryTerms:
-    """The question's full-text lexemes that discriminate between documents, with IDF weights."""
-
-    lexemes: list[str]
-    idf: list[float]
-    selective: list[str] = field(default_factory=list)  # rarest lexemes whose df sum ≤ 5% of documents
-
-    @property
-    def total(self) -> float:
-        return sum(self.idf) or 1.0
-
-    @property
-    def unused_weight(self) -> float:
-        """The most a chunk matching none of the selective lexemes can score."""
-        sel = set(self.selective)
-        return sum(w for lx, w in zip(self.lexemes, self.idf, strict=True) if lx not in sel)
-
-
-async def query_terms(pool: asyncpg.Pool, collection_id: int, question: str, max_terms: int = 10) -> QueryTerms:
-    """Lexemes of the question (Postgres 'english' parser) weighted by document-level IDF.
-
-    Lexemes found in no document are dropped, and so are those in most documents of a larger
-    collection (they cannot discriminate and make full-text scans slow).
-    """
-    rows = await pool.fetch(SQL_QUERY_LEXEMES, collection_id, question)
-    n_docs = int(await pool.fetchval(SQL_COLLECTION_DOCS, collection_id))
-    scored: list[tuple[float, str, int]] = []
-    for r in rows:
-        df = int(r["df"])
-        if df <= 0 or (n_docs >= 5 and df > ROUTING.common_lexeme_share * n_docs):
-            continue
-        scored.append((math.log(1 + (n_docs - df + 0.5) / (df + 0.5)), r["lexeme"], df))
-    scored.sort(key=lambda x: (-x[0], x[1]))
-    top = scored[:max_terms]
-    selective: list[str] = []
-    budget, used = max(1.0, ROUTING.selective_lexeme_budget * n_docs), 0
-    for _, lx, df in top:  # rarest first
-        if selective and used + df > budget:
-            break
-        selective.append(lx)
-        used += df
-    return QueryTerms(lexemes=[lx for _, lx, _ in top], idf=[w for w, _, _ in top], selective=selective)
-
 
 @dataclass
 class RouteContext:
@@ -162,25 +64,13 @@ class Router(Protocol):
 async def chunk_hits(ctx: RouteContext, within: Sequence[int] | None, k: int) -> list[tuple[int, int, float, float]]:
     """(chunk_id, doc_id, dense sim, IDF-weighted share of query terms matched) for the best chunks,
     dense ∪ full-text."""
-    terms = ctx.terms or await query_terms(ctx.pool, ctx.collection_id, ctx.question)
+    terms = ctx.terms or await store.query_terms(ctx.pool, ctx.collection_id, ctx.question)
+    # a whole collection: the HNSW index; a few documents: an exact scan of their chunks
+    scope: dict[str, Any] = {"collection_id": ctx.collection_id} if within is None else {"doc_ids": list(within)}
     async with ctx.pool.acquire() as conn, conn.transaction():
-        await conn.execute(SQL_SET_EF, str(max(ctx.settings.hnsw_ef_search, k)))
-        if ctx.iterative_scan:
-            await conn.execute(SQL_SET_ITERATIVE)
-        if within is None:
-            dense = await conn.fetch(SQL_DENSE_CHUNKS, ctx.query_vec, ctx.collection_id, k)
-            scope: Any = ctx.collection_id
-            sql = SQL_TEXT_CHUNKS
-        else:
-            scope = list(within)
-            dense = await conn.fetch(SQL_DENSE_CHUNKS_IN_DOCS, ctx.query_vec, scope, k)
-            sql = SQL_TEXT_CHUNKS_IN_DOCS
-        text: list[asyncpg.Record] = []
-        if terms.lexemes:
-            text = await conn.fetch(sql, terms.lexemes, scope, ctx.query_vec, k, terms.idf, terms.selective)
-            exact = len(text) >= k and min(float(r["score"]) for r in text) >= terms.unused_weight
-            if not exact and terms.unused_weight > 0:  # rare: fall back to every lexeme as a candidate source
-                text = await conn.fetch(sql, terms.lexemes, scope, ctx.query_vec, k, terms.idf, terms.lexemes)
+        await store.vector_session(conn, ef_search=ctx.settings.hnsw_ef_search, k=k, iterative=ctx.iterative_scan)
+        dense = await store.dense_chunks(conn, ctx.query_vec, k, scan="index" if within is None else "exact", **scope)
+        text = await store.text_chunks(conn, terms, ctx.query_vec, k, **scope)
     ft = {r["id"]: float(r["score"]) / terms.total for r in text}
     out: dict[int, tuple[int, int, float, float]] = {}
     for r in dense:
@@ -191,7 +81,7 @@ async def chunk_hits(ctx: RouteContext, within: Sequence[int] | None, k: int) ->
 
 
 async def _names(pool: asyncpg.Pool, ids: Sequence[int]) -> dict[int, str]:
-    return {r["id"]: r["name"] for r in await pool.fetch(SQL_DOC_NAMES, list(ids))}
+    return {d: f.name for d, f in (await store.doc_fields(pool, ids)).items()}
 
 
 class SemanticRouter:
@@ -201,7 +91,7 @@ class SemanticRouter:
     name = "semantic"
 
     async def scores(self, ctx: RouteContext, within: Sequence[int] | None = None) -> dict[int, tuple[float, int]]:
-        total = int(await ctx.pool.fetchval(SQL_COLLECTION_CHUNKS, ctx.collection_id))
+        total = await store.collection_chunk_count(ctx.pool, ctx.collection_id)
         k = min(ctx.settings.semantic_top_k, max(20, total // 20))  # small collections: fewer hits
         hits = await chunk_hits(ctx, within, k)
         w_d, w_b = ctx.settings.dense_weight, ctx.settings.bm25_weight
@@ -230,14 +120,13 @@ class DescriptionIndex:
     bm25: BM25Okapi | None
 
 
-_desc_cache: dict[int, tuple[tuple[Any, ...], DescriptionIndex]] = {}
+_desc_cache: dict[int, tuple[CollectionStamp, DescriptionIndex]] = {}
 _desc_locks: dict[int, asyncio.Lock] = {}
 
 
 async def description_index(pool: asyncpg.Pool, collection_id: int) -> DescriptionIndex:
     """Built once per collection version, so a 10,000-document collection costs one scan per change."""
-    v = await pool.fetchrow(SQL_DESC_VERSION, collection_id)
-    version = (v["n"], v["max_id"], v["updated"])
+    version = await collection_stamp(pool, collection_id)
     cached = _desc_cache.get(collection_id)
     if cached and cached[0] == version:
         return cached[1]
@@ -246,7 +135,7 @@ async def description_index(pool: asyncpg.Pool, collection_id: int) -> Descripti
         cached = _desc_cache.get(collection_id)
         if cached and cached[0] == version:
             return cached[1]
-        rows = await pool.fetch(SQL_DESC_ALL, collection_id)
+        rows = await store.all_descriptions(pool, collection_id)
         index = await asyncio.to_thread(_build_description_index, rows)
         _desc_cache[collection_id] = (version, index)
         return index
@@ -264,7 +153,7 @@ class DescriptionRouter:
     name = "description"
 
     async def shortlist(self, ctx: RouteContext, within: Sequence[int] | None, n: int) -> list[DocCandidate]:
-        rows = await ctx.pool.fetch(SQL_DESC_DENSE, ctx.query_vec, ctx.collection_id, max(n * 4, 200))
+        rows = await store.nearest_descriptions(ctx.pool, ctx.query_vec, ctx.collection_id, max(n * 4, 200))
         index = await description_index(ctx.pool, ctx.collection_id)
         allowed = set(within) if within is not None else None
         positions = [i for i, d in enumerate(index.ids) if allowed is None or d in allowed]
@@ -289,7 +178,7 @@ class DescriptionRouter:
         if ctx.chat.offline or not shortlist:
             return RoutingResult(strategy_used=self.name, documents=tuple(shortlist[: ctx.top_docs]),
                                  candidates=tuple(shortlist[:20]), notes=("offline: description shortlist ranking",))
-        descs = {r["id"]: r["description"] for r in await ctx.pool.fetch(SQL_DOC_NAMES, [c.doc_id for c in shortlist])}
+        descs = {d: f.description for d, f in (await store.doc_fields(ctx.pool, [c.doc_id for c in shortlist])).items()}
         try:
             reply = await ask(ctx.chat, DESCRIPTION, description_prompt(ctx.question, shortlist, descs, ctx.top_docs))
             by_id = {str(c.doc_id): c for c in shortlist}
@@ -333,7 +222,7 @@ class MetadataRouter:
         scores = await SemanticRouter().scores(ctx, [d for d, _ in docs]) if docs else {}
         # within the matches: the same period/type prior as auto, then DocScore
         period = question_period(ctx.question)
-        metas = {r["id"]: _json(r["metadata"]) for r in await ctx.pool.fetch(SQL_DOC_METADATA, [d for d, _ in docs])}
+        metas = {d: f.metadata for d, f in (await store.doc_fields(ctx.pool, [d for d, _ in docs])).items()}
         years = sorted({y for m in metas.values() if (y := meta_int(m, YEAR_KEYS)) is not None})
         company = any(c.key in COMPANY_KEYS for c in conds)
         prior = {d: period_prior(period, metas.get(d, {}), years, same_entity=company)[0] for d, _ in docs}
@@ -379,7 +268,7 @@ class AutoRouter:
         if candidate_ids is not None:
             ids = (ids & set(candidate_ids)) | set(candidate_ids[:50])
         period = question_period(ctx.question)
-        metas = {r["id"]: _json(r["metadata"]) for r in await ctx.pool.fetch(SQL_DOC_METADATA, list(ids))}
+        metas = {d: f.metadata for d, f in (await store.doc_fields(ctx.pool, list(ids))).items()}
         years = sorted({y for m in metas.values() if (y := meta_int(m, YEAR_KEYS)) is not None})
         ends = [str(m["period_end_date"]) for m in metas.values() if m.get("period_end_date")]
         latest_end = max(ends) if ends else None

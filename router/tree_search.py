@@ -21,28 +21,14 @@ from kb.errors import LLMError
 from kb.providers import ChatModel
 from kb.providers.steps import ask
 from kb.text import count_tokens, normalize_title, unit_label
+from router import store
 from router.policy import OFFLINE, RankingPolicy
 from router.prompts import TREE_SEARCH, tree_search_prompt
-from router.routing import QueryTerms
 from router.scoring import bm25_scores, group_scores, min_max
 from router.types import DocNode, NodePick, TreeSearchResult, Turn
 
 log = structlog.get_logger("router.tree_search")
 
-SQL_DOC_NODES = """
-SELECT n.node_id, n.parent_id, n.level, n.title, n.path, n.summary, n.start_index, n.end_index, n.unit, n.is_leaf,
-       1 - (n.embedding <=> $2) AS sim,
-       EXISTS (SELECT 1 FROM chunks c WHERE c.document_id = n.document_id AND c.node_id = n.node_id) AS has_text
-FROM nodes n WHERE n.document_id = $1 ORDER BY n.ordinal"""
-SQL_NODE_DENSE_HITS = """
-SELECT node_id, 1 - (embedding <=> $2) AS sim FROM chunks WHERE document_id = $1
-ORDER BY 1 - (embedding <=> $2) DESC LIMIT $3"""
-SQL_NODE_TEXT_HITS = """
-WITH q AS (SELECT string_agg(quote_literal(x), ' | ')::tsquery AS q FROM unnest($2::text[]) AS x)
-SELECT c.node_id,
-       (SELECT coalesce(sum(w.idf), 0) FROM unnest($2::text[], $4::float8[]) AS w(lx, idf)
-        WHERE c.tsv @@ quote_literal(w.lx)::tsquery) AS score
-FROM chunks c, q WHERE c.document_id = $1 AND c.tsv @@ q.q ORDER BY score DESC LIMIT $3"""
 
 _XREF = re.compile(
     r"\b(?:see|refer to|described in|discussed in|included in|in)\s+"
@@ -72,7 +58,7 @@ class LoadedTree:
 
 
 async def load_tree(pool: asyncpg.Pool, doc_id: int, doc_name: str, query_vec: np.ndarray) -> LoadedTree:
-    rows = await pool.fetch(SQL_DOC_NODES, doc_id, query_vec)
+    rows = await store.doc_nodes(pool, doc_id, query_vec)
     nodes = tuple(
         DocNode(node_id=r["node_id"], parent_id=r["parent_id"], level=r["level"], title=r["title"],
                 path=tuple(r["path"]), summary=r["summary"], start=r["start_index"], end=r["end_index"],
@@ -111,10 +97,10 @@ class TreeSearcher:
 
     async def search(self, tree: LoadedTree, question: str, query_vec: np.ndarray, *,
                      expert_knowledge: str | None = None, history: Sequence[Turn] = (),
-                     terms: QueryTerms | None = None) -> TreeSearchResult:
+                     terms: store.QueryTerms | None = None) -> TreeSearchResult:
         if not tree.nodes:
             return TreeSearchResult(doc_id=tree.doc_id, picks=())
-        terms = terms or QueryTerms([], [])
+        terms = terms or store.QueryTerms([], [])
         if self.chat.offline:
             return await self.offline(tree, question, query_vec, expert_knowledge=expert_knowledge, terms=terms)
         try:
@@ -133,12 +119,11 @@ class TreeSearcher:
 
     # ------------------------------------------------------------------ offline
     async def offline(self, tree: LoadedTree, question: str, query_vec: np.ndarray, *,
-                      expert_knowledge: str | None = None, terms: QueryTerms | None = None) -> TreeSearchResult:
+                      expert_knowledge: str | None = None, terms: store.QueryTerms | None = None) -> TreeSearchResult:
         leaves = tree.leaves
-        hits = await self.pool.fetch(SQL_NODE_DENSE_HITS, tree.doc_id, query_vec, 40)
-        terms = terms or QueryTerms([], [])
-        texts = (await self.pool.fetch(SQL_NODE_TEXT_HITS, tree.doc_id, terms.lexemes, 40, terms.idf)
-                 if terms.lexemes else [])
+        hits = await store.node_dense_hits(self.pool, tree.doc_id, query_vec, 40)
+        terms = terms or store.QueryTerms([], [])
+        texts = await store.node_text_hits(self.pool, tree.doc_id, terms, 40)
         t_norm = {i: float(r["score"]) / terms.total for i, r in enumerate(texts)}
         node_score = group_scores(
             [(r["node_id"], self.dense_weight * max(float(r["sim"]), 0.0)) for r in hits]

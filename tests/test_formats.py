@@ -16,8 +16,8 @@ import pytest
 
 from ingest.jobs import Worker, create_job, get_job
 from ingest.pipeline import parse_file
-from ingest.store import ensure_collection
 from kb.app import create_app
+from kb.collections import ensure_collection
 from kb.runtime import Runtime, build_ingest_context
 from kb.settings import get_settings
 from tests.http import app_client

@@ -10,8 +10,9 @@ import pymupdf
 import pytest
 
 from ingest.jobs import Worker, create_job, get_job
-from ingest.store import ensure_collection, list_documents
+from ingest.store import list_documents
 from kb.app import create_app
+from kb.collections import ensure_collection
 from kb.runtime import Runtime, build_ingest_context
 from tests.corpus import REPORTS, write_markdown, write_pdf
 from tests.http import app_client

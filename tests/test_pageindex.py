@@ -15,8 +15,9 @@ import pytest
 
 from ingest.jobs import Worker, create_job, get_job
 from ingest.pageindex import parse_pageindex, to_pageindex, tree_from_pageindex
-from ingest.store import NodeInfo, ensure_collection
+from ingest.store import NodeInfo
 from kb.app import create_app
+from kb.collections import ensure_collection
 from kb.errors import IngestError
 from kb.runtime import Runtime, build_ingest_context
 from tests.http import app_client

@@ -195,7 +195,7 @@ async def test_streaming_events(corpus: tuple[Runtime, Path]) -> None:
 
 
 async def test_query_terms_are_idf_weighted_and_safe(corpus: tuple[Runtime, Path]) -> None:
-    from router.routing import query_terms
+    from router.store import query_terms
 
     rt, _ = corpus
     terms = await query_terms(rt.pool, 1, "Zephyr lithium battery packs' & | !:* (report) zzzunknownzzz")

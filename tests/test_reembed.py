@@ -20,7 +20,7 @@ import pytest
 from ingest.jobs import Worker, create_job, get_job
 from ingest.pipeline import doc_label, embed_text_for_chunk, embed_text_for_description, embed_text_for_node
 from ingest.reembed import reembed
-from ingest.store import ensure_collection
+from kb.collections import ensure_collection
 from kb.db import create_pool, migrate
 from kb.embedder_record import EmbedderMismatchError, ensure_embedder, read_record
 from kb.errors import ConfigError, EmbeddingError, NotFoundError

@@ -18,7 +18,6 @@ from litestar.params import Body
 
 from ingest.jobs import JobStatus, cancel_job, create_job, get_job, list_jobs, resolve_ingest_path
 from ingest.pipeline import SUPPORTED
-from ingest.store import get_collection
 from kb.api.common import (
     BEARER,
     COLLECTION_NAME,
@@ -28,6 +27,7 @@ from kb.api.common import (
     public_path,
     scrub_paths,
 )
+from kb.collections import get_collection
 from kb.errors import ValidationError
 from kb.runtime import Runtime
 from kb.settings import Settings

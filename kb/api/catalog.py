@@ -13,13 +13,10 @@ from litestar.params import Parameter
 from ingest.pageindex import export_pageindex
 from ingest.render import PageCache
 from ingest.store import (
-    Collection,
     DocumentInfo,
     NodeInfo,
-    create_collection,
     delete_document,
     get_document,
-    list_collections,
     list_documents,
 )
 from kb.api.common import (
@@ -35,6 +32,7 @@ from kb.api.common import (
     public_path,
     read_guard,
 )
+from kb.collections import Collection, create_collection, list_collections
 from kb.db import schema_version
 from kb.runtime import Runtime
 from kb.settings import Settings

@@ -212,7 +212,8 @@ async def ingest_dataset(rt: Runtime, ds: BenchDataset, collection: str, *, reus
     Without ``reuse`` the collection is emptied first, so the time measured is a full ingest.
     """
     from ingest.jobs import Worker, create_job, get_job
-    from ingest.store import delete_document, ensure_collection, list_documents
+    from ingest.store import delete_document, list_documents
+    from kb.collections import ensure_collection
     from kb.runtime import build_ingest_context
 
     coll = await ensure_collection(rt.pool, collection)

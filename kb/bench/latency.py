@@ -780,7 +780,8 @@ async def drop_bulk_indexes(pool: asyncpg.Pool, data_dir: Path) -> None:
 
 async def load_collection(pool: asyncpg.Pool, cfg: LatencyConfig, data_dir: Path, dim: int) -> LoadReport:
     """Make the collection hold exactly the configured synthetic documents (or reuse it)."""
-    from ingest.store import NewDocument, delete_document, ensure_collection, write_document
+    from ingest.store import NewDocument, delete_document, write_document
+    from kb.collections import ensure_collection
 
     coll = await ensure_collection(pool, cfg.collection)
     await restore_indexes(pool, data_dir)  # a previous run may have been interrupted mid-load

@@ -1,0 +1,284 @@
+"""The router's read side: every query it runs over chunks, nodes and documents, in one home.
+
+Dense top-k is written in two ways, and the choice is explicit (``Scan``):
+
+- ``index``: ``ORDER BY embedding <=> q``, which pgvector answers from the HNSW index (approximate; for a
+  whole collection, inside a transaction prepared by ``vector_session``);
+- ``exact``: ``ORDER BY 1 - (embedding <=> q) DESC``, which the index cannot serve: an exact scan of the
+  rows the filter leaves (a few documents).
+
+Lexical search is Postgres full text weighted by document-level IDF (``QueryTerms``); the in-memory
+rank-bm25 of in-node retrieval and the flat baseline read chunk texts from here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import asyncpg
+import numpy as np
+
+from router.policy import ROUTING
+
+Scan = Literal["index", "exact"]
+
+
+def _dense_sql(where: str, scan: Scan) -> str:
+    order = "c.embedding <=> $1" if scan == "index" else "1 - (c.embedding <=> $1) DESC"
+    return f"""
+SELECT c.id, c.document_id, 1 - (c.embedding <=> $1) AS sim
+FROM chunks c WHERE {where}
+ORDER BY {order} LIMIT $3"""
+
+
+# dense top-k over chunks: (scope, scan) → statement; $1 query vector, $2 collection id or document ids, $3 k
+SQL_DENSE_CHUNKS: dict[tuple[str, Scan], str] = {
+    (scope, scan): _dense_sql(where, scan)
+    for scope, where in (("collection", "c.collection_id = $2"), ("documents", "c.document_id = ANY($2::bigint[])"))
+    for scan in ("index", "exact")
+}
+# the same, with what a citation needs (exact: a few routed documents)
+SQL_DENSE_CHUNK_DETAILS_EXACT = """
+SELECT c.id, c.document_id, c.node_id, c.text, c.page, c.page_end, c.heading_path, 1 - (c.embedding <=> $2) AS dense,
+       n.start_index, n.end_index, n.unit
+FROM chunks c JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id
+WHERE c.document_id = ANY($1::bigint[])
+ORDER BY 1 - (c.embedding <=> $2) DESC LIMIT $3"""
+# one document's chunks nearest the question, by node (exact)
+SQL_NODE_DENSE_HITS_EXACT = """
+SELECT node_id, 1 - (embedding <=> $2) AS sim FROM chunks WHERE document_id = $1
+ORDER BY 1 - (embedding <=> $2) DESC LIMIT $3"""
+SQL_CHUNK_SIMS = "SELECT c.id, 1 - (c.embedding <=> $1) AS sim FROM chunks c WHERE c.id = ANY($2::bigint[])"
+# descriptions nearest the question (index)
+SQL_DESCRIPTIONS_DENSE_INDEX = """
+SELECT id, name, description, 1 - (description_embedding <=> $1) AS sim
+FROM documents WHERE collection_id = $2 AND description_embedding IS NOT NULL
+ORDER BY description_embedding <=> $1 LIMIT $3"""
+SQL_SET_EF = "SELECT set_config('hnsw.ef_search', $1, true)"
+SQL_SET_ITERATIVE = "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"
+
+# Full text in two steps: candidate rows come from the selective lexemes only ($6), are scored with
+# every lexeme's IDF, and only the winners pay for the vector distance. Exact when the k-th score is
+# at least the summed IDF of the unused lexemes (checked by ``text_chunks``, else the full statement runs).
+_TEXT_CHUNKS = """
+WITH q AS (SELECT string_agg(quote_literal(x), ' | ')::tsquery AS q FROM unnest($6::text[]) AS x),
+top AS (
+    SELECT c.id, c.document_id,
+           (SELECT coalesce(sum(w.idf), 0) FROM unnest($1::text[], $5::float8[]) AS w(lx, idf)
+            WHERE c.tsv @@ quote_literal(w.lx)::tsquery) AS score
+    FROM chunks c, q WHERE {where} AND c.tsv @@ q.q
+    ORDER BY score DESC LIMIT $4
+)
+SELECT t.id, t.document_id, 1 - (c.embedding <=> $3) AS sim, t.score FROM top t JOIN chunks c ON c.id = t.id"""
+SQL_TEXT_CHUNKS = {"collection": _TEXT_CHUNKS.format(where="c.collection_id = $2"),
+                   "documents": _TEXT_CHUNKS.format(where="c.document_id = ANY($2::bigint[])")}
+SQL_NODE_TEXT_HITS = """
+WITH q AS (SELECT string_agg(quote_literal(x), ' | ')::tsquery AS q FROM unnest($2::text[]) AS x)
+SELECT c.node_id,
+       (SELECT coalesce(sum(w.idf), 0) FROM unnest($2::text[], $4::float8[]) AS w(lx, idf)
+        WHERE c.tsv @@ quote_literal(w.lx)::tsquery) AS score
+FROM chunks c, q WHERE c.document_id = $1 AND c.tsv @@ q.q ORDER BY score DESC LIMIT $3"""
+SQL_QUERY_LEXEMES = """
+SELECT q.lexeme, coalesce(l.df, 0) AS df
+FROM unnest(tsvector_to_array(to_tsvector('english', $2))) AS q(lexeme)
+LEFT JOIN lexeme_df l ON l.collection_id = $1 AND l.lexeme = q.lexeme"""
+
+# nodes and chunks of chosen nodes
+SQL_DOC_NODES = """
+SELECT n.node_id, n.parent_id, n.level, n.title, n.path, n.summary, n.start_index, n.end_index, n.unit, n.is_leaf,
+       1 - (n.embedding <=> $2) AS sim,
+       EXISTS (SELECT 1 FROM chunks c WHERE c.document_id = n.document_id AND c.node_id = n.node_id) AS has_text
+FROM nodes n WHERE n.document_id = $1 ORDER BY n.ordinal"""
+SQL_NODE_CHUNKS = """
+SELECT c.id, c.node_id, c.ordinal, c.text, c.page, c.page_end, c.heading_path, c.embedding,
+       n.start_index, n.end_index, n.unit
+FROM chunks c JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id
+WHERE c.document_id = $1 AND c.node_id = ANY($2::text[])
+ORDER BY c.ordinal"""
+SQL_NODE_TEXTS = """
+SELECT node_id, text, start_index, end_index, unit FROM nodes WHERE document_id = $1 AND node_id = ANY($2::text[])"""
+SQL_CHUNK_DETAILS = """
+SELECT c.id, c.document_id, d.name, c.node_id, c.heading_path, c.text, c.page, c.page_end, n.start_index, n.end_index, n.unit
+FROM chunks c
+JOIN documents d ON d.id = c.document_id
+JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id
+WHERE c.id = ANY($1::bigint[])"""
+SQL_COLLECTION_TEXTS = "SELECT c.id, c.text FROM chunks c WHERE c.collection_id = $1 ORDER BY c.id"
+
+# documents
+SQL_COLLECTION_DOCS = "SELECT count(*) FROM documents WHERE collection_id = $1"
+SQL_COLLECTION_CHUNKS = "SELECT coalesce(sum(chunk_count), 0) FROM documents WHERE collection_id = $1"
+SQL_DOC_FIELDS = "SELECT id, name, description, metadata FROM documents WHERE id = ANY($1::bigint[])"
+SQL_DESCRIPTIONS_ALL = "SELECT id, name, title, description FROM documents WHERE collection_id = $1 ORDER BY id"
+
+
+# --------------------------------------------------------------------------- vectors
+
+
+async def vector_session(conn: asyncpg.Connection, *, ef_search: int, k: int, iterative: bool) -> None:
+    """HNSW settings for the current transaction: ``ef_search`` at least ``k``, and (pgvector ≥ 0.8) an
+    iterative scan so a filtered index scan still returns ``k`` rows."""
+    await conn.execute(SQL_SET_EF, str(max(ef_search, k)))
+    if iterative:
+        await conn.execute(SQL_SET_ITERATIVE)
+
+
+async def dense_chunks(conn: asyncpg.Connection | asyncpg.Pool, qvec: np.ndarray, k: int, *, scan: Scan,
+                       collection_id: int | None = None, doc_ids: Sequence[int] | None = None) -> list[asyncpg.Record]:
+    """Top-``k`` chunks by cosine (``id``, ``document_id``, ``sim``) of a collection or of some documents."""
+    if (collection_id is None) == (doc_ids is None):
+        raise ValueError("dense_chunks: give exactly one of collection_id and doc_ids")
+    scope, arg = ("collection", collection_id) if doc_ids is None else ("documents", list(doc_ids))
+    return await conn.fetch(SQL_DENSE_CHUNKS[(scope, scan)], qvec, arg, k)
+
+
+async def dense_chunk_details(pool: asyncpg.Pool, doc_ids: Sequence[int], qvec: np.ndarray,
+                              limit: int) -> list[asyncpg.Record]:
+    """The best chunks by cosine inside some documents, with text, pages and unit (exact scan)."""
+    return await pool.fetch(SQL_DENSE_CHUNK_DETAILS_EXACT, list(doc_ids), qvec, limit)
+
+
+async def node_dense_hits(pool: asyncpg.Pool, doc_id: int, qvec: np.ndarray, limit: int) -> list[asyncpg.Record]:
+    """(``node_id``, ``sim``) of one document's chunks nearest the question (exact scan)."""
+    return await pool.fetch(SQL_NODE_DENSE_HITS_EXACT, doc_id, qvec, limit)
+
+
+async def chunk_sims(pool: asyncpg.Pool, qvec: np.ndarray, chunk_ids: Sequence[int]) -> dict[int, float]:
+    """Cosine of the question to given chunks."""
+    return {int(r["id"]): float(r["sim"]) for r in await pool.fetch(SQL_CHUNK_SIMS, qvec, list(chunk_ids))}
+
+
+async def nearest_descriptions(pool: asyncpg.Pool, qvec: np.ndarray, collection_id: int,
+                               k: int) -> list[asyncpg.Record]:
+    """Documents whose description is nearest the question (``id``, ``name``, ``description``, ``sim``)."""
+    return await pool.fetch(SQL_DESCRIPTIONS_DENSE_INDEX, qvec, collection_id, k)
+
+
+# --------------------------------------------------------------------------- full text
+
+
+@dataclass(frozen=True)
+class QueryTerms:
+    """The question's full-text lexemes that discriminate between documents, with IDF weights."""
+
+    lexemes: list[str]
+    idf: list[float]
+    selective: list[str] = field(default_factory=list)  # rarest lexemes whose df sum ≤ 5% of documents
+
+    @property
+    def total(self) -> float:
+        return sum(self.idf) or 1.0
+
+    @property
+    def unused_weight(self) -> float:
+        """The most a chunk matching none of the selective lexemes can score."""
+        sel = set(self.selective)
+        return sum(w for lx, w in zip(self.lexemes, self.idf, strict=True) if lx not in sel)
+
+
+async def query_terms(pool: asyncpg.Pool, collection_id: int, question: str, max_terms: int = 10) -> QueryTerms:
+    """Lexemes of the question (Postgres 'english' parser) weighted by document-level IDF.
+
+    Lexemes found in no document are dropped, and so are those in most documents of a larger
+    collection (they cannot discriminate and make full-text scans slow).
+    """
+    rows = await pool.fetch(SQL_QUERY_LEXEMES, collection_id, question)
+    n_docs = int(await pool.fetchval(SQL_COLLECTION_DOCS, collection_id))
+    scored: list[tuple[float, str, int]] = []
+    for r in rows:
+        df = int(r["df"])
+        if df <= 0 or (n_docs >= 5 and df > ROUTING.common_lexeme_share * n_docs):
+            continue
+        scored.append((math.log(1 + (n_docs - df + 0.5) / (df + 0.5)), r["lexeme"], df))
+    scored.sort(key=lambda x: (-x[0], x[1]))
+    top = scored[:max_terms]
+    selective: list[str] = []
+    budget, used = max(1.0, ROUTING.selective_lexeme_budget * n_docs), 0
+    for _, lx, df in top:  # rarest first
+        if selective and used + df > budget:
+            break
+        selective.append(lx)
+        used += df
+    return QueryTerms(lexemes=[lx for _, lx, _ in top], idf=[w for w, _, _ in top], selective=selective)
+
+
+async def text_chunks(conn: asyncpg.Connection, terms: QueryTerms, qvec: np.ndarray, k: int, *,
+                      collection_id: int | None = None, doc_ids: Sequence[int] | None = None) -> list[asyncpg.Record]:
+    """Top-``k`` chunks by IDF-weighted lexeme matches (``id``, ``document_id``, ``sim``, ``score``)."""
+    if not terms.lexemes:
+        return []
+    scope, arg = ("collection", collection_id) if doc_ids is None else ("documents", list(doc_ids))
+    sql = SQL_TEXT_CHUNKS[scope]
+    rows = await conn.fetch(sql, terms.lexemes, arg, qvec, k, terms.idf, terms.selective)
+    exact = len(rows) >= k and min(float(r["score"]) for r in rows) >= terms.unused_weight
+    if not exact and terms.unused_weight > 0:  # rare: fall back to every lexeme as a candidate source
+        rows = await conn.fetch(sql, terms.lexemes, arg, qvec, k, terms.idf, terms.lexemes)
+    return rows
+
+
+async def node_text_hits(pool: asyncpg.Pool, doc_id: int, terms: QueryTerms, limit: int) -> list[asyncpg.Record]:
+    """(``node_id``, ``score``) of one document's chunks matching the question's lexemes."""
+    if not terms.lexemes:
+        return []
+    return await pool.fetch(SQL_NODE_TEXT_HITS, doc_id, terms.lexemes, limit, terms.idf)
+
+
+# --------------------------------------------------------------------------- nodes and chunks
+
+
+async def doc_nodes(pool: asyncpg.Pool, doc_id: int, qvec: np.ndarray) -> list[asyncpg.Record]:
+    """A document's nodes in order, with the cosine of their embedding to the question."""
+    return await pool.fetch(SQL_DOC_NODES, doc_id, qvec)
+
+
+async def node_chunks(pool: asyncpg.Pool, doc_id: int, node_ids: Sequence[str]) -> list[asyncpg.Record]:
+    """The chunks (with vectors) of some nodes of one document, in order."""
+    return await pool.fetch(SQL_NODE_CHUNKS, doc_id, list(node_ids))
+
+
+async def node_texts(pool: asyncpg.Pool, doc_id: int, node_ids: Sequence[str]) -> list[asyncpg.Record]:
+    """The own text (and range) of some nodes of one document."""
+    return await pool.fetch(SQL_NODE_TEXTS, doc_id, list(node_ids))
+
+
+async def chunk_details(pool: asyncpg.Pool, chunk_ids: Sequence[int]) -> dict[int, asyncpg.Record]:
+    """Text, document name, section and pages of given chunks."""
+    return {int(r["id"]): r for r in await pool.fetch(SQL_CHUNK_DETAILS, list(chunk_ids))}
+
+
+async def collection_texts(pool: asyncpg.Pool, collection_id: int) -> list[asyncpg.Record]:
+    """(``id``, ``text``) of every chunk of a collection, by id."""
+    return await pool.fetch(SQL_COLLECTION_TEXTS, collection_id)
+
+
+# --------------------------------------------------------------------------- documents
+
+
+async def collection_chunk_count(pool: asyncpg.Pool, collection_id: int) -> int:
+    return int(await pool.fetchval(SQL_COLLECTION_CHUNKS, collection_id))
+
+
+async def all_descriptions(pool: asyncpg.Pool, collection_id: int) -> list[asyncpg.Record]:
+    """(``id``, ``name``, ``title``, ``description``) of every document of a collection, by id."""
+    return await pool.fetch(SQL_DESCRIPTIONS_ALL, collection_id)
+
+
+async def doc_fields(pool: asyncpg.Pool, doc_ids: Sequence[int]) -> dict[int, DocFields]:
+    """Name, description and metadata of given documents."""
+    return {int(r["id"]): DocFields(r["name"], r["description"], _json(r["metadata"]))
+            for r in await pool.fetch(SQL_DOC_FIELDS, list(doc_ids))}
+
+
+@dataclass(frozen=True)
+class DocFields:
+    name: str
+    description: str
+    metadata: dict[str, Any]
+
+
+def _json(value: Any) -> dict[str, Any]:
+    return json.loads(value) if isinstance(value, str) else dict(value or {})
