@@ -20,17 +20,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import json
 import math
-import os
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import structlog
 
-from kb.bench.environment import code_version, machine_facts, postgres_facts
+from kb.bench.environment import QUERY_PATH, git_commit, load_average, machine, postgres_facts, utc_minutes
 from kb.bench.latency_report import jsonable, kept_notes, render_markdown, summary_lines
 from kb.bench.latency_types import CollectionSize, LatencyConfig, LatencyReport, Stat
 from kb.bench.loader import collection_size, load_collection, relation_sizes
@@ -42,6 +41,14 @@ log = structlog.get_logger("kb.bench.latency")
 
 GOAL_MS = 100.0
 RESULTS_MD = Path(__file__).resolve().parents[2] / "bench" / "results" / "latency.md"
+
+
+def machine_facts(load_before: tuple[float, float, float]) -> dict[str, Any]:
+    """The machine, the code measured and the load around the measured queries (``nproc``: usable cores)."""
+    m = machine()
+    return {"nproc": m.usable_cores, "cpu": m.cpu, "ram_gb": m.memory_gib, "python": m.python, "platform": m.os,
+            "code": git_commit(*QUERY_PATH, untracked=True) or "unknown",
+            "loadavg_1_5_15_before": list(load_before), "loadavg_1_5_15_after": list(load_average())}
 
 
 def config_from_args(args: argparse.Namespace) -> LatencyConfig:
@@ -80,20 +87,19 @@ async def run_latency(cfg: LatencyConfig) -> LatencyReport:
         questions = bench_questions(company_list, cfg.queries + cfg.warmup, cfg.seed)
         pipeline = QueryPipeline(rt.pool, rt.embedder, rt.chat, rset)
         log.info("bench.latency_start", docs=docs, chunks=chunks, queries=cfg.queries)
-        load_before = os.getloadavg()
+        load_before = load_average()
         samples, ref = await measure(pipeline, rt.pool, cfg.collection, questions, cfg.warmup, ef,
                                      rt.embedder.embed_batch)
-        machine = {**machine_facts(), "code": code_version(), "loadavg_1_5_15_before": [round(x, 2) for x in load_before],
-                   "loadavg_1_5_15_after": [round(x, 2) for x in os.getloadavg()]}
+        facts = machine_facts(load_before)
         plan = await reference_plan(rt.pool, rt.embedder.embed_batch([questions[0].text])[0], ef)
         strategies = summarize(samples)
         reference = Stat.of(ref)
         return LatencyReport(
-            date=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            date=utc_minutes(),
             config={"docs": cfg.docs, "chunks_per_doc": cfg.chunks_per_doc, "queries": cfg.queries,
                     "warmup": cfg.warmup, "collection": cfg.collection, "seed": cfg.seed,
                     "embedding_model": rt.embedder.model_id, "chat": rt.chat.model_id},
-            machine=machine, postgres=pgf, retrieval_settings=asdict(rset),
+            machine=facts, postgres=pgf, retrieval_settings=asdict(rset),
             collection=CollectionSize(docs=docs, nodes=nodes, chunks=chunks, relations=sizes), load=load,
             strategies=strategies, reference=reference, reference_plan=plan, goal_ms=GOAL_MS,
             goal_met={s.strategy: s.total.median < GOAL_MS for s in strategies if s.strategy in STRATEGIES},

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kb.bench.latency_types import LatencyReport
+from kb.bench.latency_types import LatencyReport, Stat
+from kb.bench.markdown import table
 from kb.bench.measure import SQL_REFERENCE
 from kb.bench.synthetic import DOCS_PER_COMPANY
 
@@ -29,30 +30,35 @@ def _goal(report: LatencyReport, strategy: str) -> str:
     return "yes" if report.goal_met[strategy] else "NO"
 
 
+LATENCY_COLUMNS = ("strategy", "median ms", "p95 ms", "route med / p95", "tree_search med / p95",
+                   "retrieve med / p95", "docs routed", "chunks", "company in routed docs", "median < 100 ms")
+
+
+def _med_p95(st: Stat) -> str:
+    return f"{_f(st.median)} / {_f(st.p95)}"
+
+
 def latency_table(report: LatencyReport) -> str:
-    head = ("| strategy | median ms | p95 ms | route med / p95 | tree_search med / p95 | retrieve med / p95 "
-            "| docs routed | chunks | company in routed docs | median < 100 ms |\n"
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|:---:|")
-    lines = [head]
+    """One row per measured strategy, then the pgvector reference."""
+    rows = []
     for s in report.strategies:
         st = s.stages
         hit = "–" if s.company_hit_rate is None else f"{s.company_hit_rate:.0%}"
-        lines.append(
-            f"| {s.strategy} | {_f(s.total.median)} | {_f(s.total.p95)} | "
-            f"{_f(st['route'].median)} / {_f(st['route'].p95)} | {_f(st['tree_search'].median)} / "
-            f"{_f(st['tree_search'].p95)} | {_f(st['retrieve'].median)} / {_f(st['retrieve'].p95)} | "
-            f"{s.docs_routed:.1f} | {s.chunks_returned:.1f} | {hit} | {_goal(report, s.strategy)} |")
+        rows.append((s.strategy, _f(s.total.median), _f(s.total.p95), _med_p95(st["route"]),
+                     _med_p95(st["tree_search"]), _med_p95(st["retrieve"]), f"{s.docs_routed:.1f}",
+                     f"{s.chunks_returned:.1f}", hit, _goal(report, s.strategy)))
     r = report.reference
-    lines.append(f"| *pgvector top-10 (reference)* | {_f(r.median)} | {_f(r.p95)} | | | | | 10 | | "
-                 f"{'yes' if r.median < report.goal_ms else 'NO'} |")
-    return "\n".join(lines)
+    rows.append(("*pgvector top-10 (reference)*", _f(r.median), _f(r.p95), "", "", "", "", "10", "",
+                 "yes" if r.median < report.goal_ms else "NO"))
+    return "\n".join(table(LATENCY_COLUMNS, rows, align="lrrrrrrrrc"))
 
 
 def render_markdown(report: LatencyReport, notes: str) -> str:
     m, pg, c, ld = report.machine, report.postgres, report.collection, report.load
     rel = c.relations
     chunks_total = rel.get("chunks", {}).get("total_bytes")
-    idx = "\n".join(f"| {name} | {_mb(v['bytes'])} |" for name, v in rel.items() if v["kind"] == "index")
+    idx = "\n".join(table(["chunks index", "size"],
+                          [(name, _mb(v["bytes"])) for name, v in rel.items() if v["kind"] == "index"], align="lr"))
     build = ", ".join(f"{k} {v:.0f} s" for k, v in ld.seconds_index_build.items()) or "–"
     load = (f"generated and written in {ld.seconds_generate_and_write:.0f} s (clear {ld.seconds_clear:.0f} s); "
             f"index builds: {build}; VACUUM ANALYZE {ld.seconds_vacuum_analyze:.0f} s; bulk indexes dropped "
@@ -93,8 +99,6 @@ documents include one of that company's filings.
   `nodes` {_mb(rel.get('nodes', {}).get('total_bytes'))}; `documents` {_mb(rel.get('documents', {}).get('total_bytes'))}
 - Load: {load}
 
-| chunks index | size |
-|---|---:|
 {idx}
 
 ## Machine and settings
