@@ -23,11 +23,10 @@ from kb.providers import Embedder
 from kb.settings import RetrievalSettings
 from kb.text import tokenize
 from router.scoring import min_max
-from router.types import RetrievedChunk
+from router.types import FLAT_MODES, RetrievedChunk
 
 log = structlog.get_logger("router.flat")
 
-FLAT_MODES: tuple[str, ...] = ("dense", "bm25", "hybrid")
 
 SQL_COLLECTION_ID = "SELECT id FROM collections WHERE name = $1"
 SQL_SET_EF = "SELECT set_config('hnsw.ef_search', $1, true)"

@@ -26,15 +26,13 @@ import structlog
 from kb.bench.datasets import BenchDataset, BenchQuestion, load_dataset
 from kb.bench.environment import git_commit, machine, pgvector_version, utc_seconds
 from kb.bench.metrics import QuestionRun, aggregate, metric_names, question_metrics
+from kb.bench.strategies import BENCH_STRATEGIES, FLAT, ROUTED, parse_strategies
 from kb.errors import KBError, ValidationError
 from kb.providers.chat import CountingChat
 from kb.runtime import Runtime
 
 log = structlog.get_logger("kb.bench.harness")
 
-ROUTED = ("auto", "metadata", "semantic", "description")
-FLAT = {"flat-dense": "dense", "flat-bm25": "bm25", "flat-hybrid": "hybrid"}
-DEFAULT_STRATEGIES = ("auto", "metadata", "semantic", "description", "flat-dense", "flat-bm25", "flat-hybrid")
 TOP_DOCS = 5
 """Routed documents requested per question (doc_hit@1/@3 and doc_recall@3/@5 come from one ranking)."""
 FLAT_DOC_POOL = 50
@@ -63,7 +61,7 @@ class BenchConfig(msgspec.Struct, frozen=True, kw_only=True):
     data_dir: Path
     questions: Path | None = None
     collection: str | None = None
-    strategies: tuple[str, ...] = DEFAULT_STRATEGIES
+    strategies: tuple[str, ...] = BENCH_STRATEGIES
     ks: tuple[int, ...] = (5, 10)
     reuse: bool = False
     limit: int | None = None
@@ -107,14 +105,6 @@ class BenchReport(msgspec.Struct, frozen=True):
 
 
 # --------------------------------------------------------------------------- arguments
-
-
-def parse_strategies(raw: str) -> tuple[str, ...]:
-    items = tuple(dict.fromkeys(s.strip() for s in raw.split(",") if s.strip()))
-    unknown = [s for s in items if s not in ROUTED and s not in FLAT]
-    if unknown or not items:
-        raise ValidationError(f"unknown strategies {unknown}; use any of {', '.join(DEFAULT_STRATEGIES)}")
-    return items
 
 
 def parse_ks(raw: str) -> tuple[int, ...]:

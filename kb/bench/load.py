@@ -21,6 +21,7 @@ import numpy as np
 
 from kb.bench.environment import load_average, machine, utc_minutes
 from kb.bench.markdown import table
+from router.types import STRATEGIES
 
 SAMPLES_QUESTIONS = Path(__file__).resolve().parents[2] / "samples" / "QUESTIONS.md"
 _QUESTION = re.compile(r"\*\*Question:\*\*\s*(.+)")
@@ -34,7 +35,7 @@ def sample_questions(path: Path = SAMPLES_QUESTIONS) -> list[tuple[str, str]]:
         q = _QUESTION.search(section)
         s = _STRATEGY.search(section)
         if q:
-            strategy = s.group(1) if s and s.group(1) in {"auto", "metadata", "semantic", "description"} else "auto"
+            strategy = s.group(1) if s and s.group(1) in STRATEGIES else "auto"
             out.append((q.group(1).strip(), strategy))
     return out
 

@@ -16,10 +16,10 @@ import structlog
 
 from kb.bench.latency_types import Stat, StrategyLatency
 from kb.bench.synthetic import SyntheticQuestion, list_question
+from router.types import STRATEGIES
 
 log = structlog.get_logger("kb.bench.measure")
 
-STRATEGIES: tuple[str, ...] = ("auto", "metadata", "semantic", "description")
 STAGES: tuple[str, ...] = ("route", "tree_search", "retrieve")
 LIST20 = "auto, list over 20 docs"
 """A list question ("Which of these companies …?") routed to 20 documents, each with its sub-question."""

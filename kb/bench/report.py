@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from kb.bench.markdown import cell, table
+from kb.bench.strategies import FLAT_PREFIX
 
-FLAT_PREFIX = "flat-"
 TARGETS = {
     "financebench": [("auto", "doc_hit@1", 0.95)],
     "docugami": [("auto", "doc_recall@5", 0.9)],
