@@ -16,6 +16,7 @@ from kb.errors import ConfigError, KBError
 from kb.logging import configure_logging
 from kb.settings import get_settings
 from kb.text import unit_label
+from router.types import STRATEGIES
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples" / "reports"
 
@@ -386,7 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--recursive", action="store_true")
     q = sub.add_parser("query", help="ask a question")
     q.add_argument("question", nargs="?")
-    q.add_argument("--strategy", default="auto", choices=["auto", "metadata", "semantic", "description"])
+    q.add_argument("--strategy", default="auto", choices=STRATEGIES)
     q.add_argument("--collection", default="default")
     q.add_argument("--top-docs", type=int, default=None, help="documents to route (default: by the question's scope)")
     q.add_argument("--top-k", type=int, default=5)

@@ -25,11 +25,10 @@ from kb.settings import RetrievalSettings
 from kb.text import tokenize
 from router import store
 from router.scoring import min_max
-from router.types import RetrievedChunk
+from router.types import FLAT_MODES, RetrievedChunk
 
 log = structlog.get_logger("router.flat")
 
-FLAT_MODES: tuple[str, ...] = ("dense", "bm25", "hybrid")
 
 
 

@@ -35,7 +35,7 @@ from router.policy import ROUTING
 from router.prompts import DESCRIPTION, description_prompt
 from router.scoring import aggregate_score, min_max
 from router.store import QueryTerms
-from router.types import DocCandidate, RoutingResult
+from router.types import STRATEGIES, DocCandidate, RoutingResult
 
 log = structlog.get_logger("router.routing")
 
@@ -303,9 +303,9 @@ class AutoRouter:
                              conditions=conds, notes=tuple(notes), llm_calls=calls, scope_hint=match.scope)
 
 
-ROUTERS: dict[str, type] = {
-    "auto": AutoRouter, "metadata": MetadataRouter, "semantic": SemanticRouter, "description": DescriptionRouter,
-}
+ROUTERS: dict[str, type] = {r.name: r for r in (AutoRouter, MetadataRouter, SemanticRouter, DescriptionRouter)}
+if tuple(ROUTERS) != STRATEGIES:  # a strategy is added in router.types.Strategy and registered here
+    raise ImportError(f"router.routing.ROUTERS {tuple(ROUTERS)} differ from router.types.STRATEGIES {STRATEGIES}")
 
 
 def get_router(strategy: str) -> Router:

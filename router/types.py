@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import msgspec
 
 Strategy = Literal["auto", "metadata", "semantic", "description"]
-STRATEGIES: tuple[str, ...] = ("auto", "metadata", "semantic", "description")
+"""The routing strategies, declared once: ``router.routing.ROUTERS`` must register exactly these, and the API
+(``QueryRequest.strategy``), ``kb query --strategy`` and ``kb bench`` take their lists from here."""
+STRATEGIES: tuple[str, ...] = get_args(Strategy)
+FLAT_MODES: tuple[str, ...] = ("dense", "bm25", "hybrid")
+"""The flat baselines of ``router.flat.FlatRetriever`` (no routing); ``kb bench`` runs them as ``flat-<mode>``."""
 
 
 NO_NUL = r"^[^\x00]*$"

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-DEFAULT_STRATEGIES = "auto,metadata,semantic,description,flat-dense,flat-bm25,flat-hybrid"
+from kb.bench.strategies import BENCH_STRATEGIES
+
+DEFAULT_STRATEGIES = ",".join(BENCH_STRATEGIES)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

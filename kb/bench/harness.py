@@ -10,13 +10,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import datetime as dt
 import hashlib
 import json
 import os
-import platform
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -27,16 +24,15 @@ import msgspec
 import structlog
 
 from kb.bench.datasets import BenchDataset, BenchQuestion, load_dataset
+from kb.bench.environment import git_commit, machine, pgvector_version, utc_seconds
 from kb.bench.metrics import QuestionRun, aggregate, metric_names, question_metrics
+from kb.bench.strategies import BENCH_STRATEGIES, FLAT, ROUTED, parse_strategies
 from kb.errors import KBError, ValidationError
 from kb.providers.chat import CountingChat
 from kb.runtime import Runtime
 
 log = structlog.get_logger("kb.bench.harness")
 
-ROUTED = ("auto", "metadata", "semantic", "description")
-FLAT = {"flat-dense": "dense", "flat-bm25": "bm25", "flat-hybrid": "hybrid"}
-DEFAULT_STRATEGIES = ("auto", "metadata", "semantic", "description", "flat-dense", "flat-bm25", "flat-hybrid")
 TOP_DOCS = 5
 """Routed documents requested per question (doc_hit@1/@3 and doc_recall@3/@5 come from one ranking)."""
 FLAT_DOC_POOL = 50
@@ -53,7 +49,6 @@ JOIN collections c ON c.id = j.collection_id
 JOIN ingest_job_items i ON i.job_id = j.id AND i.status = 'ok'
 WHERE c.name = $1 AND j.status = 'done' AND j.started_at IS NOT NULL AND j.finished_at IS NOT NULL
 GROUP BY j.id ORDER BY sum(i.pages) DESC, j.id DESC LIMIT 1"""
-SQL_PGVECTOR = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
 SQL_COVERING_NODE = """
 SELECT n.node_id FROM nodes n
 WHERE n.document_id = $1 AND n.unit = 'page' AND n.start_index <= $2 AND n.end_index >= $2
@@ -66,7 +61,7 @@ class BenchConfig(msgspec.Struct, frozen=True, kw_only=True):
     data_dir: Path
     questions: Path | None = None
     collection: str | None = None
-    strategies: tuple[str, ...] = DEFAULT_STRATEGIES
+    strategies: tuple[str, ...] = BENCH_STRATEGIES
     ks: tuple[int, ...] = (5, 10)
     reuse: bool = False
     limit: int | None = None
@@ -110,14 +105,6 @@ class BenchReport(msgspec.Struct, frozen=True):
 
 
 # --------------------------------------------------------------------------- arguments
-
-
-def parse_strategies(raw: str) -> tuple[str, ...]:
-    items = tuple(dict.fromkeys(s.strip() for s in raw.split(",") if s.strip()))
-    unknown = [s for s in items if s not in ROUTED and s not in FLAT]
-    if unknown or not items:
-        raise ValidationError(f"unknown strategies {unknown}; use any of {', '.join(DEFAULT_STRATEGIES)}")
-    return items
 
 
 def parse_ks(raw: str) -> tuple[int, ...]:
@@ -376,35 +363,11 @@ class _Runner:
 
 def _environment(rt: Runtime, pgvector: str | None) -> dict[str, Any]:
     s = rt.settings
-    try:
-        here = Path(__file__).resolve().parent
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=here, timeout=5, check=False).stdout.strip() or None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                               text=True, cwd=here, timeout=5, check=False).stdout.strip()
-        if commit and dirty:
-            commit += "+dirty"
-    except (OSError, subprocess.SubprocessError) as exc:
-        log.warning("bench.git_unavailable", error=str(exc))
-        commit = None
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        log.debug("bench.no_cpuinfo")
-    mem_gib = None
-    try:
-        mem_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
-    except (ValueError, OSError, AttributeError):
-        log.debug("bench.no_meminfo")
+    m = machine()
     return {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "commit": commit,
-        "machine": {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": mem_gib, "os": platform.platform(),
-                    "python": platform.python_version()},
+        "date": utc_seconds(),
+        "commit": git_commit(),
+        "machine": {"cpu": m.cpu, "cores": m.cores, "memory_gib": m.memory_gib, "os": m.os, "python": m.python},
         "pgvector": pgvector,
         "embedder": rt.embedder.model_id,
         "chat": rt.chat.model_id,
@@ -497,7 +460,7 @@ async def run_benchmark(rt: Runtime, config: BenchConfig,
                                **({"error": r.error} if r.error else {})}
     qdetails = [{"qid": q.qid, "qtype": q.qtype, "question": q.question, "relevant": list(q.relevant),
                  "evidence": [list(e) for e in q.evidence], "results": per_q[q.qid]} for q in active]
-    pgv = await rt.pool.fetchval(SQL_PGVECTOR)
+    pgv = await pgvector_version(rt.pool)
     env = {**_environment(rt, pgv), "dataset_dir": str(config.data_dir), "ks": list(config.ks),
            "anonymized_file_names": ds.anonymize, "reuse": config.reuse, "collection_arg": config.collection,
            "questions_file": str(config.questions) if config.questions else None, "limit": config.limit,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import re
 import time
 from collections import Counter
@@ -19,6 +18,10 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+
+from kb.bench.environment import load_average, machine, utc_minutes
+from kb.bench.markdown import table
+from router.types import STRATEGIES
 
 SAMPLES_QUESTIONS = Path(__file__).resolve().parents[2] / "samples" / "QUESTIONS.md"
 _QUESTION = re.compile(r"\*\*Question:\*\*\s*(.+)")
@@ -32,7 +35,7 @@ def sample_questions(path: Path = SAMPLES_QUESTIONS) -> list[tuple[str, str]]:
         q = _QUESTION.search(section)
         s = _STRATEGY.search(section)
         if q:
-            strategy = s.group(1) if s and s.group(1) in {"auto", "metadata", "semantic", "description"} else "auto"
+            strategy = s.group(1) if s and s.group(1) in STRATEGIES else "auto"
             out.append((q.group(1).strip(), strategy))
     return out
 
@@ -92,20 +95,20 @@ async def run_load(url: str, *, clients: int, duration_s: float, token: str | No
 
 
 def report(result: LoadResult, *, url: str, workers: str, command: str) -> str:
-    load1, load5, _ = os.getloadavg()
+    load1, load5, _ = load_average()
+    m = machine()
+    row = (result.clients, f"{result.seconds:.1f}", result.requests, f"{result.throughput:.1f}",
+           f"{result.percentile(50):.0f}", f"{result.percentile(95):.0f}", f"{result.percentile(99):.0f}",
+           result.errors, dict(result.statuses), f"{load1:.2f}, {load5:.2f}")
     lines = [
         "# Load: concurrent queries over HTTP",
         "",
-        f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; machine: {platform.machine()}, "
-        f"{os.cpu_count()} cores, Python {platform.python_version()}",
+        f"- date: {utc_minutes()}; machine: {m.arch}, {m.cores} cores, Python {m.python}",
         f"- server: {url} ({workers}); offline provider; the bundled sample corpus (6 reports)",
         f"- command: `{command}`",
         "",
-        "| clients | seconds | requests | queries/s | p50 ms | p95 ms | p99 ms | errors | statuses | load avg (1, 5 min) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
-        f"| {result.clients} | {result.seconds:.1f} | {result.requests} | {result.throughput:.1f} | "
-        f"{result.percentile(50):.0f} | {result.percentile(95):.0f} | {result.percentile(99):.0f} | {result.errors} | "
-        f"{dict(result.statuses)} | {load1:.2f}, {load5:.2f} |",
+        *table(["clients", "seconds", "requests", "queries/s", "p50 ms", "p95 ms", "p99 ms", "errors", "statuses",
+                "load avg (1, 5 min)"], [row], align="rrrrrrrrll"),
         "",
     ]
     return "\n".join(lines)

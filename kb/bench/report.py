@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-FLAT_PREFIX = "flat-"
+from kb.bench.markdown import cell, table
+from kb.bench.strategies import FLAT_PREFIX
+
 TARGETS = {
     "financebench": [("auto", "doc_hit@1", 0.95)],
     "docugami": [("auto", "doc_recall@5", 0.9)],
@@ -22,22 +24,6 @@ TYPE_METRICS = ("doc_hit@1", "doc_recall@5", "page_recall@10", "node_recall", "c
                 "evidence_doc_coverage", "answer_number_recall")
 WATERFALL = (("routing", "doc_recall@5"), ("tree search", "node_recall"), ("in-node retrieval", "candidate_page_recall"),
              ("final ranking", "page_recall@10"))
-
-
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}"
-    return str(v)
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    """A markdown table; columns holding only numbers (or blanks) are right-aligned."""
-    numeric = [all(r[i] is None or isinstance(r[i], int | float) for r in rows) for i in range(len(header))]
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if numeric[i] and i else "---" for i in range(len(header))) + "|"]
-    out += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
-    return out
 
 
 def _metric_rows(strategies: dict[str, dict[str, Any]]) -> list[str]:
@@ -75,11 +61,11 @@ def _targets(report: dict[str, Any]) -> list[str]:
     for strategy, metric, goal in TARGETS.get(report["dataset"], []):
         v = s.get(strategy, {}).get(metric)
         ok = v is not None and v >= goal
-        lines.append(f"- `{strategy}` {metric} ≥ {goal}: **{_fmt(v)}** — {'met' if ok else 'NOT met'}")
+        lines.append(f"- `{strategy}` {metric} ≥ {goal}: **{cell(v)}** — {'met' if ok else 'NOT met'}")
     for strategy, qtype, metric, goal in TYPE_TARGETS.get(report["dataset"], []):
         v = report.get("by_type", {}).get(strategy, {}).get(qtype, {}).get(metric)
         ok = v is not None and v >= goal
-        lines.append(f"- `{strategy}` {metric} ≥ {goal} on {qtype} questions: **{_fmt(v)}** — "
+        lines.append(f"- `{strategy}` {metric} ≥ {goal} on {qtype} questions: **{cell(v)}** — "
                      f"{'met' if ok else 'NOT met'}")
     if report["dataset"] == "financebench" and "auto" in s:
         flats = {k: v.get("page_recall@10") for k, v in s.items() if k.startswith(FLAT_PREFIX)}
@@ -89,8 +75,8 @@ def _targets(report: dict[str, Any]) -> list[str]:
             best = max(flats, key=lambda k: flats[k])
             gap = auto - flats[best]
             ok = gap >= 0.15
-            lines.append(f"- `auto` page_recall@10 ≥ best flat + 0.15: **{_fmt(auto)}** vs `{best}` "
-                         f"{_fmt(flats[best])} (gap {gap * 100:+.1f} points) — {'met' if ok else 'NOT met'}")
+            lines.append(f"- `auto` page_recall@10 ≥ best flat + 0.15: **{cell(auto)}** vs `{best}` "
+                         f"{cell(flats[best])} (gap {gap * 100:+.1f} points) — {'met' if ok else 'NOT met'}")
     return lines
 
 
@@ -109,7 +95,7 @@ def _misses(report: dict[str, Any], strategy: str = "auto") -> list[str]:
     if not rows:
         return [f"No misses for `{strategy}`."]
     return [f"{len(rows)} questions with doc_hit@1 < 1, doc_recall@5 < 1 or page_recall@10 = 0:", "",
-            *_table(["qid", "type", "question", "relevant", f"{strategy} top-3 docs", "page_recall@10",
+            *table(["qid", "type", "question", "relevant", f"{strategy} top-3 docs", "page_recall@10",
                      "node_recall"], rows)]
 
 
@@ -126,13 +112,13 @@ def _waterfall(report: dict[str, Any]) -> list[str]:
              "page in any candidate chunk, before the top-k cut), final ranking (page_recall@10)."
              + (f" **Oracle run: `{oracle}`** — the earlier stages are given." if oracle else ""), ""]
     rows = [(stage, *(s[k].get(metric) for k in routed)) for stage, metric in WATERFALL]
-    lines += _table(["stage", *routed], rows)
+    lines += table(["stage", *routed], rows)
     by_type = report.get("by_type", {})
     for k in routed:
         types = sorted(by_type.get(k, {}))
         if types:
             lines += ["", f"`{k}` by question type", ""]
-            lines += _table(["stage", *types], [(stage, *(by_type[k][t].get(metric) for t in types))
+            lines += table(["stage", *types], [(stage, *(by_type[k][t].get(metric) for t in types))
                                                 for stage, metric in WATERFALL])
     return lines
 
@@ -157,14 +143,14 @@ def render_markdown(report: dict[str, Any], notes: str | None = None) -> str:
         "## Ingest",
         "",
     ]
-    out += _table(["docs", "pages", "chunks", "seconds", "pages/s", "reused"],
+    out += table(["docs", "pages", "chunks", "seconds", "pages/s", "reused"],
                   [(ing["docs"], ing["pages"], ing["chunks"], ing.get("seconds"), ing.get("pages_per_s"),
                     ing.get("reused"))])
     if ing.get("failed"):
         out += ["", "Failed files: " + "; ".join(f"{k}: {v}" for k, v in ing["failed"].items())]
     out += ["", "## Metrics", ""]
     names = [n for n in _metric_rows(strategies) if any(strategies[s].get(n) is not None for s in strategies)]
-    out += _table(["metric", *strategies], [(n, *(strategies[s].get(n) for s in strategies)) for n in names])
+    out += table(["metric", *strategies], [(n, *(strategies[s].get(n) for s in strategies)) for n in names])
     out += ["", "`evidence_doc_coverage`: share of a question's relevant documents that contribute to the evidence "
             "handed to synthesis (routed strategies: the pipeline's evidence, per-document shares for multi-document "
             "questions; flat baselines: their top-k chunks). `answer_number_recall`: share of the reference answer's "
@@ -189,10 +175,10 @@ def render_markdown(report: dict[str, Any], notes: str | None = None) -> str:
             n = next((by_type[s][t]["n"] for s in strategies if t in by_type.get(s, {})), "?")
             rows.append((f"{t} (n={n})", *vals))
         if rows:
-            out += [f"**{metric}**", "", *_table(["question type", *strategies], rows), ""]
+            out += [f"**{metric}**", "", *table(["question type", *strategies], rows), ""]
     if report.get("skipped"):
         out += ["## Skipped questions", ""]
-        out += _table(["qid", "reason"], [(s["qid"], s["reason"]) for s in report["skipped"]])
+        out += table(["qid", "reason"], [(s["qid"], s["reason"]) for s in report["skipped"]])
         out += [""]
     out += ["## Misses of `auto`", "", *_misses(report), ""]
     if notes:

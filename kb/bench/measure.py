@@ -1,0 +1,114 @@
+"""The measuring loop of ``kb bench latency``: every strategy per question, rotated, beside a pgvector top-10."""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import numpy as np
+import structlog
+
+from kb.bench.latency_types import Stat, StrategyLatency
+from kb.bench.synthetic import SyntheticQuestion, list_question
+from router.types import STRATEGIES
+
+log = structlog.get_logger("kb.bench.measure")
+
+STAGES: tuple[str, ...] = ("route", "tree_search", "retrieve")
+LIST20 = "auto, list over 20 docs"
+"""A list question ("Which of these companies …?") routed to 20 documents, each with its sub-question."""
+MEASURED: tuple[str, ...] = (*STRATEGIES, LIST20)
+
+SQL_REFERENCE = "SELECT id FROM chunks ORDER BY embedding <=> $1 LIMIT 10"
+SQL_SET_EF = "SELECT set_config('hnsw.ef_search', $1, true)"
+
+
+@dataclass(frozen=True)
+class QuerySample:
+    strategy: str
+    wall_ms: float
+    stages: dict[str, float]
+    docs: int
+    chunks: int
+    company_hit: bool | None
+
+
+def _company_hit(q: SyntheticQuestion, doc_names: Sequence[str]) -> bool | None:
+    if q.company is None:
+        return None
+    slug = re.sub(r"[^a-z0-9]+", "-", q.company.lower()).strip("-")
+    return any(n.startswith(slug + "_") for n in doc_names)
+
+
+async def measure(pipeline: Any, pool: asyncpg.Pool, collection: str, questions: Sequence[SyntheticQuestion],
+                  warmup: int, ef_search: int, embed: Callable[[list[str]], np.ndarray]) -> tuple[
+        list[QuerySample], list[float]]:
+    """Warm up, then time every strategy (rotated order per question) and the plain pgvector reference."""
+    from router.types import QueryRequest
+
+    async def one(q: SyntheticQuestion, strategy: str) -> QuerySample:
+        if strategy == LIST20:
+            req = QueryRequest(query=list_question(q), collection=collection, strategy="auto", top_docs=20, top_k=5)
+        else:
+            req = QueryRequest(query=q.text, collection=collection, strategy=strategy, top_docs=3, top_k=5)
+        t = time.perf_counter()
+        out = await pipeline.retrieve(req)
+        wall = (time.perf_counter() - t) * 1000
+        return QuerySample(strategy, wall, {k: out.timings_ms.get(k, math.nan) for k in STAGES},
+                           len(out.routing.documents), len(out.chunks),
+                           None if strategy == LIST20 else _company_hit(q, [d.name for d in out.routing.documents]))
+
+    async def reference(vec: np.ndarray) -> float:
+        t = time.perf_counter()
+        async with pool.acquire() as conn, conn.transaction():
+            await conn.execute(SQL_SET_EF, str(ef_search))
+            rows = await conn.fetch(SQL_REFERENCE, vec)
+        if len(rows) != 10:
+            log.warning("bench.reference_short", rows=len(rows))
+        return (time.perf_counter() - t) * 1000
+
+    vecs = embed([q.text for q in questions])
+    for i, q in enumerate(questions[:warmup]):
+        for s in MEASURED:
+            await one(q, s)
+        await reference(vecs[i])
+    samples: list[QuerySample] = []
+    ref: list[float] = []
+    measured = list(questions[warmup:])
+    for i, q in enumerate(measured):
+        order = MEASURED[i % len(MEASURED):] + MEASURED[: i % len(MEASURED)]
+        for s in order:
+            samples.append(await one(q, s))
+        ref.append(await reference(vecs[warmup + i]))
+        if (i + 1) % 10 == 0:
+            log.info("bench.latency_progress", queries=i + 1, of=len(measured))
+    return samples, ref
+
+
+def summarize(samples: Sequence[QuerySample]) -> list[StrategyLatency]:
+    out = []
+    for s in MEASURED:
+        rows = [x for x in samples if x.strategy == s]
+        hits = [x.company_hit for x in rows if x.company_hit is not None]
+        out.append(StrategyLatency(
+            strategy=s, total=Stat.of([x.wall_ms for x in rows]),
+            stages={st: Stat.of([x.stages[st] for x in rows]) for st in STAGES},
+            docs_routed=round(statistics.fmean(x.docs for x in rows), 2) if rows else 0.0,
+            chunks_returned=round(statistics.fmean(x.chunks for x in rows), 2) if rows else 0.0,
+            company_hit_rate=round(sum(hits) / len(hits), 3) if hits else None,
+        ))
+    return out
+
+
+
+async def reference_plan(pool: asyncpg.Pool, vec: np.ndarray, ef_search: int) -> str:
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute(SQL_SET_EF, str(ef_search))
+        rows = await conn.fetch("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + SQL_REFERENCE, vec)
+    return re.sub(r"'\[[^\]]*\]'::vector", "$1", "\n".join(r[0] for r in rows))

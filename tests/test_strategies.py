@@ -1,0 +1,81 @@
+"""The routing strategy list is declared once (``router.types.Strategy``) and every surface accepts exactly
+the registered routers: the API request, ``kb query``, the MCP tool and ``kb bench`` (financebench/docugami,
+latency, load). Adding a strategy to the registry and forgetting a surface fails here."""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+from typing import get_args
+
+import msgspec
+import pytest
+
+from kb.bench import cli as bench_cli
+from kb.bench import harness, measure
+from kb.bench.load import sample_questions
+from kb.bench.strategies import BENCH_STRATEGIES, FLAT, parse_strategies
+from kb.cli import build_parser
+from kb.errors import ValidationError
+from router.pipeline import validate_request
+from router.routing import ROUTERS, get_router
+from router.types import FLAT_MODES, STRATEGIES, QueryRequest, Strategy
+
+REGISTERED = tuple(ROUTERS)
+
+
+def test_registry_is_the_declared_list() -> None:
+    assert REGISTERED == STRATEGIES == get_args(Strategy)
+    assert all(get_router(s).name == s for s in REGISTERED)
+
+
+@pytest.mark.parametrize("strategy", REGISTERED)
+def test_api_accepts_every_registered_strategy(strategy: str) -> None:
+    req = msgspec.convert({"query": "What was revenue?", "strategy": strategy}, QueryRequest)
+    assert validate_request(req).strategy == strategy
+
+
+def test_api_schema_and_validation_list_exactly_the_registry() -> None:
+    (_, components) = msgspec.json.schema_components([QueryRequest])
+    assert sorted(components["QueryRequest"]["properties"]["strategy"]["enum"]) == sorted(REGISTERED)
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert({"query": "q", "strategy": "nope"}, QueryRequest)
+
+
+def test_kb_query_choices_are_the_registry() -> None:
+    parser = build_parser()
+    for s in REGISTERED:
+        assert parser.parse_args(["query", "q", "--strategy", s]).strategy == s
+    with pytest.raises(SystemExit):
+        parser.parse_args(["query", "q", "--strategy", "nope"])
+
+
+async def test_mcp_query_tool_lists_the_registry() -> None:
+    from kb.mcp_server import build_mcp_server
+
+    tools = await build_mcp_server(types.SimpleNamespace()).list_tools()  # the tools read services only when called
+    query = next(t for t in tools if t.name == "query")
+    schema = query.input_schema if hasattr(query, "input_schema") else query.inputSchema
+    assert tuple(schema["properties"]["strategy"]["enum"]) == REGISTERED
+
+
+def test_kb_bench_runs_every_registered_strategy_and_flat_baseline() -> None:
+    args = build_parser().parse_args(["bench", "financebench", "--data", "x"])
+    assert args.strategies == bench_cli.DEFAULT_STRATEGIES
+    assert parse_strategies(args.strategies) == BENCH_STRATEGIES == (*REGISTERED, *FLAT)
+    assert tuple(FLAT.values()) == FLAT_MODES
+    assert harness.BenchConfig(dataset="financebench", data_dir=Path(".")).strategies == BENCH_STRATEGIES
+    assert set(harness.ROUTED) | set(harness.FLAT) == set(BENCH_STRATEGIES)
+    with pytest.raises(ValidationError):
+        parse_strategies("auto,nope")
+
+
+def test_kb_bench_latency_measures_every_registered_strategy() -> None:
+    assert set(REGISTERED) <= set(measure.MEASURED)
+
+
+@pytest.mark.parametrize("strategy", REGISTERED)
+def test_kb_bench_load_keeps_a_sample_question_strategy(strategy: str, tmp_path: Path) -> None:
+    questions = tmp_path / "QUESTIONS.md"
+    questions.write_text(f"# Questions\n\n### 1\n\n**Question:** What?\n\n**Strategy:** {strategy}\n")
+    assert sample_questions(questions) == [("What?", strategy)]
