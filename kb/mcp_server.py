@@ -12,7 +12,7 @@ import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import asyncpg
 import msgspec
@@ -29,7 +29,7 @@ from kb.errors import KBError, NotFoundError
 from kb.runtime import Runtime
 from router.metadata import conditions_from_filters, run_filter
 from router.pipeline import QueryPipeline, validate_request
-from router.types import QueryRequest
+from router.types import QueryRequest, Strategy
 
 log = structlog.get_logger("kb.mcp")
 
@@ -113,7 +113,7 @@ def build_mcp_server(services: Services) -> MCPServer:
         question: Annotated[str, Field(min_length=1, max_length=4000,
                                        description="the question, in natural language")],
         collection: Collection = "default",
-        strategy: Annotated[Literal["auto", "metadata", "semantic", "description"], Field(
+        strategy: Annotated[Strategy, Field(
             description="how documents are routed: auto (recommended) combines the others; metadata uses "
                         "company/year/type; semantic ranks by matching passages; description by document "
                         "descriptions")] = "auto",

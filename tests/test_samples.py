@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kb.runtime import Runtime, build_pipeline
-from router.types import QueryRequest
+from router.types import STRATEGIES, QueryRequest
 
 pytestmark = pytest.mark.slow
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
@@ -35,7 +35,6 @@ def _questions() -> list[dict[str, object]]:
 
 QUESTIONS = [q for q in _questions() if not q["multi"]]
 MULTI = [q for q in _questions() if q["multi"]]
-STRATEGIES = ("auto", "metadata", "semantic", "description")
 
 
 def test_questions_file_parses() -> None:
