@@ -16,9 +16,10 @@ import asyncpg
 import msgspec
 import structlog
 
+from ingest.formats import format_of
 from ingest.metadata import load_folder_metadata
 from ingest.pageindex import TREE_SIDECAR_SUFFIX
-from ingest.pipeline import SUPPORTED, IngestContext, IngestOutcome, ingest_file
+from ingest.pipeline import IngestContext, IngestOutcome, ingest_file
 from kb.db import is_db_unavailable
 from kb.errors import ConflictError, IngestError, NotFoundError, ValidationError
 
@@ -227,7 +228,7 @@ async def create_job(pool: asyncpg.Pool, *, collection_id: int, path: Path, recu
     allowed = await asyncio.to_thread(allowed_root.resolve) if allowed_root is not None else None
     rows = []
     for file, name, refused in files:
-        supported = file.suffix.lower() in SUPPORTED
+        supported = format_of(file) is not None
         status = "pending" if supported and not refused else "unsupported"
         reason = refused or (None if supported else f"unsupported file type {file.suffix or '(none)'}")
         rows.append((str(file), name, status, reason))

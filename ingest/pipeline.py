@@ -17,14 +17,12 @@ import structlog
 
 from ingest.chunker import chunk_tree
 from ingest.describe import describe_document
-from ingest.docx_read import read_docx
 from ingest.embedding import CachedEmbedder
 from ingest.files import read_confined
-from ingest.html_read import read_html
-from ingest.markdown_tree import build_markdown_tree, build_text_tree, decode_text_file
-from ingest.metadata import extract_metadata, merge_metadata, parse_front_matter, read_sidecar
-from ingest.outline import UNIT as OUTLINE_UNIT
-from ingest.outline import Outline, outline_tree
+from ingest.formats import FORMATS, ParsedFile, build_tree, format_of
+from ingest.formats import SUPPORTED as SUPPORTED  # re-exported for kb.bench
+from ingest.formats import parse_file as parse_file  # re-exported for ingest.render, kb.bench
+from ingest.metadata import extract_metadata, merge_metadata, read_sidecar
 from ingest.pageindex import (
     keep_given_summaries,
     parse_pageindex,
@@ -32,7 +30,6 @@ from ingest.pageindex import (
     tree_from_pageindex,
     tree_sidecar_path,
 )
-from ingest.pdf_tree import ParsedPdf, build_pdf_tree, read_pdf
 from ingest.store import DuplicateContentError, NewDocument, find_existing, write_document
 from ingest.summaries import summarize_tree
 from kb.errors import IngestError, LLMError
@@ -42,24 +39,6 @@ from kb.settings import IngestSettings
 from kb.types import DocumentTree
 
 log = structlog.get_logger("ingest.pipeline")
-
-SUPPORTED: dict[str, str] = {
-    ".pdf": "pdf", ".md": "markdown", ".markdown": "markdown", ".txt": "text",
-    ".docx": "docx", ".html": "html", ".htm": "html",
-}
-"""File suffix → kind: the one list of formats (uploads, folder jobs and the parser read it)."""
-
-
-class ParsedFile(msgspec.Struct, frozen=True):
-    """What the parser process returns (picklable)."""
-
-    kind: str
-    pdf: ParsedPdf | None = None
-    text: str | None = None  # Markdown/text as read; Word/HTML: the outline's one-line-per-unit rendering
-    outline: Outline | None = None
-    front_matter: dict[str, Any] = {}
-    warnings: tuple[str, ...] = ()
-
 
 class IngestOutcome(msgspec.Struct, frozen=True):
     name: str
@@ -76,34 +55,9 @@ class IngestOutcome(msgspec.Struct, frozen=True):
 
 
 def file_kind(path: Path) -> str | None:
-    return SUPPORTED.get(path.suffix.lower())
-
-
-def parse_file(source: str | bytes, kind: str, max_bytes: int | None = None) -> ParsedFile:
-    """Parse a file (a path, or its bytes) into pages, text or an outline. Runs in a worker process;
-    raises ``IngestError``. ``max_bytes`` bounds what a .docx may unpack to."""
-    if kind == "pdf":
-        return ParsedFile(kind=kind, pdf=read_pdf(source if isinstance(source, bytes) else Path(source)))
-    if isinstance(source, bytes):
-        data = source
-    else:
-        try:
-            data = Path(source).read_bytes()
-        except FileNotFoundError as exc:
-            raise IngestError("file vanished before it could be read") from exc
-    if kind == "docx":
-        outline = read_docx(data, max_bytes=max_bytes)
-    elif kind == "html":
-        outline = read_html(data)
-    else:
-        outline = None
-    if outline is not None:
-        return ParsedFile(kind=kind, text=outline.render(), outline=outline, front_matter=dict(outline.properties))
-    text, warnings = decode_text_file(data)
-    front: dict[str, Any] = {}
-    if kind == "markdown":
-        front, _ = parse_front_matter(text)
-    return ParsedFile(kind=kind, text=text, front_matter=front, warnings=tuple(warnings))
+    """The format name of a file by its suffix (see ``ingest.formats``), or None when unsupported."""
+    fmt = format_of(path)
+    return fmt.name if fmt is not None else None
 
 
 @dataclass
@@ -127,22 +81,6 @@ async def _parse(ctx: IngestContext, data: bytes, kind: str) -> ParsedFile:
     if ctx.executor is not None:
         return await loop.run_in_executor(ctx.executor, parse_file, data, kind, limit)
     return await asyncio.to_thread(parse_file, data, kind, limit)
-
-
-async def build_tree(parsed: ParsedFile, chat: ChatModel, settings: IngestSettings, title: str) -> DocumentTree:
-    if parsed.kind == "pdf":
-        assert parsed.pdf is not None
-        return await build_pdf_tree(parsed.pdf, chat, settings)
-    if parsed.outline is not None:
-        return outline_tree(parsed.outline, settings, title=title, mode=parsed.kind)
-    text = parsed.text or ""
-    if parsed.kind == "markdown":
-        tree = build_markdown_tree(text, settings, title=title)
-    else:
-        tree = build_text_tree(text, settings, title=title)
-    if parsed.warnings:
-        tree = msgspec.structs.replace(tree, warnings=tuple(tree.warnings) + parsed.warnings)
-    return tree
 
 
 async def _tree_and_summaries(parsed: ParsedFile, chat: ChatModel, settings: IngestSettings, title: str,
@@ -169,10 +107,8 @@ def _sidecar_tree(path: Path, raw: bytes | None, parsed: ParsedFile,
         return None, None
     try:
         doc = parse_pageindex(raw)
-        if parsed.pdf is not None:
-            return tree_from_pageindex(doc, unit="page", page_texts=page_texts), None
-        unit = OUTLINE_UNIT if parsed.outline is not None else "line"
-        return tree_from_pageindex(doc, unit=unit, text=parsed.text or ""), None
+        unit = FORMATS[parsed.kind].unit
+        return tree_from_pageindex(doc, unit=unit, page_texts=page_texts, text=parsed.text or ""), None
     except IngestError as exc:
         note = (f"tree sidecar {tree_sidecar_path(path).name} refused ({exc.detail}); "
                 "the tree was built from the document instead")

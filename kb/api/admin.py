@@ -16,8 +16,8 @@ from litestar.datastructures import UploadFile
 from litestar.enums import RequestEncodingType
 from litestar.params import Body
 
+from ingest.formats import SUPPORTED, format_of
 from ingest.jobs import JobStatus, cancel_job, create_job, get_job, list_jobs, resolve_ingest_path
-from ingest.pipeline import SUPPORTED
 from kb.api.common import (
     BEARER,
     COLLECTION_NAME,
@@ -117,7 +117,7 @@ class AdminController(Controller):
         data: Annotated[UploadForm, Body(media_type=RequestEncodingType.MULTI_PART)],
     ) -> JobCreated:
         coll = await get_collection(rt.pool, data.collection)
-        if Path(data.file.filename or "").suffix.lower() not in SUPPORTED:
+        if format_of(data.file.filename or "") is None:
             raise ValidationError(f"unsupported or missing file name {data.file.filename!r}; "
                                   f"supported: {', '.join(sorted(SUPPORTED))}")
         content = await data.file.read()
