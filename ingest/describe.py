@@ -10,6 +10,7 @@ from typing import Any
 import structlog
 
 from ingest.prompts import DOC_DESCRIPTION, description_prompt
+from kb import vocab
 from kb.errors import LLMError
 from kb.providers import ChatModel
 from kb.providers.steps import ask
@@ -19,15 +20,6 @@ from kb.types import DocumentTree, TreeNode
 log = structlog.get_logger("ingest.describe")
 
 _TREE_TOKENS = 6000
-_DOC_TYPE_LABELS = {
-    "10k": "Form 10-K annual report",
-    "10q": "Form 10-Q quarterly report",
-    "8k": "Form 8-K current report",
-    "20f": "Form 20-F annual report",
-    "earnings": "earnings release",
-    "annual_report": "annual report",
-    "proxy": "proxy statement",
-}
 _GENERIC_TITLES = re.compile(
     r"^(preface|table of contents|contents|index|cover( page)?|signatures?|exhibits?( and financial statement schedules)?"
     r"|part [ivx]+|item \d+[a-z]?\.?|not applicable|none)$",
@@ -84,7 +76,7 @@ def _period_phrase(meta: Mapping[str, Any]) -> str:
     doc_type = str(meta.get("doc_type") or "").lower()
     end = _date(meta.get("period_end_date")) if meta.get("period_end_date") else None
     fy, fq = meta.get("fiscal_year"), meta.get("fiscal_quarter")
-    if doc_type == "10q" and end:
+    if vocab.cover_date(doc_type) == "quarter_end" and end:
         tag = f" (fiscal {fy} Q{fq})" if fy and fq else ""
         return f"for the fiscal quarter ended {end}{tag}"
     if end:
@@ -106,7 +98,7 @@ def offline_description(tree: DocumentTree, metadata: Mapping[str, Any], name: s
     """Title/company, document type, period and top section titles in one sentence."""
     company = str(metadata.get("company") or "").strip()
     doc_type = str(metadata.get("doc_type") or "").lower()
-    label = _DOC_TYPE_LABELS.get(doc_type, doc_type.replace("_", " ") if doc_type else "")
+    label = vocab.description_label(doc_type)
     period = _period_phrase(metadata)
     title = str(metadata.get("title") or "").strip()
     if company and label:

@@ -19,6 +19,7 @@ import msgspec
 import structlog
 
 from ingest.files import read_confined
+from kb import vocab
 from kb.errors import IngestError
 
 log = structlog.get_logger("ingest.metadata")
@@ -284,38 +285,6 @@ def parse_front_matter(text: str) -> tuple[dict[str, Any], str]:
 
 # --------------------------------------------------------------------------- automatic extraction
 
-_MONTHS = {
-    m: i + 1
-    for i, names in enumerate(
-        [
-            ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",),
-            ("june", "jun"), ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"),
-            ("october", "oct"), ("november", "nov"), ("december", "dec"),
-        ]
-    )
-    for m in names
-}
-_DATE = r"((?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*)\.?\s+(\d{1,2})\s*,?\s*((?:19|20)\d{2})"
-_DATE_RE = re.compile(_DATE, re.I)
-_FORM_RE = re.compile(  # the form name on a line of its own, as on SEC cover pages
-    r"^\s*FORM\s+(10-K|10-Q|8-K|20-F|40-F|6-K|10-KT|10-QT|S-1|DEF\s*14A)(?:/A)?\s*(?:\(.*\))?\s*$", re.I | re.M
-)
-_REPORT_PURSUANT = re.compile(r"\b(ANNUAL|QUARTERLY) REPORT PURSUANT TO SECTION 13 OR 15\s*\(d\)", re.I)
-_FORM_TYPES = {"10-K": "10k", "10-KT": "10k", "10-Q": "10q", "10-QT": "10q", "8-K": "8k", "20-F": "20f",
-               "40-F": "40f", "6-K": "6k", "S-1": "s1", "DEF14A": "proxy"}
-_FY_ENDED = re.compile(r"for the fiscal year ended:?\s*" + _DATE, re.I)
-_Q_ENDED = re.compile(r"for the quarterly period ended:?\s*" + _DATE, re.I)
-_REPORT_DATE = re.compile(r"date of report[^:]{0,60}:\s*" + _DATE, re.I)
-_YTD = re.compile(r"\b(three|six|nine|3|6|9|thirteen|twenty-six|thirty-nine|13|26|39)[- ](months|weeks)\s+ended", re.I)
-_YTD_Q = {"three": 1, "3": 1, "thirteen": 1, "13": 1, "six": 2, "6": 2, "twenty-six": 2, "26": 2,
-          "nine": 3, "9": 3, "thirty-nine": 3, "39": 3}
-_QWORD = {"first": 1, "second": 2, "third": 3, "fourth": 4}
-_FISCAL_Q = re.compile(
-    r"\b(first|second|third|fourth) (?:fiscal )?quarter (?:of )?fiscal(?: year)? ((?:19|20)\d{2})\b"
-    r"|\bfiscal(?: year)? ((?:19|20)\d{2}) (first|second|third|fourth) quarter\b"
-    r"|\bQ([1-4])\s*(?:FY|fiscal\s*)'?(\d{2}(?:\d{2})?)\b",
-    re.I,
-)
 _EXACT_NAME = re.compile(r"\(?\s*exact\s+name\s+of\s+(?:the\s+)?registrant", re.I)
 _COMMISSION = re.compile(r"commission\s+file\s+(?:number|no)", re.I)
 _CORP_WORDS = (
@@ -326,10 +295,6 @@ _NAME_LINE = re.compile(
     rf"^(?!(?:Our|Your|This|That|A|An|Each|Every|About|Why|How|What)\b)([A-Z0-9][\w.&'’-]*(?:,?\s+[A-Z0-9&][\w.&'’-]*){{0,5}}),?\s+({_CORP_WORDS})$"
 )
 _SUFFIX_ONLY = re.compile(rf"^(?:{_CORP_WORDS}|INC\.?|CORPORATION|COMPANY|CORP\.?|LIMITED|LTD\.?)$", re.I)
-_REPORTS = re.compile(
-    r"^(?P<company>[A-Z][\w.&'’-]*(?:\s+[A-Z][\w.&'’-]*){0,4})\s+(?:reports|announces|reported|posts|delivers)\b"
-    r"(?P<rest>.*\b(?:results|earnings)\b.*)$"
-)
 _NOT_TICKER = {
     "YES", "NO", "USA", "US", "ADS", "ADR", "NV", "SA", "AG", "LP", "NYSE", "NASDAQ", "LLC", "INC", "N/A", "NONE",
     "THE", "PLC", "AND", "CLASS", "ARCA", "CBOE", "NA", "NEW", "YORK", "STOCK", "EXCHANGE", "GLOBAL", "SELECT",
@@ -337,16 +302,6 @@ _NOT_TICKER = {
 }
 _KEEP_UPPER = {"PLC", "LLC", "LP", "USA", "US", "NV", "SA", "AG", "SE", "UK", "II", "III", "IV", "IBM", "N.V.",
                "S.A.", "L.P.", "U.S.", "AT&T"}
-
-
-def _parse_date(month: str, day: str, year: str) -> dt.date | None:
-    m = _MONTHS.get(month.lower()[:3] if month.lower() not in _MONTHS else month.lower())
-    if m is None:
-        return None
-    try:
-        return dt.date(int(year), m, int(day))
-    except ValueError:
-        return None
 
 
 def _nominal_month(d: dt.date) -> tuple[int, int]:
@@ -450,21 +405,9 @@ def _ticker(lines: list[str]) -> str | None:
     return None
 
 
-def _fiscal_quarter_from_text(flat: str) -> tuple[int, int] | None:
-    m = _FISCAL_Q.search(flat)
-    if not m:
-        return None
-    if m.group(1):
-        return _QWORD[m.group(1).lower()], int(m.group(2))
-    if m.group(3):
-        return _QWORD[m.group(4).lower()], int(m.group(3))
-    year = int(m.group(6))
-    return int(m.group(5)), year + 2000 if year < 100 else year
-
-
 def _quarterly(flat: str, end: dt.date, meta: dict[str, Any]) -> None:
     """Fiscal year/quarter of a 10-Q: YTD columns ("Nine Months Ended") give the fiscal quarter."""
-    ytd = [_YTD_Q[m.group(1).lower()] for m in _YTD.finditer(flat)]
+    ytd = [vocab.YTD_QUARTERS[m.group(1).lower()] for m in vocab.YTD.finditer(flat)]
     year, month = _nominal_month(end)
     if ytd:
         quarter = max(ytd)
@@ -472,7 +415,7 @@ def _quarterly(flat: str, end: dt.date, meta: dict[str, Any]) -> None:
         meta["fiscal_quarter"] = quarter
         meta["fiscal_year"] = fye_index // 12
         return
-    explicit = _fiscal_quarter_from_text(flat)
+    explicit = vocab.fiscal_quarter(flat)
     if explicit:
         meta["fiscal_quarter"], meta["fiscal_year"] = explicit
         return
@@ -513,13 +456,13 @@ def extract_metadata(first_pages_text: str, *, file_name: str, title_hint: str |
     head = " ".join(" ".join(lines[:60]).split())
     meta: dict[str, Any] = {}
 
-    form_match = _FORM_RE.search("\n".join(lines[:60]))
+    form_match = vocab.FORM.search("\n".join(lines[:60]))
     form = form_match.group(1).upper().replace(" ", "") if form_match else None
-    if form is None and (pursuant := _REPORT_PURSUANT.search(head)):
-        form = "10-K" if pursuant.group(1).upper() == "ANNUAL" else "10-Q"
+    if form is None and (pursuant := vocab.REPORT_PURSUANT.search(head)):
+        form = vocab.COVER_REPORT_FORMS[pursuant.group(1).upper()]
     if form:
-        meta["form"] = form.replace("DEF14A", "DEF 14A")
-        meta["doc_type"] = _FORM_TYPES.get(form, form.lower().replace("-", ""))
+        meta["form"] = vocab.FORM_NAMES.get(form, form)
+        meta["doc_type"] = vocab.form_doc_type(form)
         company = _company_from_cover(lines)
         if company:
             meta["company"] = company
@@ -527,23 +470,24 @@ def extract_metadata(first_pages_text: str, *, file_name: str, title_hint: str |
         if ticker:
             meta["ticker"] = ticker
 
-    fy = _FY_ENDED.search(flat[:6000])
-    qe = _Q_ENDED.search(flat[:6000])
-    if meta.get("doc_type") == "10q" and qe:
-        end = _parse_date(*qe.groups())
+    fy = vocab.FISCAL_YEAR_ENDED.search(flat[:6000])
+    qe = vocab.QUARTER_ENDED.search(flat[:6000])
+    dates = vocab.cover_date(meta.get("doc_type"))
+    if dates == "quarter_end" and qe:
+        end = vocab.parse_date(*qe.groups())
         if end:
             meta["period_end_date"] = end.isoformat()
             _quarterly(flat, end, meta)
-    elif fy and meta.get("doc_type") in (None, "10k", "20f", "40f"):
-        end = _parse_date(*fy.groups())
+    elif fy and (meta.get("doc_type") is None or dates == "year_end"):
+        end = vocab.parse_date(*fy.groups())
         if end:
             meta["period_end_date"] = end.isoformat()
             meta["fiscal_year"] = _nominal_month(end)[0]
-            meta.setdefault("doc_type", "annual_report")
-    elif meta.get("doc_type") in ("8k", "6k"):
-        rd = _REPORT_DATE.search(flat[:4000]) or _DATE_RE.search(head)
+            meta.setdefault("doc_type", vocab.UNFORMED_ANNUAL)
+    elif dates == "report_date":
+        rd = vocab.DATE_OF_REPORT.search(flat[:4000]) or vocab.DATE_RE.search(head)
         if rd:
-            date = _parse_date(*rd.groups()[-3:])
+            date = vocab.parse_date(*rd.groups()[-3:])
             if date:
                 meta["report_date"] = date.isoformat()
                 meta["doc_period"] = date.year
@@ -565,28 +509,19 @@ def _non_sec(lines: list[str], meta: dict[str, Any]) -> None:
     """Earnings releases, annual reports and other documents without an SEC form header."""
     head_lines = [ln.lstrip("#").strip() for ln in lines[:40]]
     for line in head_lines[:5]:
-        m = _REPORTS.match(line)
-        if m:
-            meta["company"] = _clean_name(m.group("company"))
-            meta["doc_type"] = "earnings"
-            meta["headline"] = line
-            rest = m.group("rest")
-            year = re.search(r"\b(?:fiscal(?: year)?|FY)\s*'?((?:19|20)\d{2})\b", rest, re.I) or re.search(
-                r"\b((?:19|20)\d{2})\b", rest
-            )
-            if year:
-                meta["fiscal_year"] = int(year.group(1))
-            quarter = re.search(r"\b(first|second|third|fourth) quarter\b|\bQ([1-4])\b", rest, re.I)
-            if quarter:
-                meta["fiscal_quarter"] = _QWORD[quarter.group(1).lower()] if quarter.group(1) else int(quarter.group(2))
-            return
+        for pattern, name in vocab.HEADLINES:
+            if m := pattern.match(line):
+                _headline(m, name, line, meta)
+                return
     joined = " ".join(head_lines[:15])
-    annual = re.search(r"\bannual report\b(?:\s+(?:for\s+)?((?:19|20)\d{2}))?", joined, re.I)
-    if annual:
-        meta["doc_type"] = "annual_report"
-        year = annual.group(1) or (m.group(1) if (m := re.search(r"\b((?:19|20)\d{2})\b", joined)) else None)
-        if year:
-            meta["fiscal_year"] = int(year)
+    for pattern, name in vocab.HEAD_WORDS:
+        if words := pattern.search(joined):
+            meta["doc_type"] = name
+            stated = words.group(1) if words.re.groups else None
+            year = stated or (m.group(1) if (m := vocab.YEAR.search(joined)) else None)
+            if year:
+                meta["fiscal_year"] = int(year)
+            break
     if "company" not in meta:
         for line in head_lines[:30]:
             m = _NAME_LINE.match(line)
@@ -595,16 +530,29 @@ def _non_sec(lines: list[str], meta: dict[str, Any]) -> None:
                 break
 
 
+def _headline(m: re.Match[str], name: str, line: str, meta: dict[str, Any]) -> None:
+    """Company, type, fiscal year and quarter from a "<Company> reports … results" headline."""
+    meta["company"] = _clean_name(m.group("company"))
+    meta["doc_type"] = name
+    meta["headline"] = line
+    rest = m.group("rest")
+    year = vocab.FISCAL_YEAR_WORDS.search(rest) or vocab.YEAR.search(rest)
+    if year:
+        meta["fiscal_year"] = int(year.group(1))
+    quarter = vocab.QUARTER_NAMED.search(rest)
+    if quarter:
+        meta["fiscal_quarter"] = (vocab.QUARTER_WORDS[quarter.group(1).lower()] if quarter.group(1)
+                                  else int(quarter.group(2)))
+
+
 def _title(meta: Mapping[str, Any], lines: list[str], hint: str | None) -> str | None:
     company = meta.get("company")
     form = meta.get("form")
     if form and company:
-        if meta.get("doc_type") == "10q" and meta.get("period_end_date"):
+        declared = vocab.doc_type(meta.get("doc_type"))
+        if declared and declared.title_phrase and meta.get("period_end_date"):
             end = dt.date.fromisoformat(meta["period_end_date"])
-            return f"{company} Form {form} for the quarterly period ended {_long_date(end)}"
-        if meta.get("doc_type") == "10k" and meta.get("period_end_date"):
-            end = dt.date.fromisoformat(meta["period_end_date"])
-            return f"{company} Form {form} for the fiscal year ended {_long_date(end)}"
+            return f"{company} Form {form} {declared.title_phrase} {_long_date(end)}"
         if meta.get("report_date"):
             return f"{company} Form {form} dated {_long_date(dt.date.fromisoformat(meta['report_date']))}"
         return f"{company} Form {form}"

@@ -14,6 +14,7 @@ import asyncpg
 import msgspec
 import structlog
 
+from kb import vocab
 from kb.errors import LLMError, ValidationError
 from kb.providers import ChatModel
 from kb.providers.steps import ask
@@ -41,27 +42,6 @@ QUARTER_KEYS = ("fiscal_quarter", "quarter")
 _CORP_SUFFIX = re.compile(
     r"\b(incorporated|inc|corp|corporation|company|co|plc|ltd|limited|llc|group|holdings|the|sa|ag|nv)\b\.?", re.I
 )
-_YEAR = re.compile(r"\b(?:fy|fiscal(?: year)?|year)?\s*'?((?:19|20)\d{2})\b", re.I)
-_FY_SHORT = re.compile(r"\bfy\s?'?(\d{2})\b", re.I)
-_QUARTER = re.compile(r"\b(?:q([1-4])|([1-4])q|(first|second|third|fourth) quarter)\b", re.I)
-_LATEST = re.compile(r"\b(latest|most recent|most recently|current|newest|last reported)\b", re.I)
-_QWORD = {"first": 1, "second": 2, "third": 3, "fourth": 4}
-_DOC_TYPES: Sequence[tuple[re.Pattern[str], tuple[str, ...]]] = (
-    (re.compile(r"\b10-?k\b|\bannual report\b|\bannual filing\b", re.I), ("10k", "annual_report", "10-k")),
-    (re.compile(r"\b10-?q\b|\bquarterly report\b", re.I), ("10q", "quarterly_report", "10-q")),
-    (re.compile(r"\b8-?k\b", re.I), ("8k", "8-k")),
-    (re.compile(r"\bearnings (?:release|call|report)\b", re.I), ("earnings", "earnings_release")),
-)
-
-
-_IMPLIED_TYPES: Sequence[tuple[re.Pattern[str], str]] = (
-    (re.compile(r"\b(?:non[- ]?gaap|adjusted (?:ebitda|eps|earnings|operating (?:income|profit))|guidance)\b", re.I),
-     "earnings"),
-    (re.compile(r"\b(?:shareholders? vote[ds]?|voted|annual meeting|special meeting|(?:appointed|resigned|departure)"
-                r"\b.{0,40}\b(?:officer|director|ceo|cfo))\b", re.I), "8k"),
-)
-ANNUAL_TYPES = frozenset({"10k", "10-k", "annual_report", "annual report", "20f", "20-f"})
-QUARTERLY_TYPES = frozenset({"10q", "10-q", "quarterly_report", "quarterly report"})
 
 
 class QuestionPeriod(msgspec.Struct, frozen=True):
@@ -74,34 +54,17 @@ class QuestionPeriod(msgspec.Struct, frozen=True):
     implied: tuple[str, ...] = ()  # types the wording implies when none is named ("earnings", "8k")
 
 
-_COMPACT_PERIODS: Sequence[tuple[re.Pattern[str], str]] = (
-    (re.compile(r"\b(fy)?\s?((?:19|20)\d{2})\s?q([1-4])\b", re.I), r"\1\2 Q\3"),  # FY2023Q1, 2023Q1
-    (re.compile(r"\bq([1-4])\s?(?:fy)?['-]?((?:19|20)\d{2})\b", re.I), r"Q\1 \2"),  # Q22023, Q2-2023
-    (re.compile(r"\bq([1-4])\s?(?:fy)?'?(\d{2})\b", re.I), r"Q\1 FY\2"),  # Q2'23, Q2FY23
-    (re.compile(r"\b([1-4])q\s?'?(\d{2})\b", re.I), r"Q\1 FY\2"),  # 2Q23
-)
-
-
-def normalize_periods(question: str) -> str:
-    """Compact period forms written out: "FY2023Q1" → "FY2023 Q1", "Q22023" → "Q2 2023", "2Q23" → "Q2 FY23"."""
-    for pattern, repl in _COMPACT_PERIODS:
-        question = pattern.sub(repl, question)
-    return question
-
-
 def implied_types(question: str) -> tuple[str, ...]:
     """Document types a question implies without naming one: non-GAAP measures and guidance live in an
     earnings release, shareholder votes and officer changes in an 8-K."""
-    return tuple(t for pattern, t in _IMPLIED_TYPES if pattern.search(question))
+    return tuple(t for pattern, t in vocab.IMPLIED_TYPES if pattern.search(question))
 
 
 def question_period(question: str) -> QuestionPeriod:
-    question = normalize_periods(question)
-    years = {int(m.group(1)) for m in _YEAR.finditer(question)}
-    years |= {2000 + int(m.group(1)) for m in _FY_SHORT.finditer(question)}
-    quarters = {int(m.group(1) or m.group(2) or _QWORD[m.group(3).lower()]) for m in _QUARTER.finditer(question)}
-    types = [vals[0] for pattern, vals in _DOC_TYPES if pattern.search(question)]
-    latest = bool(_LATEST.search(question))
+    question = vocab.normalize_periods(question)
+    years, quarters = vocab.question_years(question), vocab.question_quarters(question)
+    types = [vals[0] for pattern, vals in vocab.QUESTION_TYPES if pattern.search(question)]
+    latest = bool(vocab.LATEST.search(question))
     return QuestionPeriod(tuple(sorted(years)), tuple(sorted(quarters)), tuple(types), latest,
                           implied=() if types else implied_types(question))
 
@@ -160,10 +123,10 @@ def period_prior(period: QuestionPeriod, meta: Mapping[str, Any], years_present:
     elif not same_entity:
         pass
     elif period.quarters:
-        if dtype in QUARTERLY_TYPES:
+        if dtype in vocab.QUARTERLY_TYPES:
             boost += ROUTING.quarterly_for_quarter
             why.append("quarterly report")
-    elif dtype in ANNUAL_TYPES:
+    elif dtype in vocab.ANNUAL_TYPES:
         boost += ROUTING.annual_with_year if period.years else ROUTING.annual_without_year
         why.append("annual report")
     if not same_entity:
@@ -255,9 +218,8 @@ def match_offline(question: str, kv: KnownValues) -> MetadataMatch:
             notes.append(f"{key} in {sorted(hits)}")
             confident = True
             break
-    question = normalize_periods(question)
-    years = {int(m.group(1)) for m in _YEAR.finditer(question)}
-    years |= {2000 + int(m.group(1)) for m in _FY_SHORT.finditer(question)}
+    question = vocab.normalize_periods(question)
+    years = vocab.question_years(question)
     # the year key that the most documents carry with a stated year (e.g. curated doc_period over extracted)
     best_key, best_present, best_n = None, set(), 0
     for key in YEAR_KEYS:
@@ -269,9 +231,7 @@ def match_offline(question: str, kv: KnownValues) -> MetadataMatch:
     if best_key is not None:
         conds.append(Condition(key=best_key, op="in", value=sorted(int(v) for v in best_present)))
         notes.append(f"{best_key} in {sorted(best_present)}")
-    quarters = set()
-    for m in _QUARTER.finditer(question):
-        quarters.add(int(m.group(1) or m.group(2) or _QWORD[m.group(3).lower()]))
+    quarters = vocab.question_quarters(question)
     for key in QUARTER_KEYS:
         vals = kv.values.get(key, {})
         present = {v for v in vals if re.sub(r"\D", "", v) in {str(x) for x in quarters}}
@@ -279,7 +239,7 @@ def match_offline(question: str, kv: KnownValues) -> MetadataMatch:
             conds.append(Condition(key=key, op="in", value=sorted(present)))
             notes.append(f"{key} in {sorted(present)}")
             break
-    for pattern, type_values in _DOC_TYPES:
+    for pattern, type_values in vocab.QUESTION_TYPES:
         if not pattern.search(question):
             continue
         for key in TYPE_KEYS:

@@ -19,6 +19,7 @@ import asyncpg
 import msgspec
 import structlog
 
+from kb import vocab
 from kb.errors import LLMError
 from kb.providers import ChatModel
 from kb.providers.steps import ask
@@ -86,11 +87,10 @@ _CAP_PHRASE = re.compile(r"(?<![\w'])([A-Z][a-z][\w&.-]*(?:\s+(?:&\s+)?[A-Z][a-z
 _GENERIC_CAPS = frozenset(
     """what which who whom whose when where why how is are was were did does do has have had can could should
     would will compare list name give show tell describe summarize summarise explain analyze analyse assess
-    in on for from of the a an and or if assume based according among as at by with please january february
-    march april may june july august september october november december note item part section table exhibit
-    appendix schedule fiscal quarter year annual quarterly report inc corp corporation company ltd plc llc group
-    holdings""".split()
-)
+    in on for from of the a an and or if assume based according among as at by with please note item part
+    section table exhibit appendix schedule fiscal quarter year annual quarterly report inc corp corporation
+    company ltd plc llc group holdings""".split()
+) | frozenset(vocab.MONTH_NAMES)
 
 SQL_PHRASE_DF = """
 SELECT p.phrase, bool_or(coalesce(l.df, 0) = 0) AS absent, count(*) AS lexemes
@@ -270,8 +270,7 @@ def topic(question: str, scope: QuestionScope) -> str:
     for e in scope.entities:
         for alias in sorted(company_aliases(e) | {e}, key=len, reverse=True):
             text = re.sub(rf"(?i)\b{re.escape(alias)}(?:'s|’s)?\b", " ", text)
-    text = re.sub(r"(?i)\b(?:fy|q[1-4])?\s?'?(?:19|20)\d{2}\b|\bq[1-4]\b|\b(?:first|second|third|fourth) quarter\b",
-                  " ", text)
+    text = vocab.PERIOD_MENTION.sub(" ", text)
     words = [w for w in re.findall(r"[A-Za-z0-9][\w&%$.'-]*", text) if w.lower().strip(".'") not in _FRAME_WORDS]
     return " ".join(words).strip(" .?") or question.strip()
 
@@ -415,4 +414,4 @@ def topic_terms(sub_question: SubQuestion | None, question: str) -> list[str]:
     text = sub_question.question if sub_question else question
     drop = set(tokenize(f"{sub_question.entity} {sub_question.period}")) if sub_question else set()
     return [t for t in dict.fromkeys(tokenize(text)) if t not in drop and t not in _FRAME_WORDS
-            and not re.fullmatch(r"(?:fy)?\d{2,4}|q[1-4]", t)]
+            and not vocab.PERIOD_TOKEN.fullmatch(t)]

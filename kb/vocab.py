@@ -1,0 +1,244 @@
+"""Financial vocabulary in one place: the document types (how a document shows one, how a question names or
+implies one, how a description names one) and the period words (months, quarter words, fiscal year and
+quarter patterns).
+
+ingest/ reads documents with it and router/ reads questions with it; adding a document type is one
+``DocType`` in ``DOC_TYPES``. Order in ``DOC_TYPES`` matters: a question naming two types is matched on the
+first, and the ``FORM`` alternation follows it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping
+from typing import Literal
+
+import msgspec
+
+CoverDate = Literal["", "quarter_end", "year_end", "report_date"]
+Cadence = Literal["", "annual", "quarterly"]
+
+
+class DocType(msgspec.Struct, frozen=True):
+    """One document type and the words that recognise, name and describe it (empty: none)."""
+
+    name: str
+    """The normalised ``doc_type`` metadata value ("10k")."""
+    label: str = ""
+    """How a description names it ("Form 10-K annual report"); empty: the name with spaces for underscores."""
+    forms: tuple[str, ...] = ()
+    """SEC form names on a cover page, the main one first ("10-K", "10-KT"); a space matches any whitespace."""
+    cover_report: str = ""
+    """The word before "REPORT PURSUANT TO SECTION 13 OR 15(d)" that shows the main form without a form line."""
+    cover_date: CoverDate = ""
+    """Which cover-page date sets the period: the quarter end, the fiscal year end or the date of report."""
+    title_phrase: str = ""
+    """How a title states the period end after the form ("for the fiscal year ended")."""
+    headline: str = ""
+    """A first line announcing it: "<Company> reports … results" (groups ``company`` and ``rest``; case-sensitive)."""
+    head_words: str = ""
+    """Words in the first lines that show it (case-insensitive; group 1, when present, the year)."""
+    spellings: tuple[str, ...] = ()
+    """Other spellings of the metadata value ("10-k", "annual report")."""
+    question: str = ""
+    """Words naming it in a question (case-insensitive)."""
+    accepts: tuple[str, ...] = ()
+    """Further metadata values a question naming it accepts (a 10-K question accepts an "annual_report")."""
+    implied_by: str = ""
+    """Question wording that implies it when no type is named (case-insensitive)."""
+    cadence: Cadence = ""
+    """A periodic report the router prefers for annual / quarter questions when no type is named."""
+
+    @property
+    def description_label(self) -> str:
+        return self.label or self.name.replace("_", " ")
+
+
+_YEAR = r"(?:19|20)\d{2}"
+
+DOC_TYPES: tuple[DocType, ...] = (
+    DocType("10k", label="Form 10-K annual report", forms=("10-K", "10-KT"), cover_report="ANNUAL",
+            cover_date="year_end", title_phrase="for the fiscal year ended", spellings=("10-k",),
+            question=r"\b10-?k\b|\bannual report\b|\bannual filing\b", accepts=("annual_report",), cadence="annual"),
+    DocType("10q", label="Form 10-Q quarterly report", forms=("10-Q", "10-QT"), cover_report="QUARTERLY",
+            cover_date="quarter_end", title_phrase="for the quarterly period ended", spellings=("10-q",),
+            question=r"\b10-?q\b|\bquarterly report\b", accepts=("quarterly_report",), cadence="quarterly"),
+    DocType("8k", label="Form 8-K current report", forms=("8-K",), cover_date="report_date", spellings=("8-k",),
+            question=r"\b8-?k\b",
+            implied_by=r"\b(?:shareholders? vote[ds]?|voted|annual meeting|special meeting|(?:appointed|resigned"
+            r"|departure)\b.{0,40}\b(?:officer|director|ceo|cfo))\b"),
+    DocType("earnings", label="earnings release",
+            headline=r"^(?P<company>[A-Z][\w.&'’-]*(?:\s+[A-Z][\w.&'’-]*){0,4})\s+"
+            r"(?:reports|announces|reported|posts|delivers)\b(?P<rest>.*\b(?:results|earnings)\b.*)$",
+            question=r"\bearnings (?:release|call|report)\b", accepts=("earnings_release",),
+            implied_by=r"\b(?:non[- ]?gaap|adjusted (?:ebitda|eps|earnings|operating (?:income|profit))|guidance)\b"),
+    DocType("annual_report", label="annual report", head_words=rf"\bannual report\b(?:\s+(?:for\s+)?({_YEAR}))?",
+            spellings=("annual report",), cadence="annual"),
+    DocType("quarterly_report", spellings=("quarterly report",), cadence="quarterly"),
+    DocType("20f", label="Form 20-F annual report", forms=("20-F",), cover_date="year_end", spellings=("20-f",),
+            cadence="annual"),
+    DocType("40f", forms=("40-F",), cover_date="year_end"),
+    DocType("6k", forms=("6-K",), cover_date="report_date"),
+    DocType("s1", forms=("S-1",)),
+    DocType("proxy", label="proxy statement", forms=("DEF 14A",)),
+)
+"""Every document type, in matching order."""
+
+UNFORMED_ANNUAL = "annual_report"
+"""The type of a document that states a fiscal year end but shows no SEC form."""
+
+_BY_NAME: Mapping[str, DocType] = {t.name: t for t in DOC_TYPES}
+
+
+def doc_type(name: str | None) -> DocType | None:
+    """The declared type with this exact ``doc_type`` value (None: not declared)."""
+    return _BY_NAME.get(name) if name else None
+
+
+def description_label(value: str) -> str:
+    """How a description names a ``doc_type`` value: its label, else the value with spaces."""
+    declared = doc_type(value)
+    return declared.description_label if declared else value.replace("_", " ")
+
+
+# --------------------------------------------------------------------------- document side: SEC cover pages
+
+_FORMS = [f for t in DOC_TYPES for f in t.forms]
+FORM = re.compile(  # the form name on a line of its own, as on SEC cover pages
+    r"^\s*FORM\s+(" + "|".join(f.replace(" ", r"\s*") for f in _FORMS) + r")(?:/A)?\s*(?:\(.*\))?\s*$", re.I | re.M
+)
+FORM_NAMES: Mapping[str, str] = {f.replace(" ", ""): f for f in _FORMS}
+"""A matched form (upper case, spaces removed) → its display name ("DEF14A" → "DEF 14A")."""
+_FORM_TYPES: Mapping[str, str] = {f.replace(" ", ""): t.name for t in DOC_TYPES for f in t.forms}
+COVER_REPORT_FORMS: Mapping[str, str] = {t.cover_report: t.forms[0] for t in DOC_TYPES if t.cover_report}
+"""The word before "REPORT PURSUANT TO SECTION 13…" → the form it shows ("ANNUAL" → "10-K")."""
+REPORT_PURSUANT = re.compile(
+    r"\b(" + "|".join(COVER_REPORT_FORMS) + r") REPORT PURSUANT TO SECTION 13 OR 15\s*\(d\)", re.I
+)
+HEADLINES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(t.headline), t.name) for t in DOC_TYPES if t.headline
+)
+HEAD_WORDS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(t.head_words, re.I), t.name) for t in DOC_TYPES if t.head_words
+)
+
+
+def form_doc_type(form: str) -> str:
+    """The ``doc_type`` of a matched form (upper case, spaces removed): "10-KT" → "10k"."""
+    return _FORM_TYPES.get(form, form.lower().replace("-", ""))
+
+
+def cover_date(value: str | None) -> CoverDate:
+    """Which cover-page date sets the period of a ``doc_type`` value ("" when none or not declared)."""
+    declared = doc_type(value)
+    return declared.cover_date if declared else ""
+
+
+# --------------------------------------------------------------------------- question side
+
+QUESTION_TYPES: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = tuple(
+    (re.compile(t.question, re.I), (t.name, *t.accepts, *t.spellings)) for t in DOC_TYPES if t.question
+)
+"""(words naming a type, the metadata values it accepts — its name first), in matching order."""
+IMPLIED_TYPES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(t.implied_by, re.I), t.name) for t in DOC_TYPES if t.implied_by
+)
+ANNUAL_TYPES = frozenset(v for t in DOC_TYPES if t.cadence == "annual" for v in (t.name, *t.spellings))
+QUARTERLY_TYPES = frozenset(v for t in DOC_TYPES if t.cadence == "quarterly" for v in (t.name, *t.spellings))
+
+# --------------------------------------------------------------------------- period words
+
+_MONTH_ABBREVIATIONS = (
+    ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",), ("june", "jun"),
+    ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"), ("october", "oct"), ("november", "nov"),
+    ("december", "dec"),
+)
+MONTH_NAMES: tuple[str, ...] = tuple(names[0] for names in _MONTH_ABBREVIATIONS)
+MONTHS: Mapping[str, int] = {m: i + 1 for i, names in enumerate(_MONTH_ABBREVIATIONS) for m in names}
+"""Month names and abbreviations (lower case) → month number."""
+QUARTER_WORDS: Mapping[str, int] = {"first": 1, "second": 2, "third": 3, "fourth": 4}
+_QW = "|".join(QUARTER_WORDS)
+
+DATE = r"((?:" + "|".join(m[:3] for m in MONTH_NAMES) + rf")[a-z]*)\.?\s+(\d{{1,2}})\s*,?\s*({_YEAR})"
+"""A written date ("Sept. 30, 2023"): groups month, day, year."""
+DATE_RE = re.compile(DATE, re.I)
+FISCAL_YEAR_ENDED = re.compile(r"for the fiscal year ended:?\s*" + DATE, re.I)
+QUARTER_ENDED = re.compile(r"for the quarterly period ended:?\s*" + DATE, re.I)
+DATE_OF_REPORT = re.compile(r"date of report[^:]{0,60}:\s*" + DATE, re.I)
+
+YTD_QUARTERS: Mapping[str, int] = {
+    "three": 1, "six": 2, "nine": 3, "3": 1, "6": 2, "9": 3, "thirteen": 1, "twenty-six": 2, "thirty-nine": 3,
+    "13": 1, "26": 2, "39": 3,
+}
+"""A statement column's span ("Nine Months Ended", "26 weeks ended") → the fiscal quarter it reaches."""
+YTD = re.compile(r"\b(" + "|".join(YTD_QUARTERS) + r")[- ](months|weeks)\s+ended", re.I)
+FISCAL_QUARTER = re.compile(
+    rf"\b({_QW}) (?:fiscal )?quarter (?:of )?fiscal(?: year)? ({_YEAR})\b"
+    rf"|\bfiscal(?: year)? ({_YEAR}) ({_QW}) quarter\b"
+    r"|\bQ([1-4])\s*(?:FY|fiscal\s*)'?(\d{2}(?:\d{2})?)\b",
+    re.I,
+)
+FISCAL_YEAR_WORDS = re.compile(rf"\b(?:fiscal(?: year)?|FY)\s*'?({_YEAR})\b", re.I)
+YEAR = re.compile(rf"\b({_YEAR})\b")
+QUARTER_NAMED = re.compile(rf"\b({_QW}) quarter\b|\bQ([1-4])\b", re.I)
+"""A quarter in a headline: group 1 the word, group 2 the digit."""
+
+QUESTION_YEAR = re.compile(rf"\b(?:fy|fiscal(?: year)?|year)?\s*'?({_YEAR})\b", re.I)
+FY_SHORT = re.compile(r"\bfy\s?'?(\d{2})\b", re.I)
+QUESTION_QUARTER = re.compile(rf"\b(?:q([1-4])|([1-4])q|({_QW}) quarter)\b", re.I)
+LATEST = re.compile(r"\b(latest|most recent|most recently|current|newest|last reported)\b", re.I)
+COMPACT_PERIODS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(rf"\b(fy)?\s?({_YEAR})\s?q([1-4])\b", re.I), r"\1\2 Q\3"),  # FY2023Q1, 2023Q1
+    (re.compile(rf"\bq([1-4])\s?(?:fy)?['-]?({_YEAR})\b", re.I), r"Q\1 \2"),  # Q22023, Q2-2023
+    (re.compile(r"\bq([1-4])\s?(?:fy)?'?(\d{2})\b", re.I), r"Q\1 FY\2"),  # Q2'23, Q2FY23
+    (re.compile(r"\b([1-4])q\s?'?(\d{2})\b", re.I), r"Q\1 FY\2"),  # 2Q23
+)
+PERIOD_MENTION = re.compile(rf"(?i)\b(?:fy|q[1-4])?\s?'?{_YEAR}\b|\bq[1-4]\b|\b(?:{_QW}) quarter\b")
+"""A year or quarter mentioned in a question ("FY2023", "Q3", "third quarter")."""
+PERIOD_TOKEN = re.compile(r"(?:fy)?\d{2,4}|q[1-4]")
+"""A tokenised year or quarter ("fy2023", "23", "q3")."""
+
+
+def parse_date(month: str, day: str, year: str) -> dt.date | None:
+    """The date of a written month (name or abbreviation), day and year; None when invalid."""
+    m = MONTHS.get(month.lower()[:3] if month.lower() not in MONTHS else month.lower())
+    if m is None:
+        return None
+    try:
+        return dt.date(int(year), m, int(day))
+    except ValueError:
+        return None
+
+
+def fiscal_quarter(text: str) -> tuple[int, int] | None:
+    """(quarter, fiscal year) of the first "third quarter of fiscal 2023" / "fiscal 2023 third quarter" /
+    "Q3 FY23" in the text."""
+    m = FISCAL_QUARTER.search(text)
+    if not m:
+        return None
+    if m.group(1):
+        return QUARTER_WORDS[m.group(1).lower()], int(m.group(2))
+    if m.group(3):
+        return QUARTER_WORDS[m.group(4).lower()], int(m.group(3))
+    year = int(m.group(6))
+    return int(m.group(5)), year + 2000 if year < 100 else year
+
+
+def normalize_periods(question: str) -> str:
+    """Compact period forms written out: "FY2023Q1" → "FY2023 Q1", "Q22023" → "Q2 2023", "2Q23" → "Q2 FY23"."""
+    for pattern, repl in COMPACT_PERIODS:
+        question = pattern.sub(repl, question)
+    return question
+
+
+def question_years(question: str) -> set[int]:
+    """Years a (period-normalised) question states: "2023", "FY2023", "fiscal year 2023", "FY23"."""
+    years = {int(m.group(1)) for m in QUESTION_YEAR.finditer(question)}
+    return years | {2000 + int(m.group(1)) for m in FY_SHORT.finditer(question)}
+
+
+def question_quarters(question: str) -> set[int]:
+    """Quarters a (period-normalised) question states: "Q3", "3Q", "third quarter"."""
+    return {int(m.group(1) or m.group(2) or QUARTER_WORDS[m.group(3).lower()])
+            for m in QUESTION_QUARTER.finditer(question)}
