@@ -15,22 +15,18 @@ import msgspec
 import structlog
 
 from kb import vocab
+from kb.collections import CollectionStamp, collection_stamp
 from kb.errors import LLMError, ValidationError
 from kb.providers import ChatModel
 from kb.providers.steps import ask
 from kb.text import normalize_title
+from router import store
 from router.policy import ROUTING
 from router.prompts import METADATA, metadata_prompt
 from router.types import Condition
 
 log = structlog.get_logger("router.metadata")
 
-SQL_METADATA_VALUES = """
-SELECT kv.key, kv.value, count(*) AS n
-FROM documents d, jsonb_each_text(d.metadata) kv
-WHERE d.collection_id = $1 AND jsonb_typeof(d.metadata -> kv.key) IN ('string', 'number', 'boolean')
-GROUP BY kv.key, kv.value"""
-SQL_COLLECTION_VERSION = "SELECT count(*), coalesce(max(updated_at), 'epoch'::timestamptz) FROM documents WHERE collection_id = $1"
 SQL_FILTER_BASE = "SELECT d.id, d.name FROM documents d WHERE d.collection_id = $1"
 
 OPS = ("eq", "in", "range", "contains")
@@ -157,19 +153,19 @@ class MetadataMatch(msgspec.Struct, frozen=True):
     scope: str = ""  # the LLM's single | multi | list for the question ("" offline or when it said nothing)
 
 
-_cache: dict[tuple[int, int, str], KnownValues] = {}
+_cache: dict[tuple[int, CollectionStamp], KnownValues] = {}
 
 
 async def known_values(pool: asyncpg.Pool, collection_id: int) -> KnownValues:
     """Distinct values per key, cached until the collection changes."""
-    count, updated = await pool.fetchrow(SQL_COLLECTION_VERSION, collection_id)
-    key = (collection_id, int(count), str(updated))
+    stamp = await collection_stamp(pool, collection_id)
+    key = (collection_id, stamp)
     if key in _cache:
         return _cache[key]
     values: dict[str, dict[str, int]] = {}
-    for row in await pool.fetch(SQL_METADATA_VALUES, collection_id):
+    for row in await store.metadata_values(pool, collection_id):
         values.setdefault(row["key"], {})[row["value"]] = int(row["n"])
-    kv = KnownValues(values=values, doc_count=int(count))
+    kv = KnownValues(values=values, doc_count=stamp.documents)
     for old in [k for k in _cache if k[0] == collection_id]:  # one entry per collection
         del _cache[old]
     if len(_cache) > 256:

@@ -9,7 +9,6 @@ its share of the evidence handed to synthesis.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -24,6 +23,7 @@ from kb.errors import LLMError
 from kb.providers import ChatModel
 from kb.providers.steps import ask
 from kb.text import normalize_title, tokenize
+from router import store
 from router.metadata import (
     COMPANY_KEYS,
     QUARTER_KEYS,
@@ -91,17 +91,6 @@ _GENERIC_CAPS = frozenset(
     section table exhibit appendix schedule fiscal quarter year annual quarterly report inc corp corporation
     company ltd plc llc group holdings""".split()
 ) | frozenset(vocab.MONTH_NAMES)
-
-SQL_PHRASE_DF = """
-SELECT p.phrase, bool_or(coalesce(l.df, 0) = 0) AS absent, count(*) AS lexemes
-FROM unnest($2::text[]) AS p(phrase)
-CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector('english', p.phrase))) AS x(lexeme)
-LEFT JOIN lexeme_df l ON l.collection_id = $1 AND l.lexeme = x.lexeme
-GROUP BY p.phrase"""
-SQL_DOC_METADATA = "SELECT id, name, metadata FROM documents WHERE id = ANY($1::bigint[])"
-
-def _meta(value: Any) -> dict[str, Any]:
-    return json.loads(value) if isinstance(value, str) else dict(value or {})
 
 
 def doc_entity(meta: Mapping[str, Any]) -> str:
@@ -196,15 +185,14 @@ async def missing_entities(pool: asyncpg.Pool, collection_id: int, question: str
             phrases.append(phrase)
     if not phrases:
         return ()
-    rows = await pool.fetch(SQL_PHRASE_DF, collection_id, list(dict.fromkeys(phrases)))
-    return tuple(r["phrase"] for r in rows if r["absent"] and r["lexemes"] > 0)
+    return await store.phrases_not_in_collection(pool, collection_id, list(dict.fromkeys(phrases)))
 
 
 # --------------------------------------------------------------------------- routing completion and plan
 
 
 async def doc_metadata(pool: asyncpg.Pool, doc_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
-    return {r["id"]: _meta(r["metadata"]) for r in await pool.fetch(SQL_DOC_METADATA, list(doc_ids))}
+    return {d: f.metadata for d, f in (await store.doc_fields(pool, doc_ids)).items()}
 
 
 def _entity_of(meta: Mapping[str, Any], scope: QuestionScope) -> str | None:

@@ -113,6 +113,18 @@ SQL_COLLECTION_TEXTS = "SELECT c.id, c.text FROM chunks c WHERE c.collection_id 
 SQL_COLLECTION_DOCS = "SELECT count(*) FROM documents WHERE collection_id = $1"
 SQL_COLLECTION_CHUNKS = "SELECT coalesce(sum(chunk_count), 0) FROM documents WHERE collection_id = $1"
 SQL_DOC_FIELDS = "SELECT id, name, description, metadata FROM documents WHERE id = ANY($1::bigint[])"
+SQL_METADATA_VALUES = """
+SELECT kv.key, kv.value, count(*) AS n
+FROM documents d, jsonb_each_text(d.metadata) kv
+WHERE d.collection_id = $1 AND jsonb_typeof(d.metadata -> kv.key) IN ('string', 'number', 'boolean')
+GROUP BY kv.key, kv.value"""
+# a phrase is absent when one of its lexemes is in no document of the collection
+SQL_PHRASE_DF = """
+SELECT p.phrase, bool_or(coalesce(l.df, 0) = 0) AS absent, count(*) AS lexemes
+FROM unnest($2::text[]) AS p(phrase)
+CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector('english', p.phrase))) AS x(lexeme)
+LEFT JOIN lexeme_df l ON l.collection_id = $1 AND l.lexeme = x.lexeme
+GROUP BY p.phrase"""
 SQL_DESCRIPTIONS_ALL = "SELECT id, name, title, description FROM documents WHERE collection_id = $1 ORDER BY id"
 
 
@@ -271,6 +283,17 @@ async def doc_fields(pool: asyncpg.Pool, doc_ids: Sequence[int]) -> dict[int, Do
     """Name, description and metadata of given documents."""
     return {int(r["id"]): DocFields(r["name"], r["description"], _json(r["metadata"]))
             for r in await pool.fetch(SQL_DOC_FIELDS, list(doc_ids))}
+
+
+async def metadata_values(pool: asyncpg.Pool, collection_id: int) -> list[asyncpg.Record]:
+    """(``key``, ``value``, ``n``): each scalar metadata value of a collection with its document count."""
+    return await pool.fetch(SQL_METADATA_VALUES, collection_id)
+
+
+async def phrases_not_in_collection(pool: asyncpg.Pool, collection_id: int, phrases: Sequence[str]) -> tuple[str, ...]:
+    """The phrases some word of which no document of the collection contains."""
+    rows = await pool.fetch(SQL_PHRASE_DF, collection_id, list(phrases))
+    return tuple(r["phrase"] for r in rows if r["absent"] and r["lexemes"] > 0)
 
 
 @dataclass(frozen=True)
