@@ -97,7 +97,7 @@ def extractive_summary(text: str, max_words: int = SUMMARY_WORDS) -> str:
     tf = Counter(tokenize(" ".join(s for _, s in good)))
 
     def score(sentence: str) -> float:
-        terms = set(tokenize(sentence))
+        terms = sorted(set(tokenize(sentence)))  # a fixed order: float sums must not depend on the hash seed
         return sum(math.log1p(tf[t]) for t in terms) / math.sqrt(len(terms) + 1)
 
     chosen = [good[0]]
