@@ -93,6 +93,9 @@ class DocumentInfo(msgspec.Struct, frozen=True):
 
 
 class NodeInfo(msgspec.Struct, frozen=True):
+    """A tree node as the API lists it: ``kb.types.TreeNode`` without text and path, its range under the
+    wire names ``start_index``/``end_index`` (PageIndex's)."""
+
     node_id: str
     parent_id: str | None
     ordinal: int

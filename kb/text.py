@@ -39,6 +39,12 @@ def unit_label(unit: str) -> str:
     return UNIT_LABELS.get(unit, "lines")
 
 
+def cited_span(page: int | None, page_end: int | None, start: int, end: int) -> tuple[int, int]:
+    """What a chunk cites: its pages (``page``…``page_end``) when it has any, else its node's range
+    (``start``…``end``: lines or paragraphs)."""
+    return (page, page_end or page) if page is not None else (start, end)
+
+
 def count_tokens(text: str) -> int:
     """Number of cl100k tokens in ``text``."""
     if not text:

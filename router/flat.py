@@ -22,7 +22,7 @@ from kb.db import supports_iterative_scan
 from kb.errors import ValidationError
 from kb.providers import Embedder
 from kb.settings import RetrievalSettings
-from kb.text import tokenize
+from kb.text import cited_span, tokenize
 from router import store
 from router.scoring import min_max
 from router.types import FLAT_MODES, RetrievedChunk
@@ -161,7 +161,7 @@ class FlatRetriever:
             if r is None:  # deleted between the search and the lookup
                 continue
             page = r["page"]
-            pages = (page, r["page_end"] or page) if page is not None else (r["start_index"], r["end_index"])
+            pages = cited_span(page, r["page_end"], r["start_index"], r["end_index"])
             chunks.append(RetrievedChunk(
                 chunk_id=cid, doc_id=int(r["document_id"]), doc_name=r["name"], node_id=r["node_id"],
                 section_path=r["heading_path"], text=r["text"], page=page, pages=pages, unit=r["unit"],

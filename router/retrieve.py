@@ -10,7 +10,7 @@ import asyncpg
 import msgspec
 import numpy as np
 
-from kb.text import count_tokens
+from kb.text import cited_span, count_tokens
 from router import store
 from router.scoring import bm25_scores, fuse, min_max
 from router.types import NodePick, RetrievedChunk
@@ -58,7 +58,7 @@ async def retrieve_in_nodes(
         for i in order:
             r = node_rows[i]
             page = r["page"]
-            pages = (page, r["page_end"] or page) if page is not None else (r["start_index"], r["end_index"])
+            pages = cited_span(page, r["page_end"], r["start_index"], r["end_index"])
             out.append(RetrievedChunk(
                 chunk_id=r["id"], doc_id=doc_id, doc_name=doc_name, node_id=r["node_id"],
                 section_path=r["heading_path"], text=r["text"], page=page, pages=pages, unit=r["unit"],
@@ -76,7 +76,7 @@ async def direct_hits(pool: asyncpg.Pool, doc_ids: Sequence[int], qvec: np.ndarr
     out = []
     for r in rows:
         page = r["page"]
-        pages = (page, r["page_end"] or page) if page is not None else (r["start_index"], r["end_index"])
+        pages = cited_span(page, r["page_end"], r["start_index"], r["end_index"])
         dense = float(r["dense"])
         out.append(RetrievedChunk(
             chunk_id=r["id"], doc_id=r["document_id"], doc_name=names.get(r["document_id"], ""), node_id=r["node_id"],

@@ -89,7 +89,7 @@ LEFT JOIN lexeme_df l ON l.collection_id = $1 AND l.lexeme = q.lexeme"""
 
 # nodes and chunks of chosen nodes
 SQL_DOC_NODES = """
-SELECT n.node_id, n.parent_id, n.level, n.title, n.path, n.summary, n.start_index, n.end_index, n.unit, n.is_leaf,
+SELECT n.node_id, n.parent_id, n.ordinal, n.level, n.title, n.path, n.summary, n.start_index, n.end_index, n.unit, n.is_leaf,
        1 - (n.embedding <=> $2) AS sim,
        EXISTS (SELECT 1 FROM chunks c WHERE c.document_id = n.document_id AND c.node_id = n.node_id) AS has_text
 FROM nodes n WHERE n.document_id = $1 ORDER BY n.ordinal"""

@@ -73,7 +73,7 @@ def validate_reads(refs: Sequence[NodeRef], trees: Sequence[LoadedTree], read: s
         if node is None:
             dropped.append(f"{doc}/{nid[:40]}: no such node in this document")
             continue
-        targets = [node] if (node.is_leaf or node.has_text) else [
+        targets = [node] if tree.selectable(node) else [
             n for n in tree.leaves if n.path[: len(node.path)] == node.path and n.node_id != nid]
         added = False
         for t in targets:

@@ -21,11 +21,12 @@ from kb.errors import LLMError
 from kb.providers import ChatModel
 from kb.providers.steps import ask
 from kb.text import count_tokens, normalize_title, unit_label
+from kb.types import TreeNode
 from router import store
 from router.policy import OFFLINE, RankingPolicy
 from router.prompts import TREE_SEARCH, tree_search_prompt
 from router.scoring import bm25_scores, group_scores, min_max
-from router.types import DocNode, NodePick, TreeSearchResult, Turn
+from router.types import NodePick, TreeSearchResult, Turn
 
 log = structlog.get_logger("router.tree_search")
 
@@ -41,41 +42,49 @@ _XREF = re.compile(
 class LoadedTree:
     doc_id: int
     doc_name: str
-    nodes: tuple[DocNode, ...]
+    nodes: tuple[TreeNode, ...]  # as stored, without their text (``text`` is "")
     sims: dict[str, float]
+    with_text: frozenset[str] = frozenset()  # ids of nodes with chunks of their own
+
+    def selectable(self, node: TreeNode) -> bool:
+        """A leaf, or a parent with text of its own before its first child (e.g. the statements at the
+        start of "Item 8" before "Note 1"), so every page is reachable."""
+        return node.is_leaf or node.node_id in self.with_text
 
     @property
-    def leaves(self) -> list[DocNode]:
-        """Selectable nodes: leaves, and parents with text of their own before their first child
-        (e.g. the statements at the start of "Item 8" before "Note 1"), so every page is reachable."""
-        return [n for n in self.nodes if n.is_leaf or n.has_text]
+    def leaves(self) -> list[TreeNode]:
+        """The selectable nodes, in order."""
+        return [n for n in self.nodes if self.selectable(n)]
 
-    def children(self, node_id: str | None) -> list[DocNode]:
+    def children(self, node_id: str | None) -> list[TreeNode]:
         return [n for n in self.nodes if n.parent_id == node_id]
 
-    def by_id(self) -> dict[str, DocNode]:
+    def by_id(self) -> dict[str, TreeNode]:
         return {n.node_id: n for n in self.nodes}
 
 
 async def load_tree(pool: asyncpg.Pool, doc_id: int, doc_name: str, query_vec: np.ndarray) -> LoadedTree:
     rows = await store.doc_nodes(pool, doc_id, query_vec)
     nodes = tuple(
-        DocNode(node_id=r["node_id"], parent_id=r["parent_id"], level=r["level"], title=r["title"],
-                path=tuple(r["path"]), summary=r["summary"], start=r["start_index"], end=r["end_index"],
-                unit=r["unit"], is_leaf=r["is_leaf"], has_text=r["has_text"])
+        TreeNode(node_id=r["node_id"], parent_id=r["parent_id"], ordinal=r["ordinal"], level=r["level"],
+                 title=r["title"], start=r["start_index"], end=r["end_index"], text="", summary=r["summary"],
+                 path=tuple(r["path"]), is_leaf=r["is_leaf"], unit=r["unit"])
         for r in rows
     )
     sims = {r["node_id"]: float(r["sim"]) if r["sim"] is not None else 0.0 for r in rows}
-    return LoadedTree(doc_id=doc_id, doc_name=doc_name, nodes=nodes, sims=sims)
+    with_text = frozenset(r["node_id"] for r in rows if r["has_text"])
+    return LoadedTree(doc_id=doc_id, doc_name=doc_name, nodes=nodes, sims=sims, with_text=with_text)
 
 
-def serialize_tree(nodes: Sequence[DocNode], *, with_summary: bool = True, mark_expandable: bool = False) -> str:
-    """Spec 001 format: indented ``[node_id] title (leaf)``, summary, pages."""
+def serialize_tree(nodes: Sequence[TreeNode], *, with_summary: bool = True, mark_expandable: bool = False,
+                   with_text: frozenset[str] = frozenset()) -> str:
+    """Spec 001 format: indented ``[node_id] title (leaf)``, summary, pages; ``with_text``: ids of parents
+    with text of their own, marked "(own text)"."""
     lines = []
     base = min((n.level for n in nodes), default=1)
     for n in nodes:
         pad = "  " * max(0, n.level - base)
-        mark = " (leaf)" if n.is_leaf else (" (expandable)" if mark_expandable else (" (own text)" if n.has_text else ""))
+        mark = " (leaf)" if n.is_leaf else (" (expandable)" if mark_expandable else (" (own text)" if n.node_id in with_text else ""))
         lines.append(f"{pad}[{n.node_id}] {n.title}{mark} ({unit_label(n.unit)} {n.start}-{n.end})")
         if with_summary and n.summary:
             lines.append(f"{pad}  summary: {n.summary[:300]}")
@@ -162,7 +171,7 @@ class TreeSearcher:
                   history: Sequence[Turn] = ()) -> TreeSearchResult:
         context = {"expert_knowledge": expert_knowledge, "history": history}
         leaves = {n.node_id: n for n in tree.leaves}
-        full = serialize_tree(tree.nodes)
+        full = serialize_tree(tree.nodes, with_text=tree.with_text)
         if count_tokens(full) <= self.prompt_tokens:
             thinking, results = await self._ask(question, full, context, topdown=False)
             picks, dropped = self._validate(tree, results, leaves, question)
@@ -181,7 +190,7 @@ class TreeSearcher:
             calls += 1
             thoughts.append(thinking)
             allowed = {n.node_id for n in frontier}
-            next_frontier: list[DocNode] = []
+            next_frontier: list[TreeNode] = []
             for r in results:
                 nid = str(r.get("node_id", ""))
                 if nid not in allowed:
@@ -200,11 +209,11 @@ class TreeSearcher:
                                 thinking=" | ".join(t for t in thoughts if t), mode="llm_topdown",
                                 dropped_ids=tuple(dropped), llm_calls=calls)
 
-    def _pick(self, tree: LoadedTree, node: DocNode, sub_query: str, reason: str) -> NodePick:
+    def _pick(self, tree: LoadedTree, node: TreeNode, sub_query: str, reason: str) -> NodePick:
         return NodePick(doc_id=tree.doc_id, node_id=node.node_id, title=node.title,
                         section_path=" > ".join(node.path), sub_query=sub_query, reason=reason)
 
-    def _validate(self, tree: LoadedTree, results: list[dict[str, Any]], leaves: dict[str, DocNode],
+    def _validate(self, tree: LoadedTree, results: list[dict[str, Any]], leaves: dict[str, TreeNode],
                   question: str) -> tuple[tuple[NodePick, ...], tuple[str, ...]]:
         picks: list[NodePick] = []
         dropped: list[str] = []
@@ -234,7 +243,7 @@ def find_cross_references(texts: Sequence[str]) -> list[str]:
     return out
 
 
-def resolve_reference(tree: LoadedTree, label: str) -> DocNode | None:
+def resolve_reference(tree: LoadedTree, label: str) -> TreeNode | None:
     """The node whose title starts with the referenced label ("note 7" → "Note 7 — Debt"); leaves first."""
     matches = [n for n in tree.nodes if re.match(rf"{re.escape(label)}(?![0-9a-z])", normalize_title(n.title))]
     if not matches:

@@ -74,22 +74,6 @@ class RoutingResult(msgspec.Struct, frozen=True):
     scope_hint: str = ""  # the LLM's scope for the question, from the metadata call (auto, metadata)
 
 
-class DocNode(msgspec.Struct, frozen=True):
-    """A node of a routed document as loaded for tree search."""
-
-    node_id: str
-    parent_id: str | None
-    level: int
-    title: str
-    path: tuple[str, ...]
-    summary: str
-    start: int
-    end: int
-    unit: str
-    is_leaf: bool
-    has_text: bool = False  # a parent with text of its own before its first child
-
-
 class NodePick(msgspec.Struct, frozen=True):
     doc_id: int
     node_id: str
