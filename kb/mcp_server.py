@@ -27,8 +27,9 @@ from ingest.pageindex import to_pageindex
 from kb import __version__, collections
 from kb.errors import KBError, NotFoundError
 from kb.runtime import Runtime
-from router.metadata import conditions_from_filters, run_filter
+from router.metadata import conditions_from_filters
 from router.pipeline import QueryPipeline, validate_request
+from router.store import run_filter
 from router.types import QueryRequest, Strategy
 
 log = structlog.get_logger("kb.mcp")

@@ -27,10 +27,8 @@ from router.types import Condition
 
 log = structlog.get_logger("router.metadata")
 
-SQL_FILTER_BASE = "SELECT d.id, d.name FROM documents d WHERE d.collection_id = $1"
 
 OPS = ("eq", "in", "range", "contains")
-KEY_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 YEAR_KEYS = ("doc_period", "fiscal_year", "year")
 COMPANY_KEYS = ("company", "organisation", "organization", "ticker", "issuer")
 TYPE_KEYS = ("doc_type", "document_type", "type")
@@ -290,7 +288,7 @@ def conditions_from_filters(filters: Mapping[str, Any]) -> tuple[Condition, ...]
     """Explicit request filters: {key: value | [values] | {"gte":..,"lte":..} | {"contains": ".."}}."""
     out: list[Condition] = []
     for key, value in filters.items():
-        if not isinstance(key, str) or not KEY_RE.match(key):
+        if not isinstance(key, str) or not store.METADATA_KEY.match(key):
             raise ValidationError(f"invalid filter key {key!r}")
         if isinstance(value, Mapping):
             if "contains" in value:
@@ -312,38 +310,6 @@ def _as_text(value: Any) -> str:
     if value is None or isinstance(value, bool):
         return json.dumps(value)
     return str(value)
-
-
-def compile_conditions(collection_id: int, conditions: Sequence[Condition]) -> tuple[str, list[Any]]:
-    """SQL text built only from constant fragments; keys and values are always $n parameters."""
-    sql = [SQL_FILTER_BASE]
-    params: list[Any] = [collection_id]
-
-    def p(value: Any) -> str:
-        params.append(value)
-        return f"${len(params)}"
-
-    for c in conditions:
-        if not KEY_RE.match(c.key):
-            raise ValidationError(f"invalid metadata key {c.key!r}")
-        if c.op == "in":
-            sql.append(f"AND (d.metadata ->> {p(c.key)}) = ANY({p([str(v) for v in c.value])}::text[])")
-        elif c.op == "range":
-            num = (f"(CASE WHEN (d.metadata ->> {p(c.key)}) ~ '^-?[0-9]+(\\.[0-9]+)?$' "
-                   f"THEN (d.metadata ->> {p(c.key)})::float8 END)")
-            for bound, sym in (("gte", ">="), ("lte", "<="), ("gt", ">"), ("lt", "<")):
-                if bound in c.value:
-                    sql.append(f"AND {num} {sym} {p(float(c.value[bound]))}")
-        elif c.op == "contains":
-            sql.append(f"AND strpos(lower(d.metadata ->> {p(c.key)}), lower({p(str(c.value))})) > 0")
-        else:
-            raise ValidationError(f"unknown operator {c.op!r}")
-    return " ".join(sql) + " ORDER BY d.name", params
-
-
-async def run_filter(pool: asyncpg.Pool, collection_id: int, conditions: Sequence[Condition]) -> list[tuple[int, str]]:
-    sql, params = compile_conditions(collection_id, conditions)
-    return [(r["id"], r["name"]) for r in await pool.fetch(sql, *params)]
 
 
 async def match_question(question: str, kv: KnownValues, chat: ChatModel) -> MetadataMatch:

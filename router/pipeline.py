@@ -21,7 +21,7 @@ from kb.providers import ChatModel, Embedder
 from kb.providers.chat import CountingChat
 from kb.settings import RetrievalSettings
 from router import store
-from router.metadata import conditions_from_filters, known_values, run_filter
+from router.metadata import conditions_from_filters, known_values
 from router.policy import OFFLINE, RankingPolicy, policy_for
 from router.retrieve import (
     Reranker,
@@ -281,7 +281,7 @@ class QueryPipeline:
                            terms=await store.query_terms(self.pool, collection_id, question))
         within = None
         if req.filters:
-            within = [d for d, _ in await run_filter(self.pool, collection_id, conditions_from_filters(req.filters))]
+            within = [d for d, _ in await store.run_filter(self.pool, collection_id, conditions_from_filters(req.filters))]
         routing = await get_router(req.strategy).route(ctx, within)
         if oracle is not None and oracle.docs:  # benchmark diagnostics: the gold documents are routed
             names = {d: f.name for d, f in (await store.doc_fields(self.pool, list(oracle.docs))).items()}
@@ -368,7 +368,7 @@ class QueryPipeline:
                              needed=tuple(d.doc_id for d in routing.documents[:1])), routing
         extra: list[DocCandidate] = []
         if scope.kind == "multi" and scope.entities and scope.key:
-            rows = await run_filter(self.pool, collection_id, [Condition(scope.key, "in", list(scope.entities))])
+            rows = await store.run_filter(self.pool, collection_id, [Condition(scope.key, "in", list(scope.entities))])
             allowed = set(within) if within is not None else None
             extra = [DocCandidate(d, n, 0.0, "metadata match") for d, n in rows if allowed is None or d in allowed]
         pool_ids = [d.doc_id for d in routing.documents] + [c.doc_id for c in routing.candidates] + \

@@ -29,7 +29,6 @@ from router.metadata import (
     meta_int,
     period_prior,
     question_period,
-    run_filter,
 )
 from router.policy import ROUTING
 from router.prompts import DESCRIPTION, description_prompt
@@ -209,7 +208,7 @@ class MetadataRouter:
         docs: list[tuple[int, str]] = []
         attempt = list(conds)
         while attempt and not docs:  # relax period/type conditions (last first) until something matches
-            docs = await run_filter(ctx.pool, ctx.collection_id, attempt)
+            docs = await store.run_filter(ctx.pool, ctx.collection_id, attempt)
             if not docs:
                 attempt.pop()
         if conds and len(attempt) < len(conds):
@@ -252,7 +251,7 @@ class AutoRouter:
         if within is not None:
             notes.append(f"explicit filters → {len(within)} documents")
         if hard:
-            rows = await run_filter(ctx.pool, ctx.collection_id, hard)
+            rows = await store.run_filter(ctx.pool, ctx.collection_id, hard)
             allowed = set(candidate_ids) if candidate_ids is not None else None
             ids = [d for d, _ in rows if allowed is None or d in allowed]
             if ids:

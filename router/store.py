@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -22,9 +23,13 @@ from typing import Any, Literal
 import asyncpg
 import numpy as np
 
+from kb.errors import ValidationError
 from router.policy import ROUTING
+from router.types import Condition
 
 Scan = Literal["index", "exact"]
+METADATA_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+"""What a metadata key may be (keys become $n parameters, never SQL text)."""
 
 
 def _dense_sql(where: str, scan: Scan) -> str:
@@ -125,6 +130,7 @@ FROM unnest($2::text[]) AS p(phrase)
 CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector('english', p.phrase))) AS x(lexeme)
 LEFT JOIN lexeme_df l ON l.collection_id = $1 AND l.lexeme = x.lexeme
 GROUP BY p.phrase"""
+SQL_FILTER_BASE = "SELECT d.id, d.name FROM documents d WHERE d.collection_id = $1"
 SQL_DESCRIPTIONS_ALL = "SELECT id, name, title, description FROM documents WHERE collection_id = $1 ORDER BY id"
 
 
@@ -294,6 +300,38 @@ async def phrases_not_in_collection(pool: asyncpg.Pool, collection_id: int, phra
     """The phrases some word of which no document of the collection contains."""
     rows = await pool.fetch(SQL_PHRASE_DF, collection_id, list(phrases))
     return tuple(r["phrase"] for r in rows if r["absent"] and r["lexemes"] > 0)
+
+
+def compile_conditions(collection_id: int, conditions: Sequence[Condition]) -> tuple[str, list[Any]]:
+    """SQL text built only from constant fragments; keys and values are always $n parameters."""
+    sql = [SQL_FILTER_BASE]
+    params: list[Any] = [collection_id]
+
+    def p(value: Any) -> str:
+        params.append(value)
+        return f"${len(params)}"
+
+    for c in conditions:
+        if not METADATA_KEY.match(c.key):
+            raise ValidationError(f"invalid metadata key {c.key!r}")
+        if c.op == "in":
+            sql.append(f"AND (d.metadata ->> {p(c.key)}) = ANY({p([str(v) for v in c.value])}::text[])")
+        elif c.op == "range":
+            num = (f"(CASE WHEN (d.metadata ->> {p(c.key)}) ~ '^-?[0-9]+(\\.[0-9]+)?$' "
+                   f"THEN (d.metadata ->> {p(c.key)})::float8 END)")
+            for bound, sym in (("gte", ">="), ("lte", "<="), ("gt", ">"), ("lt", "<")):
+                if bound in c.value:
+                    sql.append(f"AND {num} {sym} {p(float(c.value[bound]))}")
+        elif c.op == "contains":
+            sql.append(f"AND strpos(lower(d.metadata ->> {p(c.key)}), lower({p(str(c.value))})) > 0")
+        else:
+            raise ValidationError(f"unknown operator {c.op!r}")
+    return " ".join(sql) + " ORDER BY d.name", params
+
+
+async def run_filter(pool: asyncpg.Pool, collection_id: int, conditions: Sequence[Condition]) -> list[tuple[int, str]]:
+    sql, params = compile_conditions(collection_id, conditions)
+    return [(r["id"], r["name"]) for r in await pool.fetch(sql, *params)]
 
 
 @dataclass(frozen=True)

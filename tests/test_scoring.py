@@ -9,12 +9,12 @@ import pytest
 from kb.errors import ValidationError
 from router.metadata import (
     KnownValues,
-    compile_conditions,
     conditions_from_filters,
     match_offline,
     validate_conditions,
 )
 from router.scoring import aggregate_score, fuse, group_scores, min_max
+from router.store import compile_conditions
 from router.synthesize import extractive_answer
 from router.tree_search import find_cross_references
 from router.types import Condition, RetrievedChunk
