@@ -16,6 +16,7 @@ import structlog
 
 from kb.bench.latency_types import Stat, StrategyLatency
 from kb.bench.synthetic import SyntheticQuestion, list_question
+from router.store import vector_session
 from router.types import STRATEGIES
 
 log = structlog.get_logger("kb.bench.measure")
@@ -26,7 +27,6 @@ LIST20 = "auto, list over 20 docs"
 MEASURED: tuple[str, ...] = (*STRATEGIES, LIST20)
 
 SQL_REFERENCE = "SELECT id FROM chunks ORDER BY embedding <=> $1 LIMIT 10"
-SQL_SET_EF = "SELECT set_config('hnsw.ef_search', $1, true)"
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ async def measure(pipeline: Any, pool: asyncpg.Pool, collection: str, questions:
     async def reference(vec: np.ndarray) -> float:
         t = time.perf_counter()
         async with pool.acquire() as conn, conn.transaction():
-            await conn.execute(SQL_SET_EF, str(ef_search))
+            await vector_session(conn, ef_search=ef_search, k=10, iterative=False)
             rows = await conn.fetch(SQL_REFERENCE, vec)
         if len(rows) != 10:
             log.warning("bench.reference_short", rows=len(rows))
@@ -109,6 +109,6 @@ def summarize(samples: Sequence[QuerySample]) -> list[StrategyLatency]:
 
 async def reference_plan(pool: asyncpg.Pool, vec: np.ndarray, ef_search: int) -> str:
     async with pool.acquire() as conn, conn.transaction():
-        await conn.execute(SQL_SET_EF, str(ef_search))
+        await vector_session(conn, ef_search=ef_search, k=10, iterative=False)
         rows = await conn.fetch("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + SQL_REFERENCE, vec)
     return re.sub(r"'\[[^\]]*\]'::vector", "$1", "\n".join(r[0] for r in rows))
