@@ -65,6 +65,9 @@ class UnavailableError(KBError):
     status_code = 503
     title = "Service unavailable"
 
+    def __init__(self, detail: str = "the database is unreachable right now; retry shortly") -> None:
+        super().__init__(detail)
+
 
 class IngestError(KBError):
     """A single file could not be ingested; carries a readable reason."""

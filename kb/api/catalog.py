@@ -34,6 +34,7 @@ from kb.api.common import (
 )
 from kb.collections import Collection, create_collection, list_collections
 from kb.db import schema_version
+from kb.errors import UnavailableError
 from kb.runtime import Runtime
 from kb.settings import Settings
 
@@ -76,7 +77,8 @@ async def health(rt: Runtime) -> Response[dict[str, Any]]:
     if db_ok:
         return Response(body)
     # not ready: problem details (RFC 9457) with the health fields as extension members
-    problem = problem_body(503, "Service unavailable", "the database is unreachable right now; retry shortly", body)
+    down = UnavailableError()
+    problem = problem_body(down.status_code, down.title, down.detail, body)
     return Response(problem, status_code=503, media_type=PROBLEM_JSON, headers={"Retry-After": str(RETRY_AFTER_S)})
 
 

@@ -169,8 +169,8 @@ def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Respon
                        headers)
     if is_db_unavailable(exc):
         log.warning("api.db_unavailable", path=request.url.path, error=f"{type(exc).__name__}: {exc}"[:300])
-        return problem(503, "Service unavailable", "the database is unreachable right now; retry shortly",
-                       {"Retry-After": str(RETRY_AFTER_S)})
+        down = UnavailableError()
+        return problem(down.status_code, down.title, down.detail, {"Retry-After": str(RETRY_AFTER_S)})
     if isinstance(exc, UnicodeDecodeError):
         return problem(400, "Invalid request", "the request is not valid UTF-8")
     if isinstance(exc, asyncpg.DataError | OverflowError):  # e.g. an id beyond bigint, bad encoding
@@ -287,7 +287,7 @@ async def before_request(request: Request[Any, Any, Any]) -> None:
     """Every request: a 503 at once while the database is known to be unreachable, then the strict body check."""
     rt = request.app.state.get("runtime")
     if rt is not None and not rt.db_available and not request.url.path.startswith(_NO_DATABASE):
-        raise UnavailableError("the database is unreachable right now; retry shortly")
+        raise UnavailableError
     await strict_json_body(request)
 
 
