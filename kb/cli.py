@@ -14,7 +14,7 @@ import msgspec
 
 from kb.errors import ConfigError, KBError
 from kb.logging import configure_logging
-from kb.settings import get_settings
+from kb.settings import get_settings, settings_table
 from kb.text import unit_label
 from router.types import STRATEGIES
 
@@ -379,7 +379,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("worker", help="run an ingest worker (claims jobs from Postgres)")
     d = sub.add_parser("db", help="manage the embedded Postgres")
     d.add_argument("action", choices=["status", "start", "stop"])
-    sub.add_parser("config", help="print the effective settings (secrets masked)")
+    c = sub.add_parser("config", help="print the effective settings (secrets masked)")
+    c.add_argument("--format", choices=["json", "env", "markdown"], default="json",
+                   help="json: by group; env: variable=value lines; markdown: every setting's variable, default "
+                        "and meaning (the README table)")
     i = sub.add_parser("ingest", help="ingest a file or folder")
     i.add_argument("path", type=Path)
     i.add_argument("--collection", default="default")
@@ -421,7 +424,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "db":
             return cmd_db(args)
         if args.command == "config":
-            print(json.dumps(settings.masked(), indent=2))
+            if args.format == "markdown":
+                print(settings_table(), end="")
+            elif args.format == "env":
+                print("\n".join(settings.env_lines()))
+            else:
+                print(json.dumps(settings.masked(), indent=2))
             return 0
         if args.command == "ingest":
             if not args.path.exists():

@@ -1,74 +1,70 @@
 """All configuration, read once from ``KB_*`` environment variables.
 
-Groups: database, llm, embedding, retrieval, ingest (tree building), server.
-``get_settings()`` is cached; tests call ``get_settings.cache_clear()`` after
-changing the environment.
+Each setting is declared once, as a field of its group (database, llm, embedding, retrieval, ingest,
+server) made by :func:`setting`: its environment variable, default, type (the annotation) and a one-line
+doc. ``get_settings()`` reads the environment from those declarations and is cached (tests call
+``get_settings.cache_clear()`` after changing the environment); ``kb config`` and the README's
+configuration table (:func:`settings_table`, checked by a test) are rendered from them, and every group
+can be built with its defaults (``IngestSettings(min_node_token=0)``).
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from dataclasses import asdict, dataclass, field, fields
+import types
+import typing
+from collections.abc import Callable, Iterator
+from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from kb.errors import ConfigError
 
 
-def _env(name: str, default: str | None = None) -> str | None:
-    value = os.environ.get(name)
-    if value is None or value.strip() == "":
-        return default
-    return value.strip()
+def setting(env: str, default: Any = None, doc: str = "", *, secret: bool = False,
+            factory: Callable[[], Any] | None = None, shown: str | None = None,
+            normalize: Callable[[Any], Any] | None = None) -> Any:
+    """Declare one setting: ``env`` variable, ``default`` (or a ``factory``), one-line ``doc``.
+
+    ``secret`` keeps the value out of reprs and masks it in ``kb config``; ``shown`` replaces the default
+    in the README table when it is computed; ``normalize`` maps a read value (or the default) to the stored one.
+    """
+    meta = {"env": env, "doc": doc, "secret": secret, "shown": shown, "normalize": normalize}
+    if factory is not None:
+        return field(default_factory=factory, repr=not secret, metadata=meta)
+    return field(default=default, repr=not secret, metadata=meta)
 
 
-def _int(name: str, default: int) -> int:
-    raw = _env(name)
-    if raw is None:
-        return default
-    try:
-        return int(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{name} must be an integer, got {raw!r}") from exc
-
-
-def _float(name: str, default: float) -> float:
-    raw = _env(name)
-    if raw is None:
-        return default
-    try:
-        return float(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{name} must be a number, got {raw!r}") from exc
-
-
-def _bool(name: str, default: bool) -> bool:
-    raw = _env(name)
-    if raw is None:
-        return default
-    return raw.lower() in {"1", "true", "yes", "on"}
+def _default_workers() -> int:
+    return max(1, min(2, os.cpu_count() or 1))
 
 
 @dataclass(frozen=True)
 class DatabaseSettings:
-    url: str | None  # KB_DATABASE_URL; None → embedded server in data_dir
-    data_dir: Path  # KB_DATA_DIR
-    pool_min: int = 1
-    pool_max: int = 10
-    connect_timeout_s: float = 5.0  # KB_DB_CONNECT_TIMEOUT_S: a new connection (or a pool slot) waits at most this
-    command_timeout_s: float = 30.0  # KB_DB_COMMAND_TIMEOUT_S: one SQL statement (not an ingest transaction)
+    url: str | None = setting("KB_DATABASE_URL", None,
+                              "any Postgres ≥ 15 with pgvector ≥ 0.6; unset → embedded server in `KB_DATA_DIR`")
+    data_dir: Path = setting("KB_DATA_DIR", Path("./.kb"), shown="`./.kb`", doc="embedded Postgres data (`pg/`) and uploads")
+    pool_min: int = setting("KB_DB_POOL_MIN", 1, "asyncpg pool size, lower bound")
+    pool_max: int = setting("KB_DB_POOL_MAX", 10, "asyncpg pool size, upper bound")
+    connect_timeout_s: float = setting("KB_DB_CONNECT_TIMEOUT_S", 5.0,
+                                       "a new connection (or a pool slot) waits at most this "
+                                       "(a frozen database is a 503, not a hang)")
+    command_timeout_s: float = setting("KB_DB_COMMAND_TIMEOUT_S", 30.0,
+                                       "one SQL statement waits at most this (not an ingest transaction)")
 
 
 @dataclass(frozen=True)
 class LLMSettings:
-    base_url: str | None  # KB_LLM_BASE_URL; None (and no key) → offline provider
-    model: str
-    api_key: str | None = field(repr=False)  # secret: never in a repr, a traceback or a log
-    timeout_s: float
-    max_retries: int
-    concurrency: int
-    cache: bool
+    base_url: str | None = setting("KB_LLM_BASE_URL", None,
+                                   "OpenAI-compatible endpoint; with `KB_LLM_API_KEY` unset too → offline provider")
+    model: str = setting("KB_LLM_MODEL", "gpt-4o-mini", "model name sent to the endpoint")
+    api_key: str | None = setting("KB_LLM_API_KEY", None, "bearer key of the endpoint (masked in `kb config`)",
+                                  secret=True)
+    timeout_s: float = setting("KB_LLM_TIMEOUT_S", 60.0, "per-call timeout")
+    max_retries: int = setting("KB_LLM_MAX_RETRIES", 3, "retries with backoff and jitter on 429, 5xx and timeouts")
+    concurrency: int = setting("KB_LLM_CONCURRENCY", 8, "parallel LLM calls")
+    cache: bool = setting("KB_LLM_CACHE", True, "cache responses in Postgres by (model, prompt hash)")
 
     @property
     def offline(self) -> bool:
@@ -77,64 +73,95 @@ class LLMSettings:
 
 @dataclass(frozen=True)
 class EmbeddingSettings:
-    model: str  # "all-MiniLM-L6-v2" (bundled), "hash:<dim>" or a sentence-transformers path
-    batch_size: int
-    rerank_model: str | None  # cross-encoder name/path; None → rerank skipped
-    base_url: str | None = None  # KB_EMBEDDING_BASE_URL: an OpenAI-compatible /embeddings endpoint
-    api_key: str | None = field(default=None, repr=False)  # KB_EMBEDDING_API_KEY: secret, never in a repr
-    dimensions: int | None = None  # KB_EMBEDDING_DIMENSIONS: requested (and expected) vector size
-    timeout_s: float = 30.0  # KB_EMBEDDING_TIMEOUT_S
-    max_retries: int = 3  # KB_EMBEDDING_MAX_RETRIES: 429, 5xx and timeouts, with backoff
+    model: str = setting("KB_EMBEDDING_MODEL", "all-MiniLM-L6-v2",
+                         "bundled model, a local sentence-transformers path, or `hash:384` (fast hashing, for "
+                         "tests/benchmarks); with `KB_EMBEDDING_BASE_URL`, the model name the server knows")
+    batch_size: int = setting("KB_EMBEDDING_BATCH", 64, "texts per embedding batch (local model or request)")
+    rerank_model: str | None = setting("KB_RERANK_MODEL", None,
+                                       "local cross-encoder path/name; unset → rerank skipped (noted in the trace)")
+    base_url: str | None = setting("KB_EMBEDDING_BASE_URL", None,
+                                   "an OpenAI-compatible `/embeddings` endpoint; unset → the local model "
+                                   "(see Remote embeddings)")
+    api_key: str | None = setting("KB_EMBEDDING_API_KEY", None,
+                                  "bearer key of the embeddings endpoint (masked in `kb config`)", secret=True)
+    dimensions: int | None = setting("KB_EMBEDDING_DIMENSIONS", None,
+                                     "vector size asked of the endpoint and expected in every reply; "
+                                     "unset → probed once at start", normalize=lambda v: v or None)
+    timeout_s: float = setting("KB_EMBEDDING_TIMEOUT_S", 30.0, "per-request timeout of the embeddings endpoint")
+    max_retries: int = setting("KB_EMBEDDING_MAX_RETRIES", 3,
+                               "embeddings endpoint: retries with backoff on 429, 5xx and timeouts")
 
 
 @dataclass(frozen=True)
 class RetrievalSettings:
-    dense_weight: float
-    bm25_weight: float
-    rank_dense_weight: float  # cross-node chunk ranking: dense share (rest BM25)
-    semantic_top_k: int  # chunk hits used by DocScore
-    hnsw_ef_search: int
-    max_nodes_per_doc: int
-    doc_concurrency: int
-    tree_prompt_tokens: int  # above this a tree is searched top-down
-    description_shortlist: int
-    max_cross_refs: int
-    max_iterations: int = 2  # LLM mode: retrieval rounds with a sufficiency judgement between them (1: one pass)
+    dense_weight: float = setting("KB_DENSE_WEIGHT", 0.5, "in-node fusion: dense weight (spec 001)")
+    bm25_weight: float = setting("KB_BM25_WEIGHT", 0.5, "in-node fusion: BM25 weight (spec 001)")
+    rank_dense_weight: float = setting(
+        "KB_RANK_DENSE_WEIGHT", 0.9,
+        "dense share when ranking chunks across nodes and documents, the rest BM25 (FinanceBench "
+        "page_recall@10: 0.5 → 0.43, 0.75 → 0.44, 0.9 → 0.48, 1.0 → 0.50; financial tables defeat BM25)")
+    semantic_top_k: int = setting("KB_SEMANTIC_TOP_K", 60, "chunk hits behind DocScore")
+    hnsw_ef_search: int = setting("KB_HNSW_EF_SEARCH", 100, "HNSW search breadth")
+    max_nodes_per_doc: int = setting("KB_MAX_NODES_PER_DOC", 4, "tree search: nodes picked per document")
+    doc_concurrency: int = setting("KB_DOC_CONCURRENCY", 4, "documents tree-searched in parallel")
+    tree_prompt_tokens: int = setting("KB_TREE_PROMPT_TOKENS", 12000,
+                                      "LLM tree search: above this a tree is searched top-down, one level at a time")
+    description_shortlist: int = setting("KB_DESCRIPTION_SHORTLIST", 50,
+                                         "description routing: documents shortlisted by description similarity (shown to the LLM)")
+    max_cross_refs: int = setting("KB_MAX_CROSS_REFS", 3, "cross-references followed per question")
+    max_iterations: int = setting("KB_MAX_ITERATIONS", 2,
+                                  "LLM mode: retrieval rounds, a sufficiency judgement between two "
+                                  "(1 = one pass; offline: always one)", normalize=lambda v: max(1, v))
 
 
 @dataclass(frozen=True)
 class IngestSettings:
-    root: Path  # KB_INGEST_ROOT: admin ingest paths must resolve inside it
-    toc_check_page_num: int
-    max_page_num_each_node: int
-    max_token_num_each_node: int
-    min_node_token: int
-    summary_token_threshold: int
-    chunk_tokens: int
-    chunk_overlap_tokens: int
-    min_chunk_chars: int
-    workers: int  # parser processes
-    run_worker: bool  # the API process also runs one ingest worker
-    job_stale_s: int  # a running item whose heartbeat is older is resumed
-    max_upload_mb: int = 200  # POST /kb/admin/documents body limit
-    max_file_mb: int = 200  # KB_MAX_FILE_MB: a file (or a .docx unpacked) larger than this fails with that reason
-    max_pages: int = 5000  # KB_MAX_PAGES: a PDF with more pages fails with that reason
-    max_chunks: int = 50_000  # KB_MAX_CHUNKS_PER_FILE: a file that yields more chunks fails with that reason
-    file_timeout_s: float = 3600.0  # KB_FILE_TIMEOUT_S: one file's ingest; beyond it the file fails with this reason
+    root: Path = setting("KB_INGEST_ROOT", Path("."), "admin ingest paths must resolve inside it")
+    toc_check_page_num: int = setting("KB_TOC_CHECK_PAGE_NUM", 20, "PageIndex: pages searched for a printed TOC")
+    max_page_num_each_node: int = setting("KB_MAX_PAGE_NUM_EACH_NODE", 10,
+                                          "PageIndex: a larger node is split into children")
+    max_token_num_each_node: int = setting("KB_MAX_TOKEN_NUM_EACH_NODE", 20000,
+                                           "PageIndex: a node with more tokens is split into children")
+    min_node_token: int = setting("KB_MIN_NODE_TOKEN", 40, "Markdown thinning: a section whose whole subtree has fewer tokens absorbs its children")
+    summary_token_threshold: int = setting("KB_SUMMARY_TOKEN_THRESHOLD", 200,
+                                           "node text shorter than this is its own summary")
+    chunk_tokens: int = setting("KB_CHUNK_TOKENS", 160, "chunk size")
+    chunk_overlap_tokens: int = setting("KB_CHUNK_OVERLAP_TOKENS", 32, "sliding-window overlap between chunks")
+    min_chunk_chars: int = setting("KB_MIN_CHUNK_CHARS", 20, "shorter chunks are dropped")
+    workers: int = setting("KB_INGEST_WORKERS", factory=_default_workers, shown="min(2, CPUs)",
+                           doc="parser processes (0: parse in the worker process)")
+    run_worker: bool = setting("KB_RUN_WORKER", True, "the API process also runs one ingest worker")
+    job_stale_s: int = setting("KB_JOB_STALE_S", 120,
+                               "a claimed file with no heartbeat for this long is resumed "
+                               "(a file that kills its worker 3 times is failed)")
+    max_upload_mb: int = setting("KB_MAX_UPLOAD_MB", 200, "body limit of `POST /kb/admin/documents`")
+    max_file_mb: int = setting("KB_MAX_FILE_MB", 200,
+                               "a file larger than this (or a `.docx` that unpacks to more) fails alone with that "
+                               "reason; checked before the file is read")
+    max_pages: int = setting("KB_MAX_PAGES", 5000, "a PDF with more pages fails alone with that reason")
+    max_chunks: int = setting("KB_MAX_CHUNKS_PER_FILE", 50_000, "a file yielding more chunks fails alone with that reason")
+    file_timeout_s: float = setting("KB_FILE_TIMEOUT_S", 3600.0,
+                                    "one file's ingest; beyond it the file fails with that reason and its parser "
+                                    "process is killed")
 
 
 @dataclass(frozen=True)
 class ServerSettings:
-    host: str
-    port: int
-    admin_token: str | None = field(repr=False)  # secrets: never in a repr, a traceback or a log
-    api_token: str | None = field(repr=False)
-    log_format: str  # "json" | "console"
-    log_level: str
-    max_connections: int = 1000  # KB_MAX_CONNECTIONS: open connections and requests; beyond it a 503
-    header_timeout_s: float = 10.0  # KB_HEADER_TIMEOUT_S: a connection must send its request headers in this time
-    max_header_kb: int = 64  # KB_MAX_HEADER_KB: request line and headers together
-    max_json_kb: int = 1024  # KB_MAX_JSON_KB: body limit of every JSON endpoint (uploads: KB_MAX_UPLOAD_MB)
+    host: str = setting("KB_HOST", "127.0.0.1", "bind address")
+    port: int = setting("KB_PORT", 8000, "bind port")
+    admin_token: str | None = setting("KB_ADMIN_TOKEN", None, "bearer token of the admin endpoints (see Auth)",
+                                      secret=True)
+    api_token: str | None = setting("KB_API_TOKEN", None, "bearer token of the read endpoints, `/schema`, `/metrics` and `/mcp` (see Auth)",
+                                    secret=True)
+    log_format: str = setting("KB_LOG_FORMAT", "console", "`console`, or `json` for JSON lines")
+    log_level: str = setting("KB_LOG_LEVEL", "info", "log level")
+    max_connections: int = setting("KB_MAX_CONNECTIONS", 1000,
+                                   "`kb serve`: open connections and running requests beyond this get 503")
+    header_timeout_s: float = setting("KB_HEADER_TIMEOUT_S", 10.0,
+                                      "`kb serve`: request headers must arrive within this time")
+    max_header_kb: int = setting("KB_MAX_HEADER_KB", 64, "`kb serve`: request line and headers together at most this")
+    max_json_kb: int = setting("KB_MAX_JSON_KB", 1024,
+                               "body limit of every JSON endpoint (uploads: `KB_MAX_UPLOAD_MB`)")
 
 
 @dataclass(frozen=True)
@@ -145,24 +172,34 @@ class Settings:
     retrieval: RetrievalSettings
     ingest: IngestSettings
     server: ServerSettings
-    _secret_names: tuple[str, ...] = field(default=("api_key", "admin_token", "api_token"), repr=False)
 
     def masked(self) -> dict[str, dict[str, Any]]:
         """Effective settings as a dict with secrets and URL passwords masked."""
         out: dict[str, dict[str, Any]] = {}
-        for f in fields(self):
-            if f.name.startswith("_"):
-                continue
-            group = asdict(getattr(self, f.name))
-            for key, value in group.items():
-                if key in self._secret_names and value:
-                    group[key] = "***"
+        for group_field in fields(self):
+            group_obj = getattr(self, group_field.name)
+            group = asdict(group_obj)
+            for f in fields(group_obj):
+                value = group[f.name]
+                if f.metadata["secret"] and value:
+                    group[f.name] = "***"
                 elif isinstance(value, Path):
-                    group[key] = str(value)
-                elif key == "url" and value and "@" in str(value):
-                    group[key] = _mask_url(str(value))
-            out[f.name] = group
+                    group[f.name] = str(value)
+                elif f.name == "url" and value and "@" in str(value):
+                    group[f.name] = _mask_url(str(value))
+            out[group_field.name] = group
         return out
+
+
+    def env_lines(self) -> list[str]:
+        """The effective settings as ``variable=value`` lines (secrets masked; unset values empty)."""
+        masked = self.masked()
+        lines = []
+        for d in setting_docs():
+            value = masked[d.group][d.name]
+            shown = "" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+            lines.append(f"{d.env}={shown}")
+        return lines
 
 
 def _mask_url(url: str) -> str:
@@ -172,80 +209,101 @@ def _mask_url(url: str) -> str:
     return f"{scheme}://{user}:***@{host}" if ":" in creds else url
 
 
+def _env(name: str) -> str | None:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return None
+    return value.strip()
+
+
+def _base_type(annotation: Any) -> type:
+    """``int`` for ``int`` and ``int | None``."""
+    if isinstance(annotation, types.UnionType):
+        return next(a for a in typing.get_args(annotation) if a is not type(None))
+    return annotation
+
+
+def _parse(name: str, kind: type, raw: str) -> Any:
+    if kind is bool:
+        return raw.lower() in {"1", "true", "yes", "on"}
+    if kind is int:
+        try:
+            return int(raw)
+        except ValueError as exc:
+            raise ConfigError(f"{name} must be an integer, got {raw!r}") from exc
+    if kind is float:
+        try:
+            return float(raw)
+        except ValueError as exc:
+            raise ConfigError(f"{name} must be a number, got {raw!r}") from exc
+    return kind(raw)
+
+
+def _default(f: Field[Any]) -> Any:
+    if f.default_factory is not MISSING:
+        return f.default_factory()
+    return f.default
+
+
+def _read_group(cls: type[Any]) -> Any:
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for f in fields(cls):
+        meta = f.metadata
+        kind = _base_type(hints[f.name])
+        raw = _env(meta["env"])
+        value = _default(f) if raw is None else _parse(meta["env"], kind, raw)
+        if kind is Path and value is not None:
+            value = Path(value).expanduser().resolve()
+        if meta["normalize"] is not None:
+            value = meta["normalize"](value)
+        values[f.name] = value
+    return cls(**values)
+
+
 @functools.cache
 def get_settings() -> Settings:
     """Read the environment once."""
-    data_dir = Path(_env("KB_DATA_DIR", "./.kb") or "./.kb").expanduser().resolve()
-    return Settings(
-        database=DatabaseSettings(
-            url=_env("KB_DATABASE_URL"),
-            data_dir=data_dir,
-            pool_min=_int("KB_DB_POOL_MIN", 1),
-            pool_max=_int("KB_DB_POOL_MAX", 10),
-            connect_timeout_s=_float("KB_DB_CONNECT_TIMEOUT_S", 5.0),
-            command_timeout_s=_float("KB_DB_COMMAND_TIMEOUT_S", 30.0),
-        ),
-        llm=LLMSettings(
-            base_url=_env("KB_LLM_BASE_URL"),
-            model=_env("KB_LLM_MODEL", "gpt-4o-mini") or "gpt-4o-mini",
-            api_key=_env("KB_LLM_API_KEY"),
-            timeout_s=_float("KB_LLM_TIMEOUT_S", 60.0),
-            max_retries=_int("KB_LLM_MAX_RETRIES", 3),
-            concurrency=_int("KB_LLM_CONCURRENCY", 8),
-            cache=_bool("KB_LLM_CACHE", True),
-        ),
-        embedding=EmbeddingSettings(
-            model=_env("KB_EMBEDDING_MODEL", "all-MiniLM-L6-v2") or "all-MiniLM-L6-v2",
-            batch_size=_int("KB_EMBEDDING_BATCH", 64),
-            rerank_model=_env("KB_RERANK_MODEL"),
-            base_url=_env("KB_EMBEDDING_BASE_URL"),
-            api_key=_env("KB_EMBEDDING_API_KEY"),
-            dimensions=_int("KB_EMBEDDING_DIMENSIONS", 0) or None,
-            timeout_s=_float("KB_EMBEDDING_TIMEOUT_S", 30.0),
-            max_retries=_int("KB_EMBEDDING_MAX_RETRIES", 3),
-        ),
-        retrieval=RetrievalSettings(
-            dense_weight=_float("KB_DENSE_WEIGHT", 0.5),
-            bm25_weight=_float("KB_BM25_WEIGHT", 0.5),
-            rank_dense_weight=_float("KB_RANK_DENSE_WEIGHT", 0.9),
-            semantic_top_k=_int("KB_SEMANTIC_TOP_K", 60),
-            hnsw_ef_search=_int("KB_HNSW_EF_SEARCH", 100),
-            max_nodes_per_doc=_int("KB_MAX_NODES_PER_DOC", 4),
-            doc_concurrency=_int("KB_DOC_CONCURRENCY", 4),
-            tree_prompt_tokens=_int("KB_TREE_PROMPT_TOKENS", 12000),
-            description_shortlist=_int("KB_DESCRIPTION_SHORTLIST", 50),
-            max_cross_refs=_int("KB_MAX_CROSS_REFS", 3),
-            max_iterations=max(1, _int("KB_MAX_ITERATIONS", 2)),
-        ),
-        ingest=IngestSettings(
-            root=Path(_env("KB_INGEST_ROOT", ".") or ".").expanduser().resolve(),
-            toc_check_page_num=_int("KB_TOC_CHECK_PAGE_NUM", 20),
-            max_page_num_each_node=_int("KB_MAX_PAGE_NUM_EACH_NODE", 10),
-            max_token_num_each_node=_int("KB_MAX_TOKEN_NUM_EACH_NODE", 20000),
-            min_node_token=_int("KB_MIN_NODE_TOKEN", 40),
-            summary_token_threshold=_int("KB_SUMMARY_TOKEN_THRESHOLD", 200),
-            chunk_tokens=_int("KB_CHUNK_TOKENS", 160),
-            chunk_overlap_tokens=_int("KB_CHUNK_OVERLAP_TOKENS", 32),
-            min_chunk_chars=_int("KB_MIN_CHUNK_CHARS", 20),
-            workers=_int("KB_INGEST_WORKERS", max(1, min(2, os.cpu_count() or 1))),
-            run_worker=_bool("KB_RUN_WORKER", True),
-            job_stale_s=_int("KB_JOB_STALE_S", 120),
-            max_upload_mb=_int("KB_MAX_UPLOAD_MB", 200),
-            max_file_mb=_int("KB_MAX_FILE_MB", 200),
-            max_pages=_int("KB_MAX_PAGES", 5000),
-            max_chunks=_int("KB_MAX_CHUNKS_PER_FILE", 50_000),
-            file_timeout_s=_float("KB_FILE_TIMEOUT_S", 3600.0),
-        ),
-        server=ServerSettings(
-            host=_env("KB_HOST", "127.0.0.1") or "127.0.0.1",
-            port=_int("KB_PORT", 8000),
-            admin_token=_env("KB_ADMIN_TOKEN"),
-            api_token=_env("KB_API_TOKEN"),
-            log_format=_env("KB_LOG_FORMAT", "console") or "console",
-            log_level=_env("KB_LOG_LEVEL", "info") or "info",
-            max_connections=_int("KB_MAX_CONNECTIONS", 1000),
-            header_timeout_s=_float("KB_HEADER_TIMEOUT_S", 10.0),
-            max_header_kb=_int("KB_MAX_HEADER_KB", 64),
-            max_json_kb=_int("KB_MAX_JSON_KB", 1024),
-        ),
-    )
+    return Settings(**{name: _read_group(cls) for name, cls in typing.get_type_hints(Settings).items()})
+
+
+@dataclass(frozen=True)
+class SettingDoc:
+    """One setting as documented: variable, shown default, one-line meaning, group and field name."""
+
+    env: str
+    default: str
+    doc: str
+    group: str
+    name: str
+    secret: bool
+
+
+def _shown(f: Field[Any]) -> str:
+    if f.metadata["shown"] is not None:
+        return f.metadata["shown"]
+    value = _default(f)
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | Path):
+        return f"`{value}`"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def setting_docs() -> Iterator[SettingDoc]:
+    """Every setting in declaration order."""
+    for group, cls in typing.get_type_hints(Settings).items():
+        for f in fields(cls):
+            yield SettingDoc(env=f.metadata["env"], default=_shown(f), doc=f.metadata["doc"],
+                             group=group, name=f.name, secret=f.metadata["secret"])
+
+
+def settings_table() -> str:
+    """The README's configuration table (Markdown), one row per variable."""
+    rows = ["| Variable | Default | Meaning |", "|---|---|---|"]
+    rows += [f"| `{d.env}` | {d.default} | {d.doc} |" for d in setting_docs()]
+    return "\n".join(rows) + "\n"
