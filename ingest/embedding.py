@@ -30,10 +30,11 @@ class CachedEmbedder:
     """Embeds texts, reusing vectors already computed for the same model and text.
 
     A cached vector of another dimension (the same model asked for another size) is a miss. With ``refresh``
-    nothing is read from the cache: every text is embedded again and its entry overwritten.
+    nothing is read from the cache: every text is embedded again and its entry overwritten. Missing texts go to
+    the embedder ``batch`` at a time (``KB_EMBEDDING_BATCH``), each batch stored as soon as it is embedded.
     """
 
-    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, batch: int = 32, *, refresh: bool = False) -> None:
+    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, *, batch: int, refresh: bool = False) -> None:
         self.pool = pool
         self.embedder = embedder
         self.batch = batch

@@ -119,6 +119,7 @@ def build_ingest_context(rt: Runtime, *, processes: bool = True) -> IngestContex
     """An ingest context (embedding cache, chat, settings; a parser process pool when ``processes``); the
     caller stops its executor (``ingest.jobs.stop_executor``)."""
     s = rt.settings.ingest
-    return IngestContext(pool=rt.pool, embedder=CachedEmbedder(rt.pool, rt.embedder), chat=rt.chat, settings=s,
+    cached = CachedEmbedder(rt.pool, rt.embedder, batch=rt.settings.embedding.batch_size)
+    return IngestContext(pool=rt.pool, embedder=cached, chat=rt.chat, settings=s,
                          executor=make_executor(s.workers) if processes else None,
                          embedder_generation=rt.embedder_record.generation)
