@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import asyncpg
@@ -16,9 +17,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from kb.runtime import Runtime  # noqa: E402
-from kb.settings import get_settings  # noqa: E402
-
-_KB_VARS = [k for k in os.environ if k.startswith("KB_")]
+from kb.settings import Settings, get_settings  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -63,28 +62,74 @@ async def db_url(pg_uri: str) -> AsyncIterator[str]:
         await conn.close()
 
 
-@pytest.fixture
-def kb_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str, str]]:
-    """A clean KB_* environment; tests add variables and call ``get_settings()`` after."""
+def clean_kb_env(mp: pytest.MonkeyPatch, data_dir: Path, **env: str) -> dict[str, str]:
+    """Drop every KB_* variable, then set the test defaults (data in ``data_dir``, no parser processes, no API
+    worker) and ``env``; the settings cache is cleared. Returns what was set."""
     for k in list(os.environ):
         if k.startswith("KB_"):
-            monkeypatch.delenv(k, raising=False)
-    env = {"KB_DATA_DIR": str(tmp_path / "data"), "KB_INGEST_ROOT": str(tmp_path), "KB_INGEST_WORKERS": "0",
-           "KB_RUN_WORKER": "false"}
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
+            mp.delenv(k, raising=False)
+    values = {"KB_DATA_DIR": str(data_dir), "KB_INGEST_WORKERS": "0", "KB_RUN_WORKER": "false", **env}
+    for k, v in values.items():
+        mp.setenv(k, v)
     get_settings.cache_clear()
-    yield env
-    get_settings.cache_clear()
+    return values
 
 
 @pytest.fixture
-async def runtime(kb_env: dict[str, str], db_url: str, monkeypatch: pytest.MonkeyPatch):
+def kb_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """A clean KB_* environment; tests add variables with ``set_env`` (or set them and call ``get_settings()``)."""
+    yield clean_kb_env(monkeypatch, tmp_path / "data", KB_INGEST_ROOT=str(tmp_path))
+    get_settings.cache_clear()
+
+
+SetEnv = Callable[..., Settings]
+
+
+@pytest.fixture
+def set_env(monkeypatch: pytest.MonkeyPatch) -> SetEnv:
+    """``set_env(KB_API_TOKEN="x")``: set variables for this test and return the settings read afresh."""
+
+    def apply(**env: str) -> Settings:
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        get_settings.cache_clear()
+        return get_settings()
+
+    return apply
+
+
+@pytest.fixture
+def db_env(kb_env: dict[str, str], db_url: str, set_env: SetEnv) -> str:
+    """``kb_env`` on a fresh database (``KB_DATABASE_URL``); returns its URL."""
+    set_env(KB_DATABASE_URL=db_url)
+    return db_url
+
+
+@contextlib.asynccontextmanager
+async def module_env(pg_uri: str, dbname: str, data_dir: Path, **env: str) -> AsyncIterator[str]:
+    """For module-scoped fixtures: database ``dbname`` created afresh on the session server and a clean KB_*
+    environment pointing at it (plus ``env``) until the block ends. Yields the database URL."""
+    conn = await asyncpg.connect(pg_uri)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+        await conn.execute(f'CREATE DATABASE "{dbname}"')
+    finally:
+        await conn.close()
+    url = _with_db(pg_uri, dbname)
+    mp = pytest.MonkeyPatch()
+    clean_kb_env(mp, data_dir, KB_DATABASE_URL=url, **env)
+    try:
+        yield url
+    finally:
+        mp.undo()
+        get_settings.cache_clear()
+
+
+@pytest.fixture
+async def runtime(db_env: str) -> AsyncIterator[Runtime]:
     """A real runtime on a fresh database with the bundled MiniLM embedder and the offline chat model."""
     from kb.runtime import open_runtime
 
-    monkeypatch.setenv("KB_DATABASE_URL", db_url)
-    get_settings.cache_clear()
     rt = await open_runtime(get_settings())
     yield rt
     await rt.close()
@@ -101,29 +146,15 @@ async def samples_rt(pg_uri: str, tmp_path_factory: pytest.TempPathFactory,
     from kb.runtime import build_ingest_context, open_runtime
 
     dbname = "samples_" + request.module.__name__.rsplit(".", 1)[-1]
-    conn = await asyncpg.connect(pg_uri)
-    await conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
-    await conn.execute(f'CREATE DATABASE "{dbname}"')
-    await conn.close()
-    base, _, q = pg_uri.partition("?")
-    mp = pytest.MonkeyPatch()
-    for k in list(os.environ):
-        if k.startswith("KB_"):
-            mp.delenv(k)
-    mp.setenv("KB_DATABASE_URL", base.rsplit("/", 1)[0] + f"/{dbname}" + (f"?{q}" if q else ""))
-    mp.setenv("KB_DATA_DIR", str(tmp_path_factory.mktemp("samples-data")))
-    mp.setenv("KB_INGEST_WORKERS", "0")
-    get_settings.cache_clear()
-    rt = await open_runtime(get_settings())
-    job_id = await create_job(rt.pool, collection_id=1, path=SAMPLES / "reports",
-                              metadata_path=SAMPLES / "metadata.jsonl")
-    await Worker(build_ingest_context(rt, processes=False)).run(asyncio.Event(), until_empty=True)
-    job = await get_job(rt.pool, job_id)
-    assert job.counts == {"ok": 6}, [(i.name, i.error) for i in job.items]
-    yield rt
-    await rt.close()
-    mp.undo()
-    get_settings.cache_clear()
+    async with module_env(pg_uri, dbname, tmp_path_factory.mktemp("samples-data")):
+        rt = await open_runtime(get_settings())
+        job_id = await create_job(rt.pool, collection_id=1, path=SAMPLES / "reports",
+                                  metadata_path=SAMPLES / "metadata.jsonl")
+        await Worker(build_ingest_context(rt, processes=False)).run(asyncio.Event(), until_empty=True)
+        job = await get_job(rt.pool, job_id)
+        assert job.counts == {"ok": 6}, [(i.name, i.error) for i in job.items]
+        yield rt
+        await rt.close()
 
 
 pytest_plugins = ["tests.fake_openai"]

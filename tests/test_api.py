@@ -9,6 +9,7 @@ import pytest
 from kb.app import create_app
 from kb.runtime import Runtime
 from kb.settings import get_settings
+from tests.conftest import SetEnv
 from tests.http import app_client
 
 
@@ -87,10 +88,8 @@ async def test_openapi_schema(runtime: Runtime) -> None:
                         assert list(resp["content"]) == ["application/problem+json"], (path, code)
 
 
-async def test_openapi_security_follows_the_tokens(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KB_ADMIN_TOKEN", "admin-t")
-    get_settings.cache_clear()
-    runtime.settings = get_settings()
+async def test_openapi_security_follows_the_tokens(runtime: Runtime, set_env: SetEnv) -> None:
+    runtime.settings = set_env(KB_ADMIN_TOKEN="admin-t")
     async with _client(runtime) as client:
         schema = (await client.get("/schema/openapi.json")).json()
         assert schema["paths"]["/kb/admin/ingest"]["post"]["security"] == [{"bearer": []}]
@@ -101,10 +100,8 @@ async def test_openapi_security_follows_the_tokens(runtime: Runtime, monkeypatch
     ("header", "status"),
     [(None, 401), ("Bearer wrong", 401), ("Basic abc", 401), ("Bearer s3cret-token", 201)],
 )
-async def test_admin_token(runtime: Runtime, monkeypatch: pytest.MonkeyPatch, header: str | None, status: int) -> None:
-    monkeypatch.setenv("KB_ADMIN_TOKEN", "s3cret-token")
-    get_settings.cache_clear()
-    runtime.settings = get_settings()
+async def test_admin_token(runtime: Runtime, set_env: SetEnv, header: str | None, status: int) -> None:
+    runtime.settings = set_env(KB_ADMIN_TOKEN="s3cret-token")
     headers = {"Authorization": header} if header else {}
     async with _client(runtime) as client:
         r = await client.post("/kb/collections", json={"name": "guarded"}, headers=headers)
@@ -128,11 +125,9 @@ async def test_no_admin_token_off_loopback_is_403(runtime: Runtime) -> None:
         assert (await client.get("/kb/admin/jobs")).status_code == 200
 
 
-async def test_read_token_never_grants_admin(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_read_token_never_grants_admin(runtime: Runtime, set_env: SetEnv) -> None:
     """KB_API_TOKEN without KB_ADMIN_TOKEN: admin is disabled, even on loopback and with the read token."""
-    monkeypatch.setenv("KB_API_TOKEN", "reader")
-    get_settings.cache_clear()
-    runtime.settings = get_settings()
+    runtime.settings = set_env(KB_API_TOKEN="reader")
     reader = {"Authorization": "Bearer reader"}
     async with _client(runtime) as client:
         for headers in ({}, reader):
@@ -171,11 +166,8 @@ async def test_tokenless_admin_refuses_browser_requests(runtime: Runtime) -> Non
         assert (await client.post("/kb/collections", json={"name": "local"})).status_code == 201
 
 
-async def test_api_token_protects_reads(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KB_API_TOKEN", "reader")
-    monkeypatch.setenv("KB_ADMIN_TOKEN", "admin")
-    get_settings.cache_clear()
-    runtime.settings = get_settings()
+async def test_api_token_protects_reads(runtime: Runtime, set_env: SetEnv) -> None:
+    runtime.settings = set_env(KB_API_TOKEN="reader", KB_ADMIN_TOKEN="admin")
     async with _client(runtime) as client:
         assert (await client.get("/kb/collections")).status_code == 401
         assert (await client.get("/kb/collections", headers={"Authorization": "Bearer reader"})).status_code == 200
@@ -304,10 +296,8 @@ async def test_api_output_hides_server_paths(runtime: Runtime, tmp_path: Path) -
             assert secret_root not in resp.text, resp.text
 
 
-async def test_schema_needs_the_read_token_when_set(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KB_API_TOKEN", "reader")
-    get_settings.cache_clear()
-    runtime.settings = get_settings()
+async def test_schema_needs_the_read_token_when_set(runtime: Runtime, set_env: SetEnv) -> None:
+    runtime.settings = set_env(KB_API_TOKEN="reader")
     async with _client(runtime) as client:
         for path in ("/schema/openapi.json", "/schema/swagger"):
             assert (await client.get(path)).status_code == 401, path
@@ -315,7 +305,7 @@ async def test_schema_needs_the_read_token_when_set(runtime: Runtime, monkeypatc
         assert r.status_code == 200 and "/kb/query" in r.json()["paths"]
 
 
-async def test_http_protocol_details(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_http_protocol_details(runtime: Runtime, set_env: SetEnv) -> None:
     """401 names its scheme, 405 lists the allowed methods, JSON bodies are typed strictly."""
     async with _client(runtime) as client:
         r = await client.put("/kb/collections", json={"name": "x"})
@@ -327,9 +317,7 @@ async def test_http_protocol_details(runtime: Runtime, monkeypatch: pytest.Monke
             r = await client.post(path, json=body)
             assert r.status_code == 400 and "Expected" in r.json()["detail"], (path, body, r.text)
         assert (await client.post("/kb/collections", json={"name": "typed"})).status_code == 201
-    monkeypatch.setenv("KB_ADMIN_TOKEN", "adm")
-    get_settings.cache_clear()
-    runtime.settings = get_settings()
+    runtime.settings = set_env(KB_ADMIN_TOKEN="adm")
     async with _client(runtime) as client:
         for headers in ({}, {"Authorization": "Bearer wrong"}):
             r = await client.get("/kb/admin/jobs", headers=headers)

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import msgspec
 import pymupdf
 
@@ -15,16 +12,6 @@ from kb.providers.chat import OfflineChatModel
 from kb.settings import IngestSettings
 from kb.text import count_tokens
 from kb.types import DocumentTree, TreeNode
-
-
-def make_settings(**over: Any) -> IngestSettings:
-    base: dict[str, Any] = dict(
-        root=Path("."), toc_check_page_num=20, max_page_num_each_node=10, max_token_num_each_node=20000,
-        min_node_token=0, summary_token_threshold=200, chunk_tokens=160, chunk_overlap_tokens=32,
-        min_chunk_chars=20, workers=1, run_worker=False, job_stale_s=120,
-    )
-    base.update(over)
-    return IngestSettings(**base)
 
 
 def node(text: str, *, start: int = 1, end: int = 1, unit: str = "line", node_id: str = "0003",
@@ -126,8 +113,8 @@ def test_page_attribution_when_node_starts_mid_page_and_headers_were_stripped() 
 def test_chunk_tree_chunks_leaves_and_parents_own_text() -> None:
     para = " ".join(sentence(i) for i in range(3))
     md = f"# Annual Report\n\nIntro of the report. {para}\n\n## Revenue\n\n{para}\n\n## Costs\n\n{para}\n\n# Empty Parent\n\n## Child\n\n{para}\n"
-    tree = build_markdown_tree(md, make_settings(), title="r")
-    chunks = chunk_tree(tree, make_settings(chunk_tokens=200))
+    tree = build_markdown_tree(md, IngestSettings(min_node_token=0), title="r")
+    chunks = chunk_tree(tree, IngestSettings(min_node_token=0, chunk_tokens=200))
     assert [c.ordinal for c in chunks] == list(range(len(chunks)))
     paths = [c.heading_path for c in chunks]
     assert paths == ["Annual Report", "Annual Report > Revenue", "Annual Report > Costs", "Empty Parent > Child"]
@@ -147,13 +134,13 @@ def test_pdf_parent_text_spanning_children_is_cut_before_the_first_child() -> No
     ]
     assert own_text(parent, kids).strip() == f"PART II\n{intro}"
     tree = DocumentTree(nodes=(parent, *kids), page_count=12, source_mode="outline")
-    chunks = chunk_tree(tree, make_settings())
+    chunks = chunk_tree(tree, IngestSettings(min_node_token=0))
     assert [c.node_id for c in chunks] == ["0001", "0002", "0003"]
     assert sum(c.text.count("Item 5.") for c in chunks) == 1  # children's text is not chunked twice
     # a parent whose text is only its own (heading only) yields no chunk
     bare = msgspec.structs.replace(parent, text="PART II")
     tree = DocumentTree(nodes=(bare, *kids), page_count=12, source_mode="outline")
-    assert [c.node_id for c in chunk_tree(tree, make_settings())] == ["0002", "0003"]
+    assert [c.node_id for c in chunk_tree(tree, IngestSettings(min_node_token=0))] == ["0002", "0003"]
 
 
 async def test_pdf_sections_sharing_a_page_are_chunked_once_under_the_right_node() -> None:
@@ -177,7 +164,7 @@ async def test_pdf_sections_sharing_a_page_are_chunked_once_under_the_right_node
 
     tree = DocumentTree(nodes=(pdf_node("0000", "Item 1. Business", 1, 2),
                                pdf_node("0001", "Item 2. Properties", 2, 3)), page_count=3, source_mode="toc_pages")
-    chunks = chunk_tree(tree, make_settings(chunk_tokens=60, chunk_overlap_tokens=0), pages)
+    chunks = chunk_tree(tree, IngestSettings(min_node_token=0, chunk_tokens=60, chunk_overlap_tokens=0), pages)
     business = " ".join(c.text for c in chunks if c.node_id == "0000")
     properties = " ".join(c.text for c in chunks if c.node_id == "0001")
     assert "Business tail 3" in business and "Property fact" not in business
@@ -189,9 +176,9 @@ async def test_pdf_sections_sharing_a_page_are_chunked_once_under_the_right_node
     assert [c.page for c in chunks if c.node_id == "0001"][0] == 2
     assert [c.page for c in chunks if c.node_id == "0001"][-1] == 3
     # without page texts the shared page is chunked under both nodes
-    assert sum(c.text.count("Business tail 0.") for c in chunk_tree(tree, make_settings(chunk_tokens=60))) == 2
+    assert sum(c.text.count("Business tail 0.") for c in chunk_tree(tree, IngestSettings(min_node_token=0, chunk_tokens=60))) == 2
     # summaries read the same trimmed sections
-    summed = await summarize_tree(tree, OfflineChatModel(), make_settings(summary_token_threshold=10_000),
+    summed = await summarize_tree(tree, OfflineChatModel(), IngestSettings(min_node_token=0, summary_token_threshold=10_000),
                                   page_texts=pages)
     assert "Business tail 3" in summed.nodes[0].summary and "Property" not in summed.nodes[0].summary
     assert summed.nodes[1].summary.startswith("Property fact 0.") and "Business" not in summed.nodes[1].summary

@@ -15,6 +15,7 @@ from kb.db import check_pgdata_version, create_pool, migrate, migration_files, s
 from kb.embedder_record import ensure_embedder
 from kb.errors import ConfigError
 from kb.settings import get_settings
+from tests.conftest import SetEnv
 
 
 async def test_migrator_fresh_and_rerun(db_url: str) -> None:
@@ -119,11 +120,8 @@ def test_data_dir_from_other_postgres_version_is_refused(tmp_path: Path) -> None
     assert (pgdata / "precious").read_text() == "data"
 
 
-def test_settings_masking(kb_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KB_ADMIN_TOKEN", "s3cret")
-    monkeypatch.setenv("KB_LLM_API_KEY", "sk-123")
-    monkeypatch.setenv("KB_DATABASE_URL", "postgresql://u:pw@db:5432/kb")
-    get_settings.cache_clear()
+def test_settings_masking(kb_env: dict[str, str], set_env: SetEnv) -> None:
+    set_env(KB_ADMIN_TOKEN="s3cret", KB_LLM_API_KEY="sk-123", KB_DATABASE_URL="postgresql://u:pw@db:5432/kb")
     masked = get_settings().masked()
     text = str(masked)
     assert "s3cret" not in text and "sk-123" not in text and "pw@" not in text
@@ -132,11 +130,9 @@ def test_settings_masking(kb_env: dict[str, str], monkeypatch: pytest.MonkeyPatc
     assert get_settings().llm.offline is False
 
 
-def test_bad_integer_setting(kb_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KB_PORT", "eighty")
-    get_settings.cache_clear()
+def test_bad_integer_setting(kb_env: dict[str, str], set_env: SetEnv) -> None:
     with pytest.raises(ConfigError, match="KB_PORT"):
-        get_settings()
+        set_env(KB_PORT="eighty")
 
 
 async def test_count_documents_on_fresh_and_migrated_database(db_url: str) -> None:

@@ -70,9 +70,7 @@ def test_retries_then_gives_up(fake_openai: FakeOpenAI) -> None:
         remote(fake_openai, dimensions=16, max_retries=0, timeout_s=0.3).embed_batch(["a"])
 
 
-async def test_ingest_and_query_with_remote_embeddings(fake_openai: FakeOpenAI, kb_env: dict[str, str],
-                                                       db_url: str, monkeypatch: pytest.MonkeyPatch,
-                                                       tmp_path: Path) -> None:
+async def test_ingest_and_query_with_remote_embeddings(fake_openai: FakeOpenAI, db_env: str, tmp_path: Path) -> None:
     from ingest.jobs import Worker, create_job, get_job
     from kb.runtime import build_ingest_context, build_pipeline, open_runtime
     from kb.settings import get_settings
@@ -84,8 +82,6 @@ async def test_ingest_and_query_with_remote_embeddings(fake_openai: FakeOpenAI, 
         return vectors(body)
 
     fake_openai.embedder = server
-    monkeypatch.setenv("KB_DATABASE_URL", db_url)
-    get_settings.cache_clear()
     rt = await open_runtime(get_settings(), embedder=remote(fake_openai))
     try:
         folder = tmp_path / "docs"

@@ -20,6 +20,7 @@ from kb.app import create_app
 from kb.collections import ensure_collection
 from kb.runtime import Runtime, build_ingest_context
 from kb.settings import get_settings
+from tests.conftest import SetEnv
 from tests.http import app_client
 
 FILLER = ("The figures were reviewed by the audit committee, compared with the plan approved in the spring, "
@@ -212,10 +213,9 @@ async def test_uploads_accept_word_and_html(runtime: Runtime, tmp_path: Path) ->
 
 
 @pytest.fixture
-def one_mb_files(kb_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+def one_mb_files(kb_env: dict[str, str], set_env: SetEnv) -> None:
     """KB_MAX_FILE_MB=1, set before the runtime reads its settings."""
-    monkeypatch.setenv("KB_MAX_FILE_MB", "1")
-    get_settings.cache_clear()
+    set_env(KB_MAX_FILE_MB="1")
 
 
 def _bad_files(folder: Path) -> dict[str, str]:

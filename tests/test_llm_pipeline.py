@@ -17,6 +17,7 @@ from kb.bench.ingest_profile import minimal_json
 from kb.runtime import Runtime, build_ingest_context, build_pipeline, open_runtime
 from kb.settings import get_settings
 from router.types import QueryRequest
+from tests.conftest import module_env
 from tests.corpus import REPORTS, write_markdown, write_pdf
 from tests.fake_openai import FakeOpenAI, FakeReply
 
@@ -46,40 +47,18 @@ def smart_responder(body: dict[str, Any]) -> FakeReply:
     return FakeReply.text("A one-sentence description.")
 
 
-async def _runtime(pg_uri: str, dbname: str, fake: FakeOpenAI, tmp: Path, **env: str) -> Runtime:
-    import os
-
-    import asyncpg
-
-    conn = await asyncpg.connect(pg_uri)
-    await conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
-    await conn.execute(f'CREATE DATABASE "{dbname}"')
-    await conn.close()
-    base, _, q = pg_uri.partition("?")
-    for k in [k for k in os.environ if k.startswith("KB_")]:
-        del os.environ[k]
-    os.environ.update({
-        "KB_DATABASE_URL": base.rsplit("/", 1)[0] + f"/{dbname}" + (f"?{q}" if q else ""),
-        "KB_DATA_DIR": str(tmp), "KB_INGEST_WORKERS": "0", "KB_LLM_BASE_URL": fake.base_url,
-        "KB_LLM_API_KEY": "test-key", "KB_LLM_MODEL": "fake-model", **env,
-    })
-    get_settings.cache_clear()
-    return await open_runtime(get_settings())
-
-
 @pytest.fixture
 async def llm_rt(pg_uri: str, fake_openai: FakeOpenAI, tmp_path: Path) -> AsyncIterator[Runtime]:
-    import os
-
-    saved = {k: v for k, v in os.environ.items() if k.startswith("KB_")}
     fake_openai.script(responder=smart_responder)
-    rt = await _runtime(pg_uri, "llm_ok", fake_openai, tmp_path, KB_LLM_TIMEOUT_S="5", KB_LLM_MAX_RETRIES="1")
-    yield rt
-    await rt.close()
-    for k in [k for k in os.environ if k.startswith("KB_")]:
-        del os.environ[k]
-    os.environ.update(saved)
-    get_settings.cache_clear()
+    async with module_env(pg_uri, "llm_ok", tmp_path, **_llm_env(fake_openai), KB_LLM_TIMEOUT_S="5",
+                          KB_LLM_MAX_RETRIES="1"):
+        rt = await open_runtime(get_settings())
+        yield rt
+        await rt.close()
+
+
+def _llm_env(fake: FakeOpenAI) -> dict[str, str]:
+    return {"KB_LLM_BASE_URL": fake.base_url, "KB_LLM_API_KEY": "test-key", "KB_LLM_MODEL": "fake-model"}
 
 
 async def _ingest(rt: Runtime, folder: Path) -> Any:
@@ -148,35 +127,29 @@ def failing_responder() -> Any:
 
 
 async def test_failing_llm_never_fails_ingest_or_query(pg_uri: str, fake_openai: FakeOpenAI, tmp_path: Path) -> None:
-    import os
-
-    saved = {k: v for k, v in os.environ.items() if k.startswith("KB_")}
     fake_openai.script(responder=failing_responder())
-    rt = await _runtime(pg_uri, "llm_fail", fake_openai, tmp_path, KB_LLM_TIMEOUT_S="0.3",
-                        KB_LLM_MAX_RETRIES="1", KB_LLM_CACHE="false")
-    try:
-        folder = tmp_path / "docs"
-        folder.mkdir()
-        write_pdf(REPORTS[2], folder)
-        write_markdown(REPORTS[3], folder)
-        job = await _ingest(rt, folder)
-        assert job.counts == {"ok": 2}, [(i.name, i.error) for i in job.items]
-        docs = await rt.pool.fetch("SELECT name, description, node_count FROM documents")
-        assert all(d["description"] and d["node_count"] > 1 for d in docs), docs
-        failed = await rt.pool.fetchval("SELECT count(*) FROM llm_calls WHERE NOT ok")
-        assert failed > 0
-        result = await build_pipeline(rt).run(QueryRequest(query="Which company recalled lithium battery packs?"))
-        assert result.documents[0].name == f"{REPORTS[2].stem}.pdf"
-        assert result.citations and "41,000" in " ".join(c.text for c in result.citations)
-        trace = result.trace
-        assert trace is not None
-        assert {s["mode"] for s in trace["tree_search"]} == {"offline_fallback"}
-        assert trace["synthesis"] == "extractive_fallback"
-        assert trace["llm"]["failed"] >= 1
-        assert json.dumps(trace)  # serialisable
-    finally:
-        await rt.close()
-        for k in [k for k in os.environ if k.startswith("KB_")]:
-            del os.environ[k]
-        os.environ.update(saved)
-        get_settings.cache_clear()
+    async with module_env(pg_uri, "llm_fail", tmp_path, **_llm_env(fake_openai), KB_LLM_TIMEOUT_S="0.3",
+                          KB_LLM_MAX_RETRIES="1", KB_LLM_CACHE="false"):
+        rt = await open_runtime(get_settings())
+        try:
+            folder = tmp_path / "docs"
+            folder.mkdir()
+            write_pdf(REPORTS[2], folder)
+            write_markdown(REPORTS[3], folder)
+            job = await _ingest(rt, folder)
+            assert job.counts == {"ok": 2}, [(i.name, i.error) for i in job.items]
+            docs = await rt.pool.fetch("SELECT name, description, node_count FROM documents")
+            assert all(d["description"] and d["node_count"] > 1 for d in docs), docs
+            failed = await rt.pool.fetchval("SELECT count(*) FROM llm_calls WHERE NOT ok")
+            assert failed > 0
+            result = await build_pipeline(rt).run(QueryRequest(query="Which company recalled lithium battery packs?"))
+            assert result.documents[0].name == f"{REPORTS[2].stem}.pdf"
+            assert result.citations and "41,000" in " ".join(c.text for c in result.citations)
+            trace = result.trace
+            assert trace is not None
+            assert {s["mode"] for s in trace["tree_search"]} == {"offline_fallback"}
+            assert trace["synthesis"] == "extractive_fallback"
+            assert trace["llm"]["failed"] >= 1
+            assert json.dumps(trace)  # serialisable
+        finally:
+            await rt.close()

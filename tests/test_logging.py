@@ -8,7 +8,7 @@ import structlog
 from kb.app import create_app
 from kb.logging import configure_logging
 from kb.runtime import Runtime
-from kb.settings import get_settings
+from tests.conftest import SetEnv
 from tests.http import app_client
 
 
@@ -20,11 +20,8 @@ def console_logs(capsys: pytest.CaptureFixture[str]):
 
 
 async def test_unhandled_error_log_has_no_token_or_settings(runtime: Runtime, monkeypatch: pytest.MonkeyPatch,
-                                                            console_logs: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv("KB_API_TOKEN", "reader-tok-7c1d")
-    monkeypatch.setenv("KB_ADMIN_TOKEN", "admin-tok-9f2e")
-    get_settings.cache_clear()
-    runtime.settings = get_settings()
+                                                            console_logs: pytest.CaptureFixture[str], set_env: SetEnv) -> None:
+    runtime.settings = set_env(KB_API_TOKEN="reader-tok-7c1d", KB_ADMIN_TOKEN="admin-tok-9f2e")
     app = create_app(runtime=runtime, run_worker=False)
 
     async def boom(req, on_event=None):  # a crash deep in the pipeline, with secrets in its frames' locals

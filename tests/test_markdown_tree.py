@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,17 +15,6 @@ from kb.providers.chat import OfflineChatModel
 from kb.settings import IngestSettings
 from kb.text import count_tokens
 from kb.types import ChatResult, DocumentTree
-
-
-def make_settings(**over: Any) -> IngestSettings:
-    base: dict[str, Any] = dict(
-        root=Path("."), toc_check_page_num=20, max_page_num_each_node=10, max_token_num_each_node=20000,
-        min_node_token=40, summary_token_threshold=200, chunk_tokens=160, chunk_overlap_tokens=32,
-        min_chunk_chars=20, workers=1, run_worker=False, job_stale_s=120,
-    )
-    base.update(over)
-    return IngestSettings(**base)
-
 
 PROSE = (
     "The committee reviewed the quarterly liquidity position and approved the revised funding plan. "
@@ -73,7 +61,7 @@ def by_title(tree: DocumentTree) -> dict[str, Any]:
 
 
 def test_markdown_headings_ignore_code_fences_and_keep_line_ranges() -> None:
-    tree = build_markdown_tree(DOC, make_settings(), title="guide")
+    tree = build_markdown_tree(DOC, IngestSettings(), title="guide")
     assert tree.source_mode == "markdown" and tree.unit == "line"
     titles = [n.title for n in tree.nodes]
     assert titles == ["Preface", "Guide", "Install", "Tiny", "Appendix"]  # "Deeper" thinned into "Tiny"
@@ -94,7 +82,7 @@ def test_markdown_headings_ignore_code_fences_and_keep_line_ranges() -> None:
 
 
 def test_markdown_ids_parents_paths_are_depth_first() -> None:
-    tree = build_markdown_tree(DOC, make_settings(), title="guide")
+    tree = build_markdown_tree(DOC, IngestSettings(), title="guide")
     assert [n.node_id for n in tree.nodes] == ["0000", "0001", "0002", "0003", "0004"]
     nodes = by_title(tree)
     assert nodes["Install"].parent_id == nodes["Guide"].node_id
@@ -105,21 +93,21 @@ def test_markdown_ids_parents_paths_are_depth_first() -> None:
 
 
 def test_thinning_merges_small_subtrees_only() -> None:
-    tree = build_markdown_tree(DOC, make_settings(min_node_token=40), title="guide")
+    tree = build_markdown_tree(DOC, IngestSettings(min_node_token=40), title="guide")
     tiny = by_title(tree)["Tiny"]
     assert tiny.is_leaf and "### Deeper" in tiny.text and "fine" in tiny.text
     # without thinning the small child survives
-    unthinned = build_markdown_tree(DOC, make_settings(min_node_token=0), title="guide")
+    unthinned = build_markdown_tree(DOC, IngestSettings(min_node_token=0), title="guide")
     assert "Deeper" in by_title(unthinned)
     assert by_title(unthinned)["Deeper"].parent_id == by_title(unthinned)["Tiny"].node_id
     # a huge threshold collapses every subtree into its top node
-    collapsed = build_markdown_tree(DOC, make_settings(min_node_token=10_000), title="guide")
+    collapsed = build_markdown_tree(DOC, IngestSettings(min_node_token=10_000), title="guide")
     assert [n.title for n in collapsed.nodes] == ["Preface", "Guide", "Appendix"]
     assert "## Install" in by_title(collapsed)["Guide"].text
 
 
 def test_front_matter_removed_and_no_heading_document_is_one_node() -> None:
-    tree = build_markdown_tree("---\na: 1\n---\nJust a paragraph of text.\nSecond line.\n", make_settings(),
+    tree = build_markdown_tree("---\na: 1\n---\nJust a paragraph of text.\nSecond line.\n", IngestSettings(),
                                title="notes")
     assert len(tree.nodes) == 1
     node = tree.nodes[0]
@@ -130,7 +118,7 @@ def test_front_matter_removed_and_no_heading_document_is_one_node() -> None:
 def test_large_leaf_is_split_into_parts_by_paragraphs() -> None:
     paragraphs = "\n\n".join(f"Paragraph {i}. {PROSE}" for i in range(12))
     text = f"# Big\n\n{paragraphs}\n"
-    tree = build_markdown_tree(text, make_settings(max_token_num_each_node=120, min_node_token=0), title="t")
+    tree = build_markdown_tree(text, IngestSettings(max_token_num_each_node=120, min_node_token=0), title="t")
     big = tree.nodes[0]
     parts = [n for n in tree.nodes if n.parent_id == big.node_id]
     assert not big.is_leaf and len(parts) >= 3
@@ -146,7 +134,7 @@ def test_text_tree_detects_heading_like_lines() -> None:
         f"ANNUAL OPERATIONS REVIEW\n\n{body}\n\n1. Introduction\n\n{body}\n\n1.1 Scope\n\n{body}\n\n"
         f"2. Results\n\n{body}\n\nKey Risks Ahead\n\n{body}\n"
     )
-    tree = build_text_tree(text, make_settings(min_node_token=0), title="review")
+    tree = build_text_tree(text, IngestSettings(min_node_token=0), title="review")
     assert tree.source_mode == "text" and tree.nodes[0].title == "review" and tree.nodes[0].parent_id is None
     nodes = by_title(tree)
     assert {"ANNUAL OPERATIONS REVIEW", "1. Introduction", "1.1 Scope", "2. Results", "Key Risks Ahead"} <= set(nodes)
@@ -158,12 +146,12 @@ def test_text_tree_detects_heading_like_lines() -> None:
 
 def test_text_without_headings_is_split_into_paragraph_windows() -> None:
     text = "\n\n".join(f"this paragraph number {i} talks about things. {PROSE}" for i in range(120))
-    tree = build_text_tree(text, make_settings(), title="notes")
+    tree = build_text_tree(text, IngestSettings(), title="notes")
     root, parts = tree.nodes[0], tree.nodes[1:]
     assert root.title == "notes" and len(parts) >= 2
     assert all(p.title.startswith("Part ") and p.parent_id == root.node_id for p in parts)
     assert parts[0].start == 1 and parts[-1].end == len(text.split("\n"))
-    small = build_text_tree("one short line of text here", make_settings(), title="s")
+    small = build_text_tree("one short line of text here", IngestSettings(), title="s")
     assert len(small.nodes) == 1 and small.nodes[0].is_leaf
 
 
@@ -200,8 +188,8 @@ def summary_doc() -> str:
 
 
 async def test_offline_summaries_short_long_and_prefix() -> None:
-    tree = build_markdown_tree(summary_doc(), make_settings(min_node_token=0), title="r")
-    out = await summarize_tree(tree, OfflineChatModel(), make_settings())
+    tree = build_markdown_tree(summary_doc(), IngestSettings(min_node_token=0), title="r")
+    out = await summarize_tree(tree, OfflineChatModel(), IngestSettings())
     nodes = by_title(out)
     assert nodes["Outlook"].summary == "Brief outlook."  # short text is its own summary
     liquidity = nodes["Liquidity"].summary
@@ -250,9 +238,9 @@ def _answer_all(prompt: str) -> dict[str, Any]:
 
 
 async def test_llm_summaries_are_batched() -> None:
-    tree = build_markdown_tree(_many_sections(5), make_settings(), title="d")
+    tree = build_markdown_tree(_many_sections(5), IngestSettings(), title="d")
     chat = ScriptedChat(_answer_all)
-    out = await summarize_tree(tree, chat, make_settings())
+    out = await summarize_tree(tree, chat, IngestSettings())
     assert len(chat.prompts) == 1 and out.llm_calls == 1  # five long sections, one call
     leaves = [n for n in out.nodes if n.is_leaf]
     assert [n.summary for n in leaves] == [f"LLM summary of {n.node_id}." for n in leaves]
@@ -260,12 +248,12 @@ async def test_llm_summaries_are_batched() -> None:
 
 
 async def test_llm_malformed_or_failed_replies_fall_back_to_offline() -> None:
-    tree = build_markdown_tree(_many_sections(3), make_settings(), title="d")
-    offline = await summarize_tree(tree, OfflineChatModel(), make_settings())
+    tree = build_markdown_tree(_many_sections(3), IngestSettings(), title="d")
+    offline = await summarize_tree(tree, OfflineChatModel(), IngestSettings())
     for reply in ({"wrong": []}, {"summaries": "nope"}, LLMError("boom")):
         malformed = not isinstance(reply, Exception)
         chat = ScriptedChat(reply, reply) if malformed else ScriptedChat(reply)
-        out = await summarize_tree(tree, chat, make_settings())
+        out = await summarize_tree(tree, chat, IngestSettings())
         assert [n.summary for n in out.nodes] == [n.summary for n in offline.nodes]
         assert out.llm_calls == 1
         # a malformed reply is asked for once more, with the validation error; a failed call is not
@@ -275,6 +263,6 @@ async def test_llm_malformed_or_failed_replies_fall_back_to_offline() -> None:
     # a partial reply keeps the valid entries and fills the rest offline
     first_leaf = tree.nodes[1].node_id
     partial = {"summaries": [{"node_id": first_leaf, "summary": "Only one."}, {"node_id": "9999", "summary": "x"}]}
-    out = await summarize_tree(tree, ScriptedChat(partial), make_settings())
+    out = await summarize_tree(tree, ScriptedChat(partial), IngestSettings())
     assert out.nodes[1].summary == "Only one."
     assert out.nodes[2].summary == offline.nodes[2].summary

@@ -21,7 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from ingest.jobs import Worker, create_job, get_job
 from kb.app import create_app
 from kb.runtime import Runtime, build_ingest_context
-from kb.settings import get_settings
+from tests.conftest import SetEnv
 from tests.corpus import build_corpus
 
 pytestmark = pytest.mark.slow
@@ -168,10 +168,8 @@ async def test_http_mcp_endpoint(corpus: Runtime) -> None:
         assert r.status_code == 403 and "Origin" in r.text
 
 
-async def test_http_mcp_needs_the_read_token(corpus: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KB_API_TOKEN", "reader")
-    get_settings.cache_clear()
-    corpus.settings = get_settings()
+async def test_http_mcp_needs_the_read_token(corpus: Runtime, set_env: SetEnv) -> None:
+    corpus.settings = set_env(KB_API_TOKEN="reader")
     app = create_app(runtime=corpus, bound_host="0.0.0.0", run_worker=False)
     async with app.lifespan():
         async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=BASE) as http:

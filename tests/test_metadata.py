@@ -219,13 +219,6 @@ def test_sidecar_and_precedence(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- descriptions
 
 
-def _settings() -> IngestSettings:
-    return IngestSettings(root=Path("."), toc_check_page_num=20, max_page_num_each_node=10,
-                          max_token_num_each_node=20000, min_node_token=0, summary_token_threshold=200,
-                          chunk_tokens=160, chunk_overlap_tokens=32, min_chunk_chars=20, workers=1,
-                          run_worker=False, job_stale_s=120)
-
-
 MD = """# PART I — FINANCIAL INFORMATION
 ## Item 1. Financial Statements
 text
@@ -260,7 +253,7 @@ class _Chat:
 
 
 async def test_describe_document_offline_and_with_llm() -> None:
-    tree = build_markdown_tree(MD, _settings(), title="q")
+    tree = build_markdown_tree(MD, IngestSettings(min_node_token=0), title="q")
     meta = extract_metadata(cover_10q(), file_name="x.pdf")
     text = await describe_document(tree, meta, "x.pdf", OfflineChatModel())
     assert text == (

@@ -39,25 +39,6 @@ SECTIONS = [
 ]
 
 
-def settings(**kw: Any) -> IngestSettings:
-    base: dict[str, Any] = dict(
-        root=Path("."),
-        toc_check_page_num=20,
-        max_page_num_each_node=10,
-        max_token_num_each_node=20000,
-        min_node_token=40,
-        summary_token_threshold=200,
-        chunk_tokens=160,
-        chunk_overlap_tokens=32,
-        min_chunk_chars=20,
-        workers=1,
-        run_worker=False,
-        job_stale_s=120,
-    )
-    base.update(kw)
-    return IngestSettings(**base)
-
-
 def check_invariants(tree: DocumentTree, pages: list[str]) -> None:
     """Depth-first ids, consistent parents/levels/paths, page ranges and texts."""
     by_id = {}
@@ -81,7 +62,7 @@ def check_invariants(tree: DocumentTree, pages: list[str]) -> None:
 
 async def build(path: Path, chat: Any = OFFLINE, **kw: Any) -> tuple[DocumentTree, list[str]]:
     parsed = read_pdf(path)
-    tree = await build_pdf_tree(parsed, chat, settings(**kw))
+    tree = await build_pdf_tree(parsed, chat, IngestSettings(**kw))
     pages = [p.text for p in parsed.pages]
     check_invariants(tree, pages)
     return tree, pages
@@ -333,7 +314,7 @@ async def test_token_limit_also_subdivides(tmp_path: Path) -> None:
     layout = make_report_pdf(tmp_path / "k.pdf", [Sec("Only Section", 1, 30)], outline=True)
     parsed = read_pdf(layout.path)
     total = sum(p.tokens for p in parsed.pages)
-    tree = await build_pdf_tree(parsed, OFFLINE, settings(max_token_num_each_node=total // 3))
+    tree = await build_pdf_tree(parsed, OFFLINE, IngestSettings(max_token_num_each_node=total // 3))
     leaves = [n for n in tree.nodes if n.is_leaf]
     assert len(leaves) >= 3
     assert all(

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ from kb.app import create_app
 from kb.runtime import Runtime, build_ingest_context, open_runtime
 from kb.settings import get_settings
 from kb.text import normalize_title
+from tests.conftest import module_env
 from tests.corpus import build_corpus
 from tests.http import app_client
 
@@ -24,7 +25,6 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 async def corpus(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Runtime, Path]]:
     """The generated corpus, ingested once for the module through a real ingest job."""
-    import asyncpg
 
     from ingest.jobs import Worker, create_job, get_job
 
@@ -33,32 +33,15 @@ async def corpus(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> Async
     (folder / "metadata.jsonl").write_text(json.dumps(
         {"name": "voltaic-devices-2023", "company": "Voltaic Devices", "fiscal_year": 2023,
          "doc_type": "annual_report"}) + "\n")
-    dbname = "query_corpus"
-    conn = await asyncpg.connect(pg_uri)
-    await conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
-    await conn.execute(f'CREATE DATABASE "{dbname}"')
-    await conn.close()
-    base, _, q = pg_uri.partition("?")
-    url = base.rsplit("/", 1)[0] + f"/{dbname}" + (f"?{q}" if q else "")
-    mp = pytest.MonkeyPatch()
-    for k in list(os.environ):
-        if k.startswith("KB_"):
-            mp.delenv(k)
-    mp.setenv("KB_DATABASE_URL", url)
-    mp.setenv("KB_DATA_DIR", str(folder / ".kb"))
-    mp.setenv("KB_INGEST_ROOT", str(folder))
-    mp.setenv("KB_INGEST_WORKERS", "0")
-    get_settings.cache_clear()
-    rt = await open_runtime(get_settings())
-    job_id = await create_job(rt.pool, collection_id=1, path=folder)
-    await Worker(build_ingest_context(rt, processes=False)).run(__import__("asyncio").Event(), until_empty=True)
-    job = await get_job(rt.pool, job_id)
-    assert job.status == "done", job
-    assert job.counts.get("ok") == 4, [(i.name, i.status, i.error) for i in job.items]
-    yield rt, folder
-    await rt.close()
-    mp.undo()
-    get_settings.cache_clear()
+    async with module_env(pg_uri, "query_corpus", folder / ".kb", KB_INGEST_ROOT=str(folder)):
+        rt = await open_runtime(get_settings())
+        job_id = await create_job(rt.pool, collection_id=1, path=folder)
+        await Worker(build_ingest_context(rt, processes=False)).run(asyncio.Event(), until_empty=True)
+        job = await get_job(rt.pool, job_id)
+        assert job.status == "done", job
+        assert job.counts.get("ok") == 4, [(i.name, i.status, i.error) for i in job.items]
+        yield rt, folder
+        await rt.close()
 
 
 async def _query(rt: Runtime, **body: Any) -> dict[str, Any]:

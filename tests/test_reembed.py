@@ -58,13 +58,6 @@ class CountingEmbedder:
         return self.inner.embed_batch(texts)
 
 
-@pytest.fixture
-def env(kb_env: dict[str, str], db_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("KB_DATABASE_URL", db_url)
-    get_settings.cache_clear()
-    return db_url
-
-
 def write_corpus(folder: Path, docs: dict[str, str] = DOCS) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in docs.items():
@@ -133,7 +126,7 @@ def assert_all_close(got: dict[str, dict[Any, np.ndarray]], want: dict[str, dict
             assert np.allclose(got[kind][key], vec, atol=1e-6), (kind, key)
 
 
-async def test_record_adopted_then_different_embedder_refused_and_reembedded(env: str, tmp_path: Path) -> None:
+async def test_record_adopted_then_different_embedder_refused_and_reembedded(db_env: str, tmp_path: Path) -> None:
     rt_a = await open_runtime(get_settings(), embedder=A)
     try:
         assert await read_record(rt_a.pool) == rt_a.embedder_record
@@ -211,7 +204,7 @@ async def test_record_adopted_then_different_embedder_refused_and_reembedded(env
         await rt.close()
 
 
-async def test_interrupted_reembed_leaves_live_vectors_and_resumes(env: str, tmp_path: Path) -> None:
+async def test_interrupted_reembed_leaves_live_vectors_and_resumes(db_env: str, tmp_path: Path) -> None:
     rt = await open_runtime(get_settings(), embedder=A)
     try:
         await ingest(rt, write_corpus(tmp_path / "docs"))
@@ -244,7 +237,7 @@ async def test_interrupted_reembed_leaves_live_vectors_and_resumes(env: str, tmp
         await rt.close()
 
 
-async def test_collection_reembed_keeps_to_the_recorded_embedder(env: str, tmp_path: Path) -> None:
+async def test_collection_reembed_keeps_to_the_recorded_embedder(db_env: str, tmp_path: Path) -> None:
     rt = await open_runtime(get_settings(), embedder=A)
     try:
         await ingest(rt, write_corpus(tmp_path / "one", {"voltaic.md": DOCS["voltaic.md"]}), "one")
@@ -298,7 +291,7 @@ async def test_database_without_record_adopts_or_refuses(db_url: str) -> None:
         await pool.close()
 
 
-async def test_reembed_from_a_remote_server(env: str, tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+async def test_reembed_from_a_remote_server(db_env: str, tmp_path: Path, fake_openai: FakeOpenAI) -> None:
     hash16 = HashEmbedder(16)
     served: list[int] = []
 
@@ -348,14 +341,14 @@ def _cli(db_url: str, tmp_path: Path, model: str, *args: str) -> subprocess.Comp
                           timeout=180)
 
 
-async def test_cli_refuses_then_reembeds(env: str, tmp_path: Path) -> None:
+async def test_cli_refuses_then_reembeds(db_env: str, tmp_path: Path) -> None:
     rt = await open_runtime(get_settings(), embedder=A)
     try:
         await ingest(rt, write_corpus(tmp_path / "docs"))
         total = sum(len(v) for v in (await vectors(rt)).values())
     finally:
         await rt.close()
-    run = lambda model, *a: asyncio.to_thread(_cli, env, tmp_path, model, *a)  # noqa: E731
+    run = lambda model, *a: asyncio.to_thread(_cli, db_env, tmp_path, model, *a)  # noqa: E731
 
     refused = await run("hash:256", "query", QUESTION[0])
     assert refused.returncode == 2 and "Traceback" not in refused.stderr

@@ -11,6 +11,7 @@ import pytest
 
 from kb.app import create_app
 from kb.runtime import Runtime
+from tests.conftest import SetEnv
 from tests.http import app_client
 from tests.pdfgen import Sec, make_report_pdf
 
@@ -177,13 +178,10 @@ async def test_changed_or_missing_source_is_a_clear_error(runtime: Runtime, tmp_
 
 
 async def test_previews_need_the_read_token_when_set(runtime: Runtime, tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from kb.settings import get_settings
+                                                      set_env: SetEnv) -> None:
 
     ids, _ = await _ingest(runtime, tmp_path)
-    monkeypatch.setenv("KB_API_TOKEN", "reader")
-    get_settings.cache_clear()
-    runtime.settings = get_settings()
+    runtime.settings = set_env(KB_API_TOKEN="reader")
     page = f"/kb/documents/{ids['report.pdf']}/pages/1.png"
     lines = f"/kb/documents/{ids['orion.md']}/lines"
     async with _client(runtime) as client:
