@@ -189,7 +189,7 @@ FY_SHORT = re.compile(r"\bfy\s?'?(\d{2})\b", re.I)
 QUESTION_QUARTER = re.compile(rf"\b(?:q([1-4])|([1-4])q|({_QW}) quarter)\b", re.I)
 LATEST = re.compile(r"\b(latest|most recent|most recently|current|newest|last reported)\b", re.I)
 COMPACT_PERIODS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(rf"\b(fy)?\s?({_YEAR})\s?q([1-4])\b", re.I), r"\1\2 Q\3"),  # FY2023Q1, 2023Q1
+    (re.compile(rf"\b(fy\s?)?({_YEAR})\s?q([1-4])\b", re.I), r"\1\2 Q\3"),  # FY2023Q1, FY 2023 Q1, 2023Q1
     (re.compile(rf"\bq([1-4])\s?(?:fy)?['-]?({_YEAR})\b", re.I), r"Q\1 \2"),  # Q22023, Q2-2023
     (re.compile(r"\bq([1-4])\s?(?:fy)?'?(\d{2})\b", re.I), r"Q\1 FY\2"),  # Q2'23, Q2FY23
     (re.compile(r"\b([1-4])q\s?'?(\d{2})\b", re.I), r"Q\1 FY\2"),  # 2Q23

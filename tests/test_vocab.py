@@ -112,13 +112,9 @@ def test_wording_implies_a_type_when_none_is_named(name: str, question: str) -> 
     assert question_period(question + " in the 10-K").implied == ()
 
 
-_BARE_YEAR_QUARTER = pytest.mark.xfail(strict=True, reason="known: the compact-form rewrite eats the space before "
-                                       "a bare '2023Q3' ('in2023 Q3'), so the year is lost; kept as it was")
-
-
 @pytest.mark.parametrize("text", ["Q3 2023", "Q3 FY2023", "FY2023 Q3", "FY2023Q3", "Q32023", "Q3-2023", "3Q23",
                                   "Q3'23", "Q3 FY23", "Q3FY23", "third quarter of fiscal 2023", "third quarter 2023",
-                                  "fiscal year 2023 third quarter", pytest.param("2023Q3", marks=_BARE_YEAR_QUARTER)])
+                                  "fiscal year 2023 third quarter", "2023Q3", "2023 Q3", "FY 2023 Q3"])
 def test_a_question_period_in_each_common_form_parses_alike(text: str) -> None:
     period = question_period(f"What was revenue in {text}?")
     assert (period.years, period.quarters) == ((2023,), (3,))
