@@ -30,6 +30,7 @@ from ingest.pageindex import (
     tree_from_pageindex,
     tree_sidecar_path,
 )
+from ingest.statements import mark_statements, statement_pages
 from ingest.store import DuplicateContentError, NewDocument, find_existing, write_document
 from ingest.summaries import summarize_tree
 from kb.errors import IngestError, LLMError
@@ -205,6 +206,7 @@ async def ingest_file(
         title = _title(tree, meta, name)
         description = await describe_document(tree, meta, name, chat)
         chunks = await asyncio.to_thread(chunk_tree, tree, ctx.settings, page_texts)
+        tree, chunks = mark_statements(tree, chunks, statement_pages(parsed.pdf.pages) if parsed.pdf else {})
         if len(chunks) > ctx.settings.max_chunks:
             raise IngestError(f"{len(chunks)} chunks: more than KB_MAX_CHUNKS_PER_FILE={ctx.settings.max_chunks}")
         label = doc_label(meta, title)

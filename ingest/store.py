@@ -67,9 +67,9 @@ INSERT INTO documents (collection_id, name, source_path, sha256, file_type, meta
 VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id"""
 SQL_EMBEDDER_GENERATION = "SELECT generation FROM embedder_state FOR SHARE"
 NODE_COLUMNS = ("document_id", "node_id", "parent_id", "ordinal", "level", "title", "start_index", "end_index",
-                "unit", "is_leaf", "summary", "text", "path", "embedding")
+                "unit", "is_leaf", "summary", "text", "path", "embedding", "statements")
 CHUNK_COLUMNS = ("document_id", "collection_id", "node_id", "ordinal", "text", "page", "token_count",
-                 "heading_path", "embedding", "page_end")
+                 "heading_path", "embedding", "page_end", "statement")
 
 
 class DocumentInfo(msgspec.Struct, frozen=True):
@@ -257,7 +257,7 @@ async def _write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
             timeout=LONG_STATEMENT_S,
             records=[
                 (doc_id, n.node_id, n.parent_id, n.ordinal, n.level, n.title, n.start, n.end, n.unit, n.is_leaf,
-                 n.summary, n.text, list(n.path), doc.node_embeddings[i])
+                 n.summary, n.text, list(n.path), doc.node_embeddings[i], list(n.statements))
                 for i, n in enumerate(tree.nodes)
             ],
         )
@@ -268,7 +268,7 @@ async def _write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
                 timeout=LONG_STATEMENT_S,
                 records=[
                     (doc_id, doc.collection_id, c.node_id, c.ordinal, c.text, c.page, c.token_count,
-                     c.heading_path, doc.chunk_embeddings[i], c.page_end)
+                     c.heading_path, doc.chunk_embeddings[i], c.page_end, c.statement)
                     for i, c in enumerate(doc.chunks)
                 ],
             )

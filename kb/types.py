@@ -35,6 +35,7 @@ class TreeNode(msgspec.Struct, frozen=True):
     path: tuple[str, ...]
     is_leaf: bool
     unit: str = "page"
+    statements: tuple[str, ...] = ()  # financial statement kinds on its pages (ingest.statements)
 
 
 class ChunkDraft(msgspec.Struct, frozen=True):
@@ -47,6 +48,7 @@ class ChunkDraft(msgspec.Struct, frozen=True):
     token_count: int
     heading_path: str
     page_end: int | None = None  # where the text ends, when it runs over a page break
+    statement: str = ""  # the financial statement kind of its page ("cash_flow"), else ""
 
 
 class DocumentTree(msgspec.Struct, frozen=True):

@@ -147,6 +147,75 @@ IMPLIED_TYPES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
 ANNUAL_TYPES = frozenset(v for t in DOC_TYPES if t.cadence == "annual" for v in (t.name, *t.spellings))
 QUARTERLY_TYPES = frozenset(v for t in DOC_TYPES if t.cadence == "quarterly" for v in (t.name, *t.spellings))
 
+# --------------------------------------------------------------------------- financial statements
+
+
+class StatementKind(msgspec.Struct, frozen=True):
+    """One primary financial statement: how its page title reads and how a question names it."""
+
+    name: str
+    """The stored kind ("cash_flow")."""
+    label: str
+    """How traces and trees name it ("cash flow statement")."""
+    title: str
+    """The statement's page title, matched on the title line with everything but letters removed and lower
+    case ("Consolidated Statement of Cash Flow s" → "consolidatedstatementofcashflows")."""
+    question: str
+    """Words naming it in a question (case-insensitive)."""
+
+
+STATEMENTS: tuple[StatementKind, ...] = (
+    StatementKind("comprehensive_income", "statement of comprehensive income",
+                  title=r"statements?of(?:consolidated)?comprehensive(?:income|loss|earnings)"
+                  r"|comprehensive(?:income|loss|earnings)statements?",
+                  question=r"\bstatements? of comprehensive (?:income|loss)\b"),
+    StatementKind("income", "income statement",
+                  title=r"statements?of(?:consolidated)?(?:income|operations|earnings)|incomestatements?"
+                  r"|statements?of(?:consolidated)?results?ofoperations",
+                  question=r"\bincome statements?\b|\bstatements? of (?:consolidated )?(?:income|operations|earnings)\b"
+                  r"|\bp ?& ?l\b|\bprofit and loss\b"),
+    StatementKind("balance", "balance sheet",
+                  title=r"balancesheets?|statements?of(?:consolidated)?financial(?:position|condition)",
+                  question=r"\bbalance sheets?\b|\bstatements? of financial (?:position|condition)\b"),
+    StatementKind("cash_flow", "cash flow statement",
+                  title=r"statements?of(?:consolidated)?cashflows?|cashflows?statements?",
+                  question=r"\bcash ?flows? statements?\b|\bstatements? of (?:consolidated )?cash ?flows?\b"),
+    StatementKind("equity", "statement of equity",
+                  title=r"statements?of(?:changesin)?(?:consolidated)?(?:share|stock)(?:holders|owners)s?equity"
+                  r"|statements?of(?:changesin)?equity",
+                  question=r"\bstatements? of (?:changes in )?(?:(?:share|stock)(?:holders|owners)['’]? )?equity\b"),
+)
+"""The statement kinds, in matching order (comprehensive income before income)."""
+
+_STATEMENT_TITLE = re.compile(
+    r"^[a-z]{0,40}?(?:condensed)?(?:consolidated)?(?:condensed)?(?:" + "|".join(
+        f"(?P<{k.name}>{k.title})" for k in STATEMENTS) + r")[a-z]{0,60}$")
+_STATEMENT_QUESTION = tuple((re.compile(k.question, re.I), k.name) for k in STATEMENTS)
+STATEMENT_LABELS: Mapping[str, str] = {k.name: k.label for k in STATEMENTS}
+
+
+def statement_title(line: str) -> str:
+    """The statement kind a title line names ("NIKE, Inc. Consolidated Statements of Income" → "income"),
+    else "". Up to 40 letters may stand before the title (the company) and 60 after it ("… and Subsidiary
+    Companies", "(Unaudited)"); a line with digits (a contents entry with its page number) or over 100
+    characters names none."""
+    if len(line) > 100 or re.search(r"\d", line):
+        return ""
+    m = _STATEMENT_TITLE.match(re.sub(r"[^a-z]", "", line.lower()))
+    return next((k for k, v in m.groupdict().items() if v), "") if m else ""
+
+
+def question_statements(question: str) -> frozenset[str]:
+    """The statement kinds a question names ("… shown in the cash flow statement" → {"cash_flow"})."""
+    found = set()
+    for pattern, name in _STATEMENT_QUESTION:
+        if pattern.search(question):
+            found.add(name)
+    if "comprehensive_income" in found and not re.search(r"(?i)\bincome statements?\b|\bp ?& ?l\b", question):
+        found.discard("income")  # "statement of comprehensive income" names one statement, not two
+    return frozenset(found)
+
+
 # --------------------------------------------------------------------------- period words
 
 _MONTH_ABBREVIATIONS = (

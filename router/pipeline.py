@@ -20,6 +20,7 @@ from kb.errors import ValidationError
 from kb.providers import ChatModel, Embedder
 from kb.providers.chat import CountingChat
 from kb.settings import RetrievalSettings
+from kb.vocab import STATEMENT_LABELS, question_statements
 from router import store
 from router.metadata import conditions_from_filters, known_values
 from router.policy import OFFLINE, RankingPolicy, policy_for
@@ -29,6 +30,7 @@ from router.retrieve import (
     rank_across_nodes,
     rerank,
     retrieve_in_nodes,
+    statement_hits,
     whole_sections,
 )
 from router.routing import RouteContext, get_router
@@ -173,6 +175,7 @@ class Gathered:
     picks: tuple[NodePick, ...]
     prior: dict[tuple[int, str], float]
     chosen: dict[tuple[int, str], tuple[int, int]]  # (node rank, document rank) of the model's choices
+    statements: frozenset[str] = frozenset()  # the financial statements the question names
 
     @property
     def read(self) -> set[tuple[int, str]]:
@@ -314,6 +317,7 @@ class QueryPipeline:
         docs = [d for d in routing.documents if d.doc_id in plan.needed] if multi else list(routing.documents)
         doc_q = {d.doc_id: (s.question if (s := plan.sub_question(d.doc_id)) else question) for d in docs}
         vecs = await self._embed(list(dict.fromkeys([question, *doc_q.values()])))
+        wanted = question_statements(question)
 
         async def search_doc(doc_id: int, name: str) -> tuple[LoadedTree, Any]:
             async with sem:
@@ -321,7 +325,7 @@ class QueryPipeline:
                 terms = ctx.terms if q == question else await store.query_terms(self.pool, collection_id, q)
                 tree = await load_tree(self.pool, doc_id, name, vecs[q])
                 res = await searcher.search(tree, q, vecs[q], expert_knowledge=req.expert_knowledge,
-                                            history=req.history, terms=terms)
+                                            history=req.history, terms=terms, statements=wanted)
                 return tree, res
 
         searched = await asyncio.gather(*(search_doc(d.doc_id, d.name) for d in docs))
@@ -336,7 +340,8 @@ class QueryPipeline:
         subq = await self._embed([p.sub_query for p in picks] or [question])
         chunks, picks, prior = await self._in_node(req, searched, picks, subq, doc_q, routing, pol)
         picks = await self._direct_hits(req, question, docs, doc_q, vecs, plan, chunks, picks, prior, pol)
-        g = Gathered(chunks=chunks, picks=picks, prior=prior, chosen=chosen_ranks(searched))
+        picks = await self._statement_hits(docs, doc_q, vecs, wanted, chunks, picks, prior, pol)
+        g = Gathered(chunks=chunks, picks=picks, prior=prior, chosen=chosen_ranks(searched), statements=wanted)
         by_doc = doc_q if multi else None
         ranked, evidence, note = await self._order(req, g, routing, by_doc, plan, pol)
         rounds: list[Judgement] = []
@@ -389,7 +394,7 @@ class QueryPipeline:
                      plan_: ScopePlan, pol: RankingPolicy,
                      ) -> tuple[list[RetrievedChunk], tuple[RetrievedChunk, ...], str]:
         """Rank what was gathered (LLM policy: chosen nodes first) and select the evidence."""
-        ranked, note = await self._rank(req, g.chunks, g.prior, routing, doc_q, pol)
+        ranked, note = await self._rank(req, g.chunks, g.prior, routing, doc_q, pol, g.statements)
         if pol.chosen_nodes_first:
             ranked = await self._chosen_first(ranked, g.chosen, pol)
         ranked, evidence = select_evidence(ranked, plan_, req.top_k, pol)
@@ -454,6 +459,31 @@ class QueryPipeline:
                                           reason="chunk hit inside the routed document"),)
         return picks
 
+    async def _statement_hits(self, docs: list[DocCandidate], doc_q: dict[int, str], vecs: dict[str, np.ndarray],
+                              wanted: frozenset[str], chunks: list[RetrievedChunk], picks: tuple[NodePick, ...],
+                              prior: dict[tuple[int, str], float], pol: RankingPolicy) -> tuple[NodePick, ...]:
+        """The pages of the financial statements a question names ("… shown in the cash flow statement") join
+        the candidates of the best routed documents, whatever tree search chose (issue 14: tables as evidence)."""
+        if not wanted:
+            return picks
+        top = docs[: pol.statement_docs]
+        hits = await asyncio.gather(*(statement_hits(self.pool, [d.doc_id], wanted, vecs[doc_q[d.doc_id]],
+                                                     {d.doc_id: d.name}, limit=pol.statement_hits_per_doc)
+                                      for d in top))
+        seen_ids = {c.chunk_id for c in chunks}
+        for c in (c for group in hits for c in group):
+            if c.chunk_id in seen_ids:
+                continue
+            seen_ids.add(c.chunk_id)
+            chunks.append(c)
+            if (c.doc_id, c.node_id) not in prior:
+                prior[(c.doc_id, c.node_id)] = pol.statement_prior
+                picks = picks + (NodePick(doc_id=c.doc_id, node_id=c.node_id, title=c.section_path.split(" > ")[-1],
+                                          section_path=c.section_path, sub_query=doc_q[c.doc_id],
+                                          reason=f"holds the {STATEMENT_LABELS.get(c.statement, c.statement)} "
+                                                 "the question names"),)
+        return picks
+
     async def _in_node(self, req: QueryRequest, searched: Any, picks: tuple[NodePick, ...],
                        subq: dict[str, np.ndarray], doc_q: dict[int, str], routing: RoutingResult,
                        pol: RankingPolicy,
@@ -499,13 +529,14 @@ class QueryPipeline:
         return found, tuple(extra)
 
     async def _rank(self, req: QueryRequest, chunks: list[RetrievedChunk], prior: dict[tuple[int, str], float],
-                    routing: RoutingResult, doc_q: dict[int, str] | None,
-                    pol: RankingPolicy) -> tuple[list[RetrievedChunk], str]:
+                    routing: RoutingResult, doc_q: dict[int, str] | None, pol: RankingPolicy,
+                    statements: frozenset[str] = frozenset()) -> tuple[list[RetrievedChunk], str]:
         """One ranking over all chunks by the question, or (``doc_q``) each document's chunks by its own
         sub-question, merged by score; then the optional cross-encoder."""
         w = self.settings.rank_dense_weight
         weights = doc_weights(routing, pol.doc_weight_floor)
-        shares = {"relevance_share": pol.relevance_share, "node_prior_share": pol.node_prior_share}
+        shares = {"relevance_share": pol.relevance_share, "node_prior_share": pol.node_prior_share,
+                  "statements": statements, "statement_share": pol.statement_share}
         if doc_q is None:
             ranked = rank_across_nodes(req.query, chunks, prior, w, 1 - w, weights, **shares)
         else:
@@ -566,7 +597,7 @@ class QueryPipeline:
                 "iterations": [msgspec.to_builtins(j) for j in out.rounds],
                 "chunks": [{"chunk_id": c.chunk_id, "doc_id": c.doc_id, "node_id": c.node_id, "page": c.page,
                             "dense": c.dense, "bm25": c.bm25, "fused": c.fused, "score": c.score,
-                            "rerank": c.rerank, "source": c.source,
+                            "rerank": c.rerank, "source": c.source, "statement": c.statement,
                             "fill": out.policy == "llm" and c.chunk_id not in out.chosen_chunks} for c in out.chunks],
                 "rerank": out.rerank_note,
                 "synthesis": answer.mode,

@@ -54,6 +54,17 @@ class RankingPolicy:
     leaf_title_bm25: float = 0.35
     leaf_keep_ratio: float = 0.35
     """Offline tree search keeps leaves scoring at least this share of the best leaf (up to max nodes)."""
+    leaf_statement: float = 0.3
+    """Offline tree search: added to a leaf holding a financial statement the question names ("… shown in the
+    cash flow statement"; statement pages recognised at ingest, ``ingest.statements``)."""
+    statement_share: float = 0.15
+    """Cross-node ranking: added to a chunk on a page of a statement the question names."""
+    statement_docs: int = 2
+    statement_hits_per_doc: int = 3
+    """Chunks of the named statements' pages (nearest the question) that join the candidates of each of the
+    best routed documents, whatever tree search chose."""
+    statement_prior: float = 0.5
+    """Prior of a node reached only through a named statement's page."""
 
 
 @dataclass(frozen=True)

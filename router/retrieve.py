@@ -63,6 +63,7 @@ async def retrieve_in_nodes(
                 chunk_id=r["id"], doc_id=doc_id, doc_name=doc_name, node_id=r["node_id"],
                 section_path=r["heading_path"], text=r["text"], page=page, pages=pages, unit=r["unit"],
                 dense=round(dense[i], 4), bm25=round(bm[i], 4), fused=round(fused[i], 4), score=fused[i],
+                statement=r["statement"],
             ))
     return out
 
@@ -72,7 +73,18 @@ async def direct_hits(pool: asyncpg.Pool, doc_ids: Sequence[int], qvec: np.ndarr
     """The best chunks by cosine inside the routed documents (exact scan of those documents)."""
     if not doc_ids:
         return []
-    rows = await store.dense_chunk_details(pool, doc_ids, qvec, limit)
+    return _dense_rows(await store.dense_chunk_details(pool, doc_ids, qvec, limit), names, "direct")
+
+
+async def statement_hits(pool: asyncpg.Pool, doc_ids: Sequence[int], kinds: frozenset[str], qvec: np.ndarray,
+                         names: dict[int, str], *, limit: int) -> list[RetrievedChunk]:
+    """Chunks on the pages of the financial statements a question names, inside some documents."""
+    if not doc_ids or not kinds:
+        return []
+    return _dense_rows(await store.statement_chunks(pool, doc_ids, sorted(kinds), qvec, limit), names, "statement")
+
+
+def _dense_rows(rows: Sequence[asyncpg.Record], names: dict[int, str], source: str) -> list[RetrievedChunk]:
     out = []
     for r in rows:
         page = r["page"]
@@ -81,7 +93,8 @@ async def direct_hits(pool: asyncpg.Pool, doc_ids: Sequence[int], qvec: np.ndarr
         out.append(RetrievedChunk(
             chunk_id=r["id"], doc_id=r["document_id"], doc_name=names.get(r["document_id"], ""), node_id=r["node_id"],
             section_path=r["heading_path"], text=r["text"], page=page, pages=pages, unit=r["unit"],
-            dense=round(dense, 4), bm25=0.0, fused=round(dense, 4), score=dense, source="direct",
+            dense=round(dense, 4), bm25=0.0, fused=round(dense, 4), score=dense, source=source,
+            statement=r["statement"],
         ))
     return out
 
@@ -89,10 +102,12 @@ async def direct_hits(pool: asyncpg.Pool, doc_ids: Sequence[int], qvec: np.ndarr
 def rank_across_nodes(question: str, chunks: Sequence[RetrievedChunk], node_prior: dict[tuple[int, str], float],
                       dense_weight: float, bm25_weight: float,
                       doc_weight: dict[int, float] | None = None, *, relevance_share: float = 0.8,
-                      node_prior_share: float = 0.2) -> list[RetrievedChunk]:
+                      node_prior_share: float = 0.2, statements: frozenset[str] = frozenset(),
+                      statement_share: float = 0.0) -> list[RetrievedChunk]:
     """Order the union of per-node results on one scale: dense and BM25 (question) over the pool,
-    plus the node's tree-search prior, scaled by how strongly the document was routed (shares: the
-    ranking policy's ``relevance_share`` / ``node_prior_share``)."""
+    plus the node's tree-search prior, plus ``statement_share`` for a chunk on a page of a financial
+    statement the question names (``statements``), scaled by how strongly the document was routed
+    (shares: the ranking policy's)."""
     if not chunks:
         return []
     doc_weight = doc_weight or {}
@@ -102,7 +117,8 @@ def rank_across_nodes(question: str, chunks: Sequence[RetrievedChunk], node_prio
     for i, c in enumerate(chunks):
         prior = node_prior.get((c.doc_id, c.node_id), 0.0)
         relevance = dense_weight * dense[i] + bm25_weight * bm[i]
-        s = (relevance_share * relevance + node_prior_share * prior) * doc_weight.get(c.doc_id, 1.0)
+        named = statement_share if c.statement and c.statement in statements else 0.0
+        s = (relevance_share * relevance + node_prior_share * prior + named) * doc_weight.get(c.doc_id, 1.0)
         out.append((s, c))
     out.sort(key=lambda x: -x[0])
     return [msgspec.structs.replace(c, score=round(s, 4)) for s, c in out]

@@ -49,10 +49,17 @@ SQL_DENSE_CHUNKS: dict[tuple[str, Scan], str] = {
 # the same, with what a citation needs (exact: a few routed documents)
 SQL_DENSE_CHUNK_DETAILS_EXACT = """
 SELECT c.id, c.document_id, c.node_id, c.text, c.page, c.page_end, c.heading_path, 1 - (c.embedding <=> $2) AS dense,
-       n.start_index, n.end_index, n.unit
+       n.start_index, n.end_index, n.unit, c.statement
 FROM chunks c JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id
 WHERE c.document_id = ANY($1::bigint[])
 ORDER BY 1 - (c.embedding <=> $2) DESC LIMIT $3"""
+# the chunks of some documents on financial statement pages of some kinds, nearest the question first
+SQL_STATEMENT_CHUNKS = """
+SELECT c.id, c.document_id, c.node_id, c.text, c.page, c.page_end, c.heading_path, 1 - (c.embedding <=> $3) AS dense,
+       n.start_index, n.end_index, n.unit, c.statement
+FROM chunks c JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id
+WHERE c.document_id = ANY($1::bigint[]) AND c.statement = ANY($2::text[])
+ORDER BY 1 - (c.embedding <=> $3) DESC LIMIT $4"""
 # one document's chunks nearest the question, by node (exact)
 SQL_NODE_DENSE_HITS_EXACT = """
 SELECT node_id, 1 - (embedding <=> $2) AS sim FROM chunks WHERE document_id = $1
@@ -95,12 +102,12 @@ LEFT JOIN lexeme_df l ON l.collection_id = $1 AND l.lexeme = q.lexeme"""
 # nodes and chunks of chosen nodes
 SQL_DOC_NODES = """
 SELECT n.node_id, n.parent_id, n.ordinal, n.level, n.title, n.path, n.summary, n.start_index, n.end_index, n.unit, n.is_leaf,
-       1 - (n.embedding <=> $2) AS sim,
+       n.statements, 1 - (n.embedding <=> $2) AS sim,
        EXISTS (SELECT 1 FROM chunks c WHERE c.document_id = n.document_id AND c.node_id = n.node_id) AS has_text
 FROM nodes n WHERE n.document_id = $1 ORDER BY n.ordinal"""
 SQL_NODE_CHUNKS = """
 SELECT c.id, c.node_id, c.ordinal, c.text, c.page, c.page_end, c.heading_path, c.embedding,
-       n.start_index, n.end_index, n.unit
+       n.start_index, n.end_index, n.unit, c.statement
 FROM chunks c JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id
 WHERE c.document_id = $1 AND c.node_id = ANY($2::text[])
 ORDER BY c.ordinal"""
@@ -158,6 +165,12 @@ async def dense_chunk_details(pool: asyncpg.Pool, doc_ids: Sequence[int], qvec: 
                               limit: int) -> list[asyncpg.Record]:
     """The best chunks by cosine inside some documents, with text, pages and unit (exact scan)."""
     return await pool.fetch(SQL_DENSE_CHUNK_DETAILS_EXACT, list(doc_ids), qvec, limit)
+
+
+async def statement_chunks(pool: asyncpg.Pool, doc_ids: Sequence[int], kinds: Sequence[str], qvec: np.ndarray,
+                           limit: int) -> list[asyncpg.Record]:
+    """Chunks on financial statement pages of ``kinds`` inside some documents, nearest the question first."""
+    return await pool.fetch(SQL_STATEMENT_CHUNKS, list(doc_ids), sorted(kinds), qvec, limit)
 
 
 async def node_dense_hits(pool: asyncpg.Pool, doc_id: int, qvec: np.ndarray, limit: int) -> list[asyncpg.Record]:

@@ -22,6 +22,7 @@ from kb.providers import ChatModel
 from kb.providers.steps import ask
 from kb.text import count_tokens, normalize_title, unit_label
 from kb.types import TreeNode
+from kb.vocab import STATEMENT_LABELS
 from router import store
 from router.policy import OFFLINE, RankingPolicy
 from router.prompts import TREE_SEARCH, tree_search_prompt
@@ -68,7 +69,7 @@ async def load_tree(pool: asyncpg.Pool, doc_id: int, doc_name: str, query_vec: n
     nodes = tuple(
         TreeNode(node_id=r["node_id"], parent_id=r["parent_id"], ordinal=r["ordinal"], level=r["level"],
                  title=r["title"], start=r["start_index"], end=r["end_index"], text="", summary=r["summary"],
-                 path=tuple(r["path"]), is_leaf=r["is_leaf"], unit=r["unit"])
+                 path=tuple(r["path"]), is_leaf=r["is_leaf"], unit=r["unit"], statements=tuple(r["statements"] or ()))
         for r in rows
     )
     sims = {r["node_id"]: float(r["sim"]) if r["sim"] is not None else 0.0 for r in rows}
@@ -79,13 +80,14 @@ async def load_tree(pool: asyncpg.Pool, doc_id: int, doc_name: str, query_vec: n
 def serialize_tree(nodes: Sequence[TreeNode], *, with_summary: bool = True, mark_expandable: bool = False,
                    with_text: frozenset[str] = frozenset()) -> str:
     """Spec 001 format: indented ``[node_id] title (leaf)``, summary, pages; ``with_text``: ids of parents
-    with text of their own, marked "(own text)"."""
+    with text of their own, marked "(own text)"; the financial statements on a node's pages in brackets."""
     lines = []
     base = min((n.level for n in nodes), default=1)
     for n in nodes:
         pad = "  " * max(0, n.level - base)
         mark = " (leaf)" if n.is_leaf else (" (expandable)" if mark_expandable else (" (own text)" if n.node_id in with_text else ""))
-        lines.append(f"{pad}[{n.node_id}] {n.title}{mark} ({unit_label(n.unit)} {n.start}-{n.end})")
+        kinds = f" [{', '.join(STATEMENT_LABELS.get(k, k) for k in n.statements)}]" if n.statements else ""
+        lines.append(f"{pad}[{n.node_id}] {n.title}{mark}{kinds} ({unit_label(n.unit)} {n.start}-{n.end})")
         if with_summary and n.summary:
             lines.append(f"{pad}  summary: {n.summary[:300]}")
     return "\n".join(lines)
@@ -106,29 +108,35 @@ class TreeSearcher:
 
     async def search(self, tree: LoadedTree, question: str, query_vec: np.ndarray, *,
                      expert_knowledge: str | None = None, history: Sequence[Turn] = (),
-                     terms: store.QueryTerms | None = None) -> TreeSearchResult:
+                     terms: store.QueryTerms | None = None, statements: frozenset[str] = frozenset(),
+                     ) -> TreeSearchResult:
+        """``statements``: the financial statements the question names (offline: their nodes score higher)."""
         if not tree.nodes:
             return TreeSearchResult(doc_id=tree.doc_id, picks=())
         terms = terms or store.QueryTerms([], [])
         if self.chat.offline:
-            return await self.offline(tree, question, query_vec, expert_knowledge=expert_knowledge, terms=terms)
+            return await self.offline(tree, question, query_vec, expert_knowledge=expert_knowledge, terms=terms,
+                                      statements=statements)
         try:
             res = await self.llm(tree, question, expert_knowledge=expert_knowledge, history=history)
             if not res.picks:  # nothing usable chosen: this document is searched (and ranked) offline
-                off = await self.offline(tree, question, query_vec, expert_knowledge=expert_knowledge, terms=terms)
+                off = await self.offline(tree, question, query_vec, expert_knowledge=expert_knowledge, terms=terms,
+                                         statements=statements)
                 return TreeSearchResult(doc_id=tree.doc_id, picks=off.picks, mode="offline_fallback",
                                         thinking=f"LLM chose no usable node; offline. LLM: {res.thinking}"[:1000],
                                         dropped_ids=res.dropped_ids, llm_calls=res.llm_calls)
             return res
         except LLMError as exc:
             log.warning("router.tree_search_llm_failed", doc_id=tree.doc_id, error=str(exc))
-            res = await self.offline(tree, question, query_vec, expert_knowledge=expert_knowledge, terms=terms)
+            res = await self.offline(tree, question, query_vec, expert_knowledge=expert_knowledge, terms=terms,
+                                     statements=statements)
             return TreeSearchResult(doc_id=res.doc_id, picks=res.picks, thinking=f"LLM failed ({exc}); offline",
                                     mode="offline_fallback", llm_calls=1)
 
     # ------------------------------------------------------------------ offline
     async def offline(self, tree: LoadedTree, question: str, query_vec: np.ndarray, *,
-                      expert_knowledge: str | None = None, terms: store.QueryTerms | None = None) -> TreeSearchResult:
+                      expert_knowledge: str | None = None, terms: store.QueryTerms | None = None,
+                      statements: frozenset[str] = frozenset()) -> TreeSearchResult:
         leaves = tree.leaves
         hits = await store.node_dense_hits(self.pool, tree.doc_id, query_vec, 40)
         terms = terms or store.QueryTerms([], [])
@@ -147,8 +155,11 @@ class TreeSearcher:
         for i, n in enumerate(leaves):
             pol = self.policy
             s = pol.leaf_chunk_hits * ns[i] + pol.leaf_title_dense * title_dense[i] + pol.leaf_title_bm25 * title_bm[i]
+            named = sorted(statements.intersection(n.statements))
+            s += pol.leaf_statement if named else 0.0
             scored.append((s, n, f"NodeScore {node_score.get(n.node_id, 0.0):.3f}, title/summary "
-                                  f"{title_dense[i]:.2f}/{title_bm[i]:.2f}"))
+                                  f"{title_dense[i]:.2f}/{title_bm[i]:.2f}"
+                                  + (f", holds the {', '.join(STATEMENT_LABELS[k] for k in named)}" if named else "")))
         scored.sort(key=lambda x: -x[0])
         best = scored[0][0] if scored else 0.0
         picks = tuple(

@@ -108,7 +108,8 @@ class RetrievedChunk(msgspec.Struct, frozen=True):
     fused: float
     score: float
     rerank: float | None = None
-    source: str = "node"  # node (a chosen node) | cross_ref | direct (chunk hit) | section (a whole small node)
+    source: str = "node"  # node | cross_ref | direct (chunk hit) | statement (a named statement's page) | section
+    statement: str = ""  # the financial statement kind of its page ("cash_flow"), else ""
 
 
 class CitationOut(msgspec.Struct, frozen=True):
