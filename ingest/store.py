@@ -33,7 +33,7 @@ SELECT d.id, d.name, d.source_path, d.sha256, d.file_type, d.metadata, d.title, 
        c.name AS collection
 FROM documents d JOIN collections c ON c.id = d.collection_id WHERE d.id = $1"""
 SQL_DOCUMENT_NODES = """
-SELECT node_id, parent_id, ordinal, level, title, start_index, end_index, unit, is_leaf, summary
+SELECT node_id, parent_id, ordinal, level, title, start_index, end_index, unit, is_leaf, summary, statements
 FROM nodes WHERE document_id = $1 ORDER BY ordinal"""
 SQL_GET_NODE = """
 SELECT node_id, parent_id, title, path, start_index, end_index, unit, is_leaf, summary, text
@@ -106,6 +106,7 @@ class NodeInfo(msgspec.Struct, frozen=True):
     unit: str
     is_leaf: bool
     summary: str
+    statements: list[str] = []  # financial statements on its pages ("income", "balance", "cash_flow", …)
 
 
 class NodeText(msgspec.Struct, frozen=True):

@@ -11,9 +11,11 @@ import pytest
 
 from ingest.pdf_read import read_pdf
 from ingest.statements import page_statement, statement_pages
+from kb.app import create_app
 from kb.runtime import Runtime, build_ingest_context, build_pipeline
 from kb.vocab import question_statements, statement_title
 from router.types import QueryRequest
+from tests.http import app_client
 
 PROSE = ("Management believes that the company's liquidity remains strong and that capital expenditure on new "
          "plants, equipment and warehouses will continue to support growth in every segment of the business.")
@@ -113,8 +115,9 @@ async def test_named_statement_reaches_the_evidence(runtime: Runtime, tmp_path: 
     marks = {r["page"]: r["statement"] for r in await runtime.pool.fetch(
         "SELECT DISTINCT page, statement FROM chunks WHERE statement <> ''")}
     assert marks == EXPECTED
-    node_marks = {k for r in await runtime.pool.fetch("SELECT statements FROM nodes") for k in r["statements"]}
-    assert node_marks == set(EXPECTED.values())
+    async with app_client(create_app(runtime=runtime, run_worker=False)) as client:
+        nodes = (await client.get("/kb/documents/1")).json()["tree"]
+    assert {k for n in nodes for k in n["statements"]} == set(EXPECTED.values())
 
     question = "What was Acme's capital expenditure in 2023? Use the cash flow statement."
     result = await build_pipeline(runtime).run(QueryRequest(query=question, top_k=3, include_trace=True))
