@@ -179,6 +179,41 @@ def _chunk_spans(text: str, unit: str, chunk_tokens: int, overlap_tokens: int) -
     return spans
 
 
+# --------------------------------------------------------------------------- table context
+
+_ROW = re.compile(r"(?:\s\$?\s?\(?-?\d[\d,.]*\)?%?){2,}\s*$")
+"""A table row: a line ending in two or more figure columns ("Inventories (509) (387) 57")."""
+_YEARS = re.compile(r"\b(?:19|20)\d{2}\b")
+_UNITS = re.compile(r"\b(?:in|dollars in|amounts in) (?:millions|thousands|billions)\b|^\(?(?:millions|thousands)\)?\b", re.I)
+TABLE_CONTEXT_LINES = 80
+"""How far above a chunk's first row its table's column header is looked for (same page only)."""
+
+
+def _is_header(line: str) -> bool:
+    """A column header: two or more years and no other figures, or a unit line ("(In millions)")."""
+    figures = re.findall(r"\d[\d,.]*", line)
+    years = _YEARS.findall(line)
+    return (len(years) >= 2 and len(figures) == len(years)) or bool(_UNITS.search(line))
+
+
+def table_context(text: str, start: int, floor: int = 0) -> str:
+    """For a chunk that starts inside a table (its first line is a row of figures): the lines that name the
+    table — up to two title lines and the column header ("Consolidated Statement of Cash Flows | Years ended
+    December 31 | (Millions) 2018 2017 2016"), found above ``start`` but not above ``floor`` (its page's
+    start). Empty when the chunk does not start in a table or no header is found."""
+    end = text.find("\n", start)
+    first = text[start: end if end >= 0 else len(text)].strip()
+    if not _ROW.search(first) or _is_header(first):
+        return ""
+    above = [ln.strip() for ln in text[floor:start].split("\n") if ln.strip()][::-1][:TABLE_CONTEXT_LINES]
+    for i, line in enumerate(above):
+        if _is_header(line):
+            titles = [t for t in above[i + 1 : i + 4] if not _ROW.search(t) and not _is_header(t)
+                      and len(t) <= 100 and not t.endswith(".")][:2]
+            return " | ".join([*reversed(titles), line])[:300]
+    return ""
+
+
 # --------------------------------------------------------------------------- pages
 
 
@@ -248,14 +283,18 @@ def chunk_node(
         piece = text[a:b].strip()
         if len(piece) < min_chars:
             continue
+        context = ""
         if pdf:
             page: int | None = _page_at(bounds, a) if bounds else node.start
             page_end: int | None = _page_at(bounds, max(a, b - 1)) if bounds else page
+            floor = max((off for off, p in bounds if off <= a), default=0) if bounds else 0
+            context = table_context(text, a + len(text[a:b]) - len(text[a:b].lstrip()), floor)
         else:
             page = page_end = None
         out.append(
             ChunkDraft(node_id=node.node_id, ordinal=len(out), text=piece, page=page,
-                       token_count=count_tokens(piece), heading_path=heading_path, page_end=page_end)
+                       token_count=count_tokens(piece), heading_path=heading_path, page_end=page_end,
+                       context=context)
         )
     return out
 

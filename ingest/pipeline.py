@@ -130,9 +130,10 @@ def _title(tree: DocumentTree, meta: Mapping[str, Any], name: str) -> str:
     return Path(name).stem
 
 
-def embed_text_for_chunk(doc_label: str, heading_path: str, text: str) -> str:
-    """The text a chunk is embedded as: document label and section path give context to bare tables."""
-    return f"{doc_label} | {heading_path}\n{text}"
+def embed_text_for_chunk(doc_label: str, heading_path: str, text: str, context: str = "") -> str:
+    """The text a chunk is embedded as: document label and section path give context to bare tables, and
+    a chunk starting inside a table its table's title and column header (``context``)."""
+    return f"{doc_label} | {heading_path}\n{context}\n{text}" if context else f"{doc_label} | {heading_path}\n{text}"
 
 
 def embed_text_for_node(doc_label: str, path: Sequence[str], summary: str) -> str:
@@ -211,7 +212,7 @@ async def ingest_file(
             raise IngestError(f"{len(chunks)} chunks: more than KB_MAX_CHUNKS_PER_FILE={ctx.settings.max_chunks}")
         label = doc_label(meta, title)
         chunk_vecs = await ctx.embedder.embed(
-            [embed_text_for_chunk(label, c.heading_path, c.text) for c in chunks]
+            [embed_text_for_chunk(label, c.heading_path, c.text, c.context) for c in chunks]
         )
         node_vecs = await ctx.embedder.embed([embed_text_for_node(label, n.path, n.summary) for n in tree.nodes])
         desc_vec = (await ctx.embedder.embed([embed_text_for_description(title, description)]))[0]

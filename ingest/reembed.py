@@ -43,7 +43,7 @@ SQL_UNLOCK = "SELECT pg_advisory_unlock($1)"
 
 # ---- what to embed: rows not staged yet for the target (model_id $3, dimension $4), keyset pages
 SQL_PENDING_CHUNKS = """
-SELECT c.id, d.title, d.metadata, c.heading_path, c.text
+SELECT c.id, d.title, d.metadata, c.heading_path, c.text, c.context
 FROM chunks c JOIN documents d ON d.id = c.document_id
 WHERE c.id > $1 AND ($2::bigint IS NULL OR c.collection_id = $2)
   AND NOT EXISTS (SELECT 1 FROM reembed_chunks s WHERE s.model_id = $3 AND s.dimension = $4 AND s.chunk_id = c.id)
@@ -169,7 +169,7 @@ KINDS = (
     _Kind("nodes", SQL_PENDING_NODES, lambda r: (r["document_id"], r["node_id"]),
           lambda r: embed_text_for_node(_label(r), list(r["path"]), r["summary"]), (0, "")),
     _Kind("chunks", SQL_PENDING_CHUNKS, lambda r: (r["id"],),
-          lambda r: embed_text_for_chunk(_label(r), r["heading_path"], r["text"]), (0,)),
+          lambda r: embed_text_for_chunk(_label(r), r["heading_path"], r["text"], r["context"]), (0,)),
 )
 
 

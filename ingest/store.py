@@ -69,7 +69,7 @@ SQL_EMBEDDER_GENERATION = "SELECT generation FROM embedder_state FOR SHARE"
 NODE_COLUMNS = ("document_id", "node_id", "parent_id", "ordinal", "level", "title", "start_index", "end_index",
                 "unit", "is_leaf", "summary", "text", "path", "embedding", "statements")
 CHUNK_COLUMNS = ("document_id", "collection_id", "node_id", "ordinal", "text", "page", "token_count",
-                 "heading_path", "embedding", "page_end", "statement")
+                 "heading_path", "embedding", "page_end", "statement", "context")
 
 
 class DocumentInfo(msgspec.Struct, frozen=True):
@@ -269,7 +269,7 @@ async def _write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
                 timeout=LONG_STATEMENT_S,
                 records=[
                     (doc_id, doc.collection_id, c.node_id, c.ordinal, c.text, c.page, c.token_count,
-                     c.heading_path, doc.chunk_embeddings[i], c.page_end, c.statement)
+                     c.heading_path, doc.chunk_embeddings[i], c.page_end, c.statement, c.context)
                     for i, c in enumerate(doc.chunks)
                 ],
             )

@@ -49,6 +49,7 @@ class ChunkDraft(msgspec.Struct, frozen=True):
     heading_path: str
     page_end: int | None = None  # where the text ends, when it runs over a page break
     statement: str = ""  # the financial statement kind of its page ("cash_flow"), else ""
+    context: str = ""  # a chunk starting inside a table: the table's title and column header (embedded with it)
 
 
 class DocumentTree(msgspec.Struct, frozen=True):

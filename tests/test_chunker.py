@@ -193,3 +193,21 @@ def test_chunk_end_page_when_text_runs_over_a_page_break() -> None:
     for c in chunk_node(n, chunk_tokens=120, overlap_tokens=0, min_chars=20, page_texts=pages):
         last_line = c.text.split("\n")[-1]
         assert c.page <= c.page_end and last_line in pages[c.page_end], (c.page, c.page_end, last_line)
+
+
+def test_a_chunk_starting_inside_a_table_keeps_its_title_and_header() -> None:
+    from ingest.chunker import table_context
+
+    page = ("Prose about the year ends here.\nConsolidated Statement of Cash Flows\nYears ended December 31\n"
+            "(Millions) 2018 2017 2016\nNet income 5,363 4,869 5,058\nInventories (509) (387) 57\n"
+            "Purchases of property, plant and equipment (PP&E) (1,577) (1,373) (1,420)\n")
+    row = page.index("Purchases")
+    assert table_context(page, row) == ("Consolidated Statement of Cash Flows | Years ended December 31 | "
+                                        "(Millions) 2018 2017 2016")
+    assert table_context(page, page.index("Consolidated")) == ""  # not inside a table
+    assert table_context(page, row, floor=page.index("Net income")) == ""  # the header is on an earlier page
+    long_node = node(page + "\n".join(f"Line item {i} {100 + i:,} {200 + i:,} {300 + i:,}" for i in range(60)),
+                     unit="page", start=1, end=1)
+    chunks = chunk_node(long_node, chunk_tokens=60, overlap_tokens=0, min_chars=20)
+    inside = [c for c in chunks if c.text.startswith("Line item")]
+    assert inside and all(c.context.endswith("(Millions) 2018 2017 2016") for c in inside)

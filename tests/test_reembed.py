@@ -90,10 +90,11 @@ async def stored_texts(rt: Runtime) -> dict[str, dict[Any, str]]:
     def label(doc_id: int) -> str:
         return doc_label(json.loads(docs[doc_id]["metadata"]), docs[doc_id]["title"])
 
-    chunks = await rt.pool.fetch("SELECT id, document_id, heading_path, text FROM chunks")
+    chunks = await rt.pool.fetch("SELECT id, document_id, heading_path, text, context FROM chunks")
     nodes = await rt.pool.fetch("SELECT document_id, node_id, path, summary FROM nodes WHERE embedding IS NOT NULL")
     return {
-        "chunks": {c["id"]: embed_text_for_chunk(label(c["document_id"]), c["heading_path"], c["text"])
+        "chunks": {c["id"]: embed_text_for_chunk(label(c["document_id"]), c["heading_path"], c["text"],
+                                              c["context"])
                    for c in chunks},
         "nodes": {(n["document_id"], n["node_id"]): embed_text_for_node(label(n["document_id"]), n["path"],
                                                                          n["summary"]) for n in nodes},
