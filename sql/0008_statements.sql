@@ -4,5 +4,3 @@
 ALTER TABLE chunks ADD COLUMN IF NOT EXISTS statement text NOT NULL DEFAULT '';
 ALTER TABLE nodes ADD COLUMN IF NOT EXISTS statements text[] NOT NULL DEFAULT '{}';
 CREATE INDEX IF NOT EXISTS chunks_statement ON chunks (document_id, statement) WHERE statement <> '';
--- A chunk that starts inside a table keeps the table's title and column header (embedded with the chunk).
-ALTER TABLE chunks ADD COLUMN IF NOT EXISTS context text NOT NULL DEFAULT '';
