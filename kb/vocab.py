@@ -263,6 +263,11 @@ COMPACT_PERIODS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bq([1-4])\s?(?:fy)?'?(\d{2})\b", re.I), r"Q\1 FY\2"),  # Q2'23, Q2FY23
     (re.compile(r"\b([1-4])q\s?'?(\d{2})\b", re.I), r"Q\1 FY\2"),  # 2Q23
 )
+FISCAL_MARK = re.compile(r"\bfy\s?'?\d{2,4}\b|\bfiscal\b", re.I)
+"""A question that names a fiscal period ("Q3 FY2024", "fiscal 2023 third quarter")."""
+FISCAL_YEAR_NAMED_EARLIER_UNTIL = 5
+"""A fiscal year ending in January to May mostly lies in the calendar year before its label: a bare
+"Q3 2023" (no "FY", no "fiscal") names NVIDIA's fiscal 2024 third quarter (ended October 2023)."""
 PERIOD_MENTION = re.compile(rf"(?i)\b(?:fy|q[1-4])?\s?'?{_YEAR}\b|\bq[1-4]\b|\b(?:{_QW}) quarter\b")
 """A year or quarter mentioned in a question ("FY2023", "Q3", "third quarter")."""
 PERIOD_TOKEN = re.compile(r"(?:fy)?\d{2,4}|q[1-4]")

@@ -46,6 +46,7 @@ class QuestionPeriod(msgspec.Struct, frozen=True):
     doc_types: tuple[str, ...]  # normalised values like "10k", "10q", "8k", "earnings"
     latest: bool = False  # "latest", "most recent", "current"
     implied: tuple[str, ...] = ()  # types the wording implies when none is named ("earnings", "8k")
+    calendar_named: bool = False  # a bare "Q3 2023": the year names the calendar year, not the fiscal label
 
 
 def implied_types(question: str) -> tuple[str, ...]:
@@ -55,12 +56,35 @@ def implied_types(question: str) -> tuple[str, ...]:
 
 
 def question_period(question: str) -> QuestionPeriod:
+    fiscal = bool(vocab.FISCAL_MARK.search(question))  # before "Q3 FY2023" is rewritten "Q3 2023"
     question = vocab.normalize_periods(question)
     years, quarters = vocab.question_years(question), vocab.question_quarters(question)
     types = [vals[0] for pattern, vals in vocab.QUESTION_TYPES if pattern.search(question)]
     latest = bool(vocab.LATEST.search(question))
+    bare = bool(quarters and years and not fiscal)
     return QuestionPeriod(tuple(sorted(years)), tuple(sorted(quarters)), tuple(types), latest,
-                          implied=() if types else implied_types(question))
+                          implied=() if types else implied_types(question), calendar_named=bare)
+
+
+def calendar_named_year(meta: Mapping[str, Any]) -> int | None:
+    """The calendar year holding most months of a quarterly document's fiscal year: NVIDIA's fiscal 2024
+    (February 2023 to January 2024) is 2023; Apple's fiscal 2023 (October 2022 to September 2023) stays
+    2023. None without a fiscal year, a quarter and a period end."""
+    fiscal_year = meta_int(meta, ("fiscal_year",))
+    quarter = meta_int(meta, QUARTER_KEYS)
+    end = str(meta.get("period_end_date") or "")
+    if fiscal_year is None or quarter is None or not 1 <= quarter <= 4 or not re.match(r"\d{4}-\d{2}", end):
+        return None
+    year_end_month = (int(end[5:7]) - 1 + 3 * (4 - quarter)) % 12 + 1
+    return fiscal_year - 1 if year_end_month <= vocab.FISCAL_YEAR_NAMED_EARLIER_UNTIL else fiscal_year
+
+
+def doc_year(period: QuestionPeriod, meta: Mapping[str, Any]) -> int | None:
+    """The year a document answers to for this question: its calendar-named year for a bare quarter
+    ("Q3 2023", see ``calendar_named_year``), else its fiscal year or period."""
+    if period.calendar_named and (named := calendar_named_year(meta)) is not None:
+        return named
+    return meta_int(meta, YEAR_KEYS)
 
 
 def meta_int(meta: Mapping[str, Any], keys: Sequence[str]) -> int | None:
@@ -85,7 +109,7 @@ def period_prior(period: QuestionPeriod, meta: Mapping[str, Any], years_present:
     companies, so documents without metadata are not pushed down in an open question.
     """
     boost, why = 0.0, []
-    year = meta_int(meta, YEAR_KEYS)
+    year = doc_year(period, meta)
     dtype = str(next((meta[k] for k in TYPE_KEYS if meta.get(k)), "")).lower().replace(" ", "_")
     latest = max(years_present) if years_present else None
     if period.years and year is not None:

@@ -21,12 +21,11 @@ from kb.text import tokenize
 from router import store
 from router.metadata import (
     COMPANY_KEYS,
-    YEAR_KEYS,
     MetadataMatch,
     conditions_from_filters,
+    doc_year,
     known_values,
     match_question,
-    meta_int,
     period_prior,
     question_period,
 )
@@ -222,7 +221,7 @@ class MetadataRouter:
         # within the matches: the same period/type prior as auto, then DocScore
         period = question_period(ctx.question)
         metas = {d: f.metadata for d, f in (await store.doc_fields(ctx.pool, [d for d, _ in docs])).items()}
-        years = sorted({y for m in metas.values() if (y := meta_int(m, YEAR_KEYS)) is not None})
+        years = sorted({y for m in metas.values() if (y := doc_year(period, m)) is not None})
         company = any(c.key in COMPANY_KEYS for c in conds)
         prior = {d: period_prior(period, metas.get(d, {}), years, same_entity=company)[0] for d, _ in docs}
         ranked = sorted(docs, key=lambda d: (-prior[d[0]], -scores.get(d[0], (0.0, 0))[0], d[0]))
@@ -268,7 +267,7 @@ class AutoRouter:
             ids = (ids & set(candidate_ids)) | set(candidate_ids[:50])
         period = question_period(ctx.question)
         metas = {d: f.metadata for d, f in (await store.doc_fields(ctx.pool, list(ids))).items()}
-        years = sorted({y for m in metas.values() if (y := meta_int(m, YEAR_KEYS)) is not None})
+        years = sorted({y for m in metas.values() if (y := doc_year(period, m)) is not None})
         ends = [str(m["period_end_date"]) for m in metas.values() if m.get("period_end_date")]
         latest_end = max(ends) if ends else None
         if period.years or period.quarters or period.doc_types:

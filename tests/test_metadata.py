@@ -267,3 +267,35 @@ async def test_describe_document_offline_and_with_llm() -> None:
     assert "Item 2. Management's Discussion" in chat.prompts[0] and "Orchard Devices" in chat.prompts[0]
     for reply in ({"wrong": 1}, {"description": ""}, LLMError("down")):
         assert await describe_document(tree, meta, "x.pdf", _Chat(reply)) == text
+
+
+# --------------------------------------------------------------------------- calendar-named quarters
+
+NVDA_Q3_FY24 = {"fiscal_year": 2024, "fiscal_quarter": 3, "period_end_date": "2023-10-29", "doc_type": "10q"}
+NVDA_Q3_FY23 = {"fiscal_year": 2023, "fiscal_quarter": 3, "period_end_date": "2022-10-30", "doc_type": "10q"}
+AAPL_Q1_FY23 = {"fiscal_year": 2023, "fiscal_quarter": 1, "period_end_date": "2022-12-31", "doc_type": "10q"}
+
+
+def test_calendar_named_year_of_a_fiscal_year() -> None:
+    from router.metadata import calendar_named_year
+
+    assert calendar_named_year(NVDA_Q3_FY24) == 2023  # fiscal 2024 ends January 2024
+    assert calendar_named_year(NVDA_Q3_FY23) == 2022
+    assert calendar_named_year(AAPL_Q1_FY23) == 2023  # fiscal 2023 ends September 2023
+    assert calendar_named_year({"fiscal_year": 2023, "fiscal_quarter": 1, "period_end_date": "2022-09-30"}) == 2023
+    assert calendar_named_year({"fiscal_year": 2023}) is None
+
+
+@pytest.mark.parametrize(("question", "winner"), [
+    ("What was NVIDIA's data center revenue in Q3 2023?", "fy24"),  # bare: the calendar-named year
+    ("What was NVIDIA's data center revenue in Q3 FY2023?", "fy23"),  # the company's fiscal label
+    ("What was NVIDIA's revenue in the third quarter of fiscal 2023?", "fy23"),
+])
+def test_a_bare_quarter_names_the_calendar_year(question: str, winner: str) -> None:
+    from router.metadata import doc_year, period_prior, question_period
+
+    period = question_period(question)
+    metas = {"fy24": NVDA_Q3_FY24, "fy23": NVDA_Q3_FY23}
+    years = sorted({y for m in metas.values() if (y := doc_year(period, m)) is not None})
+    scores = {k: period_prior(period, m, years)[0] for k, m in metas.items()}
+    assert max(scores, key=scores.get) == winner and scores["fy24"] != scores["fy23"], scores
