@@ -33,6 +33,7 @@ YEAR_KEYS = ("doc_period", "fiscal_year", "year")
 COMPANY_KEYS = ("company", "organisation", "organization", "ticker", "issuer")
 TYPE_KEYS = ("doc_type", "document_type", "type")
 QUARTER_KEYS = ("fiscal_quarter", "quarter")
+_WEB_DOMAIN = re.compile(r"\.(?:com|net|org|io)\b", re.I)
 _CORP_SUFFIX = re.compile(
     r"\b(incorporated|inc|corp|corporation|company|co|plc|ltd|limited|llc|group|holdings|the|sa|ag|nv)\b\.?", re.I
 )
@@ -205,11 +206,16 @@ def contains_phrase(haystack: str, phrase: str) -> bool:
 
 
 def company_aliases(value: str) -> set[str]:
+    """How a question may write a company: "Amazon.com, Inc." → "amazon com", "amazoncom", "amazon" (the name
+    without its web domain)."""
     norm = _norm_company(value)
     aliases = {norm, normalize_title(value)}
     compact = norm.replace(" ", "")
     if len(compact) >= 3:
         aliases.add(compact)
+    bare = _norm_company(_WEB_DOMAIN.sub(" ", value))
+    if len(bare) >= 3 and bare != norm:
+        aliases.add(bare)
     return {a for a in aliases if a}
 
 

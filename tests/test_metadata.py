@@ -299,3 +299,11 @@ def test_a_bare_quarter_names_the_calendar_year(question: str, winner: str) -> N
     years = sorted({y for m in metas.values() if (y := doc_year(period, m)) is not None})
     scores = {k: period_prior(period, m, years)[0] for k, m in metas.items()}
     assert max(scores, key=scores.get) == winner and scores["fy24"] != scores["fy23"], scores
+
+
+def test_a_company_named_by_its_web_address_is_found_by_its_name() -> None:
+    from router.metadata import KnownValues, match_offline
+
+    kv = KnownValues(values={"company": {"Amazon.com, Inc.": 4, "Apple Inc.": 4}}, doc_count=8)
+    match = match_offline("What was Amazon's gross margin in the most recent 10-Q?", kv)
+    assert [c.value for c in match.conditions if c.key == "company"] == [["Amazon.com, Inc."]]
