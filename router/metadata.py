@@ -76,7 +76,10 @@ def calendar_named_year(meta: Mapping[str, Any]) -> int | None:
     end = str(meta.get("period_end_date") or "")
     if fiscal_year is None or quarter is None or not 1 <= quarter <= 4 or not re.match(r"\d{4}-\d{2}", end):
         return None
-    year_end_month = (int(end[5:7]) - 1 + 3 * (4 - quarter)) % 12 + 1
+    month = int(end[5:7])
+    if re.match(r"\d{4}-\d{2}-0[1-7]\b", end):  # a 52/53-week quarter ending April 1 closes March
+        month = (month - 2) % 12 + 1
+    year_end_month = (month - 1 + 3 * (4 - quarter)) % 12 + 1
     return fiscal_year - 1 if year_end_month <= vocab.FISCAL_YEAR_NAMED_EARLIER_UNTIL else fiscal_year
 
 

@@ -284,6 +284,9 @@ def test_calendar_named_year_of_a_fiscal_year() -> None:
     assert calendar_named_year(AAPL_Q1_FY23) == 2023  # fiscal 2023 ends September 2023
     assert calendar_named_year({"fiscal_year": 2023, "fiscal_quarter": 1, "period_end_date": "2022-09-30"}) == 2023
     assert calendar_named_year({"fiscal_year": 2023}) is None
+    intel_q1 = {"fiscal_year": 2023, "fiscal_quarter": 1, "period_end_date": "2023-04-01"}  # 52/53-week quarters
+    assert calendar_named_year(intel_q1) == 2023
+    assert calendar_named_year({"fiscal_year": 2022, "fiscal_quarter": 3, "period_end_date": "2022-10-01"}) == 2022
 
 
 @pytest.mark.parametrize(("question", "winner"), [
