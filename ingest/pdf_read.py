@@ -2,10 +2,12 @@
 
 One pass over the pages with pymupdf (``get_text("dict")``): spans are grouped into
 visual lines (so a printed-TOC row "Item 7 ..... 34" or a table row stays one line),
-two-column pages are read column by column, running headers/footers are marked, and
-lines that look like headings (larger font, bold, numbering such as ``Item 7.``,
-``PART II``, ``Note 3``, ``1.2``) are kept as :class:`HeadingCandidate`. The result is a
-frozen, picklable :class:`ParsedPdf`; the document is closed before returning.
+spans whose reported font size is wrong (Type 3 fonts from LaTeX via dvips) are taken
+glyph by glyph and their words rejoined from the gaps, two-column pages are read column
+by column, running headers/footers are marked, and lines that look like headings
+(larger font, bold, numbering such as ``Item 7.``, ``PART II``, ``Note 3``, ``1.2``) are
+kept as :class:`HeadingCandidate`. The result is a frozen, picklable :class:`ParsedPdf`;
+the document is closed before returning.
 """
 
 from __future__ import annotations
@@ -160,18 +162,60 @@ def _is_bold(span: dict) -> bool:
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
+# A span's box height over its reported font size: 0.9–1.8 on every page of the dev PDFs. Far
+# outside that the size is wrong, as for a Type 3 font in pixel units drawn at ``1 Tf`` with the
+# scale in the text matrix (LaTeX via dvips): MuPDF then reports sizes near 0.1 and, judging gaps
+# by that size, breaks words into fragments ("Lect ures", "Lab" / "oratory").
+_SANE_HEIGHT = (0.5, 3.0)
+
+
+def _size_is_wrong(line: dict, span: dict) -> bool:
+    if line.get("dir", (1.0, 0.0))[0] < 0.99:  # rotated text: its box height is not its size
+        return False
+    height = span["bbox"][3] - span["bbox"][1]
+    size = float(span.get("size", 0.0))
+    return height > 0 and not (_SANE_HEIGHT[0] * size <= height <= _SANE_HEIGHT[1] * size)
+
+
+def _dict_spans(data: dict) -> list[tuple[dict, dict]]:
+    return [(ln, s) for b in data.get("blocks", []) for ln in b.get("lines", []) for s in ln.get("spans", [])]
+
+
+def _glyph_spans(s: dict) -> list[_Span]:
+    """A span whose size is wrong, as one span per glyph sized by the box and set on the baseline.
+
+    MuPDF's spaces inside such a span are guesses made with the wrong size; they are dropped,
+    and :func:`_make_line` puts spaces back from the gaps between glyphs.
+    """
+    height = s["bbox"][3] - s["bbox"][1]
+    size, bold = round(height, 1), _is_bold(s)
+    out: list[_Span] = []
+    for ch in s.get("chars", []):
+        text = _CONTROL.sub("", ch["c"])
+        if text.strip():
+            x0, _, x1, _ = ch["bbox"]
+            base = ch["origin"][1]
+            out.append(_Span(x0, base - 0.8 * height, x1, base + 0.2 * height, text, size, bold))
+    return out
+
+
 def _collect_spans(page: pymupdf.Page) -> list[_Span]:
-    spans: list[_Span] = []
-    data = page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT)
-    for block in data.get("blocks", []):
-        for line in block.get("lines", []):
-            for s in line.get("spans", []):
-                text = _CONTROL.sub("", s.get("text", ""))  # NUL and friends: Postgres text rejects \x00
-                if not text.strip():
-                    continue
-                x0, y0, x1, y1 = s["bbox"]
-                spans.append(_Span(x0, y0, x1, y1, text, round(float(s.get("size", 0.0)), 1), _is_bold(s)))
-    return spans
+    """Text spans of a page; a page with wrongly sized spans is read again glyph by glyph."""
+    spans = _dict_spans(page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT))
+    glyphs = any(_size_is_wrong(ln, s) for ln, s in spans)
+    if glyphs:  # the same spans, with their glyphs instead of their text
+        spans = _dict_spans(page.get_text("rawdict", flags=pymupdf.TEXTFLAGS_TEXT))
+    out: list[_Span] = []
+    for ln, s in spans:
+        if glyphs and _size_is_wrong(ln, s):
+            out.extend(_glyph_spans(s))
+            continue
+        raw = s["text"] if "text" in s else "".join(ch["c"] for ch in s.get("chars", []))
+        text = _CONTROL.sub("", raw)  # NUL and friends: Postgres text rejects \x00
+        if text.strip():
+            x0, y0, x1, y1 = s["bbox"]
+            out.append(_Span(x0, y0, x1, y1, text, round(float(s.get("size", 0.0)), 1), _is_bold(s)))
+    return out
 
 
 def _band_spans(spans: list[_Span]) -> list[list[_Span]]:
