@@ -162,19 +162,31 @@ def _is_bold(span: dict) -> bool:
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
-# A span's box height over its reported font size: 0.9–1.8 on every page of the dev PDFs. Far
-# outside that the size is wrong, as for a Type 3 font in pixel units drawn at ``1 Tf`` with the
-# scale in the text matrix (LaTeX via dvips): MuPDF then reports sizes near 0.1 and, judging gaps
-# by that size, breaks words into fragments ("Lect ures", "Lab" / "oratory").
+# A span's box height over its reported font size: 0.9–1.8 on every page of the dev PDFs. When
+# neither the height nor the glyph advances (about half an em each) fit the size, the size is
+# wrong, as for a Type 3 font in pixel units drawn at ``1 Tf`` with the scale in the text matrix
+# (LaTeX via dvips): MuPDF then reports sizes near 0.1 and, judging gaps by that size, breaks
+# words into fragments ("Lect ures", "Lab" / "oratory").
 _SANE_HEIGHT = (0.5, 3.0)
+_SANE_ADVANCE = (0.1, 2.0)
+
+
+def _span_text(span: dict) -> str:
+    return span["text"] if "text" in span else "".join(ch["c"] for ch in span.get("chars", []))
 
 
 def _size_is_wrong(line: dict, span: dict) -> bool:
     if line.get("dir", (1.0, 0.0))[0] < 0.99:  # rotated text: its box height is not its size
         return False
-    height = span["bbox"][3] - span["bbox"][1]
+    x0, y0, x1, y1 = span["bbox"]
+    n = len(_span_text(span))
+    if y1 <= y0 or not n:
+        return False
     size = float(span.get("size", 0.0))
-    return height > 0 and not (_SANE_HEIGHT[0] * size <= height <= _SANE_HEIGHT[1] * size)
+    advance = (x1 - x0) / n
+    return not (_SANE_HEIGHT[0] * size <= y1 - y0 <= _SANE_HEIGHT[1] * size) and not (
+        _SANE_ADVANCE[0] * size <= advance <= _SANE_ADVANCE[1] * size
+    )
 
 
 def _dict_spans(data: dict) -> list[tuple[dict, dict]]:
@@ -210,8 +222,7 @@ def _collect_spans(page: pymupdf.Page) -> list[_Span]:
         if glyphs and _size_is_wrong(ln, s):
             out.extend(_glyph_spans(s))
             continue
-        raw = s["text"] if "text" in s else "".join(ch["c"] for ch in s.get("chars", []))
-        text = _CONTROL.sub("", raw)  # NUL and friends: Postgres text rejects \x00
+        text = _CONTROL.sub("", _span_text(s))  # NUL and friends: Postgres text rejects \x00
         if text.strip():
             x0, y0, x1, y1 = s["bbox"]
             out.append(_Span(x0, y0, x1, y1, text, round(float(s.get("size", 0.0)), 1), _is_bold(s)))
