@@ -3,7 +3,8 @@
 One pass over the pages with pymupdf (``get_text("dict")``): spans are grouped into
 visual lines (so a printed-TOC row "Item 7 ..... 34" or a table row stays one line),
 spans whose reported font size is wrong (Type 3 fonts from LaTeX via dvips) are taken
-glyph by glyph and their words rejoined from the gaps, two-column pages are read column
+glyph by glyph and their words rejoined from the gaps, two-column pages (also when the
+columns' baselines do not line up, or a sidebar stands beside the body) are read column
 by column, running headers/footers are marked, and lines that look like headings
 (larger font, bold, numbering such as ``Item 7.``, ``PART II``, ``Note 3``, ``1.2``) are
 kept as :class:`HeadingCandidate`. The result is a frozen, picklable :class:`ParsedPdf`;
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
+import numpy as np
 import pymupdf
 import structlog
 
@@ -134,6 +136,7 @@ class _Span:
     text: str
     size: float
     bold: bool
+    base: float  # baseline y
 
     @property
     def yc(self) -> float:
@@ -207,7 +210,7 @@ def _glyph_spans(s: dict) -> list[_Span]:
         if text.strip():
             x0, _, x1, _ = ch["bbox"]
             base = ch["origin"][1]
-            out.append(_Span(x0, base - 0.8 * height, x1, base + 0.2 * height, text, size, bold))
+            out.append(_Span(x0, base - 0.8 * height, x1, base + 0.2 * height, text, size, bold, base))
     return out
 
 
@@ -225,7 +228,8 @@ def _collect_spans(page: pymupdf.Page) -> list[_Span]:
         text = _CONTROL.sub("", _span_text(s))  # NUL and friends: Postgres text rejects \x00
         if text.strip():
             x0, y0, x1, y1 = s["bbox"]
-            out.append(_Span(x0, y0, x1, y1, text, round(float(s.get("size", 0.0)), 1), _is_bold(s)))
+            size = round(float(s.get("size", 0.0)), 1)
+            out.append(_Span(x0, y0, x1, y1, text, size, _is_bold(s), float(s["origin"][1])))
     return out
 
 
@@ -283,8 +287,29 @@ def _letters(text: str) -> int:
     return sum(ch.isalpha() for ch in text)
 
 
-def _column_split(bands: list[list[_Span]], width: float) -> float | None:
-    """x of the gutter when the page is set in two prose columns, else None."""
+_PROSE = 20  # letters on one side of a gutter for a line of running text
+_MIN_PROSE_LINES = 6  # such lines needed on each side
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """Where a page splits into two columns: the gutter's x, and the bands set in columns."""
+
+    x: float
+    rows: frozenset[int] | None = None  # None: every band that no span crosses x in
+
+    def splits(self, band: int) -> bool:
+        return self.rows is None or band in self.rows
+
+
+def _column_split(bands: list[list[_Span]], width: float) -> _Columns | None:
+    """The two columns of a page set in two prose columns (or a body and a sidebar), else None."""
+    x = _paired_gutter(bands, width)
+    return _Columns(x) if x is not None else _free_gutter(bands, width)
+
+
+def _paired_gutter(bands: list[list[_Span]], width: float) -> float | None:
+    """The gutter from wide gaps inside visual lines: columns whose lines share baselines."""
     mids: list[float] = []
     for band in bands:
         band = sorted(band, key=lambda s: s.x0)
@@ -294,9 +319,9 @@ def _column_split(bands: list[list[_Span]], width: float) -> float | None:
                 continue
             left = "".join(s.text for s in band if s.x1 <= a.x1 + 0.5)
             right = "".join(s.text for s in band if s.x0 >= b.x0 - 0.5)
-            if _letters(left) >= 20 and _letters(right) >= 20:
+            if _letters(left) >= _PROSE and _letters(right) >= _PROSE:
                 mids.append((a.x1 + b.x0) / 2)
-    if len(mids) < 6 or len(mids) < 0.3 * len(bands):
+    if len(mids) < _MIN_PROSE_LINES or len(mids) < 0.3 * len(bands):
         return None
     mid = statistics.median(mids)
     close = sum(1 for m in mids if abs(m - mid) < 0.05 * width)
@@ -305,22 +330,130 @@ def _column_split(bands: list[list[_Span]], width: float) -> float | None:
     return mid
 
 
+def _free_gutter(bands: list[list[_Span]], width: float) -> _Columns | None:
+    """Columns found as an x that no line crosses, with running text on both sides.
+
+    Finds columns whose lines do not share baselines (each with its own leading, or set off by
+    half a line) and a sidebar beside the body, where :func:`_paired_gutter` sees no gaps inside
+    lines. Candidate xs are 2 pt apart across the middle 60% of the page; the x whose stretches
+    in columns (:func:`_stretches_in_columns`) hold the most prose lines wins (the middle of the
+    widest run of equal xs), and only those stretches are split.
+    """
+    if len(bands) < 2 * _MIN_PROSE_LINES:
+        return None
+    xs = np.arange(0.2 * width, 0.8 * width, 2.0)
+    free, left, right = _sides(bands, xs)
+    scored: list[tuple[int, int, frozenset[int]]] = []  # (prose lines, candidate, bands in columns)
+    for j in np.flatnonzero(np.minimum(left.prose.sum(axis=0), right.prose.sum(axis=0)) >= _MIN_PROSE_LINES):
+        score, rows = _stretches_in_columns(free[:, j], left.at(j), right.at(j))
+        if score:
+            scored.append((score, int(j), rows))
+    if not scored:
+        return None
+    top = max(score for score, _, _ in scored)
+    best = [(j, rows) for score, j, rows in scored if score == top]
+    runs = np.split(np.arange(len(best)), np.flatnonzero(np.diff([j for j, _ in best]) > 1) + 1)
+    run = max(runs, key=len)
+    j, rows = best[int(run[len(run) // 2])]
+    return _Columns(float(xs[j]), rows)
+
+
+@dataclass(frozen=True)
+class _Side:
+    """What lies on one side of each candidate x, per band (rows) and x (columns)."""
+
+    has: np.ndarray  # text on this side, and no span crossing x
+    prose: np.ndarray  # a line of running text on this side
+    base: np.ndarray  # its mean baseline
+
+    def at(self, j: int) -> _Side:
+        return _Side(self.has[:, j], self.prose[:, j], self.base[:, j])
+
+
+def _sides(bands: list[list[_Span]], xs: np.ndarray) -> tuple[np.ndarray, _Side, _Side]:
+    """Bands × xs: no span crosses x (closer than 0.6 em), and what lies left and right of it."""
+    spans = [s for band in bands for s in band]
+    starts = np.cumsum([0] + [len(band) for band in bands[:-1]])
+    pad = np.array([0.6 * max(s.size, 1.0) for s in spans])[:, None]
+    letters = np.array([_letters(s.text) for s in spans])[:, None]
+    base = np.array([s.base for s in spans])[:, None]
+    left = np.array([s.x1 for s in spans])[:, None] + pad <= xs  # spans × xs
+    right = np.array([s.x0 for s in spans])[:, None] - pad >= xs
+    free = ~np.logical_or.reduceat(~(left | right), starts, axis=0)
+
+    def side(on: np.ndarray) -> _Side:
+        count = np.add.reduceat(on.astype(np.int32), starts, axis=0)
+        prose = (np.add.reduceat(letters * on, starts, axis=0) >= _PROSE) & free
+        baseline = np.add.reduceat(base * on, starts, axis=0) / np.maximum(count, 1)
+        return _Side((count > 0) & free, prose, baseline)
+
+    return free, side(left), side(right)
+
+
+def _stretches_in_columns(free: np.ndarray, left: _Side, right: _Side) -> tuple[int, frozenset[int]]:
+    """Prose lines (of the poorer side) in the stretches set in columns, and their bands.
+
+    A stretch of bands between lines that cross x is set in columns when each side has
+    ``_MIN_PROSE_LINES`` lines of running text making up most of its lines (not a column of
+    figures) and the two sides do not line up as table rows (:func:`_table_rows`).
+    """
+    score, rows = 0, set()
+    edges = np.flatnonzero(np.diff(np.r_[0, free.astype(np.int8), 0]))
+    for a, b in zip(edges[::2], edges[1::2], strict=True):
+        on_left, on_right = left.has[a:b], right.has[a:b]
+        n_left, n_right = int(left.prose[a:b].sum()), int(right.prose[a:b].sum())
+        if (
+            min(n_left, n_right) >= _MIN_PROSE_LINES
+            and n_left >= 0.6 * on_left.sum()
+            and n_right >= 0.6 * on_right.sum()
+            and not _table_rows(left.base[a:b][on_left], right.base[a:b][on_right])
+        ):
+            score += min(n_left, n_right)
+            rows.update(range(a, b))
+    return score, frozenset(rows)
+
+
+def _block_tops(baselines: np.ndarray) -> np.ndarray:
+    """The baselines that start a block: the first, and each after a gap of over 1.25 leadings."""
+    gaps = np.diff(baselines)
+    if not len(gaps):
+        return baselines
+    return baselines[np.r_[True, gaps > 1.25 * float(np.median(gaps))]]
+
+
+def _table_rows(left: np.ndarray, right: np.ndarray) -> bool:
+    """Do two sides (their baselines) line up as the cells of table rows do?
+
+    Either many lines sit level with a line of the other side (within 1 pt), or the blocks of
+    the two sides start level (within 2 pt) even when their leading differs.
+    """
+
+    def level(ys: np.ndarray, others: np.ndarray, tol: float) -> int:
+        return sum(1 for y in ys if np.abs(others - y).min() <= tol)
+
+    if level(left, right, 1.0) >= 0.4 * min(len(left), len(right)):
+        return True
+    tops_left, tops_right = _block_tops(left), _block_tops(right)
+    n = level(tops_left, tops_right, 2.0)
+    return n >= 2 and n >= 0.5 * min(len(tops_left), len(tops_right))
+
+
 def page_lines(page: pymupdf.Page) -> list[_Line]:
-    """Visual lines of a page in reading order (two-column pages column by column)."""
+    """Visual lines of a page in reading order (two columns, or a body and a sidebar, one after the other)."""
     spans = _collect_spans(page)
     if not spans:
         return []
     bands = _band_spans(spans)
-    split = _column_split(bands, page.rect.width)
-    if split is None:
+    columns = _column_split(bands, page.rect.width)
+    if columns is None:
         return [_make_line(b) for b in bands]
     out: list[_Line] = []
     left: list[_Line] = []
     right: list[_Line] = []
-    for band in bands:
-        lpart = [s for s in band if s.x1 <= split]
-        rpart = [s for s in band if s.x0 >= split]
-        if len(lpart) + len(rpart) < len(band):  # a span crosses the gutter: full-width line
+    for i, band in enumerate(bands):
+        lpart = [s for s in band if s.x1 <= columns.x]
+        rpart = [s for s in band if s.x0 >= columns.x]
+        if len(lpart) + len(rpart) < len(band) or not columns.splits(i):  # a full-width line
             out.extend(left)
             out.extend(right)
             left, right = [], []

@@ -4,10 +4,11 @@
 paragraphs, whether it starts on a new page) and returns where every section landed, so
 tests can compare a built tree with the truth. Options add an embedded outline, a
 printed table of contents (with or without page numbers) on roman-numbered front-matter
-pages, PDF page labels, and SEC-style headings (bold, body size). ``make_type3_report_pdf`` draws
-the same layout the way LaTeX through dvips and ps2pdf does: a Type 3 font in pixel units,
-glyph fragments placed one by one. Helpers write the broken inputs: encrypted, corrupt,
-zero-page, truncated and image-only PDFs.
+pages, PDF page labels, and SEC-style headings (bold, body size). ``make_type3_report_pdf``
+draws the same layout the way LaTeX through dvips and ps2pdf does: a Type 3 font in pixel
+units, glyph fragments placed one by one. ``write_column`` sets text in columns for layout
+pages. Helpers write the broken inputs: encrypted, corrupt, zero-page, truncated and
+image-only PDFs.
 """
 
 from __future__ import annotations
@@ -340,6 +341,24 @@ def make_text_pdf(path: str | Path, pages: list[str], *, size: float = BODY_SIZE
     doc.save(path)
     doc.close()
     return path
+
+
+def write_column(
+    page: pymupdf.Page,
+    x: float,
+    y: float,
+    width: float,
+    text: str,
+    *,
+    size: float = BODY_SIZE,
+    leading: float = LINE_H,
+    font: str = "helv",
+) -> list[str]:
+    """Wrap ``text`` into a column ``width`` wide, first baseline at ``y``; returns its lines."""
+    lines = _wrap(text, width, size, font)
+    for k, line in enumerate(lines):
+        page.insert_text((x, y + k * leading), line, fontsize=size, fontname=font)
+    return lines
 
 
 def make_encrypted_pdf(path: str | Path) -> Path:
