@@ -284,7 +284,7 @@ def _make_line(spans: list[_Span]) -> _Line:
 
 
 def _letters(text: str) -> int:
-    return sum(ch.isalpha() for ch in text)
+    return sum(map(str.isalpha, text))
 
 
 _PROSE = 20  # letters on one side of a gutter for a line of running text
