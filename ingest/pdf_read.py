@@ -289,6 +289,7 @@ def _letters(text: str) -> int:
 
 _PROSE = 20  # letters on one side of a gutter for a line of running text
 _MIN_PROSE_LINES = 6  # such lines needed on each side
+_GUTTER_STEP = 4.0  # pt between candidate gutter xs (a gutter is at least 1.2 em wide)
 
 
 @dataclass(frozen=True)
@@ -335,27 +336,31 @@ def _free_gutter(bands: list[list[_Span]], width: float) -> _Columns | None:
 
     Finds columns whose lines do not share baselines (each with its own leading, or set off by
     half a line) and a sidebar beside the body, where :func:`_paired_gutter` sees no gaps inside
-    lines. Candidate xs are 2 pt apart across the middle 60% of the page; the x whose stretches
-    in columns (:func:`_stretches_in_columns`) hold the most prose lines wins (the middle of the
-    widest run of equal xs), and only those stretches are split.
+    lines. Candidate xs are ``_GUTTER_STEP`` apart across the middle 60% of the page; the x
+    whose stretches in columns (:func:`_stretches_in_columns`) hold the most prose lines wins
+    (the middle of the widest run of equal xs), and only those stretches are split.
     """
     if len(bands) < 2 * _MIN_PROSE_LINES:
         return None
-    xs = np.arange(0.2 * width, 0.8 * width, 2.0)
-    free, left, right = _sides(bands, xs)
-    scored: list[tuple[int, int, frozenset[int]]] = []  # (prose lines, candidate, bands in columns)
-    for j in np.flatnonzero(np.minimum(left.prose.sum(axis=0), right.prose.sum(axis=0)) >= _MIN_PROSE_LINES):
+    sides = _sides(bands, np.arange(0.2 * width, 0.8 * width, _GUTTER_STEP))
+    if sides is None:
+        return None
+    xs, free, left, right = sides
+    scored: list[tuple[int, float, frozenset[int]]] = []  # (prose lines, x, bands in columns)
+    for j, x in enumerate(xs):
         score, rows = _stretches_in_columns(free[:, j], left.at(j), right.at(j))
         if score:
-            scored.append((score, int(j), rows))
+            scored.append((score, float(x), rows))
     if not scored:
         return None
     top = max(score for score, _, _ in scored)
-    best = [(j, rows) for score, j, rows in scored if score == top]
-    runs = np.split(np.arange(len(best)), np.flatnonzero(np.diff([j for j, _ in best]) > 1) + 1)
+    best = [(x, rows) for score, x, rows in scored if score == top]
+    runs = np.split(
+        np.arange(len(best)), np.flatnonzero(np.diff([x for x, _ in best]) > 1.5 * _GUTTER_STEP) + 1
+    )
     run = max(runs, key=len)
-    j, rows = best[int(run[len(run) // 2])]
-    return _Columns(float(xs[j]), rows)
+    x, rows = best[int(run[len(run) // 2])]
+    return _Columns(x, rows)
 
 
 @dataclass(frozen=True)
@@ -370,24 +375,30 @@ class _Side:
         return _Side(self.has[:, j], self.prose[:, j], self.base[:, j])
 
 
-def _sides(bands: list[list[_Span]], xs: np.ndarray) -> tuple[np.ndarray, _Side, _Side]:
-    """Bands × xs: no span crosses x (closer than 0.6 em), and what lies left and right of it."""
+def _sides(bands: list[list[_Span]], xs: np.ndarray) -> tuple[np.ndarray, np.ndarray, _Side, _Side] | None:
+    """The xs with ``_MIN_PROSE_LINES`` prose lines on each side, and per band × those xs: no
+    span crosses x (closer than 0.6 em), and what lies left and right of it; None without any."""
     spans = [s for band in bands for s in band]
     starts = np.cumsum([0] + [len(band) for band in bands[:-1]])
     pad = np.array([0.6 * max(s.size, 1.0) for s in spans])[:, None]
     letters = np.array([_letters(s.text) for s in spans])[:, None]
-    base = np.array([s.base for s in spans])[:, None]
     left = np.array([s.x1 for s in spans])[:, None] + pad <= xs  # spans × xs
     right = np.array([s.x0 for s in spans])[:, None] - pad >= xs
     free = ~np.logical_or.reduceat(~(left | right), starts, axis=0)
+    prose_left = (np.add.reduceat(letters * left, starts, axis=0) >= _PROSE) & free
+    prose_right = (np.add.reduceat(letters * right, starts, axis=0) >= _PROSE) & free
+    keep = np.minimum(prose_left.sum(axis=0), prose_right.sum(axis=0)) >= _MIN_PROSE_LINES
+    if not keep.any():
+        return None
+    free, left, right = free[:, keep], left[:, keep], right[:, keep]
+    base = np.array([s.base for s in spans])[:, None]
 
-    def side(on: np.ndarray) -> _Side:
+    def side(on: np.ndarray, prose: np.ndarray) -> _Side:
         count = np.add.reduceat(on.astype(np.int32), starts, axis=0)
-        prose = (np.add.reduceat(letters * on, starts, axis=0) >= _PROSE) & free
         baseline = np.add.reduceat(base * on, starts, axis=0) / np.maximum(count, 1)
-        return _Side((count > 0) & free, prose, baseline)
+        return _Side((count > 0) & free, prose[:, keep], baseline)
 
-    return free, side(left), side(right)
+    return xs[keep], free, side(left, prose_left), side(right, prose_right)
 
 
 def _stretches_in_columns(free: np.ndarray, left: _Side, right: _Side) -> tuple[int, frozenset[int]]:
