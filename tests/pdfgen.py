@@ -144,6 +144,13 @@ def _layout_body(
     return pages, where
 
 
+def _placed(sections: list[Sec], where: list[tuple[int, bool]], front: int) -> list[Placed]:
+    return [
+        Placed(sec.title, sec.level, front + bp + 1, bp + 1, top)
+        for sec, (bp, top) in zip(sections, where, strict=True)
+    ]
+
+
 def _draw(page: pymupdf.Page, ops: list[_Op]) -> None:
     for op in ops:
         page.insert_text((op.x, op.y), op.text, fontsize=op.size, fontname="hebo" if op.bold else "helv")
@@ -212,10 +219,7 @@ def make_report_pdf(
                 {"startpage": front, "prefix": "", "style": "D", "firstpagenum": 1},
             ]
         )
-    placed = [
-        Placed(sec.title, sec.level, front + bp + 1, bp + 1, top)
-        for sec, (bp, top) in zip(sections, where, strict=True)
-    ]
+    placed = _placed(sections, where, front)
     if outline:
         doc.set_toc([[p.level, p.title, p.page] for p in placed])
     layout = Layout(path, doc.page_count, front, placed)
@@ -298,8 +302,9 @@ class _Type3Writer:
         ]
 
     def draw(self, page: pymupdf.Page, ops: list[_Op]) -> None:
-        body = ["BT", *(cmd for op in ops for cmd in self._line(op.x, op.y, op.text, op.size)), "ET"]
-        self.doc.xref_set_key(page.xref, "Contents", f"{self._stream(chr(10).join(body))} 0 R")
+        commands = [cmd for op in ops for cmd in self._line(op.x, op.y, op.text, op.size)]
+        content = self._stream("\n".join(["BT", *commands, "ET"]))
+        self.doc.xref_set_key(page.xref, "Contents", f"{content} 0 R")
         self.doc.xref_set_key(page.xref, "Resources", f"<< /Font << /T3 {self.font} 0 R >> >>")
 
 
@@ -315,15 +320,7 @@ def make_type3_report_pdf(
     writer = _Type3Writer(doc, [op.text for ops in body for op in ops])
     for ops in body:
         writer.draw(doc.new_page(width=PAGE_W, height=PAGE_H), ops)
-    layout = Layout(
-        path,
-        doc.page_count,
-        0,
-        [
-            Placed(sec.title, sec.level, bp + 1, bp + 1, top)
-            for sec, (bp, top) in zip(sections, where, strict=True)
-        ],
-    )
+    layout = Layout(path, doc.page_count, 0, _placed(sections, where, 0))
     doc.save(path)
     doc.close()
     return layout
