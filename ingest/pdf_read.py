@@ -376,8 +376,11 @@ class _Side:
 
 
 def _sides(bands: list[list[_Span]], xs: np.ndarray) -> tuple[np.ndarray, np.ndarray, _Side, _Side] | None:
-    """The xs with ``_MIN_PROSE_LINES`` prose lines on each side, and per band × those xs: no
-    span crosses x (closer than 0.6 em), and what lies left and right of it; None without any."""
+    """Per band × candidate x: no span crosses x (closer than 0.6 em), and what lies on each side.
+
+    Only the xs with ``_MIN_PROSE_LINES`` prose lines on both sides are kept (returned first);
+    None when no x has them.
+    """
     spans = [s for band in bands for s in band]
     starts = np.cumsum([0] + [len(band) for band in bands[:-1]])
     pad = np.array([0.6 * max(s.size, 1.0) for s in spans])[:, None]
