@@ -2,10 +2,13 @@
 
 One pass over the pages with pymupdf (``get_text("dict")``): spans are grouped into
 visual lines (so a printed-TOC row "Item 7 ..... 34" or a table row stays one line),
-two-column pages are read column by column, running headers/footers are marked, and
-lines that look like headings (larger font, bold, numbering such as ``Item 7.``,
-``PART II``, ``Note 3``, ``1.2``) are kept as :class:`HeadingCandidate`. The result is a
-frozen, picklable :class:`ParsedPdf`; the document is closed before returning.
+spans whose reported font size is wrong (Type 3 fonts from LaTeX via dvips) are taken
+glyph by glyph and their words rejoined from the gaps, two-column pages (also when the
+columns' baselines do not line up, or a sidebar stands beside the body) are read column
+by column, running headers/footers are marked, and lines that look like headings
+(larger font, bold, numbering such as ``Item 7.``, ``PART II``, ``Note 3``, ``1.2``) are
+kept as :class:`HeadingCandidate`. The result is a frozen, picklable :class:`ParsedPdf`;
+the document is closed before returning.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
+import numpy as np
 import pymupdf
 import structlog
 
@@ -132,6 +136,7 @@ class _Span:
     text: str
     size: float
     bold: bool
+    base: float  # baseline y
 
     @property
     def yc(self) -> float:
@@ -160,18 +165,72 @@ def _is_bold(span: dict) -> bool:
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
+# A span's box height over its reported font size: 0.9–1.8 on every page of the dev PDFs. When
+# neither the height nor the glyph advances (about half an em each) fit the size, the size is
+# wrong, as for a Type 3 font in pixel units drawn at ``1 Tf`` with the scale in the text matrix
+# (LaTeX via dvips): MuPDF then reports sizes near 0.1 and, judging gaps by that size, breaks
+# words into fragments ("Lect ures", "Lab" / "oratory").
+_SANE_HEIGHT = (0.5, 3.0)
+_SANE_ADVANCE = (0.1, 2.0)
+
+
+def _span_text(span: dict) -> str:
+    return span["text"] if "text" in span else "".join(ch["c"] for ch in span.get("chars", []))
+
+
+def _size_is_wrong(line: dict, span: dict) -> bool:
+    if line.get("dir", (1.0, 0.0))[0] < 0.99:  # rotated text: its box height is not its size
+        return False
+    x0, y0, x1, y1 = span["bbox"]
+    n = len(_span_text(span))
+    if y1 <= y0 or not n:
+        return False
+    size = float(span.get("size", 0.0))
+    advance = (x1 - x0) / n
+    return not (_SANE_HEIGHT[0] * size <= y1 - y0 <= _SANE_HEIGHT[1] * size) and not (
+        _SANE_ADVANCE[0] * size <= advance <= _SANE_ADVANCE[1] * size
+    )
+
+
+def _dict_spans(data: dict) -> list[tuple[dict, dict]]:
+    return [(ln, s) for b in data.get("blocks", []) for ln in b.get("lines", []) for s in ln.get("spans", [])]
+
+
+def _glyph_spans(s: dict) -> list[_Span]:
+    """A span whose size is wrong, as one span per glyph sized by the box and set on the baseline.
+
+    MuPDF's spaces inside such a span are guesses made with the wrong size; they are dropped,
+    and :func:`_make_line` puts spaces back from the gaps between glyphs.
+    """
+    height = s["bbox"][3] - s["bbox"][1]
+    size, bold = round(height, 1), _is_bold(s)
+    out: list[_Span] = []
+    for ch in s.get("chars", []):
+        text = _CONTROL.sub("", ch["c"])
+        if text.strip():
+            x0, _, x1, _ = ch["bbox"]
+            base = ch["origin"][1]
+            out.append(_Span(x0, base - 0.8 * height, x1, base + 0.2 * height, text, size, bold, base))
+    return out
+
+
 def _collect_spans(page: pymupdf.Page) -> list[_Span]:
-    spans: list[_Span] = []
-    data = page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT)
-    for block in data.get("blocks", []):
-        for line in block.get("lines", []):
-            for s in line.get("spans", []):
-                text = _CONTROL.sub("", s.get("text", ""))  # NUL and friends: Postgres text rejects \x00
-                if not text.strip():
-                    continue
-                x0, y0, x1, y1 = s["bbox"]
-                spans.append(_Span(x0, y0, x1, y1, text, round(float(s.get("size", 0.0)), 1), _is_bold(s)))
-    return spans
+    """Text spans of a page; a page with wrongly sized spans is read again glyph by glyph."""
+    spans = _dict_spans(page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT))
+    glyphs = any(_size_is_wrong(ln, s) for ln, s in spans)
+    if glyphs:  # the same spans, with their glyphs instead of their text
+        spans = _dict_spans(page.get_text("rawdict", flags=pymupdf.TEXTFLAGS_TEXT))
+    out: list[_Span] = []
+    for ln, s in spans:
+        if glyphs and _size_is_wrong(ln, s):
+            out.extend(_glyph_spans(s))
+            continue
+        text = _CONTROL.sub("", _span_text(s))  # NUL and friends: Postgres text rejects \x00
+        if text.strip():
+            x0, y0, x1, y1 = s["bbox"]
+            size = round(float(s.get("size", 0.0)), 1)
+            out.append(_Span(x0, y0, x1, y1, text, size, _is_bold(s), float(s["origin"][1])))
+    return out
 
 
 def _band_spans(spans: list[_Span]) -> list[list[_Span]]:
@@ -225,11 +284,33 @@ def _make_line(spans: list[_Span]) -> _Line:
 
 
 def _letters(text: str) -> int:
-    return sum(ch.isalpha() for ch in text)
+    return sum(map(str.isalpha, text))
 
 
-def _column_split(bands: list[list[_Span]], width: float) -> float | None:
-    """x of the gutter when the page is set in two prose columns, else None."""
+_PROSE = 20  # letters on one side of a gutter for a line of running text
+_MIN_PROSE_LINES = 6  # such lines needed on each side
+_GUTTER_STEP = 4.0  # pt between candidate gutter xs (a gutter is at least 1.2 em wide)
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """Where a page splits into two columns: the gutter's x, and the bands set in columns."""
+
+    x: float
+    rows: frozenset[int] | None = None  # None: every band that no span crosses x in
+
+    def splits(self, band: int) -> bool:
+        return self.rows is None or band in self.rows
+
+
+def _column_split(bands: list[list[_Span]], width: float) -> _Columns | None:
+    """The two columns of a page set in two prose columns (or a body and a sidebar), else None."""
+    x = _paired_gutter(bands, width)
+    return _Columns(x) if x is not None else _free_gutter(bands, width)
+
+
+def _paired_gutter(bands: list[list[_Span]], width: float) -> float | None:
+    """The gutter from wide gaps inside visual lines: columns whose lines share baselines."""
     mids: list[float] = []
     for band in bands:
         band = sorted(band, key=lambda s: s.x0)
@@ -239,9 +320,9 @@ def _column_split(bands: list[list[_Span]], width: float) -> float | None:
                 continue
             left = "".join(s.text for s in band if s.x1 <= a.x1 + 0.5)
             right = "".join(s.text for s in band if s.x0 >= b.x0 - 0.5)
-            if _letters(left) >= 20 and _letters(right) >= 20:
+            if _letters(left) >= _PROSE and _letters(right) >= _PROSE:
                 mids.append((a.x1 + b.x0) / 2)
-    if len(mids) < 6 or len(mids) < 0.3 * len(bands):
+    if len(mids) < _MIN_PROSE_LINES or len(mids) < 0.3 * len(bands):
         return None
     mid = statistics.median(mids)
     close = sum(1 for m in mids if abs(m - mid) < 0.05 * width)
@@ -250,22 +331,143 @@ def _column_split(bands: list[list[_Span]], width: float) -> float | None:
     return mid
 
 
+def _free_gutter(bands: list[list[_Span]], width: float) -> _Columns | None:
+    """Columns found as an x that no line crosses, with running text on both sides.
+
+    Finds columns whose lines do not share baselines (each with its own leading, or set off by
+    half a line) and a sidebar beside the body, where :func:`_paired_gutter` sees no gaps inside
+    lines. Candidate xs are ``_GUTTER_STEP`` apart across the middle 60% of the page; the x
+    whose stretches in columns (:func:`_stretches_in_columns`) hold the most prose lines wins
+    (the middle of the widest run of equal xs), and only those stretches are split.
+    """
+    if len(bands) < 2 * _MIN_PROSE_LINES:
+        return None
+    sides = _sides(bands, np.arange(0.2 * width, 0.8 * width, _GUTTER_STEP))
+    if sides is None:
+        return None
+    xs, free, left, right = sides
+    scored: list[tuple[int, float, frozenset[int]]] = []  # (prose lines, x, bands in columns)
+    for j, x in enumerate(xs):
+        score, rows = _stretches_in_columns(free[:, j], left.at(j), right.at(j))
+        if score:
+            scored.append((score, float(x), rows))
+    if not scored:
+        return None
+    top = max(score for score, _, _ in scored)
+    best = [(x, rows) for score, x, rows in scored if score == top]
+    runs = np.split(
+        np.arange(len(best)), np.flatnonzero(np.diff([x for x, _ in best]) > 1.5 * _GUTTER_STEP) + 1
+    )
+    run = max(runs, key=len)
+    x, rows = best[int(run[len(run) // 2])]
+    return _Columns(x, rows)
+
+
+@dataclass(frozen=True)
+class _Side:
+    """What lies on one side of each candidate x, per band (rows) and x (columns)."""
+
+    has: np.ndarray  # text on this side, and no span crossing x
+    prose: np.ndarray  # a line of running text on this side
+    base: np.ndarray  # its mean baseline
+
+    def at(self, j: int) -> _Side:
+        return _Side(self.has[:, j], self.prose[:, j], self.base[:, j])
+
+
+def _sides(bands: list[list[_Span]], xs: np.ndarray) -> tuple[np.ndarray, np.ndarray, _Side, _Side] | None:
+    """Per band × candidate x: no span crosses x (closer than 0.6 em), and what lies on each side.
+
+    Only the xs with ``_MIN_PROSE_LINES`` prose lines on both sides are kept (returned first);
+    None when no x has them.
+    """
+    spans = [s for band in bands for s in band]
+    starts = np.cumsum([0] + [len(band) for band in bands[:-1]])
+    pad = np.array([0.6 * max(s.size, 1.0) for s in spans])[:, None]
+    letters = np.array([_letters(s.text) for s in spans])[:, None]
+    left = np.array([s.x1 for s in spans])[:, None] + pad <= xs  # spans × xs
+    right = np.array([s.x0 for s in spans])[:, None] - pad >= xs
+    free = ~np.logical_or.reduceat(~(left | right), starts, axis=0)
+    prose_left = (np.add.reduceat(letters * left, starts, axis=0) >= _PROSE) & free
+    prose_right = (np.add.reduceat(letters * right, starts, axis=0) >= _PROSE) & free
+    keep = np.minimum(prose_left.sum(axis=0), prose_right.sum(axis=0)) >= _MIN_PROSE_LINES
+    if not keep.any():
+        return None
+    free, left, right = free[:, keep], left[:, keep], right[:, keep]
+    base = np.array([s.base for s in spans])[:, None]
+
+    def side(on: np.ndarray, prose: np.ndarray) -> _Side:
+        count = np.add.reduceat(on.astype(np.int32), starts, axis=0)
+        baseline = np.add.reduceat(base * on, starts, axis=0) / np.maximum(count, 1)
+        return _Side((count > 0) & free, prose[:, keep], baseline)
+
+    return xs[keep], free, side(left, prose_left), side(right, prose_right)
+
+
+def _stretches_in_columns(free: np.ndarray, left: _Side, right: _Side) -> tuple[int, frozenset[int]]:
+    """Prose lines (of the poorer side) in the stretches set in columns, and their bands.
+
+    A stretch of bands between lines that cross x is set in columns when each side has
+    ``_MIN_PROSE_LINES`` lines of running text making up most of its lines (not a column of
+    figures) and the two sides do not line up as table rows (:func:`_table_rows`).
+    """
+    score, rows = 0, set()
+    edges = np.flatnonzero(np.diff(np.r_[0, free.astype(np.int8), 0]))
+    for a, b in zip(edges[::2], edges[1::2], strict=True):
+        on_left, on_right = left.has[a:b], right.has[a:b]
+        n_left, n_right = int(left.prose[a:b].sum()), int(right.prose[a:b].sum())
+        if (
+            min(n_left, n_right) >= _MIN_PROSE_LINES
+            and n_left >= 0.6 * on_left.sum()
+            and n_right >= 0.6 * on_right.sum()
+            and not _table_rows(left.base[a:b][on_left], right.base[a:b][on_right])
+        ):
+            score += min(n_left, n_right)
+            rows.update(range(a, b))
+    return score, frozenset(rows)
+
+
+def _block_tops(baselines: np.ndarray) -> np.ndarray:
+    """The baselines that start a block: the first, and each after a gap of over 1.25 leadings."""
+    gaps = np.diff(baselines)
+    if not len(gaps):
+        return baselines
+    return baselines[np.r_[True, gaps > 1.25 * float(np.median(gaps))]]
+
+
+def _table_rows(left: np.ndarray, right: np.ndarray) -> bool:
+    """Do two sides (their baselines) line up as the cells of table rows do?
+
+    Either many lines sit level with a line of the other side (within 1 pt), or the blocks of
+    the two sides start level (within 2 pt) even when their leading differs.
+    """
+
+    def level(ys: np.ndarray, others: np.ndarray, tol: float) -> int:
+        return sum(1 for y in ys if np.abs(others - y).min() <= tol)
+
+    if level(left, right, 1.0) >= 0.4 * min(len(left), len(right)):
+        return True
+    tops_left, tops_right = _block_tops(left), _block_tops(right)
+    n = level(tops_left, tops_right, 2.0)
+    return n >= 2 and n >= 0.5 * min(len(tops_left), len(tops_right))
+
+
 def page_lines(page: pymupdf.Page) -> list[_Line]:
-    """Visual lines of a page in reading order (two-column pages column by column)."""
+    """Visual lines of a page in reading order (two columns, or a body and a sidebar, one after the other)."""
     spans = _collect_spans(page)
     if not spans:
         return []
     bands = _band_spans(spans)
-    split = _column_split(bands, page.rect.width)
-    if split is None:
+    columns = _column_split(bands, page.rect.width)
+    if columns is None:
         return [_make_line(b) for b in bands]
     out: list[_Line] = []
     left: list[_Line] = []
     right: list[_Line] = []
-    for band in bands:
-        lpart = [s for s in band if s.x1 <= split]
-        rpart = [s for s in band if s.x0 >= split]
-        if len(lpart) + len(rpart) < len(band):  # a span crosses the gutter: full-width line
+    for i, band in enumerate(bands):
+        lpart = [s for s in band if s.x1 <= columns.x]
+        rpart = [s for s in band if s.x0 >= columns.x]
+        if len(lpart) + len(rpart) < len(band) or not columns.splits(i):  # a full-width line
             out.extend(left)
             out.extend(right)
             left, right = [], []

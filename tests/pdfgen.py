@@ -4,8 +4,11 @@
 paragraphs, whether it starts on a new page) and returns where every section landed, so
 tests can compare a built tree with the truth. Options add an embedded outline, a
 printed table of contents (with or without page numbers) on roman-numbered front-matter
-pages, PDF page labels, and SEC-style headings (bold, body size). Helpers write the
-broken inputs: encrypted, corrupt, zero-page, truncated and image-only PDFs.
+pages, PDF page labels, and SEC-style headings (bold, body size). ``make_type3_report_pdf``
+draws the same layout the way LaTeX through dvips and ps2pdf does: a Type 3 font in pixel
+units, glyph fragments placed one by one. ``write_column`` sets text in columns for layout
+pages. Helpers write the broken inputs: encrypted, corrupt, zero-page, truncated and
+image-only PDFs.
 """
 
 from __future__ import annotations
@@ -141,6 +144,13 @@ def _layout_body(
     return pages, where
 
 
+def _placed(sections: list[Sec], where: list[tuple[int, bool]], front: int) -> list[Placed]:
+    return [
+        Placed(sec.title, sec.level, front + bp + 1, bp + 1, top)
+        for sec, (bp, top) in zip(sections, where, strict=True)
+    ]
+
+
 def _draw(page: pymupdf.Page, ops: list[_Op]) -> None:
     for op in ops:
         page.insert_text((op.x, op.y), op.text, fontsize=op.size, fontname="hebo" if op.bold else "helv")
@@ -209,13 +219,108 @@ def make_report_pdf(
                 {"startpage": front, "prefix": "", "style": "D", "firstpagenum": 1},
             ]
         )
-    placed = [
-        Placed(sec.title, sec.level, front + bp + 1, bp + 1, top)
-        for sec, (bp, top) in zip(sections, where, strict=True)
-    ]
+    placed = _placed(sections, where, front)
     if outline:
         doc.set_toc([[p.level, p.title, p.page] for p in placed])
     layout = Layout(path, doc.page_count, front, placed)
+    doc.save(path)
+    doc.close()
+    return layout
+
+
+# ---------------------------------------------------------------------------- Type 3 text
+
+_T3_EM = 100  # font units per em of the synthetic Type 3 font
+_DEVICE_PX = 72 / 600  # positions are rounded to the pixels of a 600-dpi printer, as dvips does
+_T3_ASCENDERS = frozenset("bdfhklt0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ()[]/")
+_T3_DESCENDERS = frozenset("gjpqy,;()[]/")
+
+
+class _Type3Writer:
+    """Text in one Type 3 font whose glyphs are ``_T3_EM`` units per em, FontMatrix ``[1 0 0 -1 0 0]``.
+
+    Every line is drawn at ``1 Tf`` with the size in the text matrix (size/_T3_EM), so MuPDF
+    reports sizes near 0.1. Each line is cut into fragments of 1–4 glyphs written in shuffled
+    order, each at its own position rounded to device pixels with up to a pixel of drift.
+    """
+
+    def __init__(self, doc: pymupdf.Document, texts: list[str], seed: int = 7) -> None:
+        chars = sorted(set("".join(texts)) - {" "})
+        assert all(32 < ord(c) < 127 for c in chars), "ASCII only"
+        self.doc, self.rng = doc, random.Random(seed)
+        self.widths = {c: round(_width(c, _T3_EM, "tiro")) for c in chars}
+        procs = []
+        for c in chars:
+            w = self.widths[c]
+            top = round(_T3_EM * (0.7 if c in _T3_ASCENDERS else 0.45))
+            bottom = round(_T3_EM * (0.2 if c in _T3_DESCENDERS else 0.0))
+            # glyph space runs downwards (the FontMatrix flips it), like a bitmap's rows
+            procs.append(
+                f"/g{ord(c)} {self._stream(f'{w} 0 0 {-top} {w} {bottom} d1 0 {-top} {w} {top + bottom} re f')} 0 R"
+            )
+        first, last = ord(chars[0]), ord(chars[-1])
+        cmap = (
+            "/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /T3-UCS def /CMapType 2 def "
+            "1 begincodespacerange <00> <FF> endcodespacerange "
+            f"{len(chars)} beginbfchar "
+            + " ".join(f"<{ord(c):02X}> <{ord(c):04X}>" for c in chars)
+            + " endbfchar endcmap CMapName currentdict /CMap defineresource pop end end"
+        )
+        self.font = doc.get_new_xref()
+        doc.update_object(
+            self.font,
+            "<< /Type /Font /Subtype /Type3 /FontBBox [0 0 0 0] /FontMatrix [1 0 0 -1 0 0] "
+            f"/CharProcs << {' '.join(procs)} >> "
+            f"/Encoding << /Type /Encoding /Differences [{' '.join(f'{ord(c)} /g{ord(c)}' for c in chars)}] >> "
+            f"/FirstChar {first} /LastChar {last} "
+            f"/Widths [{' '.join(str(self.widths.get(chr(i), 0)) for i in range(first, last + 1))}] "
+            f"/Resources << >> /ToUnicode {self._stream(cmap)} 0 R >>",
+        )
+
+    def _stream(self, content: str) -> int:
+        xref = self.doc.get_new_xref()
+        self.doc.update_object(xref, "<< >>")
+        self.doc.update_stream(xref, content.encode())
+        return xref
+
+    def _line(self, x: float, y: float, text: str, size: float) -> list[str]:
+        scale = size / _T3_EM
+        fragments: list[tuple[float, str]] = []
+        for word in text.split():
+            i = 0
+            while i < len(word):
+                part = word[i : i + self.rng.randint(1, 4)]
+                drift = self.rng.choice((-1, 0, 0, 1)) * _DEVICE_PX
+                fragments.append((round(x / _DEVICE_PX) * _DEVICE_PX + drift, part))
+                x += sum(self.widths[c] for c in part) * scale
+                i += len(part)
+            x += 0.33 * size
+        self.rng.shuffle(fragments)
+        return [
+            f"/T3 1 Tf {scale:.4f} 0 0 {-scale:.4f} {fx:.3f} {PAGE_H - y:.3f} Tm <{part.encode().hex()}> Tj"
+            for fx, part in fragments
+        ]
+
+    def draw(self, page: pymupdf.Page, ops: list[_Op]) -> None:
+        commands = [cmd for op in ops for cmd in self._line(op.x, op.y, op.text, op.size)]
+        content = self._stream("\n".join(["BT", *commands, "ET"]))
+        self.doc.xref_set_key(page.xref, "Contents", f"{content} 0 R")
+        self.doc.xref_set_key(page.xref, "Resources", f"<< /Font << /T3 {self.font} 0 R >> >>")
+
+
+def make_type3_report_pdf(
+    path: str | Path, sections: list[Sec], *, heading_sizes: tuple[float, ...] = (18.0, 14.0, 12.0)
+) -> Layout:
+    """The body of :func:`make_report_pdf` (page numbers included) in fragmented Type 3 text."""
+    path = Path(path)
+    body, where = _layout_body(sections, heading_sizes, False)
+    for b, ops in enumerate(body):
+        ops.append(_Op(PAGE_H - 40, str(b + 1), 9.0, False, PAGE_W / 2))
+    doc = pymupdf.open()
+    writer = _Type3Writer(doc, [op.text for ops in body for op in ops])
+    for ops in body:
+        writer.draw(doc.new_page(width=PAGE_W, height=PAGE_H), ops)
+    layout = Layout(path, doc.page_count, 0, _placed(sections, where, 0))
     doc.save(path)
     doc.close()
     return layout
@@ -233,6 +338,24 @@ def make_text_pdf(path: str | Path, pages: list[str], *, size: float = BODY_SIZE
     doc.save(path)
     doc.close()
     return path
+
+
+def write_column(
+    page: pymupdf.Page,
+    x: float,
+    y: float,
+    width: float,
+    text: str,
+    *,
+    size: float = BODY_SIZE,
+    leading: float = LINE_H,
+    font: str = "helv",
+) -> list[str]:
+    """Wrap ``text`` into a column ``width`` wide, first baseline at ``y``; returns its lines."""
+    lines = _wrap(text, width, size, font)
+    for k, line in enumerate(lines):
+        page.insert_text((x, y + k * leading), line, fontsize=size, fontname=font)
+    return lines
 
 
 def make_encrypted_pdf(path: str | Path) -> Path:
