@@ -162,6 +162,9 @@ class StatementKind(msgspec.Struct, frozen=True):
     case ("Consolidated Statement of Cash Flow s" → "consolidatedstatementofcashflows")."""
     question: str
     """Words naming it in a question (case-insensitive)."""
+    measures: str = ""
+    """Measures computed from its lines, which point a question at it when it names no statement
+    (case-insensitive): common financial ratios, not company-specific line names."""
 
 
 STATEMENTS: tuple[StatementKind, ...] = (
@@ -173,13 +176,19 @@ STATEMENTS: tuple[StatementKind, ...] = (
                   title=r"statements?of(?:consolidated)?(?:income|operations|earnings)|incomestatements?"
                   r"|statements?of(?:consolidated)?results?ofoperations",
                   question=r"\bincome statements?\b|\bstatements? of (?:consolidated )?(?:income|operations|earnings)\b"
-                  r"|\bp ?& ?l\b|\bprofit and loss\b"),
+                  r"|\bp ?& ?l\b|\bprofit and loss\b",
+                  measures=r"\b(?:gross|operating|net(?: profit)?|ebitda) margins?\b|\bebitda\b|\binterest coverage\b"
+                  r"|\bdays (?:payable|sales|inventory) outstanding\b|\binventory turnover\b"),
     StatementKind("balance", "balance sheet",
                   title=r"balancesheets?|statements?of(?:consolidated)?financial(?:position|condition)",
-                  question=r"\bbalance sheets?\b|\bstatements? of financial (?:position|condition)\b"),
+                  question=r"\bbalance sheets?\b|\bstatements? of financial (?:position|condition)\b",
+                  measures=r"\b(?:quick|current|debt[- ]to[- ]equity|leverage) ratios?\b|\bworking capital\b"
+                  r"|\bdays (?:payable|sales|inventory) outstanding\b|\breturn on (?:assets|equity)\b"),
     StatementKind("cash_flow", "cash flow statement",
                   title=r"statements?of(?:consolidated)?cashflows?|cashflows?statements?",
-                  question=r"\bcash ?flows? statements?\b|\bstatements? of (?:consolidated )?cash ?flows?\b"),
+                  question=r"\bcash ?flows? statements?\b|\bstatements? of (?:consolidated )?cash ?flows?\b",
+                  measures=r"\bcapital[- ]intensive\b|\bcapital expenditures?\b|\bcapex\b|\bfree cash flows?\b"
+                  r"|\bdividend payout\b"),
     StatementKind("equity", "statement of equity",
                   title=r"statements?of(?:changesin)?(?:consolidated)?(?:share|stock)(?:holders|owners)s?equity"
                   r"|statements?of(?:changesin)?equity",
@@ -191,6 +200,7 @@ _STATEMENT_TITLE = re.compile(
     r"^[a-z]{0,40}?(?:condensed)?(?:consolidated)?(?:condensed)?(?:" + "|".join(
         f"(?P<{k.name}>{k.title})" for k in STATEMENTS) + r")[a-z]{0,60}$")
 _STATEMENT_QUESTION = tuple((re.compile(k.question, re.I), k.name) for k in STATEMENTS)
+_STATEMENT_MEASURES = tuple((re.compile(k.measures, re.I), k.name) for k in STATEMENTS if k.measures)
 STATEMENT_LABELS: Mapping[str, str] = {k.name: k.label for k in STATEMENTS}
 
 
@@ -206,13 +216,16 @@ def statement_title(line: str) -> str:
 
 
 def question_statements(question: str) -> frozenset[str]:
-    """The statement kinds a question names ("… shown in the cash flow statement" → {"cash_flow"})."""
+    """The statement kinds a question names ("… shown in the cash flow statement" → {"cash_flow"}), else those
+    its measures are computed from ("quick ratio" → {"balance"})."""
     found = set()
     for pattern, name in _STATEMENT_QUESTION:
         if pattern.search(question):
             found.add(name)
     if "comprehensive_income" in found and not re.search(r"(?i)\bincome statements?\b|\bp ?& ?l\b", question):
         found.discard("income")  # "statement of comprehensive income" names one statement, not two
+    if not found:  # "quick ratio", "gross margin", "capital expenditure": the statements they are computed from
+        found = {name for pattern, name in _STATEMENT_MEASURES if pattern.search(question)}
     return frozenset(found)
 
 

@@ -468,7 +468,8 @@ class QueryPipeline:
             return picks
         top = docs[: pol.statement_docs]
         hits = await asyncio.gather(*(statement_hits(self.pool, [d.doc_id], wanted, vecs[doc_q[d.doc_id]],
-                                                     {d.doc_id: d.name}, limit=pol.statement_hits_per_doc)
+                                                     {d.doc_id: d.name},
+                                                     limit=pol.statement_hits_per_doc * len(wanted))
                                       for d in top))
         seen_ids = {c.chunk_id for c in chunks}
         for c in (c for group in hits for c in group):

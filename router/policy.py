@@ -61,8 +61,8 @@ class RankingPolicy:
     """Cross-node ranking: added to a chunk on a page of a statement the question names."""
     statement_docs: int = 2
     statement_hits_per_doc: int = 3
-    """Chunks of the named statements' pages (nearest the question) that join the candidates of each of the
-    best routed documents, whatever tree search chose."""
+    """Chunks of the named statements' pages (nearest the question), per statement, that join the candidates of
+    each of the best routed documents, whatever tree search chose."""
     statement_prior: float = 0.5
     """Prior of a node reached only through a named statement's page."""
 
