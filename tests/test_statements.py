@@ -91,6 +91,10 @@ def test_statement_titles(line: str, kind: str) -> None:
     ("From the P&L and the statement of cash flows, what is the ratio?", {"income", "cash_flow"}),
     ("What does the statement of comprehensive income show?", {"comprehensive_income"}),
     ("What was the total revenue in 2022?", set()),
+    ("Has the quick ratio improved between FY2022 and FY2023?", {"balance"}),  # measures point at statements
+    ("Does Boeing have an improving gross margin profile?", {"income"}),
+    ("Is 3M a capital-intensive business based on FY2022 data?", {"cash_flow"}),
+    ("Using the balance sheet, what is the gross margin?", {"balance"}),  # a named statement wins
 ])
 def test_questions_name_statements(question: str, kinds: set[str]) -> None:
     assert question_statements(question) == kinds
