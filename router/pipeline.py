@@ -233,6 +233,24 @@ def select_evidence(ranked: list[RetrievedChunk], plan_: ScopePlan, top_k: int,
     return [*evidence, *(c for c in ranked if c.chunk_id not in in_evidence)], evidence
 
 
+def join_candidates(found: Sequence[RetrievedChunk], chunks: list[RetrievedChunk], picks: tuple[NodePick, ...],
+                    prior: dict[tuple[int, str], float], doc_q: dict[int, str], node_prior: float,
+                    reason: Callable[[RetrievedChunk], str]) -> tuple[NodePick, ...]:
+    """Chunks found outside tree search join the candidates (``chunks``, once each); a node not chosen yet gets
+    ``node_prior`` and a pick with ``reason``. Returns the picks."""
+    seen_ids = {c.chunk_id for c in chunks}
+    for c in found:
+        if c.chunk_id in seen_ids:
+            continue
+        seen_ids.add(c.chunk_id)
+        chunks.append(c)
+        if (c.doc_id, c.node_id) not in prior:
+            prior[(c.doc_id, c.node_id)] = node_prior
+            picks = picks + (NodePick(doc_id=c.doc_id, node_id=c.node_id, title=c.section_path.split(" > ")[-1],
+                                      section_path=c.section_path, sub_query=doc_q[c.doc_id], reason=reason(c)),)
+    return picks
+
+
 class QueryPipeline:
     """One instance per process; stateless between queries."""
 
@@ -446,18 +464,8 @@ class QueryPipeline:
         else:
             direct = await direct_hits(self.pool, [d.doc_id for d in docs], vecs[question],
                                        {d.doc_id: d.name for d in docs}, limit=pol.direct_hits_per_k * req.top_k)
-        seen_ids = {c.chunk_id for c in chunks}
-        for c in direct:
-            if c.chunk_id in seen_ids:
-                continue
-            seen_ids.add(c.chunk_id)
-            chunks.append(c)
-            if (c.doc_id, c.node_id) not in prior:
-                prior[(c.doc_id, c.node_id)] = pol.direct_hit_prior
-                picks = picks + (NodePick(doc_id=c.doc_id, node_id=c.node_id, title=c.section_path.split(" > ")[-1],
-                                          section_path=c.section_path, sub_query=doc_q[c.doc_id],
-                                          reason="chunk hit inside the routed document"),)
-        return picks
+        return join_candidates(direct, chunks, picks, prior, doc_q, pol.direct_hit_prior,
+                               lambda c: "chunk hit inside the routed document")
 
     async def _statement_hits(self, docs: list[DocCandidate], doc_q: dict[int, str], vecs: dict[str, np.ndarray],
                               wanted: frozenset[str], chunks: list[RetrievedChunk], picks: tuple[NodePick, ...],
@@ -471,19 +479,9 @@ class QueryPipeline:
                                                      {d.doc_id: d.name},
                                                      limit=pol.statement_hits_per_doc * len(wanted))
                                       for d in top))
-        seen_ids = {c.chunk_id for c in chunks}
-        for c in (c for group in hits for c in group):
-            if c.chunk_id in seen_ids:
-                continue
-            seen_ids.add(c.chunk_id)
-            chunks.append(c)
-            if (c.doc_id, c.node_id) not in prior:
-                prior[(c.doc_id, c.node_id)] = pol.statement_prior
-                picks = picks + (NodePick(doc_id=c.doc_id, node_id=c.node_id, title=c.section_path.split(" > ")[-1],
-                                          section_path=c.section_path, sub_query=doc_q[c.doc_id],
-                                          reason=f"holds the {STATEMENT_LABELS.get(c.statement, c.statement)} "
-                                                 "the question names"),)
-        return picks
+        return join_candidates([c for group in hits for c in group], chunks, picks, prior, doc_q, pol.statement_prior,
+                               lambda c: f"holds the {STATEMENT_LABELS.get(c.statement, c.statement)} "
+                                         "the question names")
 
     async def _in_node(self, req: QueryRequest, searched: Any, picks: tuple[NodePick, ...],
                        subq: dict[str, np.ndarray], doc_q: dict[int, str], routing: RoutingResult,

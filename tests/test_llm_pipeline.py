@@ -67,13 +67,18 @@ async def _ingest(rt: Runtime, folder: Path) -> Any:
     return await get_job(rt.pool, job_id)
 
 
-async def test_llm_ingest_and_query(llm_rt: Runtime, fake_openai: FakeOpenAI, tmp_path: Path) -> None:
-    folder = tmp_path / "docs"
-    folder.mkdir()
-    write_pdf(REPORTS[2], folder)
-    write_markdown(REPORTS[0], folder)
-    job = await _ingest(llm_rt, folder)
+async def _ingest_reports(rt: Runtime, folder: Path, pdf: int, markdown: int) -> Any:
+    """One report as a PDF and one as Markdown, ingested; both must be stored. Returns the job."""
+    folder.mkdir()  # noqa: ASYNC240 - a test's own temporary folder
+    write_pdf(REPORTS[pdf], folder)
+    write_markdown(REPORTS[markdown], folder)
+    job = await _ingest(rt, folder)
     assert job.counts == {"ok": 2}, [(i.name, i.error) for i in job.items]
+    return job
+
+
+async def test_llm_ingest_and_query(llm_rt: Runtime, fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    job = await _ingest_reports(llm_rt, tmp_path / "docs", 2, 0)
     ingest_calls = fake_openai.call_count
     assert ingest_calls > 0
     recorded = await llm_rt.pool.fetchval("SELECT count(*) FROM llm_calls")
@@ -132,12 +137,7 @@ async def test_failing_llm_never_fails_ingest_or_query(pg_uri: str, fake_openai:
                           KB_LLM_MAX_RETRIES="1", KB_LLM_CACHE="false"):
         rt = await open_runtime(get_settings())
         try:
-            folder = tmp_path / "docs"
-            folder.mkdir()
-            write_pdf(REPORTS[2], folder)
-            write_markdown(REPORTS[3], folder)
-            job = await _ingest(rt, folder)
-            assert job.counts == {"ok": 2}, [(i.name, i.error) for i in job.items]
+            await _ingest_reports(rt, tmp_path / "docs", 2, 3)
             docs = await rt.pool.fetch("SELECT name, description, node_count FROM documents")
             assert all(d["description"] and d["node_count"] > 1 for d in docs), docs
             failed = await rt.pool.fetchval("SELECT count(*) FROM llm_calls WHERE NOT ok")
