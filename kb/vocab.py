@@ -72,7 +72,9 @@ DOC_TYPES: tuple[DocType, ...] = (
             headline=r"^(?P<company>[A-Z][\w.&'’-]*(?:\s+[A-Z][\w.&'’-]*){0,4})\s+"
             r"(?:reports|announces|reported|posts|delivers)\b(?P<rest>.*\b(?:results|earnings)\b.*)$",
             question=r"\bearnings (?:release|call|report)\b", accepts=("earnings_release",),
-            implied_by=r"\b(?:non[- ]?gaap|adjusted (?:ebitda|eps|earnings|operating (?:income|profit))|guidance)\b"),
+            implied_by=r"\b(?:non[- ]?gaap|adjusted (?:ebitda|eps|earnings|operating (?:income|profit))|guidance"
+            r"|constant currency|pass-?through costs?|exclud\w* (?:the )?(?:impact|effect)s? of (?:fx|foreign exchange"
+            r"|currency))\b"),
     DocType("annual_report", label="annual report", head_words=rf"\bannual report\b(?:\s+(?:for\s+)?({_YEAR}))?",
             spellings=("annual report",), cadence="annual"),
     DocType("quarterly_report", spellings=("quarterly report",), cadence="quarterly"),

@@ -138,3 +138,11 @@ def test_month_names_and_quarter_words() -> None:
     assert [vocab.MONTHS[m] for m in vocab.MONTH_NAMES] == list(range(1, 13))
     assert vocab.parse_date("Feb", "30", "2023") is None
     assert vocab.question_quarters("first quarter, Q2, 3Q and the fourth quarter") == {1, 2, 3, 4}
+
+
+@pytest.mark.parametrize("question", [
+    "What was organic sales growth in constant currency?",
+    "How much did sales change excluding the impact of FX movement and pass-through costs?",
+])
+def test_measures_stated_only_in_earnings_releases_imply_one(question: str) -> None:
+    assert implied_types(question) == ("earnings",)

@@ -15,10 +15,12 @@ from typing import Any
 from kb.bench.markdown import cell, table
 from kb.bench.strategies import FLAT_PREFIX
 
-TARGETS = {
-    "financebench": [("auto", "doc_hit@1", 0.95)],
-    "docugami": [("auto", "doc_recall@5", 0.9)],
+TARGETS = {  # issue 14's targets on the dev data (offline)
+    "financebench": [("auto", "doc_hit@1", 0.98), ("auto", "page_recall@10", 0.65), ("auto", "node_recall", 0.85)],
+    "docugami": [("auto", "doc_hit@1", 0.9), ("auto", "doc_recall@5", 0.9)],
 }
+FLAT_GAP = 0.20
+"""FinanceBench: auto page_recall@10 at least this far above the best flat baseline."""
 TYPE_TARGETS = {"docugami": [("auto", "Multi-Doc RAG", "evidence_doc_coverage", 0.9)]}
 TYPE_METRICS = ("doc_hit@1", "doc_recall@5", "page_recall@10", "node_recall", "candidate_page_recall", "mrr@10",
                 "evidence_doc_coverage", "answer_number_recall")
@@ -74,8 +76,8 @@ def _targets(report: dict[str, Any]) -> list[str]:
         if flats and auto is not None:
             best = max(flats, key=lambda k: flats[k])
             gap = auto - flats[best]
-            ok = gap >= 0.15
-            lines.append(f"- `auto` page_recall@10 ≥ best flat + 0.15: **{cell(auto)}** vs `{best}` "
+            ok = gap >= FLAT_GAP
+            lines.append(f"- `auto` page_recall@10 ≥ best flat + {FLAT_GAP}: **{cell(auto)}** vs `{best}` "
                          f"{cell(flats[best])} (gap {gap * 100:+.1f} points) — {'met' if ok else 'NOT met'}")
     return lines
 
