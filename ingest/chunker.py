@@ -326,7 +326,11 @@ def _segment(bounds: list[tuple[int, int]], page: int, length: int) -> tuple[int
 
 
 def page_section_text(node: TreeNode, following: TreeNode | None, page_texts: Mapping[int, str]) -> str:
-    """A PDF node's text from its title line to where ``following`` (the next node in tree order) begins."""
+    """A PDF node's text from its title line to where ``following`` (the next node in tree order) begins.
+    A node split into parts ("Item 8 (pp. 40–49)", …) leaves its text to the parts: empty."""
+    if (following is not None and following.parent_id == node.node_id and following.start == node.start
+            and normalize_title(_TITLE_SUFFIX.sub("", following.title)) == normalize_title(_TITLE_SUFFIX.sub("", node.title))):
+        return ""
     text = node.text
     bounds = _page_boundaries(node, page_texts)
     start = 0

@@ -132,3 +132,44 @@ async def test_named_statement_reaches_the_evidence(runtime: Runtime, tmp_path: 
     assert any("cash flow statement" in n["reason"] for n in trace["nodes"]), trace["nodes"]
     top = trace["chunks"][0]
     assert top["page"] == 8 and top["statement"] == "cash_flow", trace["chunks"]
+
+
+def test_hostile_tables_chunk_within_bounds(tmp_path: Path) -> None:
+    """Rotated pages, empty columns, merged-looking cells and hundreds of rows: statement detection and chunking
+    finish, and no page yields more chunks than its text can fill."""
+    from ingest import pipeline
+    from kb.settings import IngestSettings
+    from kb.text import count_tokens
+
+    doc = pymupdf.open()
+    for p in range(12):
+        page = doc.new_page(width=612, height=792)
+        if p % 4 == 3:
+            page.set_rotation(90)
+        title = "CONSOLIDATED BALANCE SHEETS" if p == 0 else f"Schedule {p}"
+        page.insert_text((40, 30), title, fontsize=7)
+        for r in range(110):  # rows packed at 7 pt: the most a page holds
+            cells = ["", f"{r * 1000 + p:,}", "", "—", f"({r + 1})"] if r % 3 else [f"Merged cell spanning {r}"]
+            page.insert_text((40, 40 + 6.8 * r), f"Row {r} " + "   ".join(cells), fontsize=6)
+    path = tmp_path / "tables.pdf"
+    doc.save(path)
+    settings = IngestSettings()
+    parsed = pipeline.parse_file(str(path), "pdf")
+    pages = {p.number: p.text for p in parsed.pdf.pages}
+    tree = pipeline._offline_tree(parsed, settings, "tables", pages)
+    chunks = pipeline.chunk_tree(tree, settings, pages)
+    marked_tree, marked = mark_statements_of(tree, chunks, parsed)
+    per_page: dict[int, int] = {}
+    for c in marked:
+        per_page[c.page or 0] = per_page.get(c.page or 0, 0) + 1
+    step = settings.chunk_tokens - settings.chunk_overlap_tokens
+    for number, text in pages.items():
+        assert per_page.get(number, 0) <= count_tokens(text) // step + 3, (number, per_page.get(number))
+    assert {c.statement for c in marked if c.page == 1} <= {"balance"}
+    assert len(marked_tree.nodes) == len(tree.nodes)
+
+
+def mark_statements_of(tree, chunks, parsed):  # type: ignore[no-untyped-def]
+    from ingest.statements import mark_statements
+
+    return mark_statements(tree, chunks, statement_pages(parsed.pdf.pages))
