@@ -93,6 +93,10 @@ async def synthesize(chat: ChatModel, question: str, chunks: Sequence[RetrievedC
         return Answer(text=ans.text, citations=ans.citations, mode="extractive_fallback", llm_calls=1)
     text = res.text.strip()
     used = sorted({int(m) for m in _MARKER.findall(text) if 1 <= int(m) <= len(chunks)})
+    if not used:  # an answer citing none of the evidence (or a garbled reply) is not handed out as one
+        log.warning("router.synthesis_uncited", chars=len(text))
+        ans = _offline(question, chunks, plan)
+        return Answer(text=ans.text, citations=ans.citations, mode="extractive_fallback", llm_calls=1)
     cites = tuple(_citation(i, chunks[i - 1]) for i in used)
     return Answer(text=text, citations=cites, mode="llm", llm_calls=1)
 

@@ -153,3 +153,17 @@ async def test_failing_llm_never_fails_ingest_or_query(pg_uri: str, fake_openai:
             assert json.dumps(trace)  # serialisable
         finally:
             await rt.close()
+
+
+async def test_an_answer_citing_no_evidence_falls_back_to_a_cited_one(llm_rt: Runtime, fake_openai: FakeOpenAI,
+                                                                      tmp_path: Path) -> None:
+    """The model's text reply ("A one-sentence description.", or a garbled JSON fragment) cites no evidence
+    block: the extractive answer, with citations, is returned instead."""
+    await _ingest_reports(llm_rt, tmp_path / "docs", 2, 0)
+    for reply in ("A one-sentence description.", '{"results": [ {"node_id": "0001", '):
+        fake_openai.script(responder=lambda body, reply=reply: (
+            FakeReply.json(minimal_json(body["response_format"]["json_schema"]["schema"]))
+            if (body.get("response_format") or {}).get("type") == "json_schema" else FakeReply.text(reply)))
+        result = await build_pipeline(llm_rt).run(QueryRequest(query="Which company recalled lithium battery packs?"))
+        assert result.trace is not None and result.trace["synthesis"] == "extractive_fallback"
+        assert result.citations and reply not in result.answer
