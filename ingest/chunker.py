@@ -263,11 +263,14 @@ def chunk_node(
     overlap_tokens: int,
     min_chars: int,
     page_texts: Mapping[int, str] | None = None,
+    page_aligned: bool = False,
 ) -> list[ChunkDraft]:
     """Chunks of ``node.text`` (ordinals 0..n-1 within the node; ``chunk_tree`` renumbers per document).
 
     ``page`` is the 1-based page where a chunk's text starts (PDF nodes with ``page_texts``), else
-    ``node.start`` for page nodes without page texts, and None for line-based nodes.
+    ``node.start`` for page nodes without page texts, and None for line-based nodes. With
+    ``page_aligned`` (PDF nodes with ``page_texts``) every page is chunked on its own, so no chunk
+    crosses a page break and a chunk's citation is exactly one page.
     """
     text = node.text
     if not text.strip():
@@ -275,8 +278,13 @@ def chunk_node(
     pdf = node.unit == "page"
     chunk_tokens = max(16, chunk_tokens)
     overlap_tokens = max(0, min(overlap_tokens, chunk_tokens // 2))
-    spans = _chunk_spans(text, node.unit, chunk_tokens, overlap_tokens)
     bounds = _page_boundaries(node, page_texts) if pdf and page_texts else None
+    if bounds and page_aligned:
+        cuts = [off for off, _ in bounds] + [len(text)]
+        spans = [(lo + a, lo + b) for lo, hi in zip(cuts, cuts[1:], strict=False) if hi > lo
+                 for a, b in _chunk_spans(text[lo:hi], node.unit, chunk_tokens, overlap_tokens)]
+    else:
+        spans = _chunk_spans(text, node.unit, chunk_tokens, overlap_tokens)
     heading_path = " > ".join(node.path)
     out: list[ChunkDraft] = []
     for a, b in spans:
@@ -405,6 +413,7 @@ def chunk_tree(
             overlap_tokens=settings.chunk_overlap_tokens,
             min_chars=settings.min_chunk_chars,
             page_texts=page_texts,
+            page_aligned=settings.chunk_page_aligned,
         ):
             out.append(msgspec.structs.replace(chunk, ordinal=len(out)))
     log.debug("ingest.chunked", nodes=len(tree.nodes), chunks=len(out))

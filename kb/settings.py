@@ -127,6 +127,8 @@ class IngestSettings:
                                            "node text shorter than this is its own summary")
     chunk_tokens: int = setting("KB_CHUNK_TOKENS", 160, "chunk size")
     chunk_overlap_tokens: int = setting("KB_CHUNK_OVERLAP_TOKENS", 32, "sliding-window overlap between chunks")
+    chunk_page_aligned: bool = setting("KB_CHUNK_PAGE_ALIGNED", False,
+                                       "PDF: every page is chunked on its own (no chunk crosses a page break)")
     min_chunk_chars: int = setting("KB_MIN_CHUNK_CHARS", 20, "shorter chunks are dropped")
     workers: int = setting("KB_INGEST_WORKERS", factory=_default_workers, shown="min(2, CPUs)",
                            doc="parser processes (0: parse in the worker process)")

@@ -195,6 +195,19 @@ def test_chunk_end_page_when_text_runs_over_a_page_break() -> None:
         assert c.page <= c.page_end and last_line in pages[c.page_end], (c.page, c.page_end, last_line)
 
 
+def test_page_aligned_chunks_never_cross_a_page_break() -> None:
+    pages = _pdf_pages(5)
+    text = "\n".join(pages[p] for p in range(2, 5))
+    n = node(text, unit="page", start=2, end=4)
+    aligned = chunk_node(n, chunk_tokens=2000, overlap_tokens=0, min_chars=20, page_texts=pages, page_aligned=True)
+    assert [(c.page, c.page_end) for c in aligned] == [(2, 2), (3, 3), (4, 4)]
+    for p, c in zip(range(2, 5), aligned, strict=True):
+        assert c.text.strip() == pages[p].strip()
+    small = chunk_node(n, chunk_tokens=60, overlap_tokens=0, min_chars=20, page_texts=pages, page_aligned=True)
+    assert len(small) > 3 and all(c.page == c.page_end and c.text in pages[c.page] for c in small)
+    assert {c.page for c in small} == {2, 3, 4}
+
+
 def test_a_chunk_starting_inside_a_table_keeps_its_title_and_header() -> None:
     from ingest.chunker import table_context
 
