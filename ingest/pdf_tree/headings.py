@@ -76,6 +76,25 @@ def _lis(cands: list[_Cand], key) -> list[_Cand]:
     return out[::-1]
 
 
+RESTARTING = frozenset({"alpha"})
+"""Numbering kinds that start again under each parent ("I. Background / A. Scope / B. … / II. … / A. …")."""
+
+
+def _segments(hs: list[HeadingCandidate], raw: list[HeadingCandidate], body: float) -> dict[HeadingCandidate, int]:
+    """For a restarting numbering: how many visual headings of a higher numbered rank come before each one."""
+    rank = style_rank(hs[0].numbering) if hs else None
+    parents = sorted(
+        (h.page, h.line)
+        for h in raw
+        if (r := style_rank(h.numbering)) is not None and rank is not None and r < rank
+        and (h.bold or h.size >= body + 0.5)
+    )
+    out = {}
+    for h in hs:
+        out[h] = sum(1 for p in parents if p < (h.page, h.line))
+    return out
+
+
 _SENTENCE_END = re.compile(r"[.;:]$")
 
 
@@ -154,19 +173,57 @@ def heading_styles(
             ):
                 hs = visual  # bare "1 Title", "A. Title" lines are headings only when they look like one
             hs = [h for h in hs if len(h.text) <= 160 and not re.search(r"\s\d{1,3}$", h.text)]
-            seen: set[str] = set()
+            segment = _segments(hs, raw, body) if key in RESTARTING else dict.fromkeys(hs, 0)
+            seen: set[tuple[int, str]] = set()
             uniq = []
             for h in hs:
-                if h.numbering in seen:
+                if (segment[h], h.numbering) in seen:
                     continue
-                seen.add(h.numbering)
+                seen.add((segment[h], h.numbering))
                 uniq.append(h)
             cands = [_Cand(h, key, float(_rank_or(h.numbering, 9)), h.text) for h in uniq]
-            cands = _lis(cands, lambda c: _num_key(c.h.numbering))
+            cands = _lis(cands, lambda c, seg=segment: (seg[c.h], *_num_key(c.h.numbering)))
         if cands:
             styles.append((cands[0].rank, cands))
     styles.sort(key=lambda s: (s[0], -len(s[1])))
     return [c for _, c in styles]
+
+
+BACK_MATTER = re.compile(
+    r"^(?:abstract|references|bibliography|acknowledge?ments?|appendix|appendices|conclusions?|summary|glossary"
+    r"|index)$",
+    re.I,
+)
+"""Unnumbered headings a numbered document sets in the look of its numbered sections."""
+
+
+def _look(h: HeadingCandidate) -> tuple[float, bool]:
+    return (round(h.size * 2) / 2, h.bold)
+
+
+def _same_look(every: list[list[_Cand]], chosen: list[list[_Cand]], body: float) -> list[_Cand]:
+    """Unnumbered headings ("References", "Acknowledgements", a larger unnumbered chapter) set exactly like a
+    chosen numbered style join it as siblings: the back-matter words above anywhere, other headings only when
+    larger than the body and after the first numbered heading (not the title block)."""
+    looks: dict[tuple[float, bool], _Cand] = {}
+    for s in chosen:
+        if not s[0].style.startswith("plain"):
+            common = max({_look(c.h) for c in s}, key=lambda lk: sum(_look(c.h) == lk for c in s))
+            looks.setdefault(common, s[0])
+    taken = {id(s) for s in chosen}
+    first = min(((c.h.page, c.h.line) for s in chosen if not s[0].style.startswith("plain") for c in s),
+                default=(0, 0))
+    out = []
+    for s in every:
+        if id(s) in taken or not s[0].style.startswith("plain"):
+            continue
+        for c in s:
+            ref = looks.get(_look(c.h))
+            if ref is None:
+                continue
+            if BACK_MATTER.match(c.title.strip()) or (c.h.size >= body + 1.0 and (c.h.page, c.h.line) > first):
+                out.append(_Cand(c.h, ref.style, ref.rank, c.title))
+    return out
 
 
 def no_toc_entries(
@@ -179,10 +236,10 @@ def no_toc_entries(
     max_levels: int = 3,
 ) -> list[FlatEntry]:
     """Section list of pages ``lo..hi`` from layout signals (numbering, font size, bold)."""
-    styles = heading_styles(parsed, lo, hi, after=after, skip_pages=skip_pages)
+    every = heading_styles(parsed, lo, hi, after=after, skip_pages=skip_pages)
     styles = [
         s
-        for s in styles
+        for s in every
         if (len({c.h.page for c in s}) >= 2 or not s[0].style.startswith("plain"))
         and (len(s) >= 2 or s[0].style.split(":")[0] in ("part", "item"))
     ]
@@ -202,7 +259,8 @@ def no_toc_entries(
         body = parsed.body_font_size
         big = [s for s in styles if s[0].style.startswith("plain") and s[0].h.size >= body + 0.5]
         chosen = (big or styles)[:max_levels]
-    cands = sorted((c for s in chosen for c in s), key=lambda c: (c.h.page, c.h.line))
+    cands = sorted([*(c for s in chosen for c in s), *_same_look(every, chosen, parsed.body_font_size)],
+                   key=lambda c: (c.h.page, c.h.line))
     styled = [
         Styled(
             None if c.style.startswith("plain") else int(c.rank),

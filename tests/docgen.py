@@ -1,0 +1,483 @@
+"""Documents beyond SEC filings, written with pymupdf, with the truth of where every section starts.
+
+Five kinds, each drawn the way its real counterpart is typeset:
+
+* ``lecture_notes`` — LaTeX lecture notes: chapters, sections and subsections numbered ``1``,
+  ``1.1``, ``1.1.1``, set in a Type 3 font (glyph fragments, as dvips and ps2pdf write them), with or
+  without a LaTeX table of contents (spaced dot leaders, the number in its own column).
+* ``research_paper`` — a two-column paper: a full-width title block and abstract, then numbered
+  sections and subsections in the columns, subsection headings bold at body size.
+* ``annual_report`` — a central-bank style annual report (~200 pages): cover, a printed contents
+  list over several roman-numbered pages (three levels, long titles wrapped), chapters in capitals
+  in the body (title case in the contents), running headers, sections starting mid-page.
+* ``regulatory_release`` — a regulator's release: ``I. INTRODUCTION`` / ``A. Scope`` headings,
+  bold at body size.
+* ``earnings_release`` — a quarterly earnings release: a handful of bold unnumbered headings,
+  then statements whose titles are bold capitals.
+
+:func:`section_recall` scores a built tree against the truth: the share of the true sections found
+as a node with the same title (after normalisation) starting within ``tolerance`` pages.
+"""
+
+from __future__ import annotations
+
+import difflib
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pymupdf
+
+from kb.types import DocumentTree, TreeNode
+from tests.pdfgen import PAGE_H, PAGE_W, _Op, _Type3Writer, _width, _wrap, paragraph, roman
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    level: int
+    paragraphs: int = 3
+
+
+@dataclass(frozen=True)
+class Truth:
+    """Where one section landed: title as printed in the body, level, 1-based physical page."""
+
+    title: str
+    level: int
+    page: int
+
+
+@dataclass(frozen=True)
+class Style:
+    columns: int = 1
+    font: str = "helv"
+    bold: str = "hebo"
+    body: float = 10.0
+    leading: float = 13.0
+    sizes: tuple[float, ...] = (16.0, 13.0, 11.0)
+    bold_levels: int = 3
+    new_page_level: int = 1  # sections of this level or above start a new page (0: never)
+    caps_levels: int = 0  # levels drawn in capitals in the body
+    type3: bool = False
+    header: str = ""  # running header on body pages
+    latex_heads: bool = False  # LaTeX book style: "CHAPTER 1. TITLE" / "1.2. SECTION" heads with the page number
+    chapter_label: bool = False  # level 1 drawn as "Chapter N" above its (unnumbered) title
+    margin: float = 72.0
+    gap: float = 24.0
+
+
+@dataclass
+class Made:
+    path: Path
+    truth: list[Truth]
+    page_count: int
+
+
+def _body_title(sec: Section, style: Style) -> str:
+    return sec.title.upper() if sec.level <= style.caps_levels else sec.title
+
+
+class _Flow:
+    """Lines flowing down columns and pages."""
+
+    def __init__(self, style: Style, first_top: float) -> None:
+        self.s = style
+        self.pages: list[list[_Op]] = [[]]
+        self.col = 0
+        self.top = first_top
+        self.y = first_top
+        self.bottom = PAGE_H - style.margin - 10
+        self.col_w = (PAGE_W - 2 * style.margin - style.gap * (style.columns - 1)) / style.columns
+
+    @property
+    def x(self) -> float:
+        return self.s.margin + self.col * (self.col_w + self.s.gap)
+
+    def page_empty(self) -> bool:
+        return not self.pages[-1] or self.y == self.top and self.col == 0 and self.top == self.s.margin
+
+    def new_page(self) -> None:
+        self.pages.append([])
+        self.col, self.top, self.y = 0, self.s.margin, self.s.margin
+
+    def next_column(self) -> None:
+        if self.col + 1 < self.s.columns:
+            self.col += 1
+            self.y = self.top
+        else:
+            self.new_page()
+
+    def room(self, height: float) -> None:
+        if self.y + height > self.bottom:
+            self.next_column()
+
+    def line(self, text: str, size: float, bold: bool, step: float) -> None:
+        self.room(step)
+        self.y += step
+        self.pages[-1].append(_Op(self.y, text, size, bold, self.x))
+
+
+def _lay_out(sections: Sequence[Section], style: Style, title_block: Sequence[tuple[str, float, bool]],
+             ) -> tuple[list[list[_Op]], list[tuple[int, str]]]:
+    """Body pages as draw operations, and (0-based body page, printed title) per section."""
+    s = style
+    y = s.margin
+    head: list[_Op] = []
+    for text, size, bold in title_block:  # full width on the first page
+        for ln in _wrap(text, PAGE_W - 2 * s.margin, size, s.bold if bold else s.font):
+            y += size * 1.3
+            head.append(_Op(y, ln, size, bold, s.margin))
+    flow = _Flow(s, y + (12 if head else 0))
+    flow.pages[0].extend(head)
+    where: list[tuple[int, str]] = []
+    for i, sec in enumerate(sections):
+        size = s.sizes[min(sec.level, len(s.sizes)) - 1]
+        bold = sec.level <= s.bold_levels
+        font = s.bold if bold else s.font
+        title = _body_title(sec, s)
+        label = ""
+        if s.chapter_label and sec.level == 1:
+            label, _, title = title.partition(" ")
+            label = f"Chapter {label}"
+        lines = _wrap(title, flow.col_w, size, font)
+        if sec.level <= s.new_page_level and (len(flow.pages[-1]) > len(head) or len(flow.pages) > 1):
+            if flow.pages[-1]:
+                flow.new_page()
+        flow.room(len(lines) * size * 1.3 + size * 0.8 + 3 * s.leading)
+        where.append((len(flow.pages) - 1, title))
+        flow.y += size * 0.8
+        if label:
+            flow.line(label, size * 0.85, bold, size * 1.3)
+            flow.y += size * 0.6
+        for ln in lines:
+            flow.line(ln, size, bold, size * 1.3)
+        flow.y += s.leading * 0.3
+        for k in range(sec.paragraphs):
+            for ln in _wrap(paragraph(f"s{i}p{k}"), flow.col_w, s.body, s.font):
+                flow.line(ln, s.body, False, s.leading)
+            flow.y += s.leading * 0.5
+    return flow.pages, where
+
+
+def _draw(doc: pymupdf.Document, pages: list[list[_Op]], style: Style, writer: _Type3Writer | None) -> None:
+    for ops in pages:
+        page = doc.new_page(width=PAGE_W, height=PAGE_H)
+        if writer is not None:
+            writer.draw(page, ops)
+            continue
+        for op in ops:
+            page.insert_text((op.x, op.y), op.text, fontsize=op.size, fontname=style.bold if op.bold else style.font)
+
+
+def _page_ops(ops: list[_Op], number: str, style: Style, header: str) -> list[_Op]:
+    out = list(ops)
+    out.append(_Op(PAGE_H - 40, number, 9.0, False, PAGE_W / 2 - 4))
+    if header:
+        out.append(_Op(40, header, 8.0, False, style.margin))
+    return out
+
+
+def _latex_heads(body: list[list[_Op]], sections: Sequence[Section], where: list[tuple[int, str]],
+                 style: Style) -> list[list[_Op]]:
+    """LaTeX ``book`` page heads: even pages "CHAPTER 2. TITLE", odd pages "2.3. SECTION TITLE", the page
+    number at the outer edge; a chapter's first page has its number at the foot instead."""
+    out = []
+    starts = {bp for sec, (bp, _) in zip(sections, where, strict=True) if sec.level == 1}
+    for b, ops in enumerate(body):
+        number = str(b + 1)
+        if b in starts:
+            out.append(_page_ops(ops, number, style, ""))
+            continue
+        chapter = next(t for sec, (bp, t) in reversed(list(zip(sections, where, strict=True)))
+                       if sec.level == 1 and bp <= b)
+        section = next((sec.title for sec, (bp, _) in reversed(list(zip(sections, where, strict=True)))
+                        if sec.level == 2 and bp <= b), chapter)
+        c_num, _, c_title = chapter.partition(" ") if chapter[:1].isdigit() else ("", "", chapter)
+        s_num, _, s_title = section.partition(" ")
+        if (b + 1) % 2 == 0:
+            head = [_Op(50, number, 10.0, False, style.margin),
+                    _Op(50, f"CHAPTER {c_num}. {c_title.upper()}", 10.0, False, style.margin + 40)]
+        else:
+            text = f"{s_num}. {s_title.upper()}"
+            head = [_Op(50, text, 10.0, False, PAGE_W - style.margin - 40 - _width(text, 10.0, style.font)),
+                    _Op(50, number, 10.0, False, PAGE_W - style.margin - 10)]
+        out.append(list(ops) + head)
+    return out
+
+
+def _toc_ops(entries: list[tuple[Section, int]], style: Style, latex: bool, title: str) -> list[list[_Op]]:
+    """Contents pages: one line per entry (wrapped when long), printed page number at the right."""
+    s = style
+    pages: list[list[_Op]] = [[_Op(s.margin + 30, title, 18.0, True, s.margin)]]
+    y = s.margin + 60
+    right = PAGE_W - s.margin
+    for sec, printed in entries:
+        indent = s.margin + (0 if latex else 16) * (sec.level - 1) + (14 * (sec.level - 1) if latex else 0)
+        bold = sec.level == 1
+        font = s.bold if bold else s.font
+        number, text = "", sec.title
+        if latex:
+            m = re.match(r"^(\d+(?:\.\d+)*)\s+(.*)$", sec.title)
+            if m:
+                number, text = m.group(1), m.group(2)
+        text_x = indent + (10 + 7 * number.count(".") + 16 if number else 0)
+        lines = _wrap(text, right - 60 - text_x, s.body, font)
+        if y + (len(lines) + 1) * 16 > PAGE_H - s.margin:
+            pages.append([])
+            y = s.margin + 20
+        if bold:
+            y += 6
+        for k, ln in enumerate(lines):
+            y += 15
+            if k == 0 and number:
+                pages[-1].append(_Op(y, number, s.body, bold, indent))
+            pages[-1].append(_Op(y, ln, s.body, bold, text_x))
+        num = str(printed)
+        nw = _width(num, s.body, font)
+        end_x = text_x + _width(lines[-1], s.body, font)
+        if not (latex and bold):  # LaTeX sets chapter lines without leaders
+            leader = " ." if latex else "."
+            step = _width(leader, s.body, s.font) + (0.1 * s.body if s.type3 else 0.0)
+            count = int((right - nw - 10 - (end_x + 8)) / step)
+            if count > 2:
+                pages[-1].append(_Op(y, leader * count, s.body, False, end_x + 6))
+        pages[-1].append(_Op(y, num, s.body, bold, right - nw))
+    return pages
+
+
+def make_document(path: str | Path, sections: Sequence[Section], style: Style, *,
+                  title_block: Sequence[tuple[str, float, bool]] = (), cover: Sequence[str] = (),
+                  toc: str | None = None, toc_levels: int = 9, toc_title: str = "Contents") -> Made:
+    """Write the document; ``toc``: None, ``"pages"`` (dot leaders) or ``"latex"`` (numbers in a column)."""
+    path = Path(path)
+    body, where = _lay_out(sections, style, title_block)
+    front: list[list[_Op]] = []
+    if cover:
+        front.append([_Op(220 + 40 * k, line, 26.0 if k == 0 else 14.0, k == 0, style.margin)
+                      for k, line in enumerate(cover)])
+    if toc:
+        listed = [(sec, bp + 1) for sec, (bp, _) in zip(sections, where, strict=True) if sec.level <= toc_levels]
+        front.extend(_toc_ops(listed, style, toc == "latex", toc_title))
+    pages = [_page_ops(ops, roman(i + 1), style, "") for i, ops in enumerate(front)]
+    if style.latex_heads:
+        pages += _latex_heads(body, sections, where, style)
+    else:
+        pages += [_page_ops(ops, str(b + 1), style, style.header if b else "") for b, ops in enumerate(body)]
+    doc = pymupdf.open()
+    writer = _Type3Writer(doc, [op.text for ops in pages for op in ops]) if style.type3 else None
+    _draw(doc, pages, style, writer)
+    truth = [Truth(title, sec.level, len(front) + bp + 1) for sec, (bp, title) in zip(sections, where, strict=True)]
+    made = Made(path, truth, doc.page_count)
+    doc.save(path)
+    doc.close()
+    return made
+
+
+# ---------------------------------------------------------------------------- the five kinds
+
+_TOPICS = (
+    "probability spaces", "random variables", "expectation", "conditional expectation", "martingales",
+    "stopping times", "convergence theorems", "characteristic functions", "limit theorems", "markov chains",
+    "stationary distributions", "ergodic theory", "brownian motion", "stochastic integrals", "diffusion processes",
+    "large deviations", "concentration inequalities", "entropy", "coupling arguments", "mixing times",
+    "branching processes", "renewal theory", "queueing models", "point processes", "poisson processes",
+    "gaussian processes", "empirical processes", "sampling methods", "estimation", "hypothesis tests",
+)
+
+
+def _topic(rng: random.Random, used: set[str]) -> str:
+    while True:
+        a, b = rng.choice(_TOPICS), rng.choice(("basic properties", "examples", "applications", "proofs",
+                                                 "definitions", "main results", "exercises", "extensions",
+                                                 "a first look", "the general case", "special cases"))
+        t = f"{a.capitalize()}: {b}" if rng.random() < 0.3 else f"{b.capitalize()} of {a}"
+        if t not in used:
+            used.add(t)
+            return t
+
+
+def _numbered(shape: Sequence[Sequence[int]], seed: int, paragraphs: tuple[int, int, int] = (2, 3, 2),
+              chapter_titles: Sequence[str] = ()) -> list[Section]:
+    """``shape[c][s]`` = subsections of section s of chapter c; titles numbered 1, 1.1, 1.1.1."""
+    rng = random.Random(seed)
+    used: set[str] = set()
+    out = []
+    for c, sections in enumerate(shape, 1):
+        name = chapter_titles[c - 1] if c <= len(chapter_titles) else _topic(rng, used)
+        out.append(Section(f"{c} {name}", 1, paragraphs[0]))
+        for s, subs in enumerate(sections, 1):
+            out.append(Section(f"{c}.{s} {_topic(rng, used)}", 2, paragraphs[1]))
+            for u in range(1, subs + 1):
+                out.append(Section(f"{c}.{s}.{u} {_topic(rng, used)}", 3, paragraphs[2]))
+    return out
+
+
+LATEX = Style(font="tiro", bold="tibo", sizes=(20.7, 14.4, 12.0), body=10.0, leading=12.0, new_page_level=1,
+              type3=True, margin=90.0)
+
+
+def lecture_notes(path: str | Path, *, toc: bool = False, book: bool = False) -> Made:
+    """About 50 sections over ~25 pages of Type 3 text (LaTeX through dvips); ``book``: the ``book`` class
+    look ("Chapter N" above the title, running heads with the chapter and section)."""
+    shape = [[1, 0, 2], [0, 1, 0, 1], [2, 0, 1], [0, 0, 1, 0], [1, 1, 0], [0, 2, 0, 0], [1, 0], [0, 1, 1]]
+    sections = _numbered(shape, 11, paragraphs=(3, 5, 3) if book else (2, 3, 2))
+    style = LATEX_BOOK if book else LATEX
+    return make_document(path, sections, style, toc="latex" if toc else None,
+                         title_block=() if toc else (("Lecture Notes on Stochastic Processes", 17.3, False),
+                                                     ("Autumn Term", 12.0, False)),
+                         cover=("Lecture Notes on Stochastic Processes", "Autumn Term") if toc else ())
+
+
+LATEX_BOOK = Style(font="tiro", bold="tibo", sizes=(24.8, 14.4, 12.0), body=10.0, leading=12.0, new_page_level=1,
+                   type3=True, margin=90.0, latex_heads=True, chapter_label=True)
+
+
+PAPER = Style(columns=2, font="tiro", bold="tibo", sizes=(12.0, 10.0, 10.0), body=10.0, leading=11.5,
+              new_page_level=0, margin=54.0, gap=18.0)
+
+
+def research_paper(path: str | Path) -> Made:
+    """Two columns: title block and abstract across the page, numbered sections in the columns."""
+    shape = [[0], [2, 0, 1], [3, 0], [2, 2], [0, 1], []]
+    titles = ("Introduction", "Related work", "Method", "Experiments", "Discussion", "Conclusion")
+    sections = _numbered(shape, 23, paragraphs=(2, 3, 2), chapter_titles=titles)
+    sections.append(Section("References", 1, 4))
+    abstract = " ".join(paragraph(f"abstract{i}", 3) for i in range(2))
+    return make_document(path, sections, PAPER, title_block=(
+        ("Sparse Routing for Long-Document Retrieval", 16.0, True),
+        ("A. Author, B. Author and C. Author", 11.0, False),
+        ("Abstract", 10.0, True),
+        (abstract, 9.0, False),
+    ))
+
+
+CENTRAL_BANK = Style(font="helv", bold="hebo", sizes=(18.0, 13.0, 10.5), body=10.0, leading=13.0, new_page_level=1,
+                     caps_levels=1, header="Bank of Northland | Annual Report 2023")
+
+
+def annual_report(path: str | Path) -> Made:
+    """About 200 pages: cover, a three-level contents list over several pages, chapters in capitals."""
+    rng = random.Random(5)
+    chapters = ("The economy and monetary policy in 2023", "Financial stability", "Payment systems and "
+                "market infrastructure oversight", "Banknotes and coin", "Reserve management and foreign "
+                "exchange operations", "Statistics and economic research", "International cooperation",
+                "Organisation, staff and governance of the Bank", "Financial statements and notes to the "
+                "annual accounts for the year ended 31 December 2023")
+    words = ("developments", "inflation", "interest rates", "credit growth", "household lending", "liquidity",
+             "supervision", "risk assessment", "settlement", "cyber resilience", "cash demand", "counterfeits",
+             "portfolio", "investment policy", "data quality", "surveys", "research programme", "staff",
+             "remuneration", "internal audit", "balance sheet", "income statement", "provisions", "pensions")
+    used: set[str] = set()
+    sections: list[Section] = []
+    for c, title in enumerate(chapters, 1):
+        sections.append(Section(f"{c} {title}", 1, 2))
+        for s in range(1, rng.randint(3, 6) + 1):
+            while True:
+                t = f"{rng.choice(words).capitalize()} and {rng.choice(words)}"
+                if rng.random() < 0.25:
+                    t += " in the context of the medium-term outlook for the domestic economy"
+                if t not in used:
+                    used.add(t)
+                    break
+            sections.append(Section(f"{c}.{s} {t}", 2, rng.randint(12, 28)))
+            for u in range(rng.choice((0, 0, 2, 3))):
+                t2 = f"{rng.choice(words).capitalize()} ({rng.choice(('review', 'outlook', 'assessment'))} {u + 1})"
+                sections.append(Section(t2, 3, rng.randint(5, 12)))
+    return make_document(path, sections, CENTRAL_BANK, toc="pages", toc_levels=3,
+                         cover=("Bank of Northland", "Annual Report 2023"))
+
+
+RELEASE = Style(font="tiro", bold="tibo", sizes=(10.0, 10.0, 10.0), body=10.0, leading=12.5, new_page_level=0,
+                caps_levels=1)
+
+
+def regulatory_release(path: str | Path) -> Made:
+    """Roman-numbered parts in capitals and lettered subsections, bold at body size."""
+    parts = ("Introduction", "Background", "Discussion of the amendments", "Economic analysis",
+             "Paperwork Reduction Act", "Regulatory flexibility act certification", "Statutory authority")
+    rng = random.Random(3)
+    subjects = ("scope", "definitions", "reporting requirements", "compliance dates", "comments received",
+                "costs and benefits", "alternatives considered", "effects on competition", "baseline",
+                "transition period", "exemptions")
+    sections: list[Section] = []
+    for i, p in enumerate(parts, 1):
+        sections.append(Section(f"{roman(i).upper()}. {p}", 1, 2))
+        subs = rng.sample(subjects, rng.choice((0, 2, 3, 4)))
+        for k, t in enumerate(subs):
+            sections.append(Section(f"{chr(65 + k)}. {t.capitalize()}", 2, rng.randint(3, 7)))
+    return make_document(path, sections, RELEASE, title_block=(
+        ("SECURITIES AND EXCHANGE COMMISSION", 12.0, True),
+        ("Release No. 34-99999; File No. S7-01-23", 10.0, False),
+        ("Amendments to Reporting Requirements for Registered Funds", 12.0, True),
+        ("AGENCY: Securities and Exchange Commission. ACTION: Final rule.", 10.0, False),
+    ))
+
+
+EARNINGS = Style(font="helv", bold="hebo", sizes=(11.0, 10.0, 10.0), body=9.5, leading=12.0, new_page_level=0)
+
+
+def earnings_release(path: str | Path) -> Made:
+    """A handful of bold headings over six pages; statement titles in capitals."""
+    sections = [Section(t, 1, n) for t, n in (
+        ("Fourth Quarter 2023 Highlights", 4), ("Full Year 2023 Results", 5), ("Segment Results", 6),
+        ("Balance Sheet and Cash Flow", 4), ("2024 Outlook", 3), ("Conference Call and Webcast", 2),
+        ("Forward-Looking Statements", 6), ("CONSOLIDATED STATEMENTS OF INCOME", 4),
+        ("CONSOLIDATED BALANCE SHEETS", 4), ("CONSOLIDATED STATEMENTS OF CASH FLOWS", 4),
+    )]
+    return make_document(path, sections, EARNINGS, title_block=(
+        ("Northwind Industries Reports Fourth Quarter and Full Year 2023 Results", 14.0, True),
+        ("HOUSTON, February 8, 2024 -- Northwind Industries, Inc. (NYSE: NWI) today reported results.", 9.5, False),
+    ))
+
+
+KINDS = {
+    "lecture_notes": lecture_notes,
+    "lecture_notes_toc": lambda p: lecture_notes(p, toc=True),
+    "lecture_notes_book": lambda p: lecture_notes(p, book=True),
+    "lecture_notes_book_toc": lambda p: lecture_notes(p, toc=True, book=True),
+    "research_paper": research_paper,
+    "annual_report": annual_report,
+    "regulatory_release": regulatory_release,
+    "earnings_release": earnings_release,
+}
+
+
+# ---------------------------------------------------------------------------- scoring
+
+
+_LABEL = re.compile(r"^(?:(?:chapter|lecture|part)\s+\w+|[ivx]+|[a-z]|\d+(?:\s\d+)*)\s+")
+
+
+def _split(title: str) -> tuple[str, str]:
+    """(numbering label, rest), lower case, punctuation dropped: "1.2 Scope" → ("1 2", "scope")."""
+    t = " ".join(re.sub(r"[^\w\s]", " ", title.lower()).split())
+    m = _LABEL.match(t)
+    return (m.group(0).strip(), t[m.end():]) if m and m.end() < len(t) else ("", t)
+
+
+def similarity(node_title: str, truth_title: str) -> float:
+    """0..1: 0 when both carry a different numbering label, else how alike the titles without it are."""
+    (na, a), (nb, b) = _split(node_title), _split(truth_title)
+    if na and nb and na.split()[-1:] != nb.split()[-1:] and na != nb:
+        return 0.0
+    return 1.0 if a == b else difflib.SequenceMatcher(None, a, b).ratio()
+
+
+def matched(tree: DocumentTree, truth: Truth, tolerance: int = 1) -> bool:
+    """A node with (nearly) the true title starting within ``tolerance`` pages of the true page."""
+    return find(tree, truth, tolerance) is not None
+
+
+def find(tree: DocumentTree, truth: Truth, tolerance: int = 1) -> TreeNode | None:
+    """The node most like ``truth`` (title similarity ≥ 0.85) starting within ``tolerance`` pages."""
+    scored = [(similarity(n.title, truth.title), n) for n in tree.nodes if abs(n.start - truth.page) <= tolerance]
+    best = max(scored, key=lambda x: x[0], default=(0.0, None))
+    return best[1] if best[0] >= 0.85 else None
+
+
+def section_recall(tree: DocumentTree, truth: Sequence[Truth], tolerance: int = 1) -> float:
+    """Share of the true sections found with the right start page (± ``tolerance``)."""
+    return sum(matched(tree, t, tolerance) for t in truth) / len(truth) if truth else 0.0
