@@ -523,7 +523,12 @@ def _candidate(line: _Line, local_body: float) -> bool:
     return bool(line.size >= local_body + 0.5 or line.bold or numbering or (caps and len(text) <= 80))
 
 
-def _continues(prev: _Line, line: _Line) -> bool:
+DISPLAY_SIZE = 1.6
+"""A heading at least this many times the body size is display type: a line in the same size right below it
+continues it ("3 PAYMENT SYSTEMS AND MARKET" / "INFRASTRUCTURE OVERSIGHT")."""
+
+
+def _continues(prev: _Line, line: _Line, body: float = 0.0) -> bool:
     """Is ``line`` the second line of a heading that wrapped from ``prev``?"""
     if abs(prev.size - line.size) > 0.2 or prev.bold != line.bold or numbering_of(line.text):
         return False
@@ -533,6 +538,7 @@ def _continues(prev: _Line, line: _Line) -> bool:
     return bool(
         first.islower()
         or re.search(r"(,|-|–|&|\b(?:of|and|the|for|to|in|on|with|by|or|from|its|our|an?))$", prev.text, re.I)
+        or (body > 0 and prev.size >= DISPLAY_SIZE * body and (prev.text.isupper() == line.text.isupper()))
     )
 
 
@@ -755,7 +761,7 @@ def _page_headings(number: int, r: _PageRecord, margin: set[int], body: float) -
             flush()
             prev = None
         last = j
-        if pending is not None and prev is not None and _continues(prev, ln) and _candidate(ln, local_body):
+        if pending is not None and prev is not None and _continues(prev, ln, local_body) and _candidate(ln, local_body):
             pending = (pending[0], pending[1], f"{pending[2]} {ln.text}")
             prev = ln
             continue

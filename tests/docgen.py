@@ -208,8 +208,10 @@ def _latex_heads(body: list[list[_Op]], sections: Sequence[Section], where: list
     return out
 
 
-def _toc_ops(entries: list[tuple[Section, int]], style: Style, latex: bool, title: str) -> list[list[_Op]]:
-    """Contents pages: one line per entry (wrapped when long), printed page number at the right."""
+def _toc_ops(entries: list[tuple[Section, int]], style: Style, latex: bool, title: str,
+             number_first: bool = False) -> list[list[_Op]]:
+    """Contents pages: one line per entry (wrapped when long), printed page number at the right (or, with
+    ``number_first``, in a column at the left as designed reports set it: "12   Financial stability")."""
     s = style
     pages: list[list[_Op]] = [[_Op(s.margin + 30, title, 18.0, True, s.margin)]]
     y = s.margin + 60
@@ -223,7 +225,7 @@ def _toc_ops(entries: list[tuple[Section, int]], style: Style, latex: bool, titl
             m = re.match(r"^(\d+(?:\.\d+)*)\s+(.*)$", sec.title)
             if m:
                 number, text = m.group(1), m.group(2)
-        text_x = indent + (10 + 7 * number.count(".") + 16 if number else 0)
+        text_x = indent + (10 + 7 * number.count(".") + 16 if number else 0) + (40 if number_first else 0)
         lines = _wrap(text, right - 60 - text_x, s.body, font)
         if y + (len(lines) + 1) * 16 > PAGE_H - s.margin:
             pages.append([])
@@ -237,6 +239,9 @@ def _toc_ops(entries: list[tuple[Section, int]], style: Style, latex: bool, titl
             pages[-1].append(_Op(y, ln, s.body, bold, text_x))
         num = str(printed)
         nw = _width(num, s.body, font)
+        if number_first:
+            pages[-1].append(_Op(y - 15 * (len(lines) - 1), num, s.body, bold, s.margin))
+            continue
         end_x = text_x + _width(lines[-1], s.body, font)
         if not (latex and bold):  # LaTeX sets chapter lines without leaders
             leader = " ." if latex else "."
@@ -251,7 +256,8 @@ def _toc_ops(entries: list[tuple[Section, int]], style: Style, latex: bool, titl
 def make_document(path: str | Path, sections: Sequence[Section], style: Style, *,
                   title_block: Sequence[tuple[str, float, bool]] = (), cover: Sequence[str] = (),
                   toc: str | None = None, toc_levels: int = 9, toc_title: str = "Contents") -> Made:
-    """Write the document; ``toc``: None, ``"pages"`` (dot leaders) or ``"latex"`` (numbers in a column)."""
+    """Write the document; ``toc``: None, ``"pages"`` (dot leaders), ``"latex"`` (section numbers in a column)
+    or ``"number_first"`` (page numbers in a column at the left)."""
     path = Path(path)
     body, where = _lay_out(sections, style, title_block)
     front: list[list[_Op]] = []
@@ -260,7 +266,7 @@ def make_document(path: str | Path, sections: Sequence[Section], style: Style, *
                       for k, line in enumerate(cover)])
     if toc:
         listed = [(sec, bp + 1) for sec, (bp, _) in zip(sections, where, strict=True) if sec.level <= toc_levels]
-        front.extend(_toc_ops(listed, style, toc == "latex", toc_title))
+        front.extend(_toc_ops(listed, style, toc == "latex", toc_title, toc == "number_first"))
     pages = [_page_ops(ops, roman(i + 1), style, "") for i, ops in enumerate(front)]
     if style.latex_heads:
         pages += _latex_heads(body, sections, where, style)
@@ -358,7 +364,7 @@ CENTRAL_BANK = Style(font="helv", bold="hebo", sizes=(18.0, 13.0, 10.5), body=10
                      caps_levels=1, header="Bank of Northland | Annual Report 2023")
 
 
-def annual_report(path: str | Path) -> Made:
+def annual_report(path: str | Path, toc: str | None = "pages") -> Made:
     """About 200 pages: cover, a three-level contents list over several pages, chapters in capitals."""
     rng = random.Random(5)
     chapters = ("The economy and monetary policy in 2023", "Financial stability", "Payment systems and "
@@ -386,7 +392,7 @@ def annual_report(path: str | Path) -> Made:
             for u in range(rng.choice((0, 0, 2, 3))):
                 t2 = f"{rng.choice(words).capitalize()} ({rng.choice(('review', 'outlook', 'assessment'))} {u + 1})"
                 sections.append(Section(t2, 3, rng.randint(5, 12)))
-    return make_document(path, sections, CENTRAL_BANK, toc="pages", toc_levels=3,
+    return make_document(path, sections, CENTRAL_BANK, toc=toc, toc_levels=3,
                          cover=("Bank of Northland", "Annual Report 2023"))
 
 
@@ -440,6 +446,8 @@ KINDS = {
     "lecture_notes_book_toc": lambda p: lecture_notes(p, toc=True, book=True),
     "research_paper": research_paper,
     "annual_report": annual_report,
+    "annual_report_number_first": lambda p: annual_report(p, toc="number_first"),
+    "annual_report_no_toc": lambda p: annual_report(p, toc=None),
     "regulatory_release": regulatory_release,
     "earnings_release": earnings_release,
 }
@@ -448,14 +456,18 @@ KINDS = {
 # ---------------------------------------------------------------------------- scoring
 
 
-_LABEL = re.compile(r"^(?:(?:chapter|lecture|part)\s+\w+|[ivx]+|[a-z]|\d+(?:\s\d+)*)\s+")
+_LABEL = re.compile(r"^(?:(?:chapter|lecture|part)\s+\w+|[IVX]+\.|[A-Z]\.|\d+(?:\.\d+)*\.?)\s+", re.I)
 
 
 def _split(title: str) -> tuple[str, str]:
     """(numbering label, rest), lower case, punctuation dropped: "1.2 Scope" → ("1 2", "scope")."""
-    t = " ".join(re.sub(r"[^\w\s]", " ", title.lower()).split())
-    m = _LABEL.match(t)
-    return (m.group(0).strip(), t[m.end():]) if m and m.end() < len(t) else ("", t)
+    m = _LABEL.match(title.strip())
+    label, rest = (m.group(0), title.strip()[m.end():]) if m and m.end() < len(title.strip()) else ("", title)
+
+    def norm(t: str) -> str:
+        return " ".join(re.sub(r"[^\w\s]", " ", t.lower()).split())
+
+    return norm(label), norm(rest)
 
 
 def similarity(node_title: str, truth_title: str) -> float:

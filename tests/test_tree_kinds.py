@@ -22,6 +22,8 @@ MODES = {
     "lecture_notes_book_toc": "toc_pages",
     "research_paper": "no_toc",
     "annual_report": "toc_pages",
+    "annual_report_number_first": "toc_pages",
+    "annual_report_no_toc": "no_toc",
     "regulatory_release": "no_toc",
     "earnings_release": "no_toc",
 }

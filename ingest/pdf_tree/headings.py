@@ -226,6 +226,19 @@ def _same_look(every: list[list[_Cand]], chosen: list[list[_Cand]], body: float)
     return out
 
 
+def _below(styles: list[list[_Cand]], numbered: list[list[_Cand]], body: float) -> list[list[_Cand]]:
+    """Unnumbered bold or larger headings below numbered sections ("1.2 Credit" / "Household lending"): the
+    most used such style, when it appears on three pages or more after the first numbered heading."""
+    first = min((c.h.page, c.h.line) for s in numbered for c in s)
+    below = [
+        s
+        for s in styles
+        if s[0].style.startswith("plain") and s[0].rank >= 0 and (s[0].h.bold or s[0].h.size >= body + 0.5)
+        and len({c.h.page for c in s if (c.h.page, c.h.line) > first}) >= 3
+    ]
+    return sorted(below, key=lambda s: -len(s))[:1]
+
+
 def no_toc_entries(
     parsed: ParsedPdf,
     lo: int,
@@ -255,6 +268,7 @@ def no_toc_entries(
             s for s in styles if s[0].style.startswith("plain") and s[0].rank < 0 and s[0].h.page <= late
         ]
         chosen = (above + numbered)[:max_levels]
+        chosen += _below(styles, numbered, parsed.body_font_size)[: max_levels - len(chosen)]
     else:
         body = parsed.body_font_size
         big = [s for s in styles if s[0].style.startswith("plain") and s[0].h.size >= body + 0.5]
