@@ -32,13 +32,7 @@ import pymupdf
 
 from kb.types import DocumentTree, TreeNode
 from tests.pdfgen import PAGE_H, PAGE_W, _Op, _Type3Writer, _width, _wrap, paragraph, roman
-
-
-@dataclass(frozen=True)
-class Section:
-    title: str
-    level: int
-    paragraphs: int = 3
+from tests.pdfgen import Sec as Section
 
 
 @dataclass(frozen=True)
