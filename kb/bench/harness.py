@@ -373,7 +373,8 @@ def _environment(rt: Runtime, pgvector: str | None) -> dict[str, Any]:
         "chat": rt.chat.model_id,
         "llm_offline": bool(rt.chat.offline),
         "retrieval": dataclasses.asdict(s.retrieval),
-        "chunking": {"chunk_tokens": s.ingest.chunk_tokens, "chunk_overlap_tokens": s.ingest.chunk_overlap_tokens},
+        "chunking": {"chunk_tokens": s.ingest.chunk_tokens, "chunk_overlap_tokens": s.ingest.chunk_overlap_tokens,
+                     "page_aligned": s.ingest.chunk_page_aligned},
         "top_docs": TOP_DOCS,
         "flat_doc_pool": FLAT_DOC_POOL,
     }
