@@ -528,7 +528,7 @@ DISPLAY_SIZE = 1.6
 continues it ("3 PAYMENT SYSTEMS AND MARKET" / "INFRASTRUCTURE OVERSIGHT")."""
 
 
-def _continues(prev: _Line, line: _Line, body: float = 0.0) -> bool:
+def _continues(prev: _Line, line: _Line, body: float) -> bool:
     """Is ``line`` the second line of a heading that wrapped from ``prev``?"""
     if abs(prev.size - line.size) > 0.2 or prev.bold != line.bold or numbering_of(line.text):
         return False
@@ -538,7 +538,7 @@ def _continues(prev: _Line, line: _Line, body: float = 0.0) -> bool:
     return bool(
         first.islower()
         or re.search(r"(,|-|–|&|\b(?:of|and|the|for|to|in|on|with|by|or|from|its|our|an?))$", prev.text, re.I)
-        or (body > 0 and prev.size >= DISPLAY_SIZE * body and (prev.text.isupper() == line.text.isupper()))
+        or (body > 0 and prev.size >= DISPLAY_SIZE * body and prev.text.isupper() == line.text.isupper())
     )
 
 

@@ -90,9 +90,6 @@ class _Flow:
     def x(self) -> float:
         return self.s.margin + self.col * (self.col_w + self.s.gap)
 
-    def page_empty(self) -> bool:
-        return not self.pages[-1] or self.y == self.top and self.col == 0 and self.top == self.s.margin
-
     def new_page(self) -> None:
         self.pages.append([])
         self.col, self.top, self.y = 0, self.s.margin, self.s.margin
@@ -137,9 +134,8 @@ def _lay_out(sections: Sequence[Section], style: Style, title_block: Sequence[tu
             label, _, title = title.partition(" ")
             label = f"Chapter {label}"
         lines = _wrap(title, flow.col_w, size, font)
-        if sec.level <= s.new_page_level and (len(flow.pages[-1]) > len(head) or len(flow.pages) > 1):
-            if flow.pages[-1]:
-                flow.new_page()
+        if sec.level <= s.new_page_level and len(flow.pages[-1]) > (len(head) if len(flow.pages) == 1 else 0):
+            flow.new_page()  # unless the page holds nothing but the title block
         flow.room(len(lines) * size * 1.3 + size * 0.8 + 3 * s.leading)
         where.append((len(flow.pages) - 1, title))
         flow.y += size * 0.8

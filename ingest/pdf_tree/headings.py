@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 
@@ -76,6 +77,11 @@ def _lis(cands: list[_Cand], key) -> list[_Cand]:
     return out[::-1]
 
 
+def _look(h: HeadingCandidate) -> tuple[float, bool]:
+    """Font size to the half point, and weight: how alike two headings are set."""
+    return (round(h.size * 2) / 2, h.bold)
+
+
 RESTARTING = frozenset({"alpha"})
 """Numbering kinds that start again under each parent ("I. Background / A. Scope / B. … / II. … / A. …")."""
 
@@ -83,16 +89,14 @@ RESTARTING = frozenset({"alpha"})
 def _segments(hs: list[HeadingCandidate], raw: list[HeadingCandidate], body: float) -> dict[HeadingCandidate, int]:
     """For a restarting numbering: how many visual headings of a higher numbered rank come before each one."""
     rank = style_rank(hs[0].numbering) if hs else None
+    if rank is None:
+        return dict.fromkeys(hs, 0)
     parents = sorted(
         (h.page, h.line)
         for h in raw
-        if (r := style_rank(h.numbering)) is not None and rank is not None and r < rank
-        and (h.bold or h.size >= body + 0.5)
+        if (r := style_rank(h.numbering)) is not None and r < rank and (h.bold or h.size >= body + 0.5)
     )
-    out = {}
-    for h in hs:
-        out[h] = sum(1 for p in parents if p < (h.page, h.line))
-    return out
+    return {h: bisect.bisect_left(parents, (h.page, h.line)) for h in hs}
 
 
 _SENTENCE_END = re.compile(r"[.;:]$")
@@ -141,7 +145,7 @@ def heading_styles(
         else:
             if not (h.bold or h.size >= body + 0.5) or not _plain_ok(h):
                 continue
-            key = f"plain:{round(h.size * 2) / 2}:{int(h.bold)}:{int(h.caps)}"
+            key = f"plain:{_look(h)[0]}:{int(h.bold)}:{int(h.caps)}"
         groups.setdefault(key, []).append(h)
     styles: list[tuple[float, list[_Cand]]] = []
     numbered_sizes = [h.size for k, hs in groups.items() if not k.startswith("plain") for h in hs]
@@ -195,10 +199,6 @@ BACK_MATTER = re.compile(
     re.I,
 )
 """Unnumbered headings a numbered document sets in the look of its numbered sections."""
-
-
-def _look(h: HeadingCandidate) -> tuple[float, bool]:
-    return (round(h.size * 2) / 2, h.bold)
 
 
 def _same_look(every: list[list[_Cand]], chosen: list[list[_Cand]], body: float) -> list[_Cand]:

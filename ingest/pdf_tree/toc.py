@@ -87,21 +87,18 @@ def _number_first(lines: list[tuple[str, LineInfo | None]]) -> list[tuple[str, L
     becomes "Financial stability 12", a wrapped title's next line joined to it. Recognised when most lines
     start with a number, the numbers never go down and outgrow the count of lines (page numbers, not section
     numbers "1 / 2 / 3"), and few lines end with one."""
-    lead = [(i, int(m.group(1))) for i, (t, _) in enumerate(lines) if (m := _LEAD_NUM.match(clean_text(t)))]
-    nums = [n for _, n in lead]
+    lead = {i: m for i, (t, _) in enumerate(lines) if (m := _LEAD_NUM.match(clean_text(t)))}
+    nums = [int(m.group(1)) for m in lead.values()]
     if len(lead) < 4 or len(lead) < 0.5 * len(lines) or max(nums) <= len(lead):
         return lines
     if sum(b >= a for a, b in zip(nums, nums[1:], strict=False)) < 0.9 * (len(nums) - 1):
         return lines
     if sum(1 for t, _ in lines if re.search(r"(?:[.…·_]\s?){2,}\s*\d{1,4}$", t)) >= 0.3 * len(lines):
         return lines  # dot leaders to a number at the end: the usual layout
-    starts = {i for i, _ in lead}
     out: list[tuple[str, LineInfo | None]] = []
     for i, (t, info) in enumerate(lines):
         t = clean_text(t)
-        if i in starts:
-            m = _LEAD_NUM.match(t)
-            assert m is not None
+        if (m := lead.get(i)) is not None:
             out.append((f"{t[m.end():]} {m.group(1)}", info))
         elif out and not _is_contents_heading(t) and out[-1][0][-1:].isdigit():
             title, _, num = out[-1][0].rpartition(" ")
