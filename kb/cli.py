@@ -102,7 +102,7 @@ async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path |
 def _print_result(result: Any, question: str) -> None:
     """Spec 001 step-by-step terminal format."""
     bar = "=" * 60
-    trace = result.trace or {}
+    trace = msgspec.to_builtins(result.trace) if result.trace is not None else {}
     print(bar)
     print(f"Query: {question}")
     print(bar)

@@ -28,9 +28,17 @@ from kb import __version__, collections
 from kb.errors import KBError, NotFoundError
 from kb.runtime import Runtime
 from router.metadata import conditions_from_filters
-from router.pipeline import QueryPipeline, validate_request
+from router.pipeline import QueryPipeline
 from router.store import run_filter
-from router.types import QueryRequest, Strategy
+from router.types import (
+    COLLECTION_PATTERN,
+    MAX_QUERY_CHARS,
+    MAX_TOP_DOCS,
+    MAX_TOP_K,
+    QueryRequest,
+    Strategy,
+    checked,
+)
 
 log = structlog.get_logger("kb.mcp")
 
@@ -51,7 +59,8 @@ Two ways to answer a question:
    references such as "see Note 7" to other nodes) → answer, citing document name, section and pages.
 Pages are 1-based physical PDF pages; for Markdown and text files the ranges are line numbers."""
 
-Collection = Annotated[str, Field(min_length=1, max_length=64, description="collection name; 'default' exists")]
+Collection = Annotated[str, Field(min_length=1, max_length=64, pattern=COLLECTION_PATTERN,
+                                  description="collection name; 'default' exists")]
 DocId = Annotated[int, Field(ge=1, le=MAX_DOC_ID, description="document id (the doc_id from list_documents)")]
 
 READ_ONLY = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
@@ -111,16 +120,16 @@ def build_mcp_server(services: Services) -> MCPServer:
     server = MCPServer("kb", instructions=INSTRUCTIONS, version=__version__)
 
     async def query(
-        question: Annotated[str, Field(min_length=1, max_length=4000,
+        question: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS,
                                        description="the question, in natural language")],
         collection: Collection = "default",
         strategy: Annotated[Strategy, Field(
             description="how documents are routed: auto (recommended) combines the others; metadata uses "
                         "company/year/type; semantic ranks by matching passages; description by document "
                         "descriptions")] = "auto",
-        top_docs: Annotated[int | None, Field(ge=1, le=20, description=(
+        top_docs: Annotated[int | None, Field(ge=1, le=MAX_TOP_DOCS, description=(
             "how many documents to route to; leave unset to let the question decide"))] = None,
-        top_k: Annotated[int, Field(ge=1, le=50, description="evidence passages handed to the answer")] = 5,
+        top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K, description="evidence passages handed to the answer")] = 5,
     ) -> dict[str, Any]:
         """Answer a question from the documents of a collection, with citations.
 
@@ -133,7 +142,7 @@ def build_mcp_server(services: Services) -> MCPServer:
                                       "top_k": top_k, "include_trace": False}
             if top_docs is not None:
                 fields["top_docs"] = top_docs
-            result = await pipeline.run(validate_request(QueryRequest(**fields)))
+            result = await pipeline.run(checked(QueryRequest(**fields)))
             return {"answer": result.answer, "citations": msgspec.to_builtins(result.citations),
                     "documents": msgspec.to_builtins(result.documents)}
 

@@ -19,6 +19,7 @@ from kb.embedder_record import EmbedderRecord, ensure_embedder
 from kb.llm_store import PgLLMStore
 from kb.providers import ChatModel, Embedder, get_chat_model, get_embedder, get_reranker
 from kb.settings import Settings, get_settings
+from kb.telemetry import observe_query
 from router.pipeline import QueryPipeline
 
 log = structlog.get_logger("kb.runtime")
@@ -112,7 +113,8 @@ async def open_runtime(settings: Settings | None = None, *, embedder: Embedder |
 
 def build_pipeline(rt: Runtime) -> QueryPipeline:
     """A query pipeline over the runtime's pool and providers (the API's is ``rt.pipeline``)."""
-    return QueryPipeline(rt.pool, rt.embedder, rt.chat, rt.settings.retrieval, reranker=get_reranker(rt.settings))
+    return QueryPipeline(rt.pool, rt.embedder, rt.chat, rt.settings.retrieval, reranker=get_reranker(rt.settings),
+                         observe=observe_query)
 
 
 def build_ingest_context(rt: Runtime, *, processes: bool = True) -> IngestContext:

@@ -69,6 +69,16 @@ class ChatUsage(msgspec.Struct, frozen=True):
     cached: bool = False
 
 
+class LLMUsage(msgspec.Struct, frozen=True):
+    """What a unit of work (a query, a document) spent on the LLM: calls, failed calls, tokens, cache hits."""
+
+    calls: int = 0
+    failed: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached: int = 0
+
+
 class ChatResult(msgspec.Struct, frozen=True):
     """One completed chat call. ``data`` holds parsed JSON for JSON-schema calls."""
 

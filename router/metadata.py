@@ -10,12 +10,10 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import asyncpg
 import msgspec
 import structlog
 
 from kb import vocab
-from kb.collections import CollectionStamp, collection_stamp
 from kb.errors import LLMError, ValidationError
 from kb.providers import ChatModel
 from kb.providers.steps import ask
@@ -177,27 +175,6 @@ class MetadataMatch(msgspec.Struct, frozen=True):
     explanation: str
     llm_calls: int = 0
     scope: str = ""  # the LLM's single | multi | list for the question ("" offline or when it said nothing)
-
-
-_cache: dict[tuple[int, CollectionStamp], KnownValues] = {}
-
-
-async def known_values(pool: asyncpg.Pool, collection_id: int) -> KnownValues:
-    """Distinct values per key, cached until the collection changes."""
-    stamp = await collection_stamp(pool, collection_id)
-    key = (collection_id, stamp)
-    if key in _cache:
-        return _cache[key]
-    values: dict[str, dict[str, int]] = {}
-    for row in await store.metadata_values(pool, collection_id):
-        values.setdefault(row["key"], {})[row["value"]] = int(row["n"])
-    kv = KnownValues(values=values, doc_count=stamp.documents)
-    for old in [k for k in _cache if k[0] == collection_id]:  # one entry per collection
-        del _cache[old]
-    if len(_cache) > 256:
-        _cache.clear()
-    _cache[key] = kv
-    return kv
 
 
 def _norm_company(name: str) -> str:

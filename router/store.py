@@ -124,7 +124,6 @@ SQL_COLLECTION_TEXTS = "SELECT c.id, c.text FROM chunks c WHERE c.collection_id 
 # documents
 SQL_COLLECTION_DOCS = "SELECT count(*) FROM documents WHERE collection_id = $1"
 SQL_COLLECTION_CHUNKS = "SELECT coalesce(sum(chunk_count), 0) FROM documents WHERE collection_id = $1"
-SQL_DOC_FIELDS = "SELECT id, name, description, metadata FROM documents WHERE id = ANY($1::bigint[])"
 SQL_METADATA_VALUES = """
 SELECT kv.key, kv.value, count(*) AS n
 FROM documents d, jsonb_each_text(d.metadata) kv
@@ -138,7 +137,8 @@ CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector('english', p.phrase))) A
 LEFT JOIN lexeme_df l ON l.collection_id = $1 AND l.lexeme = x.lexeme
 GROUP BY p.phrase"""
 SQL_FILTER_BASE = "SELECT d.id, d.name FROM documents d WHERE d.collection_id = $1"
-SQL_DESCRIPTIONS_ALL = "SELECT id, name, title, description FROM documents WHERE collection_id = $1 ORDER BY id"
+SQL_COLLECTION_DOCUMENTS = """
+SELECT id, name, title, description, metadata FROM documents WHERE collection_id = $1 ORDER BY id"""
 
 
 # --------------------------------------------------------------------------- vectors
@@ -293,15 +293,9 @@ async def collection_chunk_count(pool: asyncpg.Pool, collection_id: int) -> int:
     return int(await pool.fetchval(SQL_COLLECTION_CHUNKS, collection_id))
 
 
-async def all_descriptions(pool: asyncpg.Pool, collection_id: int) -> list[asyncpg.Record]:
-    """(``id``, ``name``, ``title``, ``description``) of every document of a collection, by id."""
-    return await pool.fetch(SQL_DESCRIPTIONS_ALL, collection_id)
-
-
-async def doc_fields(pool: asyncpg.Pool, doc_ids: Sequence[int]) -> dict[int, DocFields]:
-    """Name, description and metadata of given documents."""
-    return {int(r["id"]): DocFields(r["name"], r["description"], _json(r["metadata"]))
-            for r in await pool.fetch(SQL_DOC_FIELDS, list(doc_ids))}
+async def collection_documents(pool: asyncpg.Pool, collection_id: int) -> list[asyncpg.Record]:
+    """(``id``, ``name``, ``title``, ``description``, ``metadata``) of every document of a collection, by id."""
+    return await pool.fetch(SQL_COLLECTION_DOCUMENTS, collection_id)
 
 
 async def metadata_values(pool: asyncpg.Pool, collection_id: int) -> list[asyncpg.Record]:
@@ -354,5 +348,6 @@ class DocFields:
     metadata: dict[str, Any]
 
 
-def _json(value: Any) -> dict[str, Any]:
+def json_object(value: Any) -> dict[str, Any]:
+    """A jsonb value as a dict (asyncpg hands jsonb over as text)."""
     return json.loads(value) if isinstance(value, str) else dict(value or {})

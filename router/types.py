@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Annotated, Any, Literal, get_args
 
 import msgspec
+
+from kb.errors import ValidationError
 
 Strategy = Literal["auto", "metadata", "semantic", "description"]
 """The routing strategies, declared once: ``router.routing.ROUTERS`` must register exactly these, and the API
@@ -17,36 +21,81 @@ FLAT_MODES: tuple[str, ...] = ("dense", "bm25", "hybrid")
 NO_NUL = r"^[^\x00]*$"
 Text = Annotated[str, msgspec.Meta(pattern=NO_NUL)]
 
+# the bounds of a query request: the API schema, the MCP tool and ``checked`` read these, nothing else
+MAX_QUERY_CHARS = 4000
+MAX_EXPERT_CHARS = 20_000
+MAX_HISTORY_TURNS = 20
+MAX_TURN_CHARS = 8000
+MAX_FILTER_KEYS = 32
+MAX_FILTER_JSON_CHARS = 8000
+MAX_TOP_DOCS = 20
+MAX_TOP_K = 50
+COLLECTION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
 
 class Turn(msgspec.Struct, frozen=True):
     role: Literal["user", "assistant", "system"]
-    content: Annotated[str, msgspec.Meta(max_length=8000, pattern=NO_NUL)]
+    content: Annotated[str, msgspec.Meta(max_length=MAX_TURN_CHARS, pattern=NO_NUL)]
 
 
-TopDocs = Annotated[Annotated[int, msgspec.Meta(ge=1, le=20)] | None, msgspec.Meta(
-    description="Documents to route (1-20). Unset: chosen by the question's scope — 3 for a single-document "
-                "question, the named entities' documents for a comparison or change over time, 10 for a list.")]
+TopDocs = Annotated[Annotated[int, msgspec.Meta(ge=1, le=MAX_TOP_DOCS)] | None, msgspec.Meta(
+    description=f"Documents to route (1-{MAX_TOP_DOCS}). Unset: chosen by the question's scope — 3 for a "
+                "single-document question, the named entities' documents for a comparison or change over time, "
+                "10 for a list.")]
 TopK = Annotated[int, msgspec.Meta(
-    ge=1, le=50,
-    description="Evidence pieces handed to synthesis in total (1-50). A multi-document question gives every "
-                "needed document at least max(1, top_k // n) of them, so the total is max(top_k, n) for n "
+    ge=1, le=MAX_TOP_K,
+    description=f"Evidence pieces handed to synthesis in total (1-{MAX_TOP_K}). A multi-document question gives "
+                "every needed document at least max(1, top_k // n) of them, so the total is max(top_k, n) for n "
                 "needed documents.")]
 
 
 class QueryRequest(msgspec.Struct, frozen=True, kw_only=True):
-    query: Annotated[str, msgspec.Meta(min_length=1, max_length=4000, pattern=r"^[^\x00]*[^\x00\s][^\x00]*$",
-                                       description="The question (1-4000 characters, not only spaces).")]
-    collection: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")] = "default"
+    query: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_QUERY_CHARS,
+                                       pattern=r"^[^\x00]*[^\x00\s][^\x00]*$",
+                                       description=f"The question (1-{MAX_QUERY_CHARS} characters, not only "
+                                                   "spaces).")]
+    collection: Annotated[str, msgspec.Meta(pattern=COLLECTION_PATTERN)] = "default"
     strategy: Strategy = "auto"
     top_docs: TopDocs = None
     top_k: TopK = 5
     filters: Annotated[dict[str, Any], msgspec.Meta(
-        max_length=32, description="{key: value | [values] | {gte, lte} | {contains}}; at most 32 keys")] = {}
-    expert_knowledge: Annotated[str, msgspec.Meta(max_length=20_000, pattern=NO_NUL)] | None = None
-    history: Annotated[list[Turn], msgspec.Meta(max_length=20)] = []
+        max_length=MAX_FILTER_KEYS,
+        description=f"{{key: value | [values] | {{gte, lte}} | {{contains}}}}; at most {MAX_FILTER_KEYS} keys")] = {}
+    expert_knowledge: Annotated[str, msgspec.Meta(max_length=MAX_EXPERT_CHARS, pattern=NO_NUL)] | None = None
+    history: Annotated[list[Turn], msgspec.Meta(max_length=MAX_HISTORY_TURNS)] = []
     rerank: bool | None = None
     include_trace: bool = True
     stream: bool = False
+
+
+_PATTERN_HINTS = {
+    "query": "must not be empty or only spaces, nor contain NUL characters",
+    "collection": "must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit",
+}
+
+
+def _readable(message: str) -> str:
+    """msgspec's message, with a broken pattern said in words ("query must not be empty …")."""
+    if "matching regex" not in message:
+        return f"invalid query request: {message}"
+    path = re.search(r"at `\$\.(\w+)", message)
+    field = path.group(1) if path else "request"
+    return f"{field} {_PATTERN_HINTS.get(field, 'must not contain NUL characters')}"
+
+
+def checked(req: QueryRequest) -> QueryRequest:
+    """``req`` validated against ``QueryRequest``'s own bounds (a request built in Python skips them) and the
+    size of its filters as JSON; ``ValidationError`` (400) otherwise. Every caller goes through here."""
+    try:
+        req = msgspec.convert(msgspec.to_builtins(req), QueryRequest)
+    except msgspec.ValidationError as exc:
+        raise ValidationError(_readable(str(exc))) from exc
+    filters = json.dumps(req.filters, default=str)
+    if len(filters) > MAX_FILTER_JSON_CHARS:
+        raise ValidationError(f"filters is larger than {MAX_FILTER_JSON_CHARS} characters of JSON")
+    if "\\u0000" in filters or "\x00" in filters:
+        raise ValidationError("NUL characters are not allowed in the request")
+    return req
 
 
 class DocCandidate(msgspec.Struct, frozen=True):
@@ -173,10 +222,3 @@ class Oracle(msgspec.Struct, frozen=True):
 
     docs: tuple[int, ...] = ()
     nodes: tuple[tuple[int, str], ...] = ()
-
-
-class QueryResult(msgspec.Struct, frozen=True):
-    answer: str
-    citations: list[CitationOut]
-    documents: list[DocCandidate]
-    trace: dict[str, Any] | None = None

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
+import msgspec
 from litestar import Litestar
 
 
@@ -17,3 +19,8 @@ async def app_client(app: Litestar, *, peer: str = "127.0.0.1",
         transport = httpx.ASGITransport(app=app, client=(peer, 50000))
         async with httpx.AsyncClient(transport=transport, base_url=base_url) as client:
             yield client
+
+
+def wire(value: Any) -> Any:
+    """A struct (a query trace) as the API sends it: plain JSON types."""
+    return msgspec.json.decode(msgspec.json.encode(value))

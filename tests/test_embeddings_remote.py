@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -103,6 +104,6 @@ async def test_ingest_and_query_with_remote_embeddings(fake_openai: FakeOpenAI, 
         assert result.citations and "41,000" in " ".join(c.text for c in result.citations)
         cached = await rt.pool.fetchval("SELECT count(*) FROM embedding_cache WHERE model = 'fake-embed'")
         assert cached >= 1  # the (model, sha256) cache holds the remote vectors
-        assert json.dumps(result.trace)
+        assert json.dumps(msgspec.to_builtins(result.trace))
     finally:
         await rt.close()

@@ -18,6 +18,7 @@ from kb.settings import LLMSettings
 from router.pipeline import QueryPipeline
 from router.types import QueryRequest
 from tests.fake_openai import FakeOpenAI, FakeReply
+from tests.http import wire
 
 pytestmark = pytest.mark.slow
 QUESTION = "What was Helios Robotics' revenue in fiscal 2022?"
@@ -61,7 +62,7 @@ def sufficient(_round: int, _doc: str, _unread: list[str]) -> FakeReply:
 async def test_model_choice_decides_the_evidence(samples_rt: Runtime, fake_openai: FakeOpenAI) -> None:
     fake_openai.script(responder=responder(sufficient))
     result = await pipeline(samples_rt, fake_openai).run(QueryRequest(query=QUESTION, strategy="metadata", top_docs=1))
-    trace = result.trace
+    trace = wire(result.trace)
     assert trace["ranking"] == "llm" and trace["tree_search"][0]["mode"] == "llm"
     first = trace["chunks"][0]
     assert (first["node_id"], first["source"]) == (WARRANTY, "section")  # the whole small section, first
@@ -82,14 +83,14 @@ async def test_insufficient_reads_the_named_node_and_drops_bad_ids(samples_rt: R
 
     fake_openai.script(responder=responder(judge))
     result = await pipeline(samples_rt, fake_openai).run(QueryRequest(query=QUESTION, strategy="metadata", top_docs=1))
-    rounds = result.trace["iterations"]
+    rounds = wire(result.trace)["iterations"]
     assert len(rounds) == 1 and rounds[0]["judgement"] == "insufficient"  # KB_MAX_ITERATIONS=2: one judgement
     assert [n for _, n in rounds[0]["read"]] == ["0004"]
     dropped = " ".join(rounds[0]["dropped"])
     assert "9999" in dropped and f"{WARRANTY}: already read" in dropped and "123456" in dropped
-    read = [n for n in result.trace["nodes"] if n["node_id"] == "0004"]
+    read = [n for n in wire(result.trace)["nodes"] if n["node_id"] == "0004"]
     assert read and read[0]["reason"].startswith("round 2: insufficient")
-    assert "0004" in {c["node_id"] for c in result.trace["chunks"][:5]}
+    assert "0004" in {c["node_id"] for c in wire(result.trace)["chunks"][:5]}
 
 
 async def test_always_insufficient_stops_at_the_limit(samples_rt: Runtime, fake_openai: FakeOpenAI) -> None:
@@ -102,29 +103,29 @@ async def test_always_insufficient_stops_at_the_limit(samples_rt: Runtime, fake_
     fake_openai.script(responder=responder(judge))
     result = await pipeline(samples_rt, fake_openai, max_iterations=3).run(
         QueryRequest(query=QUESTION, strategy="metadata", top_docs=1))
-    assert [r["read"][0][1] for r in result.trace["iterations"]] == asked_for  # read in rounds 2 and 3
+    assert [r["read"][0][1] for r in wire(result.trace)["iterations"]] == asked_for  # read in rounds 2 and 3
     assert len(asked_for) == 2 and asked_for[0] != asked_for[1]  # the second outline marks the first as read
     asked = [r for r in fake_openai.requests if "Judge whether" in r.messages[-1]["content"]]
     assert len(asked) == 2
     one_pass = await pipeline(samples_rt, fake_openai, max_iterations=1).run(
         QueryRequest(query=QUESTION, strategy="metadata", top_docs=1))
-    assert one_pass.trace["iterations"] == []
+    assert wire(one_pass.trace)["iterations"] == []
 
 
 async def test_malformed_judgement_answers_with_what_was_gathered(samples_rt: Runtime,
                                                                   fake_openai: FakeOpenAI) -> None:
     fake_openai.script(responder=responder(lambda _r, _d, _u: FakeReply.text("{not json")))
     result = await pipeline(samples_rt, fake_openai).run(QueryRequest(query=QUESTION, strategy="metadata", top_docs=1))
-    assert result.trace["iterations"][0]["judgement"] == "failed"
-    assert result.trace["synthesis"] == "llm" and result.citations[0].node_id == WARRANTY
-    assert json.dumps(result.trace)
+    assert wire(result.trace)["iterations"][0]["judgement"] == "failed"
+    assert wire(result.trace)["synthesis"] == "llm" and result.citations[0].node_id == WARRANTY
+    assert json.dumps(wire(result.trace))
 
 
 async def test_no_usable_choice_ranks_that_document_offline(samples_rt: Runtime, fake_openai: FakeOpenAI) -> None:
     fake_openai.script(responder=responder(sufficient, picks=["9999"]))
     result = await pipeline(samples_rt, fake_openai).run(QueryRequest(query=QUESTION, strategy="metadata", top_docs=1))
-    search = result.trace["tree_search"][0]
+    search = wire(result.trace)["tree_search"][0]
     assert search["mode"] == "offline_fallback" and "chose no usable node" in search["thinking"]
     assert search["dropped_ids"] == ["9999"]
-    assert result.trace["iterations"] == []  # the model chose nothing: no judgement asked
-    assert all(c["source"] != "section" for c in result.trace["chunks"])
+    assert wire(result.trace)["iterations"] == []  # the model chose nothing: no judgement asked
+    assert all(c["source"] != "section" for c in wire(result.trace)["chunks"])

@@ -15,7 +15,7 @@ from kb.errors import LLMError
 from kb.providers.base import ChatModel
 from kb.providers.chat import CountingChat, OpenAIChatModel, prompt_hash
 from kb.settings import LLMSettings
-from kb.types import ChatResult
+from kb.types import ChatResult, LLMUsage
 from tests.fake_openai import FakeOpenAI, FakeReply, fake_openai_fixture  # noqa: F401
 
 SCHEMA: dict[str, Any] = {
@@ -256,7 +256,7 @@ async def test_counting_chat_totals_calls_tokens_and_failures(fake_openai: FakeO
     with pytest.raises(LLMError):
         await ask(counting, prompt="other")
     await counting.complete_text(purpose="synthesis", system="s", prompt="p")
-    assert counting.usage() == {"calls": 4, "failed": 1, "prompt_tokens": 207, "completion_tokens": 23, "cached": 1}
+    assert counting.usage() == LLMUsage(calls=4, failed=1, prompt_tokens=207, completion_tokens=23, cached=1)
     assert fake_openai.call_count == 3
 
 

@@ -20,6 +20,7 @@ from router.types import QueryRequest
 from tests.conftest import module_env
 from tests.corpus import REPORTS, write_markdown, write_pdf
 from tests.fake_openai import FakeOpenAI, FakeReply
+from tests.http import wire
 
 pytestmark = pytest.mark.slow
 
@@ -92,7 +93,7 @@ async def test_llm_ingest_and_query(llm_rt: Runtime, fake_openai: FakeOpenAI, tm
     pipeline = build_pipeline(llm_rt)
     result = await pipeline.run(QueryRequest(
         query="Which company recalled lithium battery packs?", strategy="semantic", top_docs=1))
-    trace = result.trace
+    trace = wire(result.trace)
     assert trace is not None
     assert result.documents[0].name == f"{REPORTS[2].stem}.pdf"
     search = trace["tree_search"][0]
@@ -110,7 +111,7 @@ async def test_llm_ingest_and_query(llm_rt: Runtime, fake_openai: FakeOpenAI, tm
     again = await pipeline.run(QueryRequest(
         query="Which company recalled lithium battery packs?", strategy="semantic", top_docs=1))
     assert fake_openai.call_count == before
-    assert again.trace["llm"]["cached"] >= 2 and again.answer == result.answer
+    assert wire(again.trace)["llm"]["cached"] >= 2 and again.answer == result.answer
 
 
 def failing_responder() -> Any:
@@ -145,7 +146,7 @@ async def test_failing_llm_never_fails_ingest_or_query(pg_uri: str, fake_openai:
             result = await build_pipeline(rt).run(QueryRequest(query="Which company recalled lithium battery packs?"))
             assert result.documents[0].name == f"{REPORTS[2].stem}.pdf"
             assert result.citations and "41,000" in " ".join(c.text for c in result.citations)
-            trace = result.trace
+            trace = wire(result.trace)
             assert trace is not None
             assert {s["mode"] for s in trace["tree_search"]} == {"offline_fallback"}
             assert trace["synthesis"] == "extractive_fallback"
@@ -165,5 +166,5 @@ async def test_an_answer_citing_no_evidence_falls_back_to_a_cited_one(llm_rt: Ru
             FakeReply.json(minimal_json(body["response_format"]["json_schema"]["schema"]))
             if (body.get("response_format") or {}).get("type") == "json_schema" else FakeReply.text(reply)))
         result = await build_pipeline(llm_rt).run(QueryRequest(query="Which company recalled lithium battery packs?"))
-        assert result.trace is not None and result.trace["synthesis"] == "extractive_fallback"
+        assert result.trace is not None and wire(result.trace)["synthesis"] == "extractive_fallback"
         assert result.citations and reply not in result.answer

@@ -17,7 +17,7 @@ from kb.settings import get_settings
 from kb.text import normalize_title
 from tests.conftest import module_env
 from tests.corpus import build_corpus
-from tests.http import app_client
+from tests.http import app_client, wire
 
 pytestmark = pytest.mark.slow
 
@@ -215,7 +215,7 @@ async def test_cross_encoder_rerank(corpus: tuple[Runtime, Path], tmp_path: Path
     reranker = CrossEncoderReranker(str(model_dir))
     pipeline = QueryPipeline(rt.pool, rt.embedder, rt.chat, rt.settings.retrieval, reranker=reranker)
     result = await pipeline.run(QueryRequest(query="What was Zephyr Mining's revenue?", rerank=True, top_k=4))
-    trace = result.trace
+    trace = wire(result.trace)
     assert trace is not None and trace["rerank"] == f"cross-encoder {model_dir}"
     scores = [c["rerank"] for c in trace["chunks"]]
     assert all(s is not None for s in scores) and scores == sorted(scores, reverse=True)
@@ -226,8 +226,8 @@ async def test_cross_encoder_rerank(corpus: tuple[Runtime, Path], tmp_path: Path
         assert c["rerank"] == pytest.approx(direct, abs=2e-4)
     # rerank requested but no model configured: skipped with a note
     plain = await build_pipeline_without_reranker(rt).run(QueryRequest(query="Zephyr revenue", rerank=True))
-    assert plain.trace is not None and plain.trace["rerank"].startswith("skipped")
-    assert all(c["rerank"] is None for c in plain.trace["chunks"])
+    assert plain.trace is not None and wire(plain.trace)["rerank"].startswith("skipped")
+    assert all(c["rerank"] is None for c in wire(plain.trace)["chunks"])
 
 
 def build_pipeline_without_reranker(rt: Runtime):
@@ -264,12 +264,12 @@ async def test_description_llm_bad_shape_falls_back(corpus: tuple[Runtime, Path]
     for strategy in ("description", "auto"):
         result = await pipeline.run(QueryRequest(query=QUESTIONS["description"][0], strategy=strategy))
         assert result.documents and result.documents[0].name == QUESTIONS["description"][1], strategy
-        assert result.trace is not None and result.trace["llm"]["calls"] >= 1
-        assert {s["mode"] for s in result.trace["tree_search"]} == {"offline_fallback"}
+        assert result.trace is not None and wire(result.trace)["llm"]["calls"] >= 1
+        assert {s["mode"] for s in wire(result.trace)["tree_search"]} == {"offline_fallback"}
     # metadata: the bad LLM filter falls back to offline matching; the question names no metadata
     result = await pipeline.run(QueryRequest(query=QUESTIONS["metadata"][0], strategy="metadata"))
     assert result.documents[0].name == QUESTIONS["metadata"][1]
-    assert "offline match" in " ".join(result.trace["routing"]["notes"])
+    assert "offline match" in " ".join(wire(result.trace)["routing"]["notes"])
 
 
 async def test_metrics_endpoint(corpus: tuple[Runtime, Path], monkeypatch: pytest.MonkeyPatch) -> None:

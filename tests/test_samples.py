@@ -10,6 +10,7 @@ import pytest
 
 from kb.runtime import Runtime, build_pipeline
 from router.types import STRATEGIES, QueryRequest
+from tests.http import wire
 
 pytestmark = pytest.mark.slow
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
@@ -63,7 +64,7 @@ def _evidence_text(result) -> str:  # noqa: ANN001 - QueryResult
 async def test_multi_document_question(samples_rt: Runtime, q: dict[str, object], strategy: str) -> None:
     """Every needed report contributes evidence and is cited (or reported as having none), for every strategy."""
     result = await build_pipeline(samples_rt).run(QueryRequest(query=str(q["question"]), strategy=strategy))
-    scope = result.trace["scope"]
+    scope = wire(result.trace)["scope"]
     assert scope["kind"] in {"multi", "list"}, scope
     needed = {Path(n["name"]).stem: n for n in scope["needed"]}
     cited = {Path(c.doc_name).stem for c in result.citations}
@@ -75,7 +76,7 @@ async def test_multi_document_question(samples_rt: Runtime, q: dict[str, object]
     if scope["kind"] == "multi":
         subs = {Path(s["doc_name"]).stem: s["question"] for s in scope["sub_questions"]}
         assert len(set(subs.values())) == len(subs), subs  # each document its own sub-question
-        for node in result.trace["nodes"]:
+        for node in wire(result.trace)["nodes"]:
             stem = next(Path(d.name).stem for d in result.documents if d.doc_id == node["doc_id"])
             assert node["sub_query"] == subs[stem], node
     for needle in q["must"]:  # type: ignore[union-attr]
@@ -99,14 +100,14 @@ async def test_comparison_names_each_figure_in_its_own_line(samples_rt: Runtime)
 async def test_top_k_is_the_total_with_a_share_per_document(samples_rt: Runtime, top_k: int, share: int) -> None:
     result = await build_pipeline(samples_rt).run(QueryRequest(
         query="Compare the 2023 revenue of Aurora Pharma and Northwind Energy.", top_k=top_k))
-    counts = [n["evidence"] for n in result.trace["scope"]["needed"]]
+    counts = [n["evidence"] for n in wire(result.trace)["scope"]["needed"]]
     assert len(counts) == 2 and min(counts) >= share and sum(counts) == top_k, counts
 
 
 async def test_list_question_over_many_documents(samples_rt: Runtime) -> None:
     result = await build_pipeline(samples_rt).run(QueryRequest(query="Which of these companies report a product "
                                                                "recall?", top_docs=6, top_k=3))
-    scope = result.trace["scope"]
+    scope = wire(result.trace)["scope"]
     assert scope["kind"] == "list" and len(scope["needed"]) == 6
     assert all(n["evidence"] >= 1 for n in scope["needed"])  # 6 pieces although top_k is 3
     assert "aurora-pharma-2023-annual-report.pdf" in scope["nothing_found"]
@@ -117,13 +118,13 @@ async def test_entity_not_in_the_collection_is_named(samples_rt: Runtime) -> Non
     pipeline = build_pipeline(samples_rt)
     alone = await pipeline.run(QueryRequest(query="What was Zephyr Motors' revenue in 2023?"))
     assert "No document about Zephyr Motors" in alone.answer and not alone.citations, alone.answer
-    assert alone.trace["scope"]["missing_entities"] == ["Zephyr Motors"]
+    assert wire(alone.trace)["scope"]["missing_entities"] == ["Zephyr Motors"]
     both = await pipeline.run(QueryRequest(query="Compare the 2023 revenue of Aurora Pharma and Zephyr Motors."))
     assert "No document about Zephyr Motors" in both.answer
     assert {Path(c.doc_name).stem for c in both.citations} == {"aurora-pharma-2023-annual-report"}
     # a capitalised word that is no name, and names the collection knows, are not reported missing
     known = await pipeline.run(QueryRequest(query="Which report is from the Norwegian regional airline?"))
-    assert known.trace["scope"]["missing_entities"] == []
+    assert wire(known.trace)["scope"]["missing_entities"] == []
 
 
 def _llm_pipeline(rt: Runtime, fake) -> object:  # noqa: ANN001 - FakeOpenAI
@@ -172,12 +173,12 @@ async def test_llm_decomposition_is_validated_and_used(samples_rt: Runtime, fake
     fake_openai.script(responder=_scripted(plan_reply))
     result = await _llm_pipeline(samples_rt, fake_openai).run(QueryRequest(
         query="Compare the 2023 revenue of Aurora Pharma and Northwind Energy.", strategy=strategy))
-    scope = result.trace["scope"]
+    scope = wire(result.trace)["scope"]
     assert scope["mode"] == "llm" and scope["reason"].startswith("LLM")
     assert {s["question"] for s in scope["sub_questions"]} == {"Aurora total revenue 2023",
                                                                 "Northwind revenue for 2023"}
     assert any("999" in d for d in scope["dropped"]) and any("duplicate" in d for d in scope["dropped"])
-    assert {n["sub_query"] for n in result.trace["nodes"]} <= {"Aurora total revenue 2023",
+    assert {n["sub_query"] for n in wire(result.trace)["nodes"]} <= {"Aurora total revenue 2023",
                                                                "Northwind revenue for 2023"}
     assert all(n["evidence"] >= 1 for n in scope["needed"]) and len(scope["needed"]) == 2
     assert {Path(c.doc_name).stem for c in result.citations} == {"aurora-pharma-2023-annual-report",
@@ -194,7 +195,7 @@ async def test_llm_decomposition_failure_falls_back_offline(samples_rt: Runtime,
     fake_openai.script(responder=_scripted(lambda _ids: FakeReply.text(reply)))
     result = await _llm_pipeline(samples_rt, fake_openai).run(QueryRequest(
         query="Compare the 2023 revenue of Aurora Pharma and Northwind Energy.", strategy="semantic"))
-    scope = result.trace["scope"]
+    scope = wire(result.trace)["scope"]
     assert scope["mode"] == "offline_fallback" and scope["dropped"], scope
     assert [s["question"] for s in scope["sub_questions"]] == ["Aurora Pharma FY2023 revenue",
                                                               "Northwind Energy FY2023 revenue"]
@@ -223,7 +224,7 @@ async def test_llm_scope_from_the_metadata_call_upgrades_a_single_question(sampl
     fake_openai.script(responder=respond)
     question = "How much revenue did the drug maker and the wind power producer each make in 2023?"
     result = await _llm_pipeline(samples_rt, fake_openai).run(QueryRequest(query=question))
-    scope = result.trace["scope"]
+    scope = wire(result.trace)["scope"]
     assert scope["kind"] == "multi" and "LLM" in scope["reason"], scope
     assert {Path(n["name"]).stem for n in scope["needed"]} == {"aurora-pharma-2023-annual-report",
                                                                "northwind-energy-2023-annual-report"}

@@ -15,7 +15,7 @@ from kb.app import create_app
 from kb.runtime import Runtime, build_ingest_context, build_pipeline
 from kb.vocab import question_statements, statement_title
 from router.types import QueryRequest
-from tests.http import app_client
+from tests.http import app_client, wire
 
 PROSE = ("Management believes that the company's liquidity remains strong and that capital expenditure on new "
          "plants, equipment and warehouses will continue to support growth in every segment of the business.")
@@ -127,7 +127,7 @@ async def test_named_statement_reaches_the_evidence(runtime: Runtime, tmp_path: 
     result = await build_pipeline(runtime).run(QueryRequest(query=question, top_k=3, include_trace=True))
     assert result.citations[0].pages[0] <= 8 <= result.citations[0].pages[1], result.citations
     assert "1,577" in result.citations[0].text
-    trace = result.trace
+    trace = wire(result.trace)
     assert trace is not None
     assert any("cash flow statement" in n["reason"] for n in trace["nodes"]), trace["nodes"]
     top = trace["chunks"][0]

@@ -1,5 +1,5 @@
 """GET /metrics in Prometheus text format (prometheus-client): requests by route/status/duration (litestar's
-Prometheus middleware), query stage timings, LLM calls/tokens/errors, ingest pages/s and queue depth.
+Prometheus middleware), query stage timings, LLM calls/tokens/errors (``kb.telemetry``), ingest pages/s and queue depth.
 
 Protected like the read endpoints. Ingest figures are read from Postgres at scrape time, so every API
 replica reports the shared queue.
@@ -7,12 +7,10 @@ replica reports the shared queue.
 
 from __future__ import annotations
 
-from typing import Any
-
 from litestar import Controller, get
 from litestar.plugins.prometheus import PrometheusConfig
 from litestar.response import Response
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Gauge, generate_latest
 
 from kb.api.common import read_guard
 from kb.runtime import Runtime
@@ -23,27 +21,9 @@ SELECT (SELECT count(*) FROM ingest_job_items WHERE status IN ('pending', 'runni
 FROM ingest_job_items WHERE status = 'ok' AND finished_at > now() - interval '1 hour'"""
 
 PROMETHEUS = PrometheusConfig(app_name="kb", prefix="kb", group_path=True, exclude=["/metrics"])
-QUERY_STAGE = Histogram("kb_query_stage_seconds", "Query pipeline time per stage (LLM time included when used).",
-                        ["stage"], buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
-LLM_CALLS = Counter("kb_llm_calls", "LLM calls made by queries.", ["outcome"])
-LLM_TOKENS = Counter("kb_llm_tokens", "LLM tokens used by queries.", ["direction"])
 INGEST_QUEUE = Gauge("kb_ingest_queue_depth", "Ingest job items pending or running.")
 INGEST_RATE = Gauge("kb_ingest_pages_per_second", "Pages per second of the files ingested in the last hour.")
 INGEST_LLM = Gauge("kb_ingest_llm_calls_per_100_pages", "LLM calls per 100 pages ingested in the last hour.")
-
-
-def observe_query(trace: dict[str, Any] | None) -> None:
-    """Record one answered query's stage timings and LLM usage (from its trace)."""
-    if not trace:
-        return
-    for stage, ms in (trace.get("timings_ms") or {}).items():
-        QUERY_STAGE.labels(stage=stage).observe(float(ms) / 1000)
-    llm = trace.get("llm") or {}
-    failed = int(llm.get("failed", 0))
-    LLM_CALLS.labels(outcome="ok").inc(max(0, int(llm.get("calls", 0)) - failed))
-    LLM_CALLS.labels(outcome="failed").inc(failed)
-    LLM_TOKENS.labels(direction="prompt").inc(int(llm.get("prompt_tokens", 0)))
-    LLM_TOKENS.labels(direction="completion").inc(int(llm.get("completion_tokens", 0)))
 
 
 class MetricsController(Controller):

@@ -13,10 +13,10 @@ from litestar import Controller, post
 from litestar.response import ServerSentEvent
 
 from kb.api.common import BEARER, errors, read_guard
-from kb.api.metrics import observe_query
 from kb.errors import KBError
-from router.pipeline import QueryPipeline, validate_request
-from router.types import QueryRequest, QueryResult
+from router.pipeline import QueryPipeline
+from router.trace import QueryResult
+from router.types import QueryRequest, checked
 
 log = structlog.get_logger("kb.api")
 
@@ -37,11 +37,9 @@ class QueryController(Controller):
 
     @post("/query", status_code=200, responses=errors(400, 401, 404))
     async def query(self, pipeline: QueryPipeline, data: QueryRequest) -> QueryResult | ServerSentEvent:
-        req = validate_request(data)
+        req = checked(data)
         if not req.stream:
-            result = await pipeline.run(req)
-            observe_query(result.trace)
-            return result
+            return await pipeline.run(req)
         return EventStream(_stream(pipeline, req))
 
 
@@ -55,7 +53,6 @@ async def _stream(pipeline: Any, req: QueryRequest) -> AsyncGenerator[dict[str, 
     async def run() -> None:
         try:
             result = await pipeline.run(req, on_event)
-            observe_query(result.trace)
             await queue.put(("result", result))
         except KBError as exc:
             await queue.put(("error", {"status": exc.status_code, "title": exc.title, "detail": exc.detail}))

@@ -308,8 +308,7 @@ class _Runner:
                                                  top_docs=TOP_DOCS, top_k=self.top_k, include_trace=False))
 
     async def run(self, strategy: str, q: BenchQuestion) -> QuestionRun:
-        from router.pipeline import validate_request
-        from router.types import QueryRequest
+        from router.types import QueryRequest, checked
 
         if strategy in FLAT:
             t0 = time.perf_counter()
@@ -320,7 +319,7 @@ class _Runner:
                                chunks=_chunk_spans(out.chunks[: self.top_k], self.names), nodes=None,
                                latency_ms=latency, **self._evidence(out.chunks[: self.top_k]))
         pipeline = self.pipelines[strategy]
-        req = validate_request(QueryRequest(query=q.question, collection=self.collection, strategy=strategy,
+        req = checked(QueryRequest(query=q.question, collection=self.collection, strategy=strategy,
                                             top_docs=TOP_DOCS, top_k=self.top_k, include_trace=False))
         chat = CountingChat(pipeline.chat)
         oracle = await self._oracle(q) if self.config.oracle else None

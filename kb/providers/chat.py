@@ -15,7 +15,7 @@ import structlog
 from kb.errors import LLMError
 from kb.providers.jsonparse import parse_json_reply
 from kb.settings import LLMSettings
-from kb.types import ChatResult, ChatUsage
+from kb.types import ChatResult, ChatUsage, LLMUsage
 
 if TYPE_CHECKING:
     from kb.providers.base import ChatModel
@@ -232,6 +232,6 @@ class CountingChat:
             self.failed += 1
             raise
 
-    def usage(self) -> dict[str, int]:
-        return {"calls": self.calls, "failed": self.failed, "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens, "cached": self.cached}
+    def usage(self) -> LLMUsage:
+        return LLMUsage(calls=self.calls, failed=self.failed, prompt_tokens=self.prompt_tokens,
+                        completion_tokens=self.completion_tokens, cached=self.cached)

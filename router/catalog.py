@@ -1,0 +1,98 @@
+"""What the router knows about a collection's documents, read once per change of the collection.
+
+A ``Catalog`` holds every document's name, description and metadata, the distinct metadata values
+(``KnownValues``) and the BM25 index over names, titles and descriptions. ``Catalogs`` (one per query
+pipeline, owned by the runtime) keeps one per collection, valid while the collection's ``CollectionStamp``
+is unchanged: a query costs one stamp query, and a change of the collection one rebuild.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import asyncpg
+import structlog
+from rank_bm25 import BM25Okapi
+
+from kb.collections import CollectionStamp, collection_stamp
+from kb.text import tokenize
+from router import store
+from router.metadata import KnownValues
+from router.store import DocFields
+
+log = structlog.get_logger("router.catalog")
+
+
+@dataclass(frozen=True)
+class DescriptionIndex:
+    """BM25 over ``name + title + description`` of every document of a collection, by id."""
+
+    ids: list[int]
+    names: list[str]
+    bm25: BM25Okapi | None
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """One version of a collection's documents."""
+
+    collection_id: int
+    stamp: CollectionStamp
+    docs: dict[int, DocFields]
+    known: KnownValues
+    descriptions: DescriptionIndex
+
+    def fields(self, doc_ids: Sequence[int]) -> dict[int, DocFields]:
+        """Name, description and metadata of the given documents (those of the collection)."""
+        return {d: f for d in doc_ids if (f := self.docs.get(d)) is not None}
+
+    def names(self, doc_ids: Sequence[int]) -> dict[int, str]:
+        return {d: f.name for d, f in self.fields(doc_ids).items()}
+
+    def metadata(self, doc_ids: Sequence[int]) -> dict[int, dict]:
+        return {d: f.metadata for d, f in self.fields(doc_ids).items()}
+
+
+class Catalogs:
+    """The current ``Catalog`` of each collection, rebuilt once per change however many queries arrive."""
+
+    def __init__(self, pool: asyncpg.Pool, max_collections: int = 256) -> None:
+        self.pool = pool
+        self.max_collections = max_collections
+        self._current: dict[int, Catalog] = {}
+        self._locks: dict[int, asyncio.Lock] = {}
+
+    async def get(self, collection_id: int) -> Catalog:
+        """The catalog of the collection as it is now (one stamp query; a rebuild when it changed)."""
+        stamp = await collection_stamp(self.pool, collection_id)
+        cached = self._current.get(collection_id)
+        if cached is not None and cached.stamp == stamp:
+            return cached
+        async with self._locks.setdefault(collection_id, asyncio.Lock()):
+            cached = self._current.get(collection_id)
+            if cached is not None and cached.stamp == stamp:
+                return cached
+            catalog = await self._build(collection_id, stamp)
+            if len(self._current) >= self.max_collections:
+                self._current.clear()
+            self._current[collection_id] = catalog
+            return catalog
+
+    async def _build(self, collection_id: int, stamp: CollectionStamp) -> Catalog:
+        rows = await store.collection_documents(self.pool, collection_id)
+        values: dict[str, dict[str, int]] = {}
+        for row in await store.metadata_values(self.pool, collection_id):
+            values.setdefault(row["key"], {})[row["value"]] = int(row["n"])
+        index = await asyncio.to_thread(_description_index, rows)
+        docs = {int(r["id"]): DocFields(r["name"], r["description"], store.json_object(r["metadata"])) for r in rows}
+        log.debug("router.catalog_built", collection_id=collection_id, documents=len(docs))
+        return Catalog(collection_id=collection_id, stamp=stamp, docs=docs,
+                       known=KnownValues(values=values, doc_count=stamp.documents), descriptions=index)
+
+
+def _description_index(rows: Sequence[asyncpg.Record]) -> DescriptionIndex:
+    corpus = [tokenize(f"{r['name']} {r['title']} {r['description']}") or ["\u2205"] for r in rows]
+    return DescriptionIndex(ids=[r["id"] for r in rows], names=[r["name"] for r in rows],
+                            bm25=BM25Okapi(corpus) if corpus else None)

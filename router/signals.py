@@ -1,0 +1,78 @@
+"""Signals a routing strategy composes, each read over the query's state: chunk hits and DocScore, the
+description shortlist, and the metadata conditions the question states."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from kb.text import tokenize
+from router import store
+from router.metadata import MetadataMatch, match_question
+from router.policy import ROUTING
+from router.scoring import aggregate_score, min_max
+from router.state import QueryState
+from router.types import DocCandidate
+
+
+async def chunk_hits(state: QueryState, within: Sequence[int] | None, k: int) -> list[tuple[int, int, float, float]]:
+    """(chunk_id, doc_id, dense sim, IDF-weighted share of query terms matched) for the best chunks,
+    dense ∪ full-text."""
+    terms = state.terms
+    # a whole collection: the HNSW index; a few documents: an exact scan of their chunks
+    scope: dict[str, Any] = {"collection_id": state.collection_id} if within is None else {"doc_ids": list(within)}
+    async with state.pool.acquire() as conn, conn.transaction():
+        await store.vector_session(conn, ef_search=state.settings.hnsw_ef_search, k=k,
+                                   iterative=state.services.iterative_scan)
+        dense = await store.dense_chunks(conn, state.qvec, k, scan="index" if within is None else "exact", **scope)
+        text = await store.text_chunks(conn, terms, state.qvec, k, **scope)
+    ft = {r["id"]: float(r["score"]) / terms.total for r in text}
+    out: dict[int, tuple[int, int, float, float]] = {}
+    for r in dense:
+        out[r["id"]] = (r["id"], r["document_id"], float(r["sim"]), ft.get(r["id"], 0.0))
+    for r in text:
+        out.setdefault(r["id"], (r["id"], r["document_id"], float(r["sim"]), ft[r["id"]]))
+    return list(out.values())
+
+
+async def doc_scores(state: QueryState, within: Sequence[int] | None = None) -> dict[int, tuple[float, int]]:
+    """DocScore = sum(chunk scores) / sqrt(N + 1) over the top chunks (pgvector cosine plus full-text hits),
+    with the number of hits, per document."""
+    total = await store.collection_chunk_count(state.pool, state.collection_id)
+    k = min(state.settings.semantic_top_k, max(20, total // 20))  # small collections: fewer hits
+    hits = await chunk_hits(state, within, k)
+    w_d, w_b = state.settings.dense_weight, state.settings.bm25_weight
+    per_doc: dict[int, list[float]] = {}
+    for _, doc_id, sim, ft in hits:
+        per_doc.setdefault(doc_id, []).append(w_d * max(sim, 0.0) + w_b * ft)
+    return {d: (aggregate_score(v), len(v)) for d, v in per_doc.items()}
+
+
+async def description_shortlist(state: QueryState, within: Sequence[int] | None, n: int) -> list[DocCandidate]:
+    """The ``n`` documents whose description (embedding) and name/title/description (BM25) match best."""
+    rows = await store.nearest_descriptions(state.pool, state.qvec, state.collection_id, max(n * 4, 200))
+    index = state.catalog.descriptions
+    allowed = set(within) if within is not None else None
+    positions = [i for i, d in enumerate(index.ids) if allowed is None or d in allowed]
+    q = tokenize(state.question)
+    raw = index.bm25.get_scores(q) if (index.bm25 is not None and q) else np.zeros(len(index.ids))
+    bm_norm = min_max([max(0.0, float(raw[i])) for i in positions])
+    bm_by_id = {index.ids[i]: v for i, v in zip(positions, bm_norm, strict=True)}
+    dense_vals = {r["id"]: float(r["sim"]) for r in rows if allowed is None or r["id"] in allowed}
+    d_norm = dict(zip(dense_vals, min_max(list(dense_vals.values())), strict=True))
+    scored = []
+    for i in positions:
+        d = index.ids[i]
+        w = ROUTING.description_dense
+        s = w * d_norm.get(d, 0.0) + (1 - w) * bm_by_id.get(d, 0.0)
+        scored.append((s, d, index.names[i]))
+    scored.sort(key=lambda x: (-x[0], x[1]))
+    return [DocCandidate(d, name, round(s, 4), f"description match {s:.3f} (dense {d_norm.get(d, 0.0):.2f}, "
+                         f"bm25 {bm_by_id.get(d, 0.0):.2f})") for s, d, name in scored[:n]]
+
+
+async def metadata_match(state: QueryState) -> MetadataMatch:
+    """The metadata conditions the question states (offline rules; with an LLM, its validated proposal)."""
+    return await match_question(state.question, state.catalog.known, state.chat)

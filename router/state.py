@@ -1,0 +1,195 @@
+"""One query's state: what every stage reads (``QueryState``, frozen, built by ``prepare``) and the evidence
+gathered so far (``Evidence``, one owner that grows it over sufficiency rounds)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+
+import asyncpg
+import numpy as np
+
+from kb.collections import lookup_collection_id
+from kb.providers import ChatModel, Embedder
+from kb.settings import RetrievalSettings
+from kb.vocab import question_statements
+from router import store
+from router.catalog import Catalog, Catalogs
+from router.metadata import conditions_from_filters
+from router.policy import RankingPolicy, policy_for
+from router.scope import classify_scope, effective_top_docs, missing_entities
+from router.store import QueryTerms
+from router.types import NodePick, QueryRequest, QuestionScope, RetrievedChunk, ScopePlan
+
+
+class QueryVectors:
+    """Query embeddings with a small cache shared by the queries of one pipeline (safe under concurrency):
+    the texts not cached yet are embedded in one batch."""
+
+    def __init__(self, embedder: Embedder, max_entries: int = 2000) -> None:
+        self.embedder = embedder
+        self.max_entries = max_entries
+        self._cache: dict[str, np.ndarray] = {}
+
+    async def embed(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        out = {t: v for t in texts if (v := self._cache.get(t)) is not None}
+        missing = [t for t in dict.fromkeys(texts) if t not in out]
+        if missing:
+            vecs = await asyncio.to_thread(self.embedder.embed_batch, missing)
+            out.update(zip(missing, vecs, strict=True))
+            if len(self._cache) > self.max_entries:
+                self._cache.clear()
+            self._cache.update(zip(missing, vecs, strict=True))
+        return {t: out[t] for t in texts}
+
+
+@dataclass(frozen=True)
+class Services:
+    """What a query runs on (one per pipeline)."""
+
+    pool: asyncpg.Pool
+    settings: RetrievalSettings
+    vectors: QueryVectors
+    catalogs: Catalogs
+    iterative_scan: bool
+
+
+@dataclass(frozen=True)
+class QueryState:
+    """Everything a stage may read about one query; stages return results, they do not change it."""
+
+    req: QueryRequest
+    chat: ChatModel
+    services: Services
+    collection_id: int
+    catalog: Catalog
+    question: str  # what routing and retrieval search for (a short follow-up borrows the previous turn)
+    vectors: Mapping[str, np.ndarray]  # the question's, then every sub-question's
+    terms: QueryTerms
+    within: tuple[int, ...] | None  # the documents the explicit filters allow (None: no filters)
+    scope: QuestionScope  # by the rules; the routing stage may widen it
+    missing: tuple[str, ...]  # names in the question no document of the collection mentions
+    top_docs: int
+    policy: RankingPolicy
+    statements: frozenset[str]  # the financial statements the question names
+    plan: ScopePlan | None = None
+    doc_q: Mapping[int, str] = field(default_factory=dict)  # each routed document's (sub-)question
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        return self.services.pool
+
+    @property
+    def settings(self) -> RetrievalSettings:
+        return self.services.settings
+
+    @property
+    def qvec(self) -> np.ndarray:
+        return self.vectors[self.question]
+
+    @property
+    def multi(self) -> bool:
+        return self.plan is not None and self.plan.scope.kind != "single"
+
+    async def with_plan(self, plan: ScopePlan, doc_ids: Sequence[int]) -> QueryState:
+        """The state with the plan and the sub-question of each document to read (embedded in one call)."""
+        doc_q = {d: (s.question if (s := plan.sub_question(d)) else self.question) for d in doc_ids}
+        vectors = await self.services.vectors.embed(list(dict.fromkeys([self.question, *doc_q.values()])))
+        return replace(self, plan=plan, doc_q=doc_q, vectors={**self.vectors, **vectors})
+
+    async def embed(self, texts: Sequence[str]) -> Mapping[str, np.ndarray]:
+        """Vectors of further texts (the sub-queries an LLM tree search wrote), with the state's own."""
+        missing = [t for t in texts if t not in self.vectors]
+        return {**self.vectors, **(await self.services.vectors.embed(missing) if missing else {})}
+
+
+def retrieval_query(req: QueryRequest) -> str:
+    """The text used for routing and retrieval: a short follow-up borrows the previous user turn (spec 003)."""
+    q = req.query.strip()
+    prev = [t.content for t in req.history if t.role == "user"]
+    if prev and len(q.split()) < 12:
+        return f"{q} (context: {prev[-1][:300]})"
+    return q
+
+
+async def prepare(services: Services, req: QueryRequest, chat: ChatModel) -> QueryState:
+    """The one place that embeds the question, reads the collection's catalog and applies the filters."""
+    pool = services.pool
+    collection_id = await lookup_collection_id(pool, req.collection)
+    question = retrieval_query(req)
+    vectors = await services.vectors.embed([question])
+    catalog = await services.catalogs.get(collection_id)
+    scope = classify_scope(question, catalog.known)
+    missing = await missing_entities(pool, collection_id, req.query, catalog.known)
+    within = None
+    if req.filters:
+        within = tuple(d for d, _ in await store.run_filter(pool, collection_id, conditions_from_filters(req.filters)))
+    return QueryState(
+        req=req, chat=chat, services=services, collection_id=collection_id, catalog=catalog, question=question,
+        vectors=vectors, terms=await store.query_terms(pool, collection_id, question), within=within, scope=scope,
+        missing=missing, top_docs=effective_top_docs(req.top_docs, scope, catalog.known), policy=policy_for(chat),
+        statements=question_statements(question))
+
+
+NodeKey = tuple[int, str]
+
+
+@dataclass
+class Evidence:
+    """The candidate chunks of one query and the nodes they come from, grown by locating and by sufficiency
+    rounds; its owner is the query's run."""
+
+    doc_q: Mapping[int, str]
+    chunks: list[RetrievedChunk] = field(default_factory=list)
+    picks: tuple[NodePick, ...] = ()
+    prior: dict[NodeKey, float] = field(default_factory=dict)  # tree-search prior of each node read
+    chosen: dict[NodeKey, tuple[int, int]] = field(default_factory=dict)  # (node rank, doc rank): LLM choices
+
+    @property
+    def read(self) -> set[NodeKey]:
+        return {(p.doc_id, p.node_id) for p in self.picks}
+
+    def add_nodes(self, picks: Sequence[NodePick], found: Sequence[RetrievedChunk], prior: float) -> None:
+        """Nodes read on purpose (cross-references, a judgement's request) and the chunks found in them."""
+        self.chunks.extend(found)
+        for p in picks:
+            self.prior[(p.doc_id, p.node_id)] = prior
+        self.picks = self.picks + tuple(picks)
+
+    def add_candidates(self, found: Sequence[RetrievedChunk], node_prior: float,
+                       reason: Callable[[RetrievedChunk], str]) -> None:
+        """Chunks found outside tree search join the candidates once each; a node not read yet gets
+        ``node_prior`` and a pick with ``reason``."""
+        seen_ids = {c.chunk_id for c in self.chunks}
+        for c in found:
+            if c.chunk_id in seen_ids:
+                continue
+            seen_ids.add(c.chunk_id)
+            self.chunks.append(c)
+            if (c.doc_id, c.node_id) not in self.prior:
+                self.prior[(c.doc_id, c.node_id)] = node_prior
+                self.picks = self.picks + (NodePick(
+                    doc_id=c.doc_id, node_id=c.node_id, title=c.section_path.split(" > ")[-1],
+                    section_path=c.section_path, sub_query=self.doc_q[c.doc_id], reason=reason(c)),)
+
+
+@dataclass
+class Clock:
+    """Milliseconds per stage of one query (``stage`` times a block; ``total`` since the clock started)."""
+
+    started: float = field(default_factory=time.perf_counter)
+    ms: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.ms[name] = self.ms.get(name, 0.0) + (time.perf_counter() - t) * 1000
+
+    def total(self) -> None:
+        self.ms["total"] = (time.perf_counter() - self.started) * 1000

@@ -1,0 +1,123 @@
+"""The query trace as typed structs (``POST /kb/query`` with ``include_trace``), built from the stage results."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import msgspec
+
+from kb.types import LLMUsage
+from router.scope import evidence_found
+from router.sufficiency import Judgement
+from router.types import (
+    CitationOut,
+    Condition,
+    DocCandidate,
+    NodePick,
+    RetrievedChunk,
+    RoutingResult,
+    ScopePlan,
+    SubQuestion,
+    TreeSearchResult,
+)
+
+
+class NeededDoc(msgspec.Struct, frozen=True):
+    doc_id: int
+    name: str
+    evidence: int  # evidence pieces handed to synthesis from this document
+
+
+class ScopeTrace(msgspec.Struct, frozen=True):
+    """The scope decision and its reason, needed documents, sub-questions, evidence per document, and the
+    needed documents whose evidence does not speak to their sub-question."""
+
+    kind: str
+    reason: str
+    mode: str
+    entities: tuple[str, ...]
+    missing_entities: tuple[str, ...]
+    needed: tuple[NeededDoc, ...]
+    sub_questions: tuple[SubQuestion, ...]
+    added_documents: tuple[int, ...]
+    dropped: tuple[str, ...]
+    nothing_found: tuple[str, ...]
+
+
+class RoutingTrace(msgspec.Struct, frozen=True):
+    candidates: tuple[DocCandidate, ...]
+    conditions: tuple[Condition, ...]
+    notes: tuple[str, ...]
+
+
+class TreeSearchTrace(msgspec.Struct, frozen=True):
+    doc_id: int
+    mode: str
+    thinking: str
+    dropped_ids: tuple[str, ...]
+
+
+class ChunkTrace(msgspec.Struct, frozen=True):
+    chunk_id: int
+    doc_id: int
+    node_id: str
+    page: int | None
+    dense: float
+    bm25: float
+    fused: float
+    score: float
+    rerank: float | None
+    source: str
+    statement: str
+    fill: bool  # LLM ranking: not from a node the model chose (it fills the remaining slots)
+
+
+class Trace(msgspec.Struct, frozen=True):
+    scope: ScopeTrace
+    strategy_used: str
+    routing: RoutingTrace
+    tree_search: tuple[TreeSearchTrace, ...]
+    nodes: tuple[NodePick, ...]
+    ranking: str
+    iterations: tuple[Judgement, ...]
+    chunks: tuple[ChunkTrace, ...]
+    rerank: str
+    synthesis: str
+    timings_ms: dict[str, float]
+    llm: LLMUsage
+
+
+class QueryResult(msgspec.Struct, frozen=True):
+    answer: str
+    citations: list[CitationOut]
+    documents: list[DocCandidate]
+    trace: Trace | None = None
+
+
+def scope_trace(question: str, plan: ScopePlan, routing: RoutingResult,
+                evidence: Sequence[RetrievedChunk]) -> ScopeTrace:
+    names = {d.doc_id: d.name for d in routing.documents}
+    counts = {d: sum(1 for c in evidence if c.doc_id == d) for d in names}
+    found = evidence_found(question, evidence, plan) if plan.scope.kind != "single" else {}
+    return ScopeTrace(
+        kind=plan.scope.kind, reason=plan.scope.reason, mode=plan.mode, entities=plan.scope.entities,
+        missing_entities=plan.scope.missing,
+        needed=tuple(NeededDoc(d, names.get(d, str(d)), counts.get(d, 0)) for d in plan.needed),
+        sub_questions=plan.sub_questions, added_documents=plan.added, dropped=plan.dropped,
+        nothing_found=tuple(names.get(d, str(d)) for d in plan.needed if not counts.get(d) or found.get(d) is False))
+
+
+def build_trace(question: str, *, plan: ScopePlan, routing: RoutingResult, searches: Sequence[TreeSearchResult],
+                picks: Sequence[NodePick], policy: str, rounds: Sequence[Judgement], chunks: Sequence[RetrievedChunk],
+                chosen: frozenset[int], evidence: Sequence[RetrievedChunk], rerank_note: str, synthesis: str,
+                timings_ms: Mapping[str, float], usage: LLMUsage) -> Trace:
+    """The trace of one answered query (``chosen``: chunk ids of the nodes an LLM chose)."""
+    return Trace(
+        scope=scope_trace(question, plan, routing, evidence), strategy_used=routing.strategy_used,
+        routing=RoutingTrace(routing.candidates, routing.conditions, routing.notes),
+        tree_search=tuple(TreeSearchTrace(s.doc_id, s.mode, s.thinking, s.dropped_ids) for s in searches),
+        nodes=tuple(picks), ranking=policy, iterations=tuple(rounds),
+        chunks=tuple(ChunkTrace(c.chunk_id, c.doc_id, c.node_id, c.page, c.dense, c.bm25, c.fused, c.score, c.rerank,
+                                c.source, c.statement, policy == "llm" and c.chunk_id not in chosen) for c in chunks),
+        rerank=rerank_note, synthesis=synthesis, timings_ms={k: round(v, 1) for k, v in timings_ms.items()},
+        llm=usage)
