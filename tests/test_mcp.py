@@ -155,8 +155,15 @@ async def _http_client(rt: Runtime, *, host: str = "127.0.0.1", headers: dict[st
 
 
 async def test_http_mcp_endpoint(corpus: Runtime) -> None:
+    from prometheus_client import REGISTRY
+
+    def answered() -> float:  # queries observed by /metrics
+        return REGISTRY.get_sample_value("kb_query_stage_seconds_count", {"stage": "total"}) or 0.0
+
     async with _http_client(corpus) as (client, http):
+        before = answered()
         await _exercise(client)
+        assert answered() == before + 1  # the one answered MCP query (untraced) is counted
         # a page on another origin (DNS rebinding) cannot drive the loopback-bound server
         accept = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
         body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}

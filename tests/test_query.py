@@ -12,9 +12,10 @@ import pymupdf
 import pytest
 
 from kb.app import create_app
-from kb.runtime import Runtime, build_ingest_context, open_runtime
+from kb.runtime import Runtime, build_ingest_context, build_pipeline, open_runtime
 from kb.settings import get_settings
 from kb.text import normalize_title
+from router.types import QueryRequest
 from tests.conftest import module_env
 from tests.corpus import build_corpus
 from tests.http import app_client, wire
@@ -294,3 +295,52 @@ async def test_metrics_endpoint(corpus: tuple[Runtime, Path], monkeypatch: pytes
                for s in families["kb_requests"].samples)
     assert "kb_ingest_queue_depth" in families and "kb_ingest_pages_per_second" in families
     assert re.search(r'^kb_llm_calls_total\{outcome="ok"\} ', after, flags=re.M)
+
+
+def _stage_count(stage: str = "total") -> float:
+    from prometheus_client import REGISTRY
+
+    return REGISTRY.get_sample_value("kb_query_stage_seconds_count", {"stage": stage}) or 0.0
+
+
+async def test_untraced_and_streamed_queries_are_counted(corpus: tuple[Runtime, Path]) -> None:
+    """/metrics observes every answered query, whether it asked for a trace or a stream."""
+    rt, _ = corpus
+    before = _stage_count()
+    async with app_client(create_app(runtime=rt, run_worker=False)) as client:
+        r = await client.post("/kb/query", json={"query": QUESTIONS["semantic"][0], "include_trace": False})
+        assert r.status_code == 200 and r.json()["trace"] is None
+        assert _stage_count() == before + 1
+        r = await client.post("/kb/query", json={"query": QUESTIONS["semantic"][0], "stream": True,
+                                                 "include_trace": False})
+        assert r.status_code == 200 and "event: done" in r.text
+    assert _stage_count() == before + 2
+    assert _stage_count("synthesize") >= 2
+
+
+async def test_one_stamp_query_and_one_catalog_read_per_change(corpus: tuple[Runtime, Path],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A query reads the collection's change stamp once and its documents' fields only when the collection
+    changed since the last query (the catalog), whatever the strategy."""
+    import router.catalog
+    from router import store
+
+    rt, _ = corpus
+    calls = {"stamp": 0, "documents": 0}
+
+    def counting(name: str, fn: Any) -> Any:
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            calls[name] += 1
+            return await fn(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(router.catalog, "collection_stamp", counting("stamp", router.catalog.collection_stamp))
+    monkeypatch.setattr(store, "collection_documents", counting("documents", store.collection_documents))
+    pipeline = build_pipeline(rt)
+    for i, strategy in enumerate(("auto", "metadata", "semantic", "description")):
+        result = await pipeline.run(QueryRequest(query=QUESTIONS["metadata"][0], strategy=strategy))
+        assert result.documents
+        assert calls == {"stamp": i + 1, "documents": 1}, (strategy, calls)
+    await rt.pool.execute("UPDATE documents SET updated_at = now() WHERE id = (SELECT min(id) FROM documents)")
+    await pipeline.run(QueryRequest(query=QUESTIONS["metadata"][0]))
+    assert calls == {"stamp": 5, "documents": 2}
