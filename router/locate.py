@@ -47,18 +47,16 @@ def documents_to_read(plan: ScopePlan, routing: RoutingResult) -> list[DocCandid
 async def search_trees(state: QueryState, docs: Sequence[DocCandidate], oracle: Oracle | None = None,
                        ) -> tuple[Searched, ...]:
     """Tree search in each document under its (sub-)question, at most ``doc_concurrency`` at once."""
-    s = state.settings
-    searcher = TreeSearcher(state.pool, state.chat, max_nodes=s.max_nodes_per_doc, prompt_tokens=s.tree_prompt_tokens,
-                            dense_weight=s.dense_weight, bm25_weight=s.bm25_weight, policy=state.policy)
-    sem = asyncio.Semaphore(max(1, s.doc_concurrency))
+    searcher = TreeSearcher(state.pool, state.chat, state.settings, state.policy,
+                            expert_knowledge=state.req.expert_knowledge, history=state.req.history)
+    sem = asyncio.Semaphore(max(1, state.settings.doc_concurrency))
 
     async def search_doc(doc_id: int, name: str) -> Searched:
         async with sem:
             q = state.doc_q[doc_id]
             terms = state.terms if q == state.question else await store.query_terms(state.pool, state.collection_id, q)
             tree = await load_tree(state.pool, doc_id, name, state.vectors[q])
-            res = await searcher.search(tree, q, state.vectors[q], expert_knowledge=state.req.expert_knowledge,
-                                        history=state.req.history, terms=terms, statements=state.statements)
+            res = await searcher.search(tree, q, state.vectors[q], terms=terms, statements=state.statements)
             return Searched(tree, res)
 
     searched = await asyncio.gather(*(search_doc(d.doc_id, d.name) for d in docs))
@@ -111,10 +109,10 @@ async def _read_chosen(state: QueryState, x: Searched, vectors: Mapping[str, np.
                        ) -> tuple[list[RetrievedChunk], tuple[NodePick, ...]]:
     """One document: hybrid retrieval in its chosen nodes, then once in the nodes that text refers to
     ("see Note 7")."""
-    s, tree, question = state.settings, x.tree, state.doc_q[x.tree.doc_id]
-    found = await retrieve_in_nodes(state.pool, tree.doc_id, tree.doc_name, x.result.picks, vectors,
-                                    top_k=state.req.top_k, dense_weight=s.dense_weight, bm25_weight=s.bm25_weight)
-    refs = find_cross_references([c.text for c in found])[: s.max_cross_refs]
+    tree, question = x.tree, state.doc_q[x.tree.doc_id]
+    found = await retrieve_in_nodes(state.pool, tree.doc_name, x.result.picks, vectors, top_k=state.req.top_k,
+                                    settings=state.settings)
+    refs = find_cross_references([c.text for c in found])[: state.settings.max_cross_refs]
     picked_ids = {p.node_id for p in x.result.picks}
     extra: list[NodePick] = []
     for label in refs:
@@ -126,8 +124,8 @@ async def _read_chosen(state: QueryState, x: Searched, vectors: Mapping[str, np.
                                   reason=f"cross-reference '{label}'"))
     if extra:
         found += [msgspec.structs.replace(c, source="cross_ref") for c in await retrieve_in_nodes(
-            state.pool, tree.doc_id, tree.doc_name, extra, state.vectors, top_k=max(1, state.req.top_k // 2),
-            dense_weight=s.dense_weight, bm25_weight=s.bm25_weight)]
+            state.pool, tree.doc_name, extra, state.vectors, top_k=max(1, state.req.top_k // 2),
+            settings=state.settings)]
     return found, tuple(extra)
 
 
@@ -168,10 +166,9 @@ async def read_more(state: QueryState, ev: Evidence, verdict: Judgement, trees: 
             doc_id=doc_id, node_id=node_id, title=node.title, section_path=" > ".join(node.path),
             sub_query=state.doc_q[doc_id],
             reason=f"round {verdict.round + 1}: {verdict.judgement} ({verdict.reason})"))
-    s = state.settings
     for doc_id, picks in new.items():
-        found = await retrieve_in_nodes(state.pool, doc_id, by_tree[doc_id].doc_name, picks, state.vectors,
-                                        top_k=state.req.top_k, dense_weight=s.dense_weight, bm25_weight=s.bm25_weight)
+        found = await retrieve_in_nodes(state.pool, by_tree[doc_id].doc_name, picks, state.vectors,
+                                        top_k=state.req.top_k, settings=state.settings)
         for p in picks:
             ev.chosen.setdefault((doc_id, p.node_id), (len(ev.chosen), 0))
         ev.add_nodes(picks, found, state.policy.cross_ref_prior)

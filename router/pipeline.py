@@ -8,7 +8,7 @@ Each stage is a function over the query's ``QueryState`` (``router.state``) with
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 import asyncpg
@@ -21,22 +21,18 @@ from kb.settings import RetrievalSettings
 from kb.types import LLMUsage
 from router.catalog import Catalogs
 from router.locate import Searched, documents_to_read, locate, read_more, search_trees
-from router.policy import OFFLINE
+from router.planning import plan_documents
 from router.ranking import Ranked, rank
 from router.retrieve import Reranker
-from router.routing import plan_documents, route
+from router.routing import route
 from router.state import Clock, Evidence, QueryState, QueryVectors, Services, prepare
 from router.sufficiency import Judgement, judge
 from router.synthesize import synthesize
-from router.trace import QueryResult, build_trace
+from router.trace import QueryResult, RetrievalOutcome, build_trace
 from router.types import (
-    NodePick,
     Oracle,
     QueryRequest,
-    RetrievedChunk,
     RoutingResult,
-    ScopePlan,
-    TreeSearchResult,
     checked,
 )
 
@@ -45,24 +41,6 @@ log = structlog.get_logger("router.pipeline")
 Event = Callable[[str, Any], Awaitable[None]]
 Observer = Callable[[Mapping[str, float], LLMUsage], None]
 """Called once per answered query with its stage timings (ms) and LLM usage (``/metrics``)."""
-
-
-@dataclass(frozen=True)
-class RetrievalOutcome:
-    """Everything up to (not including) synthesis; the benchmark consumes this."""
-
-    routing: RoutingResult
-    searches: tuple[TreeSearchResult, ...]
-    picks: tuple[NodePick, ...]
-    chunks: tuple[RetrievedChunk, ...]
-    rerank_note: str
-    timings_ms: dict[str, float]
-    llm_calls: int
-    plan: ScopePlan
-    evidence: tuple[RetrievedChunk, ...]  # what synthesis gets: top_k, or each needed document's share
-    policy: str = OFFLINE.name  # the ranking policy used
-    chosen_chunks: frozenset[int] = frozenset()  # LLM policy: chunks of the model's chosen nodes (others fill)
-    rounds: tuple[Judgement, ...] = ()  # sufficiency judgements (LLM mode)
 
 
 class QueryPipeline:
@@ -100,27 +78,9 @@ class QueryPipeline:
             await on_event("nodes", tuple(p for x in searched for p in x.result.picks))
         with clock.stage("retrieve"):
             ev = await locate(state, routing, docs, searched)
-            ranked, rounds = await self._rounds(state, ev, routing, searched, await rank(state, ev, routing,
-                                                                                          self.reranker))
-        return outcome(state, routing, searched, ev, ranked, rounds, clock)
-
-    async def _rounds(self, state: QueryState, ev: Evidence, routing: RoutingResult, searched: tuple[Searched, ...],
-                      ranked: Ranked) -> tuple[Ranked, tuple[Judgement, ...]]:
-        """Spec 003: judge, read further, rank again, at most ``max_iterations`` rounds — when the model chose
-        nodes in at least one tree (when every tree search fell back offline, it is not asked again)."""
-        rounds: list[Judgement] = []
-        if not (state.policy.chosen_nodes_first and ev.chosen):
-            return ranked, ()
-        trees = [x.tree for x in searched]
-        for round_no in range(1, self.settings.max_iterations):
-            verdict = await judge(state.chat, state.req.query, ranked.evidence, trees, ev.read, round_no,
-                                  self.settings.max_nodes_per_doc)
-            rounds.append(verdict)
-            if verdict.judgement in {"sufficient", "failed"} or not verdict.read:
-                break
-            await read_more(state, ev, verdict, trees)
-            ranked = await rank(state, ev, routing, self.reranker)
-        return ranked, tuple(rounds)
+            ranked = await judge_and_read(state, ev, routing, searched, await rank(state, ev, routing, self.reranker),
+                                          self.reranker)
+        return outcome(state, routing, searched, ev, ranked, clock.ms)
 
     async def run(self, req: QueryRequest, on_event: Event | None = None) -> QueryResult:
         """The whole pipeline; the trace when the request asks for it; the observer in every case."""
@@ -132,10 +92,7 @@ class QueryPipeline:
         usage = chat.usage()
         if self.observe is not None:
             self.observe(clock.ms, usage)
-        trace = build_trace(req.query, plan=out.plan, routing=out.routing, searches=out.searches, picks=out.picks,
-                            policy=out.policy, rounds=out.rounds, chunks=out.chunks, chosen=out.chosen_chunks,
-                            evidence=out.evidence, rerank_note=out.rerank_note, synthesis=answer.mode,
-                            timings_ms=clock.ms, usage=usage) if req.include_trace else None
+        trace = build_trace(req.query, out, answer.mode, clock.ms, usage) if req.include_trace else None
         log.info("router.query_done", strategy=req.strategy, scope=out.plan.scope.kind,
                  docs=len(out.routing.documents), nodes=len(out.picks), chunks=len(out.evidence),
                  total_ms=round(clock.ms["total"], 1))
@@ -143,14 +100,33 @@ class QueryPipeline:
                            trace=trace)
 
 
+async def judge_and_read(state: QueryState, ev: Evidence, routing: RoutingResult, searched: tuple[Searched, ...],
+                         ranked: Ranked, reranker: Reranker | None) -> Ranked:
+    """Spec 003: judge, read further, rank again, at most ``max_iterations`` rounds — when the model chose
+    nodes in at least one tree (when every tree search fell back offline, it is not asked again)."""
+    rounds: list[Judgement] = []
+    if not (state.policy.chosen_nodes_first and ev.chosen):
+        return ranked
+    trees = [x.tree for x in searched]
+    for round_no in range(1, state.settings.max_iterations):
+        verdict = await judge(state, ranked.evidence, trees, ev.read, round_no)
+        rounds.append(verdict)
+        if verdict.judgement in {"sufficient", "failed"} or not verdict.read:
+            break
+        await read_more(state, ev, verdict, trees)
+        ranked = await rank(state, ev, routing, reranker)
+    return replace(ranked, rounds=tuple(rounds))
+
+
 def outcome(state: QueryState, routing: RoutingResult, searched: tuple[Searched, ...], ev: Evidence, ranked: Ranked,
-            rounds: tuple[Judgement, ...], clock: Clock) -> RetrievalOutcome:
+            timings_ms: dict[str, float]) -> RetrievalOutcome:
     """The retrieval stages' results as one record (LLM calls of routing, plan, tree search and judgements)."""
     assert state.plan is not None
+    rounds = ranked.rounds
     calls = routing.llm_calls + state.plan.llm_calls + sum(x.result.llm_calls for x in searched) + len(rounds)
     chosen = frozenset(c.chunk_id for c in ranked.chunks
                        if (c.doc_id, c.node_id) in ev.chosen and c.source in {"node", "section"})
     return RetrievalOutcome(routing=routing, searches=tuple(x.result for x in searched), picks=ev.picks,
-                            chunks=ranked.chunks, rerank_note=ranked.rerank_note, timings_ms=dict(clock.ms),
+                            chunks=ranked.chunks, rerank_note=ranked.rerank_note, timings_ms=dict(timings_ms),
                             llm_calls=calls, plan=state.plan, evidence=ranked.evidence, policy=state.policy.name,
                             rounds=rounds, chosen_chunks=chosen)

@@ -10,6 +10,7 @@ from router.policy import OFFLINE, RankingPolicy
 from router.retrieve import Reranker, rank_across_nodes, rerank, whole_sections
 from router.scope import allot_evidence
 from router.state import Evidence, QueryState
+from router.sufficiency import Judgement
 from router.types import RetrievedChunk, RoutingResult, ScopePlan
 
 
@@ -20,6 +21,7 @@ class Ranked:
     chunks: tuple[RetrievedChunk, ...]
     evidence: tuple[RetrievedChunk, ...]
     rerank_note: str
+    rounds: tuple[Judgement, ...] = ()  # the sufficiency judgements that led here (LLM mode)
 
 
 def doc_weights(routing: RoutingResult, floor: float = OFFLINE.doc_weight_floor) -> dict[int, float]:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import asyncpg
 import msgspec
 import numpy as np
 
+from kb.settings import RetrievalSettings
 from kb.text import cited_span, count_tokens
 from router import store
 from router.scoring import bm25_scores, fuse, min_max
@@ -22,24 +23,18 @@ class Reranker(Protocol):
     def score(self, query: str, texts: list[str]) -> list[float]: ...
 
 
-async def retrieve_in_nodes(
-    pool: asyncpg.Pool,
-    doc_id: int,
-    doc_name: str,
-    picks: Sequence[NodePick],
-    embed_query: dict[str, np.ndarray],
-    *,
-    top_k: int,
-    dense_weight: float,
-    bm25_weight: float,
-) -> list[RetrievedChunk]:
-    """For each (node, sub_query): dense + BM25 over that node's chunks, fused; top_k per node.
+async def retrieve_in_nodes(pool: asyncpg.Pool, doc_name: str, picks: Sequence[NodePick],
+                            embed_query: Mapping[str, np.ndarray], *, top_k: int,
+                            settings: RetrievalSettings) -> list[RetrievedChunk]:
+    """For each (node, sub_query) of one document: dense + BM25 over that node's chunks, fused with the
+    settings' weights; top_k per node.
 
     One round trip per document; dense scores per distinct sub-query are computed in Python from the
     stored vectors (all float32, normalised), so nodes sharing a sub-query cost nothing extra.
     """
     if not picks:
         return []
+    doc_id = picks[0].doc_id
     rows = await store.node_chunks(pool, doc_id, list(dict.fromkeys(p.node_id for p in picks)))
     by_node: dict[str, list[asyncpg.Record]] = {}
     for r in rows:
@@ -53,7 +48,7 @@ async def retrieve_in_nodes(
         texts = [r["text"] for r in node_rows]
         dense = [float(x) for x in np.stack([r["embedding"] for r in node_rows]) @ qvec]
         bm = bm25_scores(pick.sub_query, texts)
-        fused = fuse(dense, bm, dense_weight, bm25_weight)
+        fused = fuse(dense, bm, settings.dense_weight, settings.bm25_weight)
         order = sorted(range(len(node_rows)), key=lambda i: -fused[i])[:top_k]
         for i in order:
             r = node_rows[i]

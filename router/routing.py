@@ -14,10 +14,9 @@ from router import store
 from router.metadata import COMPANY_KEYS, conditions_from_filters, doc_year, period_prior, question_period
 from router.policy import ROUTING
 from router.prompts import DESCRIPTION, description_prompt
-from router.scope import complete_routing, plan
 from router.signals import description_shortlist, doc_scores, metadata_match
 from router.state import QueryState
-from router.types import STRATEGIES, Condition, DocCandidate, Oracle, QuestionScope, RoutingResult, ScopePlan
+from router.types import STRATEGIES, DocCandidate, Oracle, QuestionScope, RoutingResult
 
 log = structlog.get_logger("router.routing")
 
@@ -181,29 +180,3 @@ async def route(state: QueryState, oracle: Oracle | None = None) -> tuple[Routin
                                           notes=(*routing.notes, "list question: documents by DocScore"))
     return routing, scope
 
-
-async def plan_documents(state: QueryState, scope: QuestionScope,
-                         routing: RoutingResult) -> tuple[ScopePlan, RoutingResult]:
-    """The plan stage: complete the routing for named entities, then the needed documents and their
-    sub-questions."""
-    if scope.kind == "single":
-        return ScopePlan(scope=msgspec.structs.replace(scope, missing=state.missing),
-                         needed=tuple(d.doc_id for d in routing.documents[:1])), routing
-    extra: list[DocCandidate] = []
-    if scope.kind == "multi" and scope.entities and scope.key:
-        rows = await store.run_filter(state.pool, state.collection_id,
-                                      [Condition(scope.key, "in", list(scope.entities))])
-        allowed = set(state.within) if state.within is not None else None
-        extra = [DocCandidate(d, n, 0.0, "metadata match") for d, n in rows if allowed is None or d in allowed]
-    pool_ids = [d.doc_id for d in routing.documents] + [c.doc_id for c in routing.candidates] + \
-        [c.doc_id for c in extra]
-    metas = state.catalog.metadata(list(dict.fromkeys(pool_ids)))
-    widened = msgspec.structs.replace(routing, candidates=(*routing.candidates, *extra))
-    completed, added = complete_routing(widened, scope, metas, state.top_docs)
-    completed = msgspec.structs.replace(completed, candidates=routing.candidates)
-    descriptions = {}
-    if not state.chat.offline:
-        descriptions = {d: f.description for d, f in state.catalog.fields([d.doc_id for d in completed.documents]).items()}
-    result = await plan(state.chat, state.question, scope, completed, metas, descriptions, top_docs=state.top_docs,
-                        missing=state.missing, added=added)
-    return result, completed

@@ -19,9 +19,6 @@ import msgspec
 import structlog
 
 from kb import vocab
-from kb.errors import LLMError
-from kb.providers import ChatModel
-from kb.providers.steps import ask
 from kb.text import normalize_title, tokenize
 from router import store
 from router.metadata import (
@@ -35,7 +32,7 @@ from router.metadata import (
     meta_int,
     question_period,
 )
-from router.prompts import PLAN, PlanReply, plan_prompt
+from router.prompts import PlanReply
 from router.types import DocCandidate, QuestionScope, RoutingResult, ScopePlan, SubQuestion
 
 log = structlog.get_logger("router.scope")
@@ -280,16 +277,6 @@ def offline_sub_questions(question: str, scope: QuestionScope, routing: RoutingR
     return tuple(out)
 
 
-def _plan_prompt(question: str, routing: RoutingResult, metas: Mapping[int, Mapping[str, Any]],
-                 descriptions: Mapping[int, str], scope: QuestionScope, top_docs: int) -> str:
-    lines = []
-    for d in routing.documents:
-        meta = metas.get(d.doc_id, {})
-        lines.append(f'- doc_id "{d.doc_id}": {d.name} — {doc_entity(meta) or "?"}, {doc_period(meta) or "?"}; '
-                     f"{descriptions.get(d.doc_id, '')[:200]}")
-    return plan_prompt(question, lines, scope.kind, scope.reason, top_docs)
-
-
 def validate_plan(reply: PlanReply, routing: RoutingResult,
                   top_docs: int) -> tuple[list[tuple[int, str]], list[str]]:
     """([(doc_id, sub-question)], dropped) from the model's plan: unknown documents, duplicates, empty
@@ -310,39 +297,6 @@ def validate_plan(reply: PlanReply, routing: RoutingResult,
         else:
             kept.append((routed[raw], text[:500]))
     return kept, dropped
-
-
-async def plan(chat: ChatModel, question: str, scope: QuestionScope, routing: RoutingResult,
-               metas: Mapping[int, Mapping[str, Any]], descriptions: Mapping[int, str], *, top_docs: int,
-               missing: Sequence[str] = (), added: Sequence[int] = ()) -> ScopePlan:
-    """Needed documents and their sub-questions: offline rules, or one LLM call (validated, offline on failure)."""
-    needed = needed_documents(routing, scope, metas)
-    base = ScopePlan(scope=msgspec.structs.replace(scope, missing=tuple(missing)), needed=needed,
-                     sub_questions=offline_sub_questions(question, scope, routing, metas, needed)
-                     if scope.kind != "single" else (), added=tuple(added))
-    if scope.kind == "single" or chat.offline or len(routing.documents) < 2:
-        return base
-    try:
-        reply = await ask(chat, PLAN, _plan_prompt(question, routing, metas, descriptions, scope, top_docs))
-        kind, reason = reply.scope, reply.reason[:300]
-        kept, dropped = validate_plan(reply, routing, top_docs)
-    except LLMError as exc:
-        log.warning("router.plan_llm_failed", error=str(exc))
-        return msgspec.structs.replace(base, mode="offline_fallback", llm_calls=1,
-                                       dropped=(f"LLM plan failed: {exc}",))
-    if dropped:
-        log.info("router.plan_dropped", dropped=dropped)
-    llm_scope = msgspec.structs.replace(base.scope, kind=kind, reason=f"LLM: {reason}" if reason else "LLM")
-    if kind == "single":
-        return ScopePlan(scope=llm_scope, needed=base.needed[:1], sub_questions=(), mode="llm",
-                         dropped=tuple(dropped), added=base.added, llm_calls=1)
-    if not kept:  # nothing usable: the offline decomposition, said so
-        return msgspec.structs.replace(base, scope=llm_scope, mode="offline_fallback", llm_calls=1,
-                                       dropped=(*dropped, "no valid sub-question: offline decomposition"))
-    by_doc = {s.doc_id: s for s in offline_sub_questions(question, scope, routing, metas, [d for d, _ in kept])}
-    subs = tuple(msgspec.structs.replace(by_doc[d], question=q) for d, q in kept)
-    return ScopePlan(scope=llm_scope, needed=tuple(d for d, _ in kept), sub_questions=subs, mode="llm",
-                     dropped=tuple(dropped), added=base.added, llm_calls=1)
 
 
 # --------------------------------------------------------------------------- evidence per document

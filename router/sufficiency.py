@@ -14,10 +14,10 @@ import msgspec
 import structlog
 
 from kb.errors import LLMError
-from kb.providers import ChatModel
 from kb.providers.steps import ask
 from kb.text import truncate_tokens, unit_label
 from router.prompts import SUFFICIENCY, NodeRef, sufficiency_prompt
+from router.state import QueryState
 from router.synthesize import build_evidence
 from router.tree_search import LoadedTree
 from router.types import RetrievedChunk
@@ -92,9 +92,11 @@ def validate_reads(refs: Sequence[NodeRef], trees: Sequence[LoadedTree], read: s
     return keep, dropped
 
 
-async def judge(chat: ChatModel, question: str, evidence: Sequence[RetrievedChunk], trees: Sequence[LoadedTree],
-                read: set[tuple[int, str]], round_no: int, max_nodes: int) -> Judgement:
-    """One sufficiency call; ``failed`` (and no nodes) when the call or its reply is unusable."""
+async def judge(state: QueryState, evidence: Sequence[RetrievedChunk], trees: Sequence[LoadedTree],
+                read: set[tuple[int, str]], round_no: int) -> Judgement:
+    """One sufficiency call over the query's evidence; ``failed`` (and no nodes) when the call or its reply is
+    unusable."""
+    chat, question, max_nodes = state.chat, state.req.query, state.settings.max_nodes_per_doc
     try:
         reply = await ask(chat, SUFFICIENCY, _prompt(question, evidence, trees, read))
     except LLMError as exc:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import msgspec
 
 from kb.types import LLMUsage
+from router.policy import OFFLINE
 from router.scope import evidence_found
 from router.sufficiency import Judgement
 from router.types import (
@@ -87,6 +89,24 @@ class Trace(msgspec.Struct, frozen=True):
     llm: LLMUsage
 
 
+@dataclass(frozen=True)
+class RetrievalOutcome:
+    """Everything up to (not including) synthesis; the benchmark consumes this."""
+
+    routing: RoutingResult
+    searches: tuple[TreeSearchResult, ...]
+    picks: tuple[NodePick, ...]
+    chunks: tuple[RetrievedChunk, ...]
+    rerank_note: str
+    timings_ms: dict[str, float]
+    llm_calls: int
+    plan: ScopePlan
+    evidence: tuple[RetrievedChunk, ...]  # what synthesis gets: top_k, or each needed document's share
+    policy: str = OFFLINE.name  # the ranking policy used
+    chosen_chunks: frozenset[int] = frozenset()  # LLM policy: chunks of the model's chosen nodes (others fill)
+    rounds: tuple[Judgement, ...] = ()  # sufficiency judgements (LLM mode)
+
+
 class QueryResult(msgspec.Struct, frozen=True):
     answer: str
     citations: list[CitationOut]
@@ -107,17 +127,17 @@ def scope_trace(question: str, plan: ScopePlan, routing: RoutingResult,
         nothing_found=tuple(names.get(d, str(d)) for d in plan.needed if not counts.get(d) or found.get(d) is False))
 
 
-def build_trace(question: str, *, plan: ScopePlan, routing: RoutingResult, searches: Sequence[TreeSearchResult],
-                picks: Sequence[NodePick], policy: str, rounds: Sequence[Judgement], chunks: Sequence[RetrievedChunk],
-                chosen: frozenset[int], evidence: Sequence[RetrievedChunk], rerank_note: str, synthesis: str,
-                timings_ms: Mapping[str, float], usage: LLMUsage) -> Trace:
-    """The trace of one answered query (``chosen``: chunk ids of the nodes an LLM chose)."""
+def build_trace(question: str, out: RetrievalOutcome, synthesis: str, timings_ms: Mapping[str, float],
+                usage: LLMUsage) -> Trace:
+    """The trace of one answered query: the retrieval stages' outcome, the answer's mode, timings and usage."""
+    routing, llm_ranking = out.routing, out.policy == "llm"
     return Trace(
-        scope=scope_trace(question, plan, routing, evidence), strategy_used=routing.strategy_used,
+        scope=scope_trace(question, out.plan, routing, out.evidence), strategy_used=routing.strategy_used,
         routing=RoutingTrace(routing.candidates, routing.conditions, routing.notes),
-        tree_search=tuple(TreeSearchTrace(s.doc_id, s.mode, s.thinking, s.dropped_ids) for s in searches),
-        nodes=tuple(picks), ranking=policy, iterations=tuple(rounds),
+        tree_search=tuple(TreeSearchTrace(s.doc_id, s.mode, s.thinking, s.dropped_ids) for s in out.searches),
+        nodes=out.picks, ranking=out.policy, iterations=out.rounds,
         chunks=tuple(ChunkTrace(c.chunk_id, c.doc_id, c.node_id, c.page, c.dense, c.bm25, c.fused, c.score, c.rerank,
-                                c.source, c.statement, policy == "llm" and c.chunk_id not in chosen) for c in chunks),
-        rerank=rerank_note, synthesis=synthesis, timings_ms={k: round(v, 1) for k, v in timings_ms.items()},
+                                c.source, c.statement, llm_ranking and c.chunk_id not in out.chosen_chunks)
+                     for c in out.chunks),
+        rerank=out.rerank_note, synthesis=synthesis, timings_ms={k: round(v, 1) for k, v in timings_ms.items()},
         llm=usage)

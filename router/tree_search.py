@@ -20,6 +20,7 @@ import structlog
 from kb.errors import LLMError
 from kb.providers import ChatModel
 from kb.providers.steps import ask
+from kb.settings import RetrievalSettings
 from kb.text import count_tokens, normalize_title, unit_label
 from kb.types import TreeNode
 from kb.vocab import STATEMENT_LABELS
@@ -96,21 +97,25 @@ def serialize_tree(nodes: Sequence[TreeNode], *, with_summary: bool = True, mark
 class TreeSearcher:
     """Chooses nodes in one document; LLM when available, offline otherwise or on failure."""
 
-    def __init__(self, pool: asyncpg.Pool, chat: ChatModel, *, max_nodes: int, prompt_tokens: int,
-                 dense_weight: float = 0.5, bm25_weight: float = 0.5, policy: RankingPolicy = OFFLINE) -> None:
+    def __init__(self, pool: asyncpg.Pool, chat: ChatModel, settings: RetrievalSettings,
+                 policy: RankingPolicy = OFFLINE, *, expert_knowledge: str | None = None,
+                 history: Sequence[Turn] = ()) -> None:
+        """One searcher per query: ``expert_knowledge`` and ``history`` are the request's."""
         self.pool = pool
         self.chat = chat
-        self.max_nodes = max_nodes
-        self.prompt_tokens = prompt_tokens
-        self.dense_weight = dense_weight
-        self.bm25_weight = bm25_weight
+        self.max_nodes = settings.max_nodes_per_doc
+        self.prompt_tokens = settings.tree_prompt_tokens
+        self.dense_weight = settings.dense_weight
+        self.bm25_weight = settings.bm25_weight
         self.policy = policy
+        self.expert_knowledge = expert_knowledge
+        self.history = history
 
     async def search(self, tree: LoadedTree, question: str, query_vec: np.ndarray, *,
-                     expert_knowledge: str | None = None, history: Sequence[Turn] = (),
                      terms: store.QueryTerms | None = None, statements: frozenset[str] = frozenset(),
                      ) -> TreeSearchResult:
         """``statements``: the financial statements the question names (offline: their nodes score higher)."""
+        expert_knowledge, history = self.expert_knowledge, self.history
         if not tree.nodes:
             return TreeSearchResult(doc_id=tree.doc_id, picks=())
         terms = terms or store.QueryTerms([], [])

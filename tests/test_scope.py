@@ -132,7 +132,7 @@ def test_readme_lists_the_ranking_policies() -> None:
 
 
 def test_page_diversity_defers_chunks_of_pages_already_covered() -> None:
-    from router.pipeline import diversify_pages
+    from router.ranking import diversify_pages
 
     def at(cid: int, doc: int, lo: int, hi: int) -> RetrievedChunk:
         return RetrievedChunk(chunk_id=cid, doc_id=doc, doc_name="d", node_id="0001", section_path="s", text="t",

@@ -1,0 +1,93 @@
+"""The plan stage: complete the routing for the entities a question names, then the documents that need an
+evidence share and their sub-questions — offline by rules (``router.scope``), or confirmed and written by one
+LLM call (``query.plan``), validated, offline on failure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+import structlog
+
+from kb.errors import LLMError
+from kb.providers.steps import ask
+from router import store
+from router.prompts import PLAN, plan_prompt
+from router.scope import (
+    complete_routing,
+    doc_entity,
+    doc_period,
+    needed_documents,
+    offline_sub_questions,
+    validate_plan,
+)
+from router.state import QueryState
+from router.types import Condition, DocCandidate, QuestionScope, RoutingResult, ScopePlan
+
+log = structlog.get_logger("router.planning")
+
+
+async def plan_documents(state: QueryState, scope: QuestionScope,
+                         routing: RoutingResult) -> tuple[ScopePlan, RoutingResult]:
+    """The routing completed for named entities, and the plan over it."""
+    if scope.kind == "single":
+        return ScopePlan(scope=msgspec.structs.replace(scope, missing=state.missing),
+                         needed=tuple(d.doc_id for d in routing.documents[:1])), routing
+    extra: list[DocCandidate] = []
+    if scope.kind == "multi" and scope.entities and scope.key:
+        rows = await store.run_filter(state.pool, state.collection_id,
+                                      [Condition(scope.key, "in", list(scope.entities))])
+        allowed = set(state.within) if state.within is not None else None
+        extra = [DocCandidate(d, n, 0.0, "metadata match") for d, n in rows if allowed is None or d in allowed]
+    pool_ids = [d.doc_id for d in routing.documents] + [c.doc_id for c in routing.candidates] + \
+        [c.doc_id for c in extra]
+    metas = state.catalog.metadata(list(dict.fromkeys(pool_ids)))
+    widened = msgspec.structs.replace(routing, candidates=(*routing.candidates, *extra))
+    completed, added = complete_routing(widened, scope, metas, state.top_docs)
+    completed = msgspec.structs.replace(completed, candidates=routing.candidates)
+    return await plan(state, scope, completed, metas, added), completed
+
+
+async def plan(state: QueryState, scope: QuestionScope, routing: RoutingResult,
+               metas: Mapping[int, Mapping[str, Any]], added: tuple[int, ...]) -> ScopePlan:
+    """Needed documents and their sub-questions: offline rules, or one LLM call (validated, offline on failure)."""
+    question, chat, top_docs = state.question, state.chat, state.top_docs
+    needed = needed_documents(routing, scope, metas)
+    base = ScopePlan(scope=msgspec.structs.replace(scope, missing=state.missing), needed=needed,
+                     sub_questions=offline_sub_questions(question, scope, routing, metas, needed)
+                     if scope.kind != "single" else (), added=added)
+    if scope.kind == "single" or chat.offline or len(routing.documents) < 2:
+        return base
+    try:
+        reply = await ask(chat, PLAN, _plan_prompt(state, routing, metas, scope))
+        kind, reason = reply.scope, reply.reason[:300]
+        kept, dropped = validate_plan(reply, routing, top_docs)
+    except LLMError as exc:
+        log.warning("router.plan_llm_failed", error=str(exc))
+        return msgspec.structs.replace(base, mode="offline_fallback", llm_calls=1,
+                                       dropped=(f"LLM plan failed: {exc}",))
+    if dropped:
+        log.info("router.plan_dropped", dropped=dropped)
+    llm_scope = msgspec.structs.replace(base.scope, kind=kind, reason=f"LLM: {reason}" if reason else "LLM")
+    if kind == "single":
+        return ScopePlan(scope=llm_scope, needed=base.needed[:1], sub_questions=(), mode="llm",
+                         dropped=tuple(dropped), added=base.added, llm_calls=1)
+    if not kept:  # nothing usable: the offline decomposition, said so
+        return msgspec.structs.replace(base, scope=llm_scope, mode="offline_fallback", llm_calls=1,
+                                       dropped=(*dropped, "no valid sub-question: offline decomposition"))
+    by_doc = {s.doc_id: s for s in offline_sub_questions(question, scope, routing, metas, [d for d, _ in kept])}
+    subs = tuple(msgspec.structs.replace(by_doc[d], question=q) for d, q in kept)
+    return ScopePlan(scope=llm_scope, needed=tuple(d for d, _ in kept), sub_questions=subs, mode="llm",
+                     dropped=tuple(dropped), added=base.added, llm_calls=1)
+
+
+def _plan_prompt(state: QueryState, routing: RoutingResult, metas: Mapping[int, Mapping[str, Any]],
+                 scope: QuestionScope) -> str:
+    descriptions = {d: f.description for d, f in state.catalog.fields([d.doc_id for d in routing.documents]).items()}
+    lines = []
+    for d in routing.documents:
+        meta = metas.get(d.doc_id, {})
+        lines.append(f'- doc_id "{d.doc_id}": {d.name} — {doc_entity(meta) or "?"}, {doc_period(meta) or "?"}; '
+                     f"{descriptions.get(d.doc_id, '')[:200]}")
+    return plan_prompt(state.question, lines, scope.kind, scope.reason, state.top_docs)
