@@ -25,9 +25,24 @@ import numpy as np
 import pymupdf
 import structlog
 
+from ingest.pdf_read.spans import _band_spans, _collect_spans, _Span
 from kb.errors import IngestError
 from kb.text import count_tokens, normalize_title
 from kb.types import PageText
+
+__all__ = [
+    "DISPLAY_SIZE",
+    "HeadingCandidate",
+    "LAYOUT_PAGES",
+    "LineInfo",
+    "ParsedPdf",
+    "clean_text",
+    "numbering_of",
+    "page_lines",
+    "printed_page_number",
+    "read_pdf",
+]
+
 
 log = structlog.get_logger("ingest.pdf_read")
 
@@ -78,8 +93,6 @@ class ParsedPdf(msgspec.Struct, frozen=True):
         return len(self.pages)
 
 
-# ---------------------------------------------------------------------------- numbering
-
 _ROMAN = r"(?:x{0,3}(?:ix|iv|v?i{0,3}))"
 _NUMBERING = [
     ("part", re.compile(r"^part\s+(" + _ROMAN + r"|\d{1,2}|one|two|three|four|five|six)\b(?!\.\d)", re.I)),
@@ -124,25 +137,6 @@ def clean_text(text: str) -> str:
     return " ".join(t.split())
 
 
-# ---------------------------------------------------------------------------- visual lines
-
-
-@dataclass
-class _Span:
-    x0: float
-    y0: float
-    x1: float
-    y1: float
-    text: str
-    size: float
-    bold: bool
-    base: float  # baseline y
-
-    @property
-    def yc(self) -> float:
-        return (self.y0 + self.y1) / 2
-
-
 @dataclass
 class _Line:
     text: str = ""
@@ -153,99 +147,6 @@ class _Line:
     size: float = 0.0
     bold: bool = False
     cells: int = 1
-
-
-def _is_bold(span: dict) -> bool:
-    font = str(span.get("font", "")).lower()
-    return bool(span.get("flags", 0) & 16) or any(
-        k in font for k in ("bold", "black", "heavy", "semibold", ",b")
-    )
-
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
-
-
-# A span's box height over its reported font size: 0.9–1.8 on every page of the dev PDFs. When
-# neither the height nor the glyph advances (about half an em each) fit the size, the size is
-# wrong, as for a Type 3 font in pixel units drawn at ``1 Tf`` with the scale in the text matrix
-# (LaTeX via dvips): MuPDF then reports sizes near 0.1 and, judging gaps by that size, breaks
-# words into fragments ("Lect ures", "Lab" / "oratory").
-_SANE_HEIGHT = (0.5, 3.0)
-_SANE_ADVANCE = (0.1, 2.0)
-
-
-def _span_text(span: dict) -> str:
-    return span["text"] if "text" in span else "".join(ch["c"] for ch in span.get("chars", []))
-
-
-def _size_is_wrong(line: dict, span: dict) -> bool:
-    if line.get("dir", (1.0, 0.0))[0] < 0.99:  # rotated text: its box height is not its size
-        return False
-    x0, y0, x1, y1 = span["bbox"]
-    n = len(_span_text(span))
-    if y1 <= y0 or not n:
-        return False
-    size = float(span.get("size", 0.0))
-    advance = (x1 - x0) / n
-    return not (_SANE_HEIGHT[0] * size <= y1 - y0 <= _SANE_HEIGHT[1] * size) and not (
-        _SANE_ADVANCE[0] * size <= advance <= _SANE_ADVANCE[1] * size
-    )
-
-
-def _dict_spans(data: dict) -> list[tuple[dict, dict]]:
-    return [(ln, s) for b in data.get("blocks", []) for ln in b.get("lines", []) for s in ln.get("spans", [])]
-
-
-def _glyph_spans(s: dict) -> list[_Span]:
-    """A span whose size is wrong, as one span per glyph sized by the box and set on the baseline.
-
-    MuPDF's spaces inside such a span are guesses made with the wrong size; they are dropped,
-    and :func:`_make_line` puts spaces back from the gaps between glyphs.
-    """
-    height = s["bbox"][3] - s["bbox"][1]
-    size, bold = round(height, 1), _is_bold(s)
-    out: list[_Span] = []
-    for ch in s.get("chars", []):
-        text = _CONTROL.sub("", ch["c"])
-        if text.strip():
-            x0, _, x1, _ = ch["bbox"]
-            base = ch["origin"][1]
-            out.append(_Span(x0, base - 0.8 * height, x1, base + 0.2 * height, text, size, bold, base))
-    return out
-
-
-def _collect_spans(page: pymupdf.Page) -> list[_Span]:
-    """Text spans of a page; a page with wrongly sized spans is read again glyph by glyph."""
-    spans = _dict_spans(page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT))
-    glyphs = any(_size_is_wrong(ln, s) for ln, s in spans)
-    if glyphs:  # the same spans, with their glyphs instead of their text
-        spans = _dict_spans(page.get_text("rawdict", flags=pymupdf.TEXTFLAGS_TEXT))
-    out: list[_Span] = []
-    for ln, s in spans:
-        if glyphs and _size_is_wrong(ln, s):
-            out.extend(_glyph_spans(s))
-            continue
-        text = _CONTROL.sub("", _span_text(s))  # NUL and friends: Postgres text rejects \x00
-        if text.strip():
-            x0, y0, x1, y1 = s["bbox"]
-            size = round(float(s.get("size", 0.0)), 1)
-            out.append(_Span(x0, y0, x1, y1, text, size, _is_bold(s), float(s["origin"][1])))
-    return out
-
-
-def _band_spans(spans: list[_Span]) -> list[list[_Span]]:
-    """Group spans into horizontal bands (visual lines) by vertical centre."""
-    spans = sorted(spans, key=lambda s: (round(s.yc, 1), s.x0))
-    bands: list[list[_Span]] = []
-    centres: list[float] = []
-    for s in spans:
-        tol = max(2.0, 0.35 * max(s.size, 1.0))
-        if bands and abs(centres[-1] - s.yc) <= tol:
-            bands[-1].append(s)
-        else:
-            bands.append([s])
-            centres.append(s.yc)
-    return bands
 
 
 def _make_line(spans: list[_Span]) -> _Line:
@@ -482,8 +383,6 @@ def page_lines(page: pymupdf.Page) -> list[_Line]:
     return out
 
 
-# ---------------------------------------------------------------------------- heading signals
-
 _PAGE_NUM = re.compile(
     r"^(?:page\s+)?[-–—(\[]?\s*(\d{1,4}|[ivxlcdm]{1,7}|[A-Z]{1,2}-\d{1,3})\s*[-–—)\]]?(?:\s+of\s+\d+)?$", re.I
 )
@@ -540,9 +439,6 @@ def _continues(prev: _Line, line: _Line, body: float) -> bool:
         or re.search(r"(,|-|–|&|\b(?:of|and|the|for|to|in|on|with|by|or|from|its|our|an?))$", prev.text, re.I)
         or (body > 0 and prev.size >= DISPLAY_SIZE * body and prev.text.isupper() == line.text.isupper())
     )
-
-
-# ---------------------------------------------------------------------------- reading
 
 
 @dataclass
