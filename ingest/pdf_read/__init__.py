@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 import statistics
-import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ import numpy as np
 import pymupdf
 import structlog
 
+from ingest.pdf_read.lines import LineInfo, _letters, _Line, _make_line, _PageRecord, clean_text
 from ingest.pdf_read.spans import _band_spans, _collect_spans, _Span
 from kb.errors import IngestError
 from kb.text import count_tokens, normalize_title
@@ -51,15 +51,6 @@ _MARGIN_TOP = 0.15
 _MARGIN_BOTTOM = 0.88
 _MIN_REPEAT = 3  # a margin line repeated on this many pages is a running header/footer
 _MuPdfError = pymupdf.mupdf.FzErrorBase
-
-
-class LineInfo(msgspec.Struct, frozen=True):
-    """One visual line: text, left x and font size in points, mostly bold or not."""
-
-    text: str
-    x: float
-    size: float
-    bold: bool
 
 
 class HeadingCandidate(msgspec.Struct, frozen=True):
@@ -129,63 +120,6 @@ def numbering_of(text: str) -> str:
                 continue
             return f"{kind}:{value.upper() if kind in ('part', 'item', 'roman', 'chapter') else value}"
     return ""
-
-
-def clean_text(text: str) -> str:
-    """Normalise unicode spaces/ligatures and collapse whitespace on one line."""
-    t = unicodedata.normalize("NFKC", text)
-    return " ".join(t.split())
-
-
-@dataclass
-class _Line:
-    text: str = ""
-    x0: float = 0.0
-    x1: float = 0.0
-    y0: float = 0.0
-    yc: float = 0.0
-    size: float = 0.0
-    bold: bool = False
-    cells: int = 1
-
-
-def _make_line(spans: list[_Span]) -> _Line:
-    spans = sorted(spans, key=lambda s: s.x0)
-    parts: list[str] = []
-    cells = 1
-    prev: _Span | None = None
-    for s in spans:
-        if prev is not None:
-            gap = s.x0 - prev.x1
-            em = max(prev.size, s.size, 1.0)
-            if gap > 1.5 * em:
-                cells += 1
-                parts.append(" ")
-            elif gap > 0.15 * em and not prev.text.endswith(" ") and not s.text.startswith(" "):
-                parts.append(" ")
-        parts.append(s.text)
-        prev = s
-    text = clean_text("".join(parts))
-    chars = [(len(s.text.strip()), s) for s in spans]
-    total = sum(n for n, _ in chars) or 1
-    size_weight: Counter[float] = Counter()
-    for n, s in chars:
-        size_weight[s.size] += n
-    bold_chars = sum(n for n, s in chars if s.bold)
-    return _Line(
-        text=text,
-        x0=spans[0].x0,
-        x1=max(s.x1 for s in spans),
-        y0=min(s.y0 for s in spans),
-        yc=sum(s.yc for s in spans) / len(spans),
-        size=max(size_weight.items(), key=lambda kv: (kv[1], kv[0]))[0],
-        bold=bold_chars / total >= 0.7,
-        cells=cells,
-    )
-
-
-def _letters(text: str) -> int:
-    return sum(map(str.isalpha, text))
 
 
 _PROSE = 20  # letters on one side of a gutter for a line of running text
@@ -439,17 +373,6 @@ def _continues(prev: _Line, line: _Line, body: float) -> bool:
         or re.search(r"(,|-|–|&|\b(?:of|and|the|for|to|in|on|with|by|or|from|its|our|an?))$", prev.text, re.I)
         or (body > 0 and prev.size >= DISPLAY_SIZE * body and prev.text.isupper() == line.text.isupper())
     )
-
-
-@dataclass
-class _PageRecord:
-    """What is kept of a page once its text is taken: edge lines and heading-like lines only."""
-
-    height: float
-    width: float
-    n_lines: int
-    kept: dict[int, _Line]
-    local_body: float  # the page's dominant font size
 
 
 def _edge_kind(ln: _Line, j: int, n: int, height: float) -> str:
