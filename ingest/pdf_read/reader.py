@@ -1,0 +1,142 @@
+"""Reading a PDF into a :class:`ParsedPdf`: one pass over the pages, then margins, labels and headings."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import msgspec
+import pymupdf
+import structlog
+
+from ingest.pdf_read.columns import page_lines
+from ingest.pdf_read.headings import HeadingCandidate, _candidate, _page_headings
+from ingest.pdf_read.lines import LineInfo, _letters, _Line, _PageRecord, clean_text
+from ingest.pdf_read.margins import _edge_kind, _margin_lines, _printed_label
+from kb.errors import IngestError
+from kb.text import count_tokens
+from kb.types import PageText
+
+log = structlog.get_logger("ingest.pdf_read")
+
+LAYOUT_PAGES = 40  # pages whose full line layout is kept (printed-TOC detection)
+_MuPdfError = pymupdf.mupdf.FzErrorBase
+
+
+class ParsedPdf(msgspec.Struct, frozen=True):
+    """Everything tree building needs from one PDF; no open file handles."""
+
+    pages: tuple[PageText, ...]
+    outline: tuple[tuple[int, str, int], ...]
+    headings: tuple[HeadingCandidate, ...]
+    body_font_size: float
+    page_labels: tuple[str, ...] = ()  # per page: PDF page label, else printed page number, else ""
+    margins: tuple[tuple[int, ...], ...] = ()  # per page: indexes of running header/footer lines
+    layout: tuple[tuple[LineInfo, ...], ...] = ()  # line layout of the first LAYOUT_PAGES pages
+    total_pages: int = 0  # pages in the file (may exceed len(pages) with max_pages)
+
+    @property
+    def page_count(self) -> int:
+        return len(self.pages)
+
+
+def _record(lines: list[_Line], height: float, width: float) -> _PageRecord:
+    sizes: Counter[float] = Counter()
+    for ln in lines:
+        sizes[ln.size] += len(ln.text)
+    local = max(sizes.items(), key=lambda kv: kv[1])[0] if sizes else 0.0
+    n = len(lines)
+    kept = {
+        j: ln for j, ln in enumerate(lines) if _edge_kind(ln, j, n, height) or _candidate(ln, local - 1.0)
+    }
+    return _PageRecord(height, width, n, kept, local)
+
+
+def _open(source: Path | bytes) -> pymupdf.Document:
+    try:
+        if isinstance(source, bytes):
+            doc = pymupdf.open(stream=source, filetype="pdf")
+        else:
+            doc = pymupdf.open(str(source), filetype="pdf")
+    except (RuntimeError, ValueError, _MuPdfError) as exc:  # FileDataError, EmptyFileError are RuntimeErrors
+        raise IngestError(f"corrupt or unreadable PDF: {exc}") from exc
+    if doc.needs_pass:
+        doc.close()
+        raise IngestError("encrypted PDF; password required")
+    return doc
+
+
+def read_pdf(
+    source: str | Path | bytes, *, max_pages: int | None = None, layout_pages: int = LAYOUT_PAGES
+) -> ParsedPdf:
+    """Read a PDF (a path, or its bytes) into a :class:`ParsedPdf`, one page at a time.
+
+    Raises :class:`IngestError` for a corrupt/unreadable or encrypted PDF, a PDF with zero
+    pages, and a PDF without a text layer.
+    """
+    if isinstance(source, bytes):
+        label, doc = "(bytes)", _open(source)
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise IngestError(f"corrupt or unreadable PDF: no such file {path.name}")
+        label, doc = path.name, _open(path)
+    pages: list[PageText] = []
+    records: list[_PageRecord] = []
+    layout: list[tuple[LineInfo, ...]] = []
+    pdf_labels: list[str] = []
+    size_chars: Counter[float] = Counter()
+    letters = 0
+    try:
+        total = doc.page_count
+        if total == 0:
+            raise IngestError("PDF has zero pages")
+        n = total if max_pages is None else max(1, min(total, max_pages))
+        try:
+            outline = tuple(
+                (int(level), clean_text(str(title)), int(page))
+                for level, title, page, *_ in doc.get_toc(simple=True)
+                if 1 <= int(page) <= n and clean_text(str(title))
+            )
+        except (RuntimeError, ValueError) as exc:
+            log.warning("ingest.pdf_outline_unreadable", file=label, error=str(exc))
+            outline = ()
+        for i in range(n):
+            try:
+                page = doc.load_page(i)
+                lines = page_lines(page)
+                label = page.get_label() if doc.is_pdf else ""
+                rect = page.rect
+            except (RuntimeError, ValueError, _MuPdfError) as exc:
+                log.warning("ingest.pdf_page_unreadable", file=label, page=i + 1, error=str(exc))
+                lines, label, rect = [], "", pymupdf.Rect(0, 0, 612, 792)
+            text = "\n".join(ln.text for ln in lines)
+            pages.append(PageText(number=i + 1, text=text, tokens=count_tokens(text)))
+            for ln in lines:
+                size_chars[round(ln.size * 2) / 2] += len(ln.text)
+                letters += _letters(ln.text)
+            if i < layout_pages:
+                layout.append(tuple(LineInfo(ln.text, round(ln.x0, 1), ln.size, ln.bold) for ln in lines))
+            pdf_labels.append(label or "")
+            records.append(_record(lines, rect.height or 792.0, rect.width or 612.0))
+    finally:
+        doc.close()
+    if letters < 40:
+        raise IngestError("no text layer; OCR not configured")
+    body = max(size_chars.items(), key=lambda kv: kv[1])[0] if size_chars else 10.0
+    margins = _margin_lines(records)
+    headings: list[HeadingCandidate] = []
+    for i, r in enumerate(records):
+        headings.extend(_page_headings(i + 1, r, set(margins[i]), body))
+    parsed = ParsedPdf(
+        pages=tuple(pages),
+        outline=outline,
+        headings=tuple(headings),
+        body_font_size=body,
+        page_labels=tuple(pdf_labels[i] or _printed_label(r, margins[i]) for i, r in enumerate(records)),
+        margins=tuple(tuple(m) for m in margins),
+        layout=tuple(layout),
+        total_pages=total,
+    )
+    log.debug("ingest.pdf_read", file=label, pages=len(pages), headings=len(headings), body_font=body)
+    return parsed

@@ -1,0 +1,122 @@
+"""Text spans of a page: read with pymupdf, glyph by glyph where the font size is wrong, banded into lines.
+
+A span whose reported size fits neither its box height nor its glyph advances (a Type 3 font from
+LaTeX via dvips) is read again from ``rawdict`` as one span per glyph; :func:`_band_spans` groups
+spans into horizontal bands (visual lines) by vertical centre.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pymupdf
+
+
+@dataclass
+class _Span:
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+    text: str
+    size: float
+    bold: bool
+    base: float  # baseline y
+
+    @property
+    def yc(self) -> float:
+        return (self.y0 + self.y1) / 2
+
+
+def _is_bold(span: dict) -> bool:
+    font = str(span.get("font", "")).lower()
+    return bool(span.get("flags", 0) & 16) or any(
+        k in font for k in ("bold", "black", "heavy", "semibold", ",b")
+    )
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+# A span's box height over its reported font size: 0.9–1.8 on every page of the dev PDFs. When
+# neither the height nor the glyph advances (about half an em each) fit the size, the size is
+# wrong, as for a Type 3 font in pixel units drawn at ``1 Tf`` with the scale in the text matrix
+# (LaTeX via dvips): MuPDF then reports sizes near 0.1 and, judging gaps by that size, breaks
+# words into fragments ("Lect ures", "Lab" / "oratory").
+_SANE_HEIGHT = (0.5, 3.0)
+_SANE_ADVANCE = (0.1, 2.0)
+
+
+def _span_text(span: dict) -> str:
+    return span["text"] if "text" in span else "".join(ch["c"] for ch in span.get("chars", []))
+
+
+def _size_is_wrong(line: dict, span: dict) -> bool:
+    if line.get("dir", (1.0, 0.0))[0] < 0.99:  # rotated text: its box height is not its size
+        return False
+    x0, y0, x1, y1 = span["bbox"]
+    n = len(_span_text(span))
+    if y1 <= y0 or not n:
+        return False
+    size = float(span.get("size", 0.0))
+    advance = (x1 - x0) / n
+    return not (_SANE_HEIGHT[0] * size <= y1 - y0 <= _SANE_HEIGHT[1] * size) and not (
+        _SANE_ADVANCE[0] * size <= advance <= _SANE_ADVANCE[1] * size
+    )
+
+
+def _dict_spans(data: dict) -> list[tuple[dict, dict]]:
+    return [(ln, s) for b in data.get("blocks", []) for ln in b.get("lines", []) for s in ln.get("spans", [])]
+
+
+def _glyph_spans(s: dict) -> list[_Span]:
+    """A span whose size is wrong, as one span per glyph sized by the box and set on the baseline.
+
+    MuPDF's spaces inside such a span are guesses made with the wrong size; they are dropped,
+    and :func:`_make_line` puts spaces back from the gaps between glyphs.
+    """
+    height = s["bbox"][3] - s["bbox"][1]
+    size, bold = round(height, 1), _is_bold(s)
+    out: list[_Span] = []
+    for ch in s.get("chars", []):
+        text = _CONTROL.sub("", ch["c"])
+        if text.strip():
+            x0, _, x1, _ = ch["bbox"]
+            base = ch["origin"][1]
+            out.append(_Span(x0, base - 0.8 * height, x1, base + 0.2 * height, text, size, bold, base))
+    return out
+
+
+def _collect_spans(page: pymupdf.Page) -> list[_Span]:
+    """Text spans of a page; a page with wrongly sized spans is read again glyph by glyph."""
+    spans = _dict_spans(page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT))
+    glyphs = any(_size_is_wrong(ln, s) for ln, s in spans)
+    if glyphs:  # the same spans, with their glyphs instead of their text
+        spans = _dict_spans(page.get_text("rawdict", flags=pymupdf.TEXTFLAGS_TEXT))
+    out: list[_Span] = []
+    for ln, s in spans:
+        if glyphs and _size_is_wrong(ln, s):
+            out.extend(_glyph_spans(s))
+            continue
+        text = _CONTROL.sub("", _span_text(s))  # NUL and friends: Postgres text rejects \x00
+        if text.strip():
+            x0, y0, x1, y1 = s["bbox"]
+            size = round(float(s.get("size", 0.0)), 1)
+            out.append(_Span(x0, y0, x1, y1, text, size, _is_bold(s), float(s["origin"][1])))
+    return out
+
+
+def _band_spans(spans: list[_Span]) -> list[list[_Span]]:
+    """Group spans into horizontal bands (visual lines) by vertical centre."""
+    spans = sorted(spans, key=lambda s: (round(s.yc, 1), s.x0))
+    bands: list[list[_Span]] = []
+    centres: list[float] = []
+    for s in spans:
+        tol = max(2.0, 0.35 * max(s.size, 1.0))
+        if bands and abs(centres[-1] - s.yc) <= tol:
+            bands[-1].append(s)
+        else:
+            bands.append([s])
+            centres.append(s.yc)
+    return bands
