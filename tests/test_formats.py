@@ -14,13 +14,12 @@ from typing import Any
 import docx
 import pytest
 
-from ingest.jobs import Worker, create_job, get_job
 from ingest.pipeline import parse_file
 from kb.app import create_app
 from kb.collections import ensure_collection
-from kb.runtime import Runtime, build_ingest_context
+from kb.runtime import Runtime
 from kb.settings import get_settings
-from tests.conftest import SetEnv
+from tests.conftest import SetEnv, ingest
 from tests.http import app_client
 
 FILLER = ("The figures were reviewed by the audit committee, compared with the plan approved in the spring, "
@@ -118,9 +117,7 @@ HTML = f"""<!DOCTYPE html>
 
 async def _run_job(rt: Runtime, folder: Path) -> Any:
     coll = await ensure_collection(rt.pool, "default")
-    job_id = await create_job(rt.pool, collection_id=coll.id, path=folder)
-    await Worker(build_ingest_context(rt, processes=False)).run(asyncio.Event(), until_empty=True)
-    return await get_job(rt.pool, job_id)
+    return await ingest(rt, folder, collection_id=coll.id)
 
 
 async def _wait(client: Any, job_id: int) -> dict[str, Any]:

@@ -3,7 +3,6 @@ hallucinated node ids, malformed JSON, 429/500 and timeouts — documents still 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
@@ -12,12 +11,11 @@ from typing import Any
 
 import pytest
 
-from ingest.jobs import Worker, create_job, get_job
 from kb.bench.ingest_profile import minimal_json
-from kb.runtime import Runtime, build_ingest_context, build_pipeline, open_runtime
+from kb.runtime import Runtime, build_pipeline, open_runtime
 from kb.settings import get_settings
 from router.types import QueryRequest
-from tests.conftest import module_env
+from tests.conftest import ingest, module_env
 from tests.corpus import REPORTS, write_markdown, write_pdf
 from tests.fake_openai import FakeOpenAI, FakeReply
 
@@ -62,9 +60,7 @@ def _llm_env(fake: FakeOpenAI) -> dict[str, str]:
 
 
 async def _ingest(rt: Runtime, folder: Path) -> Any:
-    job_id = await create_job(rt.pool, collection_id=1, path=folder)
-    await Worker(build_ingest_context(rt, processes=False)).run(asyncio.Event(), until_empty=True)
-    return await get_job(rt.pool, job_id)
+    return await ingest(rt, folder)
 
 
 async def _ingest_reports(rt: Runtime, folder: Path, pdf: int, markdown: int) -> Any:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,10 +11,10 @@ import pymupdf
 import pytest
 
 from kb.app import create_app
-from kb.runtime import Runtime, build_ingest_context, open_runtime
+from kb.runtime import Runtime, open_runtime
 from kb.settings import get_settings
 from kb.text import normalize_title
-from tests.conftest import module_env
+from tests.conftest import ingest, module_env
 from tests.corpus import build_corpus
 from tests.http import app_client
 
@@ -25,23 +24,17 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 async def corpus(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Runtime, Path]]:
     """The generated corpus, ingested once for the module through a real ingest job."""
-
-    from ingest.jobs import Worker, create_job, get_job
-
     folder = tmp_path_factory.mktemp("corpus")
     build_corpus(folder)
     (folder / "metadata.jsonl").write_text(json.dumps(
         {"name": "voltaic-devices-2023", "company": "Voltaic Devices", "fiscal_year": 2023,
          "doc_type": "annual_report"}) + "\n")
-    async with module_env(pg_uri, "query_corpus", folder / ".kb", KB_INGEST_ROOT=str(folder)):
-        rt = await open_runtime(get_settings())
-        job_id = await create_job(rt.pool, collection_id=1, path=folder)
-        await Worker(build_ingest_context(rt, processes=False)).run(asyncio.Event(), until_empty=True)
-        job = await get_job(rt.pool, job_id)
+    async with module_env(pg_uri, "query_corpus", folder / ".kb", KB_INGEST_ROOT=str(folder)), \
+            open_runtime(get_settings()) as rt:
+        job = await ingest(rt, folder)
         assert job.status == "done", job
         assert job.counts.get("ok") == 4, [(i.name, i.status, i.error) for i in job.items]
         yield rt, folder
-        await rt.close()
 
 
 async def _query(rt: Runtime, **body: Any) -> dict[str, Any]:
