@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from kb.bench.ingest_profile import minimal_json
 from kb.runtime import Runtime, build_pipeline, open_runtime
 from kb.settings import get_settings
+from router.prompts import SUFFICIENCY, TREE_SEARCH
 from router.types import QueryRequest
 from tests.conftest import ingest, module_env
 from tests.corpus import REPORTS, write_markdown, write_pdf
@@ -22,32 +22,28 @@ from tests.fake_openai import FakeOpenAI, FakeReply
 pytestmark = pytest.mark.slow
 
 
-def smart_responder(body: dict[str, Any]) -> FakeReply:
-    """Answers tree search and synthesis sensibly, every other step minimally but validly."""
-    user = body["messages"][-1]["content"]
-    if "Document tree:" in user:
-        leaves = re.findall(r"\[(\d{4})\] ([^\n]*?) \(leaf\)", user)
-        good = [nid for nid, title in leaves if "Safety" in title] or [leaves[0][0]] if leaves else []
-        results = [{"node_id": "9999", "sub_query": "hallucinated"}]
-        results += [{"node_id": nid, "sub_query": "lithium battery pack recall"} for nid in good]
-        return FakeReply.json({"thinking": "the recall is a product safety matter", "results": results},
-                              prompt_tokens=300, completion_tokens=40)
-    if "Judge whether the evidence is sufficient" in user:
-        return FakeReply.json({"judgement": "sufficient", "reason": "the recall is stated"})
-    if "Evidence:" in user:
-        return FakeReply.text("Voltaic Devices recalled 41,000 lithium battery packs [1].",
-                              prompt_tokens=500, completion_tokens=20)
-    rf = body.get("response_format") or {}
-    if rf.get("type") == "json_schema":
-        return FakeReply.json(minimal_json(rf["json_schema"]["schema"]))
-    if rf:
-        return FakeReply.text("{}")
-    return FakeReply.text("A one-sentence description.")
+def tree_search(body: dict[str, Any]) -> FakeReply:
+    """The Product Safety leaf (else the first leaf) and a hallucinated id."""
+    leaves = re.findall(r"\[(\d{4})\] ([^\n]*?) \(leaf\)", body["messages"][-1]["content"])
+    good = [nid for nid, title in leaves if "Safety" in title] or [leaves[0][0]] if leaves else []
+    results = [{"node_id": "9999", "sub_query": "hallucinated"}]
+    results += [{"node_id": nid, "sub_query": "lithium battery pack recall"} for nid in good]
+    return FakeReply.json({"thinking": "the recall is a product safety matter", "results": results},
+                          prompt_tokens=300, completion_tokens=40)
+
+
+def smart(fake: FakeOpenAI) -> None:
+    """Answers tree search, the sufficiency judgement and the answer sensibly, every other step minimally but
+    validly."""
+    fake.route({TREE_SEARCH: tree_search,
+                SUFFICIENCY: FakeReply.json({"judgement": "sufficient", "reason": "the recall is stated"})},
+               text=FakeReply.text("Voltaic Devices recalled 41,000 lithium battery packs [1].",
+                                   prompt_tokens=500, completion_tokens=20))
 
 
 @pytest.fixture
 async def llm_rt(pg_uri: str, fake_openai: FakeOpenAI, tmp_path: Path) -> AsyncIterator[Runtime]:
-    fake_openai.script(responder=smart_responder)
+    smart(fake_openai)
     async with module_env(pg_uri, "llm_ok", tmp_path, **_llm_env(fake_openai), KB_LLM_TIMEOUT_S="5",
                           KB_LLM_MAX_RETRIES="1"):
         rt = await open_runtime(get_settings())
@@ -157,9 +153,7 @@ async def test_an_answer_citing_no_evidence_falls_back_to_a_cited_one(llm_rt: Ru
     block: the extractive answer, with citations, is returned instead."""
     await _ingest_reports(llm_rt, tmp_path / "docs", 2, 0)
     for reply in ("A one-sentence description.", '{"results": [ {"node_id": "0001", '):
-        fake_openai.script(responder=lambda body, reply=reply: (
-            FakeReply.json(minimal_json(body["response_format"]["json_schema"]["schema"]))
-            if (body.get("response_format") or {}).get("type") == "json_schema" else FakeReply.text(reply)))
+        fake_openai.route(text=FakeReply.text(reply))  # every step its smallest valid reply
         result = await build_pipeline(llm_rt).run(QueryRequest(query="Which company recalled lithium battery packs?"))
         assert result.trace is not None and result.trace["synthesis"] == "extractive_fallback"
         assert result.citations and reply not in result.answer

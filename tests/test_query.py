@@ -239,21 +239,14 @@ async def test_range_and_boolean_filters(corpus: tuple[Runtime, Path]) -> None:
 
 
 async def test_description_llm_bad_shape_falls_back(corpus: tuple[Runtime, Path]) -> None:
-    from kb.types import ChatResult
     from router.pipeline import QueryPipeline
     from router.types import QueryRequest
+    from tests.fakes import Malformed, ScriptedChat
 
-    class OddChat:
-        model_id, offline = "odd", False
-
-        async def complete_json(self, **_: Any) -> ChatResult:
-            return ChatResult(text='{"answer": 5}', data={"answer": 5, "results": None, "conditions": "x"})
-
-        async def complete_text(self, **_: Any) -> ChatResult:
-            return ChatResult(text="Kestrel Airlines [1]")
-
+    odd = ScriptedChat(default=Malformed({"answer": 5, "results": None, "conditions": "x"}),  # every step
+                       text="Kestrel Airlines [1]")
     rt, _ = corpus
-    pipeline = QueryPipeline(rt.pool, rt.embedder, OddChat(), rt.settings.retrieval)
+    pipeline = QueryPipeline(rt.pool, rt.embedder, odd, rt.settings.retrieval)
     for strategy in ("description", "auto"):
         result = await pipeline.run(QueryRequest(query=QUESTIONS["description"][0], strategy=strategy))
         assert result.documents and result.documents[0].name == QUESTIONS["description"][1], strategy
