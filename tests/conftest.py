@@ -168,6 +168,18 @@ async def samples_rt(pg_uri: str, tmp_path_factory: pytest.TempPathFactory,
 pytest_plugins = ["tests.fake_openai"]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The test lanes. ``live`` marks whole modules that drive live servers (reliability, load, schemathesis:
+    ``make reliability``). ``unit`` is given here to every test that asks for no database (no ``pg_uri``
+    among its fixtures) and is neither ``live`` nor ``slow``: ``make test-fast`` runs ``-m unit``. A test
+    that starts using the database leaves the fast lane by itself."""
+    for item in items:
+        if "pg_uri" in getattr(item, "fixturenames", ()) or any(item.iter_markers("live")) \
+                or any(item.iter_markers("slow")):
+            continue
+        item.add_marker(pytest.mark.unit)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """One clear line when the web UI's browser tests could not run."""
     import shutil

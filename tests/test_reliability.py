@@ -21,6 +21,7 @@ from tests.conftest import finish_job, ingest
 from tests.http import app_client
 from tests.live import ingest_and_wait, live_server
 
+pytestmark = pytest.mark.live
 JSON = {"content-type": "application/json"}
 
 
