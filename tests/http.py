@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 from litestar import Litestar
@@ -17,3 +19,13 @@ async def app_client(app: Litestar, *, peer: str = "127.0.0.1",
         transport = httpx.ASGITransport(app=app, client=(peer, 50000))
         async with httpx.AsyncClient(transport=transport, base_url=base_url) as client:
             yield client
+
+
+async def wait_for_job(client: httpx.AsyncClient, job_id: int, timeout_s: float = 120) -> dict[str, Any]:
+    """Poll ``/kb/admin/jobs/{job_id}`` until the job has finished (the server's own worker runs it); its JSON."""
+    async with asyncio.timeout(timeout_s):
+        while True:
+            job = (await client.get(f"/kb/admin/jobs/{job_id}")).json()
+            if job["status"] in {"done", "failed", "cancelled"}:
+                return job
+            await asyncio.sleep(0.25)

@@ -20,7 +20,7 @@ from kb.collections import ensure_collection
 from kb.runtime import Runtime
 from kb.settings import get_settings
 from tests.conftest import SetEnv, ingest
-from tests.http import app_client
+from tests.http import app_client, wait_for_job
 
 FILLER = ("The figures were reviewed by the audit committee, compared with the plan approved in the spring, "
           "and discussed with the works council before publication.")
@@ -120,15 +120,6 @@ async def _run_job(rt: Runtime, folder: Path) -> Any:
     return await ingest(rt, folder, collection_id=coll.id)
 
 
-async def _wait(client: Any, job_id: int) -> dict[str, Any]:
-    for _ in range(240):
-        job = (await client.get(f"/kb/admin/jobs/{job_id}")).json()
-        if job["status"] == "done":
-            return job
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"job {job_id} did not finish: {job}")
-
-
 async def test_word_and_html_become_trees_with_metadata_and_cited_answers(runtime: Runtime, tmp_path: Path) -> None:
     folder = tmp_path / "docs"
     folder.mkdir()
@@ -201,7 +192,7 @@ async def test_uploads_accept_word_and_html(runtime: Runtime, tmp_path: Path) ->
             r = await client.post("/kb/admin/documents", files={"file": (name, content)},
                                   data={"collection": "default"})
             assert r.status_code == 202, r.text
-            job = await _wait(client, r.json()["job_id"])
+            job = await wait_for_job(client, r.json()["job_id"])
             assert job["counts"] == {"ok": 1}, job
         r = await client.post("/kb/admin/documents", files={"file": ("old.doc", b"\xd0\xcf\x11\xe0")})
         assert r.status_code == 400 and ".docx" in r.json()["detail"]

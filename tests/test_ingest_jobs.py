@@ -16,7 +16,7 @@ from kb.collections import ensure_collection
 from kb.runtime import Runtime
 from tests.conftest import finish_job, ingest
 from tests.corpus import REPORTS, write_markdown, write_pdf
-from tests.http import app_client
+from tests.http import app_client, wait_for_job
 
 
 def _bad_files(folder: Path) -> dict[str, str]:
@@ -155,12 +155,7 @@ async def test_admin_ingest_api_and_upload(runtime: Runtime, tmp_path: Path, kb_
     async with app_client(app) as client:
         r = await client.post("/kb/admin/ingest", json={"path": "api", "collection": "default"})
         assert r.status_code == 202, r.text
-        job_id = r.json()["job_id"]
-        for _ in range(240):
-            job = (await client.get(f"/kb/admin/jobs/{job_id}")).json()
-            if job["status"] == "done":
-                break
-            await asyncio.sleep(0.25)
+        job = await wait_for_job(client, r.json()["job_id"])
         assert job["status"] == "done" and job["counts"] == {"ok": 2}
         assert job["pages"] == len(REPORTS[2].sections) and job["pages_per_s"] > 0
         assert all(i["chunks"] > 0 for i in job["items"])
@@ -173,12 +168,7 @@ async def test_admin_ingest_api_and_upload(runtime: Runtime, tmp_path: Path, kb_
         files = {"file": ("upload.md", b"# Uploaded\n\nThe uploaded memo mentions the Falcon project budget.")}
         r = await client.post("/kb/admin/documents", files=files, data={"collection": "default"})
         assert r.status_code == 202, r.text
-        up_job = r.json()["job_id"]
-        for _ in range(240):
-            job = (await client.get(f"/kb/admin/jobs/{up_job}")).json()
-            if job["status"] == "done":
-                break
-            await asyncio.sleep(0.25)
+        job = await wait_for_job(client, r.json()["job_id"])
         assert job["counts"] == {"ok": 1}, job
         r = await client.post("/kb/admin/documents", files={"file": ("evil.exe", b"MZ")})
         assert r.status_code == 400
