@@ -135,9 +135,10 @@ def _step_of_request(body: Any) -> LLMStep[Any] | None:
 def by_step(replies: Mapping[LLMStep[Any] | str, Any] | None = None, *, text: Any = None,
             minimal: bool = True) -> Responder:
     """A responder answering by LLM step: ``replies[step]`` (a ``FakeReply``, a str, a callable of the request
-    body, or a list of those, one per request) for a request whose ``json_schema`` name is that step's; ``text`` for a request without a response
-    format (the free-text answer); any other step the smallest reply valid for its schema (``minimal``) or
-    nothing (unscripted). A ``FakeReply.json`` reply that does not fit its step's type fails the test."""
+    body, or a list of those, one per request) for a request whose ``json_schema`` name is that step's;
+    ``text`` for a request without a response format (the free-text answer); any other step the smallest
+    reply valid for its schema (``minimal``) or nothing (unscripted). A ``FakeReply.json`` reply that does not
+    fit its step's type fails the test."""
     routes = {step_of(k).purpose: collections.deque(v) if isinstance(v, list) else v
               for k, v in (replies or {}).items()}
 
