@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint bench reliability clean
+.PHONY: install run test test-fast lint bench reliability clean
 
 $(BIN)/python:
 	@command -v $(PY) >/dev/null 2>&1 || { echo "python3.11 not found; set PY=/path/to/python3.11"; exit 1; }
@@ -22,17 +22,24 @@ install: $(STAMP)
 run: install
 	$(BIN)/kb run
 
+# every test (what CI runs)
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q --durations=10
+
+# the unit lane: tests that ask for no database and are neither slow nor live (marked in tests/conftest.py)
+test-fast: install
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -m unit
 
 bench: install
 	$(BIN)/kb bench financebench --data ../shared/data/financebench-dev
 	$(BIN)/kb bench docugami --data ../shared/data/docugami-10q
 
-# the reliability suite, long form: schemathesis with 200 examples per operation, fault and load tests
+# the reliability suite (the tests marked live), long form: schemathesis with 200 examples per operation,
+# fault and load tests
 reliability: install
-	KB_SCHEMATHESIS_EXAMPLES=200 $(BIN)/python -m pytest -q tests/test_reliability.py tests/test_schemathesis.py tests/test_load.py
+	KB_SCHEMATHESIS_EXAMPLES=200 $(BIN)/python -m pytest -q -m live
 
 clean:
 	rm -rf $(VENV) .kb

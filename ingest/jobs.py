@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
 import socket
 import time
-from concurrent.futures import Executor
+from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from datetime import datetime
 from pathlib import Path
@@ -87,6 +88,8 @@ SELECT count(*) FROM ingest_job_items WHERE status = 'pending'
    OR (status = 'running' AND heartbeat_at < now() - make_interval(secs => $1))"""
 MAX_ATTEMPTS = 3
 RETRY = "retry"  # an outcome that is not final: the item goes back to the queue
+FINISHED = frozenset({"done", "failed", "cancelled"})  # job states no worker changes any more
+STOP_GRACE_S = 5.0  # a stopped worker that has not handed its files back by then is cancelled
 
 
 class JobItem(msgspec.Struct, frozen=True):
@@ -120,6 +123,11 @@ class JobStatus(msgspec.Struct, frozen=True):
     items: list[JobItem]
     llm_calls: int = 0
     llm_calls_per_100_pages: float | None = None
+
+    @property
+    def files_done(self) -> int:
+        """Files no longer pending or running (ingested, skipped, failed, unsupported or cancelled)."""
+        return sum(n for status, n in self.counts.items() if status not in {"pending", "running"})
 
 
 MAX_PATH_BYTES = 4096  # PATH_MAX
@@ -269,23 +277,91 @@ async def list_jobs(pool: asyncpg.Pool, limit: int = 20) -> list[JobStatus]:
     return [await get_job(pool, r["id"]) for r in await pool.fetch(SQL_LIST_JOBS, limit)]
 
 
-class Worker:
-    """Claims job items one at a time and ingests them; several may run per process and per machine."""
+async def run_job(ctx: IngestContext, job_id: int, *, workers: int = 1,
+                  on_progress: Callable[[JobStatus], object] | None = None, progress_s: float = 0.5,
+                  stop: asyncio.Event | None = None, stale_s: int | None = None) -> JobStatus:
+    """Run a local worker (``workers`` items at a time) until job ``job_id`` has finished, and return its status.
 
-    def __init__(self, ctx: IngestContext, *, concurrency: int = 1, stale_s: int = 120, poll_s: float = 1.0) -> None:
+    The worker takes any queued file, of this job or another; files of the job held by another worker (the
+    server's) are waited for, and taken over if that worker dies (after ``stale_s``, default
+    ``KB_JOB_STALE_S``). A cancelled job ends once the worker let go of its files. When ``stop`` is set the
+    file in hand is handed back and the status as it is then is returned. ``on_progress(status)`` is called
+    at most every ``progress_s`` seconds and once at the end. A crash of the worker is raised here. The
+    caller owns ``ctx`` (and closes its parser pool)."""
+    if await ctx.pool.fetchval(SQL_JOB_STATE, job_id) is None:
+        raise NotFoundError(f"job {job_id} does not exist")
+    worker = Worker(ctx, concurrency=workers, stale_s=stale_s)
+    halt = asyncio.Event()
+    running = asyncio.create_task(worker.run(halt, grace_s=STOP_GRACE_S))
+    running.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved: raised below unless we fail
+    stop = stop or asyncio.Event()
+    stopped = asyncio.create_task(stop.wait())
+    reported: float | None = None
+    try:
+        while not running.done() and not stop.is_set():
+            worker.changed.clear()  # set again by every file the worker finishes or hands back
+            if await ctx.pool.fetchval(SQL_JOB_STATE, job_id) in FINISHED and not worker.busy[job_id]:
+                break
+            if on_progress is not None and (reported is None or time.monotonic() - reported >= progress_s):
+                on_progress(await get_job(ctx.pool, job_id))
+                reported = time.monotonic()
+            changed = asyncio.create_task(worker.changed.wait())
+            await asyncio.wait({running, stopped, changed}, timeout=min(progress_s, 1.0),
+                               return_when=asyncio.FIRST_COMPLETED)
+            changed.cancel()
+    finally:
+        halt.set()
+        stopped.cancel()
+        if not running.done():
+            await asyncio.wait({running})  # hands back what it holds; Worker.run bounds the wait
+    await running  # a crash of the worker surfaces here
+    job = await get_job(ctx.pool, job_id)
+    if on_progress is not None:
+        on_progress(job)
+    return job
+
+
+class Worker:
+    """Claims job items one at a time and ingests them; several may run per process and per machine.
+
+    ``busy`` counts the items in hand per job, and ``changed`` is set whenever one is finished or handed back
+    (``run_job`` waits on it)."""
+
+    def __init__(self, ctx: IngestContext, *, concurrency: int = 1, stale_s: int | None = None,
+                 poll_s: float = 1.0) -> None:
         self.ctx = ctx
         self.concurrency = max(1, concurrency)
-        self.stale_s = stale_s
+        self.stale_s = ctx.settings.job_stale_s if stale_s is None else stale_s
         self.poll_s = poll_s
         self.name = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
+        self.busy: collections.Counter[int] = collections.Counter()
+        self.changed = asyncio.Event()
         self._meta_cache: dict[int, dict[str, Any]] = {}
 
-    async def run(self, stop: asyncio.Event, *, until_empty: bool = False) -> int:
-        """Process items until ``stop`` is set (or, with ``until_empty``, no work is left). Returns items done."""
-        results = await asyncio.gather(*(self._loop(stop, until_empty) for _ in range(self.concurrency)))
-        return sum(results)
+    async def run(self, stop: asyncio.Event, *, grace_s: float | None = None) -> int:
+        """Process items until ``stop`` is set; the items in hand are then handed back. Returns items done.
 
-    async def _loop(self, stop: asyncio.Event, until_empty: bool) -> int:
+        With ``grace_s``, a worker still busy that long after ``stop`` (a database that does not answer) is
+        cancelled rather than waited for, and 0 is returned."""
+        loops = asyncio.gather(*(self._loop(stop) for _ in range(self.concurrency)))
+        if grace_s is None:
+            return sum(await loops)
+        halted = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({loops, halted}, return_when=asyncio.FIRST_COMPLETED)
+            if not loops.done():
+                await asyncio.wait({loops}, timeout=grace_s)
+        finally:
+            halted.cancel()
+            if not loops.done():  # stuck past the grace (or this task is being cancelled): not waited for
+                loops.cancel()
+                loops.add_done_callback(lambda f: f.cancelled() or f.exception())
+        if not loops.done():
+            log.warning("worker.stop_timeout", worker=self.name, grace_s=grace_s)
+            return 0
+        return sum(loops.result())
+
+    async def _loop(self, stop: asyncio.Event) -> int:
         done = 0
         while not stop.is_set():
             try:
@@ -296,8 +372,6 @@ class Worker:
             if claimed:
                 done += 1
                 continue
-            if until_empty:
-                break
             try:
                 await asyncio.wait_for(stop.wait(), timeout=self.poll_s)
             except TimeoutError:
@@ -320,6 +394,18 @@ class Worker:
         item = await pool.fetchrow(SQL_CLAIM, self.name, self.stale_s, MAX_ATTEMPTS)
         if item is None:
             return False
+        self.busy[item["job_id"]] += 1
+        try:
+            return await self._process(item, stop)
+        finally:
+            self.busy[item["job_id"]] -= 1
+            if not self.busy[item["job_id"]]:
+                del self.busy[item["job_id"]]
+            self.changed.set()
+
+    async def _process(self, item: asyncpg.Record, stop: asyncio.Event | None) -> bool:
+        """Ingest one claimed item and record its outcome (or hand it back)."""
+        pool = self.ctx.pool
         job = await pool.fetchrow(SQL_JOB_FOR_ITEM, item["job_id"])
         await pool.execute(SQL_JOB_RUNNING, item["job_id"])
         log.info("worker.item_claimed", job_id=item["job_id"], name=item["name"], attempt=item["attempts"])
@@ -350,7 +436,7 @@ class Worker:
                 outcome = IngestOutcome(item["name"], "cancelled",
                                         error="cancelled while it was being ingested (nothing was stored)")
             else:
-                self._renew_executor()  # a parser stuck on this file must not hold the next one
+                self.ctx.renew_executor()  # a parser stuck on this file must not hold the next one
                 outcome = IngestOutcome(item["name"], "failed", error=f"took longer than {timeout:g} s "
                                         "(KB_FILE_TIMEOUT_S); nothing was stored")
             log.warning("worker.item_stopped", name=item["name"], status=outcome.status, error=outcome.error)
@@ -374,7 +460,7 @@ class Worker:
             return IngestOutcome(item["name"], "failed", error=f"folder metadata: {exc.detail}")
         except BrokenProcessPool as exc:  # a parser process died (e.g. out of memory): new pool, fail the file
             log.error("worker.parser_died", name=item["name"], error=str(exc))
-            self._renew_executor()
+            self.ctx.renew_executor()
             return IngestOutcome(item["name"], "failed", error="the parser process died on this file")
         except Exception as exc:  # noqa: BLE001 - one broken file must not stop the job
             if is_db_unavailable(exc):  # the database went away mid-file: nothing was stored; back to the queue
@@ -394,12 +480,6 @@ class Worker:
                 continue
             if state == "cancelled":
                 return
-
-    def _renew_executor(self) -> None:
-        old = self.ctx.executor
-        if old is not None:
-            stop_executor(old)
-            self.ctx.executor = make_executor(getattr(old, "_max_workers", 1))
 
     async def _folder_metadata(self, job_id: int, root: str, metadata_path: str | None,
                                allowed_root: Path | None) -> dict[str, Any]:
@@ -443,15 +523,6 @@ async def _retry_db(call: Any, stop: asyncio.Event | None, wait_s: float = 2.0) 
         await asyncio.sleep(wait_s)
 
 
-def stop_executor(executor: Executor) -> None:
-    """Shut a parser pool down now: queued work is dropped and running parser processes are killed."""
-    processes = list((getattr(executor, "_processes", None) or {}).values())
-    executor.shutdown(wait=False, cancel_futures=True)
-    for proc in processes:
-        if proc.is_alive():
-            proc.kill()
-
-
 async def cancel_job(pool: asyncpg.Pool, job_id: int) -> int:
     """Cancel a job: its pending files are marked ``cancelled`` now, a file being ingested stops within a
     heartbeat (nothing of it is stored). Returns the number of files cancelled now."""
@@ -464,30 +535,3 @@ async def cancel_job(pool: asyncpg.Pool, job_id: int) -> int:
         rows = await conn.fetch(SQL_CANCEL_JOB, job_id)
     log.info("jobs.cancelled", job_id=job_id, pending_cancelled=len(rows))
     return len(rows)
-
-
-def make_executor(workers: int) -> Executor | None:
-    """A process pool for parsing (spawned, so it is safe beside threads and asyncio)."""
-    if workers <= 0:
-        return None
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_init_parser_process)
-
-
-def _init_parser_process() -> None:
-    """Parser processes die with their parent (even a ``kill -9`` of it) and log like it."""
-    import sys
-
-    if sys.platform == "linux":  # PR_SET_PDEATHSIG: no orphaned parser after the server is killed
-        import ctypes
-        import signal
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
-    from kb.logging import configure_logging
-    from kb.settings import get_settings
-
-    server = get_settings().server
-    configure_logging(server.log_format, server.log_level)

@@ -63,12 +63,70 @@ def file_kind(path: Path) -> str | None:
 
 @dataclass
 class IngestContext:
+    """What ingesting a file needs. It owns its parser process pool: ``close()`` (or leaving ``with ctx:``)
+    stops it, and ``renew_executor()`` replaces one that is stuck on a file or broken."""
+
     pool: asyncpg.Pool
     embedder: CachedEmbedder
     chat: ChatModel
     settings: IngestSettings
-    executor: Executor | None = None  # process pool for parsing; None → a thread
+    executor: Executor | None = None  # process pool for parsing (``make_executor``); None → a thread
     embedder_generation: int | None = None  # vectors are refused once `kb reembed` moved past this generation
+
+    def renew_executor(self) -> None:
+        """Replace the parser pool with a new one of the same size (the old one's processes are killed)."""
+        old = self.executor
+        if old is not None:
+            stop_executor(old)
+            self.executor = make_executor(getattr(old, "_max_workers", 1))
+
+    def close(self) -> None:
+        """Stop the parser pool (queued parses dropped, running parser processes killed); idempotent."""
+        if self.executor is not None:
+            stop_executor(self.executor)
+            self.executor = None
+
+    def __enter__(self) -> IngestContext:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def make_executor(workers: int) -> Executor | None:
+    """A process pool for parsing (spawned, so it is safe beside threads and asyncio); None for 0 workers."""
+    if workers <= 0:
+        return None
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_init_parser_process)
+
+
+def stop_executor(executor: Executor) -> None:
+    """Shut a parser pool down now: queued work is dropped and running parser processes are killed."""
+    processes = list((getattr(executor, "_processes", None) or {}).values())
+    executor.shutdown(wait=False, cancel_futures=True)
+    for proc in processes:
+        if proc.is_alive():
+            proc.kill()
+
+
+def _init_parser_process() -> None:
+    """Parser processes die with their parent (even a ``kill -9`` of it) and log like it."""
+    import sys
+
+    if sys.platform == "linux":  # PR_SET_PDEATHSIG: no orphaned parser after the server is killed
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+    from kb.logging import configure_logging
+    from kb.settings import get_settings
+
+    server = get_settings().server
+    configure_logging(server.log_format, server.log_level)
 
 
 def max_file_bytes(settings: IngestSettings) -> int:

@@ -14,7 +14,7 @@ from litestar.openapi.plugins import SwaggerRenderPlugin
 from litestar.openapi.spec import Components, OpenAPI, OpenAPIMediaType, OpenAPIType, Schema, SecurityScheme
 from litestar.routes import HTTPRoute
 
-from ingest.jobs import Worker, stop_executor
+from ingest.jobs import STOP_GRACE_S, Worker
 from kb import __version__
 from kb.api.admin import AdminController
 from kb.api.catalog import CatalogController, health
@@ -121,11 +121,10 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         stop = asyncio.Event()
         watchdog = asyncio.create_task(rt.watch_database(stop))
         worker_task = None
-        ctx = None
-        if run_worker if run_worker is not None else settings.ingest.run_worker:
-            ctx = build_ingest_context(rt)
+        ctx = build_ingest_context(rt) if (run_worker if run_worker is not None else settings.ingest.run_worker) else None
+        if ctx is not None:
             worker = Worker(ctx, concurrency=1, stale_s=settings.ingest.job_stale_s)
-            worker_task = asyncio.create_task(worker.run(stop))
+            worker_task = asyncio.create_task(worker.run(stop, grace_s=STOP_GRACE_S))
             log.info("worker.started", worker=worker.name)
         if on_ready is not None:
             on_ready()
@@ -136,12 +135,9 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
             stop.set()
             await watchdog
             if worker_task is not None:
-                try:
-                    await asyncio.wait_for(worker_task, timeout=5)
-                except TimeoutError:
-                    worker_task.cancel()
-            if ctx is not None and ctx.executor is not None:
-                stop_executor(ctx.executor)
+                await worker_task  # its file is handed back; a worker stuck longer than STOP_GRACE_S is cancelled
+            if ctx is not None:
+                ctx.close()
             if runtime is None:
                 await rt.close()
 

@@ -45,39 +45,29 @@ async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path |
     )
     from rich.table import Table
 
-    from ingest.jobs import Worker, create_job, get_job, stop_executor
+    from ingest.jobs import JobStatus, create_job, run_job
     from kb.collections import ensure_collection
     from kb.runtime import build_ingest_context, open_runtime
 
-    rt = await open_runtime()
-    ctx = build_ingest_context(rt)
     console = _console()
-    try:
+    async with open_runtime() as rt:
         coll = await ensure_collection(rt.pool, collection)
         job_id = await create_job(rt.pool, collection_id=coll.id, path=path, recursive=recursive,
                                   metadata_path=metadata)
-        worker = Worker(ctx, concurrency=max(1, rt.settings.ingest.workers), stale_s=rt.settings.ingest.job_stale_s)
-        stop = asyncio.Event()
-        # a full worker until the job is finished: files claimed by another worker (e.g. the server's) are
-        # waited for, and taken over if that worker dies
-        task = asyncio.create_task(worker.run(stop))
         started = time.perf_counter()
-        with Progress(TextColumn("[bold]ingest[/]"), BarColumn(), MofNCompleteColumn(),
-                      TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), TextColumn("ETA"),
-                      TimeRemainingColumn(), console=console, disable=quiet) as progress:
+        columns = (TextColumn("[bold]ingest[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[detail]}"),
+                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+        with build_ingest_context(rt) as ctx, Progress(*columns, console=console, disable=quiet) as progress:
             bar = progress.add_task("files", total=None, detail="")
-            while True:
-                job = await get_job(rt.pool, job_id)
-                finished = sum(v for k, v in job.counts.items() if k not in {"pending", "running"})
+
+            def show(job: JobStatus) -> None:
                 rate = job.pages / max(time.perf_counter() - started, 1e-6)
-                progress.update(bar, total=job.files, completed=finished,
+                progress.update(bar, total=job.files, completed=job.files_done,
                                 detail=f"{job.pages} pages, {job.chunks} chunks, {rate:.1f} pages/s")
-                if task.done() or job.status in {"done", "failed", "cancelled"}:
-                    break
-                await asyncio.sleep(0.5)
-        stop.set()
-        await task
-        job = await get_job(rt.pool, job_id)
+
+            # a full worker until the job is finished: files claimed by another worker (e.g. the server's) are
+            # waited for, and taken over if that worker dies
+            job = await run_job(ctx, job_id, workers=rt.settings.ingest.workers, on_progress=show)
         table = Table(title=f"job {job_id} → collection {collection!r} ({time.perf_counter() - started:.1f} s)")
         for col in ("file", "status", "pages", "chunks", "seconds", "detail"):
             table.add_column(col)
@@ -93,10 +83,6 @@ async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path |
                 print("\t".join([it.name, it.status, _pages(it), str(it.chunks),
                                  f"{it.seconds:.1f}" if it.seconds else "", (it.error or "").replace("\n", " ")]))
         return 1 if job.counts.get("failed") else 0
-    finally:
-        if ctx.executor is not None:
-            stop_executor(ctx.executor)
-        await rt.close()
 
 
 def _print_result(result: Any, question: str) -> None:
@@ -163,9 +149,8 @@ async def _query(args: argparse.Namespace) -> int:
     from kb.runtime import build_pipeline, open_runtime
     from router.types import QueryRequest
 
-    rt = await open_runtime()
-    pipeline = build_pipeline(rt)
-    try:
+    async with open_runtime() as rt:
+        pipeline = build_pipeline(rt)
         questions = [args.question] if args.question else []
         interactive = args.interactive or not questions
         history: list[Any] = []
@@ -201,8 +186,6 @@ async def _query(args: argparse.Namespace) -> int:
 
                 history = [*history, Turn("user", q), Turn("assistant", result.answer)][-6:]
         return 0
-    finally:
-        await rt.close()
 
 
 async def _export(doc_id: int) -> int:
@@ -210,12 +193,9 @@ async def _export(doc_id: int) -> int:
     from ingest.pageindex import export_pageindex
     from kb.runtime import open_runtime
 
-    rt = await open_runtime()
-    try:
+    async with open_runtime() as rt:
         print(json.dumps(await export_pageindex(rt.pool, doc_id), indent=2, ensure_ascii=False))
         return 0
-    finally:
-        await rt.close()
 
 
 async def _reembed(collection: str | None, batch: int, *, quiet: bool = False) -> int:
@@ -225,9 +205,8 @@ async def _reembed(collection: str | None, batch: int, *, quiet: bool = False) -
     from ingest.reembed import reembed
     from kb.runtime import open_runtime
 
-    rt = await open_runtime(allow_embedder_change=True)
     console = _console()
-    try:
+    async with open_runtime(allow_embedder_change=True) as rt:
         emb = rt.embedder
         with Progress(TextColumn("[bold]reembed[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("vectors"),
                       TimeElapsedColumn(), console=console, disable=quiet) as progress:
@@ -239,8 +218,6 @@ async def _reembed(collection: str | None, batch: int, *, quiet: bool = False) -
               f"in {result.seconds:.1f} s ({result.resumed} staged by an earlier run, {result.embedded} computed; "
               f"swap {result.swap_seconds:.1f} s)")
         return 0
-    finally:
-        await rt.close()
 
 
 async def _mcp_stdio() -> int:
@@ -339,23 +316,18 @@ def cmd_worker(_: argparse.Namespace) -> int:
     async def run() -> None:
         import signal
 
-        from ingest.jobs import Worker, stop_executor
+        from ingest.jobs import STOP_GRACE_S, Worker
         from kb.runtime import build_ingest_context, open_runtime
 
-        rt = await open_runtime()
-        ctx = build_ingest_context(rt)
-        worker = Worker(ctx, concurrency=max(1, rt.settings.ingest.workers), stale_s=rt.settings.ingest.job_stale_s)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):  # graceful: a file being ingested is handed back
-            loop.add_signal_handler(sig, stop.set)
-        print(f"kb: worker {worker.name} waiting for ingest jobs (Ctrl-C to stop)", flush=True)
-        try:
-            await worker.run(stop)
-        finally:
-            if ctx.executor is not None:
-                stop_executor(ctx.executor)
-            await rt.close()
+        async with open_runtime() as rt:
+            with build_ingest_context(rt) as ctx:
+                worker = Worker(ctx, concurrency=rt.settings.ingest.workers)
+                stop = asyncio.Event()
+                loop = asyncio.get_running_loop()
+                for sig in (signal.SIGTERM, signal.SIGINT):  # graceful: a file being ingested is handed back
+                    loop.add_signal_handler(sig, stop.set)
+                print(f"kb: worker {worker.name} waiting for ingest jobs (Ctrl-C to stop)", flush=True)
+                await worker.run(stop, grace_s=STOP_GRACE_S)
 
     try:
         asyncio.run(run())

@@ -5,14 +5,16 @@ and the benchmarks all get their parts here; nothing else wires them together.""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Generator
 from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
 
 import asyncpg
 import structlog
 
 from ingest.embedding import CachedEmbedder
-from ingest.jobs import make_executor
-from ingest.pipeline import IngestContext
+from ingest.pipeline import IngestContext, make_executor
 from ingest.render import PageCache
 from kb.db import create_pool, migrate, resolve_database_url, restart_embedded_if_down
 from kb.embedder_record import EmbedderRecord, ensure_embedder
@@ -51,6 +53,12 @@ class Runtime:
     async def close(self) -> None:
         await self.pool.close()
 
+    async def __aenter__(self) -> Runtime:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
     async def probe_database(self, timeout_s: float = 2.0) -> bool:
         """``SELECT 1`` within ``timeout_s``; a frozen server is not waited for (the probe is left to its
         own statement timeout)."""
@@ -86,13 +94,40 @@ class Runtime:
                 self.db_available = ok
 
 
-async def open_runtime(settings: Settings | None = None, *, embedder: Embedder | None = None,
-                       chat: ChatModel | None = None, allow_embedder_change: bool = False) -> Runtime:
-    """Resolve the database (embedded if needed), migrate, load the embedder and the chat model.
+class OpeningRuntime:
+    """What ``open_runtime()`` returns: ``await`` it for a runtime the caller closes, or ``async with`` it for
+    one closed when the block ends."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._kwargs = kwargs
+        self._runtime: Runtime | None = None
+
+    def __await__(self) -> Generator[Any, None, Runtime]:
+        return _open_runtime(**self._kwargs).__await__()
+
+    async def __aenter__(self) -> Runtime:
+        self._runtime = await _open_runtime(**self._kwargs)
+        return self._runtime
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        if self._runtime is not None:
+            await self._runtime.close()
+
+
+def open_runtime(settings: Settings | None = None, *, embedder: Embedder | None = None,
+                 chat: ChatModel | None = None, allow_embedder_change: bool = False) -> OpeningRuntime:
+    """Resolve the database (embedded if needed), migrate, load the embedder and the chat model:
+    ``rt = await open_runtime()`` (the caller closes it) or ``async with open_runtime() as rt:``.
 
     An embedder other than the one the stored vectors come from is refused (``EmbedderMismatchError``)
     unless ``allow_embedder_change`` (``kb reembed``).
     """
+    return OpeningRuntime(settings=settings, embedder=embedder, chat=chat, allow_embedder_change=allow_embedder_change)
+
+
+async def _open_runtime(settings: Settings | None, embedder: Embedder | None, chat: ChatModel | None,
+                        allow_embedder_change: bool) -> Runtime:
     settings = settings or get_settings()
     url = await asyncio.to_thread(resolve_database_url, settings.database)
     emb = embedder or await asyncio.to_thread(get_embedder, settings)
@@ -118,8 +153,9 @@ def build_pipeline(rt: Runtime) -> QueryPipeline:
 
 
 def build_ingest_context(rt: Runtime, *, processes: bool = True) -> IngestContext:
-    """An ingest context (embedding cache, chat, settings; a parser process pool when ``processes``); the
-    caller stops its executor (``ingest.jobs.stop_executor``)."""
+    """An ingest context (embedding cache, chat, settings; a pool of ``KB_INGEST_WORKERS`` parser processes
+    when ``processes``). It owns that pool: use it as ``with build_ingest_context(rt) as ctx:`` (or call
+    ``ctx.close()``)."""
     s = rt.settings.ingest
     cached = CachedEmbedder(rt.pool, rt.embedder, batch=rt.settings.embedding.batch_size)
     return IngestContext(pool=rt.pool, embedder=cached, chat=rt.chat, settings=s,

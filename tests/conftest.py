@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
@@ -16,7 +16,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from kb.runtime import Runtime  # noqa: E402
+from ingest.jobs import JobStatus, create_job, run_job  # noqa: E402
+from kb.runtime import Runtime, build_ingest_context  # noqa: E402
 from kb.settings import Settings, get_settings  # noqa: E402
 
 
@@ -125,6 +126,18 @@ async def module_env(pg_uri: str, dbname: str, data_dir: Path, **env: str) -> As
         get_settings.cache_clear()
 
 
+async def ingest(rt: Runtime, path: Path, *, collection_id: int = 1, **job: Any) -> JobStatus:
+    """Create an ingest job for ``path`` (``create_job`` arguments: ``metadata_path``, ``recursive``, …) and
+    run it to the end in this process (``run_job``, parsing in a thread); returns its final status."""
+    job_id = await create_job(rt.pool, collection_id=collection_id, path=path, **job)
+    return await finish_job(rt, job_id)
+
+
+async def finish_job(rt: Runtime, job_id: int, **run: Any) -> JobStatus:
+    """Run job ``job_id`` to the end in this process (``run_job``, parsing in a thread); returns its status."""
+    return await run_job(build_ingest_context(rt, processes=False), job_id, **run)
+
+
 @pytest.fixture
 async def runtime(db_env: str) -> AsyncIterator[Runtime]:
     """A real runtime on a fresh database with the bundled MiniLM embedder and the offline chat model."""
@@ -142,22 +155,29 @@ SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 async def samples_rt(pg_uri: str, tmp_path_factory: pytest.TempPathFactory,
                      request: pytest.FixtureRequest) -> AsyncIterator[Runtime]:
     """The bundled sample reports ingested offline into a database of their own (once per test module)."""
-    from ingest.jobs import Worker, create_job, get_job
-    from kb.runtime import build_ingest_context, open_runtime
+    from kb.runtime import open_runtime
 
     dbname = "samples_" + request.module.__name__.rsplit(".", 1)[-1]
-    async with module_env(pg_uri, dbname, tmp_path_factory.mktemp("samples-data")):
-        rt = await open_runtime(get_settings())
-        job_id = await create_job(rt.pool, collection_id=1, path=SAMPLES / "reports",
-                                  metadata_path=SAMPLES / "metadata.jsonl")
-        await Worker(build_ingest_context(rt, processes=False)).run(asyncio.Event(), until_empty=True)
-        job = await get_job(rt.pool, job_id)
+    async with module_env(pg_uri, dbname, tmp_path_factory.mktemp("samples-data")), \
+            open_runtime(get_settings()) as rt:
+        job = await ingest(rt, SAMPLES / "reports", metadata_path=SAMPLES / "metadata.jsonl")
         assert job.counts == {"ok": 6}, [(i.name, i.error) for i in job.items]
         yield rt
-        await rt.close()
 
 
 pytest_plugins = ["tests.fake_openai"]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The test lanes. ``live`` marks whole modules that drive live servers (reliability, load, schemathesis:
+    ``make reliability``). ``unit`` is given here to every test that asks for no database (no ``pg_uri``
+    among its fixtures) and is neither ``live`` nor ``slow``: ``make test-fast`` runs ``-m unit``. A test
+    that starts using the database leaves the fast lane by itself."""
+    for item in items:
+        if "pg_uri" in getattr(item, "fixturenames", ()) or any(item.iter_markers("live")) \
+                or any(item.iter_markers("slow")):
+            continue
+        item.add_marker(pytest.mark.unit)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

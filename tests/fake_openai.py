@@ -13,6 +13,12 @@ Usage in a test::
 Replies are taken from the queue filled by ``script(...)`` first, then from the ``responder``
 callable (``responder(request_json) -> FakeReply | str``). A request with neither is answered
 with HTTP 500 and counted in ``unscripted``; the fixture fails the test at teardown if any occurred.
+
+To answer by LLM step, ``route({TREE_SEARCH: FakeReply.json(...), SUFFICIENCY: callable}, text=...)``: a request
+is matched to its step by the ``json_schema`` name it carries (the step's purpose, ``kb.providers.chat.
+schema_name``), never by its prompt's wording; a request without a response format is the free-text answer
+(``text``); a step not listed gets the smallest reply its schema allows. A ``FakeReply.json`` reply must fit
+the step's reply type (``FakeReply.text`` sends anything, e.g. malformed JSON); a misfit fails the test.
 """
 
 from __future__ import annotations
@@ -20,12 +26,16 @@ from __future__ import annotations
 import collections
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+
+from kb.bench.ingest_profile import minimal_json
+from kb.providers.steps import LLMStep
+from tests.fakes import BY_SCHEMA_NAME, checked, step_of
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 EMBED_PATHS = ("/v1/embeddings", "/embeddings")
@@ -46,11 +56,12 @@ class FakeReply:
     completion_tokens: int = 5
     model: str | None = None  # None → echo the requested model
     finish_reason: str = "stop"
+    is_json: bool = False  # made by .json(): routed to a step, it must fit the step's reply type
 
     @classmethod
     def json(cls, data: Any, **kw: Any) -> FakeReply:
         """A completion whose content is ``data`` serialised as JSON."""
-        return cls(content=json.dumps(data), **kw)
+        return cls(content=json.dumps(data), is_json=True, **kw)
 
     @classmethod
     def text(cls, content: str, **kw: Any) -> FakeReply:
@@ -106,6 +117,52 @@ class RecordedRequest:
     def response_format(self) -> dict[str, Any] | None:
         return (self.json or {}).get("response_format")
 
+    @property
+    def step(self) -> LLMStep[Any] | None:
+        """The LLM step this request is for, by the ``json_schema`` name it carries (None: no schema)."""
+        return _step_of_request(self.json)
+
+
+def _step_of_request(body: Any) -> LLMStep[Any] | None:
+    rf = (body or {}).get("response_format") or {}
+    if rf.get("type") != "json_schema":
+        return None
+    name = rf["json_schema"]["name"]
+    assert name in BY_SCHEMA_NAME, f"fake_openai: a request names no declared LLM step: {name!r}"
+    return BY_SCHEMA_NAME[name]
+
+
+def by_step(replies: Mapping[LLMStep[Any] | str, Any] | None = None, *, text: Any = None,
+            minimal: bool = True) -> Responder:
+    """A responder answering by LLM step: ``replies[step]`` (a ``FakeReply``, a str, a callable of the request
+    body, or a list of those, one per request) for a request whose ``json_schema`` name is that step's;
+    ``text`` for a request without a response format (the free-text answer); any other step the smallest
+    reply valid for its schema (``minimal``) or nothing (unscripted). A ``FakeReply.json`` reply that does not
+    fit its step's type fails the test."""
+    routes = {step_of(k).purpose: collections.deque(v) if isinstance(v, list) else v
+              for k, v in (replies or {}).items()}
+
+    def respond(body: dict[str, Any]) -> FakeReply | None:
+        step = _step_of_request(body)
+        if step is None:
+            route = text
+        elif step.purpose in routes:
+            route = routes[step.purpose]
+            if isinstance(route, collections.deque):  # one per request, in order; then none (unscripted)
+                route = route.popleft() if route else None
+        elif minimal:
+            route = FakeReply.json(minimal_json(body["response_format"]["json_schema"]["schema"]))
+        else:
+            return None
+        reply = route(body) if callable(route) else route
+        if isinstance(reply, str):
+            reply = FakeReply.text(reply)
+        if step is not None and reply is not None and reply.is_json and reply.status < 400:
+            checked(step, json.loads(reply.content))
+        return reply
+
+    return respond
+
 
 @dataclass
 class FakeOpenAI:
@@ -116,9 +173,15 @@ class FakeOpenAI:
     responder: Responder | None = None
     embedder: Callable[[Any], Any] | None = None  # /embeddings: body -> vectors (list of lists) or a FakeReply
     unscripted: int = 0
+    errors: list[str] = field(default_factory=list)  # replies that failed their step's check
     _queue: collections.deque[FakeReply | Responder] = field(default_factory=collections.deque)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stopping: threading.Event = field(default_factory=threading.Event)
+
+    def route(self, replies: Mapping[LLMStep[Any] | str, Any] | None = None, *, text: Any = None,
+              minimal: bool = True) -> FakeOpenAI:
+        """Answer by LLM step from now on (see ``by_step``); queued ``script(...)`` replies still come first."""
+        return self.script(responder=by_step(replies, text=text, minimal=minimal))
 
     def script(self, *replies: FakeReply | str | Responder, responder: Responder | None = None) -> FakeOpenAI:
         """Queue replies (a str is the content of a completion; a callable answers one request);
@@ -148,7 +211,12 @@ class FakeOpenAI:
             return None
         if isinstance(item, FakeReply):
             return item
-        reply = item(body)
+        try:
+            reply = item(body)
+        except AssertionError as exc:  # a reply that drifted from its step's schema: the test fails at teardown
+            with self._lock:
+                self.errors.append(str(exc))
+            return None
         return FakeReply.text(reply) if isinstance(reply, str) else reply
 
 
@@ -289,4 +357,5 @@ def fake_openai_fixture() -> Iterator[FakeOpenAI]:
     """A running fake server; fails the test if a request arrived with no reply scripted."""
     with FakeOpenAIServer() as fake:
         yield fake
+        assert not fake.errors, fake.errors
         assert fake.unscripted == 0, f"{fake.unscripted} request(s) reached fake_openai with no reply scripted"

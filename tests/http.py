@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -24,3 +25,13 @@ async def app_client(app: Litestar, *, peer: str = "127.0.0.1",
 def wire(value: Any) -> Any:
     """A struct (a query trace) as the API sends it: plain JSON types."""
     return msgspec.json.decode(msgspec.json.encode(value))
+
+
+async def wait_for_job(client: httpx.AsyncClient, job_id: int, timeout_s: float = 120) -> dict[str, Any]:
+    """Poll ``/kb/admin/jobs/{job_id}`` until the job has finished (the server's own worker runs it); its JSON."""
+    async with asyncio.timeout(timeout_s):
+        while True:
+            job = (await client.get(f"/kb/admin/jobs/{job_id}")).json()
+            if job["status"] in {"done", "failed", "cancelled"}:
+                return job
+            await asyncio.sleep(0.25)

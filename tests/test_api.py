@@ -9,7 +9,7 @@ import pytest
 from kb.app import create_app
 from kb.runtime import Runtime
 from kb.settings import get_settings
-from tests.conftest import SetEnv
+from tests.conftest import SetEnv, finish_job
 from tests.http import app_client
 
 
@@ -225,19 +225,13 @@ async def test_symlink_inside_ingest_folder_is_refused(runtime: Runtime, tmp_pat
     (docs / "ok.md").write_text("# Fine\n\nA public memo about the Falcon project.")
     (docs / "link.md").symlink_to(secret / "s.md")
     (docs / "meta.jsonl").write_text("{not json")
-    from ingest.jobs import Worker, get_job
-    from kb.runtime import build_ingest_context
-
     async with _client(runtime) as client:
         r = await client.post("/kb/admin/ingest", json={"path": "docs", "metadata": "docs/meta.jsonl"})
         assert r.status_code == 400 and "metadata" in r.json()["detail"]
         r = await client.post("/kb/admin/ingest", json={"path": "docs"})
         assert r.status_code == 202
         job_id = r.json()["job_id"]
-    import asyncio
-
-    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
-    job = await get_job(runtime.pool, job_id)
+    job = await finish_job(runtime, job_id)
     states = {i.name: (i.status, i.error) for i in job.items}
     assert states["link.md"][0] == "unsupported" and "outside the ingest root" in states["link.md"][1]
     assert states["ok.md"][0] == "ok"
@@ -264,11 +258,6 @@ async def test_hostile_values_are_400_not_500(runtime: Runtime) -> None:
 
 async def test_api_output_hides_server_paths(runtime: Runtime, tmp_path: Path) -> None:
     """Paths are shown relative to KB_INGEST_ROOT (or uploads/); no absolute server path in output or errors."""
-    import asyncio
-
-    from ingest.jobs import Worker
-    from kb.runtime import build_ingest_context
-
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "memo.md").write_text("# Memo\n\nA public memo about the Falcon project.")
@@ -280,7 +269,8 @@ async def test_api_output_hides_server_paths(runtime: Runtime, tmp_path: Path) -
         r = await client.post("/kb/admin/documents", files={"file": ("up.md", b"# Up\n\nAn uploaded memo text.")})
         assert r.status_code == 202, r.text
         up_id = r.json()["job_id"]
-        await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
+        await finish_job(runtime, job_id)
+        await finish_job(runtime, up_id)
         job = (await client.get(f"/kb/admin/jobs/{job_id}")).json()
         assert job["root_path"] == "docs" and job["items"][0]["path"] == "docs/memo.md"
         up = (await client.get(f"/kb/admin/jobs/{up_id}")).json()

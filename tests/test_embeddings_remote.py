@@ -4,7 +4,6 @@ its file alone."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import pytest
 
 from kb.errors import EmbeddingError
 from kb.providers.embed import HashEmbedder, RemoteEmbedder
+from tests.conftest import ingest
 from tests.fake_openai import FakeOpenAI, FakeReply
 
 HASH = HashEmbedder(16)
@@ -72,8 +72,7 @@ def test_retries_then_gives_up(fake_openai: FakeOpenAI) -> None:
 
 
 async def test_ingest_and_query_with_remote_embeddings(fake_openai: FakeOpenAI, db_env: str, tmp_path: Path) -> None:
-    from ingest.jobs import Worker, create_job, get_job
-    from kb.runtime import build_ingest_context, build_pipeline, open_runtime
+    from kb.runtime import build_pipeline, open_runtime
     from kb.settings import get_settings
     from router.types import QueryRequest
 
@@ -90,9 +89,7 @@ async def test_ingest_and_query_with_remote_embeddings(fake_openai: FakeOpenAI, 
         (folder / "voltaic.md").write_text("# Voltaic Devices 2023\n\n## Product safety\n\nIn March 2023 Voltaic "
                                            "recalled 41,000 lithium battery packs after reports of overheating.\n")
         (folder / "broken.md").write_text("# Broken\n\n## Part\n\nPOISON text that the server cannot embed.\n")
-        job_id = await create_job(rt.pool, collection_id=1, path=folder)
-        await Worker(build_ingest_context(rt, processes=False)).run(asyncio.Event(), until_empty=True)
-        job = await get_job(rt.pool, job_id)
+        job = await ingest(rt, folder)
         status = {it.name: (it.status, it.error) for it in job.items}
         assert status["voltaic.md"][0] == "ok"
         assert status["broken.md"][0] == "failed" and "embeddings endpoint" in (status["broken.md"][1] or "")

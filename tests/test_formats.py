@@ -14,14 +14,13 @@ from typing import Any
 import docx
 import pytest
 
-from ingest.jobs import Worker, create_job, get_job
 from ingest.pipeline import parse_file
 from kb.app import create_app
 from kb.collections import ensure_collection
-from kb.runtime import Runtime, build_ingest_context
+from kb.runtime import Runtime
 from kb.settings import get_settings
-from tests.conftest import SetEnv
-from tests.http import app_client
+from tests.conftest import SetEnv, ingest
+from tests.http import app_client, wait_for_job
 
 FILLER = ("The figures were reviewed by the audit committee, compared with the plan approved in the spring, "
           "and discussed with the works council before publication.")
@@ -118,18 +117,7 @@ HTML = f"""<!DOCTYPE html>
 
 async def _run_job(rt: Runtime, folder: Path) -> Any:
     coll = await ensure_collection(rt.pool, "default")
-    job_id = await create_job(rt.pool, collection_id=coll.id, path=folder)
-    await Worker(build_ingest_context(rt, processes=False)).run(asyncio.Event(), until_empty=True)
-    return await get_job(rt.pool, job_id)
-
-
-async def _wait(client: Any, job_id: int) -> dict[str, Any]:
-    for _ in range(240):
-        job = (await client.get(f"/kb/admin/jobs/{job_id}")).json()
-        if job["status"] == "done":
-            return job
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"job {job_id} did not finish: {job}")
+    return await ingest(rt, folder, collection_id=coll.id)
 
 
 async def test_word_and_html_become_trees_with_metadata_and_cited_answers(runtime: Runtime, tmp_path: Path) -> None:
@@ -204,7 +192,7 @@ async def test_uploads_accept_word_and_html(runtime: Runtime, tmp_path: Path) ->
             r = await client.post("/kb/admin/documents", files={"file": (name, content)},
                                   data={"collection": "default"})
             assert r.status_code == 202, r.text
-            job = await _wait(client, r.json()["job_id"])
+            job = await wait_for_job(client, r.json()["job_id"])
             assert job["counts"] == {"ok": 1}, job
         r = await client.post("/kb/admin/documents", files={"file": ("old.doc", b"\xd0\xcf\x11\xe0")})
         assert r.status_code == 400 and ".docx" in r.json()["detail"]

@@ -9,13 +9,14 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-from ingest.jobs import Worker, create_job, get_job
+from ingest.jobs import JobStatus, create_job, get_job
 from ingest.store import list_documents
 from kb.app import create_app
 from kb.collections import ensure_collection
-from kb.runtime import Runtime, build_ingest_context
+from kb.runtime import Runtime
+from tests.conftest import finish_job, ingest
 from tests.corpus import REPORTS, write_markdown, write_pdf
-from tests.http import app_client
+from tests.http import app_client, wait_for_job
 
 
 def _bad_files(folder: Path) -> dict[str, str]:
@@ -39,11 +40,9 @@ def _bad_files(folder: Path) -> dict[str, str]:
     }
 
 
-async def _run_job(rt: Runtime, folder: Path, *, recursive: bool = False) -> int:
+async def _run_job(rt: Runtime, folder: Path, *, recursive: bool = False) -> JobStatus:
     coll = await ensure_collection(rt.pool, "default")
-    job_id = await create_job(rt.pool, collection_id=coll.id, path=folder, recursive=recursive)
-    await Worker(build_ingest_context(rt, processes=False)).run(asyncio.Event(), until_empty=True)
-    return job_id
+    return await ingest(rt, folder, collection_id=coll.id, recursive=recursive)
 
 
 async def test_bad_input_fails_alone_with_reasons(runtime: Runtime, tmp_path: Path) -> None:
@@ -54,8 +53,7 @@ async def test_bad_input_fails_alone_with_reasons(runtime: Runtime, tmp_path: Pa
     write_pdf(REPORTS[2], folder)
     (folder / "late-nul.md").write_bytes(b"# Log\n\n" + b"Shipment recorded. " * 4000 + b"\x00 end of log.")
     (folder / "latin1.txt").write_bytes("Caf\xe9 report\n\nRevenue grew in the caf\xe9 segment.".encode("latin-1"))
-    job_id = await _run_job(runtime, folder)
-    job = await get_job(runtime.pool, job_id)
+    job = await _run_job(runtime, folder)
     assert job.status == "done"
     by_name = {i.name: i for i in job.items}
     for name, fragment in expected.items():
@@ -78,10 +76,10 @@ async def test_reingest_skips_unchanged_and_replaces_changed(runtime: Runtime, t
     path = write_markdown(REPORTS[0], folder)
     await _run_job(runtime, folder)
     first = (await list_documents(runtime.pool, "default"))[0]
-    job = await get_job(runtime.pool, await _run_job(runtime, folder))
+    job = await _run_job(runtime, folder)
     assert job.items[0].status == "skipped"
     path.write_text(path.read_text().replace("$412.7 million", "$999.9 million"))
-    job = await get_job(runtime.pool, await _run_job(runtime, folder))
+    job = await _run_job(runtime, folder)
     assert job.items[0].status == "ok"
     docs = await list_documents(runtime.pool, "default")
     assert len(docs) == 1 and docs[0].id != first.id and docs[0].sha256 != first.sha256
@@ -96,7 +94,7 @@ async def test_duplicate_names_in_subfolders(runtime: Runtime, tmp_path: Path) -
         (folder / sub).mkdir(parents=True)
         p = write_markdown(report, folder / sub)
         p.rename(folder / sub / "report.md")
-    job = await get_job(runtime.pool, await _run_job(runtime, folder, recursive=True))
+    job = await _run_job(runtime, folder, recursive=True)
     assert sorted(i.name for i in job.items) == ["a/report.md", "b/report.md"]
     assert {i.status for i in job.items} == {"ok"}
 
@@ -109,8 +107,7 @@ async def test_file_vanishing_mid_job(runtime: Runtime, tmp_path: Path) -> None:
     coll = await ensure_collection(runtime.pool, "default")
     job_id = await create_job(runtime.pool, collection_id=coll.id, path=folder)
     gone.unlink()
-    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
-    job = await get_job(runtime.pool, job_id)
+    job = await finish_job(runtime, job_id)
     states = {i.name: (i.status, i.error) for i in job.items}
     assert states[gone.name][0] == "failed" and "vanished" in states[gone.name][1]
     assert states[f"{REPORTS[0].stem}.md"][0] == "ok"
@@ -129,8 +126,7 @@ async def test_job_resumes_after_a_killed_worker(runtime: Runtime, tmp_path: Pat
         "heartbeat_at = now() - interval '1 hour' WHERE id = (SELECT min(id) FROM ingest_job_items WHERE job_id=$1)",
         job_id)
     await runtime.pool.execute("UPDATE ingest_jobs SET status='running', started_at=now() WHERE id=$1", job_id)
-    await Worker(build_ingest_context(runtime, processes=False), stale_s=60).run(asyncio.Event(), until_empty=True)
-    job = await get_job(runtime.pool, job_id)
+    job = await finish_job(runtime, job_id, stale_s=60)
     assert job.status == "done" and {i.status for i in job.items} == {"ok"}
     assert sorted(i.attempts for i in job.items) == [1, 2]
 
@@ -142,11 +138,10 @@ async def test_concurrent_workers_never_ingest_a_file_twice(runtime: Runtime, tm
         write_markdown(r, folder)
     coll = await ensure_collection(runtime.pool, "default")
     job_id = await create_job(runtime.pool, collection_id=coll.id, path=folder)
-    workers = [Worker(build_ingest_context(runtime, processes=False)) for _ in range(3)]
-    done = await asyncio.gather(*(w.run(asyncio.Event(), until_empty=True) for w in workers))
-    assert sum(done) == len(REPORTS)
+    ends = await asyncio.gather(*(finish_job(runtime, job_id) for _ in range(3)))  # three workers
     job = await get_job(runtime.pool, job_id)
-    assert [i.attempts for i in job.items] == [1] * len(REPORTS)
+    assert [j.status for j in ends] == ["done"] * 3 and {i.status for i in job.items} == {"ok"}
+    assert [i.attempts for i in job.items] == [1] * len(REPORTS)  # each file claimed once
     assert len(await list_documents(runtime.pool, "default")) == len(REPORTS)
 
 
@@ -160,12 +155,7 @@ async def test_admin_ingest_api_and_upload(runtime: Runtime, tmp_path: Path, kb_
     async with app_client(app) as client:
         r = await client.post("/kb/admin/ingest", json={"path": "api", "collection": "default"})
         assert r.status_code == 202, r.text
-        job_id = r.json()["job_id"]
-        for _ in range(240):
-            job = (await client.get(f"/kb/admin/jobs/{job_id}")).json()
-            if job["status"] == "done":
-                break
-            await asyncio.sleep(0.25)
+        job = await wait_for_job(client, r.json()["job_id"])
         assert job["status"] == "done" and job["counts"] == {"ok": 2}
         assert job["pages"] == len(REPORTS[2].sections) and job["pages_per_s"] > 0
         assert all(i["chunks"] > 0 for i in job["items"])
@@ -178,12 +168,7 @@ async def test_admin_ingest_api_and_upload(runtime: Runtime, tmp_path: Path, kb_
         files = {"file": ("upload.md", b"# Uploaded\n\nThe uploaded memo mentions the Falcon project budget.")}
         r = await client.post("/kb/admin/documents", files=files, data={"collection": "default"})
         assert r.status_code == 202, r.text
-        up_job = r.json()["job_id"]
-        for _ in range(240):
-            job = (await client.get(f"/kb/admin/jobs/{up_job}")).json()
-            if job["status"] == "done":
-                break
-            await asyncio.sleep(0.25)
+        job = await wait_for_job(client, r.json()["job_id"])
         assert job["counts"] == {"ok": 1}, job
         r = await client.post("/kb/admin/documents", files={"file": ("evil.exe", b"MZ")})
         assert r.status_code == 400
@@ -212,7 +197,7 @@ async def test_large_pdf_ingests(runtime: Runtime, tmp_path: Path, pages: int) -
 
     runtime.embedder = HashEmbedder(runtime_embedder.dimension)  # keep the test fast: hashing, same dimension
     try:
-        job = await get_job(runtime.pool, await _run_job(runtime, path.parent))
+        job = await _run_job(runtime, path.parent)
     finally:
         runtime.embedder = runtime_embedder
     assert job.items[0].status == "ok", job.items[0].error
@@ -242,8 +227,7 @@ async def test_symlink_swapped_in_after_job_creation_is_refused(runtime: Runtime
     (docs / "sub" / "inner.md").unlink()
     (docs / "sub").rmdir()
     (docs / "sub").symlink_to(secret / "sub")  # a parent folder becomes a link
-    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
-    job = await get_job(runtime.pool, job_id)
+    job = await finish_job(runtime, job_id)
     states = {i.name: (i.status, i.error) for i in job.items}
     assert states["ok.md"][0] == "ok"
     for name in ("swap.md", "sub/inner.md"):
@@ -276,7 +260,8 @@ async def test_uploads_with_colliding_safe_names_never_replace_each_other(runtim
             r = await client.post("/kb/admin/documents", files={"file": (name, text.encode())})
             assert r.status_code == 202, r.text
             jobs.append(r.json()["job_id"])
-        await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
+        for job_id in jobs:
+            await finish_job(runtime, job_id)
         items = [(await client.get(f"/kb/admin/jobs/{j}")).json()["items"][0] for j in jobs]
         assert [i["status"] for i in items] == ["ok"] * 4, items
         docs = {d["id"]: d["name"] for d in (await client.get("/kb/documents")).json()}
@@ -310,8 +295,7 @@ async def test_folder_metadata_swapped_for_a_link_is_refused(runtime: Runtime, t
         job_id = r.json()["job_id"]
     (docs / "metadata.jsonl").unlink()
     (docs / "metadata.jsonl").symlink_to(outside / "m.jsonl")
-    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
-    item = (await get_job(runtime.pool, job_id)).items[0]
+    item = (await finish_job(runtime, job_id)).items[0]
     assert item.status == "failed" and "outside the ingest root" in (item.error or ""), item
     rows = await runtime.pool.fetch("SELECT metadata::text AS m FROM documents")
     assert not any("31337" in r["m"] for r in rows)

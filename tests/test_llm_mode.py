@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from kb.bench.ingest_profile import minimal_json
 from kb.providers.chat import OpenAIChatModel
 from kb.runtime import Runtime
 from kb.settings import LLMSettings
 from router.pipeline import QueryPipeline
+from router.prompts import METADATA, SUFFICIENCY, TREE_SEARCH
 from router.types import QueryRequest
 from tests.fake_openai import FakeOpenAI, FakeReply
 from tests.http import wire
@@ -32,27 +32,24 @@ def pipeline(rt: Runtime, fake: FakeOpenAI, max_iterations: int = 2) -> QueryPip
                          dataclasses.replace(rt.settings.retrieval, max_iterations=max_iterations))
 
 
-def responder(judge: Any, picks: list[str] | None = None) -> Any:
-    """Metadata: Helios FY2022; tree search: ``picks``; sufficiency: ``judge(round, doc_id)``; synthesis cites [1]."""
+def respond(fake: FakeOpenAI, judge: Any, picks: list[str] | None = None) -> None:
+    """Metadata: Helios FY2022; tree search: ``picks``; sufficiency: ``judge(round, doc_id, unread leaves)``;
+    the answer cites [1]; any other step its smallest valid reply."""
     rounds = {"n": 0}
 
-    def respond(body: dict[str, Any]) -> FakeReply:
+    def sufficiency(body: dict[str, Any]) -> FakeReply:
         user = body["messages"][-1]["content"]
-        if "Metadata keys and known values" in user:
-            return FakeReply.json({"conditions": [{"key": "company", "op": "in", "value": ["Helios Robotics"]},
-                                                  {"key": "fiscal_year", "op": "in", "value": ["2022"]}]})
-        if "Document tree:" in user:
-            return FakeReply.json({"thinking": "notes", "results": [
-                {"node_id": n, "sub_query": "warranty reserve"} for n in (picks if picks is not None else [WARRANTY])]})
-        if "Judge whether the evidence is sufficient" in user:
-            rounds["n"] += 1
-            unread = re.findall(r"\[(\d{4})\] [^\n]*\(leaf\) \([^)]*\)$", user, flags=re.M)  # unread leaves
-            return judge(rounds["n"], re.search(r'Document doc_id "(\d+)"', user).group(1), unread)
-        if "Evidence:" in user:
-            return FakeReply.text("The warranty reserve is described [1].")
-        rf = body.get("response_format") or {}
-        return FakeReply.json(minimal_json(rf["json_schema"]["schema"])) if rf else FakeReply.text("x")
-    return respond
+        rounds["n"] += 1
+        unread = re.findall(r"\[(\d{4})\] [^\n]*\(leaf\) \([^)]*\)$", user, flags=re.M)  # unread leaves
+        return judge(rounds["n"], re.search(r'Document doc_id "(\d+)"', user).group(1), unread)
+
+    fake.route({
+        METADATA: FakeReply.json({"conditions": [{"key": "company", "op": "in", "value": ["Helios Robotics"]},
+                                                 {"key": "fiscal_year", "op": "in", "value": ["2022"]}]}),
+        TREE_SEARCH: FakeReply.json({"thinking": "notes", "results": [
+            {"node_id": n, "sub_query": "warranty reserve"} for n in (picks if picks is not None else [WARRANTY])]}),
+        SUFFICIENCY: sufficiency,
+    }, text=FakeReply.text("The warranty reserve is described [1]."))
 
 
 def sufficient(_round: int, _doc: str, _unread: list[str]) -> FakeReply:
@@ -60,7 +57,7 @@ def sufficient(_round: int, _doc: str, _unread: list[str]) -> FakeReply:
 
 
 async def test_model_choice_decides_the_evidence(samples_rt: Runtime, fake_openai: FakeOpenAI) -> None:
-    fake_openai.script(responder=responder(sufficient))
+    respond(fake_openai, sufficient)
     result = await pipeline(samples_rt, fake_openai).run(QueryRequest(query=QUESTION, strategy="metadata", top_docs=1))
     trace = wire(result.trace)
     assert trace["ranking"] == "llm" and trace["tree_search"][0]["mode"] == "llm"
@@ -81,7 +78,7 @@ async def test_insufficient_reads_the_named_node_and_drops_bad_ids(samples_rt: R
             {"doc_id": doc, "node_id": "0004"}, {"doc_id": doc, "node_id": "9999"},
             {"doc_id": doc, "node_id": WARRANTY}, {"doc_id": "123456", "node_id": "0001"}]})
 
-    fake_openai.script(responder=responder(judge))
+    respond(fake_openai, judge)
     result = await pipeline(samples_rt, fake_openai).run(QueryRequest(query=QUESTION, strategy="metadata", top_docs=1))
     rounds = wire(result.trace)["iterations"]
     assert len(rounds) == 1 and rounds[0]["judgement"] == "insufficient"  # KB_MAX_ITERATIONS=2: one judgement
@@ -100,12 +97,12 @@ async def test_always_insufficient_stops_at_the_limit(samples_rt: Runtime, fake_
         asked_for.append(unread[-1])
         return FakeReply.json({"judgement": "insufficient", "read": [{"doc_id": doc, "node_id": unread[-1]}]})
 
-    fake_openai.script(responder=responder(judge))
+    respond(fake_openai, judge)
     result = await pipeline(samples_rt, fake_openai, max_iterations=3).run(
         QueryRequest(query=QUESTION, strategy="metadata", top_docs=1))
     assert [r["read"][0][1] for r in wire(result.trace)["iterations"]] == asked_for  # read in rounds 2 and 3
     assert len(asked_for) == 2 and asked_for[0] != asked_for[1]  # the second outline marks the first as read
-    asked = [r for r in fake_openai.requests if "Judge whether" in r.messages[-1]["content"]]
+    asked = [r for r in fake_openai.requests if r.step is SUFFICIENCY]
     assert len(asked) == 2
     one_pass = await pipeline(samples_rt, fake_openai, max_iterations=1).run(
         QueryRequest(query=QUESTION, strategy="metadata", top_docs=1))
@@ -114,7 +111,7 @@ async def test_always_insufficient_stops_at_the_limit(samples_rt: Runtime, fake_
 
 async def test_malformed_judgement_answers_with_what_was_gathered(samples_rt: Runtime,
                                                                   fake_openai: FakeOpenAI) -> None:
-    fake_openai.script(responder=responder(lambda _r, _d, _u: FakeReply.text("{not json")))
+    respond(fake_openai, lambda _r, _d, _u: FakeReply.text("{not json"))
     result = await pipeline(samples_rt, fake_openai).run(QueryRequest(query=QUESTION, strategy="metadata", top_docs=1))
     assert wire(result.trace)["iterations"][0]["judgement"] == "failed"
     assert wire(result.trace)["synthesis"] == "llm" and result.citations[0].node_id == WARRANTY
@@ -122,7 +119,7 @@ async def test_malformed_judgement_answers_with_what_was_gathered(samples_rt: Ru
 
 
 async def test_no_usable_choice_ranks_that_document_offline(samples_rt: Runtime, fake_openai: FakeOpenAI) -> None:
-    fake_openai.script(responder=responder(sufficient, picks=["9999"]))
+    respond(fake_openai, sufficient, picks=["9999"])
     result = await pipeline(samples_rt, fake_openai).run(QueryRequest(query=QUESTION, strategy="metadata", top_docs=1))
     search = wire(result.trace)["tree_search"][0]
     assert search["mode"] == "offline_fallback" and "chose no usable node" in search["thinking"]

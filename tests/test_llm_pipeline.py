@@ -3,7 +3,6 @@ hallucinated node ids, malformed JSON, 429/500 and timeouts — documents still 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
@@ -12,12 +11,11 @@ from typing import Any
 
 import pytest
 
-from ingest.jobs import Worker, create_job, get_job
-from kb.bench.ingest_profile import minimal_json
-from kb.runtime import Runtime, build_ingest_context, build_pipeline, open_runtime
+from kb.runtime import Runtime, build_pipeline, open_runtime
 from kb.settings import get_settings
+from router.prompts import SUFFICIENCY, TREE_SEARCH
 from router.types import QueryRequest
-from tests.conftest import module_env
+from tests.conftest import ingest, module_env
 from tests.corpus import REPORTS, write_markdown, write_pdf
 from tests.fake_openai import FakeOpenAI, FakeReply
 from tests.http import wire
@@ -25,32 +23,28 @@ from tests.http import wire
 pytestmark = pytest.mark.slow
 
 
-def smart_responder(body: dict[str, Any]) -> FakeReply:
-    """Answers tree search and synthesis sensibly, every other step minimally but validly."""
-    user = body["messages"][-1]["content"]
-    if "Document tree:" in user:
-        leaves = re.findall(r"\[(\d{4})\] ([^\n]*?) \(leaf\)", user)
-        good = [nid for nid, title in leaves if "Safety" in title] or [leaves[0][0]] if leaves else []
-        results = [{"node_id": "9999", "sub_query": "hallucinated"}]
-        results += [{"node_id": nid, "sub_query": "lithium battery pack recall"} for nid in good]
-        return FakeReply.json({"thinking": "the recall is a product safety matter", "results": results},
-                              prompt_tokens=300, completion_tokens=40)
-    if "Judge whether the evidence is sufficient" in user:
-        return FakeReply.json({"judgement": "sufficient", "reason": "the recall is stated"})
-    if "Evidence:" in user:
-        return FakeReply.text("Voltaic Devices recalled 41,000 lithium battery packs [1].",
-                              prompt_tokens=500, completion_tokens=20)
-    rf = body.get("response_format") or {}
-    if rf.get("type") == "json_schema":
-        return FakeReply.json(minimal_json(rf["json_schema"]["schema"]))
-    if rf:
-        return FakeReply.text("{}")
-    return FakeReply.text("A one-sentence description.")
+def tree_search(body: dict[str, Any]) -> FakeReply:
+    """The Product Safety leaf (else the first leaf) and a hallucinated id."""
+    leaves = re.findall(r"\[(\d{4})\] ([^\n]*?) \(leaf\)", body["messages"][-1]["content"])
+    good = [nid for nid, title in leaves if "Safety" in title] or [leaves[0][0]] if leaves else []
+    results = [{"node_id": "9999", "sub_query": "hallucinated"}]
+    results += [{"node_id": nid, "sub_query": "lithium battery pack recall"} for nid in good]
+    return FakeReply.json({"thinking": "the recall is a product safety matter", "results": results},
+                          prompt_tokens=300, completion_tokens=40)
+
+
+def smart(fake: FakeOpenAI) -> None:
+    """Answers tree search, the sufficiency judgement and the answer sensibly, every other step minimally but
+    validly."""
+    fake.route({TREE_SEARCH: tree_search,
+                SUFFICIENCY: FakeReply.json({"judgement": "sufficient", "reason": "the recall is stated"})},
+               text=FakeReply.text("Voltaic Devices recalled 41,000 lithium battery packs [1].",
+                                   prompt_tokens=500, completion_tokens=20))
 
 
 @pytest.fixture
 async def llm_rt(pg_uri: str, fake_openai: FakeOpenAI, tmp_path: Path) -> AsyncIterator[Runtime]:
-    fake_openai.script(responder=smart_responder)
+    smart(fake_openai)
     async with module_env(pg_uri, "llm_ok", tmp_path, **_llm_env(fake_openai), KB_LLM_TIMEOUT_S="5",
                           KB_LLM_MAX_RETRIES="1"):
         rt = await open_runtime(get_settings())
@@ -63,9 +57,7 @@ def _llm_env(fake: FakeOpenAI) -> dict[str, str]:
 
 
 async def _ingest(rt: Runtime, folder: Path) -> Any:
-    job_id = await create_job(rt.pool, collection_id=1, path=folder)
-    await Worker(build_ingest_context(rt, processes=False)).run(asyncio.Event(), until_empty=True)
-    return await get_job(rt.pool, job_id)
+    return await ingest(rt, folder)
 
 
 async def _ingest_reports(rt: Runtime, folder: Path, pdf: int, markdown: int) -> Any:
@@ -162,9 +154,7 @@ async def test_an_answer_citing_no_evidence_falls_back_to_a_cited_one(llm_rt: Ru
     block: the extractive answer, with citations, is returned instead."""
     await _ingest_reports(llm_rt, tmp_path / "docs", 2, 0)
     for reply in ("A one-sentence description.", '{"results": [ {"node_id": "0001", '):
-        fake_openai.script(responder=lambda body, reply=reply: (
-            FakeReply.json(minimal_json(body["response_format"]["json_schema"]["schema"]))
-            if (body.get("response_format") or {}).get("type") == "json_schema" else FakeReply.text(reply)))
+        fake_openai.route(text=FakeReply.text(reply))  # every step its smallest valid reply
         result = await build_pipeline(llm_rt).run(QueryRequest(query="Which company recalled lithium battery packs?"))
         assert result.trace is not None and wire(result.trace)["synthesis"] == "extractive_fallback"
         assert result.citations and reply not in result.answer

@@ -10,11 +10,13 @@ from pathlib import Path
 
 import httpx
 import psutil
+import pytest
 
 from kb.bench.load import report, run_load, sample_questions
 from kb.db import embedded_status
 from tests.live import ingest_and_wait, live_server
 
+pytestmark = pytest.mark.live
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 
 

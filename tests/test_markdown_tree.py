@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 import pytest
 
 from ingest.markdown_tree import build_markdown_tree, build_text_tree, decode_text_file
+from ingest.prompts import NODE_SUMMARY
 from ingest.summaries import extractive_summary, summarize_tree
 from kb.errors import IngestError, LLMError
 from kb.providers.chat import OfflineChatModel
 from kb.settings import IngestSettings
 from kb.text import count_tokens
-from kb.types import ChatResult, DocumentTree
+from kb.types import DocumentTree
+from tests.fakes import Malformed, ScriptedChat
 
 PROSE = (
     "The committee reviewed the quarterly liquidity position and approved the revised funding plan. "
@@ -206,28 +207,6 @@ def test_extractive_summary_of_a_pure_table_lists_row_labels() -> None:
     assert summary.startswith("Covers: Net sales; Cost of sales") and not re.search(r"\d", summary)
 
 
-class ScriptedChat:
-    """A ChatModel whose replies are scripted: a callable(prompt) -> data, a dict, or an exception."""
-
-    model_id = "scripted"
-    offline = False
-
-    def __init__(self, *replies: Any) -> None:
-        self.replies = list(replies)
-        self.prompts: list[str] = []
-
-    async def complete_json(self, *, purpose: str, system: str, prompt: str, schema: dict[str, Any]) -> ChatResult:
-        self.prompts.append(prompt)
-        reply = self.replies.pop(0)
-        if isinstance(reply, Exception):
-            raise reply
-        data = reply(prompt) if callable(reply) else reply
-        return ChatResult(text=json.dumps(data), data=data)
-
-    async def complete_text(self, *, purpose: str, system: str, prompt: str) -> ChatResult:
-        raise LLMError("not scripted")
-
-
 def _many_sections(n: int) -> str:
     return "# Doc\n\n" + "\n\n".join(f"## Section {i}\n\n{LONG_SECTION}" for i in range(n)) + "\n"
 
@@ -239,7 +218,7 @@ def _answer_all(prompt: str) -> dict[str, Any]:
 
 async def test_llm_summaries_are_batched() -> None:
     tree = build_markdown_tree(_many_sections(5), IngestSettings(), title="d")
-    chat = ScriptedChat(_answer_all)
+    chat = ScriptedChat({NODE_SUMMARY: [_answer_all]})
     out = await summarize_tree(tree, chat, IngestSettings())
     assert len(chat.prompts) == 1 and out.llm_calls == 1  # five long sections, one call
     leaves = [n for n in out.nodes if n.is_leaf]
@@ -250,19 +229,19 @@ async def test_llm_summaries_are_batched() -> None:
 async def test_llm_malformed_or_failed_replies_fall_back_to_offline() -> None:
     tree = build_markdown_tree(_many_sections(3), IngestSettings(), title="d")
     offline = await summarize_tree(tree, OfflineChatModel(), IngestSettings())
-    for reply in ({"wrong": []}, {"summaries": "nope"}, LLMError("boom")):
-        malformed = not isinstance(reply, Exception)
-        chat = ScriptedChat(reply, reply) if malformed else ScriptedChat(reply)
+    for reply in (Malformed({"wrong": []}), Malformed({"summaries": "nope"}), LLMError("boom")):
+        malformed = isinstance(reply, Malformed)
+        chat = ScriptedChat({NODE_SUMMARY: [reply, reply] if malformed else [reply]})
         out = await summarize_tree(tree, chat, IngestSettings())
         assert [n.summary for n in out.nodes] == [n.summary for n in offline.nodes]
         assert out.llm_calls == 1
         # a malformed reply is asked for once more, with the validation error; a failed call is not
-        assert len(chat.prompts) == (2 if malformed else 1) and not chat.replies
+        assert len(chat.prompts) == (2 if malformed else 1) and not chat.pending
         if malformed:
             assert "did not match the required JSON schema" in chat.prompts[1]
     # a partial reply keeps the valid entries and fills the rest offline
     first_leaf = tree.nodes[1].node_id
     partial = {"summaries": [{"node_id": first_leaf, "summary": "Only one."}, {"node_id": "9999", "summary": "x"}]}
-    out = await summarize_tree(tree, ScriptedChat(partial), IngestSettings())
+    out = await summarize_tree(tree, ScriptedChat({NODE_SUMMARY: [partial]}), IngestSettings())
     assert out.nodes[1].summary == "Only one."
     assert out.nodes[2].summary == offline.nodes[2].summary

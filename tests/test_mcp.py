@@ -3,7 +3,7 @@ streamable HTTP in the API; both on a generated corpus in the real embedded Post
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import json
 import os
 import sys
@@ -18,10 +18,10 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from ingest.jobs import Worker, create_job, get_job
 from kb.app import create_app
-from kb.runtime import Runtime, build_ingest_context
-from tests.conftest import SetEnv
+from kb.runtime import Runtime, open_runtime
+from kb.settings import get_settings
+from tests.conftest import SetEnv, ingest, module_env
 from tests.corpus import build_corpus
 
 pytestmark = pytest.mark.slow
@@ -30,16 +30,17 @@ BASE = "http://127.0.0.1:8000"
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture
-async def corpus(runtime: Runtime, tmp_path: Path) -> Runtime:
-    """The generated corpus (three Markdown reports, one PDF) ingested through a real job."""
-    folder = tmp_path / "corpus"
-    build_corpus(folder)
-    job_id = await create_job(runtime.pool, collection_id=1, path=folder)
-    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
-    job = await get_job(runtime.pool, job_id)
-    assert job.counts == {"ok": 4}, [(i.name, i.status, i.error) for i in job.items]
-    return runtime
+@pytest.fixture(scope="module")
+async def corpus(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Runtime]:
+    """The generated corpus (three Markdown reports, one PDF) ingested through a real job, once for the module;
+    the tests only read it."""
+    root = tmp_path_factory.mktemp("mcp")
+    build_corpus(root / "corpus")
+    async with module_env(pg_uri, "mcp_corpus", root / "data", KB_INGEST_ROOT=str(root)), \
+            open_runtime(get_settings()) as rt:
+        job = await ingest(rt, root / "corpus")
+        assert job.counts == {"ok": 4}, [(i.name, i.status, i.error) for i in job.items]
+        yield rt
 
 
 def _data(result: Any) -> dict[str, Any]:
@@ -176,7 +177,7 @@ async def test_http_mcp_endpoint(corpus: Runtime) -> None:
 
 
 async def test_http_mcp_needs_the_read_token(corpus: Runtime, set_env: SetEnv) -> None:
-    corpus.settings = set_env(KB_API_TOKEN="reader")
+    corpus = dataclasses.replace(corpus, settings=set_env(KB_API_TOKEN="reader"))  # the module's runtime unchanged
     app = create_app(runtime=corpus, bound_host="0.0.0.0", run_worker=False)
     async with app.lifespan():
         async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=BASE) as http:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import pymupdf
 import pytest
@@ -21,10 +20,11 @@ from ingest.metadata import (
     parse_front_matter,
     read_sidecar,
 )
+from ingest.prompts import DOC_DESCRIPTION
 from kb.errors import IngestError, LLMError
 from kb.providers.chat import OfflineChatModel
 from kb.settings import IngestSettings
-from kb.types import ChatResult
+from tests.fakes import Malformed, ScriptedChat
 
 
 def cover_10q(company: str = "ORCHARD DEVICES, INC.", period: str = "July 1, 2023", ytd: str = "Nine") -> str:
@@ -234,24 +234,6 @@ text
 """
 
 
-class _Chat:
-    model_id = "scripted"
-    offline = False
-
-    def __init__(self, reply: Any) -> None:
-        self.reply = reply
-        self.prompts: list[str] = []
-
-    async def complete_json(self, *, purpose: str, system: str, prompt: str, schema: dict[str, Any]) -> ChatResult:
-        self.prompts.append(prompt)
-        if isinstance(self.reply, Exception):
-            raise self.reply
-        return ChatResult(text=json.dumps(self.reply), data=self.reply)
-
-    async def complete_text(self, *, purpose: str, system: str, prompt: str) -> ChatResult:
-        raise LLMError("unused")
-
-
 async def test_describe_document_offline_and_with_llm() -> None:
     tree = build_markdown_tree(MD, IngestSettings(min_node_token=0), title="q")
     meta = extract_metadata(cover_10q(), file_name="x.pdf")
@@ -262,11 +244,12 @@ async def test_describe_document_offline_and_with_llm() -> None:
         "of Operations, Quantitative and Qualitative Disclosures About Market Risk and Legal Proceedings."
     )
     assert offline_description(tree, {}, "notes.md").startswith("notes, covering Financial Statements, ")
-    chat = _Chat({"description": "Orchard's fiscal Q3 2023 quarterly report with statements and risks."})
-    assert await describe_document(tree, meta, "x.pdf", chat) == chat.reply["description"]
+    said = "Orchard's fiscal Q3 2023 quarterly report with statements and risks."
+    chat = ScriptedChat({DOC_DESCRIPTION: {"description": said}})
+    assert await describe_document(tree, meta, "x.pdf", chat) == said
     assert "Item 2. Management's Discussion" in chat.prompts[0] and "Orchard Devices" in chat.prompts[0]
-    for reply in ({"wrong": 1}, {"description": ""}, LLMError("down")):
-        assert await describe_document(tree, meta, "x.pdf", _Chat(reply)) == text
+    for reply in (Malformed({"wrong": 1}), {"description": ""}, LLMError("down")):
+        assert await describe_document(tree, meta, "x.pdf", ScriptedChat({DOC_DESCRIPTION: reply})) == text
 
 
 # --------------------------------------------------------------------------- calendar-named quarters

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from ingest.jobs import Worker, create_job, get_job
 from ingest.pageindex import parse_pageindex, to_pageindex, tree_from_pageindex
 from ingest.store import NodeInfo
 from kb.app import create_app
 from kb.collections import ensure_collection
 from kb.errors import IngestError
-from kb.runtime import Runtime, build_ingest_context
+from kb.runtime import Runtime
+from tests.conftest import ingest
 from tests.http import app_client
 from tests.pdfgen import Sec, make_report_pdf
 
@@ -39,9 +39,7 @@ def _node(node_id: str, parent: str | None, title: str, start: int, end: int, su
 
 async def _ingest(rt: Runtime, path: Path, collection: str = "default") -> Any:
     coll = await ensure_collection(rt.pool, collection)
-    job_id = await create_job(rt.pool, collection_id=coll.id, path=path)
-    await Worker(build_ingest_context(rt, processes=False)).run(asyncio.Event(), until_empty=True)
-    return await get_job(rt.pool, job_id)
+    return await ingest(rt, path, collection_id=coll.id)
 
 
 def _shape(structure: list[dict[str, Any]]) -> list[Any]:

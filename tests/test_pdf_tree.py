@@ -12,10 +12,12 @@ import pytest
 
 from ingest.pdf_read import numbering_of, read_pdf
 from ingest.pdf_tree import build_pdf_tree, page_groups
+from ingest.prompts import GENERATE, LOCATE, TOC_DETECT, TOC_TRANSFORM
 from kb.errors import IngestError, LLMError
 from kb.providers.chat import OfflineChatModel
 from kb.settings import IngestSettings
-from kb.types import ChatResult, DocumentTree
+from kb.types import DocumentTree
+from tests.fakes import ScriptedChat
 from tests.pdfgen import (
     Sec,
     make_corrupt_pdf,
@@ -336,33 +338,6 @@ def test_page_groups_overlap_by_one_page(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------- the LLM path
 
 
-class ScriptedChat:
-    """A fake ChatModel: per purpose, a list of replies (data, an exception, or a callable)."""
-
-    model_id = "scripted"
-    offline = False
-
-    def __init__(self, script: dict[str, list[Any]], default: Any = None) -> None:
-        self.script = {k: list(v) for k, v in script.items()}
-        self.default = default
-        self.calls: list[tuple[str, str]] = []
-
-    async def complete_json(
-        self, *, purpose: str, system: str, prompt: str, schema: dict[str, Any]
-    ) -> ChatResult:
-        self.calls.append((purpose, prompt))
-        queue = self.script.get(purpose)
-        reply = queue.pop(0) if queue else self.default
-        if callable(reply):
-            reply = reply(prompt)
-        if isinstance(reply, Exception):
-            raise reply
-        return ChatResult(text="", data=reply, model=self.model_id)
-
-    async def complete_text(self, *, purpose: str, system: str, prompt: str) -> ChatResult:
-        raise LLMError("not scripted")
-
-
 async def test_llm_toc_detection_and_transform(tmp_path: Path) -> None:
     layout = make_report_pdf(tmp_path / "l.pdf", SECTIONS, printed_toc="pages", front_matter_pages=2)
     entries = [
@@ -376,10 +351,8 @@ async def test_llm_toc_detection_and_transform(tmp_path: Path) -> None:
     ]
     chat = ScriptedChat(
         {
-            "tree.toc_detect": [
-                {"pages": [{"page": p, "is_toc": p == 2} for p in range(1, 9)], "page_numbers_given": True}
-            ],
-            "tree.toc_transform": [{"entries": entries}],
+            TOC_DETECT: [{"pages": [{"page": p, "is_toc": p == 2} for p in range(1, 9)], "page_numbers_given": True}],
+            TOC_TRANSFORM: [{"entries": entries}],
         },
         default=LLMError("unexpected call"),
     )
@@ -392,7 +365,7 @@ async def test_llm_toc_detection_and_transform(tmp_path: Path) -> None:
 
 async def test_llm_failures_degrade_to_offline_steps(tmp_path: Path) -> None:
     layout = make_report_pdf(tmp_path / "e.pdf", SECTIONS, printed_toc="pages", front_matter_pages=2)
-    chat = ScriptedChat({}, default=LLMError("provider down"))
+    chat = ScriptedChat(default=LLMError("provider down"))
     tree, _ = await build(layout.path, chat)
     assert tree.source_mode == "toc_pages"
     assert_matches_layout(tree, layout)
@@ -402,7 +375,7 @@ async def test_llm_failures_degrade_to_offline_steps(tmp_path: Path) -> None:
 async def test_llm_given_up_after_three_provider_errors(tmp_path: Path) -> None:
     sections = [Sec(f"Section {i} Title", 1, 90) for i in range(1, 6)]  # five ~12-page sections
     layout = make_report_pdf(tmp_path / "d.pdf", sections)
-    chat = ScriptedChat({}, default=LLMError("provider down"))
+    chat = ScriptedChat(default=LLMError("provider down"))
     tree, _ = await build(layout.path, chat)
     assert tree.source_mode == "no_toc" and {s.title for s in sections} <= set(titled(tree))
     assert all(n.end - n.start + 1 <= 10 for n in tree.nodes)  # subdivided offline
@@ -422,7 +395,7 @@ async def test_llm_given_up_after_three_provider_errors(tmp_path: Path) -> None:
 async def test_llm_malformed_replies_still_give_a_tree(tmp_path: Path, garbage: Any) -> None:
     sections = [Sec(f"Chapter {i} Topic {i}", 1, 8) for i in range(1, 6)]
     layout = make_report_pdf(tmp_path / "m.pdf", sections, heading_sizes=(10.0,), printed_toc=None)
-    chat = ScriptedChat({}, default=garbage)
+    chat = ScriptedChat.same_reply(garbage)  # a valid (hallucinating) reply where it fits a step, else malformed
     tree, _ = await build(layout.path, chat)
     assert tree.nodes and tree.llm_calls == len(chat.calls)
     covered = set()
@@ -460,7 +433,8 @@ async def test_llm_generates_structure_when_layout_has_no_signal(tmp_path: Path)
             + [{"structure": "9", "title": "Hallucinated Section", "physical_index": pages[0]}]
         }
 
-    chat = ScriptedChat({"tree.toc_detect": [{"pages": [], "page_numbers_given": False}]}, default=generate)
+    chat = ScriptedChat({TOC_DETECT: [{"pages": [], "page_numbers_given": False}], GENERATE: generate,
+                         LOCATE["tree.fix"]: {"entries": []}}, default=LLMError("unexpected call"))
     tree, _ = await build(tmp_path / "plain.pdf", chat)
     assert tree.source_mode == "no_toc"
     nodes = titled(tree)
@@ -475,6 +449,6 @@ async def test_llm_generates_structure_when_layout_has_no_signal(tmp_path: Path)
 async def test_llm_call_budget_is_bounded(tmp_path: Path) -> None:
     sections = [Sec(f"Section {i} Title", 1, 14) for i in range(1, 9)]
     layout = make_report_pdf(tmp_path / "b.pdf", sections, heading_sizes=(10.0,))
-    chat = ScriptedChat({}, default={"entries": []})
+    chat = ScriptedChat.same_reply({"entries": []})
     tree, _ = await build(layout.path, chat)
     assert tree.llm_calls == len(chat.calls) <= max(4, 14 * layout.page_count // 100)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,11 +11,11 @@ import pymupdf
 import pytest
 
 from kb.app import create_app
-from kb.runtime import Runtime, build_ingest_context, build_pipeline, open_runtime
+from kb.runtime import Runtime, build_pipeline, open_runtime
 from kb.settings import get_settings
 from kb.text import normalize_title
 from router.types import QueryRequest
-from tests.conftest import module_env
+from tests.conftest import ingest, module_env
 from tests.corpus import build_corpus
 from tests.http import app_client, wire
 
@@ -26,23 +25,17 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 async def corpus(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Runtime, Path]]:
     """The generated corpus, ingested once for the module through a real ingest job."""
-
-    from ingest.jobs import Worker, create_job, get_job
-
     folder = tmp_path_factory.mktemp("corpus")
     build_corpus(folder)
     (folder / "metadata.jsonl").write_text(json.dumps(
         {"name": "voltaic-devices-2023", "company": "Voltaic Devices", "fiscal_year": 2023,
          "doc_type": "annual_report"}) + "\n")
-    async with module_env(pg_uri, "query_corpus", folder / ".kb", KB_INGEST_ROOT=str(folder)):
-        rt = await open_runtime(get_settings())
-        job_id = await create_job(rt.pool, collection_id=1, path=folder)
-        await Worker(build_ingest_context(rt, processes=False)).run(asyncio.Event(), until_empty=True)
-        job = await get_job(rt.pool, job_id)
+    async with module_env(pg_uri, "query_corpus", folder / ".kb", KB_INGEST_ROOT=str(folder)), \
+            open_runtime(get_settings()) as rt:
+        job = await ingest(rt, folder)
         assert job.status == "done", job
         assert job.counts.get("ok") == 4, [(i.name, i.status, i.error) for i in job.items]
         yield rt, folder
-        await rt.close()
 
 
 async def _query(rt: Runtime, **body: Any) -> dict[str, Any]:
@@ -247,21 +240,14 @@ async def test_range_and_boolean_filters(corpus: tuple[Runtime, Path]) -> None:
 
 
 async def test_description_llm_bad_shape_falls_back(corpus: tuple[Runtime, Path]) -> None:
-    from kb.types import ChatResult
     from router.pipeline import QueryPipeline
     from router.types import QueryRequest
+    from tests.fakes import Malformed, ScriptedChat
 
-    class OddChat:
-        model_id, offline = "odd", False
-
-        async def complete_json(self, **_: Any) -> ChatResult:
-            return ChatResult(text='{"answer": 5}', data={"answer": 5, "results": None, "conditions": "x"})
-
-        async def complete_text(self, **_: Any) -> ChatResult:
-            return ChatResult(text="Kestrel Airlines [1]")
-
+    odd = ScriptedChat(default=Malformed({"answer": 5, "results": None, "conditions": "x"}),  # every step
+                       text="Kestrel Airlines [1]")
     rt, _ = corpus
-    pipeline = QueryPipeline(rt.pool, rt.embedder, OddChat(), rt.settings.retrieval)
+    pipeline = QueryPipeline(rt.pool, rt.embedder, odd, rt.settings.retrieval)
     for strategy in ("description", "auto"):
         result = await pipeline.run(QueryRequest(query=QUESTIONS["description"][0], strategy=strategy))
         assert result.documents and result.documents[0].name == QUESTIONS["description"][1], strategy

@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ingest.jobs import Worker, create_job, get_job
 from ingest.pipeline import doc_label, embed_text_for_chunk, embed_text_for_description, embed_text_for_node
 from ingest.reembed import reembed
 from kb.collections import ensure_collection
@@ -25,9 +24,10 @@ from kb.db import create_pool, migrate
 from kb.embedder_record import EmbedderMismatchError, ensure_embedder, read_record
 from kb.errors import ConfigError, EmbeddingError, NotFoundError
 from kb.providers.embed import HashEmbedder, RemoteEmbedder
-from kb.runtime import Runtime, build_ingest_context, build_pipeline, open_runtime
+from kb.runtime import Runtime, build_pipeline, open_runtime
 from kb.settings import get_settings
 from router.types import QueryRequest
+from tests import conftest
 from tests.fake_openai import FakeOpenAI, FakeReply
 
 A = HashEmbedder(384)  # "hash:384"
@@ -67,9 +67,8 @@ def write_corpus(folder: Path, docs: dict[str, str] = DOCS) -> Path:
 
 async def ingest(rt: Runtime, folder: Path, collection: str = "default") -> dict[str, tuple[str, str | None]]:
     coll = await ensure_collection(rt.pool, collection)
-    job_id = await create_job(rt.pool, collection_id=coll.id, path=folder)
-    await Worker(build_ingest_context(rt, processes=False)).run(asyncio.Event(), until_empty=True)
-    return {it.name: (it.status, it.error) for it in (await get_job(rt.pool, job_id)).items}
+    job = await conftest.ingest(rt, folder, collection_id=coll.id)
+    return {it.name: (it.status, it.error) for it in job.items}
 
 
 async def vectors(rt: Runtime) -> dict[str, dict[Any, np.ndarray]]:

@@ -17,9 +17,11 @@ import pytest
 
 from kb.app import create_app
 from kb.runtime import Runtime
+from tests.conftest import finish_job, ingest
 from tests.http import app_client
 from tests.live import ingest_and_wait, live_server
 
+pytestmark = pytest.mark.live
 JSON = {"content-type": "application/json"}
 
 
@@ -203,22 +205,20 @@ async def _item_status(rt: Runtime, job_id: int, wanted: str) -> None:
 async def test_cancel_a_job_pending_and_running(runtime: Runtime, tmp_path: Path) -> None:
     import asyncio
 
-    from ingest.jobs import Worker, get_job
-    from kb.runtime import build_ingest_context
+    from ingest.jobs import get_job
 
     _slow_pdf(tmp_path / "slow")
     (tmp_path / "slow" / "zz-later.md").write_text("# Later\n\nNever ingested: the job is cancelled first.")
     async with _client(runtime) as client:
         job_id = (await client.post("/kb/admin/ingest", json={"path": "slow"})).json()["job_id"]
-        worker = Worker(build_ingest_context(runtime, processes=False), stale_s=4)  # heartbeat every second
-        task = asyncio.create_task(worker.run(asyncio.Event(), until_empty=True))
+        task = asyncio.create_task(finish_job(runtime, job_id, stale_s=4))  # heartbeat every second
         await _item_status(runtime, job_id, "running")
         r = await client.post(f"/kb/admin/jobs/{job_id}/cancel")
         assert r.status_code == 200 and r.json()["status"] == "cancelled", r.text
         assert r.json()["items"][1]["status"] == "cancelled"  # the pending file at once
-        await asyncio.wait_for(task, timeout=60)
-        job = await get_job(runtime.pool, job_id)
+        job = await asyncio.wait_for(task, timeout=60)  # ends once its worker let go of the running file
         assert [i.status for i in job.items] == ["cancelled", "cancelled"] and job.status == "cancelled"
+        assert job == await get_job(runtime.pool, job_id)
         assert "nothing was stored" in job.items[0].error
         assert await runtime.pool.fetchval("SELECT count(*) FROM documents") == 0
         r = await client.post(f"/kb/admin/jobs/{job_id}/cancel")
@@ -229,36 +229,28 @@ async def test_cancel_a_job_pending_and_running(runtime: Runtime, tmp_path: Path
 async def test_stopping_worker_hands_its_file_back(runtime: Runtime, tmp_path: Path) -> None:
     import asyncio
 
-    from ingest.jobs import Worker, create_job, get_job
-    from kb.runtime import build_ingest_context
+    from ingest.jobs import create_job, get_job
 
     path = _slow_pdf(tmp_path / "handback")
     job_id = await create_job(runtime.pool, collection_id=1, path=path)
     stop = asyncio.Event()
-    first = asyncio.create_task(Worker(build_ingest_context(runtime, processes=False)).run(stop))
+    first = asyncio.create_task(finish_job(runtime, job_id, stop=stop))
     await _item_status(runtime, job_id, "running")
     stop.set()  # what SIGTERM does to the server's (or `kb worker`'s) worker
-    await asyncio.wait_for(first, timeout=30)
-    item = (await get_job(runtime.pool, job_id)).items[0]
+    item = (await asyncio.wait_for(first, timeout=30)).items[0]
     assert (item.status, item.attempts) == ("pending", 0)  # handed back at once, no attempt spent
-    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
-    item = (await get_job(runtime.pool, job_id)).items[0]
+    assert (await get_job(runtime.pool, job_id)).items[0] == item
+    item = (await finish_job(runtime, job_id)).items[0]
     assert (item.status, item.attempts) == ("ok", 1), item.error
 
 
 async def test_file_time_limit(runtime: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import asyncio
     import dataclasses
-
-    from ingest.jobs import Worker, create_job, get_job
-    from kb.runtime import build_ingest_context
 
     path = _slow_pdf(tmp_path / "timeout")
     runtime.settings = dataclasses.replace(
         runtime.settings, ingest=dataclasses.replace(runtime.settings.ingest, file_timeout_s=0.5))
-    job_id = await create_job(runtime.pool, collection_id=1, path=path)
-    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
-    item = (await get_job(runtime.pool, job_id)).items[0]
+    item = (await ingest(runtime, path)).items[0]
     assert item.status == "failed" and "KB_FILE_TIMEOUT_S" in item.error
     assert await runtime.pool.fetchval("SELECT count(*) FROM documents") == 0
 
@@ -268,8 +260,7 @@ async def test_same_content_is_stored_once_even_by_concurrent_workers(runtime: R
 
     import asyncpg
 
-    from ingest.jobs import Worker, create_job, get_job
-    from kb.runtime import build_ingest_context
+    from ingest.jobs import create_job, get_job
 
     folder = tmp_path / "dupes"
     folder.mkdir()
@@ -277,8 +268,7 @@ async def test_same_content_is_stored_once_even_by_concurrent_workers(runtime: R
     for i in range(4):
         (folder / f"copy{i}.md").write_text(text)
     job_id = await create_job(runtime.pool, collection_id=1, path=folder)
-    workers = [Worker(build_ingest_context(runtime, processes=False)) for _ in range(4)]
-    await asyncio.gather(*(w.run(asyncio.Event(), until_empty=True) for w in workers))
+    await asyncio.gather(*(finish_job(runtime, job_id) for _ in range(4)))  # four workers
     job = await get_job(runtime.pool, job_id)
     assert job.counts == {"ok": 1, "skipped": 3}, job.counts
     doc_ids = {i.document_id for i in job.items}
@@ -293,29 +283,19 @@ async def test_same_content_is_stored_once_even_by_concurrent_workers(runtime: R
 
 
 async def test_replaced_document_keeps_earlier_jobs_pointing_at_it(runtime: Runtime, tmp_path: Path) -> None:
-    import asyncio
-
-    from ingest.jobs import Worker, create_job, get_job
-    from kb.runtime import build_ingest_context
+    from ingest.jobs import get_job
 
     path = tmp_path / "same-name.md"
     path.write_text("# Osprey\n\nVersion one of the Osprey memo.\n")
-    first = await create_job(runtime.pool, collection_id=1, path=path)
-    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
+    first = await ingest(runtime, path)
     path.write_text("# Osprey\n\nVersion two of the Osprey memo, with new figures.\n")
-    second = await create_job(runtime.pool, collection_id=1, path=path)
-    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
-    new_id = (await get_job(runtime.pool, second)).items[0].document_id
-    assert (await get_job(runtime.pool, first)).items[0].document_id == new_id
+    new_id = (await ingest(runtime, path)).items[0].document_id
+    assert (await get_job(runtime.pool, first.id)).items[0].document_id == new_id
     assert await runtime.pool.fetchval("SELECT count(*) FROM documents WHERE id = $1", new_id) == 1
 
 
 async def test_page_and_chunk_limits_fail_the_file_alone(runtime: Runtime, tmp_path: Path) -> None:
-    import asyncio
     import dataclasses
-
-    from ingest.jobs import Worker, create_job, get_job
-    from kb.runtime import build_ingest_context
 
     folder = tmp_path / "limits"
     _slow_pdf(folder, "many-pages.pdf", pages=30)
@@ -324,9 +304,7 @@ async def test_page_and_chunk_limits_fail_the_file_alone(runtime: Runtime, tmp_p
     (folder / "small.md").write_text("# Small\n\nA short memo about the Kite project.\n")
     runtime.settings = dataclasses.replace(
         runtime.settings, ingest=dataclasses.replace(runtime.settings.ingest, max_pages=20, max_chunks=25))
-    job_id = await create_job(runtime.pool, collection_id=1, path=folder)
-    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
-    items = {i.name: i for i in (await get_job(runtime.pool, job_id)).items}
+    items = {i.name: i for i in (await ingest(runtime, folder)).items}
     assert items["many-pages.pdf"].status == "failed" and "KB_MAX_PAGES=20" in items["many-pages.pdf"].error
     assert items["many-chunks.md"].status == "failed" and "KB_MAX_CHUNKS_PER_FILE=25" in items["many-chunks.md"].error
     assert items["small.md"].status == "ok"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kb.runtime import Runtime, build_pipeline
+from router.prompts import METADATA, PLAN
 from router.types import STRATEGIES, QueryRequest
 from tests.http import wire
 
@@ -137,25 +138,26 @@ def _llm_pipeline(rt: Runtime, fake) -> object:  # noqa: ANN001 - FakeOpenAI
     return QueryPipeline(rt.pool, rt.embedder, chat, rt.settings.retrieval)
 
 
-def _scripted(plan_reply):  # noqa: ANN001, ANN202 - a FakeReply factory for the plan step
-    from kb.bench.ingest_profile import minimal_json
+def _route(fake, plan_reply, more: dict | None = None) -> None:  # noqa: ANN001 - FakeOpenAI, a FakeReply factory
+    """The plan step answers ``plan_reply({report stem: doc id})`` for the documents its prompt routes; the answer
+    cites the first evidence block of every document; ``more`` answers other steps, and the rest get their
+    smallest valid reply."""
     from tests.fake_openai import FakeReply
 
-    def respond(body: dict) -> FakeReply:
+    def plan(body: dict) -> FakeReply:
         user = body["messages"][-1]["content"]
-        if "Routed documents:" in user:
-            ids = dict((name.split(".")[0], int(i)) for i, name in re.findall(r'doc_id "(\d+)": (\S+)', user))
-            return plan_reply(ids)
+        return plan_reply(dict((name.split(".")[0], int(i)) for i, name in re.findall(r'doc_id "(\d+)": (\S+)', user)))
+
+    def answer(body: dict) -> FakeReply:
+        user = body["messages"][-1]["content"]
         if "Evidence (grouped by document):" in user:  # cite the first block of every document
             first: dict[str, str] = {}
             for marker, name in re.findall(r"^\[(\d+)\] (\S+) ›", user, flags=re.M):
                 first.setdefault(name, marker)
             return FakeReply.text(" ".join(f"{n}: figure [{m}]." for n, m in first.items()))
-        rf = body.get("response_format") or {}
-        if rf.get("type") == "json_schema":
-            return FakeReply.json(minimal_json(rf["json_schema"]["schema"]))
         return FakeReply.text("An answer [1].")
-    return respond
+
+    fake.route({PLAN: plan, **(more or {})}, text=answer)
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -170,7 +172,7 @@ async def test_llm_decomposition_is_validated_and_used(samples_rt: Runtime, fake
             {"doc_id": str(a), "sub_question": "duplicate"},
             {"doc_id": str(n), "sub_question": "Northwind revenue for 2023"}]})
 
-    fake_openai.script(responder=_scripted(plan_reply))
+    _route(fake_openai, plan_reply)
     result = await _llm_pipeline(samples_rt, fake_openai).run(QueryRequest(
         query="Compare the 2023 revenue of Aurora Pharma and Northwind Energy.", strategy=strategy))
     scope = wire(result.trace)["scope"]
@@ -192,7 +194,7 @@ async def test_llm_decomposition_is_validated_and_used(samples_rt: Runtime, fake
 async def test_llm_decomposition_failure_falls_back_offline(samples_rt: Runtime, fake_openai, reply: str) -> None:  # noqa: ANN001
     from tests.fake_openai import FakeReply
 
-    fake_openai.script(responder=_scripted(lambda _ids: FakeReply.text(reply)))
+    _route(fake_openai, lambda _ids: FakeReply.text(reply))
     result = await _llm_pipeline(samples_rt, fake_openai).run(QueryRequest(
         query="Compare the 2023 revenue of Aurora Pharma and Northwind Energy.", strategy="semantic"))
     scope = wire(result.trace)["scope"]
@@ -213,15 +215,8 @@ async def test_llm_scope_from_the_metadata_call_upgrades_a_single_question(sampl
                 for stem in ("aurora-pharma-2023-annual-report", "northwind-energy-2023-annual-report") if stem in ids]
         return FakeReply.json({"scope": "multi", "reason": "two companies", "sub_questions": subs})
 
-    inner = _scripted(plan_reply)
-
-    def respond(body: dict) -> FakeReply:
-        if "Metadata keys and known values" in body["messages"][-1]["content"]:
-            return FakeReply.json({"conditions": [{"key": "company", "op": "in",
-                                                   "value": ["Aurora Pharma", "Northwind Energy"]}], "scope": "multi"})
-        return inner(body)
-
-    fake_openai.script(responder=respond)
+    _route(fake_openai, plan_reply, {METADATA: FakeReply.json({"conditions": [
+        {"key": "company", "op": "in", "value": ["Aurora Pharma", "Northwind Energy"]}], "scope": "multi"})})
     question = "How much revenue did the drug maker and the wind power producer each make in 2023?"
     result = await _llm_pipeline(samples_rt, fake_openai).run(QueryRequest(query=question))
     scope = wire(result.trace)["scope"]
@@ -230,5 +225,5 @@ async def test_llm_scope_from_the_metadata_call_upgrades_a_single_question(sampl
                                                                "northwind-energy-2023-annual-report"}
     assert {Path(c.doc_name).stem for c in result.citations} == {"aurora-pharma-2023-annual-report",
                                                                  "northwind-energy-2023-annual-report"}
-    metadata_call = next(r for r in fake_openai.requests if "Metadata keys" in r.messages[-1]["content"])
+    metadata_call = next(r for r in fake_openai.requests if r.step is METADATA)
     assert "scope" in metadata_call.response_format["json_schema"]["schema"]["properties"]

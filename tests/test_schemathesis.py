@@ -17,6 +17,7 @@ import pytest
 
 from tests.live import ingest_and_wait, live_server
 
+pytestmark = pytest.mark.live
 CONFIG = Path(__file__).resolve().parent.parent / "schemathesis.toml"
 EXAMPLES = os.environ.get("KB_SCHEMATHESIS_EXAMPLES", "10")
 

@@ -4,7 +4,6 @@ embedder."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 import typing
 from dataclasses import fields
@@ -17,7 +16,7 @@ import pytest
 from kb.cli import main
 from kb.errors import ConfigError
 from kb.settings import Settings, get_settings, setting_docs, settings_table
-from tests.conftest import SetEnv
+from tests.conftest import SetEnv, ingest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -113,8 +112,7 @@ class RecordingEmbedder:
 
 async def test_embedding_batch_setting_reaches_the_embedder(db_env: str, set_env: SetEnv, tmp_path: Path) -> None:
     """KB_EMBEDDING_BATCH=50: ingest sends the embedder batches of 50 (a wrapper once capped them at 32)."""
-    from ingest.jobs import Worker, create_job, get_job
-    from kb.runtime import build_ingest_context, open_runtime
+    from kb.runtime import open_runtime
 
     settings = set_env(KB_EMBEDDING_BATCH="50", KB_EMBEDDING_MODEL="hash:384")
     folder = tmp_path / "docs"
@@ -125,9 +123,7 @@ async def test_embedding_batch_setting_reaches_the_embedder(db_env: str, set_env
     embedder = RecordingEmbedder()
     rt = await open_runtime(settings, embedder=embedder)
     try:
-        job_id = await create_job(rt.pool, collection_id=1, path=folder)
-        await Worker(build_ingest_context(rt, processes=False)).run(asyncio.Event(), until_empty=True)
-        job = await get_job(rt.pool, job_id)
+        job = await ingest(rt, folder)
         assert job.counts == {"ok": 1}, [(i.name, i.error) for i in job.items]
         chunks = await rt.pool.fetchval("SELECT count(*) FROM chunks")
     finally:

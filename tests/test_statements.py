@@ -3,7 +3,6 @@ or the auditor's letter), marked on chunks and nodes, and used by the router whe
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pymupdf
@@ -12,9 +11,10 @@ import pytest
 from ingest.pdf_read import read_pdf
 from ingest.statements import page_statement, statement_pages
 from kb.app import create_app
-from kb.runtime import Runtime, build_ingest_context, build_pipeline
+from kb.runtime import Runtime, build_pipeline
 from kb.vocab import question_statements, statement_title
 from router.types import QueryRequest
+from tests.conftest import ingest
 from tests.http import app_client, wire
 
 PROSE = ("Management believes that the company's liquidity remains strong and that capital expenditure on new "
@@ -107,14 +107,10 @@ def test_statement_pages_of_a_report(tmp_path: Path) -> None:
 
 
 async def test_named_statement_reaches_the_evidence(runtime: Runtime, tmp_path: Path) -> None:
-    from ingest.jobs import Worker, create_job, get_job
-
     folder = tmp_path / "docs"
     folder.mkdir()
     write_10k(folder / "acme-2023-10k.pdf")
-    job_id = await create_job(runtime.pool, collection_id=1, path=folder)
-    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
-    job = await get_job(runtime.pool, job_id)
+    job = await ingest(runtime, folder)
     assert job.counts == {"ok": 1}, [(i.name, i.error) for i in job.items]
     marks = {r["page"]: r["statement"] for r in await runtime.pool.fetch(
         "SELECT DISTINCT page, statement FROM chunks WHERE statement <> ''")}

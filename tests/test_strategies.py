@@ -1,30 +1,24 @@
 """The routing strategy list is declared once (``router.types.Strategy``) and every surface accepts exactly
 the registered routers: the API request, ``kb query``, the MCP tool and ``kb bench`` (financebench/docugami,
-latency, load). Adding a strategy to the registry and forgetting a surface fails here."""
+load). Adding a strategy to the registry and forgetting a surface fails here; lists defined from the registry
+(``kb bench latency``'s, the bench defaults) are not restated."""
 
 from __future__ import annotations
 
 import types
 from pathlib import Path
-from typing import get_args
 
 import msgspec
 import pytest
 
-from kb.bench import cli as bench_cli
-from kb.bench import harness, measure
 from kb.bench.load import sample_questions
-from kb.bench.strategies import BENCH_STRATEGIES, FLAT, parse_strategies
+from kb.bench.strategies import FLAT, parse_strategies
 from kb.cli import build_parser
 from kb.errors import ValidationError
 from router.routing import ROUTERS
-from router.types import FLAT_MODES, STRATEGIES, QueryRequest, Strategy, checked
+from router.types import QueryRequest, checked
 
 REGISTERED = tuple(ROUTERS)
-
-
-def test_registry_is_the_declared_list() -> None:
-    assert REGISTERED == STRATEGIES == get_args(Strategy)
 
 
 @pytest.mark.parametrize("strategy", REGISTERED)
@@ -59,17 +53,9 @@ async def test_mcp_query_tool_lists_the_registry() -> None:
 
 def test_kb_bench_runs_every_registered_strategy_and_flat_baseline() -> None:
     args = build_parser().parse_args(["bench", "financebench", "--data", "x"])
-    assert args.strategies == bench_cli.DEFAULT_STRATEGIES
-    assert parse_strategies(args.strategies) == BENCH_STRATEGIES == (*REGISTERED, *FLAT)
-    assert tuple(FLAT.values()) == FLAT_MODES
-    assert harness.BenchConfig(dataset="financebench", data_dir=Path(".")).strategies == BENCH_STRATEGIES
-    assert set(harness.ROUTED) | set(harness.FLAT) == set(BENCH_STRATEGIES)
+    assert parse_strategies(args.strategies) == (*REGISTERED, *FLAT)
     with pytest.raises(ValidationError):
         parse_strategies("auto,nope")
-
-
-def test_kb_bench_latency_measures_every_registered_strategy() -> None:
-    assert set(REGISTERED) <= set(measure.MEASURED)
 
 
 @pytest.mark.parametrize("strategy", REGISTERED)

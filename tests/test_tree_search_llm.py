@@ -8,6 +8,7 @@ import pytest
 from kb.providers.chat import OpenAIChatModel
 from kb.settings import LLMSettings, RetrievalSettings
 from kb.types import TreeNode
+from router.prompts import TREE_SEARCH
 from router.tree_search import LoadedTree, TreeSearcher
 from tests.fake_openai import FakeOpenAI, FakeReply, fake_openai_fixture  # noqa: F401
 
@@ -35,9 +36,9 @@ def _searcher(fake: FakeOpenAI, prompt_tokens: int) -> TreeSearcher:
 
 @pytest.mark.asyncio
 async def test_whole_tree_prompt_keeps_selectable_nodes_and_drops_others(fake_openai: FakeOpenAI) -> None:
-    fake_openai.script(FakeReply.json({"thinking": "t", "results": [
+    fake_openai.route({TREE_SEARCH: [FakeReply.json({"thinking": "t", "results": [
         {"node_id": "0002", "sub_query": "revenue 2023"}, {"node_id": " 0003 "},  # own text: selectable
-        {"node_id": "0001"}, {"node_id": "9999"}, {"node_id": "0002"}]}))  # a parent, unknown, repeated
+        {"node_id": "0001"}, {"node_id": "9999"}, {"node_id": "0002"}]})]}, minimal=False)  # a parent, unknown, repeated
     res = await _searcher(fake_openai, 10_000).search(TREE, "What was revenue?", None)
     assert res.mode == "llm"
     assert [(p.node_id, p.sub_query) for p in res.picks] == [("0002", "revenue 2023"), ("0003", "What was revenue?")]
@@ -48,11 +49,11 @@ async def test_whole_tree_prompt_keeps_selectable_nodes_and_drops_others(fake_op
 
 @pytest.mark.asyncio
 async def test_top_down_descends_through_chosen_parents(fake_openai: FakeOpenAI) -> None:
-    fake_openai.script(
+    fake_openai.route({TREE_SEARCH: [
         FakeReply.json({"thinking": "a", "results": [{"node_id": "0001"}, {"node_id": "0004"}]}),  # 0004: not shown
         FakeReply.json({"thinking": "b", "results": [{"node_id": "0003"}, {"node_id": "0002", "sub_query": "rev"}]}),
         FakeReply.json({"thinking": "c", "results": [{"node_id": "0004", "sub_query": "capex"}]}),
-    )
+    ]}, minimal=False)
     res = await _searcher(fake_openai, 1).search(TREE, "What was revenue?", None)
     assert res.mode == "llm_topdown" and res.llm_calls == 3
     assert [(p.node_id, p.sub_query) for p in res.picks] == [("0002", "rev"), ("0004", "capex")]

@@ -3,7 +3,6 @@ a Markdown file written by the test and ingested by the real worker."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pymupdf
@@ -11,7 +10,7 @@ import pytest
 
 from kb.app import create_app
 from kb.runtime import Runtime
-from tests.conftest import SetEnv
+from tests.conftest import SetEnv, ingest
 from tests.http import app_client
 from tests.pdfgen import Sec, make_report_pdf
 
@@ -39,18 +38,13 @@ def _client(rt: Runtime):
 
 async def _ingest(runtime: Runtime, tmp_path: Path) -> tuple[dict[str, int], Path]:
     """A generated PDF and a Markdown file ingested through a folder job; {name: document id}."""
-    from ingest.jobs import Worker, create_job, get_job
-    from kb.runtime import build_ingest_context
-
     docs = tmp_path / "docs"
     docs.mkdir()
     make_report_pdf(docs / "report.pdf", [Sec("Revenue", paragraphs=4), Sec("Liquidity", paragraphs=8),
                                           Sec("Risks", paragraphs=6)], outline=True)
     (docs / "orion.md").write_text(MD)
     (docs / "lynx.html").write_text(HTML)
-    job_id = await create_job(runtime.pool, collection_id=1, path=docs, allowed_root=tmp_path)
-    await Worker(build_ingest_context(runtime, processes=False)).run(asyncio.Event(), until_empty=True)
-    job = await get_job(runtime.pool, job_id)
+    job = await ingest(runtime, docs, allowed_root=tmp_path)
     assert job.counts == {"ok": 3}, [(i.name, i.error) for i in job.items]
     return {i.name: i.document_id for i in job.items}, docs
 

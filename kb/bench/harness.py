@@ -198,7 +198,7 @@ async def ingest_dataset(rt: Runtime, ds: BenchDataset, collection: str, *, reus
 
     Without ``reuse`` the collection is emptied first, so the time measured is a full ingest.
     """
-    from ingest.jobs import Worker, create_job, get_job
+    from ingest.jobs import create_job, run_job
     from ingest.store import delete_document, list_documents
     from kb.collections import ensure_collection
     from kb.runtime import build_ingest_context
@@ -220,33 +220,14 @@ async def ingest_dataset(rt: Runtime, ds: BenchDataset, collection: str, *, reus
         await delete_document(rt.pool, doc_id)
     if stale:
         log.info("bench.documents_deleted", collection=collection, deleted=len(stale))
-    ctx = build_ingest_context(rt, processes=rt.settings.ingest.workers > 0)
     started = time.perf_counter()
-    try:
+    with build_ingest_context(rt) as ctx:
         job_id = await create_job(rt.pool, collection_id=coll.id, path=ds.pdf_dir, metadata_path=ds.metadata_path)
-        worker = Worker(ctx, concurrency=max(1, rt.settings.ingest.workers), stale_s=rt.settings.ingest.job_stale_s)
-        task = asyncio.create_task(worker.run(asyncio.Event(), until_empty=True))
-        last_note = 0.0
-        while True:  # items may also be claimed by other workers on the same database: wait for the job
-            await asyncio.wait({task}, timeout=30)
-            job = await get_job(rt.pool, job_id)
-            if job.status == "done" or time.perf_counter() - last_note >= 30:
-                last_note = time.perf_counter()
-                done = sum(v for k, v in job.counts.items() if k not in {"pending", "running"})
-                print(f"kb bench: ingest {done}/{job.files} files, {job.pages} pages, {job.chunks} chunks, "
-                      f"{last_note - started:.0f} s", file=sys.stderr, flush=True)
-            if job.status == "done":
-                break
-            if task.done():
-                await task  # surfaces a crash of our worker
-                await asyncio.sleep(2)
-                task = asyncio.create_task(worker.run(asyncio.Event(), until_empty=True))
-        await task
-    finally:
-        if ctx.executor is not None:
-            ctx.executor.shutdown(wait=False, cancel_futures=True)
+        # items may also be claimed by other workers on the same database: run_job waits for the job
+        job = await run_job(ctx, job_id, workers=rt.settings.ingest.workers, progress_s=30, on_progress=lambda j: print(
+            f"kb bench: ingest {j.files_done}/{j.files} files, {j.pages} pages, {j.chunks} chunks, "
+            f"{time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True))
     seconds = time.perf_counter() - started
-    job = await get_job(rt.pool, job_id)
     failed = {it.name: it.error or it.status for it in job.items if it.status in {"failed", "unsupported"}}
     for name, error in failed.items():
         log.warning("bench.ingest_failed", name=name, error=error)

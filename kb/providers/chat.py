@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import json
 import random
+import re
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -53,6 +54,12 @@ class OfflineChatModel:
 def prompt_hash(model: str, system: str, prompt: str, schema: dict[str, Any] | None) -> str:
     payload = json.dumps([model, system, prompt, schema], sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def schema_name(purpose: str) -> str:
+    """The ``json_schema`` name a step's request carries: its purpose in the characters the OpenAI API allows
+    (``tree.search`` → ``tree_search``), at most 64 of them."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", purpose)[:64] or "reply"
 
 
 _RETRYABLE = (openai.RateLimitError, openai.APITimeoutError, openai.APIConnectionError, openai.InternalServerError)
@@ -132,9 +139,10 @@ class OpenAIChatModel:
                 log.error("llm.store_failed", purpose=purpose, error=str(exc))
         return result
 
-    def _response_format(self, schema: dict[str, Any]) -> dict[str, Any]:
+    def _response_format(self, purpose: str, schema: dict[str, Any]) -> dict[str, Any]:
         if self._json_mode == "json_schema":
-            return {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema, "strict": False}}
+            return {"type": "json_schema",
+                    "json_schema": {"name": schema_name(purpose), "schema": schema, "strict": False}}
         return {"type": "json_object"}
 
     async def _call_with_retries(
@@ -148,7 +156,7 @@ class OpenAIChatModel:
         while attempt < attempts:
             kwargs: dict[str, Any] = {"model": self.model_id, "messages": messages, "temperature": 0}
             if schema is not None:
-                kwargs["response_format"] = self._response_format(schema)
+                kwargs["response_format"] = self._response_format(purpose, schema)
             if max_tokens is not None:
                 kwargs["max_tokens"] = max_tokens
             try:
