@@ -66,3 +66,20 @@ def test_imports_point_down(module: str, imports: set[str]) -> None:
     if not _within(module, APP_USERS):
         assert not {i for i in imports if _within(i, ("kb.app",))}, \
             f"{module} imports kb.app: get the pool, providers and pipeline from kb.runtime"
+
+
+def test_the_query_path_stays_readable() -> None:
+    """Issue 20's bounds: router functions take at most 6 parameters (two prompt/score builders excepted) and
+    ``QueryPipeline`` fits on one screen (its stages are functions over the query state)."""
+    wide, pipeline_lines = [], 0
+    for path in sorted((ROOT / "router").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                a = node.args
+                names = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs) if x.arg not in {"self", "cls"}]
+                if len(names) >= 7:
+                    wide.append(f"{path.stem}.{node.name}")
+            elif isinstance(node, ast.ClassDef) and node.name == "QueryPipeline":
+                pipeline_lines = node.end_lineno - node.lineno + 1
+    assert sorted(wide) == ["prompts.multi_synthesis_prompt", "retrieve.rank_across_nodes"]
+    assert 0 < pipeline_lines <= 60
