@@ -508,7 +508,7 @@ async def _main(config: BenchConfig) -> BenchReport:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    """Entry of ``kb bench financebench|docugami`` (arguments defined in ``kb.bench.cli``)."""
+    """Entry of ``kb bench financebench|docugami|loong`` (arguments defined in ``kb.bench.cli``)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     config = config_from_args(args)
