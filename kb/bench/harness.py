@@ -375,6 +375,7 @@ def _environment(rt: Runtime, pgvector: str | None) -> dict[str, Any]:
 async def run_benchmark(rt: Runtime, config: BenchConfig,
                         progress: Callable[[str], None] | None = None) -> BenchReport:
     """Ingest (or reuse) the corpus, run every strategy on every question, and aggregate the metrics."""
+    from ingest.formats import format_of
     from ingest.store import list_documents
 
     say = progress or (lambda _msg: None)
@@ -461,7 +462,8 @@ async def run_benchmark(rt: Runtime, config: BenchConfig,
            "anonymized_file_names": ds.anonymize, "reuse": config.reuse, "collection_arg": config.collection,
            "questions_file": str(config.questions) if config.questions else None, "limit": config.limit,
            "llm": config.llm, "price_usd_per_million_tokens": {"in": config.price_in, "out": config.price_out},
-           "oracle": config.oracle, "top_docs": "scope" if spec.scope_top_docs else TOP_DOCS}
+           "oracle": config.oracle, "top_docs": "scope" if spec.scope_top_docs else TOP_DOCS,
+           "units": sorted({fmt.unit for f in ds.files if (fmt := format_of(f)) is not None})}
     return BenchReport(dataset=config.dataset, collection=collection, ingest=ingest, strategies=strategies,
                        by_type=by_type, skipped=skipped, questions=qdetails, environment=env)
 

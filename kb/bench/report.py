@@ -164,7 +164,9 @@ def render_markdown(report: dict[str, Any], notes: str | None = None) -> str:
         "## Ingest",
         "",
     ]
-    out += table(["docs", "pages", "chunks", "seconds", "pages/s", "reused"],
+    units = env.get("units") or ["page"]  # text reports count lines where PDFs count pages
+    size = "pages" if units == ["page"] else "lines" if units == ["line"] else "pages or lines"
+    out += table(["docs", size, "chunks", "seconds", f"{size}/s", "reused"],
                   [(ing["docs"], ing["pages"], ing["chunks"], ing.get("seconds"), ing.get("pages_per_s"),
                     ing.get("reused"))])
     if ing.get("failed"):
@@ -193,7 +195,8 @@ def render_markdown(report: dict[str, Any], notes: str | None = None) -> str:
     if env.get("anonymized_file_names"):
         out += ["", "PDFs were ingested under neutral names (`doc-<sha256 prefix>.pdf`): routing and metadata "
                 "cannot use the file names; results are mapped back to the original names."]
-    out += ["", "## Targets", "", *_targets(report)]
+    if targets := _targets(report):
+        out += ["", "## Targets", "", *targets]
     out += _waterfall(report)
     out += ["", "## By question type", ""]
     by_type = report.get("by_type", {})
