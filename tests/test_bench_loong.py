@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kb.bench.cli import BENCHMARKS, RUNNERS, add_arguments
+from kb.bench.cli import BENCHMARKS, RUNNERS, add_arguments, run
 from kb.bench.datasets import DATASETS, default_collection, load_loong, loong_collection
 from kb.bench.entities import question_groups, right_entities
 from kb.bench.harness import BenchConfig, run_benchmark, run_cli
@@ -96,6 +96,12 @@ def test_benchmarks_are_declared_once() -> None:
     assert loong_collection(Path("/data/loong-zh-dev")) == "bench-loong-zh"
     assert loong_collection(Path("/data/my set")) == "bench-loong-my-set"
     assert BenchConfig(dataset="loong", data_dir=Path("/d/loong-zh-dev")).collection_name == "bench-loong-zh"
+
+
+def test_absent_data_runs_nothing(tmp_path: Path) -> None:
+    args = argparse.Namespace(dataset="loong", data=tmp_path / "loong-en-dev")
+    with pytest.raises(SystemExit, match="no data folder"):
+        run(args)  # before any database is opened
 
 
 def test_loong_loader(tmp_path: Path) -> None:

@@ -55,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
     if args.data is None:
         parser_error = f"kb bench {args.dataset}: --data DIR is required"
         raise SystemExit(parser_error)
+    if not Path(args.data).expanduser().is_dir():  # before a database is opened
+        raise SystemExit(f"kb bench {args.dataset}: no data folder at {args.data}; nothing was run")
     from kb.bench.harness import run_cli
 
     return run_cli(args)
