@@ -487,7 +487,8 @@ def format_table(report: BenchReport, ks: Sequence[int]) -> str:
         lines.append(name.ljust(16) + "".join(cells))
     ing = report.ingest
     lines.append("")
-    lines.append(f"dataset {report.dataset}, collection {report.collection}: {ing.docs} docs, {ing.pages} pages, "
+    size = "pages" if report.environment.get("units", ["page"]) == ["page"] else "lines"  # text corpora count lines
+    lines.append(f"dataset {report.dataset}, collection {report.collection}: {ing.docs} docs, {ing.pages} {size}, "
                  f"{ing.chunks} chunks" + (" (reused)" if ing.reused else f", ingest {ing.seconds} s"))
     for sk in report.skipped:
         lines.append(f"skipped {sk['qid']}: {sk['reason']}")
