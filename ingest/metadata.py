@@ -27,7 +27,6 @@ log = structlog.get_logger("ingest.metadata")
 
 KEY_FIELDS = ("file", "filename", "doc_name", "name")
 """Row fields that name the document a folder-metadata row belongs to (first present wins)."""
-_DOC_EXTENSIONS = (".pdf", ".md", ".markdown", ".txt", ".docx", ".html", ".htm")
 
 
 class DocMetadata(msgspec.Struct, frozen=True):
@@ -70,10 +69,13 @@ def merge_metadata(*layers: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def doc_key(name: str) -> str:
-    """The key folder metadata is matched on: the file name without directory and document extension."""
+    """The key folder metadata is matched on: the file name without directory and document extension
+    (a suffix of ``ingest.formats.SUPPORTED``)."""
+    from ingest.formats import SUPPORTED  # imported here: ingest.formats imports this module
+
     base = name.replace("\\", "/").rsplit("/", 1)[-1].strip()
     lower = base.lower()
-    for ext in _DOC_EXTENSIONS:
+    for ext in SUPPORTED:
         if lower.endswith(ext):
             return base[: -len(ext)]
     return base

@@ -17,6 +17,7 @@ from litestar.routes import HTTPRoute
 from ingest.jobs import STOP_GRACE_S, Worker
 from kb import __version__
 from kb.api.admin import AdminController
+from kb.api.capabilities import CapabilitiesController
 from kb.api.catalog import CatalogController, health
 from kb.api.common import (
     DEPENDENCIES,
@@ -142,8 +143,8 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
                 await rt.close()
 
     app = Litestar(
-        route_handlers=[health, CatalogController, PagesController, QueryController, AdminController,
-                        MetricsController, mcp_route(mcp_manager), ui_root, ui_router()],
+        route_handlers=[health, CatalogController, CapabilitiesController, PagesController, QueryController,
+                        AdminController, MetricsController, mcp_route(mcp_manager), ui_root, ui_router()],
         lifespan=[lifespan],
         dependencies=DEPENDENCIES,
         exception_handlers={Exception: exception_handler},

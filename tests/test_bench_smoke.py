@@ -153,6 +153,9 @@ async def test_bench_financebench_end_to_end(runtime: Runtime, tmp_path: Path) -
     # the evidence handed to synthesis holds ACME page 3, so the reference figure 4,210 is in it;
     # q_bolt's reference answer has no figure: not counted
     assert acme["results"]["flat-bm25"]["answer_number_recall"] == 1.0
+    # the extractive answer over those chunks quotes the throughput sentence: the figure reaches the reader too
+    assert acme["results"]["flat-bm25"]["answer_figure_recall"] == 1.0 and "4,210" in acme["results"]["flat-bm25"]["answer"]
+    assert report.by_type["flat-bm25"]["metrics-generated"]["answer_figure_recall"] == 1.0
     assert acme["results"]["flat-bm25"]["evidence_doc_coverage"] == 1.0
     assert bm25["answer_number_recall"] == 1.0 and bm25["evidence_doc_coverage"] == 1.0
     assert acme["results"]["flat-bm25"]["chunks"][0] == ["ACME_2022_10K.pdf", 3]

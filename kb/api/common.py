@@ -280,7 +280,7 @@ def read_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandl
 __all__ = ["NotAuthorizedException", "PermissionDeniedException", "admin_guard", "read_guard"]
 
 
-_NO_DATABASE = ("/health", "/metrics", "/schema")
+_NO_DATABASE = ("/health", "/metrics", "/schema", "/kb/capabilities")
 
 
 async def before_request(request: Request[Any, Any, Any]) -> None:

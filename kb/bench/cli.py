@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 from pathlib import Path
 
+from kb.bench.datasets import DATASETS
 from kb.bench.strategies import BENCH_STRATEGIES
 
 DEFAULT_STRATEGIES = ",".join(BENCH_STRATEGIES)
+RUNNERS: dict[str, str] = {"latency": "kb.bench.latency", "ingest": "kb.bench.ingest_profile", "load": "kb.bench.load"}
+"""Benchmarks without a question set: name → module whose ``run_cli(args)`` runs it. The question datasets
+are ``kb.bench.datasets.DATASETS`` (all run by ``kb.bench.harness``)."""
+BENCHMARKS: tuple[str, ...] = (*DATASETS, *RUNNERS)
+"""Every ``kb bench`` name, declared once: the question datasets, then the other benchmarks."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("dataset", choices=["financebench", "docugami", "latency", "ingest", "load"])
-    parser.add_argument("--data", type=Path, help="dataset folder (pdfs/ + questions); not for latency")
+    parser.add_argument("dataset", choices=BENCHMARKS,
+                        help="; ".join(f"{d.name}: {d.summary}" for d in DATASETS.values())
+                        + "; latency, ingest, load: see the README")
+    parser.add_argument("--data", type=Path, help="dataset folder (pdfs/ or docs/ + questions); not for latency")
     parser.add_argument("--questions", type=Path, help="replace the question file")
-    parser.add_argument("--collection", help="collection name (default bench-<dataset>)")
+    parser.add_argument("--collection", help="collection name (default bench-<dataset>; loong: from the folder, "
+                                             "bench-loong-en for loong-en-dev)")
     parser.add_argument("--strategies", default=DEFAULT_STRATEGIES)
     parser.add_argument("--k", default="5,10", help="cut-offs for page recall")
     parser.add_argument("--json", type=Path, dest="json_out", help="write the metrics as JSON here")
@@ -39,21 +49,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.dataset == "ingest":
-        from kb.bench.ingest_profile import run_cli as run_ingest_profile
-
-        return run_ingest_profile(args)
-    if args.dataset == "load":
-        from kb.bench.load import run_cli as run_load
-
-        return run_load(args)
-    if args.dataset == "latency":
-        from kb.bench.latency import run_cli as run_latency
-
-        return run_latency(args)
+    """Run the named benchmark: a ``RUNNERS`` module, else the harness over a ``DATASETS`` entry."""
+    if args.dataset in RUNNERS:
+        return int(importlib.import_module(RUNNERS[args.dataset]).run_cli(args))
     if args.data is None:
         parser_error = f"kb bench {args.dataset}: --data DIR is required"
         raise SystemExit(parser_error)
+    if not Path(args.data).expanduser().is_dir():  # before a database is opened
+        raise SystemExit(f"kb bench {args.dataset}: no data folder at {args.data}; nothing was run")
     from kb.bench.harness import run_cli
 
     return run_cli(args)

@@ -1,8 +1,10 @@
-"""``kb bench financebench|docugami``: ingest a corpus, run every strategy on the production path, score it.
+"""``kb bench financebench|docugami|loong``: ingest a corpus, run every strategy on the production path, score it.
 
-Routed strategies go through ``QueryPipeline.retrieve`` (routing + tree search + in-node retrieval, no
-synthesis), exactly as the API does; the ``flat-*`` baselines go through ``router.flat.FlatRetriever``
-over the same chunks and embedder. Metrics are defined in ``kb.bench.metrics``.
+Routed strategies go through ``QueryPipeline.retrieve`` (routing + tree search + in-node retrieval), exactly
+as the API does, then ``router.synthesize.synthesize`` over its evidence (timed apart: latency is retrieval);
+the ``flat-*`` baselines go through ``router.flat.FlatRetriever`` over the same chunks and embedder, answered
+extractively (no LLM) from their top-k chunks. Metrics are defined in ``kb.bench.metrics``; the datasets,
+with their own metrics, in ``kb.bench.datasets.DATASETS``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 import msgspec
 import structlog
 
-from kb.bench.datasets import BenchDataset, BenchQuestion, load_dataset
+from kb.bench.datasets import DATASETS, BenchDataset, BenchQuestion, default_collection, load_dataset
 from kb.bench.environment import git_commit, machine, pgvector_version, utc_seconds
 from kb.bench.metrics import QuestionRun, aggregate, metric_names, question_metrics
 from kb.bench.strategies import BENCH_STRATEGIES, FLAT, ROUTED, parse_strategies
@@ -37,6 +39,8 @@ TOP_DOCS = 5
 """Routed documents requested per question (doc_hit@1/@3 and doc_recall@3/@5 come from one ranking)."""
 FLAT_DOC_POOL = 50
 """Flat baselines rank documents by their first appearance among this many top chunks."""
+ANSWER_CHARS = 1500
+"""Characters of each answer kept in the per-question JSON (to check the answer metrics by eye)."""
 
 SQL_NODE_SPANS = """
 SELECT n.document_id, n.node_id, n.start_index, n.end_index, n.unit
@@ -75,7 +79,7 @@ class BenchConfig(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def collection_name(self) -> str:
-        return self.collection or f"bench-{self.dataset}"
+        return self.collection or default_collection(self.dataset, self.data_dir)
 
 
 class IngestSummary(msgspec.Struct, frozen=True):
@@ -268,6 +272,8 @@ class _Runner:
         self.collection = collection
         self.top_k = max(*ks, 10)  # mrr@10 always sees 10 chunks
         self.names = names
+        spec = DATASETS.get(self.config.dataset)
+        self.top_docs = None if spec is not None and spec.scope_top_docs else TOP_DOCS
         # one pipeline per strategy: each strategy embeds every question itself (no cross-strategy cache)
         self.pipelines = {s: build_pipeline(rt) for s in ROUTED}
         self.flat = FlatRetriever(rt.pool, rt.embedder, rt.settings.retrieval)
@@ -286,9 +292,11 @@ class _Runner:
         for s in strategies:
             if s in ROUTED:
                 await warm.retrieve(QueryRequest(query=text, collection=self.collection, strategy=s,
-                                                 top_docs=TOP_DOCS, top_k=self.top_k, include_trace=False))
+                                                 top_docs=self.top_docs, top_k=self.top_k, include_trace=False))
 
     async def run(self, strategy: str, q: BenchQuestion) -> QuestionRun:
+        from kb.providers.chat import OfflineChatModel
+        from router.synthesize import synthesize
         from router.types import QueryRequest, checked
 
         if strategy in FLAT:
@@ -296,22 +304,21 @@ class _Runner:
             out = await self.flat.search(q.question, self.collection, FLAT[strategy], max(FLAT_DOC_POOL, self.top_k))
             latency = (time.perf_counter() - t0) * 1000
             docs = tuple(dict.fromkeys(self.names.get(c.doc_id, c.doc_name) for c in out.chunks))
-            return QuestionRun(qid=q.qid, qtype=q.qtype, docs=docs,
-                               chunks=_chunk_spans(out.chunks[: self.top_k], self.names), nodes=None,
-                               latency_ms=latency, **self._evidence(out.chunks[: self.top_k]))
+            top = out.chunks[: self.top_k]
+            answer = await synthesize(OfflineChatModel(), q.question, top)  # a baseline: no LLM, no plan
+            return QuestionRun(qid=q.qid, qtype=q.qtype, docs=docs, chunks=_chunk_spans(top, self.names), nodes=None,
+                               latency_ms=latency, **self._evidence(top), **self._answer(answer))
         pipeline = self.pipelines[strategy]
         req = checked(QueryRequest(query=q.question, collection=self.collection, strategy=strategy,
-                                            top_docs=TOP_DOCS, top_k=self.top_k, include_trace=False))
+                                   top_docs=self.top_docs, top_k=self.top_k, include_trace=False))
         chat = CountingChat(pipeline.chat)
         oracle = await self._oracle(q) if self.config.oracle else None
         t0 = time.perf_counter()
         res = await pipeline.retrieve(req, chat=chat, oracle=oracle)
         latency = (time.perf_counter() - t0) * 1000
+        answer = await synthesize(chat, q.question, res.evidence, plan=res.plan)  # --llm: part of the cost
         cost = None
-        if self.config.llm:  # the answer is part of what a question costs
-            from router.synthesize import synthesize
-
-            await synthesize(chat, q.question, res.evidence, plan=res.plan)
+        if self.config.llm:
             cost = (chat.prompt_tokens * self.config.price_in + chat.completion_tokens * self.config.price_out) / 1e6
         docs = tuple(dict.fromkeys(self.names.get(d.doc_id, d.name) for d in res.routing.documents))
         return QuestionRun(qid=q.qid, qtype=q.qtype, docs=docs,
@@ -319,7 +326,7 @@ class _Runner:
                            nodes=await _node_spans(self.rt, res.picks, self.names), latency_ms=latency,
                            llm_calls=chat.calls, tokens=chat.prompt_tokens + chat.completion_tokens, cost_usd=cost,
                            candidates=_chunk_spans(res.chunks, self.names),
-                           **self._evidence(res.evidence))
+                           **self._evidence(res.evidence), **self._answer(answer))
 
     async def _oracle(self, q: BenchQuestion) -> Any:
         """The gold documents (and, for ``nodes``, the smallest readable node covering each gold page)."""
@@ -339,6 +346,11 @@ class _Runner:
         """The evidence handed to synthesis, as the coverage metrics read it."""
         return {"evidence_docs": tuple(dict.fromkeys(self.names.get(c.doc_id, c.doc_name) for c in chunks)),
                 "evidence_text": "\n".join(c.text for c in chunks)}
+
+    def _answer(self, answer: Any) -> dict[str, Any]:
+        """The synthesised answer, as ``answer_figure_recall`` and the citation metrics read it."""
+        return {"answer_text": answer.text,
+                "cited_docs": tuple(dict.fromkeys(self.names.get(c.doc_id, c.doc_name) for c in answer.citations))}
 
 
 def _environment(rt: Runtime, pgvector: str | None) -> dict[str, Any]:
@@ -363,6 +375,7 @@ def _environment(rt: Runtime, pgvector: str | None) -> dict[str, Any]:
 async def run_benchmark(rt: Runtime, config: BenchConfig,
                         progress: Callable[[str], None] | None = None) -> BenchReport:
     """Ingest (or reuse) the corpus, run every strategy on every question, and aggregate the metrics."""
+    from ingest.formats import format_of
     from ingest.store import list_documents
 
     say = progress or (lambda _msg: None)
@@ -374,6 +387,7 @@ async def run_benchmark(rt: Runtime, config: BenchConfig,
 
         rt = dataclasses.replace(rt, chat=OfflineChatModel())
     ds = await asyncio.to_thread(load_dataset, config.dataset, config.data_dir, config.questions)
+    spec = DATASETS[config.dataset]
     collection = config.collection_name
     alias: dict[str, str] = {}
     corpus = ds
@@ -424,20 +438,22 @@ async def run_benchmark(rt: Runtime, config: BenchConfig,
     per_q: dict[str, dict[str, dict[str, Any]]] = {q.qid: {} for q in active}
     for s in config.strategies:
         values = [question_metrics(q.relevant, q.evidence, r, config.ks, ds.has_pages, answer=q.answer,
-                                   question=q.question)
+                                   question=q.question) | (spec.score(q, r) if spec.score else {})
                   for q, r in zip(active, runs[s], strict=True)]
-        strategies[s] = aggregate(values, runs[s], config.ks)
+        strategies[s] = aggregate(values, runs[s], config.ks, spec.metrics)
         errors = [r for r in runs[s] if r.error]
         if errors:
             strategies[s]["errors"] = len(errors)
         by_type[s] = {}
         for qtype in sorted({q.qtype for q in active}):
             idx = [j for j, q in enumerate(active) if q.qtype == qtype]
-            by_type[s][qtype] = aggregate([values[j] for j in idx], [runs[s][j] for j in idx], config.ks)
+            by_type[s][qtype] = aggregate([values[j] for j in idx], [runs[s][j] for j in idx], config.ks,
+                                          spec.metrics)
         for q, r, v in zip(active, runs[s], values, strict=True):
             per_q[q.qid][s] = {"docs": list(r.docs[:TOP_DOCS]),
                                "chunks": [[d, lo] if lo == hi else [d, lo, hi] for d, lo, hi in r.chunks],
                                "latency_ms": round(r.latency_ms, 1), **{k: round(x, 4) for k, x in v.items()},
+                               "cited": list(r.cited_docs), "answer": r.answer_text[:ANSWER_CHARS],
                                **({"error": r.error} if r.error else {})}
     qdetails = [{"qid": q.qid, "qtype": q.qtype, "question": q.question, "relevant": list(q.relevant),
                  "evidence": [list(e) for e in q.evidence], "results": per_q[q.qid]} for q in active]
@@ -446,7 +462,8 @@ async def run_benchmark(rt: Runtime, config: BenchConfig,
            "anonymized_file_names": ds.anonymize, "reuse": config.reuse, "collection_arg": config.collection,
            "questions_file": str(config.questions) if config.questions else None, "limit": config.limit,
            "llm": config.llm, "price_usd_per_million_tokens": {"in": config.price_in, "out": config.price_out},
-           "oracle": config.oracle}
+           "oracle": config.oracle, "top_docs": "scope" if spec.scope_top_docs else TOP_DOCS,
+           "units": sorted({fmt.unit for f in ds.files if (fmt := format_of(f)) is not None})}
     return BenchReport(dataset=config.dataset, collection=collection, ingest=ingest, strategies=strategies,
                        by_type=by_type, skipped=skipped, questions=qdetails, environment=env)
 
@@ -456,7 +473,9 @@ async def run_benchmark(rt: Runtime, config: BenchConfig,
 
 def format_table(report: BenchReport, ks: Sequence[int]) -> str:
     """The metrics as a plain-text table: one row per metric, one column per strategy."""
-    names = [*metric_names(ks), "latency_ms_p50", "latency_ms_p95", "llm_calls", "tokens", "cost_usd", "n"]
+    spec = DATASETS.get(report.dataset)
+    names = [*metric_names(ks), *(spec.metrics if spec else ()), "latency_ms_p50", "latency_ms_p95", "llm_calls",
+             "tokens", "cost_usd", "n"]
     strategies = list(report.strategies)
     width = max(12, *(len(s) + 1 for s in strategies))
     lines = ["metric".ljust(16) + "".join(s.rjust(width) for s in strategies)]
@@ -468,7 +487,8 @@ def format_table(report: BenchReport, ks: Sequence[int]) -> str:
         lines.append(name.ljust(16) + "".join(cells))
     ing = report.ingest
     lines.append("")
-    lines.append(f"dataset {report.dataset}, collection {report.collection}: {ing.docs} docs, {ing.pages} pages, "
+    size = "pages" if report.environment.get("units", ["page"]) == ["page"] else "lines"  # text corpora count lines
+    lines.append(f"dataset {report.dataset}, collection {report.collection}: {ing.docs} docs, {ing.pages} {size}, "
                  f"{ing.chunks} chunks" + (" (reused)" if ing.reused else f", ingest {ing.seconds} s"))
     for sk in report.skipped:
         lines.append(f"skipped {sk['qid']}: {sk['reason']}")
@@ -491,7 +511,7 @@ async def _main(config: BenchConfig) -> BenchReport:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    """Entry of ``kb bench financebench|docugami`` (arguments defined in ``kb.bench.cli``)."""
+    """Entry of ``kb bench financebench|docugami|loong`` (arguments defined in ``kb.bench.cli``)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     config = config_from_args(args)

@@ -31,6 +31,8 @@ class QuestionRun(msgspec.Struct, frozen=True):
     candidates: tuple[Span, ...] | None = None  # every candidate chunk before the top-k cut (routed strategies)
     evidence_docs: tuple[str, ...] = ()  # documents of the evidence handed to synthesis
     evidence_text: str = ""  # that evidence's text (for answer_number_recall)
+    answer_text: str = ""  # the answer synthesised from that evidence (for answer_figure_recall)
+    cited_docs: tuple[str, ...] = ()  # documents the answer cites, in citation order
 
 
 def doc_hit(relevant: Iterable[str], docs: Sequence[str], k: int) -> float:
@@ -82,11 +84,23 @@ def evidence_doc_coverage(relevant: Iterable[str], evidence_docs: Iterable[str])
     return len(rel & set(evidence_docs)) / len(rel) if rel else 0.0
 
 
+def needed_recall(needed: Iterable[str], cited_docs: Iterable[str]) -> float:
+    """Share of the needed documents that the answer cites."""
+    return evidence_doc_coverage(needed, cited_docs)
+
+
+def needed_cited(needed: Iterable[str], cited_docs: Iterable[str]) -> float:
+    """1.0 when the answer cites every needed document (and there is at least one)."""
+    need = set(needed)
+    return 1.0 if need and need <= set(cited_docs) else 0.0
+
+
 _SCALES = {"billion": 1e9, "bn": 1e9, "b": 1e9, "million": 1e6, "mn": 1e6, "mm": 1e6, "m": 1e6,
-           "thousand": 1e3, "k": 1e3}
+           "thousand": 1e3, "k": 1e3, "亿": 1e8, "万": 1e4}
+# a number not glued to a Latin letter, digit or path before it (Chinese text writes "余额为13,552.00元")
 _NUM = re.compile(
-    r"(?<![\w.\-/])(\$\s?)?\(?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\d.,]?\d)\)?"
-    r"(?:\s*(%|percent\b|billion\b|bn\b|million\b|mn\b|mm\b|thousand\b|[bmk]\b))?(?!-?[A-Za-z])",
+    r"(?<![A-Za-z0-9_.\-/])(\$\s?)?\(?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\d.,]?\d)\)?"
+    r"(?:\s*(%|percent\b|billion\b|bn\b|million\b|mn\b|mm\b|thousand\b|[bmk]\b|亿|万))?(?!-?[A-Za-z])",
     re.I,
 )
 _MONTH_BEFORE = re.compile(r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s*$", re.I)
@@ -131,23 +145,40 @@ def _matches(ref: Figure, ev: Figure) -> bool:
     return any(abs(c - target) <= tol * (1 + 1e-9) for c in candidates)
 
 
+def reference_figures(answer: str, question: str) -> list[Figure]:
+    """The figures of a reference answer that the question does not already state (deduplicated)."""
+    asked = figures(question)
+    refs = [f for f in figures(answer, reference=True)
+            if not any(abs(f.value - q.value) < 1e-9 for q in asked)]
+    return list({(f.value, f.scale, f.percent): f for f in refs}.values())
+
+
+def figure_recall(answer: str, question: str, text: str) -> float | None:
+    """Share of the reference answer's figures (not in the question) that ``text`` states; None without any."""
+    refs = reference_figures(answer, question)
+    if not refs:
+        return None
+    found = figures(text)
+    return sum(1 for r in refs if any(_matches(r, e) for e in found)) / len(refs)
+
+
 def answer_number_recall(answer: str, question: str, evidence_text: str) -> float | None:
     """Share of the reference answer's figures (not in the question) that the evidence text states.
 
-    Normalisation: thousands separators and "$" are dropped; "million"/"mn"/"m", "billion"/"bn"/"b" and
-    "thousand"/"k" scale the value; a figure matches when the evidence states it at the reference's
+    Normalisation: thousands separators and "$" are dropped; "million"/"mn"/"m", "billion"/"bn"/"b",
+    "thousand"/"k", "亿" and "万" scale the value; a figure matches when the evidence states it at the reference's
     precision in any of these scales, unscaled evidence numbers also read as thousands, millions or
     billions (tables say "in millions"): "$82,959 million" = "82,959" = "82.959 billion"; "$2.5bn" matches
     "2,512" (in millions). Percentages match percentages or plain numbers. None when the reference has no figure.
     """
-    asked = figures(question)
-    refs = [f for f in figures(answer, reference=True)
-            if not any(abs(f.value - q.value) < 1e-9 for q in asked)]
-    refs = list({(f.value, f.scale, f.percent): f for f in refs}.values())
-    if not refs:
-        return None
-    found = figures(evidence_text)
-    return sum(1 for r in refs if any(_matches(r, e) for e in found)) / len(refs)
+    return figure_recall(answer, question, evidence_text)
+
+
+def answer_figure_recall(answer: str, question: str, answer_text: str) -> float | None:
+    """Share of the reference answer's figures (not in the question) that the ANSWER TEXT states, with the
+    normalisation of ``answer_number_recall``: what reached the reader, where ``answer_number_recall`` measures
+    what reached synthesis. None when the reference has no figure."""
+    return figure_recall(answer, question, answer_text)
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -170,6 +201,8 @@ def question_metrics(relevant: Sequence[str], evidence: Sequence[tuple[str, int]
     }
     if (nr := answer_number_recall(answer, question, run.evidence_text)) is not None:
         m["answer_number_recall"] = nr
+    if (fr := answer_figure_recall(answer, question, run.answer_text)) is not None:
+        m["answer_figure_recall"] = fr
     if has_pages:
         for k in ks:
             m[f"page_recall@{k}"] = page_recall(evidence, run.chunks, k)
@@ -184,14 +217,16 @@ def question_metrics(relevant: Sequence[str], evidence: Sequence[tuple[str, int]
 def metric_names(ks: Sequence[int]) -> list[str]:
     """Every metric of the report; page metrics are None (not applicable) for datasets without page labels."""
     return ["doc_hit@1", "doc_hit@3", "doc_recall@3", "doc_recall@5", *(f"page_recall@{k}" for k in ks),
-            "node_recall", "candidate_page_recall", "mrr@10", "evidence_doc_coverage", "answer_number_recall"]
+            "node_recall", "candidate_page_recall", "mrr@10", "evidence_doc_coverage", "answer_number_recall",
+            "answer_figure_recall"]
 
 
 def aggregate(per_question: Sequence[dict[str, float]], runs: Sequence[QuestionRun],
-              ks: Sequence[int]) -> dict[str, float | int | None]:
-    """Means of the per-question metrics (None where not applicable), latency percentiles, LLM usage."""
+              ks: Sequence[int], extra: Sequence[str] = ()) -> dict[str, float | int | None]:
+    """Means of the per-question metrics (None where not applicable), latency percentiles, LLM usage.
+    ``extra``: a dataset's own metrics, after the common ones."""
     out: dict[str, float | int | None] = {}
-    for name in metric_names(ks):
+    for name in [*metric_names(ks), *extra]:
         vals = [m[name] for m in per_question if name in m]
         out[name] = round(v, 4) if (v := _mean(vals)) is not None else None
     lat = [r.latency_ms for r in runs]

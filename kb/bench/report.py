@@ -23,7 +23,8 @@ FLAT_GAP = 0.20
 """FinanceBench: auto page_recall@10 at least this far above the best flat baseline."""
 TYPE_TARGETS = {"docugami": [("auto", "Multi-Doc RAG", "evidence_doc_coverage", 0.9)]}
 TYPE_METRICS = ("doc_hit@1", "doc_recall@5", "page_recall@10", "node_recall", "candidate_page_recall", "mrr@10",
-                "evidence_doc_coverage", "answer_number_recall")
+                "evidence_doc_coverage", "needed_cited", "needed_recall", "answer_number_recall",
+                "answer_figure_recall", "right_entities")
 WATERFALL = (("routing", "doc_recall@5"), ("tree search", "node_recall"), ("in-node retrieval", "candidate_page_recall"),
              ("final ranking", "page_recall@10"))
 
@@ -82,7 +83,25 @@ def _targets(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _uncited(report: dict[str, Any], strategy: str = "auto") -> list[str]:
+    """Questions whose answer does not cite every needed document (datasets with ``needed_cited``)."""
+    rows = []
+    for q in report.get("questions", []):
+        r = q["results"].get(strategy)
+        if r is None or r.get("needed_cited", 1.0) >= 1.0:
+            continue
+        missing = [d for d in q["relevant"] if d not in set(r.get("cited", []))]
+        rows.append((q["qid"][:8], q["qtype"], q["question"][:90].replace("|", "/"), len(q["relevant"]),
+                     "; ".join(missing[:4]) + (f" (+{len(missing) - 4})" if len(missing) > 4 else "")))
+    if not rows:
+        return [f"`{strategy}` cites every needed document."]
+    return [f"{len(rows)} questions whose `{strategy}` answer does not cite every needed document:", "",
+            *table(["qid", "type", "question", "needed", "not cited"], rows)]
+
+
 def _misses(report: dict[str, Any], strategy: str = "auto") -> list[str]:
+    if any("needed_cited" in r for q in report.get("questions", []) for r in q["results"].values()):
+        return _uncited(report, strategy)
     rows = []
     for q in report.get("questions", []):
         r = q["results"].get(strategy)
@@ -145,7 +164,9 @@ def render_markdown(report: dict[str, Any], notes: str | None = None) -> str:
         "## Ingest",
         "",
     ]
-    out += table(["docs", "pages", "chunks", "seconds", "pages/s", "reused"],
+    units = env.get("units") or ["page"]  # text reports count lines where PDFs count pages
+    size = "pages" if units == ["page"] else "lines" if units == ["line"] else "pages or lines"
+    out += table(["docs", size, "chunks", "seconds", f"{size}/s", "reused"],
                   [(ing["docs"], ing["pages"], ing["chunks"], ing.get("seconds"), ing.get("pages_per_s"),
                     ing.get("reused"))])
     if ing.get("failed"):
@@ -159,11 +180,23 @@ def render_markdown(report: dict[str, Any], notes: str | None = None) -> str:
             "figures (not years, dates, file names, bare integers below 10, or numbers the question states) that "
             "this evidence states — \"$82,959 million\" = \"82,959\" = \"82.959 billion\", compared at the "
             "reference's precision (see `kb.bench.metrics.answer_number_recall`); questions whose reference has no "
-            "figure are not counted."]
+            "figure are not counted. `answer_figure_recall`: the same for the answer text synthesised from that "
+            "evidence (routed strategies: the product's answer; flat baselines: the extractive answer over their "
+            "top-k chunks) — what reached the reader."]
+    if any(strategies[s].get("needed_cited") is not None for s in strategies):
+        out += ["", "`needed_cited`: share of questions whose answer cites every needed report; `needed_recall`: "
+                "share of the needed reports the answer cites (`evidence_doc_coverage` is the same over the evidence "
+                "handed to synthesis). `right_entities` (levels 2–3): the answer names the right company — the "
+                "company named next to its last \"highest\"/\"最高\" (or the like), or the reference's order of "
+                "companies by their last mention — or puts each company next to the right category label; see "
+                "`kb.bench.entities`."
+                + (" Routed strategies leave `top_docs` to the question's scope (the API default)."
+                   if env.get("top_docs") == "scope" else "")]
     if env.get("anonymized_file_names"):
         out += ["", "PDFs were ingested under neutral names (`doc-<sha256 prefix>.pdf`): routing and metadata "
                 "cannot use the file names; results are mapped back to the original names."]
-    out += ["", "## Targets", "", *_targets(report)]
+    if targets := _targets(report):
+        out += ["", "## Targets", "", *targets]
     out += _waterfall(report)
     out += ["", "## By question type", ""]
     by_type = report.get("by_type", {})

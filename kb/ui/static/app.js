@@ -3,12 +3,6 @@
 "use strict";
 
 const TOKEN_KEY = "kb.token";
-const STRATEGIES = [
-  ["auto", "Auto — metadata, then semantic"],
-  ["metadata", "Metadata — filters from the question"],
-  ["semantic", "Semantic — document similarity"],
-  ["description", "Description — document summaries"],
-];
 const state = { collection: sessionStorage.getItem("kb.collection") || "default", turns: [], jobs: new Map() };
 
 /* ------------------------------------------------------------------ helpers */
@@ -135,6 +129,34 @@ async function collectionSelect(id, onChange) {
   return select;
 }
 
+/* What the server takes and does (GET /kb/capabilities): formats, strategies, answer mode. Fetched once;
+   a failure (e.g. 401 before a token is set) is not cached, so the next page asks again. */
+let capabilitiesRequest = null;
+
+function capabilities() {
+  if (!capabilitiesRequest) {
+    capabilitiesRequest = api("/kb/capabilities").catch((err) => {
+      capabilitiesRequest = null;
+      throw err;
+    });
+  }
+  return capabilitiesRequest;
+}
+
+/** Fill the strategy selector from the server; without its answer, one option: the server's default. */
+async function fillStrategies(select) {
+  try {
+    const caps = await capabilities();
+    select.replaceChildren(...caps.strategies.map((s) =>
+      el("option", { value: s.name, text: s.description ? `${s.label} — ${s.description}` : s.label })));
+    select.value = caps.default_strategy;
+    return caps;
+  } catch (_) {
+    select.replaceChildren(el("option", { value: "", text: "Server default" }));
+    return null;
+  }
+}
+
 function field(label, input, hint) {
   return el("div", {}, el("label", { for: input.id, text: label }), input, hint ? el("div", { class: "hint", text: hint }) : null);
 }
@@ -180,8 +202,8 @@ async function streamQuery(body, onEvent, signal) {
 /* ------------------------------------------------------------------ Ask */
 
 function renderAsk(view) {
-  const strategy = el("select", { id: "strategy", name: "strategy" },
-    STRATEGIES.map(([v, t]) => el("option", { value: v, text: t })));
+  const strategy = el("select", { id: "strategy", name: "strategy" });
+  const answerMode = el("span", { id: "answer-mode" });
   const topDocs = el("input", { id: "top-docs", name: "top_docs", type: "number", min: 1, max: 20, placeholder: "auto" });
   const topK = el("input", { id: "top-k", name: "top_k", type: "number", min: 1, max: 50, value: 5 });
   const filters = el("textarea", { id: "filters", name: "filters", rows: 2, spellcheck: "false",
@@ -211,9 +233,14 @@ function renderAsk(view) {
   view.replaceChildren(
     el("div", { class: "page-head" },
       el("div", {}, el("h1", { text: "Ask" }),
-        el("p", { class: "muted", text: "Answers cite the page they come from. Click a citation to check it on the page." })),
+        el("p", { class: "muted" }, "Answers cite the page they come from. Click a citation to check it on the page. ",
+          answerMode)),
       reset),
     form, conversation);
+  fillStrategies(strategy).then((caps) => {
+    if (caps) answerMode.textContent = caps.answer_mode === "llm" ? "Answers are written by the configured LLM."
+      : "Answers are extractive: cited sentences of the evidence, no LLM.";
+  });
   collectionSelect("collection").then((select) => colSlot.append(field("Collection", select)));
   for (const turn of state.turns) conversation.append(turn.node);
   if (!state.turns.length) conversation.append(emptyConversation());
@@ -234,8 +261,8 @@ function renderAsk(view) {
     formError.replaceChildren();
     const q = question.value.trim();
     if (!q) return;
-    const body = { query: q, collection: state.collection, strategy: strategy.value, top_k: Number(topK.value || 5),
-      include_trace: true };
+    const body = { query: q, collection: state.collection, top_k: Number(topK.value || 5), include_trace: true };
+    if (strategy.value) body.strategy = strategy.value;
     if (topDocs.value) body.top_docs = Number(topDocs.value);
     if (expert.value.trim()) body.expert_knowledge = expert.value.trim();
     if (filters.value.trim()) {
@@ -684,7 +711,8 @@ async function renderIngest(view) {
     autocomplete: "off" });
   const recursive = el("input", { id: "recursive", name: "recursive", type: "checkbox" });
   const metaPath = el("input", { id: "meta-path", name: "metadata", placeholder: "optional: metadata.jsonl", autocomplete: "off" });
-  const files = el("input", { id: "upload-files", name: "file", type: "file", multiple: true, accept: ".pdf,.md,.markdown,.txt" });
+  const files = el("input", { id: "upload-files", name: "file", type: "file", multiple: true });
+  const formats = el("p", { class: "muted small", id: "upload-formats" }, "Each file becomes its own job.");
   const folderMsg = el("div", {});
   const uploadMsg = el("div", {});
   const jobsBox = el("div", { id: "jobs" }, loading("Loading jobs…"));
@@ -698,7 +726,7 @@ async function renderIngest(view) {
     el("div", { class: "row end" }, el("button", { type: "submit", class: "primary", text: "Start ingest" })), folderMsg);
   const uploadForm = el("form", { class: "panel stack", id: "upload-form", "aria-label": "Upload files" },
     el("h2", { text: "Upload files" }),
-    el("p", { class: "muted small", text: "PDF, Markdown or text. Each file becomes its own job." }),
+    formats,
     field("Files", files), colB,
     el("div", { class: "row end" }, el("button", { type: "submit", class: "primary", id: "upload-btn", text: "Upload and ingest" })),
     uploadMsg);
@@ -707,6 +735,11 @@ async function renderIngest(view) {
       el("p", { class: "muted", text: "Add documents. Needs the admin token when the server has one." }))),
     el("div", { class: "grid cols-2" }, folderForm, uploadForm),
     el("h2", { text: "Jobs" }), jobsBox);
+  capabilities().then((caps) => {
+    const suffixes = caps.formats.flatMap((f) => f.suffixes);
+    files.setAttribute("accept", suffixes.join(","));
+    formats.textContent = `${suffixes.join(", ")} (up to ${caps.max_upload_mb} MB each). Each file becomes its own job.`;
+  }).catch(() => { /* no accept list: the server still refuses what it cannot read */ });
   collectionSelect("folder-collection").then((s) => colA.append(field("Collection", s)));
   collectionSelect("upload-collection").then((s) => colB.append(field("Collection", s)));
 

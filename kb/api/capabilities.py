@@ -1,0 +1,73 @@
+"""GET /kb/capabilities: what this server takes and does — file formats, routing strategies, answer mode.
+
+Derived, never copied: formats from ``ingest.formats.FORMATS``, strategies from ``router.types.Strategy``
+(the default from ``QueryRequest``), the answer mode from the runtime's chat model. The web UI builds its
+upload ``accept`` list and its strategy selector from this answer.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+from litestar import Controller, get
+
+from ingest.formats import FORMATS
+from kb.api.common import BEARER, errors, read_guard
+from kb.runtime import Runtime
+from router.types import STRATEGIES, QueryRequest
+
+STRATEGY_LABELS: dict[str, tuple[str, str]] = {
+    "auto": ("Auto", "metadata, then semantic"),
+    "metadata": ("Metadata", "filters from the question"),
+    "semantic": ("Semantic", "document similarity"),
+    "description": ("Description", "document summaries"),
+}
+"""Strategy → (label, what it routes by). A strategy of ``router.types`` without an entry is shown by its name
+(``tests/test_capabilities.py`` asks for one)."""
+
+
+class FormatInfo(msgspec.Struct, frozen=True):
+    name: str
+    suffixes: list[str]
+    unit: str  # what citations of this format count: page | line | paragraph
+
+
+class StrategyInfo(msgspec.Struct, frozen=True):
+    name: str
+    label: str
+    description: str
+
+
+class Capabilities(msgspec.Struct, frozen=True):
+    formats: list[FormatInfo]
+    strategies: list[StrategyInfo]
+    default_strategy: str
+    answer_mode: Literal["offline", "llm"]  # offline: extractive cited answers, no LLM
+    max_upload_mb: int
+
+
+def default_strategy() -> str:
+    """The strategy ``POST /kb/query`` uses when none is given."""
+    return str(next(f.default for f in msgspec.structs.fields(QueryRequest) if f.name == "strategy"))
+
+
+def capabilities(rt: Runtime) -> Capabilities:
+    """This server's capabilities (no database needed)."""
+    formats = [FormatInfo(name=f.name, suffixes=list(f.suffixes), unit=f.unit) for f in FORMATS.values()]
+    strategies = [StrategyInfo(name=s, label=STRATEGY_LABELS.get(s, (s, ""))[0],
+                               description=STRATEGY_LABELS.get(s, (s, ""))[1]) for s in STRATEGIES]
+    return Capabilities(formats=formats, strategies=strategies, default_strategy=default_strategy(),
+                        answer_mode="offline" if rt.chat.offline else "llm",
+                        max_upload_mb=rt.settings.ingest.max_upload_mb)
+
+
+class CapabilitiesController(Controller):
+    path = "/kb"
+    guards = [read_guard]
+    security = BEARER
+
+    @get("/capabilities", responses=errors(401), sync_to_thread=False)
+    def get_capabilities(self, rt: Runtime) -> Capabilities:
+        """Supported file formats and their suffixes, routing strategies with labels, and the answer mode."""
+        return capabilities(rt)
