@@ -32,12 +32,6 @@ COMPANY_KEYS = ("company", "organisation", "organization", "ticker", "issuer")
 TYPE_KEYS = ("doc_type", "document_type", "type")
 QUARTER_KEYS = ("fiscal_quarter", "quarter")
 _WEB_DOMAIN = re.compile(r"\.(?:com|net|org|io)\b", re.I)
-_CORP_SUFFIX = re.compile(
-    r"\b(incorporated|inc|corp|corporation|company|co|plc|ltd|limited|llc|lp|l\.p|group|holdings|the|sa|ag|nv)\b\.?",
-    re.I,
-)
-_STATE_SUFFIX = re.compile(r"[\\/][A-Za-z]{2}[\\/]")
-"""EDGAR's state of incorporation after a name: "FOO CORP \\DE\\", "BAR INC /NV/"."""
 
 
 class QuestionPeriod(msgspec.Struct, frozen=True):
@@ -172,15 +166,18 @@ class CompanyIndex:
 
     MAX_WORDS = 8
 
-    def __init__(self, values: Iterable[str], *, exact_case: bool = False) -> None:
+    def __init__(self, values: Iterable[str], *, exact_case: bool = False,
+                 other_names: Mapping[str, Sequence[str]] | None = None) -> None:
+        """``other_names``: further names of a value (a former name its reports state) it is found by too."""
         self.exact_case = exact_case  # tickers: "ON" names a company, "on" does not
         self.phrases: dict[str, set[str]] = {}
         self.compact: dict[str, set[str]] = {}
+        other_names = other_names or {}
         for value in values:
             if exact_case:
                 self.phrases.setdefault(value.strip(), set()).add(value)
                 continue
-            for alias in company_aliases(value):
+            for alias in {a for name in (value, *other_names.get(value, ())) for a in company_aliases(name)}:
                 self.phrases.setdefault(alias, set()).add(value)
                 if " " not in alias and len(alias) >= 5:  # "Best Buy" written "bestbuy", or the other way round
                     self.compact.setdefault(alias, set()).add(value)
@@ -238,13 +235,52 @@ class KnownValues(msgspec.Struct, frozen=True):
     values: dict[str, dict[str, int]]
     doc_count: int
     companies: dict[str, CompanyIndex] = {}
+    groups: dict[str, tuple[str, ...]] = {}  # company value -> every value of the same entity (renamed companies)
+
+    def entity(self, value: str) -> str:
+        """The entity a company value belongs to (the first value of its group; itself when not renamed)."""
+        return self.groups.get(value, (value,))[0]
 
     def company_index(self, key: str) -> CompanyIndex:
         return self.companies.get(key) or company_index(key, self.values.get(key, {}))
 
 
-def company_index(key: str, values: Iterable[str]) -> CompanyIndex:
-    return CompanyIndex(values, exact_case=key == "ticker")
+def company_index(key: str, values: Iterable[str],
+                  other_names: Mapping[str, Sequence[str]] | None = None) -> CompanyIndex:
+    return CompanyIndex(values, exact_case=key == "ticker", other_names=other_names)
+
+
+def renamed_companies(docs: Iterable[tuple[str, Sequence[str]]]) -> tuple[dict[str, tuple[str, ...]],
+                                                                          dict[str, list[str]]]:
+    """From (company value, other names the report states) per document: the values that are one entity
+    (a report of "Ascent Industries Co." says it was "Synalloy Corporation", and "Synalloy Corporation" is the
+    company of older reports) and, per value, the other names no value carries (found by them too)."""
+    docs = [(c, list(names)) for c, names in docs]
+    by_core: dict[str, set[str]] = {}
+    for company, _ in docs:
+        by_core.setdefault(vocab.company_core(company), set()).add(company)
+    parent: dict[str, str] = {}
+
+    def root(v: str) -> str:
+        while parent.get(v, v) != v:
+            v = parent[v]
+        return v
+
+    extra: dict[str, list[str]] = {}
+    for company, names in docs:
+        for name in names:
+            same = by_core.get(vocab.company_core(name))
+            if not same:
+                extra.setdefault(company, []).append(name)
+            for other in same or ():
+                a, b = sorted((root(company), root(other)))
+                if a != b:
+                    parent[b] = a
+    members: dict[str, set[str]] = {}
+    for v in {c for c, _ in docs}:
+        members.setdefault(root(v), set()).add(v)
+    groups = {v: tuple(sorted(g)) for g in members.values() if len(g) > 1 for v in g}
+    return groups, extra
 
 
 class MetadataMatch(msgspec.Struct, frozen=True):
@@ -256,7 +292,7 @@ class MetadataMatch(msgspec.Struct, frozen=True):
 
 
 def _norm_company(name: str) -> str:
-    return normalize_title(_CORP_SUFFIX.sub(" ", _STATE_SUFFIX.sub(" ", name)))
+    return vocab.company_core(name)
 
 
 def contains_phrase(haystack: str, phrase: str) -> bool:
@@ -267,7 +303,7 @@ def company_aliases(value: str) -> set[str]:
     """How a question may write a company: "Amazon.com, Inc." → "amazon com", "amazoncom", "amazon" (the name
     without its web domain)."""
     norm = _norm_company(value)
-    aliases = {norm, normalize_title(_STATE_SUFFIX.sub(" ", value))}
+    aliases = {norm, normalize_title(vocab.STATE_SUFFIX.sub(" ", value))}
     compact = norm.replace(" ", "")
     if len(compact) >= 3:
         aliases.add(compact)
@@ -284,6 +320,7 @@ def match_offline(question: str, kv: KnownValues) -> MetadataMatch:
     confident = False
     for key in COMPANY_KEYS:
         hits = kv.company_index(key).find(question)
+        hits = list(dict.fromkeys(v for h in hits for v in kv.groups.get(h, (h,)))) if key == "company" else hits
         if hits:
             conds.append(Condition(key=key, op="in", value=sorted(hits)))
             notes.append(f"{key} in {sorted(hits)}")

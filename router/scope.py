@@ -118,11 +118,13 @@ def classify_scope(question: str, kv: KnownValues) -> QuestionScope:
     match = match_offline(question, kv)
     company = next((c for c in match.conditions if c.key in COMPANY_KEYS), None)
     entities = _distinct_entities(company.value if company else [])
-    named = {"entities": entities, "key": company.key if company else ""}
+    renamed = tuple((e, kv.entity(e)) for e in entities if kv.entity(e) != e)
+    named = {"entities": entities, "key": company.key if company else "", "renamed": renamed}
+    distinct = len({kv.entity(e) for e in entities})  # a renamed company's names are one entity
     series = _SERIES.search(question)
     years = sorted(question_period(question).years)
-    if len(entities) >= 2:
-        return QuestionScope(kind="multi", reason=f"names {len(entities)} entities: {', '.join(entities)}",
+    if distinct >= 2:
+        return QuestionScope(kind="multi", reason=f"names {distinct} entities: {', '.join(entities)}",
                              series=bool(series), **named)
     if series:
         return QuestionScope(kind="multi", reason=f"change over time: '{series.group(0)}'", series=True, **named)
@@ -205,7 +207,7 @@ def _entity_of(meta: Mapping[str, Any], scope: QuestionScope) -> str | None:
     aliases = company_aliases(value)
     for e in scope.entities:
         if aliases & company_aliases(e):
-            return e
+            return dict(scope.renamed).get(e, e)  # the reports of a renamed company are one entity's
     return None
 
 
