@@ -575,6 +575,14 @@ _NAME_CHANGES = (
 )
 
 
+def _name_end(name: str) -> str:
+    """A name cut out of a sentence without the sentence's punctuation ("Inc." keeps its period)."""
+    name = name.strip(" ,;")
+    if name.endswith(".") and not re.search(r"\b(?:inc|corp|co|ltd|l\.p|n\.v|s\.a)\.$", name, re.I):
+        name = name[:-1]
+    return name
+
+
 def other_names(text: str, company: str | None) -> list[str]:
     """Other names of the document's own company that the document states: the name it changed from or to
     ("changed our corporate name from Synalloy Corporation to Ascent Industries Co.", "change the name of the
@@ -590,6 +598,6 @@ def other_names(text: str, company: str | None) -> list[str]:
     formerly = re.compile(rf"{re.escape(company.split(',')[0])}[^()\n]{{0,20}}\((?:formerly|f/k/a)(?: known as)?"
                           rf"\s+{_Q}(?P<old>[^()\"“”]{{3,80}}){_Q}\)", re.I)
     found.extend(m.group("old") for m in formerly.finditer(text))
-    names = [_smart_case(re.sub(r"\s+and (?:its )?subsidiaries$", "", n.strip(" ,.;"), flags=re.I)) for n in found]
+    names = [_smart_case(re.sub(r"\s+and (?:its )?subsidiaries$", "", _name_end(n), flags=re.I)) for n in found]
     by_core = {vocab.company_core(n): n for n in reversed(names) if n}
     return [n for core, n in reversed(by_core.items()) if core and core != own][:5]
