@@ -563,3 +563,43 @@ def _title(meta: Mapping[str, Any], lines: list[str], hint: str | None) -> str |
         if 2 <= len(cand.split()) <= 16 and re.search(r"[A-Za-z]{3}", cand) and not cand.endswith((",", ";")):
             return cand
     return None
+
+
+_Q = "[\"“”']?"
+_NAME = r"[A-Z][\w&.,'’\- ]{1,78}?"
+_REGISTRANT = r"(?:the|our|its) (?:corporate |legal |company )?name(?: of (?:the|our) (?:Company|company|Registrant))?"
+_NAME_CHANGES = (
+    # "changed our corporate name from Synalloy Corporation to Ascent Industries Co., effective …"
+    re.compile(rf"\bchang(?:e|ed|ing) {_REGISTRANT} from {_Q}(?P<old>{_NAME}){_Q} to {_Q}(?P<new>{_NAME}){_Q}"
+               r"(?=\s*(?:[,;(]|\.(?:\s|$)|effective|\(the|$))"),
+    # "… to change the name of the Company to “AMERICAN BATTERY MATERIALS, INC.” (the “Name Change”)"
+    re.compile(rf"\bchang(?:e|ed|ing) {_REGISTRANT} to [\"“](?P<new>[^\"“”]{{3,80}})[\"”]"),
+)
+
+
+def _name_end(name: str) -> str:
+    """A name cut out of a sentence without the sentence's punctuation ("Inc." keeps its period)."""
+    name = name.strip(" ,;")
+    if name.endswith(".") and not re.search(r"\b(?:inc|corp|co|ltd|l\.p|n\.v|s\.a)\.$", name, re.I):
+        name = name[:-1]
+    return name
+
+
+def other_names(text: str, company: str | None) -> list[str]:
+    """Other names of the document's own company that the document states: the name it changed from or to
+    ("changed our corporate name from Synalloy Corporation to Ascent Industries Co.", "change the name of the
+    Company to “AMERICAN BATTERY MATERIALS, INC.”") and "<company> (formerly <name>)". The router treats them
+    as one entity across the reports that carry either name."""
+    if not company:
+        return []
+    own = vocab.company_core(company)
+    found: list[str] = []
+    for pattern in _NAME_CHANGES:
+        for m in pattern.finditer(text):
+            found.extend(g for g in m.groupdict().values() if g)
+    formerly = re.compile(rf"{re.escape(company.split(',')[0])}[^()\n]{{0,20}}\((?:formerly|f/k/a)(?: known as)?"
+                          rf"\s+{_Q}(?P<old>[^()\"“”]{{3,80}}){_Q}\)", re.I)
+    found.extend(m.group("old") for m in formerly.finditer(text))
+    names = [_smart_case(re.sub(r"\s+and (?:its )?subsidiaries$", "", _name_end(n), flags=re.I)) for n in found]
+    by_core = {vocab.company_core(n): n for n in reversed(names) if n}
+    return [n for core, n in reversed(by_core.items()) if core and core != own][:5]

@@ -22,7 +22,7 @@ from ingest.files import read_confined
 from ingest.formats import FORMATS, ParsedFile, build_tree, format_of
 from ingest.formats import SUPPORTED as SUPPORTED  # re-exported for kb.bench
 from ingest.formats import parse_file as parse_file  # re-exported for ingest.render, kb.bench
-from ingest.metadata import extract_metadata, merge_metadata, read_sidecar
+from ingest.metadata import extract_metadata, merge_metadata, other_names, read_sidecar
 from ingest.pageindex import (
     keep_given_summaries,
     parse_pageindex,
@@ -181,6 +181,12 @@ def _first_pages_text(parsed: ParsedFile, n: int = 8) -> str:
     return (parsed.text or "")[:8000]
 
 
+def _full_text(parsed: ParsedFile) -> str:
+    """The document's text on one line (sentences a PDF or a text table wraps are whole again)."""
+    text = "\n".join(p.text for p in parsed.pdf.pages) if parsed.pdf is not None else (parsed.text or "")
+    return " ".join(text.split())
+
+
 def _title(tree: DocumentTree, meta: Mapping[str, Any], name: str) -> str:
     for key in ("title", "doc_name", "name"):
         if meta.get(key):
@@ -262,6 +268,9 @@ async def ingest_file(
         auto = await asyncio.to_thread(extract_metadata, _first_pages_text(parsed), file_name=path.name,
                                        title_hint=tree.nodes[0].title if tree.nodes else None)
         meta = merge_metadata(folder_metadata or {}, sidecar, parsed.front_matter, auto)
+        if "also_known_as" not in meta and (names := await asyncio.to_thread(other_names, _full_text(parsed),
+                                                                              meta.get("company"))):
+            meta["also_known_as"] = names
         title = _title(tree, meta, name)
         description = await describe_document(tree, meta, name, chat)
         chunks = await asyncio.to_thread(chunk_tree, tree, ctx.settings, page_texts)

@@ -331,3 +331,21 @@ def question_quarters(question: str) -> set[int]:
     """Quarters a (period-normalised) question states: "Q3", "3Q", "third quarter"."""
     return {int(m.group(1) or m.group(2) or QUARTER_WORDS[m.group(3).lower()])
             for m in QUESTION_QUARTER.finditer(question)}
+
+
+# --------------------------------------------------------------------------- company names
+
+CORP_SUFFIX = re.compile(
+    r"\b(incorporated|inc|corp|corporation|company|co|plc|ltd|limited|llc|lp|l\.p|group|holdings|the|sa|ag|nv)\b\.?",
+    re.I,
+)
+"""Legal-form words (and "The") that a question may leave out of a company's name."""
+STATE_SUFFIX = re.compile(r"[\\/][A-Za-z]{2}[\\/]")
+"""EDGAR's state of incorporation after a name: "FOO CORP \\DE\\", "BAR INC /NV/"."""
+
+
+def company_core(name: str) -> str:
+    """A company name without legal forms, state suffix, case and punctuation: "The Arena Group Holdings, Inc."
+    → "arena"; the key two spellings of one company share."""
+    text = re.sub(r"\s+and (?:its )?subsidiaries\b.*$", "", STATE_SUFFIX.sub(" ", name), flags=re.I)
+    return " ".join(re.sub(r"[^0-9a-z\u4e00-\u9fff]+", " ", CORP_SUFFIX.sub(" ", text).lower()).split())

@@ -1,7 +1,7 @@
 """What the router knows about a collection's documents, read once per change of the collection.
 
 A ``Catalog`` holds every document's name, description and metadata, the distinct metadata values
-(``KnownValues``) and the BM25 index over names, titles and descriptions. ``Catalogs`` (one per query
+(``KnownValues``, with an index of the company names) and the BM25 index over names, titles and descriptions. ``Catalogs`` (one per query
 pipeline, owned by the runtime) keeps one per collection, valid while the collection's ``CollectionStamp``
 is unchanged: a query costs one stamp query, and a change of the collection one rebuild.
 """
@@ -19,7 +19,7 @@ from rank_bm25 import BM25Okapi
 from kb.collections import CollectionStamp, collection_stamp
 from kb.text import tokenize
 from router import store
-from router.metadata import KnownValues
+from router.metadata import COMPANY_KEYS, KnownValues, company_index, renamed_companies
 from router.store import DocFields
 
 log = structlog.get_logger("router.catalog")
@@ -88,8 +88,13 @@ class Catalogs:
         index = await asyncio.to_thread(_description_index, rows)
         docs = {int(r["id"]): DocFields(r["name"], r["description"], store.json_object(r["metadata"])) for r in rows}
         log.debug("router.catalog_built", collection_id=collection_id, documents=len(docs))
-        return Catalog(collection_id=collection_id, stamp=stamp, docs=docs,
-                       known=KnownValues(values=values, doc_count=stamp.documents), descriptions=index)
+        groups, other_names = renamed_companies(
+            (str(f.metadata["company"]), [str(n) for n in f.metadata.get("also_known_as") or () if n])
+            for f in docs.values() if f.metadata.get("company"))
+        companies = {k: company_index(k, values[k], other_names if k == "company" else None)
+                     for k in COMPANY_KEYS if k in values}
+        return Catalog(collection_id=collection_id, stamp=stamp, docs=docs, descriptions=index,
+                       known=KnownValues(values=values, doc_count=stamp.documents, companies=companies, groups=groups))
 
 
 def _description_index(rows: Sequence[asyncpg.Record]) -> DescriptionIndex:

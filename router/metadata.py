@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -32,9 +32,6 @@ COMPANY_KEYS = ("company", "organisation", "organization", "ticker", "issuer")
 TYPE_KEYS = ("doc_type", "document_type", "type")
 QUARTER_KEYS = ("fiscal_quarter", "quarter")
 _WEB_DOMAIN = re.compile(r"\.(?:com|net|org|io)\b", re.I)
-_CORP_SUFFIX = re.compile(
-    r"\b(incorporated|inc|corp|corporation|company|co|plc|ltd|limited|llc|group|holdings|the|sa|ag|nv)\b\.?", re.I
-)
 
 
 class QuestionPeriod(msgspec.Struct, frozen=True):
@@ -162,11 +159,128 @@ def period_prior(period: QuestionPeriod, meta: Mapping[str, Any], years_present:
     return boost, ", ".join(why)
 
 
+class CompanyIndex:
+    """Where a question names the companies of one metadata key: every alias of every value (the name as
+    filings write it and as people do: case, punctuation, legal and state suffixes, "The", a web domain) looked
+    up among the question's word n-grams — linear in the question, whatever the number of companies."""
+
+    MAX_WORDS = 8
+
+    def __init__(self, values: Iterable[str], *, exact_case: bool = False,
+                 other_names: Mapping[str, Sequence[str]] | None = None) -> None:
+        """``other_names``: further names of a value (a former name its reports state) it is found by too."""
+        self.exact_case = exact_case  # tickers: "ON" names a company, "on" does not
+        self.phrases: dict[str, set[str]] = {}
+        self.compact: dict[str, set[str]] = {}
+        other_names = other_names or {}
+        for value in values:
+            if exact_case:
+                self.phrases.setdefault(value.strip(), set()).add(value)
+                continue
+            for alias in {a for name in (value, *other_names.get(value, ())) for a in company_aliases(name)}:
+                self.phrases.setdefault(alias, set()).add(value)
+                if " " not in alias and len(alias) >= 5:  # "Best Buy" written "bestbuy", or the other way round
+                    self.compact.setdefault(alias, set()).add(value)
+
+    def mentions(self, question: str) -> list[tuple[str, int, int]]:
+        """(value, start, end) of each company named in the question, by character offsets, in order; a name
+        inside a longer named one ("Buy" in "Best Buy") is not a mention of its own."""
+        pattern = r"[A-Za-z0-9]+" if self.exact_case else r"[0-9a-z\u4e00-\u9fff]+"
+        tokens = list(re.finditer(pattern, question if self.exact_case else question.lower()))
+        words = [t.group(0) for t in tokens]
+        found: list[tuple[int, int, str]] = []
+        for i in range(len(words)):
+            for n in range(1, min(self.MAX_WORDS, len(words) - i) + 1):
+                span = words[i: i + n]
+                for value in self.phrases.get(" ".join(span), ()):
+                    found.append((i, i + n, value))
+                if n > 1 and not self.exact_case:
+                    for value in self.compact.get("".join(span), ()):
+                        found.append((i, i + n, value))
+        found.sort(key=lambda m: (m[0] - m[1], m[0]))  # longest first
+        kept: list[tuple[int, int, str]] = []
+        for start, end, value in found:
+            if any(s <= start and end <= e and (s, e) != (start, end) for s, e, _ in kept):
+                continue
+            kept.append((start, end, value))
+        return [(v, tokens[i].start(), tokens[j - 1].end()) for i, j, v in sorted(kept)]
+
+    def find(self, question: str) -> list[str]:
+        """The values the question names, each once, in order of first mention."""
+        return list(dict.fromkeys(v for v, _, _ in self.mentions(question)))
+
+
+_NAME_TAIL = re.compile(
+    r"\.?(?:[\s,]*\b(?:incorporated|inc|corporation|corp|company|co|limited|ltd|llc|l\.?p|plc|group|holdings|sa|ag|nv)"
+    r"\b\.?)*(?:\s*[\\/][A-Za-z]{2}[\\/])?(?:'s|’s|')?", re.I)
+
+
+def without_companies(question: str, values: Iterable[str]) -> str:
+    """The question with every mention of the given companies removed, with the legal and state suffixes and
+    the possessive written after it ("Broad Street Realty, Inc.'s" → "")."""
+    out, pos = [], 0
+    for _, start, end in CompanyIndex(values).mentions(question):
+        if start < pos:
+            continue
+        out.append(question[pos:start])
+        tail = _NAME_TAIL.match(question, end)
+        pos = tail.end() if tail else end
+    return "".join(out) + question[pos:]
+
+
 class KnownValues(msgspec.Struct, frozen=True):
-    """Distinct metadata values of a collection: key -> {value: document count}."""
+    """Distinct metadata values of a collection: key -> {value: document count}; ``companies`` holds a
+    prebuilt ``CompanyIndex`` per company key (the catalog builds them once per change of the collection)."""
 
     values: dict[str, dict[str, int]]
     doc_count: int
+    companies: dict[str, CompanyIndex] = {}
+    groups: dict[str, tuple[str, ...]] = {}  # company value -> every value of the same entity (renamed companies)
+
+    def entity(self, value: str) -> str:
+        """The entity a company value belongs to (the first value of its group; itself when not renamed)."""
+        return self.groups.get(value, (value,))[0]
+
+    def company_index(self, key: str) -> CompanyIndex:
+        return self.companies.get(key) or company_index(key, self.values.get(key, {}))
+
+
+def company_index(key: str, values: Iterable[str],
+                  other_names: Mapping[str, Sequence[str]] | None = None) -> CompanyIndex:
+    return CompanyIndex(values, exact_case=key == "ticker", other_names=other_names)
+
+
+def renamed_companies(docs: Iterable[tuple[str, Sequence[str]]]) -> tuple[dict[str, tuple[str, ...]],
+                                                                          dict[str, list[str]]]:
+    """From (company value, other names the report states) per document: the values that are one entity
+    (a report of "Ascent Industries Co." says it was "Synalloy Corporation", and "Synalloy Corporation" is the
+    company of older reports) and, per value, the other names no value carries (found by them too)."""
+    docs = [(c, list(names)) for c, names in docs]
+    by_core: dict[str, set[str]] = {}
+    for company, _ in docs:
+        by_core.setdefault(vocab.company_core(company), set()).add(company)
+    parent: dict[str, str] = {}
+
+    def root(v: str) -> str:
+        while parent.get(v, v) != v:
+            v = parent[v]
+        return v
+
+    extra: dict[str, list[str]] = {}
+    for company, names in docs:
+        for name in names:
+            same = by_core.get(vocab.company_core(name))
+            if not same:
+                extra.setdefault(company, []).append(name)
+            for other in same or ():
+                a, b = sorted((root(company), root(other)))
+                if a != b:
+                    parent[b] = a
+    members: dict[str, set[str]] = {}
+    for v in {c for c, _ in docs}:
+        members.setdefault(root(v), set()).add(v)
+    groups = {v: tuple(sorted(g)) for g in members.values() if len(g) > 1 for v in g}
+    return groups, extra
 
 
 class MetadataMatch(msgspec.Struct, frozen=True):
@@ -178,7 +292,7 @@ class MetadataMatch(msgspec.Struct, frozen=True):
 
 
 def _norm_company(name: str) -> str:
-    return normalize_title(_CORP_SUFFIX.sub(" ", name))
+    return vocab.company_core(name)
 
 
 def contains_phrase(haystack: str, phrase: str) -> bool:
@@ -189,7 +303,7 @@ def company_aliases(value: str) -> set[str]:
     """How a question may write a company: "Amazon.com, Inc." → "amazon com", "amazoncom", "amazon" (the name
     without its web domain)."""
     norm = _norm_company(value)
-    aliases = {norm, normalize_title(value)}
+    aliases = {norm, normalize_title(vocab.STATE_SUFFIX.sub(" ", value))}
     compact = norm.replace(" ", "")
     if len(compact) >= 3:
         aliases.add(compact)
@@ -201,23 +315,13 @@ def company_aliases(value: str) -> set[str]:
 
 def match_offline(question: str, kv: KnownValues) -> MetadataMatch:
     """Match known metadata values mentioned in the question (companies, years, quarters, doc types)."""
-    q = normalize_title(question)
-    q_compact = q.replace(" ", "")
     conds: list[Condition] = []
     notes: list[str] = []
     confident = False
     for key in COMPANY_KEYS:
-        hits = []
-        for value in kv.values.get(key, {}):
-            aliases = company_aliases(value)
-            if any(contains_phrase(q, a) for a in aliases) or any(
-                len(a) >= 5 and " " not in a and a in q_compact for a in aliases
-            ):
-                hits.append(value)
-        # prefer the longest matching names ("Best Buy" over "Buy")
+        hits = kv.company_index(key).find(question)
+        hits = list(dict.fromkeys(v for h in hits for v in kv.groups.get(h, (h,)))) if key == "company" else hits
         if hits:
-            best = max(len(_norm_company(h)) for h in hits)
-            hits = [h for h in hits if len(_norm_company(h)) >= best * 0.6]
             conds.append(Condition(key=key, op="in", value=sorted(hits)))
             notes.append(f"{key} in {sorted(hits)}")
             confident = True

@@ -31,6 +31,7 @@ from router.metadata import (
     match_offline,
     meta_int,
     question_period,
+    without_companies,
 )
 from router.prompts import PlanReply
 from router.types import DocCandidate, QuestionScope, RoutingResult, ScopePlan, SubQuestion
@@ -78,8 +79,12 @@ _FRAME_WORDS = frozenset(
     quarterly annual historical previous prior past latest recent most company companies firm firms issuer
     issuers document documents which list name how many did does do has have had is are was were what the a an
     of in for to and or by from its their it they there any been notable significant considerable seen stack
-    against up 10-q 10-qs 10q 10qs 10-k 10-ks 10k 10ks fy""".split()
+    against up 10-q 10-qs 10q 10qs 10-k 10-ks 10k 10ks fy
+    please categorize categorise classify sort rank order ascending descending highest lowest largest smallest
+    listed above aforementioned following mentioned""".split()
 )
+# "… into the following groups: high (over $15,000), …": the ranges say how to sort the figures, not what to find
+_RANGES = re.compile(r"\b(?:into|in) (?:the )?following (?:groups|categories|ranges|classes)\b.*", re.I | re.S)
 _CAP_PHRASE = re.compile(r"(?<![\w'])([A-Z][a-z][\w&.-]*(?:\s+(?:&\s+)?[A-Z][a-z][\w&.-]*)*)")
 _GENERIC_CAPS = frozenset(
     """what which who whom whose when where why how is are was were did does do has have had can could should
@@ -113,11 +118,13 @@ def classify_scope(question: str, kv: KnownValues) -> QuestionScope:
     match = match_offline(question, kv)
     company = next((c for c in match.conditions if c.key in COMPANY_KEYS), None)
     entities = _distinct_entities(company.value if company else [])
-    named = {"entities": entities, "key": company.key if company else ""}
+    renamed = tuple((e, kv.entity(e)) for e in entities if kv.entity(e) != e)
+    named = {"entities": entities, "key": company.key if company else "", "renamed": renamed}
+    distinct = len({kv.entity(e) for e in entities})  # a renamed company's names are one entity
     series = _SERIES.search(question)
     years = sorted(question_period(question).years)
-    if len(entities) >= 2:
-        return QuestionScope(kind="multi", reason=f"names {len(entities)} entities: {', '.join(entities)}",
+    if distinct >= 2:
+        return QuestionScope(kind="multi", reason=f"names {distinct} entities: {', '.join(entities)}",
                              series=bool(series), **named)
     if series:
         return QuestionScope(kind="multi", reason=f"change over time: '{series.group(0)}'", series=True, **named)
@@ -200,7 +207,7 @@ def _entity_of(meta: Mapping[str, Any], scope: QuestionScope) -> str | None:
     aliases = company_aliases(value)
     for e in scope.entities:
         if aliases & company_aliases(e):
-            return e
+            return dict(scope.renamed).get(e, e)  # the reports of a renamed company are one entity's
     return None
 
 
@@ -251,10 +258,7 @@ def needed_documents(routing: RoutingResult, scope: QuestionScope, metas: Mappin
 
 def topic(question: str, scope: QuestionScope) -> str:
     """What to find in each document: the question without entity names, periods and framing words."""
-    text = question
-    for e in scope.entities:
-        for alias in sorted(company_aliases(e) | {e}, key=len, reverse=True):
-            text = re.sub(rf"(?i)\b{re.escape(alias)}(?:'s|’s)?\b", " ", text)
+    text = _RANGES.sub("", without_companies(question, scope.entities))
     text = vocab.PERIOD_MENTION.sub(" ", text)
     words = [w for w in re.findall(r"[A-Za-z0-9][\w&%$.'-]*", text) if w.lower().strip(".'") not in _FRAME_WORDS]
     return " ".join(words).strip(" .?") or question.strip()

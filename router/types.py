@@ -189,6 +189,7 @@ class QuestionScope(msgspec.Struct, frozen=True):
     key: str = ""  # the metadata key the entities are values of
     series: bool = False  # a change over time: every document of the entity is needed
     missing: tuple[str, ...] = ()  # names in the question that no document of the collection mentions
+    renamed: tuple[tuple[str, str], ...] = ()  # (entity value, the value it is one company with): former names
 
 
 class SubQuestion(msgspec.Struct, frozen=True):

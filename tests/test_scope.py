@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from router.metadata import KnownValues
+from router.metadata import KnownValues, match_offline
 from router.scope import (
     allot_evidence,
     classify_scope,
@@ -141,3 +141,49 @@ def test_page_diversity_defers_chunks_of_pages_already_covered() -> None:
     ranked = [at(1, 1, 1, 1), at(2, 1, 1, 1), at(3, 1, 2, 2), at(4, 1, 1, 2), at(5, 2, 1, 1), at(6, 1, 2, 3)]
     # page 1 of document 2 is another page; 6 adds page 3; 2 and 4 only repeat covered pages
     assert [c.chunk_id for c in diversify_pages(ranked)] == [1, 3, 5, 6, 2, 4]
+
+
+FILERS = [f"{w} {s}" for w, s in zip(
+    ["Acme Holdings", "Broad Street Realty", "Foo Corp \\DE\\", "The Arena Group Holdings", "Bar", "Delta Marine",
+     "Gresham Worldwide", "Grant Park Futures Fund", "Echo Bay Minerals", "Kestrel Air"],
+    ["Inc.", "Inc.", "", "Inc.", "Ltd", "Corporation", "Inc.", "Limited Partnership", "Co.", "ASA"], strict=True)]
+FILER_KV = KnownValues(values={"company": {n.strip(): 1 for n in FILERS} | {f"Filler Company {i}": 1 for i in range(40)}},
+                       doc_count=50)
+
+
+@pytest.mark.parametrize("question", [
+    "Companies: ACME HOLDINGS, INC., FOO CORP \\DE\\ and BAR LTD. Which company has the highest revenue?",
+    "Companies: Acme Holdings Inc, Foo Corporation and Bar Limited. Which has the highest revenue?",
+    "Which of Acme Holdings, Inc.'s, Foo Corp's and Bar Ltd.'s revenues is highest?",
+])
+def test_companies_written_as_filings_or_people_write_them(question: str) -> None:
+    scope = classify_scope(question, FILER_KV)
+    assert scope.kind == "multi" and set(scope.entities) == {"Acme Holdings Inc.", "Foo Corp \\DE\\", "Bar Ltd"}, scope
+
+
+def test_many_companies_named_once_each_and_names_inside_names() -> None:
+    named = [n.strip() for n in FILERS] + [f"Filler Company {i}" for i in range(40)]
+    question = "Companies: " + ", ".join(named) + ", and again " + named[0] + ". Which has the highest revenue?"
+    scope = classify_scope(question, FILER_KV)
+    assert sorted(scope.entities) == sorted(named)  # 50 companies, the repeated one once
+    kv = KnownValues(values={"company": {"Best Buy": 1, "Buy": 1, "Arena": 1, "The Arena Group Holdings, Inc.": 1}},
+                     doc_count=4)
+    assert classify_scope("What was Best Buy's revenue?", kv).entities == ("Best Buy",)
+    assert set(classify_scope("Compare Best Buy and Buy.", kv).entities) == {"Best Buy", "Buy"}
+
+
+def test_tickers_match_in_capitals_only() -> None:
+    kv = KnownValues(values={"ticker": {"ON": 1, "ACNT": 1}}, doc_count=2)
+    assert match_offline("Did ON grow revenue?", kv).conditions[0].value == ["ON"]
+    assert not match_offline("What was revenue on average?", kv).conditions
+
+
+def test_sub_question_topic_keeps_only_the_measure() -> None:
+    question = ("Companies: Broad Street Realty, Inc., The Arena Group Holdings, Inc. and GRESHAM WORLDWIDE, INC. "
+                "Please categorize the companies listed above by 'Cash and Cash Equivalents Balance' into the "
+                "following groups: high (over $15,000 in thousands), low (below $10,000 in thousands).")
+    scope = classify_scope(question, FILER_KV)
+    assert len(scope.entities) == 3
+    assert topic(question, scope) == "Cash Cash Equivalents Balance'"
+    q2 = "What is the trend in ACME HOLDINGS, INC.'s Net Profit from 2022 to 2024?"
+    assert topic(q2, classify_scope(q2, FILER_KV)) == "Net Profit"
