@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,11 @@ async def test_health_and_request_id(runtime: Runtime) -> None:
         assert len(r.headers["x-request-id"]) >= 8
         r2 = await client.get("/health", headers={"X-Request-ID": "abc123"})
         assert r2.headers["x-request-id"] == "abc123"
+        # an id that would put escape sequences on an operator's console (or is not an id) is replaced
+        for hostile in ("evil\x1b[2J\x1b[31m", "a b", "x" * 65, "é"):
+            r3 = await client.get("/health", headers={"X-Request-ID": hostile.encode("latin-1")})
+            rid = r3.headers["x-request-id"]
+            assert r3.status_code == 200 and rid != hostile and re.fullmatch(r"[0-9a-f]{16}", rid), rid
 
 
 async def test_collections_crud_and_errors(runtime: Runtime) -> None:

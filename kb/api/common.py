@@ -313,15 +313,23 @@ async def strict_json_body(request: Request[Any, Any, Any]) -> None:
         raise ValidationError(f"malformed JSON: {exc}") from exc
 
 
+REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+"""An incoming ``X-Request-ID`` is kept only in this form; anything else (escape sequences that would reach an
+operator's terminal, spaces, longer ids) is replaced by a new id."""
+
+
 def request_id_middleware(app: ASGIApp) -> ASGIApp:
-    """Bind a request id (incoming ``X-Request-ID`` or new) to the log context; return it; log duration."""
+    """Bind a request id (incoming ``X-Request-ID`` of a safe form, or new) to the log context; return it; log
+    duration."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
-        rid = headers.get(b"x-request-id", b"").decode("latin-1")[:64] or uuid.uuid4().hex[:16]
+        rid = headers.get(b"x-request-id", b"").decode("latin-1")
+        if not REQUEST_ID.fullmatch(rid):
+            rid = uuid.uuid4().hex[:16]
         started = time.perf_counter()
         status = {"code": 0}
         structlog.contextvars.clear_contextvars()
