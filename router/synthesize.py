@@ -64,13 +64,39 @@ def _multi_prompt(question: str, chunks: Sequence[RetrievedChunk], plan: ScopePl
                                   sub_questions=subs, no_answer=empty, missing=_missing_note(plan), history=history)
 
 
+def in_reading_order(answer: Answer) -> Answer:
+    """Markers numbered 1..n in the order they first appear in the text, each with its source; a marker with
+    no source is dropped from the text and a source no marker cites is not listed."""
+    by_marker = {c.marker: c for c in answer.citations}
+    order: dict[int, int] = {}
+    for m in _MARKER.finditer(answer.text):
+        old = int(m.group(1))
+        if old in by_marker and old not in order:
+            order[old] = len(order) + 1
+
+    def renumber(m: re.Match[str]) -> str:
+        old = int(m.group(1))
+        return f"[{order[old]}]" if old in order else ""
+
+    text = re.sub(r"(?<=\S) {2,}", " ", _MARKER.sub(renumber, answer.text))
+    cites = tuple(msgspec.structs.replace(by_marker[old], marker=new)
+                  for old, new in sorted(order.items(), key=lambda kv: kv[1]))
+    return msgspec.structs.replace(answer, text=text, citations=cites)
+
+
 async def synthesize(chat: ChatModel, question: str, chunks: Sequence[RetrievedChunk],
                      history: Sequence[Turn] = (), *, plan: ScopePlan | None = None) -> Answer:
-    """LLM answer with [n] markers mapped to citations; extractive when offline or on failure.
+    """LLM answer with [n] markers mapped to citations; extractive when offline or on failure. Markers are
+    numbered in reading order (``in_reading_order``).
 
     A multi-document ``plan`` asks for the answer per document, then the comparison; a named entity that no
     document mentions is said to be missing instead of being answered from the others.
     """
+    return in_reading_order(await _answer(chat, question, chunks, history, plan))
+
+
+async def _answer(chat: ChatModel, question: str, chunks: Sequence[RetrievedChunk], history: Sequence[Turn],
+                  plan: ScopePlan | None) -> Answer:
     missing = _missing_note(plan)
     if missing and plan is not None and plan.scope.kind == "single" and not plan.scope.entities:
         # "What was Zephyr Motors' revenue?" in a collection without Zephyr: say so, answer from nothing else

@@ -112,3 +112,35 @@ def test_extractive_answer_cites_the_sentence_source() -> None:
     ans = extractive_answer("What was total revenue in fiscal 2021?", chunks)
     assert "412.7" in ans.text and "[2]" in ans.text
     assert [c.marker for c in ans.citations] == [2]
+
+
+async def test_citation_markers_are_numbered_in_reading_order() -> None:
+    """The answer's markers run 1..n in the order they first appear, each marker has its source and every listed
+    source is cited (offline answers, and an LLM reply citing blocks out of order or one that does not exist)."""
+    import re
+
+    from kb.providers.chat import OfflineChatModel
+    from router.synthesize import in_reading_order, synthesize
+    from router.types import Answer
+
+    chunks = [_chunk(1, "The board met twice during the year under review."),
+              _chunk(2, "Staff grew to 1,200 people across four sites."),
+              _chunk(3, "Total revenue for fiscal 2021 was $412.7 million, up 18 percent."),
+              _chunk(4, "Revenue from services was $61.6 million in fiscal 2021.")]
+    ans = await synthesize(OfflineChatModel(), "What was total revenue in fiscal 2021?", chunks)
+    markers = [int(m) for m in re.findall(r"\[(\d+)\]", ans.text)]
+    assert markers and markers[0] == 1 and sorted(set(markers)) == list(range(1, len(set(markers)) + 1))
+    assert [c.marker for c in ans.citations] == sorted(set(markers))
+    assert ans.citations[0].chunk_id == 3  # the first marker read is the revenue sentence's source
+    llm = Answer(text="Revenue was $412.7 million [3], services $61.6 million [4]; see also [9] and [3].",
+                 citations=tuple(c for c in (_cite(3), _cite(4), _cite(2))), mode="llm")
+    out = in_reading_order(llm)
+    assert out.text == "Revenue was $412.7 million [1], services $61.6 million [2]; see also and [1]."
+    assert [(c.marker, c.chunk_id) for c in out.citations] == [(1, 3), (2, 4)]  # [2]'s source was never cited
+
+
+def _cite(i: int):  # noqa: ANN202
+    from router.types import CitationOut
+
+    return CitationOut(marker=i, doc_id=1, doc_name="d.md", node_id="0001", section_path="A", pages=(1, 1),
+                       text=f"block {i}", chunk_id=i)
