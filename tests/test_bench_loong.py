@@ -127,6 +127,7 @@ def test_answer_figure_recall() -> None:
     assert answer_figure_recall(answer, "q", "- ZORBEX: cash was 7,963 in 2024 [2]") == 0.5
     assert answer_figure_recall(answer, "q", "$9.12 million then $7,963,000") == 1.0
     assert answer_figure_recall(answer, "q", "") == 0.0
+    assert answer_figure_recall("Revenue grew by 9 points to 12 sites.", "q", "It grew [9] and [12].") == 0.0  # markers
     assert answer_figure_recall("It decreased.", "q", "9,120") is None  # no reference figure: not counted
     assert answer_figure_recall("$412 million", "Was revenue $412 million?", "nothing") is None  # asked, not answered
     # Chinese reports glue figures to words and scale by 亿/万

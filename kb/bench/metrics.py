@@ -174,11 +174,14 @@ def answer_number_recall(answer: str, question: str, evidence_text: str) -> floa
     return figure_recall(answer, question, evidence_text)
 
 
+_CITATION_MARKER = re.compile(r"\[\d{1,3}\]")
+
+
 def answer_figure_recall(answer: str, question: str, answer_text: str) -> float | None:
     """Share of the reference answer's figures (not in the question) that the ANSWER TEXT states, with the
     normalisation of ``answer_number_recall``: what reached the reader, where ``answer_number_recall`` measures
-    what reached synthesis. None when the reference has no figure."""
-    return figure_recall(answer, question, answer_text)
+    what reached synthesis. Citation markers ("[9]") are not figures. None when the reference has no figure."""
+    return figure_recall(answer, question, _CITATION_MARKER.sub(" ", answer_text))
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
