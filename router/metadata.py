@@ -291,10 +291,6 @@ class MetadataMatch(msgspec.Struct, frozen=True):
     scope: str = ""  # the LLM's single | multi | list for the question ("" offline or when it said nothing)
 
 
-def _norm_company(name: str) -> str:
-    return vocab.company_core(name)
-
-
 def contains_phrase(haystack: str, phrase: str) -> bool:
     return bool(phrase) and re.search(rf"(?<![a-z0-9]){re.escape(phrase)}(?![a-z0-9])", haystack) is not None
 
@@ -302,12 +298,12 @@ def contains_phrase(haystack: str, phrase: str) -> bool:
 def company_aliases(value: str) -> set[str]:
     """How a question may write a company: "Amazon.com, Inc." → "amazon com", "amazoncom", "amazon" (the name
     without its web domain)."""
-    norm = _norm_company(value)
+    norm = vocab.company_core(value)
     aliases = {norm, normalize_title(vocab.STATE_SUFFIX.sub(" ", value))}
     compact = norm.replace(" ", "")
     if len(compact) >= 3:
         aliases.add(compact)
-    bare = _norm_company(_WEB_DOMAIN.sub(" ", value))
+    bare = vocab.company_core(_WEB_DOMAIN.sub(" ", value))
     if len(bare) >= 3 and bare != norm:
         aliases.add(bare)
     return {a for a in aliases if a}

@@ -195,10 +195,6 @@ async def missing_entities(pool: asyncpg.Pool, collection_id: int, question: str
 # --------------------------------------------------------------------------- routing completion and plan
 
 
-async def doc_metadata(pool: asyncpg.Pool, doc_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
-    return {d: f.metadata for d, f in (await store.doc_fields(pool, doc_ids)).items()}
-
-
 def _entity_of(meta: Mapping[str, Any], scope: QuestionScope) -> str | None:
     """Which of the scope's entities the document belongs to (None: none of them)."""
     value = doc_entity(meta)
