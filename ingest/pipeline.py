@@ -18,6 +18,7 @@ import structlog
 from ingest.chunker import chunk_tree
 from ingest.describe import describe_document
 from ingest.embedding import CachedEmbedder
+from ingest.facts import extract_facts
 from ingest.files import read_confined
 from ingest.formats import FORMATS, ParsedFile, build_tree, format_of
 from ingest.formats import SUPPORTED as SUPPORTED  # re-exported for kb.bench
@@ -31,13 +32,22 @@ from ingest.pageindex import (
     tree_sidecar_path,
 )
 from ingest.statements import mark_statements, statement_pages
-from ingest.store import DuplicateContentError, NewDocument, find_existing, write_document
+from ingest.store import (
+    DuplicateContentError,
+    NewDocument,
+    find_existing,
+    get_document,
+    list_documents,
+    replace_facts,
+    write_document,
+)
 from ingest.summaries import summarize_tree
+from kb.collections import get_collection
 from kb.errors import IngestError, LLMError
 from kb.providers import ChatModel
 from kb.providers.chat import CountingChat, OfflineChatModel
 from kb.settings import IngestSettings
-from kb.types import DocumentTree
+from kb.types import DocumentTree, FactDraft, TreeNode
 
 log = structlog.get_logger("ingest.pipeline")
 
@@ -187,6 +197,18 @@ def _full_text(parsed: ParsedFile) -> str:
     return " ".join(text.split())
 
 
+def document_facts(parsed: ParsedFile, tree: DocumentTree, on_pages: Mapping[int, str],
+                   meta: Mapping[str, Any]) -> list[FactDraft]:
+    """The statement facts of a parsed document (``ingest.facts``): its PDF statement pages, else its text."""
+    period_end, doc_type = meta.get("period_end_date"), meta.get("doc_type")
+    if tree.unit not in ("page", "line"):
+        return []  # Word/HTML trees count paragraphs: a fact's line could not be cited
+    if parsed.pdf is not None:
+        return extract_facts(tree, pages=parsed.pdf.pages, statement_pages=dict(on_pages), period_end=period_end,
+                             doc_type=doc_type)
+    return extract_facts(tree, text=parsed.text or "", period_end=period_end, doc_type=doc_type)
+
+
 def _title(tree: DocumentTree, meta: Mapping[str, Any], name: str) -> str:
     for key in ("title", "doc_name", "name"):
         if meta.get(key):
@@ -274,7 +296,9 @@ async def ingest_file(
         title = _title(tree, meta, name)
         description = await describe_document(tree, meta, name, chat)
         chunks = await asyncio.to_thread(chunk_tree, tree, ctx.settings, page_texts)
-        tree, chunks = mark_statements(tree, chunks, statement_pages(parsed.pdf.pages) if parsed.pdf else {})
+        on_pages = statement_pages(parsed.pdf.pages) if parsed.pdf else {}
+        tree, chunks = mark_statements(tree, chunks, on_pages)
+        facts = await asyncio.to_thread(document_facts, parsed, tree, on_pages, meta)
         if len(chunks) > ctx.settings.max_chunks:
             raise IngestError(f"{len(chunks)} chunks: more than KB_MAX_CHUNKS_PER_FILE={ctx.settings.max_chunks}")
         label = doc_label(meta, title)
@@ -289,7 +313,7 @@ async def ingest_file(
                 collection_id=collection_id, name=name, source_path=str(path), sha256=sha, file_type=kind,
                 metadata=meta, title=title, description=description, description_embedding=desc_vec,
                 tree=tree, node_embeddings=node_vecs, chunks=chunks, chunk_embeddings=chunk_vecs,
-                embedder_generation=ctx.embedder_generation,
+                embedder_generation=ctx.embedder_generation, facts=facts,
             ),
         )
     except DuplicateContentError as exc:  # another writer stored the same content first
@@ -315,3 +339,42 @@ async def ingest_file(
              chunks=len(chunks), mode=tree.source_mode, llm_calls=chat.calls, seconds=round(seconds, 2),
              replaced=bool(existing))
     return outcome
+
+
+class FactsRefresh(msgspec.Struct, frozen=True):
+    """What ``refresh_facts`` did: documents read, facts stored, documents skipped (with reasons)."""
+
+    documents: int
+    facts: int
+    skipped: tuple[str, ...]
+
+
+async def refresh_facts(pool: asyncpg.Pool, collection: str) -> FactsRefresh:
+    """Re-read the statement facts of a collection's stored documents from their source files, without
+    re-embedding (documents ingested before facts existed, or after ``ingest.facts`` improved). A document
+    whose source file is gone or changed keeps its facts and is reported."""
+    coll = await get_collection(pool, collection)
+    done, stored, skipped = 0, 0, []
+    for info in await list_documents(pool, collection, limit=1_000_000):
+        path = Path(info.source_path)
+        try:
+            data = await asyncio.to_thread(path.read_bytes)
+        except OSError as exc:
+            skipped.append(f"{info.name}: source unreadable ({exc.strerror or exc})")
+            continue
+        if hashlib.sha256(data).hexdigest() != info.sha256 and not tree_sidecar_path(path).exists():
+            skipped.append(f"{info.name}: source changed since ingest (ingest it again)")
+            continue
+        _, nodes = await get_document(pool, info.id)
+        tree = DocumentTree(
+            nodes=tuple(TreeNode(node_id=n.node_id, parent_id=n.parent_id, ordinal=n.ordinal, level=n.level,
+                                 title=n.title, start=n.start_index, end=n.end_index, text="", summary="", path=(),
+                                 is_leaf=n.is_leaf, unit=n.unit) for n in nodes),
+            page_count=info.page_count, source_mode=info.tree_mode, unit=nodes[0].unit if nodes else "page")
+        parsed = await asyncio.to_thread(parse_file, data, info.file_type)
+        on_pages = statement_pages(parsed.pdf.pages) if parsed.pdf else {}
+        facts = await asyncio.to_thread(document_facts, parsed, tree, on_pages, info.metadata)
+        await replace_facts(pool, info.id, coll.id, facts)
+        done, stored = done + 1, stored + len(facts)
+        log.info("ingest.facts_refreshed", doc_id=info.id, name=info.name, facts=len(facts))
+    return FactsRefresh(done, stored, tuple(skipped))

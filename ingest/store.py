@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Sequence
 from datetime import datetime
@@ -15,7 +16,7 @@ import structlog
 from kb.collections import get_collection
 from kb.db import LONG_STATEMENT_S
 from kb.errors import IngestError, NotFoundError
-from kb.types import ChunkDraft, DocumentTree
+from kb.types import ChunkDraft, DocumentTree, FactDraft
 
 log = structlog.get_logger("ingest.store")
 
@@ -68,6 +69,14 @@ VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14) RETU
 SQL_EMBEDDER_GENERATION = "SELECT generation FROM embedder_state FOR SHARE"
 NODE_COLUMNS = ("document_id", "node_id", "parent_id", "ordinal", "level", "title", "start_index", "end_index",
                 "unit", "is_leaf", "summary", "text", "path", "embedding", "statements")
+FACT_COLUMNS = ("document_id", "collection_id", "ordinal", "statement", "line_item", "concept", "period_end",
+                "months", "period_label", "value", "printed", "scale", "unit", "page", "line", "node_id", "source",
+                "col")
+SQL_DELETE_FACTS = "DELETE FROM facts WHERE document_id = $1"
+SQL_DOCUMENT_FACTS = """
+SELECT ordinal, statement, line_item, concept, period_end, months, period_label, value, printed, scale, unit,
+       page, line, node_id, source, col AS column
+FROM facts WHERE document_id = $1 AND ($2::text IS NULL OR concept = $2) ORDER BY ordinal"""
 CHUNK_COLUMNS = ("document_id", "collection_id", "node_id", "ordinal", "text", "page", "token_count",
                  "heading_path", "embedding", "page_end", "statement", "context")
 
@@ -142,6 +151,7 @@ class NewDocument(msgspec.Struct, frozen=True):
     chunks: Sequence[ChunkDraft]
     chunk_embeddings: np.ndarray
     embedder_generation: int | None = None  # when set, the write is refused if `kb reembed` ran since
+    facts: Sequence[FactDraft] = ()  # statement line items per period (ingest.facts)
 
 
 def _doc(row: asyncpg.Record) -> DocumentInfo:
@@ -274,6 +284,52 @@ async def _write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
                 ],
             )
             await conn.execute(SQL_LEXEMES_ADD, doc.collection_id, doc_id, timeout=LONG_STATEMENT_S)
+        await _copy_facts(conn, doc_id, doc.collection_id, doc.facts)
         if old_id is not None:
             await conn.execute(SQL_REPOINT_ITEMS, old_id, doc_id)
     return int(doc_id)
+
+
+async def _copy_facts(conn: asyncpg.Connection, doc_id: int, collection_id: int, facts: Sequence[FactDraft]) -> None:
+    if facts:
+        await conn.copy_records_to_table(
+            "facts", columns=FACT_COLUMNS, timeout=LONG_STATEMENT_S,
+            records=[(doc_id, collection_id, i, f.statement, f.line_item, f.concept,
+                      dt.date.fromisoformat(f.period_end), f.months, f.period_label, f.value, f.printed, f.scale,
+                      f.unit, f.page, f.line, f.node_id, f.source, f.column) for i, f in enumerate(facts)],
+        )
+
+
+async def replace_facts(pool: asyncpg.Pool, doc_id: int, collection_id: int, facts: Sequence[FactDraft]) -> None:
+    """A document's facts replaced in one transaction (``kb facts`` re-reading stored documents)."""
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute(SQL_DELETE_FACTS, doc_id)
+        await _copy_facts(conn, doc_id, collection_id, facts)
+
+
+class FactRow(msgspec.Struct, frozen=True):
+    """A stored fact as the API lists it (``kb.types.FactDraft`` with its ordinal)."""
+
+    ordinal: int
+    statement: str
+    line_item: str
+    concept: str
+    period_end: dt.date
+    months: int
+    period_label: str
+    value: float
+    printed: str
+    scale: float
+    unit: str
+    page: int | None
+    line: int | None
+    node_id: str
+    source: str
+    column: int
+
+
+async def document_facts(pool: asyncpg.Pool, doc_id: int, concept: str | None = None) -> list[FactRow]:
+    """A document's facts in reading order (``NotFoundError`` for an unknown document)."""
+    if await pool.fetchval(SQL_DOC_COLLECTION_NOLOCK, doc_id) is None:
+        raise NotFoundError(f"document {doc_id} does not exist")
+    return [FactRow(**dict(r)) for r in await pool.fetch(SQL_DOCUMENT_FACTS, doc_id, concept)]

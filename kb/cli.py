@@ -1,4 +1,4 @@
-"""The ``kb`` command line: run, serve, worker, db, config, ingest, query, export, reembed, mcp, bench."""
+"""The ``kb`` command line: run, serve, worker, db, config, ingest, query, export, reembed, facts, mcp, bench."""
 
 from __future__ import annotations
 
@@ -220,6 +220,19 @@ async def _reembed(collection: str | None, batch: int, *, quiet: bool = False) -
         return 0
 
 
+async def _facts(collection: str) -> int:
+    """Re-read the statement facts of a collection's documents from their source files."""
+    from ingest.pipeline import refresh_facts
+    from kb.runtime import open_runtime
+
+    async with open_runtime() as rt:
+        result = await refresh_facts(rt.pool, collection)
+    print(f"kb: {result.facts} facts from {result.documents} documents of collection {collection!r}")
+    for line in result.skipped:
+        print(f"kb: skipped {line}", file=sys.stderr)
+    return 0 if not result.skipped else 1
+
+
 async def _mcp_stdio() -> int:
     """Serve the MCP tools over stdin/stdout until the client closes the pipe."""
     import contextlib
@@ -373,6 +386,8 @@ def build_parser() -> argparse.ArgumentParser:
     rb = sub.add_parser("reembed", help="re-embed every stored vector with the configured embedder (resumable)")
     rb.add_argument("--collection", help="only this collection (with the recorded embedder only)")
     rb.add_argument("--batch", type=int, default=256, help="texts per staged batch")
+    fa = sub.add_parser("facts", help="re-read the statement facts of stored documents from their source files")
+    fa.add_argument("--collection", required=True)
     sub.add_parser("mcp", help="serve the Model Context Protocol over stdio (for agents; HTTP is at /mcp)")
     b = sub.add_parser("bench", help="evaluate routing and retrieval on a benchmark dataset")
     from kb.bench_cli import add_bench_arguments
@@ -414,6 +429,8 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(_export(args.doc_id))
         if args.command == "reembed":
             return asyncio.run(_reembed(args.collection, max(1, args.batch)))
+        if args.command == "facts":
+            return asyncio.run(_facts(args.collection))
         if args.command == "mcp":
             return asyncio.run(_mcp_stdio())
         if args.command == "bench":

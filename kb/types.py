@@ -87,3 +87,28 @@ class ChatResult(msgspec.Struct, frozen=True):
     model: str = ""
     usage: ChatUsage = ChatUsage()
     duration_ms: float = 0.0
+
+
+class FactDraft(msgspec.Struct, frozen=True):
+    """One financial statement line item in one period column, read at ingest (``ingest.facts``).
+
+    ``value`` is in base units (``printed`` × ``scale``; per-share figures unscaled); ``months`` is 0 for a
+    balance at ``period_end`` and the period's length otherwise; ``page`` (PDF) or ``line`` (text) locate the
+    printed ``source`` line for citation; ``concept`` is "" for a line outside ``kb.vocab.CONCEPTS``.
+    """
+
+    statement: str
+    line_item: str
+    concept: str
+    period_end: str
+    months: int
+    period_label: str
+    value: float
+    printed: str
+    scale: float
+    unit: str
+    page: int | None
+    line: int | None
+    node_id: str
+    source: str
+    column: int

@@ -349,3 +349,286 @@ def company_core(name: str) -> str:
     → "arena"; the key two spellings of one company share."""
     text = re.sub(r"\s+and (?:its )?subsidiaries\b.*$", "", STATE_SUFFIX.sub(" ", name), flags=re.I)
     return " ".join(re.sub(r"[^0-9a-z\u4e00-\u9fff]+", " ", CORP_SUFFIX.sub(" ", text).lower()).split())
+
+
+# --------------------------------------------------------------------------- financial concepts (facts)
+
+
+class Concept(msgspec.Struct, frozen=True):
+    """One measure stored as a fact: how statement lines print it and how a question names it.
+
+    ``printed`` are statement line labels after ``concept_label`` normalisation (lower case, "(loss)",
+    "(deficit)", "net of …", footnote marks and punctuation removed), matched whole; ``chinese`` the Chinese
+    line labels, matched whole after removing spaces and a leading "其中：" / "一、" / "加：". ``asked`` are
+    extra words a question may use (matched case-insensitively as words). ``kinds`` are the statements the
+    line may stand on (a "Cash and cash equivalents" line of a cash flow statement is not the balance).
+    ``unit``: "money", "per_share" or "shares". ``flow``: a measure over a period (income, cash flow) rather
+    than a balance at a date.
+    """
+
+    name: str
+    label: str
+    printed: tuple[str, ...]
+    chinese: tuple[str, ...] = ()
+    asked: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ("income",)
+    unit: str = "money"
+    flow: bool = True
+
+
+_IS = ("income", "comprehensive_income")
+_BS = ("balance",)
+_CF = ("cash_flow",)
+
+CONCEPTS: tuple[Concept, ...] = (
+    Concept("revenue", "revenue", (
+        "revenue", "revenues", "total revenue", "total revenues", "net revenue", "net revenues", "total net revenue",
+        "total net revenues", "net sales", "total net sales", "sales", "net sales and revenue", "operating revenues",
+        "total operating revenues", "revenues net", "revenue net", "sales net", "net revenue total",
+        "total revenues net", "revenue from contracts with customers", "total sales"),
+        ("营业总收入", "营业收入"), ("revenue", "revenues", "sales", "net sales", "turnover", "top line"), _IS),
+    Concept("cost_of_revenue", "cost of revenue", (
+        "cost of revenue", "cost of revenues", "cost of sales", "cost of goods sold", "total cost of revenue",
+        "total cost of revenues", "total cost of sales", "cost of products sold"),
+        ("营业成本",), ("cogs",), _IS),
+    Concept("gross_profit", "gross profit", ("gross profit", "gross margin", "gross profit loss", "gross loss"),
+            ("毛利",), (), _IS),
+    Concept("operating_expenses", "total operating expenses", (
+        "total operating expenses", "total operating costs and expenses", "total costs and expenses",
+        "operating expenses total", "total expenses"), ("营业总成本",), ("operating expenses",), _IS),
+    Concept("rd_expense", "research and development expense", (
+        "research and development", "research and development expenses", "research and development expense"),
+        ("研发费用",), ("r&d",), _IS),
+    Concept("sga_expense", "selling, general and administrative expense", (
+        "selling general and administrative", "selling general and administrative expenses",
+        "selling general and administrative expense", "sg a"), (), ("sg&a",), _IS),
+    Concept("admin_expense", "general and administrative expense", (
+        "general and administrative", "general and administrative expenses", "general and administrative expense",
+        "administrative expenses", "administrative"), ("管理费用",), ("administrative expenses",), _IS),
+    Concept("selling_expense", "selling expense", ("selling expenses", "selling and marketing",
+                                                   "sales and marketing", "selling"),
+            ("销售费用",), (), _IS),
+    Concept("operating_income", "operating income", (
+        "operating income", "income from operations", "operating profit", "operating loss", "loss from operations",
+        "total operating income", "operating income loss", "income loss from operations",
+        "operating loss from continuing operations", "operating income from continuing operations",
+        "income from continuing operations before interest and taxes"),
+        ("营业利润",), ("operating profit", "operating income", "ebit"), _IS),
+    Concept("interest_expense", "interest expense", ("interest expense", "interest expense net"),
+            ("利息费用",), (), _IS),
+    Concept("pretax_income", "income before income taxes", (
+        "income before income taxes", "income before taxes", "loss before income taxes",
+        "income before provision for income taxes", "income loss before income taxes", "pretax income",
+        "income before income tax", "loss before income tax", "earnings before income taxes",
+        "loss from continuing operations before income taxes", "income from continuing operations before income taxes",
+        "income loss from continuing operations before income taxes", "earnings before income tax expense",
+        "income before income tax expense", "loss before income tax expense", "loss before provision for income taxes",
+        "income loss before provision for income taxes", "loss before income taxes and equity in losses"),
+        ("利润总额",), ("pre-tax income", "pretax income", "profit before tax"), _IS),
+    Concept("income_tax", "income tax expense", (
+        "income tax expense", "provision for income taxes", "income taxes", "income tax provision",
+        "income tax benefit", "provision for benefit from income taxes", "income tax expense benefit",
+        "benefit from income taxes", "provision benefit for income taxes"),
+        ("所得税费用",), ("tax expense",), _IS),
+    Concept("net_income_continuing", "net income from continuing operations", (
+        "income from continuing operations", "net income from continuing operations",
+        "loss from continuing operations", "net loss from continuing operations",
+        "income from continuing operations net of tax", "net income loss from continuing operations"),
+        ("持续经营净利润",), ("profit from continuing operations",), _IS),
+    Concept("net_income", "net income", (
+        "net income", "net loss", "net earnings", "net income loss", "net loss income", "net profit",
+        "net loss and comprehensive loss", "net income and comprehensive income", "net loss for the period",
+        "net loss for the year", "net income for the year", "net income for the period",
+        "net income including noncontrolling interest", "net income including noncontrolling interests",
+        "net income including non controlling interests", "net loss including noncontrolling interests",
+        "consolidated net income", "net income loss including noncontrolling interests"),
+        ("净利润",), ("net income", "net profit", "net loss", "profit", "earnings", "bottom line"), (*_IS, "cash_flow")),
+    Concept("net_income_parent", "net income attributable to the parent", (),
+            ("归属于母公司所有者的净利润", "归属于母公司股东的净利润"), ("attributable to",), _IS),
+    Concept("eps_basic", "basic earnings per share", (
+        "basic", "basic earnings per share", "basic net income per share", "basic net loss per share",
+        "earnings per share basic", "net income per share basic", "net loss per share basic",
+        "basic earnings loss per share", "basic income per share", "basic loss per share"),
+        ("基本每股收益",), ("basic eps", "basic earnings per share"), _IS, "per_share"),
+    Concept("eps_diluted", "diluted earnings per share", (
+        "diluted", "diluted earnings per share", "diluted net income per share", "diluted net loss per share",
+        "earnings per share diluted", "net income per share diluted", "net loss per share diluted",
+        "diluted earnings loss per share", "diluted income per share", "diluted loss per share"),
+        ("稀释每股收益",), ("diluted eps", "diluted earnings per share"), _IS, "per_share"),
+    Concept("cash", "cash and cash equivalents", (
+        "cash and cash equivalents", "cash", "cash and equivalents", "cash and cash equivalents at carrying value"),
+        ("货币资金",), ("cash and cash equivalents", "cash balance", "cash"), _BS, flow=False),
+    Concept("accounts_receivable", "accounts receivable", (
+        "accounts receivable", "accounts receivable net", "trade receivables", "trade accounts receivable",
+        "receivables", "trade receivables net", "accounts receivable trade"),
+        ("应收账款",), ("receivables",), _BS, flow=False),
+    Concept("inventory", "inventories", ("inventories", "inventory", "inventories net", "inventory net",
+                                         "total inventories", "total inventories net", "total inventory"),
+            ("存货",), ("inventories", "inventory"), _BS, flow=False),
+    Concept("current_assets", "total current assets", ("total current assets",), ("流动资产合计",),
+            ("current assets",), _BS, flow=False),
+    Concept("noncurrent_assets", "total non-current assets", (
+        "total non current assets", "total noncurrent assets", "total long term assets", "total other assets"),
+        ("非流动资产合计",), ("non-current assets", "noncurrent assets", "long-term assets"), _BS, flow=False),
+    Concept("right_of_use_assets", "right-of-use assets", (
+        "right of use assets", "operating lease right of use assets", "right of use assets operating leases",
+        "operating lease right of use asset", "right of use asset"), ("使用权资产",), (), _BS, flow=False),
+    Concept("total_assets", "total assets", ("total assets",), ("资产总计", "资产合计"), ("total assets",),
+            _BS, flow=False),
+    Concept("accounts_payable", "accounts payable", (
+        "accounts payable", "trade accounts payable", "accounts payable trade", "trade payables"),
+        ("应付账款",), ("payables",), _BS, flow=False),
+    Concept("other_current_liabilities", "other current liabilities", ("other current liabilities",),
+            ("其他流动负债",), (), _BS, flow=False),
+    Concept("current_liabilities", "total current liabilities", ("total current liabilities",),
+            ("流动负债合计",), ("current liabilities",), _BS, flow=False),
+    Concept("long_term_debt", "long-term debt", (
+        "long term debt", "long term debt net of current portion", "long term debt less current portion",
+        "long term borrowings", "long term debt net", "notes payable net of current portion",
+        "long term notes payable"), ("长期借款",), ("long-term borrowings", "long-term debt"), _BS, flow=False),
+    Concept("noncurrent_liabilities", "total non-current liabilities", (
+        "total non current liabilities", "total noncurrent liabilities", "total long term liabilities"),
+        ("非流动负债合计",), ("non-current liabilities", "noncurrent liabilities", "long-term liabilities"),
+        _BS, flow=False),
+    Concept("total_liabilities", "total liabilities", ("total liabilities",), ("负债合计",),
+            ("total liabilities", "liabilities"), _BS, flow=False),
+    Concept("share_capital", "share capital", ("common stock", "share capital", "common shares"),
+            ("股本", "实收资本或股本", "实收资本"), ("share capital", "common stock"), _BS, flow=False),
+    Concept("retained_earnings", "retained earnings", (
+        "retained earnings", "accumulated deficit", "retained earnings accumulated deficit",
+        "accumulated deficit retained earnings"), ("未分配利润",), ("accumulated deficit",), _BS, flow=False),
+    Concept("total_equity", "total equity", (
+        "total stockholders equity", "total shareholders equity", "total equity", "total stockholders deficit",
+        "total shareholders deficit", "total stockholders equity deficit", "total partners capital",
+        "total owners equity", "total members equity", "total net assets", "net assets",
+        "total stockholders deficit equity", "total equity deficit", "total deficit",
+        "total shareholders equity deficit"),
+        ("所有者权益合计", "股东权益合计", "所有者权益或股东权益合计"),
+        ("equity", "owners' equity", "shareholders' equity", "stockholders' equity", "net assets", "book value"),
+        _BS, flow=False),
+    Concept("liabilities_and_equity", "total liabilities and equity", (
+        "total liabilities and stockholders equity", "total liabilities and shareholders equity",
+        "total liabilities and equity", "total liabilities and stockholders deficit",
+        "total liabilities and partners capital", "total liabilities and owners equity",
+        "total liabilities and stockholders equity deficit", "total liabilities and shareholders deficit",
+        "total liabilities and members equity", "total liabilities and net assets",
+        "total liabilities and deficit"),
+        ("负债和所有者权益总计", "负债和股东权益总计", "负债和所有者权益或股东权益总计"),
+        ("total liabilities and equity",), _BS, flow=False),
+    Concept("cfo", "net cash from operating activities", (
+        "net cash provided by operating activities", "net cash used in operating activities",
+        "net cash provided by used in operating activities", "net cash used in provided by operating activities",
+        "net cash from operating activities", "cash provided by operating activities",
+        "net cash flows from operating activities", "net cash flow from operating activities",
+        "cash flows from operating activities", "net cash provided by operations", "cash provided by operations",
+        "cash provided by operating activities", "net cash provided by operating activities total"),
+        ("经营活动产生的现金流量净额",), ("operating cash flow", "cash flow from operations",
+                                  "cash from operations", "operating activities"), _CF),
+    Concept("cfi", "net cash from investing activities", (
+        "net cash provided by investing activities", "net cash used in investing activities",
+        "net cash provided by used in investing activities", "net cash used in provided by investing activities",
+        "net cash from investing activities", "cash used in investing activities",
+        "net cash flows from investing activities", "net cash flow from investing activities",
+        "cash flows from investing activities", "cash provided by investing activities",
+        "cash used by investing activities"),
+        ("投资活动产生的现金流量净额",), ("investing activities", "investing cash flow"), _CF),
+    Concept("cff", "net cash from financing activities", (
+        "net cash provided by financing activities", "net cash used in financing activities",
+        "net cash provided by used in financing activities", "net cash used in provided by financing activities",
+        "net cash from financing activities", "cash provided by financing activities",
+        "net cash flows from financing activities", "net cash flow from financing activities",
+        "cash flows from financing activities", "cash provided by financing activities",
+        "cash used by financing activities"),
+        ("筹资活动产生的现金流量净额",), ("financing activities", "financing cash flow"), _CF),
+    Concept("capex", "capital expenditure", (
+        "purchases of property and equipment", "purchase of property and equipment",
+        "purchases of property plant and equipment", "purchase of property plant and equipment",
+        "capital expenditures", "additions to property and equipment", "additions to property plant and equipment",
+        "payments for property and equipment", "acquisition of property and equipment",
+        "purchases of fixed assets", "purchase of fixed assets", "capital expenditure"),
+        ("购建固定资产、无形资产和其他长期资产支付的现金",), ("capex", "capital expenditure", "capital expenditures"), _CF),
+    Concept("net_change_in_cash", "net change in cash", (
+        "net increase decrease in cash and cash equivalents", "net decrease increase in cash and cash equivalents",
+        "net increase in cash and cash equivalents", "net decrease in cash and cash equivalents",
+        "net change in cash and cash equivalents", "net increase decrease in cash",
+        "net decrease in cash", "net increase in cash", "net change in cash",
+        "net increase decrease in cash cash equivalents and restricted cash",
+        "net decrease increase in cash cash equivalents and restricted cash",
+        "net increase in cash cash equivalents and restricted cash",
+        "net decrease in cash cash equivalents and restricted cash",
+        "net change in cash cash equivalents and restricted cash", "net increase in cash and equivalents",
+        "net decrease in cash and equivalents", "net change in cash and equivalents"),
+        ("现金及现金等价物净增加额",), ("net increase in cash", "net decrease in cash", "change in cash"), _CF),
+    Concept("cash_begin", "cash at beginning of period", (
+        "cash and cash equivalents beginning of period", "cash and cash equivalents beginning of year",
+        "cash beginning of period", "cash beginning of year", "cash and cash equivalents at beginning of period",
+        "cash and cash equivalents at beginning of year", "cash at beginning of period", "cash at beginning of year",
+        "cash cash equivalents and restricted cash beginning of period",
+        "cash cash equivalents and restricted cash beginning of year",
+        "cash cash equivalents and restricted cash at beginning of period",
+        "cash cash equivalents and restricted cash at beginning of year",
+        "cash and restricted cash beginning of period", "cash and restricted cash beginning of year",
+        "beginning of period", "beginning of year", "cash and cash equivalents beginning of the period",
+        "cash and cash equivalents beginning of the year", "cash and equivalents beginning of year",
+        "cash and equivalents beginning of period", "cash and equivalents at beginning of year"),
+        ("期初现金及现金等价物余额", "加：期初现金及现金等价物余额"),
+        ("beginning balance of cash", "cash at the beginning", "beginning cash", "beginning of the period",
+         "beginning of period", "beginning of year", "beginning balance"), _CF),
+    Concept("cash_end", "cash at end of period", (
+        "cash and cash equivalents end of period", "cash and cash equivalents end of year",
+        "cash end of period", "cash end of year", "cash and cash equivalents at end of period",
+        "cash and cash equivalents at end of year", "cash at end of period", "cash at end of year",
+        "cash cash equivalents and restricted cash end of period",
+        "cash cash equivalents and restricted cash end of year",
+        "cash cash equivalents and restricted cash at end of period",
+        "cash cash equivalents and restricted cash at end of year",
+        "cash and restricted cash end of period", "cash and restricted cash end of year",
+        "end of period", "end of year", "cash and cash equivalents end of the period",
+        "cash and cash equivalents end of the year", "cash and equivalents end of year",
+        "cash and equivalents end of period", "cash and equivalents at end of year"),
+        ("期末现金及现金等价物余额",),
+        ("cash at end of period", "cash at the end", "ending cash", "end of period", "end of year",
+         "ending balance"), _CF),
+)
+"""The concept vocabulary, in question-matching order (longer, more specific names before shorter ones)."""
+
+CONCEPT_BY_NAME: Mapping[str, Concept] = {c.name: c for c in CONCEPTS}
+_NOISE = re.compile(
+    r"\((?:loss|losses|deficit|income|gain|benefit|decrease|increase|used in|provided by|used|provided|pp ?& ?e"
+    r"|note \w+|notes? [\d, and]+"
+    r"|unaudited|restated|in thousands|in millions)\)"
+    r"|\bnote \d+\w?\b|\(\w\)$|\*+|\bof which\b|^less[: ]|^add[: ]|^plus[: ]",
+    re.I)
+
+
+def concept_label(label: str) -> str:
+    """A printed line label reduced for matching: "Net (loss) income, net of tax (Note 4):" →
+    "net income net of tax"; "Cash and cash equivalents – end of period" → "cash and cash equivalents end of
+    period"."""
+    text = _NOISE.sub(" ", label.strip().lower().replace("’", "'"))
+    text = re.sub(r"['‘]s?\b", "", text)
+    text = re.sub(r",?\s*(?:net of|less allowances? (?:of|for))\b.*$", " net", text)
+    text = re.sub(r"[^a-z0-9]+", " ", text)
+    return " ".join(text.split())
+
+
+_BY_PRINTED: Mapping[str, str] = {p: c.name for c in reversed(CONCEPTS) for p in c.printed}
+_BY_CHINESE: Mapping[str, str] = {p: c.name for c in reversed(CONCEPTS) for p in c.chinese}
+_ZH_PREFIX = re.compile(r"^(?:其中[:：]|[一二三四五六七八九十]+、|加[:：]|减[:：]|\d+\.|（[一二三四五六七八九十\d]+）)")
+
+
+def line_concept(label: str) -> str:
+    """The concept a statement line's label names ("Total stockholders' deficit" → "total_equity"), else ""."""
+    if re.search(r"[\u4e00-\u9fff]", label):
+        text = re.sub(r"\s+|[（(][^）)]*[）)]$", "", label)
+        return _BY_CHINESE.get(_ZH_PREFIX.sub("", text), "") or _BY_CHINESE.get(text, "")
+    found = _BY_PRINTED.get(concept_label(label), "")
+    if not found and (m := _HEAD.match(label)):  # "Common stock, $0.001 par value; 200,000,000 shares …"
+        found = _BY_PRINTED.get(concept_label(m.group(1)), "")
+    if not found and "(" in label:  # "Total liabilities and partners' capital (net asset value)"
+        found = _BY_PRINTED.get(concept_label(re.sub(r"\([^)]*\)", " ", label)), "")
+    return found
+
+
+_HEAD = re.compile(r"^([^,;(]{3,60})[,;(]\s*(?:net\b|par value|\$|no par|less\b|at cost|including|excluding|see note"
+                   r"|\d[\d,.]* par value)", re.I)
