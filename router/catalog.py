@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import asyncpg
 import structlog
@@ -18,6 +18,7 @@ from rank_bm25 import BM25Okapi
 
 from kb.collections import CollectionStamp, collection_stamp
 from kb.text import tokenize
+from kb.vocab import company_core
 from router import store
 from router.metadata import COMPANY_KEYS, KnownValues, company_index, renamed_companies
 from router.store import DocFields
@@ -43,6 +44,14 @@ class Catalog:
     docs: dict[int, DocFields]
     known: KnownValues
     descriptions: DescriptionIndex
+    reports: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """Each company's documents (renamed companies as one), latest period first: ``company_core`` → ids."""
+
+    def company_reports(self, doc_id: int) -> tuple[int, ...]:
+        """The documents of the company a document is about, latest period first (empty when it names none)."""
+        fields = self.docs.get(doc_id)
+        company = str(fields.metadata.get("company") or "") if fields else ""
+        return self.reports.get(company_core(self.known.entity(company)), ()) if company else ()
 
     def fields(self, doc_ids: Sequence[int]) -> dict[int, DocFields]:
         """Name, description and metadata of the given documents (those of the collection)."""
@@ -93,8 +102,18 @@ class Catalogs:
             for f in docs.values() if f.metadata.get("company"))
         companies = {k: company_index(k, values[k], other_names if k == "company" else None)
                      for k in COMPANY_KEYS if k in values}
-        return Catalog(collection_id=collection_id, stamp=stamp, docs=docs, descriptions=index,
-                       known=KnownValues(values=values, doc_count=stamp.documents, companies=companies, groups=groups))
+        known = KnownValues(values=values, doc_count=stamp.documents, companies=companies, groups=groups)
+        return Catalog(collection_id=collection_id, stamp=stamp, docs=docs, descriptions=index, known=known,
+                       reports=_reports(docs, known))
+
+
+def _reports(docs: dict[int, DocFields], known: KnownValues) -> dict[str, tuple[int, ...]]:
+    by_company: dict[str, list[tuple[str, int]]] = {}
+    for doc_id, f in docs.items():
+        if company := str(f.metadata.get("company") or ""):
+            end = str(f.metadata.get("period_end_date") or f.metadata.get("report_date") or "")
+            by_company.setdefault(company_core(known.entity(company)), []).append((end, doc_id))
+    return {k: tuple(d for _, d in sorted(v, reverse=True)) for k, v in by_company.items()}
 
 
 def _description_index(rows: Sequence[asyncpg.Record]) -> DescriptionIndex:

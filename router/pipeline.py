@@ -20,6 +20,7 @@ from kb.providers.chat import CountingChat
 from kb.settings import RetrievalSettings
 from kb.types import LLMUsage
 from router.catalog import Catalogs
+from router.facts import answer_from_facts
 from router.locate import Searched, documents_to_read, locate, read_more, search_trees
 from router.planning import plan_documents
 from router.ranking import Ranked, rank
@@ -68,6 +69,8 @@ class QueryPipeline:
             plan, routing = await plan_documents(state, scope, routing)
             docs = documents_to_read(plan, routing)
             state = await state.with_plan(plan, [d.doc_id for d in docs])
+        with clock.stage("facts"):
+            facts = await answer_from_facts(state.pool, state.catalog, state.question, plan, within=state.within)
         log.info("router.docs_selected", strategy=req.strategy, scope=plan.scope.kind,
                  doc_ids=[d.doc_id for d in routing.documents], needed=list(plan.needed))
         if on_event:
@@ -80,14 +83,15 @@ class QueryPipeline:
             ev = await locate(state, routing, docs, searched)
             ranked = await judge_and_read(state, ev, routing, searched, await rank(state, ev, routing, self.reranker),
                                           self.reranker)
-        return outcome(state, routing, searched, ev, ranked, clock.ms)
+        return replace(outcome(state, routing, searched, ev, ranked, clock.ms), facts=facts)
 
     async def run(self, req: QueryRequest, on_event: Event | None = None) -> QueryResult:
         """The whole pipeline; the trace when the request asks for it; the observer in every case."""
         req, chat, clock = checked(req), CountingChat(self.chat), Clock()
         out = await self.retrieve(req, on_event, chat=chat, clock=clock)
         with clock.stage("synthesize"):
-            answer = await synthesize(chat, req.query, list(out.evidence), req.history, plan=out.plan)
+            answer = await synthesize(chat, req.query, list(out.evidence), req.history, plan=out.plan,
+                                      facts=out.facts)
         clock.total()
         usage = chat.usage()
         if self.observe is not None:
@@ -97,6 +101,7 @@ class QueryPipeline:
                  docs=len(out.routing.documents), nodes=len(out.picks), chunks=len(out.evidence),
                  total_ms=round(clock.ms["total"], 1))
         return QueryResult(answer=answer.text, citations=list(answer.citations), documents=list(out.routing.documents),
+                           facts=list(out.facts.used) if out.facts and answer.mode.startswith("facts") else [],
                            trace=trace)
 
 

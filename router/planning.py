@@ -12,6 +12,7 @@ import structlog
 
 from kb.errors import LLMError
 from kb.providers.steps import ask
+from kb.vocab import FY_SHORT, question_quarters, question_years
 from router import store
 from router.prompts import PLAN, plan_prompt
 from router.scope import (
@@ -31,6 +32,7 @@ log = structlog.get_logger("router.planning")
 async def plan_documents(state: QueryState, scope: QuestionScope,
                          routing: RoutingResult) -> tuple[ScopePlan, RoutingResult]:
     """The routing completed for named entities, and the plan over it."""
+    routing = latest_reports(state, scope, routing)
     if scope.kind == "single":
         return ScopePlan(scope=msgspec.structs.replace(scope, missing=state.missing),
                          needed=tuple(d.doc_id for d in routing.documents[:1])), routing
@@ -47,6 +49,39 @@ async def plan_documents(state: QueryState, scope: QuestionScope,
     completed, added = complete_routing(widened, scope, metas, state.top_docs)
     completed = msgspec.structs.replace(completed, candidates=routing.candidates)
     return await plan(state, scope, completed, metas, added), completed
+
+
+def latest_reports(state: QueryState, scope: QuestionScope, routing: RoutingResult) -> RoutingResult:
+    """A question about a company that states no period is about its latest report: a routed document whose
+    company has a later report in the collection gives its place to that report (the top document of a
+    single-document question, each company's first document otherwise). A change over time, a stated year
+    or quarter, or an explicit filter leave the routing as it is."""
+    q = state.question
+    if scope.series or state.within is not None or question_years(q) or question_quarters(q) or FY_SHORT.search(q):
+        return routing
+    docs = list(routing.documents)
+    seen: set[tuple[int, ...]] = set()
+    for d in list(docs[:1] if scope.kind == "single" else docs):
+        reports = state.catalog.company_reports(d.doc_id)
+        if len(reports) < 2 or reports in seen:
+            continue
+        seen.add(reports)
+        latest = reports[0]
+        if latest == d.doc_id or _end(state, latest) <= _end(state, d.doc_id):
+            continue
+        moved = next((x for x in docs if x.doc_id == latest), None) or DocCandidate(
+            latest, state.catalog.names([latest]).get(latest, str(latest)), d.score,
+            f"the latest report of the company (the question states no period); {d.why}")
+        docs = [x for x in docs if x.doc_id != latest]
+        docs.insert(docs.index(d), moved)
+    if docs == list(routing.documents):
+        return routing
+    return msgspec.structs.replace(routing, documents=tuple(docs))
+
+
+def _end(state: QueryState, doc_id: int) -> str:
+    meta = state.catalog.metadata([doc_id]).get(doc_id, {})
+    return str(meta.get("period_end_date") or meta.get("report_date") or "")
 
 
 async def plan(state: QueryState, scope: QuestionScope, routing: RoutingResult,

@@ -12,6 +12,7 @@ import structlog
 from kb.errors import LLMError
 from kb.providers import ChatModel
 from kb.text import split_sentences, tokenize, unit_label
+from router.facts import FactsAnswer
 from router.prompts import SYNTHESIS_PURPOSE, SYNTHESIS_SYSTEM, multi_synthesis_prompt, synthesis_prompt
 from router.scope import evidence_found
 from router.types import Answer, CitationOut, RetrievedChunk, ScopePlan, Turn
@@ -85,14 +86,58 @@ def in_reading_order(answer: Answer) -> Answer:
 
 
 async def synthesize(chat: ChatModel, question: str, chunks: Sequence[RetrievedChunk],
-                     history: Sequence[Turn] = (), *, plan: ScopePlan | None = None) -> Answer:
+                     history: Sequence[Turn] = (), *, plan: ScopePlan | None = None,
+                     facts: FactsAnswer | None = None) -> Answer:
     """LLM answer with [n] markers mapped to citations; extractive when offline or on failure. Markers are
     numbered in reading order (``in_reading_order``).
 
     A multi-document ``plan`` asks for the answer per document, then the comparison; a named entity that no
-    document mentions is said to be missing instead of being answered from the others.
+    document mentions is said to be missing instead of being answered from the others. With ``facts`` (a
+    vocabulary measure computed from stored statement facts, ``router.facts``) the offline answer leads with
+    the computed figures; an LLM gets the fact rows and the computed result as its first evidence.
     """
+    if facts is not None:
+        return in_reading_order(await _facts_answer(chat, question, chunks, history, plan, facts))
     return in_reading_order(await _answer(chat, question, chunks, history, plan))
+
+
+def _shifted(answer: Answer, by: int) -> Answer:
+    """An answer's markers moved up by ``by`` (placed after ``by`` other sources)."""
+    text = _MARKER.sub(lambda m: f"[{int(m.group(1)) + by}]", answer.text)
+    return msgspec.structs.replace(answer, text=text, citations=tuple(
+        msgspec.structs.replace(c, marker=c.marker + by) for c in answer.citations))
+
+
+async def _facts_answer(chat: ChatModel, question: str, chunks: Sequence[RetrievedChunk], history: Sequence[Turn],
+                        plan: ScopePlan | None, facts: FactsAnswer) -> Answer:
+    k = len(facts.citations)
+    if not chat.offline:
+        rows = facts.evidence()
+        computed = RetrievedChunk(chunk_id=0, doc_id=rows[0].doc_id, doc_name="computed from the fact rows above",
+                                  node_id="", section_path="statement facts", text=facts.text, page=None,
+                                  pages=(0, 0), unit="page", dense=0.0, bm25=0.0, fused=0.0, score=1.0,
+                                  source="fact")
+        ans = await _answer(chat, question, [*rows, computed, *chunks], history, plan)
+        if ans.mode == "llm":
+            cites = tuple(c for c in ans.citations if c.marker != k + 1)  # the computed block is not a source
+            return msgspec.structs.replace(ans, mode="facts_llm", citations=cites)
+    text, cites = facts.text, list(facts.citations)
+    if chunks:
+        missing = set(facts.missing)
+        if plan is not None and plan.scope.kind != "single" and missing:
+            sub = msgspec.structs.replace(plan, needed=tuple(s.doc_id for s in plan.sub_questions
+                                                             if (s.entity or s.doc_name) in missing))
+            extra = per_document_answer(question, chunks, sub) if sub.needed else None
+        elif plan is None or plan.scope.kind == "single":
+            extra = extractive_answer(question, chunks, max_sentences=2)
+        else:
+            extra = None
+        if extra is not None and extra.citations and extra.mode == "extractive":
+            shifted = _shifted(extra, k)
+            text += "\nFrom the text:\n" + re.sub(r"^(?:Based on the retrieved evidence[^:\n]*:|Per document, "
+                                                   r"from the retrieved evidence:)\n?", "", shifted.text).strip()
+            cites += shifted.citations
+    return Answer(text=text, citations=tuple(cites), mode="facts")
 
 
 async def _answer(chat: ChatModel, question: str, chunks: Sequence[RetrievedChunk], history: Sequence[Turn],

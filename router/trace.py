@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import msgspec
 
 from kb.types import LLMUsage
+from router.facts import FactsAnswer, FactUsed
 from router.policy import OFFLINE
 from router.scope import evidence_found
 from router.sufficiency import Judgement
@@ -105,12 +106,14 @@ class RetrievalOutcome:
     policy: str = OFFLINE.name  # the ranking policy used
     chosen_chunks: frozenset[int] = frozenset()  # LLM policy: chunks of the model's chosen nodes (others fill)
     rounds: tuple[Judgement, ...] = ()  # sufficiency judgements (LLM mode)
+    facts: FactsAnswer | None = None  # the answer computed from stored facts (router.facts), when it applies
 
 
 class QueryResult(msgspec.Struct, frozen=True):
     answer: str
     citations: list[CitationOut]
     documents: list[DocCandidate]
+    facts: list[FactUsed] = []  # the statement facts an answer computed from (its table)
     trace: Trace | None = None
 
 

@@ -1,4 +1,5 @@
-"""GET /kb/capabilities: what this server takes and does — file formats, routing strategies, answer mode.
+"""GET /kb/capabilities: what this server takes and does — file formats, routing strategies, the financial
+facts vocabulary, answer mode.
 
 Derived, never copied: formats from ``ingest.formats.FORMATS``, strategies from ``router.types.Strategy``
 (the default from ``QueryRequest``), the answer mode from the runtime's chat model. The web UI builds its
@@ -15,6 +16,7 @@ from litestar import Controller, get
 from ingest.formats import FORMATS
 from kb.api.common import BEARER, errors, read_guard
 from kb.runtime import Runtime
+from kb.vocab import CONCEPTS
 from router.types import STRATEGIES, QueryRequest
 
 STRATEGY_LABELS: dict[str, tuple[str, str]] = {
@@ -39,9 +41,17 @@ class StrategyInfo(msgspec.Struct, frozen=True):
     description: str
 
 
+class ConceptInfo(msgspec.Struct, frozen=True):
+    name: str
+    label: str
+    statements: list[str]  # the statements its lines stand on
+    unit: str  # money | per_share | shares
+
+
 class Capabilities(msgspec.Struct, frozen=True):
     formats: list[FormatInfo]
     strategies: list[StrategyInfo]
+    concepts: list[ConceptInfo]  # the financial facts vocabulary (GET /kb/documents/{id}/facts?concept=…)
     default_strategy: str
     answer_mode: Literal["offline", "llm"]  # offline: extractive cited answers, no LLM
     max_upload_mb: int
@@ -57,7 +67,8 @@ def capabilities(rt: Runtime) -> Capabilities:
     formats = [FormatInfo(name=f.name, suffixes=list(f.suffixes), unit=f.unit) for f in FORMATS.values()]
     strategies = [StrategyInfo(name=s, label=STRATEGY_LABELS.get(s, (s, ""))[0],
                                description=STRATEGY_LABELS.get(s, (s, ""))[1]) for s in STRATEGIES]
-    return Capabilities(formats=formats, strategies=strategies, default_strategy=default_strategy(),
+    concepts = [ConceptInfo(name=c.name, label=c.label, statements=list(c.kinds), unit=c.unit) for c in CONCEPTS]
+    return Capabilities(formats=formats, strategies=strategies, concepts=concepts, default_strategy=default_strategy(),
                         answer_mode="offline" if rt.chat.offline else "llm",
                         max_upload_mb=rt.settings.ingest.max_upload_mb)
 

@@ -14,8 +14,10 @@ from ingest.pageindex import export_pageindex
 from ingest.render import PageCache
 from ingest.store import (
     DocumentInfo,
+    FactRow,
     NodeInfo,
     delete_document,
+    document_facts,
     get_document,
     list_documents,
 )
@@ -113,6 +115,14 @@ class CatalogController(Controller):
                    format: Literal["pageindex"] = "pageindex") -> dict[str, Any]:
         """The document's tree in an exchange format; ``pageindex``: nested PageIndex JSON."""
         return await export_pageindex(rt.pool, doc_id)
+
+    @get("/documents/{doc_id:int}/facts", responses=errors(400, 401, 404))
+    async def facts(self, rt: Runtime, doc_id: DbId,
+                    concept: str | None = Parameter(default=None, max_length=64, pattern=r"^[a-z_]*$")
+                    ) -> list[FactRow]:
+        """The financial facts read from the document's statements at ingest: one row per line item and period
+        column (``concept``: only that vocabulary measure, e.g. ``revenue``; see ``GET /kb/capabilities``)."""
+        return await document_facts(rt.pool, doc_id, concept or None)
 
     @delete("/documents/{doc_id:int}", guards=[admin_guard], status_code=204, responses=errors(400, 401, 403, 404))
     async def remove(self, rt: Runtime, pages: PageCache, doc_id: DbId) -> None:

@@ -316,7 +316,8 @@ class _Runner:
         t0 = time.perf_counter()
         res = await pipeline.retrieve(req, chat=chat, oracle=oracle)
         latency = (time.perf_counter() - t0) * 1000
-        answer = await synthesize(chat, q.question, res.evidence, plan=res.plan)  # --llm: part of the cost
+        answer = await synthesize(chat, q.question, res.evidence, plan=res.plan,
+                                  facts=res.facts)  # --llm: part of the cost
         cost = None
         if self.config.llm:
             cost = (chat.prompt_tokens * self.config.price_in + chat.completion_tokens * self.config.price_out) / 1e6
@@ -326,7 +327,8 @@ class _Runner:
                            nodes=await _node_spans(self.rt, res.picks, self.names), latency_ms=latency,
                            llm_calls=chat.calls, tokens=chat.prompt_tokens + chat.completion_tokens, cost_usd=cost,
                            candidates=_chunk_spans(res.chunks, self.names),
-                           **self._evidence(res.evidence), **self._answer(answer))
+                           **self._evidence([*(res.facts.evidence() if res.facts else ()), *res.evidence]),
+                           **self._answer(answer))
 
     async def _oracle(self, q: BenchQuestion) -> Any:
         """The gold documents (and, for ``nodes``, the smallest readable node covering each gold page)."""

@@ -1,0 +1,645 @@
+"""Answers from stored financial facts (issue 21): when a question asks for a measure of the concept
+vocabulary (``kb.vocab.CONCEPTS``) — a look-up, a comparison, the highest or lowest, a ranking, categories
+over stated ranges or directions, a change over time — the figures come from the ``facts`` table
+(``ingest.facts``) of the needed documents, and the maximum, ranking, categories and changes are computed
+here, exactly, each figure cited to its statement line. Offline and deterministic; with an LLM the rows and
+the computed result are its first evidence.
+
+The stage reads: the question (``ask``), the plan's needed documents (or every document of the collection or
+filter for "which companies …" questions that name none) and their facts. It answers nothing (``None``) when
+the question names no vocabulary measure or no needed document has a fact of it: the question takes the
+text path.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import asyncpg
+import msgspec
+
+from kb.vocab import CONCEPT_BY_NAME, CONCEPTS, STATEMENT_LABELS, Concept, company_core, question_years
+from router.catalog import Catalog
+from router.metadata import company_aliases
+from router.scope import doc_entity
+from router.types import CitationOut, RetrievedChunk, ScopePlan
+
+SQL_DOC_FACTS = """
+SELECT f.document_id, f.ordinal, f.statement, f.line_item, f.concept, f.period_end, f.months, f.period_label,
+       f.value, f.printed, f.scale, f.unit, f.page, f.line, f.node_id, f.source
+FROM facts f WHERE f.document_id = ANY($1::bigint[]) AND f.concept = ANY($2::text[])
+ORDER BY f.document_id, f.ordinal"""
+SQL_COLLECTION_FACTS = """
+SELECT f.document_id, f.ordinal, f.statement, f.line_item, f.concept, f.period_end, f.months, f.period_label,
+       f.value, f.printed, f.scale, f.unit, f.page, f.line, f.node_id, f.source
+FROM facts f WHERE f.collection_id = $1 AND f.concept = ANY($2::text[])
+  AND ($3::bigint[] IS NULL OR f.document_id = ANY($3::bigint[]))
+ORDER BY f.document_id, f.ordinal"""
+SQL_NODE_PATHS = """
+SELECT n.document_id, n.node_id, n.path FROM nodes n
+JOIN unnest($1::bigint[], $2::text[]) AS k(doc_id, node_id) ON n.document_id = k.doc_id AND n.node_id = k.node_id"""
+
+Operation = str  # lookup | max | min | rank | categories | trend
+
+
+class Category(msgspec.Struct, frozen=True):
+    """One stated group: its name and bounds (base units), or a direction ("increase", "decrease", "positive",
+    "negative", "zero", "other")."""
+
+    name: str
+    low: float | None = None
+    low_inclusive: bool = False
+    high: float | None = None
+    high_inclusive: bool = False
+    direction: str = ""
+
+
+class MeasureAsk(msgspec.Struct, frozen=True):
+    """What a question asks of the facts: the concept, the operation, the stated years and groups."""
+
+    concept: str
+    operation: Operation
+    years: tuple[int, ...] = ()
+    categories: tuple[Category, ...] = ()
+    change: bool = False  # categories by the change against the previous period
+    percent: bool = False  # a percentage change is asked
+    question: str = ""
+
+
+class FactUsed(msgspec.Struct, frozen=True):
+    """A stored fact an answer used, as the answer's table lists it (``marker`` cites it)."""
+
+    marker: int
+    doc_id: int
+    doc_name: str
+    entity: str
+    concept: str
+    label: str
+    period_end: dt.date
+    months: int
+    value: float
+    printed: str
+    scale: float
+    unit: str
+    line_item: str
+    statement: str
+    page: int | None
+    line: int | None
+
+
+class FactsAnswer(msgspec.Struct, frozen=True):
+    """The computed answer: text with [n] markers, the citations, the facts used, documents without the fact."""
+
+    ask: MeasureAsk
+    text: str
+    citations: tuple[CitationOut, ...]
+    used: tuple[FactUsed, ...]
+    missing: tuple[str, ...]
+
+    def evidence(self) -> list[RetrievedChunk]:
+        """The fact rows and the computed result as evidence blocks for an LLM (block i = marker i)."""
+        out = []
+        for c in self.citations:
+            out.append(RetrievedChunk(chunk_id=-c.marker, doc_id=c.doc_id, doc_name=c.doc_name, node_id=c.node_id,
+                                      section_path=c.section_path, text=c.text, page=c.pages[0], pages=c.pages,
+                                      unit=c.unit, dense=0.0, bm25=0.0, fused=0.0, score=1.0, source="fact"))
+        return out
+
+
+# ------------------------------------------------------------------------------------------- the question
+
+_NORM = re.compile(r"[^a-z0-9]+")
+_QUOTED = re.compile(r"['‘’\"“”]([^'‘’\"“”]{3,80})['‘’\"“”]")
+
+
+def _norm(text: str) -> str:
+    return " " + " ".join(_NORM.sub(" ", text.lower().replace("’", "'").replace("'s ", " ")).split()) + " "
+
+
+def _phrases() -> list[tuple[str, str]]:
+    out = []
+    for c in CONCEPTS:
+        for p in (*c.printed, *c.asked, c.label):
+            n = _norm(p).strip()
+            if n and n not in ("basic", "diluted", "cash", "sales", "profit", "earnings", "liabilities", "equity",
+                               "beginning of period", "end of period", "beginning of year", "end of year"):
+                out.append((n, c.name))
+        for p in c.chinese:
+            out.append((p, c.name))
+    return sorted(out, key=lambda x: -len(x[0]))
+
+
+_PHRASES = _phrases()
+_EPS = re.compile(r"(?i)\b(?:earnings|income|loss) per share\b|\beps\b")
+
+
+def question_concept(question: str) -> str:
+    """The vocabulary measure a question asks for ("Which company has the highest 'Total Liabilities'?" →
+    "total_liabilities"), preferring a quoted measure; the longest matching name wins; else ""."""
+    for text in [*(m.group(1) for m in _QUOTED.finditer(question)), question]:
+        found = _concept_in(text)
+        if found:
+            return found
+    return ""
+
+
+def _concept_in(text: str) -> str:
+    text = re.sub(r"(?i)\((?:or )?(?:decrease|increase|loss|deficit|used in|provided by)\)", " ", text)
+    if _EPS.search(text):
+        return "eps_diluted" if re.search(r"(?i)\bdiluted\b", text) else "eps_basic"
+    norm = _norm(text)
+    if re.search(r"[\u4e00-\u9fff]", text):
+        return next((c for p, c in _PHRASES if not p.isascii() and p in text), "")
+    best = next((c for p, c in _PHRASES if p.isascii() and f" {p} " in norm), "")
+    if best == "cash" and re.search(r"(?i)\bbeginning\b", text):
+        return "cash_begin"
+    if best == "cash" and re.search(r"(?i)\bend of (?:the )?(?:period|year)\b", text):
+        return "cash_end"
+    if not best and re.search(r"(?i)\bcash (?:and cash equivalents )?balance\b|\bbalance of cash\b", text):
+        return "cash"
+    return best
+
+
+_MAX = re.compile(r"(?i)\b(?:highest|largest|biggest|greatest|most|maximum|top|leads?)\b|最高|最大|最多")
+_MIN = re.compile(r"(?i)\b(?:lowest|smallest|least|minimum|fewest)\b|最低|最小|最少")
+_RANK = re.compile(r"(?i)\b(?:rank|ranking|order|sort)\b|排名|排序")
+_CATEGORISE = re.compile(r"(?i)\b(?:categori[sz]e|classify|group (?:them|the|these)|into the following)\b|分类|归类")
+_TREND = re.compile(r"(?i)\b(?:trend|change[ds]?|evolve[ds]?|over the years|from (?:fy)?\d{4} to (?:fy)?\d{4}"
+                    r"|increase[ds]?|decrease[ds]?|grow(?:th|n)?|decline[ds]?)\b|变化|趋势|增长")
+_PERCENT = re.compile(r"(?i)\bpercent(?:age)?\b|%|百分比|增长率")
+_ASCENDING = re.compile(r"(?i)\bascending\b|\blowest (?:to|first)\b|\bsmallest (?:to|first)\b|从低到高|从小到大|升序")
+_CHANGE_GROUPS = re.compile(r"(?i)\b(?:changed?|change) compared to\b|\bcompared (?:to|with) the previous\b")
+
+
+def ask(question: str, *, series: bool = False) -> MeasureAsk | None:
+    """What the question asks of the facts, or None when it names no vocabulary measure."""
+    concept = question_concept(question)
+    if not concept:
+        return None
+    years = tuple(sorted(question_years(question)))
+    if _CATEGORISE.search(question):
+        cats = parse_categories(question)
+        if cats:
+            change = bool(_CHANGE_GROUPS.search(question)) or any(c.direction in ("increase", "decrease")
+                                                                  for c in cats)
+            return MeasureAsk(concept, "categories", years, tuple(cats), change=change)
+    if _RANK.search(question) and not _MAX.search(question) and not _MIN.search(question):
+        return MeasureAsk(concept, "rank", years)
+    if _MAX.search(question):
+        return MeasureAsk(concept, "max", years)
+    if _MIN.search(question):
+        return MeasureAsk(concept, "min", years)
+    if series or (_TREND.search(question) and len(years) != 1):
+        return MeasureAsk(concept, "trend", years, percent=bool(_PERCENT.search(question)))
+    return MeasureAsk(concept, "lookup", years)
+
+
+_GROUPS_START = re.compile(r"(?i)into the following (?:groups|categories|collections)\s*:?|按照?以下|分为")
+_GROUPS_END = re.compile(r"(?i)\.\s+(?:place|put|please|note)\b|\.\s*$")
+_BOUND = re.compile(
+    r"(?i)(over|above|more than|greater than|exceeding|at least|no less than|below|under|less than|up to|at most"
+    r"|not exceeding)\s*\$?\s*(-?[\d,]*\d(?:\.\d+)?)\s*(billion|million|thousand)?"
+    r"|\$?\s*(-?[\d,]*\d(?:\.\d+)?)\s*(billion|million|thousand)?\s*(?:and|or)\s*(below|under|less|lower|above|over"
+    r"|more|higher|greater)")
+_SCALE_WORDS = {"billion": 1e9, "million": 1e6, "thousand": 1e3}
+
+
+def _split_top(text: str) -> list[str]:
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    out = []
+    for p in parts:
+        out.extend(x for x in re.split(r"(?i)\s+and\s+(?![^()]*\))", p))
+    return [re.sub(r"(?i)^\s*(?:and|or)\s+", "", x).strip(" .;:") for x in out if x.strip(" .;:")]
+
+
+def parse_categories(question: str) -> list[Category]:
+    """The groups a question states: "high (over $15,000 in thousands), medium (over $10,000 … and below
+    $15,000 …), and low (above $0 and below $10,000 …)", or directions "increased, decreased, and other"."""
+    start = _GROUPS_START.search(question)
+    if not start:
+        return []
+    rest = question[start.end():]
+    end = _GROUPS_END.search(rest)
+    body = rest[: end.start()] if end else rest
+    cats = []
+    for item in _split_top(body):
+        m = re.match(r"^(.*?)\s*\((.*)\)\s*$", item)
+        name, spec = (m.group(1).strip(), m.group(2)) if m else (item.strip(), "")
+        if not name:
+            continue
+        cats.append(_category(name, spec))
+    return cats if len(cats) >= 2 else []
+
+
+def _category(name: str, spec: str) -> Category:
+    lower = name.lower()
+    if not spec:
+        for word, direction in (("increase", "increase"), ("decrease", "decrease"), ("positive", "positive"),
+                                ("negative", "negative"), ("zero", "zero"), ("unchanged", "zero"),
+                                ("other", "other")):
+            if word in lower:
+                return Category(name, direction=direction)
+        return Category(name, direction="other")
+    scale = 1e3 if re.search(r"(?i)in thousands", spec) else 1e6 if re.search(r"(?i)in millions", spec) \
+        else 1e9 if re.search(r"(?i)in billions", spec) else 1.0
+    low = high = None
+    low_inc = high_inc = False
+    for m in _BOUND.finditer(spec):
+        if m.group(1):
+            word, number, unit = m.group(1).lower(), m.group(2), m.group(3)
+        else:
+            number, unit, word = m.group(4), m.group(5), m.group(6).lower()
+            word = "at most" if word in ("below", "under", "less", "lower") else "at least"
+        value = float(number.replace(",", "")) * (_SCALE_WORDS[unit.lower()] if unit else scale)
+        if word in ("over", "above", "more than", "greater than", "exceeding", "at least", "no less than"):
+            low, low_inc = value, word in ("at least", "no less than")
+        else:
+            high, high_inc = value, word in ("up to", "at most", "not exceeding")
+    if low is None and high is None:
+        return _category(name, "")
+    return Category(name, low, low_inc, high, high_inc)
+
+
+def _fits(c: Category, value: float) -> bool:
+    if c.low is not None and (value < c.low or (value == c.low and not c.low_inclusive)):
+        return False
+    return not (c.high is not None and (value > c.high or (value == c.high and not c.high_inclusive)))
+
+
+# ------------------------------------------------------------------------------------------- reading facts
+
+
+class _Row(msgspec.Struct, frozen=True):
+    doc_id: int
+    ordinal: int
+    statement: str
+    line_item: str
+    concept: str
+    period_end: dt.date
+    months: int
+    period_label: str
+    value: float
+    printed: str
+    scale: float
+    unit: str
+    page: int | None
+    line: int | None
+    node_id: str
+    source: str
+    parts: tuple[_Row, ...] = ()  # a computed figure: the printed lines it is computed from
+
+
+DERIVED: dict[str, tuple[str, str]] = {
+    "noncurrent_assets": ("total_assets", "current_assets"),
+    "noncurrent_liabilities": ("total_liabilities", "current_liabilities"),
+    "total_liabilities": ("liabilities_and_equity", "total_equity"),
+    "gross_profit": ("revenue", "cost_of_revenue"),
+}
+"""Measures a statement may not print, computed as the difference of two it prints (cited to both)."""
+STANDS_FOR: dict[str, tuple[str, str]] = {
+    "net_income_continuing": ("net_income", "no discontinued operations line printed: net income"),
+}
+"""A measure a statement without it states by another line (a company without discontinued operations prints
+no "income from continuing operations": its net income is that)."""
+
+
+def derive(concept: str, rows: Sequence[_Row]) -> list[_Row]:
+    """``concept`` computed per period from its two ``DERIVED`` operands (the first printed line of each)."""
+    a_name, b_name = DERIVED[concept]
+    first: dict[tuple[str, dt.date, int], _Row] = {}
+    for r in sorted(rows, key=lambda r: r.ordinal):
+        first.setdefault((r.concept, r.period_end, r.months), r)
+    out = []
+    for (name, end, months), a in first.items():
+        b = first.get((b_name, end, months))
+        if name != a_name or b is None:
+            continue
+        out.append(msgspec.structs.replace(
+            a, concept=concept, value=a.value - b.value, printed="", ordinal=a.ordinal,
+            line_item=f"computed: {a.line_item} − {b.line_item}", parts=(a, b)))
+    return out
+
+
+def _rows(records: Sequence[asyncpg.Record]) -> list[_Row]:
+    return [_Row(r["document_id"], r["ordinal"], r["statement"], r["line_item"], r["concept"], r["period_end"],
+                 r["months"], r["period_label"], r["value"], r["printed"], r["scale"], r["unit"], r["page"],
+                 r["line"], r["node_id"], r["source"]) for r in records]
+
+
+def _own_end(meta: Mapping[str, Any]) -> dt.date | None:
+    try:
+        return dt.date.fromisoformat(str(meta.get("period_end_date"))[:10])
+    except ValueError:
+        return None
+
+
+def _fiscal_year(row: _Row, meta: Mapping[str, Any]) -> int:
+    """The fiscal year a fact's period belongs to: the document's own fiscal year shifted by the year
+    difference to its own period end (a fiscal year ending in January is named after its start)."""
+    own, fy = _own_end(meta), meta.get("fiscal_year")
+    if own is not None and isinstance(fy, int):
+        return fy - (own.year - row.period_end.year)
+    return row.period_end.year
+
+
+def _pick(rows: Sequence[_Row], meta: Mapping[str, Any], years: Sequence[int],
+          flow: bool) -> tuple[_Row | None, list[_Row]]:
+    """The fact answering for one document: of the stated year (else the document's own, latest period), the
+    quarter column of a quarterly report (the shortest period), the first printed line; and the other values
+    printed for that period."""
+    if years:
+        rows = [r for r in rows if _fiscal_year(r, meta) in years or r.period_end.year in years]
+    if not rows:
+        return None, []
+    latest = max(r.period_end for r in rows)
+    at = [r for r in rows if r.period_end == latest]
+    if flow:
+        months = [r.months for r in at if r.months]
+        want = (12 if 12 in months and meta.get("doc_type") in ("10k", "annual_report") else min(months)) \
+            if months else 0
+        at = [r for r in at if r.months == want] or at
+    best = min(at, key=lambda r: r.ordinal)
+    others = [r for r in at if r is not best and abs(r.value - best.value) > 1e-9]
+    return best, others
+
+
+def _comparative(rows: Sequence[_Row], best: _Row) -> _Row | None:
+    """The previous period's fact of the same statement line (the prior-year column)."""
+    same = [r for r in rows if r.line_item == best.line_item and r.statement == best.statement
+            and r.months == best.months and r.period_end < best.period_end]
+    return max(same, key=lambda r: r.period_end) if same else None
+
+
+# ------------------------------------------------------------------------------------------- the answer
+
+
+def money(value: float, row: _Row) -> str:
+    """A figure as a reader reads it: "$9,284 thousand", "−$0.54 per share", "CNY 4,204,361,492.83"."""
+    per_share = row.unit.endswith("/share")
+    currency = "CNY " if row.unit.startswith("CNY") else "$"
+    shown = value / row.scale if row.scale not in (0, 1) else value
+    decimals = 2 if per_share or (abs(shown) < 100 and shown != int(shown)) or row.printed.count(".") else 0
+    body = f"{currency}{abs(shown):,.{decimals}f}"
+    scale = {1e3: " thousand", 1e6: " million", 1e9: " billion", 1e4: " 万", 1e8: " 亿"}.get(row.scale, "")
+    sign = "−" if value < 0 else ""
+    return f"{sign}{body}{scale}{' per share' if per_share else ''}"
+
+
+def _period(row: _Row) -> str:
+    day = f"{row.period_end:%B} {row.period_end.day}, {row.period_end.year}"
+    if row.months == 0:
+        return f"at {day}"
+    return f"for the year ended {day}" if row.months == 12 else f"for the {row.months} months ended {day}"
+
+
+def _where(row: _Row) -> str:
+    place = f"page {row.page}" if row.page is not None else f"line {row.line}" if row.line is not None else ""
+    kind = STATEMENT_LABELS.get(row.statement, row.statement)
+    return f"{kind}, “{row.line_item}”" + (f", {place}" if place else "")
+
+
+class _Doc(msgspec.Struct, frozen=True):
+    doc_id: int
+    name: str
+    entity: str
+    meta: dict[str, Any]
+
+
+class _Writer:
+    """Collects cited facts: each row gets one marker."""
+
+    def __init__(self, spec: Concept, docs: Mapping[int, _Doc], paths: Mapping[tuple[int, str], str]) -> None:
+        self.spec, self.docs, self.paths = spec, docs, paths
+        self.markers: dict[tuple[int, int], int] = {}
+        self.cites: list[CitationOut] = []
+        self.used: list[FactUsed] = []
+
+    def cite(self, row: _Row) -> str:
+        if row.parts:
+            return "".join(self.cite(p) for p in row.parts)
+        key = (row.doc_id, row.ordinal)
+        if key not in self.markers:
+            marker = len(self.markers) + 1
+            self.markers[key] = marker
+            doc = self.docs[row.doc_id]
+            pos = row.page if row.page is not None else row.line or 0
+            self.cites.append(CitationOut(
+                marker=marker, doc_id=row.doc_id, doc_name=doc.name, node_id=row.node_id,
+                section_path=self.paths.get((row.doc_id, row.node_id), STATEMENT_LABELS.get(row.statement, "")),
+                pages=(pos, pos), text=f"{row.source}\n({STATEMENT_LABELS.get(row.statement, row.statement)}, "
+                f"{row.period_label or _period(row)}; {self.spec.label} = {money(row.value, row)})",
+                unit="page" if row.page is not None else "line"))
+            self.used.append(FactUsed(
+                marker=marker, doc_id=row.doc_id, doc_name=doc.name, entity=doc.entity, concept=row.concept,
+                label=self.spec.label, period_end=row.period_end, months=row.months, value=row.value,
+                printed=row.printed, scale=row.scale, unit=row.unit, line_item=row.line_item,
+                statement=row.statement, page=row.page, line=row.line))
+        return f"[{self.markers[key]}]"
+
+    def figure(self, doc: _Doc, row: _Row, others: Sequence[_Row] = ()) -> str:
+        text = f"{doc.entity}: {money(row.value, row)} {_period(row)} {self.cite(row)} ({_where(row)})"
+        for o in others:
+            text += f"; also printed as {money(o.value, o)} {self.cite(o)} ({_where(o)})"
+        return text
+
+
+def _change(old: _Row, new: _Row, *, percent: bool = True) -> str:
+    delta = new.value - old.value
+    word = "increased" if delta > 0 else "decreased" if delta < 0 else "was unchanged"
+    if delta == 0:
+        return f"{word} at {money(new.value, new)}"
+    same = old.scale == new.scale
+    shown = money(abs(delta), new if same else msgspec.structs.replace(new, scale=1.0))
+    pct = f" ({delta / abs(old.value) * 100:+.2f}%)" if percent and old.value else ""
+    return f"{word} by {shown}{pct} from {money(old.value, old)} to {money(new.value, new)}"
+
+
+def compose(ask_: MeasureAsk, docs: Sequence[_Doc], rows_by_doc: Mapping[int, list[_Row]],
+            paths: Mapping[tuple[int, str], str]) -> FactsAnswer | None:
+    """The answer text computed from the facts (None when no document has the measure)."""
+    spec = CONCEPT_BY_NAME[ask_.concept]
+    by_id = {d.doc_id: d for d in docs}
+    w = _Writer(spec, by_id, paths)
+    picked: list[tuple[_Doc, _Row, list[_Row]]] = []
+    missing: list[str] = []
+    trend = ask_.operation == "trend"
+    for d in docs:
+        rows = rows_by_doc.get(d.doc_id, [])
+        best, others = _pick(rows, d.meta, () if trend else ask_.years, spec.flow)
+        if best is None:
+            missing.append(d.entity if len({x.entity for x in docs}) == len(docs) else d.name)
+        else:
+            picked.append((d, best, others))
+    if not picked:
+        return None
+    label = spec.label
+    lines: list[str] = []
+    if ask_.operation in ("max", "min", "rank"):
+        ordered = sorted(picked, key=lambda x: x[1].value, reverse=ask_.operation != "min")
+        if ask_.operation != "rank" and len(ordered) > 1:
+            top = ordered[0]
+            word = "highest" if ask_.operation == "max" else "lowest"
+            tied = [x[0].entity for x in ordered if x[1].value == top[1].value]
+            lines.append(f"{' and '.join(tied)} {'have' if len(tied) > 1 else 'has'} the {word} {label}: "
+                         f"{money(top[1].value, top[1])} {_period(top[1])} {w.cite(top[1])}.")
+        order = "ascending" if ask_.operation == "min" or _ASCENDING.search(ask_.question) else "descending"
+        if order == "ascending" and ask_.operation == "rank":
+            ordered.reverse()
+        head = [f"{label.capitalize()} by company, in {order} order:"]
+        head += [f"{i}. {w.figure(d, r, o)}" for i, (d, r, o) in enumerate(ordered, 1)]
+        lines[:0] = head  # the verdict (with its superlative) comes last
+    elif ask_.operation == "categories":
+        groups: dict[str, list[str]] = {c.name: [] for c in ask_.categories}
+        figures: list[str] = []
+        for d, r, o in picked:
+            if ask_.change:
+                prev = _comparative(rows_by_doc.get(d.doc_id, []), r)
+                direction = "other" if prev is None else ("increase" if r.value > prev.value else
+                                                          "decrease" if r.value < prev.value else "zero")
+                cat = next((c for c in ask_.categories if c.direction == direction), None) or \
+                    next((c for c in ask_.categories if c.direction == "other"), None)
+                figures.append(f"- {w.figure(d, r, o)}" + (f"; {_change(prev, r)} {w.cite(prev)}" if prev else
+                                                           "; no previous period printed"))
+            else:
+                sign = "positive" if r.value > 0 else "negative" if r.value < 0 else "zero"
+                cat = next((c for c in ask_.categories if (c.low is not None or c.high is not None)
+                            and _fits(c, r.value)), None) or \
+                    next((c for c in ask_.categories if c.direction == sign), None) or \
+                    next((c for c in ask_.categories if c.direction == "negative" and sign == "zero"
+                          and "zero" in c.name.lower()), None) or \
+                    next((c for c in ask_.categories if c.direction == "other"), None)
+                figures.append(f"- {w.figure(d, r, o)}")
+            if cat is not None:
+                groups[cat.name].append(d.entity)
+        lines.append(f"{label.capitalize()} by company:")
+        lines += figures
+        lines.append(f"Grouped by {label}:")
+        lines += [f"- {name}: {', '.join(members) if members else '(none)'}" for name, members in groups.items()]
+    elif trend:
+        lines += _trend_lines(ask_, picked, rows_by_doc, w)
+    else:
+        lines += [w.figure(d, r, o) + "." for d, r, o in picked] if len(picked) > 1 else \
+            [f"{label.capitalize()} of {w.figure(*picked[0])}."]
+    if missing:
+        lines.append(f"No {label} figure was found in the statements of: {', '.join(missing)}.")
+    return FactsAnswer(ask=ask_, text="\n".join(lines), citations=tuple(w.cites), used=tuple(w.used),
+                       missing=tuple(missing))
+
+
+def _trend_lines(ask_: MeasureAsk, picked: Sequence[tuple[_Doc, _Row, list[_Row]]],
+                 rows_by_doc: Mapping[int, list[_Row]], w: _Writer) -> list[str]:
+    """One series per company: each report's own figure (annual reports only, when there are any: a quarter is
+    not a point of a yearly trend), the prior-year columns for years no report covers, within the stated
+    years (and the year before them: a "2023 report" covers fiscal 2022); each step's change and the overall
+    change."""
+    lines: list[str] = []
+    by_entity: dict[str, list[tuple[_Doc, _Row]]] = {}
+    for d, r, _ in picked:
+        by_entity.setdefault(d.entity, []).append((d, r))
+    for entity, items in by_entity.items():
+        annual = [(d, r) for d, r in items if r.months == 12 or d.meta.get("doc_type") in ("10k", "annual_report")]
+        items = annual or items
+        series: dict[dt.date, _Row] = {}
+        for _, r in sorted(items, key=lambda x: x[1].period_end):
+            series[r.period_end] = r
+        for d, r in items:  # the comparative columns fill the years no report is about
+            for o in rows_by_doc.get(d.doc_id, []):
+                if o.line_item == r.line_item and o.statement == r.statement and o.months == r.months:
+                    series.setdefault(o.period_end, o)
+        points = [series[k] for k in sorted(series)]
+        if ask_.years:
+            low, high = min(ask_.years) - 1, max(ask_.years)
+            kept = [p for p in points if low <= p.period_end.year <= high]
+            points = kept if len(kept) >= 2 else points
+        label = w.spec.label
+        lines.append(f"{entity} — {label}:")
+        lines += [f"- {money(p.value, p)} {_period(p)} {w.cite(p)} ({_where(p)})" for p in points]
+        for a, b in zip(points, points[1:], strict=False):
+            lines.append(f"- {b.period_end.year} vs {a.period_end.year}: {_change(a, b)}.")
+        if len(points) > 2:
+            lines.append(f"- Overall, {points[0].period_end.year} to {points[-1].period_end.year}: "
+                         f"{_change(points[0], points[-1])}.")
+        if len(points) == 1:
+            lines.append("- Only one period of this figure is printed in the documents read.")
+    return lines
+
+
+# ------------------------------------------------------------------------------------------- the stage
+
+
+async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, question: str, plan: ScopePlan, *,
+                            within: Sequence[int] | None = None) -> FactsAnswer | None:
+    """The facts answer for the plan's needed documents (every document of the collection or filter when a
+    "which companies …" question names none), or None when the question is outside the vocabulary."""
+    a = ask(question, series=plan.scope.series)
+    if a is not None:
+        a = msgspec.structs.replace(a, question=question)
+    if a is None:
+        return None
+    concepts = [a.concept, *DERIVED.get(a.concept, ()), *STANDS_FOR.get(a.concept, ())[:1]]
+    corpus = plan.scope.kind == "list" and not plan.scope.entities and a.operation in ("max", "min", "rank",
+                                                                                      "categories")
+    if corpus:
+        records = await pool.fetch(SQL_COLLECTION_FACTS, catalog.collection_id, concepts,
+                                   list(within) if within is not None else None)
+    else:
+        ids = list(plan.needed)
+        if a.operation == "trend":  # a change over time reads every report of the company, however many
+            ids = list(dict.fromkeys(x for d in ids for x in (*catalog.company_reports(d), d)))
+        if not ids:
+            return None
+        records = await pool.fetch(SQL_DOC_FACTS, ids, concepts)
+    rows = _rows(records)
+    printed: dict[int, list[_Row]] = {}
+    for r in rows:
+        printed.setdefault(r.doc_id, []).append(r)
+    rows_by_doc: dict[int, list[_Row]] = {}
+    for d, doc_rows in printed.items():
+        own = [r for r in doc_rows if r.concept == a.concept]
+        if not own and a.concept in DERIVED:
+            own = derive(a.concept, doc_rows)
+        if not own and a.concept in STANDS_FOR:
+            other, note = STANDS_FOR[a.concept]
+            own = [msgspec.structs.replace(r, concept=a.concept, line_item=f"{r.line_item} ({note})")
+                   for r in doc_rows if r.concept == other]
+        rows_by_doc[d] = own
+    doc_ids = list(rows_by_doc) if corpus else ids
+    if not any(rows_by_doc.get(d) for d in doc_ids):
+        return None
+    metas, names = catalog.metadata(doc_ids), catalog.names(doc_ids)
+    docs = [_Doc(d, names.get(d, str(d)), _entity(d, plan, metas, names, catalog), dict(metas.get(d, {})))
+            for d in doc_ids]
+    keys = list({(r.doc_id, r.node_id) for r in rows if r.node_id})
+    paths = {(r["document_id"], r["node_id"]): " › ".join(r["path"]) for r in
+             await pool.fetch(SQL_NODE_PATHS, [k[0] for k in keys], [k[1] for k in keys])} if keys else {}
+    return compose(a, docs, rows_by_doc, paths)
+
+
+def _entity(doc_id: int, plan: ScopePlan, metas: Mapping[int, Mapping[str, Any]], names: Mapping[int, str],
+            catalog: Catalog) -> str:
+    """How the answer names a document's company: the question's company it is (a renamed company's reports
+    are one company's), else the document's company, else its name."""
+    company = doc_entity(metas.get(doc_id, {}))
+    aliases = company_aliases(company) if company else set()
+    group = catalog.known.entity(company) if company else ""
+    name = f" {company_core(names.get(doc_id, ''))} "
+    for e in plan.scope.entities:
+        if aliases & company_aliases(e) or (group and catalog.known.entity(e) == group) \
+                or (len(core := company_core(e)) >= 4 and f" {core} " in name):
+            return e
+    sub = plan.sub_question(doc_id)
+    if sub is not None and sub.entity:
+        return sub.entity
+    return doc_entity(metas.get(doc_id, {})) or names.get(doc_id, str(doc_id))

@@ -1,0 +1,156 @@
+"""Financial facts read from statements (``ingest.facts``), the questions that ask for them (``router.facts``)
+and ``kb bench facts`` scoring — no database."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ingest.facts import extract_facts, split_row
+from ingest.formats import parse_file
+from ingest.statements import statement_pages
+from kb.bench.facts_bench import run_facts
+from kb.types import DocumentTree, FactDraft
+from kb.vocab import line_concept
+from router.facts import ask, parse_categories, question_concept
+from tests.factgen import chinese_report, figures, statement_pdf, text_filing
+
+EMPTY = DocumentTree(nodes=(), page_count=0, source_mode="text", unit="line")
+
+
+def _facts(text: str, **kw: str) -> list[FactDraft]:
+    return extract_facts(EMPTY, text=text, **kw)
+
+
+def _get(facts: list[FactDraft], concept: str, end: str) -> list[float]:
+    return [f.value for f in facts if f.concept == concept and f.period_end == end]
+
+
+def test_text_filing_statements_become_facts_with_scale_period_and_sign() -> None:
+    now = figures(1_500, -250, cash=320, liabilities=900, eps=-0.05)
+    prior = figures(1_200, 80, cash=410, liabilities=700, eps=0.02)
+    text = text_filing("Acme Holdings, Inc.", 2023, now, prior)
+    facts = _facts(text, period_end="2023-12-31", doc_type="10k")
+    assert _get(facts, "cash", "2023-12-31") == [320_000] and _get(facts, "cash", "2022-12-31") == [410_000]
+    assert _get(facts, "revenue", "2023-12-31") == [1_500_000]
+    assert _get(facts, "net_income", "2023-12-31") == [-250_000]  # "(250)" in thousands
+    assert _get(facts, "eps_basic", "2023-12-31") == [-0.05]  # per share: never scaled
+    assert _get(facts, "eps_diluted", "2022-12-31") == [0.02]
+    assert _get(facts, "capex", "2023-12-31") == [-30_000]
+    assert _get(facts, "accounts_receivable", "2023-12-31") == [40_000]  # "…, net of allowance of $12 and $10"
+    # balances are at a date, flows over the year
+    assert {f.months for f in facts if f.concept == "total_liabilities"} == {0}
+    assert {f.months for f in facts if f.concept == "revenue"} == {12}
+    # the five-year summary is not a statement: no revenue of 2020 or 2019, no value from it
+    assert not [f for f in facts if f.period_end[:4] in ("2019", "2020")]
+    # the wrapped share-capital label (its continuation lines hold a year) leaves the periods alone
+    assert _get(facts, "total_equity", "2023-12-31") == [(now["total_assets"] - now["total_liabilities"]) * 1000]
+    # a row with fewer figures than columns ("100  —") keeps the one it has, in its column
+    assert _get(facts, "cff", "2023-12-31") == [100_000] and not _get(facts, "cff", "2022-12-31")
+    # every fact cites its printed line
+    lines = text.split("\n")
+    for f in facts:
+        assert f.line is not None and f.printed.strip("()") in lines[f.line - 1]
+
+
+def test_a_row_whose_figures_do_not_fit_the_columns_is_not_stored() -> None:
+    assert split_row("Total assets   1,000   900   800", 2) is None  # a merged or shifted column
+    assert split_row("Total assets   $ 1,000   $ (900)", 2) == ("Total assets", ["1,000", "(900)"])
+    assert split_row("Inventories 4 1,200 900", 2) == ("Inventories", ["1,200", "900"])  # a note number
+    text = "\n".join(["Consolidated Balance Sheets", "(in millions)", "2023   2022",
+                      "Total assets   1,000   900   800", "Total liabilities   500   400"])
+    facts = _facts(text, period_end="2023-12-31", doc_type="10k")
+    assert not [f for f in facts if f.concept == "total_assets"]
+    assert _get(facts, "total_liabilities", "2023-12-31") == [500e6]
+
+
+def test_quarter_columns_take_their_length_from_the_header() -> None:
+    text = "\n".join([
+        "Condensed Consolidated Statements of Operations", "($ in millions, except per share data)",
+        "Three Months Ended December 31, Six Months Ended December 31,", "2022 2021 2022 2021",
+        "Net sales $ 3,642 $ 3,507 $ 7,354 $ 6,927", "Net income $ 461 $ 229 $ 695 $ 432"])
+    facts = _facts(text, period_end="2022-12-31", doc_type="10q")
+    got = {(f.period_end, f.months): f.value for f in facts if f.concept == "revenue"}
+    assert got == {("2022-12-31", 3): 3642e6, ("2021-12-31", 3): 3507e6, ("2022-12-31", 6): 7354e6,
+                   ("2021-12-31", 6): 6927e6}
+
+
+def test_chinese_report_statements_in_wan_yuan_and_yuan() -> None:
+    facts = _facts(chinese_report("德赛电池"))
+    assert _get(facts, "cash", "2024-03-31") == [12_345_000.0]  # 1,234.50 万元
+    assert _get(facts, "cash", "2023-12-31") == [10_000_000.0]  # 期初余额: the previous year end
+    assert _get(facts, "revenue", "2024-03-31") == [4_094_687_499.12, 4_094_687_499.12]  # 营业总收入, 营业收入
+    assert _get(facts, "net_income", "2024-03-31") == [-32_954_030.06]
+    assert [f.months for f in facts if f.concept == "net_income"] == [3, 3]  # 本期: the first quarter
+    assert _get(facts, "eps_basic", "2023-03-31") == [0.23]
+    assert 9.0 * 1e4 not in [f.value for f in facts]  # the parent company's statement is not read
+
+
+def test_pdf_statement_page_facts_cite_their_page(tmp_path: Path) -> None:
+    parsed = parse_file(str(statement_pdf(tmp_path / "nova.pdf", "Nova Corp")), "pdf")
+    assert parsed.pdf is not None
+    pages = statement_pages(parsed.pdf.pages)
+    assert pages == {2: "income"}
+    facts = extract_facts(EMPTY, pages=parsed.pdf.pages, statement_pages=pages, period_end="2023-12-31",
+                          doc_type="10k")
+    assert _get(facts, "revenue", "2023-12-31") == [3642e6] and _get(facts, "revenue", "2022-12-31") == [3507e6]
+    assert _get(facts, "cost_of_revenue", "2023-12-31") == [-2980e6]
+    assert _get(facts, "eps_diluted", "2023-12-31") == [0.30]
+    assert {f.page for f in facts} == {2} and {f.line for f in facts} == {None}
+
+
+def test_line_labels_map_to_the_vocabulary_in_english_and_chinese() -> None:
+    assert line_concept("Net (loss) income") == "net_income"
+    assert line_concept("Total stockholders’ deficit") == "total_equity"
+    assert line_concept("Cash, cash equivalents and restricted cash – end of period") == "cash_end"
+    assert line_concept("Purchases of property, plant and equipment (PP&E)") == "capex"
+    assert line_concept("Net cash provided by (used in) operating activities") == "cfo"
+    assert line_concept("其中：营业收入") == "revenue" and line_concept("负债和所有者权益总计") == "liabilities_and_equity"
+    assert line_concept("Restricted cash") == "" and line_concept("Total liabilities, redeemable capital") == ""
+
+
+def test_questions_name_measures_and_operations() -> None:
+    assert question_concept("Which company has the highest 'Total Liabilities'?") == "total_liabilities"
+    assert question_concept("What is the beginning balance of cash and cash equivalents for X?") == "cash_begin"
+    assert question_concept("What is the trend in the net increase (or decrease) in cash and cash "
+                            "equivalents?") == "net_change_in_cash"
+    assert question_concept("What was the trend in ACME's net profit from 2023 to 2024?") == "net_income"
+    assert question_concept("Which company has the highest Diluted EPS?") == "eps_diluted"
+    assert question_concept("Who is the chief executive of Acme?") == ""
+    a = ask("Companies: A, B and C. Which company has the lowest revenue?")
+    assert a is not None and (a.concept, a.operation) == ("revenue", "min")
+    t = ask("How did Acme's total equity change over the years 2022, 2023 and 2024?")
+    assert t is not None and t.operation == "trend" and t.years == (2022, 2023, 2024)
+    assert ask("What was Acme's revenue in 2023?").operation == "lookup"  # type: ignore[union-attr]
+
+
+def test_stated_groups_are_parsed_with_their_bounds_and_scale() -> None:
+    cats = parse_categories(
+        "Please categorize the companies by 'Cash' into the following groups: high (over $15,000 in thousands), "
+        "medium (over $10,000 in thousands and below $15,000 in thousands), and low (above $0 and below "
+        "$10,000 in thousands), and negative (0 and below). Place companies into the same collection.")
+    assert [c.name for c in cats] == ["high", "medium", "low", "negative"]
+    assert (cats[0].low, cats[0].high) == (15e6, None)
+    assert (cats[1].low, cats[1].high) == (10e6, 15e6)
+    assert (cats[3].low, cats[3].high, cats[3].high_inclusive) == (None, 0.0, True)
+    moves = parse_categories("Please categorize the companies into the following categories: increased, "
+                             "decreased, and other.")
+    assert [c.direction for c in moves] == ["increase", "decrease", "other"]
+
+
+def test_bench_facts_scores_recall_and_precision(tmp_path: Path) -> None:
+    docs = tmp_path / "loong-en-dev" / "docs"
+    docs.mkdir(parents=True)
+    now, prior = figures(1_500, -250, cash=320, liabilities=900), figures(1_200, 80, cash=410, liabilities=700)
+    (docs / "acme.txt").write_text(text_filing("Acme Holdings, Inc.", 2023, now, prior))
+    gold = tmp_path / "gold.jsonl"
+    rows = [{"dataset": "loong-en", "doc": "acme.txt", "concept": "cash", "period_end": "2023-12-31", "months": 0,
+             "value": 320_000}, {"dataset": "loong-en", "doc": "acme.txt", "concept": "revenue",
+                                 "period_end": "2022-12-31", "months": 12, "value": 1_200_000},
+            {"dataset": "loong-en", "doc": "acme.txt", "concept": "total_liabilities", "period_end": "2023-12-31",
+             "months": 0, "value": 901_000}]  # a wrong listed value: neither recalled nor confirmed
+    gold.write_text("\n".join(json.dumps(r) for r in rows))
+    report = run_facts(tmp_path, gold)
+    assert (report.gold, report.recalled) == (3, 2)
+    assert report.checked == 3 and report.correct == 2  # the extracted 900,000 disagrees with the list
+    assert report.missed[0]["concept"] == "total_liabilities"

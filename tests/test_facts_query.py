@@ -1,0 +1,114 @@
+"""End to end: generated text filings ingested into the embedded Postgres store their statement facts; corpus
+questions (highest, groups, trend, look-up) are answered from them over HTTP, offline, with citations to the
+statement lines; ``GET /kb/documents/{id}/facts`` lists them."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from kb.app import create_app
+from kb.runtime import Runtime, open_runtime
+from kb.settings import get_settings
+from tests.conftest import ingest, module_env
+from tests.factgen import figures, text_filing
+from tests.http import app_client
+
+pytestmark = pytest.mark.slow
+
+REPORTS = {
+    "acme-2023.txt": ("Acme Holdings, Inc.", 2023, figures(1_500, -250, cash=320, liabilities=900, eps=-0.05),
+                      figures(1_200, 80, cash=410, liabilities=700, eps=0.02)),
+    "acme-2022.txt": ("Acme Holdings, Inc.", 2022, figures(1_200, 80, cash=410, liabilities=700, eps=0.02),
+                      figures(1_000, 60, cash=300, liabilities=650, eps=0.01)),
+    "bolt-2023.txt": ("Bolt Corp", 2023, figures(8_000, 900, cash=2_500, liabilities=4_000, eps=1.25),
+                      figures(7_000, 700, cash=2_000, liabilities=3_500, eps=1.01)),
+    "cinder-2023.txt": ("Cinder Ltd", 2023, figures(300, 10, cash=15_200, liabilities=250, eps=0.10),
+                        figures(280, 12, cash=14_000, liabilities=240, eps=0.12)),
+}
+
+
+@pytest.fixture(scope="module")
+async def filings(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Runtime]:
+    folder = tmp_path_factory.mktemp("filings")
+    for name, (company, year, now, prior) in REPORTS.items():
+        (folder / name).write_text(text_filing(company, year, now, prior))
+    (folder / "memo.md").write_text("# Travel policy\n\nEmployees book economy class for flights under six hours.\n")
+    async with module_env(pg_uri, "facts_query", folder / ".kb", KB_INGEST_ROOT=str(folder)), \
+            open_runtime(get_settings()) as rt:
+        job = await ingest(rt, folder)
+        assert job.counts.get("ok") == 5, [(i.name, i.status, i.error) for i in job.items]
+        yield rt
+
+
+async def _ask(rt: Runtime, query: str) -> dict[str, Any]:
+    async with app_client(create_app(runtime=rt, run_worker=False)) as client:
+        r = await client.post("/kb/query", json={"query": query})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+
+def _cited_lines(body: dict[str, Any]) -> set[tuple[str, str]]:
+    """(document, cited line text) of every citation."""
+    return {(c["doc_name"], c["text"].split("\n")[0]) for c in body["citations"]}
+
+
+async def test_highest_among_named_companies_is_computed_and_cited(filings: Runtime) -> None:
+    body = await _ask(filings, "Companies: ACME HOLDINGS, INC., Bolt Corp and Cinder Ltd. "
+                               "Which company has the highest 'Total Liabilities'?")
+    answer = body["answer"]
+    verdict = answer.strip().split("\n")[-1]
+    assert verdict.startswith("Bolt Corp has the highest total liabilities: $4,000 thousand"), answer
+    used = {(f["doc_name"], f["value"]) for f in body["facts"]}
+    assert used == {("acme-2023.txt", 900_000), ("bolt-2023.txt", 4_000_000), ("cinder-2023.txt", 250_000)}
+    for doc, line in _cited_lines(body):
+        assert line.startswith("Total liabilities"), (doc, line)
+    assert all(c["unit"] == "line" and c["pages"][0] > 0 for c in body["citations"])
+
+
+async def test_groups_with_stated_bounds(filings: Runtime) -> None:
+    body = await _ask(filings, "Companies: Acme Holdings, Inc., Bolt Corp and Cinder Ltd. Please categorize the "
+                               "companies by 'Cash and Cash Equivalents' into the following groups: high (over "
+                               "$10,000 in thousands), medium (over $1,000 in thousands and below $10,000 in "
+                               "thousands), and low (below $1,000 in thousands). Place companies into the same "
+                               "collection for the same category.")
+    tail = body["answer"].split("Grouped by")[1]
+    assert "- high: Cinder Ltd" in tail and "- medium: Bolt Corp" in tail and "- low: Acme Holdings" in tail, tail
+
+
+async def test_trend_over_two_annual_reports_states_the_change(filings: Runtime) -> None:
+    body = await _ask(filings, "How did Acme Holdings' revenue change from 2022 to 2023?")
+    answer = body["answer"]
+    assert "$1,200 thousand for the year ended December 31, 2022" in answer, answer
+    assert "$1,500 thousand for the year ended December 31, 2023" in answer
+    assert "increased by $300 thousand (+25.00%)" in answer
+    assert {c["doc_name"] for c in body["citations"]} >= {"acme-2023.txt"}
+
+
+async def test_lookup_of_one_company(filings: Runtime) -> None:
+    body = await _ask(filings, "What is the basic earnings per share of Bolt Corp?")
+    assert body["answer"].startswith("Basic earnings per share of Bolt Corp: $1.25 per share"), body["answer"]
+    assert [f["doc_name"] for f in body["facts"]] == ["bolt-2023.txt"]
+
+
+async def test_question_outside_the_vocabulary_takes_the_text_path(filings: Runtime) -> None:
+    body = await _ask(filings, "Which class do employees book for short flights?")
+    assert body["facts"] == [] and "economy" in body["answer"].lower()
+
+
+async def test_document_facts_endpoint(filings: Runtime) -> None:
+    async with app_client(create_app(runtime=filings, run_worker=False)) as client:
+        docs = (await client.get("/kb/documents")).json()
+        bolt = next(d["id"] for d in docs if d["name"] == "bolt-2023.txt")
+        memo = next(d["id"] for d in docs if d["name"] == "memo.md")
+        rows = (await client.get(f"/kb/documents/{bolt}/facts")).json()
+        assert {r["statement"] for r in rows} == {"balance", "income", "cash_flow"}
+        revenue = (await client.get(f"/kb/documents/{bolt}/facts", params={"concept": "revenue"})).json()
+        assert {(r["period_end"], r["value"]) for r in revenue} == {("2023-12-31", 8_000_000),
+                                                                      ("2022-12-31", 7_000_000)}
+        assert all(r["line"] and r["printed"] in r["source"] for r in revenue)
+        assert (await client.get(f"/kb/documents/{memo}/facts")).json() == []
+        assert (await client.get("/kb/documents/999999/facts")).status_code == 404
+        assert (await client.get(f"/kb/documents/{bolt}/facts", params={"concept": "x;drop"})).status_code == 400
