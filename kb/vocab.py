@@ -632,3 +632,57 @@ def line_concept(label: str) -> str:
 
 _HEAD = re.compile(r"^([^,;(]{3,60})[,;(]\s*(?:net\b|par value|\$|no par|less\b|at cost|including|excluding|see note"
                    r"|\d[\d,.]* par value)", re.I)
+
+
+# --------------------------------------------------------------------------- questions naming a concept
+
+_NORM = re.compile(r"[^a-z0-9]+")
+_QUOTED = re.compile(r"['‘’\"“”]([^'‘’\"“”]{3,80})['‘’\"“”]")
+
+
+def _norm(text: str) -> str:
+    return " " + " ".join(_NORM.sub(" ", text.lower().replace("’", "'").replace("'s ", " ")).split()) + " "
+
+
+def _phrases() -> list[tuple[str, str]]:
+    out = []
+    for c in CONCEPTS:
+        for p in (*c.printed, *c.asked, c.label):
+            n = _norm(p).strip()
+            if n and n not in ("basic", "diluted", "cash", "sales", "profit", "earnings", "liabilities", "equity",
+                               "beginning of period", "end of period", "beginning of year", "end of year"):
+                out.append((n, c.name))
+        for p in c.chinese:
+            out.append((p, c.name))
+    return sorted(out, key=lambda x: -len(x[0]))
+
+
+_PHRASES = _phrases()
+_EPS = re.compile(r"(?i)\b(?:earnings|income|loss) per share\b|\beps\b")
+
+
+def question_concept(question: str) -> str:
+    """The vocabulary measure a question asks for ("Which company has the highest 'Total Liabilities'?" →
+    "total_liabilities"), preferring a quoted measure; the longest matching name wins; else ""."""
+    for text in [*(m.group(1) for m in _QUOTED.finditer(question)), question]:
+        found = _concept_in(text)
+        if found:
+            return found
+    return ""
+
+
+def _concept_in(text: str) -> str:
+    text = re.sub(r"(?i)\((?:or )?(?:decrease|increase|loss|deficit|used in|provided by)\)", " ", text)
+    if _EPS.search(text):
+        return "eps_diluted" if re.search(r"(?i)\bdiluted\b", text) else "eps_basic"
+    norm = _norm(text)
+    if re.search(r"[\u4e00-\u9fff]", text):
+        return next((c for p, c in _PHRASES if not p.isascii() and p in text), "")
+    best = next((c for p, c in _PHRASES if p.isascii() and f" {p} " in norm), "")
+    if best == "cash" and re.search(r"(?i)\bbeginning\b", text):
+        return "cash_begin"
+    if best == "cash" and re.search(r"(?i)\bend of (?:the )?(?:period|year)\b", text):
+        return "cash_end"
+    if not best and re.search(r"(?i)\bcash (?:and cash equivalents )?balance\b|\bbalance of cash\b", text):
+        return "cash"
+    return best

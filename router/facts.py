@@ -21,9 +21,16 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from kb.vocab import CONCEPT_BY_NAME, CONCEPTS, STATEMENT_LABELS, Concept, company_core, question_years
+from kb.vocab import (
+    CONCEPT_BY_NAME,
+    STATEMENT_LABELS,
+    Concept,
+    company_core,
+    question_concept,
+    question_years,
+)
 from router.catalog import Catalog
-from router.metadata import company_aliases
+from router.metadata import company_aliases, fact_condition
 from router.scope import doc_entity
 from router.types import CitationOut, RetrievedChunk, ScopePlan
 
@@ -67,6 +74,7 @@ class MeasureAsk(msgspec.Struct, frozen=True):
     change: bool = False  # categories by the change against the previous period
     percent: bool = False  # a percentage change is asked
     question: str = ""
+    bounds: dict[str, float] = {}  # a stated screen: {"gt": 1e9} for "revenue above $1 billion" (operation screen)
 
 
 class FactUsed(msgspec.Struct, frozen=True):
@@ -111,58 +119,6 @@ class FactsAnswer(msgspec.Struct, frozen=True):
 
 # ------------------------------------------------------------------------------------------- the question
 
-_NORM = re.compile(r"[^a-z0-9]+")
-_QUOTED = re.compile(r"['‘’\"“”]([^'‘’\"“”]{3,80})['‘’\"“”]")
-
-
-def _norm(text: str) -> str:
-    return " " + " ".join(_NORM.sub(" ", text.lower().replace("’", "'").replace("'s ", " ")).split()) + " "
-
-
-def _phrases() -> list[tuple[str, str]]:
-    out = []
-    for c in CONCEPTS:
-        for p in (*c.printed, *c.asked, c.label):
-            n = _norm(p).strip()
-            if n and n not in ("basic", "diluted", "cash", "sales", "profit", "earnings", "liabilities", "equity",
-                               "beginning of period", "end of period", "beginning of year", "end of year"):
-                out.append((n, c.name))
-        for p in c.chinese:
-            out.append((p, c.name))
-    return sorted(out, key=lambda x: -len(x[0]))
-
-
-_PHRASES = _phrases()
-_EPS = re.compile(r"(?i)\b(?:earnings|income|loss) per share\b|\beps\b")
-
-
-def question_concept(question: str) -> str:
-    """The vocabulary measure a question asks for ("Which company has the highest 'Total Liabilities'?" →
-    "total_liabilities"), preferring a quoted measure; the longest matching name wins; else ""."""
-    for text in [*(m.group(1) for m in _QUOTED.finditer(question)), question]:
-        found = _concept_in(text)
-        if found:
-            return found
-    return ""
-
-
-def _concept_in(text: str) -> str:
-    text = re.sub(r"(?i)\((?:or )?(?:decrease|increase|loss|deficit|used in|provided by)\)", " ", text)
-    if _EPS.search(text):
-        return "eps_diluted" if re.search(r"(?i)\bdiluted\b", text) else "eps_basic"
-    norm = _norm(text)
-    if re.search(r"[\u4e00-\u9fff]", text):
-        return next((c for p, c in _PHRASES if not p.isascii() and p in text), "")
-    best = next((c for p, c in _PHRASES if p.isascii() and f" {p} " in norm), "")
-    if best == "cash" and re.search(r"(?i)\bbeginning\b", text):
-        return "cash_begin"
-    if best == "cash" and re.search(r"(?i)\bend of (?:the )?(?:period|year)\b", text):
-        return "cash_end"
-    if not best and re.search(r"(?i)\bcash (?:and cash equivalents )?balance\b|\bbalance of cash\b", text):
-        return "cash"
-    return best
-
-
 _MAX = re.compile(r"(?i)\b(?:highest|largest|biggest|greatest|most|maximum|top|leads?)\b|最高|最大|最多")
 _MIN = re.compile(r"(?i)\b(?:lowest|smallest|least|minimum|fewest)\b|最低|最小|最少")
 _RANK = re.compile(r"(?i)\b(?:rank|ranking|order|sort)\b|排名|排序")
@@ -194,6 +150,9 @@ def ask(question: str, *, series: bool = False) -> MeasureAsk | None:
         return MeasureAsk(concept, "min", years)
     if series or (_TREND.search(question) and len(years) != 1):
         return MeasureAsk(concept, "trend", years, percent=bool(_PERCENT.search(question)))
+    if (cond := fact_condition(question)) is not None and cond.value["concept"] == concept:
+        bounds = {k: v for k, v in cond.value.items() if k in ("gt", "gte", "lt", "lte")}
+        return MeasureAsk(concept, "screen", years, bounds=bounds)
     return MeasureAsk(concept, "lookup", years)
 
 
@@ -529,6 +488,8 @@ def compose(ask_: MeasureAsk, docs: Sequence[_Doc], rows_by_doc: Mapping[int, li
         lines += [f"- {name}: {', '.join(members) if members else '(none)'}" for name, members in groups.items()]
     elif trend:
         lines += _trend_lines(ask_, picked, rows_by_doc, w)
+    elif ask_.operation == "screen":
+        lines += _screen_lines(ask_, picked, w)
     else:
         lines += [w.figure(d, r, o) + "." for d, r, o in picked] if len(picked) > 1 else \
             [f"{label.capitalize()} of {w.figure(*picked[0])}."]
@@ -536,6 +497,24 @@ def compose(ask_: MeasureAsk, docs: Sequence[_Doc], rows_by_doc: Mapping[int, li
         lines.append(f"No {label} figure was found in the statements of: {', '.join(missing)}.")
     return FactsAnswer(ask=ask_, text="\n".join(lines), citations=tuple(w.cites), used=tuple(w.used),
                        missing=tuple(missing))
+
+
+_BOUND_TEXT = {"gt": "above", "gte": "at least", "lt": "below", "lte": "at most"}
+
+
+def _screen_lines(ask_: MeasureAsk, picked: Sequence[tuple[_Doc, _Row, list[_Row]]], w: _Writer) -> list[str]:
+    """The companies whose figure meets the stated bounds, highest first, and how many were checked."""
+    def meets(value: float) -> bool:
+        return all({"gt": value > b, "gte": value >= b, "lt": value < b, "lte": value <= b}[k]
+                   for k, b in ask_.bounds.items())
+    hits = sorted((x for x in picked if meets(x[1].value)), key=lambda x: -x[1].value)
+    unit = msgspec.structs.replace(picked[0][1], scale=1.0, unit=picked[0][1].unit)
+    condition = " and ".join(f"{_BOUND_TEXT[k]} {money(b, unit)}" for k, b in ask_.bounds.items())
+    year = f" in {ask_.years[0]}" if len(ask_.years) == 1 else ""
+    lines = [f"{len(hits)} of the {len(picked)} companies with a {w.spec.label} figure{year} have "
+             f"{w.spec.label} {condition}{':' if hits else '.'}"]
+    lines += [f"{i}. {w.figure(d, r, o)}" for i, (d, r, o) in enumerate(hits, 1)]
+    return lines
 
 
 def _trend_lines(ask_: MeasureAsk, picked: Sequence[tuple[_Doc, _Row, list[_Row]]],
@@ -589,8 +568,8 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, question: str,
     if a is None:
         return None
     concepts = [a.concept, *DERIVED.get(a.concept, ()), *STANDS_FOR.get(a.concept, ())[:1]]
-    corpus = plan.scope.kind == "list" and not plan.scope.entities and a.operation in ("max", "min", "rank",
-                                                                                      "categories")
+    corpus = plan.scope.kind == "list" and not plan.scope.entities and a.operation in (
+        "max", "min", "rank", "categories", "screen")
     if corpus:
         records = await pool.fetch(SQL_COLLECTION_FACTS, catalog.collection_id, concepts,
                                    list(within) if within is not None else None)

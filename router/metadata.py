@@ -353,6 +353,10 @@ def match_offline(question: str, kv: KnownValues) -> MetadataMatch:
                 notes.append(f"{key} in {sorted(present)}")
                 break
         break
+    if fact := fact_condition(question):
+        conds.append(fact)
+        notes.append(f"fact {fact.value}")
+        confident = True
     return MetadataMatch(conditions=tuple(conds), confident=confident,
                          explanation="; ".join(notes) or "no known metadata value in the question")
 
@@ -394,10 +398,69 @@ def _is_number(v: Any) -> bool:
     return True
 
 
+FACT_KEY = "fact"
+"""The filter key of a fact condition: ``{"fact": {"concept": "revenue", "period": "FY2023", "gte": 1e9}}``."""
+_FACT_PERIOD = re.compile(r"^(?:FY)?((?:19|20)\d{2})$|^(\d{4}-\d{2}-\d{2})$|^latest$|^$", re.I)
+_FACT_BOUND = re.compile(
+    r"(?i)\b(above|over|more than|greater than|exceeding|at least|no less than|below|under|less than|at most"
+    r"|not more than)\s+((?:\$|us\$|usd\s*|¥|cny\s*|rmb\s*)?)(-?\d[\d,]*(?:\.\d+)?)\s*"
+    r"(billion|bn|million|mn|m|thousand|k|亿|万)?(?![\w%])(?!\s*(?:%|percent|per ?cent|times|x\b))")
+_GROUPING = re.compile(r"(?i)\b(?:categori[sz]e|classify|into the following|group(?:ed)? (?:them|the|these|by))\b"
+                       r"|分类|归类|分为")
+_BOUND_WORDS = {"above": "gt", "over": "gt", "more than": "gt", "greater than": "gt", "exceeding": "gt",
+                "at least": "gte", "no less than": "gte", "below": "lt", "under": "lt", "less than": "lt",
+                "at most": "lte", "not more than": "lte"}
+_UNIT_SCALE = {"billion": 1e9, "bn": 1e9, "million": 1e6, "mn": 1e6, "m": 1e6, "thousand": 1e3, "k": 1e3,
+               "亿": 1e8, "万": 1e4}
+
+
+def fact_condition(question: str) -> Condition | None:
+    """A fact condition a question states ("companies with revenue above $1 billion in 2023" → revenue >
+    1e9 in FY2023), or None: a vocabulary measure and at least one bound on it."""
+    if _GROUPING.search(question):
+        return None  # "categorize … into high (over $15,000) …": the bounds define groups, they screen nothing
+    concept = vocab.question_concept(question)
+    bounds = {}
+    for m in _FACT_BOUND.finditer(question):
+        currency, number, unit = m.group(2), m.group(3), (m.group(4) or "").lower()
+        value = float(number.replace(",", ""))
+        if not currency and not unit and (re.fullmatch(r"(?:19|20)\d{2}", number) or "," not in number):
+            continue  # "over 2022", "more than 10 segments": a year or a count, not an amount
+        bounds[_BOUND_WORDS[m.group(1).lower()]] = value * _UNIT_SCALE.get(unit, 1.0)
+    if not concept or not bounds:
+        return None
+    years = vocab.question_years(vocab.normalize_periods(question))
+    period = f"FY{min(years)}" if len(years) == 1 else ""
+    return Condition(FACT_KEY, "fact", {"concept": concept, "period": period, **bounds})
+
+
+def fact_filter(value: Any) -> Condition:
+    """A ``{"fact": {...}}`` request filter, validated: a vocabulary concept, an optional period ("FY2023",
+    "2023", an ISO date, "latest"), and numeric bounds (gte, lte, gt, lt; base units)."""
+    if not isinstance(value, Mapping):
+        raise ValidationError('filter "fact": use {"concept": "revenue", "period": "FY2023", "gte": 1e9}')
+    concept = value.get("concept")
+    if concept not in vocab.CONCEPT_BY_NAME:
+        raise ValidationError(f'filter "fact": unknown concept {str(concept)[:40]!r} (see GET /kb/capabilities)')
+    period = str(value.get("period") or "")
+    if not _FACT_PERIOD.match(period):
+        raise ValidationError(f'filter "fact": period {period[:40]!r} is not FY2023, 2023, 2023-12-31 or latest')
+    bounds = {k: v for k, v in value.items() if k in {"gte", "lte", "gt", "lt"}}
+    unknown = set(value) - {"concept", "period", "gte", "lte", "gt", "lt"}
+    if unknown or not all(_is_number(v) for v in bounds.values()):
+        raise ValidationError(f'filter "fact": unknown keys {sorted(unknown)} or a bound that is not a number')
+    return Condition(FACT_KEY, "fact", {"concept": concept, "period": period, **{k: float(v) for k, v in
+                                                                                 bounds.items()}})
+
+
 def conditions_from_filters(filters: Mapping[str, Any]) -> tuple[Condition, ...]:
-    """Explicit request filters: {key: value | [values] | {"gte":..,"lte":..} | {"contains": ".."}}."""
+    """Explicit request filters: {key: value | [values] | {"gte":..,"lte":..} | {"contains": ".."}}, and
+    ``{"fact": {"concept": .., "period": .., "gte": ..}}`` (``fact_filter``)."""
     out: list[Condition] = []
     for key, value in filters.items():
+        if key == FACT_KEY and isinstance(value, Mapping) and "concept" in value:
+            out.append(fact_filter(value))
+            continue
         if not isinstance(key, str) or not store.METADATA_KEY.match(key):
             raise ValidationError(f"invalid filter key {key!r}")
         if isinstance(value, Mapping):
@@ -435,7 +498,8 @@ async def match_question(question: str, kv: KnownValues, chat: ChatModel) -> Met
         log.warning("router.metadata_llm_failed", error=str(exc))
         return msgspec.structs.replace(offline, explanation=offline.explanation + " (LLM failed: offline match)",
                                        llm_calls=1)
-    confident = any(c.key in COMPANY_KEYS for c in conds)
+    conds = (*conds, *(c for c in offline.conditions if c.op == "fact"))  # the stated bound, read by rule
+    confident = any(c.key in COMPANY_KEYS or c.op == "fact" for c in conds)
     scope = reply.scope or ""
     log.info("router.metadata_llm", conditions=len(conds), scope=scope,
              ms=round((time.perf_counter() - started) * 1000))

@@ -13,6 +13,7 @@ rank-bm25 of in-node retrieval and the flat baseline read chunk texts from here.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import re
@@ -331,9 +332,29 @@ def compile_conditions(collection_id: int, conditions: Sequence[Condition]) -> t
                     sql.append(f"AND {num} {sym} {p(float(c.value[bound]))}")
         elif c.op == "contains":
             sql.append(f"AND strpos(lower(d.metadata ->> {p(c.key)}), lower({p(str(c.value))})) > 0")
+        elif c.op == "fact":
+            sql.append(_fact_exists(c.value, p))
         else:
             raise ValidationError(f"unknown operator {c.op!r}")
     return " ".join(sql) + " ORDER BY d.name", params
+
+
+def _fact_exists(value: dict[str, Any], p: Any) -> str:
+    """A fact condition as SQL: the document has a fact of the concept, of the period (a fiscal year, a date,
+    else the document's latest period of it), within the bounds."""
+    where = [f"f.document_id = d.id AND f.concept = {p(str(value['concept']))}"]
+    period = str(value.get("period") or "")
+    if (year := re.match(r"^(?:FY)?(\d{4})$", period, re.I)):
+        where.append(f"f.months IN (0, 12) AND extract(year FROM f.period_end) = {p(int(year.group(1)))}")
+    elif re.match(r"^\d{4}-\d{2}-\d{2}$", period):
+        where.append(f"f.period_end = {p(dt.date.fromisoformat(period))}")
+    else:
+        where.append("f.period_end = (SELECT max(g.period_end) FROM facts g WHERE g.document_id = d.id "
+                     "AND g.concept = f.concept)")
+    for bound, sym in (("gte", ">="), ("lte", "<="), ("gt", ">"), ("lt", "<")):
+        if bound in value:
+            where.append(f"f.value {sym} {p(float(value[bound]))}")
+    return "AND EXISTS (SELECT 1 FROM facts f WHERE " + " AND ".join(where) + ")"
 
 
 async def run_filter(pool: asyncpg.Pool, collection_id: int, conditions: Sequence[Condition]) -> list[tuple[int, str]]:

@@ -112,3 +112,21 @@ async def test_document_facts_endpoint(filings: Runtime) -> None:
         assert (await client.get(f"/kb/documents/{memo}/facts")).json() == []
         assert (await client.get("/kb/documents/999999/facts")).status_code == 404
         assert (await client.get(f"/kb/documents/{bolt}/facts", params={"concept": "x;drop"})).status_code == 400
+
+
+async def test_fact_filters_and_screens(filings: Runtime) -> None:
+    async with app_client(create_app(runtime=filings, run_worker=False)) as client:
+        r = await client.post("/kb/query", json={
+            "query": "What was the revenue?", "strategy": "metadata",
+            "filters": {"fact": {"concept": "revenue", "period": "FY2023", "gte": 5e6}}})
+        assert r.status_code == 200, r.text
+        assert {d["name"] for d in r.json()["documents"]} == {"bolt-2023.txt"}
+        for bad in ({"concept": "nonsense"}, {"concept": "revenue", "gte": "lots"},
+                    {"concept": "revenue", "period": "last spring"}):
+            r = await client.post("/kb/query", json={"query": "revenue?", "filters": {"fact": bad}})
+            assert r.status_code == 400, (bad, r.text)
+    body = await _ask(filings, "Which companies had revenue above $1 million in 2023?")
+    answer = body["answer"]
+    assert answer.startswith("2 of the 3 companies with a revenue figure in 2023 have revenue above $1,000,000:"), \
+        answer
+    assert "Bolt Corp: $8,000 thousand" in answer and "Acme Holdings" in answer and "Cinder" not in answer
