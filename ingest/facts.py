@@ -71,6 +71,8 @@ _ZH_CURRENT = re.compile(r"期末|本期|本报告期|年末|报告期末|本年
 _ZH_PRIOR = re.compile(r"期初|上期|上年|年初|上年同期")
 _ZH_DATE = re.compile(r"((?:19|20)\d{2})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*日")
 _ZH_REPORT = re.compile(r"((?:19|20)\d{2})\s*年\s*(第?[一三]季度|半年度|年度)报告")
+_SHARES = re.compile(r"(?i)^weighted[- ]average\b|\bshares outstanding\b|\bnumber of (?:common )?shares\b"
+                     r"|加权平均股数|股本总数")
 _PER_SHARE = re.compile(r"per (?:common )?share|每股|per unit\b", re.I)
 
 
@@ -409,7 +411,8 @@ class _Table:
         per_share = (spec is not None and spec.unit == "per_share") or bool(_PER_SHARE.search(label)) \
             or (bool(_PER_SHARE.search(self.context)) and label.strip().lower().startswith(("basic", "diluted")))
         scale = 1.0 if per_share else self.scale
-        unit = ("CNY" if self.chinese else "USD") + ("/share" if per_share else "")
+        shares = not per_share and bool(_SHARES.search(label)) and "share_capital" not in concepts
+        unit = "shares" if shares else ("CNY" if self.chinese else "USD") + ("/share" if per_share else "")
         for column, (printed, period) in enumerate(zip(values, periods, strict=True)):
             number = _number(printed)
             if number is None:

@@ -26,6 +26,7 @@ from kb.vocab import (
     STATEMENT_LABELS,
     Concept,
     company_core,
+    concept_label,
     question_concept,
     question_years,
 )
@@ -45,6 +46,10 @@ SELECT f.document_id, f.ordinal, f.statement, f.line_item, f.concept, f.period_e
 FROM facts f WHERE f.collection_id = $1 AND f.concept = ANY($2::text[])
   AND ($3::bigint[] IS NULL OR f.document_id = ANY($3::bigint[]))
 ORDER BY f.document_id, f.ordinal"""
+SQL_DOC_LINES = """
+SELECT f.document_id, f.ordinal, f.statement, f.line_item, f.concept, f.period_end, f.months, f.period_label,
+       f.value, f.printed, f.scale, f.unit, f.page, f.line, f.node_id, f.source
+FROM facts f WHERE f.document_id = ANY($1::bigint[]) ORDER BY f.document_id, f.ordinal"""
 SQL_NODE_PATHS = """
 SELECT n.document_id, n.node_id, n.path FROM nodes n
 JOIN unnest($1::bigint[], $2::text[]) AS k(doc_id, node_id) ON n.document_id = k.doc_id AND n.node_id = k.node_id"""
@@ -125,6 +130,7 @@ _RANK = re.compile(r"(?i)\b(?:rank|ranking|order|sort)\b|排名|排序")
 _CATEGORISE = re.compile(r"(?i)\b(?:categori[sz]e|classify|group (?:them|the|these)|into the following)\b|分类|归类")
 _TREND = re.compile(r"(?i)\b(?:trend|change[ds]?|evolve[ds]?|over the years|from (?:fy)?\d{4} to (?:fy)?\d{4}"
                     r"|increase[ds]?|decrease[ds]?|grow(?:th|n)?|decline[ds]?)\b|变化|趋势|增长")
+_TREND_ZH = re.compile(r"变化|趋势|增长|下降|波动|如何")
 _PERCENT = re.compile(r"(?i)\bpercent(?:age)?\b|%|百分比|增长率")
 _ASCENDING = re.compile(r"(?i)\bascending\b|\blowest (?:to|first)\b|\bsmallest (?:to|first)\b|从低到高|从小到大|升序")
 _CHANGE_GROUPS = re.compile(r"(?i)\b(?:changed?|change) compared to\b|\bcompared (?:to|with) the previous\b")
@@ -133,8 +139,11 @@ _CHANGE_GROUPS = re.compile(r"(?i)\b(?:changed?|change) compared to\b|\bcompared
 def ask(question: str, *, series: bool = False) -> MeasureAsk | None:
     """What the question asks of the facts, or None when it names no vocabulary measure."""
     concept = question_concept(question)
-    if not concept:
-        return None
+    return operation(question, concept, series=series) if concept else None
+
+
+def operation(question: str, concept: str, *, series: bool = False) -> MeasureAsk:
+    """What the question asks of a measure: a look-up, highest/lowest, ranking, groups, a screen or a trend."""
     years = tuple(sorted(question_years(question)))
     if _CATEGORISE.search(question):
         cats = parse_categories(question)
@@ -148,7 +157,7 @@ def ask(question: str, *, series: bool = False) -> MeasureAsk | None:
         return MeasureAsk(concept, "max", years)
     if _MIN.search(question):
         return MeasureAsk(concept, "min", years)
-    if series or (_TREND.search(question) and len(years) != 1):
+    if series or (_TREND.search(question) and len(years) != 1) or (_TREND_ZH.search(question) and len(years) > 1):
         return MeasureAsk(concept, "trend", years, percent=bool(_PERCENT.search(question)))
     if (cond := fact_condition(question)) is not None and cond.value["concept"] == concept:
         bounds = {k: v for k, v in cond.value.items() if k in ("gt", "gte", "lt", "lte")}
@@ -345,8 +354,13 @@ def _comparative(rows: Sequence[_Row], best: _Row) -> _Row | None:
 
 
 def money(value: float, row: _Row) -> str:
-    """A figure as a reader reads it: "$9,284 thousand", "−$0.54 per share", "CNY 4,204,361,492.83"."""
+    """A figure as a reader reads it: "$9,284 thousand", "−$0.54 per share", "CNY 4,204,361,492.83",
+    "5,000 thousand shares"."""
     per_share = row.unit.endswith("/share")
+    if row.unit == "shares":
+        shown = value / row.scale if row.scale not in (0, 1) else value
+        scale = {1e3: " thousand", 1e6: " million", 1e9: " billion"}.get(row.scale, "")
+        return f"{'−' if value < 0 else ''}{abs(shown):,.0f}{scale} shares"
     currency = "CNY " if row.unit.startswith("CNY") else "$"
     shown = value / row.scale if row.scale not in (0, 1) else value
     decimals = 2 if per_share or (abs(shown) < 100 and shown != int(shown)) or row.printed.count(".") else 0
@@ -426,9 +440,10 @@ def _change(old: _Row, new: _Row, *, percent: bool = True) -> str:
 
 
 def compose(ask_: MeasureAsk, docs: Sequence[_Doc], rows_by_doc: Mapping[int, list[_Row]],
-            paths: Mapping[tuple[int, str], str]) -> FactsAnswer | None:
-    """The answer text computed from the facts (None when no document has the measure)."""
-    spec = CONCEPT_BY_NAME[ask_.concept]
+            paths: Mapping[tuple[int, str], str], spec: Concept | None = None) -> FactsAnswer | None:
+    """The answer text computed from the facts (None when no document has the measure); ``spec`` for a
+    printed line item outside the vocabulary."""
+    spec = spec or CONCEPT_BY_NAME[ask_.concept]
     by_id = {d.doc_id: d for d in docs}
     w = _Writer(spec, by_id, paths)
     picked: list[tuple[_Doc, _Row, list[_Row]]] = []
@@ -563,10 +578,9 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, question: str,
     """The facts answer for the plan's needed documents (every document of the collection or filter when a
     "which companies …" question names none), or None when the question is outside the vocabulary."""
     a = ask(question, series=plan.scope.series)
-    if a is not None:
-        a = msgspec.structs.replace(a, question=question)
     if a is None:
-        return None
+        return await _line_answer(pool, catalog, question, plan)
+    a = msgspec.structs.replace(a, question=question)
     concepts = [a.concept, *DERIVED.get(a.concept, ()), *STANDS_FOR.get(a.concept, ())[:1]]
     corpus = plan.scope.kind == "list" and not plan.scope.entities and a.operation in (
         "max", "min", "rank", "categories", "screen")
@@ -574,9 +588,7 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, question: str,
         records = await pool.fetch(SQL_COLLECTION_FACTS, catalog.collection_id, concepts,
                                    list(within) if within is not None else None)
     else:
-        ids = list(plan.needed)
-        if a.operation == "trend":  # a change over time reads every report of the company, however many
-            ids = list(dict.fromkeys(x for d in ids for x in (*catalog.company_reports(d), d)))
+        ids = _reading(plan, catalog, a.operation)
         if not ids:
             return None
         records = await pool.fetch(SQL_DOC_FACTS, ids, concepts)
@@ -595,15 +607,84 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, question: str,
                    for r in doc_rows if r.concept == other]
         rows_by_doc[d] = own
     doc_ids = list(rows_by_doc) if corpus else ids
+    return await _compose(pool, catalog, plan, a, doc_ids, rows_by_doc)
+
+
+def _reading(plan: ScopePlan, catalog: Catalog, op: str) -> list[int]:
+    """The documents whose facts answer: the needed ones; for a change over time every report of the company,
+    however many."""
+    ids = list(plan.needed)
+    if op == "trend":
+        ids = list(dict.fromkeys(x for d in ids for x in (*catalog.company_reports(d), d)))
+    return ids
+
+
+async def _compose(pool: asyncpg.Pool, catalog: Catalog, plan: ScopePlan, a: MeasureAsk, doc_ids: Sequence[int],
+                   rows_by_doc: Mapping[int, list[_Row]], spec: Concept | None = None) -> FactsAnswer | None:
     if not any(rows_by_doc.get(d) for d in doc_ids):
         return None
     metas, names = catalog.metadata(doc_ids), catalog.names(doc_ids)
     docs = [_Doc(d, names.get(d, str(d)), _entity(d, plan, metas, names, catalog), dict(metas.get(d, {})))
             for d in doc_ids]
-    keys = list({(r.doc_id, r.node_id) for r in rows if r.node_id})
+    keys = list({(r.doc_id, r.node_id) for rows in rows_by_doc.values() for r in rows if r.node_id})
     paths = {(r["document_id"], r["node_id"]): " › ".join(r["path"]) for r in
              await pool.fetch(SQL_NODE_PATHS, [k[0] for k in keys], [k[1] for k in keys])} if keys else {}
-    return compose(a, docs, rows_by_doc, paths)
+    return compose(a, docs, rows_by_doc, paths, spec)
+
+
+_ZH_LINE_NOISE = re.compile(r"^(?:其中[:：]|加[:：]|减[:：]|[一二三四五六七八九十]+、|[（(][一二三四五六七八九十\d]+[）)]|\d+[.、])|"
+                            r"[（(][^）)]*[）)]$|[\s:：]")
+
+
+def line_key(label: str) -> str:
+    """A printed line item as a question would name it: Chinese without its numbering, "其中：" and the
+    trailing note ("（亏损以“－”号填列）"); English lower case without punctuation."""
+    if re.search(r"[\u4e00-\u9fff]", label):
+        previous = None
+        while previous != label:
+            previous, label = label, _ZH_LINE_NOISE.sub("", label)
+        return label
+    return concept_label(label)
+
+
+def named_line(question: str, labels: Sequence[str]) -> str:
+    """The longest line item (``line_key``) the question names: four Chinese characters or two words at least."""
+    norm = " " + " ".join(re.sub(r"[^a-z0-9\u4e00-\u9fff]+", " ", question.lower()).split()) + " "
+    zh = "".join(question.split())
+    best = ""
+    for key in set(labels):
+        if not key or len(key) <= len(best):
+            continue
+        if re.search(r"[\u4e00-\u9fff]", key):
+            if len(key) >= 4 and key in zh:
+                best = key
+        elif len(key.split()) >= 2 and f" {key} " in norm:
+            best = key
+    return best
+
+
+async def _line_answer(pool: asyncpg.Pool, catalog: Catalog, question: str, plan: ScopePlan) -> FactsAnswer | None:
+    """A question naming a statement line outside the vocabulary ("交易性金融资产", "other current liabilities"):
+    the same answer over the needed documents' facts of that printed line."""
+    probe = operation(question, "line", series=plan.scope.series)
+    ids = _reading(plan, catalog, probe.operation)
+    if not ids:
+        return None
+    rows = _rows(await pool.fetch(SQL_DOC_LINES, ids))
+    keyed = [(line_key(r.line_item), r) for r in rows]
+    label = named_line(question, [k for k, _ in keyed])
+    if not label:
+        return None
+    rows_by_doc: dict[int, list[_Row]] = {}
+    for k, r in keyed:
+        if k == label:
+            rows_by_doc.setdefault(r.doc_id, []).append(r)
+    first = next(iter(rows_by_doc.values()))[0]
+    spec = Concept(name=f"line:{label}", label=first.line_item.strip().rstrip(":："), printed=(),
+                   kinds=(first.statement,), unit="per_share" if first.unit.endswith("/share") else "money",
+                   flow=first.statement != "balance")
+    a = msgspec.structs.replace(probe, concept=spec.name, question=question)
+    return await _compose(pool, catalog, plan, a, ids, rows_by_doc, spec)
 
 
 def _entity(doc_id: int, plan: ScopePlan, metas: Mapping[int, Mapping[str, Any]], names: Mapping[int, str],

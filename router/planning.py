@@ -4,6 +4,7 @@ LLM call (``query.plan``), validated, offline on failure."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,7 +13,7 @@ import structlog
 
 from kb.errors import LLMError
 from kb.providers.steps import ask
-from kb.vocab import FY_SHORT, question_quarters, question_years
+from kb.vocab import ANNUAL_TYPES, FY_SHORT, question_quarters, question_years
 from router import store
 from router.prompts import PLAN, plan_prompt
 from router.scope import (
@@ -66,6 +67,8 @@ def latest_reports(state: QueryState, scope: QuestionScope, routing: RoutingResu
         if len(reports) < 2 or reports in seen:
             continue
         seen.add(reports)
+        if _HISTORY.search(q):  # "historically", "each year": the latest annual report holds the years
+            reports = tuple(r for r in reports if _annual(state, r)) or reports
         latest = reports[0]
         if latest == d.doc_id or _end(state, latest) <= _end(state, d.doc_id):
             continue
@@ -77,6 +80,14 @@ def latest_reports(state: QueryState, scope: QuestionScope, routing: RoutingResu
     if docs == list(routing.documents):
         return routing
     return msgspec.structs.replace(routing, documents=tuple(docs))
+
+
+_HISTORY = re.compile(r"(?i)\b(?:historical(?:ly)?|history|over (?:the )?(?:past|last) \w+ years|each year|every year"
+                      r"|annual(?:ly)?|year[- ]over[- ]year|consistent(?:ly)?|long[- ]term trend)\b")
+
+
+def _annual(state: QueryState, doc_id: int) -> bool:
+    return str(state.catalog.metadata([doc_id]).get(doc_id, {}).get("doc_type") or "") in ANNUAL_TYPES
 
 
 def _end(state: QueryState, doc_id: int) -> str:

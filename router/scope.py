@@ -85,7 +85,8 @@ _FRAME_WORDS = frozenset(
 )
 # "… into the following groups: high (over $15,000), …": the ranges say how to sort the figures, not what to find
 _RANGES = re.compile(r"\b(?:into|in) (?:the )?following (?:groups|categories|ranges|classes)\b.*", re.I | re.S)
-_CAP_PHRASE = re.compile(r"(?<![\w'])([A-Z][a-z][\w&.-]*(?:\s+(?:&\s+)?[A-Z][a-z][\w&.-]*)*)")
+_CAP_WORD = r"[A-Z](?:[a-z][\w&.-]*|[A-Z0-9&.-]+\b)"  # "Zephyr", or as filings write it: "ZEPHYR", "CO."
+_CAP_PHRASE = re.compile(rf"(?<![\w'])({_CAP_WORD}(?:\s+(?:&\s+)?{_CAP_WORD})*)")
 _GENERIC_CAPS = frozenset(
     """what which who whom whose when where why how is are was were did does do has have had can could should
     would will compare list name give show tell describe summarize summarise explain analyze analyse assess

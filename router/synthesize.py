@@ -137,6 +137,8 @@ async def _facts_answer(chat: ChatModel, question: str, chunks: Sequence[Retriev
             text += "\nFrom the text:\n" + re.sub(r"^(?:Based on the retrieved evidence[^:\n]*:|Per document, "
                                                    r"from the retrieved evidence:)\n?", "", shifted.text).strip()
             cites += shifted.citations
+    if missing_note := _missing_note(plan):
+        text = f"{missing_note}\n{text}"
     return Answer(text=text, citations=tuple(cites), mode="facts")
 
 

@@ -130,3 +130,18 @@ async def test_fact_filters_and_screens(filings: Runtime) -> None:
     assert answer.startswith("2 of the 3 companies with a revenue figure in 2023 have revenue above $1,000,000:"), \
         answer
     assert "Bolt Corp: $8,000 thousand" in answer and "Acme Holdings" in answer and "Cinder" not in answer
+
+
+async def test_an_unknown_company_written_in_capitals_is_reported(filings: Runtime) -> None:
+    body = await _ask(filings, "Companies: ACME HOLDINGS, INC., ZORBLAX INDUSTRIES CORP and Bolt Corp. "
+                               "Which company has the highest revenue?")
+    assert "No document about ZORBLAX INDUSTRIES" in body["answer"], body["answer"]
+    assert {f["doc_name"] for f in body["facts"]} == {"acme-2023.txt", "bolt-2023.txt"}
+    assert body["answer"].strip().split("\n")[-1].startswith("Bolt Corp has the highest revenue")
+
+
+async def test_a_printed_line_outside_the_vocabulary_is_answered_from_its_facts(filings: Runtime) -> None:
+    body = await _ask(filings, "What is the weighted average shares outstanding of Bolt Corp?")
+    assert body["answer"].startswith("Weighted average shares outstanding of Bolt Corp: 5,000 thousand shares "
+                                     "for the year ended December 31, 2023"), body["answer"]
+    assert [f["line_item"] for f in body["facts"]] == ["Weighted average shares outstanding"]
