@@ -145,3 +145,22 @@ async def test_a_printed_line_outside_the_vocabulary_is_answered_from_its_facts(
     assert body["answer"].startswith("Weighted average shares outstanding of Bolt Corp: 5,000 thousand shares "
                                      "for the year ended December 31, 2023"), body["answer"]
     assert [f["line_item"] for f in body["facts"]] == ["Weighted average shares outstanding"]
+
+
+async def test_streamed_answer_carries_the_facts_table(filings: Runtime) -> None:
+    import json
+
+    query = "Companies: Acme Holdings, Inc. and Bolt Corp. Which company has the highest 'Total Liabilities'?"
+    async with app_client(create_app(runtime=filings, run_worker=False)) as client:
+        r = await client.post("/kb/query", json={"query": query, "stream": True})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    events = {}
+    for frame in r.text.replace("\r\n", "\n").split("\n\n"):
+        lines = frame.split("\n")
+        name = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("event:")), None)
+        data = "\n".join(ln.split(":", 1)[1].lstrip() for ln in lines if ln.startswith("data:"))
+        if name and data:
+            events[name] = json.loads(data)
+    facts = events["done"]["facts"]
+    assert {(f["doc_name"], f["value"]) for f in facts} == {("acme-2023.txt", 900_000), ("bolt-2023.txt", 4_000_000)}
+    assert {f["marker"] for f in facts} <= {c["marker"] for c in events["citations"]}

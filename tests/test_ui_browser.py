@@ -400,3 +400,128 @@ async def test_document_text_is_never_markup(page, tmp_path: Path) -> None:
     # … and never as markup: no element was created from it and nothing ran
     assert await page.locator("#view img, #view script, .citation img").count() == 0
     assert await page.evaluate("window.pwned === undefined")
+
+
+FACTS_QUESTION = "Companies: Acme Holdings, Inc. and Bolt Corp. Which company has the highest 'Total Liabilities'?"
+
+
+@pytest.fixture(scope="module")
+async def filings(server: Server) -> dict[str, int]:
+    """Two generated 10-K text filings, a PDF statement page and a memo in their own collection ``filings`` (a folder ingest through
+    the admin API): document name → id."""
+    from tests.factgen import figures, statement_pdf, text_filing
+
+    folder = server.root / "filings"
+    folder.mkdir()
+    (folder / "acme-2023.txt").write_text(text_filing(
+        "Acme Holdings, Inc.", 2023, figures(1_500, -250, cash=320, liabilities=900, eps=-0.05),
+        figures(1_200, 80, cash=410, liabilities=700, eps=0.02)))
+    (folder / "bolt-2023.txt").write_text(text_filing(
+        "Bolt Corp", 2023, figures(8_000, 900, cash=2_500, liabilities=4_000, eps=1.25),
+        figures(7_000, 700, cash=2_000, liabilities=3_500, eps=1.01)))
+    statement_pdf(folder / "delta-2023.pdf", "Delta Motors")
+    (folder / "memo.md").write_text("# Travel policy\n\nEmployees book economy class for flights under six hours.\n")
+    auth = {"Authorization": f"Bearer {ADMIN}"}
+    async with httpx.AsyncClient(base_url=server.url, headers=auth, timeout=30) as client:
+        assert (await client.post("/kb/collections", json={"name": "filings"})).status_code == 201
+        job = (await client.post("/kb/admin/ingest", json={"path": "filings", "collection": "filings"})).json()
+        deadline = time.monotonic() + 120
+        while (status := (await client.get(f"/kb/admin/jobs/{job['job_id']}")).json())["status"] != "done":
+            assert status["status"] in ("queued", "running") and time.monotonic() < deadline, status
+            await asyncio.sleep(0.5)
+        assert {i["name"]: i["status"] for i in status["items"]} == dict.fromkeys(
+            ("acme-2023.txt", "bolt-2023.txt", "delta-2023.pdf", "memo.md"), "ok"), status
+        docs = (await client.get("/kb/documents", params={"collection": "filings"})).json()
+    return {d["name"]: d["id"] for d in docs}
+
+
+async def test_document_page_lists_the_facts_with_links_to_their_lines(page, server: Server, filings: dict[str, int],
+                                                                      shots: Path) -> None:
+    acme = filings["acme-2023.txt"]
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        rows = (await client.get(f"/kb/documents/{acme}/facts", params={"concept": "total_liabilities"})).json()
+        everything = (await client.get(f"/kb/documents/{acme}/facts")).json()
+    line = next(r["line"] for r in rows if r["period_end"] == "2023-12-31")
+    await page.goto(f"/ui/#/documents/{acme}")
+    await page.wait_for_selector(".outline")
+    tab = page.get_by_role("tab", name="Financial facts")
+    await tab.click()
+    assert page.url.endswith(f"#/documents/{acme}/facts")  # the tab is an address of its own
+    await page.wait_for_selector("#facts-pane .facts-table")
+    assert await page.locator("#tabpanel-outline").is_hidden()
+    groups = await page.locator(".facts-group h3").all_text_contents()
+    assert [g.split(" (")[0] for g in groups] == ["Income statement", "Balance sheet", "Cash flow statement"], groups
+    named = sum(1 for r in everything if r["concept"])
+    assert await tab.inner_text() == f"Financial facts ({named})"
+    assert await page.locator(".facts-table tbody tr").count() == named  # measures of the vocabulary only
+    row = page.locator(".facts-table tbody tr", has_text="Total liabilities").first
+    cells = await row.locator("td").all_inner_texts()
+    assert cells[:5] == ["Total liabilities", "Total liabilities", "at 2023-12-31", "900 (thousands)", "USD"], cells
+    await page.screenshot(path=str(shots / "document-facts.png"), full_page=True)
+
+    await row.locator("button").click()  # the source: the text lines viewer at that line, highlighted
+    await page.wait_for_selector("#preview[open] #source-lines .cited")
+    cited = page.locator("#source-lines .cited")
+    assert await cited.count() == 1
+    assert (await cited.locator("span").all_inner_texts())[0] == str(line)
+    assert (await cited.locator("span").nth(1).inner_text()).startswith("Total liabilities")
+    assert await page.locator("#source-lines div").count() > 10  # with the statement around it
+    assert f"line {line}" in await page.inner_text("#preview-sub")
+    await page.screenshot(path=str(shots / "document-facts-line.png"))
+    await page.keyboard.press("Escape")
+
+    await page.check("#facts-all")  # every statement line, those outside the vocabulary too
+    assert await page.locator(".facts-table tbody tr").count() == len(everything) > named
+    assert await page.locator(".facts-table tbody tr", has_text="Weighted average shares").count() >= 1
+    assert await page.evaluate(UNLABELLED) == []
+    await tab.focus()
+    await page.keyboard.press("ArrowLeft")  # keyboard: arrows move between the tabs
+    assert await page.get_by_role("tab", name="Outline").get_attribute("aria-selected") == "true"
+    assert await page.evaluate("document.activeElement.id") == "tab-outline"
+    assert await page.locator("#tabpanel-facts").is_hidden()
+
+    await page.goto(f"/ui/#/documents/{filings['delta-2023.pdf']}/facts")  # a PDF's facts open their page
+    row = page.locator(".facts-table tbody tr", has_text="Net sales").first
+    await row.wait_for()
+    assert (await row.locator("td").all_inner_texts())[3:] == ["3,642 (millions)", "USD", "p. 2"]
+    await row.locator("button").click()
+    await page.wait_for_selector("#preview[open] #page-image")
+    assert "p. 2" in await page.inner_text("#preview-sub")
+    await page.screenshot(path=str(shots / "document-facts-page.png"))
+    await page.keyboard.press("Escape")
+
+    await page.goto(f"/ui/#/documents/{filings['memo.md']}/facts")
+    await page.wait_for_selector("#facts-pane .state")
+    assert "No statement facts were found in this document." in await page.inner_text("#facts-pane")
+    assert await page.get_by_role("tab", name="Financial facts (0)").get_attribute("aria-selected") == "true"
+
+
+async def test_answer_from_facts_shows_the_table_it_used(page, filings: dict[str, int], shots: Path) -> None:
+    await page.goto("/ui/#/ask")
+    await page.wait_for_selector("#collection option[value='filings']", state="attached")
+    await page.select_option("#collection", "filings")
+    await _ask(page, FACTS_QUESTION)
+    await _wait_answer(page, 1)
+    answer = await page.inner_text("#answer-1")
+    assert "Bolt Corp has the highest total liabilities" in answer, answer
+    table = page.locator(".turn-a .answer-facts")
+    assert await table.locator("h3").text_content() == "Computed from these statement facts"
+    rows = table.locator("tbody tr")
+    assert await rows.count() == 2
+    texts = await rows.all_inner_texts()
+    acme = next(t for t in texts if "Acme Holdings" in t)
+    bolt = next(t for t in texts if "Bolt Corp" in t)
+    assert "Total liabilities" in acme and "at 2023-12-31" in acme and "900 (thousands)" in acme, acme
+    assert "4,000 (thousands)" in bolt, bolt
+    in_text = {await a.inner_text() for a in await page.locator("#answer-1 a.cite").all()}
+    marker = rows.filter(has_text="Bolt Corp").locator("a.cite")
+    n = await marker.inner_text()
+    assert n in in_text and await marker.get_attribute("href") == f"#cite-1-{n}"
+    assert "bolt-2023.txt" in await page.inner_text(f"#cite-1-{n}")
+    await page.screenshot(path=str(shots / "ask-facts.png"), full_page=True)
+    await marker.click()  # the same target as the marker in the text: the citation, whose button opens the line
+    assert await page.evaluate("document.activeElement.closest('li.citation').id") == f"cite-1-{n}"
+    await page.keyboard.press("Enter")
+    await page.wait_for_selector("#preview[open] #source-lines .cited")
+    assert (await page.locator("#source-lines .cited span").nth(1).inner_text()).startswith("Total liabilities")
+    await page.screenshot(path=str(shots / "ask-facts-line.png"))

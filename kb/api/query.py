@@ -44,7 +44,8 @@ class QueryController(Controller):
 
 
 async def _stream(pipeline: Any, req: QueryRequest) -> AsyncGenerator[dict[str, str], None]:
-    """routing → nodes → answer deltas → citations → done (errors become an ``error`` event)."""
+    """routing → nodes → answer deltas → citations → done (the documents, the trace and the facts used; errors
+    become an ``error`` event)."""
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
     async def on_event(kind: str, payload: Any) -> None:
@@ -76,7 +77,7 @@ async def _stream(pipeline: Any, req: QueryRequest) -> AsyncGenerator[dict[str, 
                 yield {"event": "answer", "data": json.dumps({"delta": " ".join(words[i : i + 8]) + " "})}
             yield {"event": "citations", "data": msgspec.json.encode(result.citations).decode()}
             yield {"event": "done", "data": msgspec.json.encode(
-                {"documents": result.documents, "trace": result.trace}).decode()}
+                {"documents": result.documents, "trace": result.trace, "facts": result.facts}).decode()}
             break
     finally:
         if not task.done():

@@ -308,6 +308,7 @@ async function runTurn(body, conversation) {
   const citeList = el("ol", { class: "citations", "aria-label": "Citations" });
   const citeHead = el("h3", { text: "Sources", hidden: true });
   const traceSlot = el("div", {});
+  const factsSlot = el("div", {});
   const errorSlot = el("div", {});
   const controller = new AbortController();
   const stop = el("button", { type: "button", class: "ghost small stop", text: "Stop", "aria-label": `Stop answer ${turnNo}`,
@@ -315,7 +316,7 @@ async function runTurn(body, conversation) {
   const node = el("div", { class: "turn" },
     el("div", { class: "turn-q", text: body.query }),
     el("article", { class: "turn-a", "aria-busy": "true", "aria-label": `Answer ${turnNo}` },
-      el("div", { class: "row between" }, progress, stop), routed, answer, errorSlot, citeHead, citeList, traceSlot));
+      el("div", { class: "row between" }, progress, stop), routed, answer, factsSlot, errorSlot, citeHead, citeList, traceSlot));
   const turn = { question: body.query, answer: "", node };
   state.turns.push(turn);
   conversation.append(node);
@@ -353,6 +354,7 @@ async function runTurn(body, conversation) {
         answer.replaceChildren(...linkMarkers(text.trimEnd(), turnNo, new Set(citations.map((c) => c.marker))));
       } else if (name === "done") {
         for (const li of progress.children) li.className = "done";
+        if (data.facts && data.facts.length) factsSlot.replaceChildren(answerFacts(data.facts, citations, turnNo));
         if (data.trace) traceSlot.replaceChildren(traceView(data.trace, docNames, data.documents || []));
       } else if (name === "error") {
         throw new ApiError(data.status, data.title, data.detail);
@@ -437,12 +439,15 @@ async function showPage(docId, page, chunkId, body) {
   }
 }
 
-async function showLines(docId, params, body) {
+/** Lines of a text source; the server marks a highlighted chunk's lines, ``mark`` ([a, b]) marks lines a..b. */
+async function showLines(docId, params, body, mark) {
   body.replaceChildren(loading("Loading lines…"));
+  const marked = (n) => Boolean(mark) && n >= mark[0] && n <= mark[1];
   try {
     const data = await api(`/kb/documents/${docId}/lines?${new URLSearchParams(params)}`);
     const box = el("div", { class: "lines", id: "source-lines", role: "region", "aria-label": "Source lines" },
-      data.lines.map((ln) => el("div", { class: ln.cited ? "cited" : null }, el("span", { text: ln.n }), el("span", { text: ln.text }))));
+      data.lines.map((ln) => el("div", { class: ln.cited || marked(ln.n) ? "cited" : null },
+        el("span", { text: ln.n }), el("span", { text: ln.text }))));
     body.replaceChildren(el("p", { class: "muted small", text: `${data.start}–${data.end} of ${data.total}` }), box);
     const first = box.querySelector(".cited");
     if (first) first.scrollIntoView({ block: "center" });
@@ -470,6 +475,12 @@ function lineWindow(a, b) {
   return { start: a, count: Math.max(1, Math.min(400, b - a + 1)) };
 }
 
+/** Lines a..b with some lines of context either side (a cited statement line reads with its heading). */
+function contextWindow(a, b, context = 15) {
+  const start = Math.max(1, a - context);
+  return { start, count: Math.max(1, Math.min(400, b + context - start + 1)) };
+}
+
 function range(a, b, max = 30) {
   const out = [];
   for (let p = a; p <= b && out.length < max; p++) out.push(p);
@@ -489,8 +500,8 @@ function openPreview(c) {
     showPage(c.doc_id, pages[0], c.chunk_id, body);
   } else {
     nav.replaceChildren();
-    const params = c.chunk_id ? { highlight: c.chunk_id } : lineWindow(c.pages[0], c.pages[1]);
-    showLines(c.doc_id, params, body);
+    if (c.chunk_id) showLines(c.doc_id, { highlight: c.chunk_id }, body);
+    else showLines(c.doc_id, contextWindow(c.pages[0], c.pages[1]), body, c.pages);  // e.g. a fact's line
   }
   if (!dialog.open) dialog.showModal();
 }
@@ -566,6 +577,117 @@ function traceView(trace, docNames, documents) {
   return details;
 }
 
+/* ------------------------------------------------------------------ statement facts */
+
+const STATEMENTS = [["income", "Income statement"], ["comprehensive_income", "Statement of comprehensive income"],
+  ["balance", "Balance sheet"], ["cash_flow", "Cash flow statement"], ["equity", "Statement of equity"]];
+const STATEMENT_LABEL = new Map(STATEMENTS);
+const SCALE_NAMES = new Map([[1e3, "thousands"], [1e4, "万"], [1e6, "millions"], [1e8, "亿"], [1e9, "billions"]]);
+
+const capitalized = (text) => text.charAt(0).toUpperCase() + text.slice(1);
+
+/** "FY ended 2023-12-31", "at 2024-03-31" (a balance), "3 months to 2024-03-31". */
+function factPeriod(f) {
+  if (!f.months) return `at ${f.period_end}`;
+  if (f.months === 12) return `FY ended ${f.period_end}`;
+  return `${plural(f.months, "month")} to ${f.period_end}`;
+}
+
+/** The figure as printed, with the statement's scale: "1,299 (thousands)". */
+function factValue(f) {
+  const scale = SCALE_NAMES.get(f.scale);
+  return `${f.printed}${scale ? ` (${scale})` : ""}`;
+}
+
+/** A fact's source as a citation, for the page or lines preview. */
+function factSource(doc, f) {
+  if (f.page === null && f.line === null) return null;
+  const unit = f.page !== null ? "page" : "line";
+  const at = f.page !== null ? f.page : f.line;
+  return { doc_id: doc.id, doc_name: doc.name, unit, pages: [at, at], chunk_id: null,
+    section_path: `${STATEMENT_LABEL.get(f.statement) || f.statement} › ${f.line_item}` };
+}
+
+/** The document's facts grouped by statement: measures of the vocabulary, or every line with the toggle. */
+function factsView(doc, rows, concepts) {
+  const named = rows.filter((r) => r.concept);
+  const all = el("input", { id: "facts-all", name: "all_lines", type: "checkbox" });
+  const body = el("div", { id: "facts-body" });
+  const label = (r) => (r.concept ? capitalized(concepts.get(r.concept) || r.concept.replace(/_/g, " ")) : "—");
+  const paint = () => {
+    const shown = all.checked ? rows : named;
+    if (!shown.length) {
+      body.replaceChildren(el("p", { class: "empty",
+        text: `None of the ${plural(rows.length, "figure")} is a measure of the vocabulary. Show all lines to see them.` }));
+      return;
+    }
+    const order = [...STATEMENTS.map(([k]) => k), ...new Set(shown.map((r) => r.statement))];
+    body.replaceChildren(...[...new Set(order)].flatMap((kind) => {
+      const group = shown.filter((r) => r.statement === kind);
+      if (!group.length) return [];
+      const title = STATEMENT_LABEL.get(kind) || kind.replace(/_/g, " ");
+      const t = table([["Line item"], ["Measure"], ["Period"], ["Value", "num"], ["Unit"], ["Source"]], group.map((r) => {
+        const src = factSource(doc, r);
+        return [
+          r.line_item,
+          el("span", { class: r.concept ? null : "muted", text: label(r) }),
+          el("span", { title: r.period_label || null, text: factPeriod(r) }),
+          el("span", { title: `${r.value} ${r.unit}`, text: factValue(r) }),
+          el("span", { class: "muted", text: r.unit }),
+          src ? el("button", { type: "button", class: "link small fact-src", text: pagesLabel(src.unit, src.pages),
+            "aria-label": `View ${r.line_item} on ${pagesLabel(src.unit, src.pages)}`, onclick: () => openPreview(src) }) : "—",
+        ];
+      }));
+      t.classList.add("facts-table");
+      return [el("section", { class: "facts-group", "aria-label": title },
+        el("h3", { text: `${title} (${group.length})` }), t)];
+    }));
+  };
+  all.addEventListener("change", paint);
+  if (!rows.length) {
+    return stateBox("empty", "No financial facts", "No statement facts were found in this document.");
+  }
+  paint();
+  return el("div", {},
+    el("div", { class: "row between facts-head" },
+      el("p", { class: "muted small", text: `${named.length} of ${plural(rows.length, "figure")} (one per line item and period) are measures of the vocabulary.` }),
+      el("label", { class: "check", for: "facts-all" }, all, `Show all lines (${rows.length})`)),
+    body);
+}
+
+/** The citation of a fact the answer used: the one its marker names when it stands on the fact's line or page,
+    else the one that does (markers are renumbered in reading order after the facts table is made). */
+function factCitation(f, citations) {
+  const unit = f.page !== null ? "page" : "line";
+  const at = f.page !== null ? f.page : f.line;
+  const here = citations.filter((c) => c.doc_id === f.doc_id && c.unit === unit && c.pages[0] === at);
+  return here.find((c) => c.marker === f.marker)
+    || here.find((c) => c.text.split("\n")[0].toLowerCase().includes(f.line_item.toLowerCase()))
+    || here[0] || null;
+}
+
+/** A marker like the answer's own: a link to citation c of this turn (a dash without one). */
+function citeLink(c, turnNo) {
+  if (!c) return el("span", { class: "muted", text: "—" });
+  return el("a", { class: "cite", href: `#cite-${turnNo}-${c.marker}`, "aria-label": `Citation ${c.marker}`,
+    text: `${c.marker}`, onclick: (e) => { e.preventDefault(); focusCitation(turnNo, c.marker); } });
+}
+
+/** Under an answer computed from facts: the facts it used, each with the marker that cites it. */
+function answerFacts(facts, citations, turnNo) {
+  const t = table([["Company"], ["Measure"], ["Period"], ["Value", "num"], ["Source", "num"]], facts.map((f) => [
+    el("div", {}, f.entity || f.doc_name, el("div", { class: "muted small", text: f.doc_name })),
+    el("div", {}, capitalized(f.label), f.line_item && f.line_item.toLowerCase() !== f.label.toLowerCase()
+      ? el("div", { class: "muted small", text: `as printed: ${f.line_item}` }) : null),
+    factPeriod(f),
+    el("span", { title: `${f.value} ${f.unit}` }, factValue(f), el("span", { class: "muted", text: ` ${f.unit}` })),
+    citeLink(factCitation(f, citations), turnNo),
+  ]));
+  t.classList.add("facts-table");
+  return el("section", { class: "answer-facts", "aria-label": "Statement facts used" },
+    el("h3", { text: "Computed from these statement facts" }), t);
+}
+
 /* ------------------------------------------------------------------ documents */
 
 async function renderDocuments(view) {
@@ -623,8 +745,11 @@ function documentTable(docs, reload) {
   return el("div", { class: "panel" }, el("p", { class: "muted small", text: plural(docs.length, "document") }), t);
 }
 
-async function renderDocument(view, id) {
+async function renderDocument(view, id, tab) {
   view.replaceChildren(loading("Loading document…"));
+  const factsRequest = api(`/kb/documents/${id}/facts`).catch((err) => err);
+  const conceptsRequest = capabilities().then((caps) => new Map(caps.concepts.map((c) => [c.name, c.label])),
+    () => new Map());
   let detail;
   try {
     detail = await api(`/kb/documents/${id}`);
@@ -644,16 +769,67 @@ async function renderDocument(view, id) {
     button.setAttribute("aria-pressed", "true");
     showNode(d, node, pane);
   });
+  const factsPanel = el("div", { class: "panel", id: "facts-pane" }, el("h2", { text: "Financial facts" }),
+    el("p", { class: "muted small", text: "Statement line items read at ingest, per period column. Open a source to see the line highlighted." }),
+    loading("Loading facts…"));
+  const tabs = tabSet("Document views", [
+    ["outline", "Outline", el("div", { class: "doc-layout" },
+      el("div", { class: "panel" }, el("h2", { text: "Outline" }),
+        detail.tree.length ? outline : el("p", { class: "empty", text: "This document has no tree." })),
+      pane)],
+    ["facts", "Financial facts", factsPanel],
+  ], tab === "facts" ? "facts" : "outline", (name) => {
+    history.replaceState(null, "", `#/documents/${d.id}${name === "facts" ? "/facts" : ""}`);
+  });
   view.replaceChildren(
     el("p", {}, el("a", { href: "#/documents", text: "← All documents" })),
     el("div", { class: "page-head" }, el("div", {}, el("h1", { text: d.title || d.name }),
       el("p", { class: "muted", text: `${d.name} · ${d.page_count} ${sizeUnit(d.file_type)} · ${d.tree_mode} tree · ${plural(d.node_count, "node")} · ${plural(d.chunk_count, "chunk")}` }))),
     el("div", { class: "panel" }, el("p", { text: d.description || "No description." }), metaChips(d.metadata),
       d.warnings && d.warnings.length ? el("ul", { class: "small muted" }, d.warnings.map((w) => el("li", { text: w }))) : null),
-    el("div", { class: "doc-layout" },
-      el("div", { class: "panel" }, el("h2", { text: "Outline" }),
-        detail.tree.length ? outline : el("p", { class: "empty", text: "This document has no tree." })),
-      pane));
+    tabs.node);
+  const [rows, concepts] = await Promise.all([factsRequest, conceptsRequest]);
+  factsPanel.lastChild.replaceWith(rows instanceof Error ? alertBox(rows) : factsView(d, rows, concepts));
+  if (!(rows instanceof Error)) tabs.count("facts", rows.filter((r) => r.concept).length);
+}
+
+/** WAI-ARIA tabs: ``panes`` [name, label, content]; arrow keys, Home and End move between the tabs. */
+function tabSet(label, panes, selected, onSelect) {
+  const buttons = new Map();
+  const panels = new Map();
+  const select = (name, focus) => {
+    for (const [key, btn] of buttons) {
+      const on = key === name;
+      btn.setAttribute("aria-selected", String(on));
+      btn.tabIndex = on ? 0 : -1;
+      panels.get(key).hidden = !on;
+      if (on && focus) btn.focus();
+    }
+  };
+  const names = panes.map(([name]) => name);
+  const list = el("div", { class: "tabs", role: "tablist", "aria-label": label }, panes.map(([name, text]) => {
+    const btn = el("button", { type: "button", role: "tab", id: `tab-${name}`, "aria-controls": `tabpanel-${name}`,
+      class: "tab", dataset: { label: text }, text,
+      onclick: () => { select(name, false); if (onSelect) onSelect(name); },
+      onkeydown: (e) => {
+        const i = names.indexOf(name);
+        const to = { ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: names.length - 1 }[e.key];
+        if (to === undefined) return;
+        e.preventDefault();
+        const next = names[(to + names.length) % names.length];
+        select(next, true);
+        if (onSelect) onSelect(next);
+      } });
+    buttons.set(name, btn);
+    return btn;
+  }));
+  const node = el("div", {}, list, panes.map(([name, , content]) => {
+    const panel = el("div", { role: "tabpanel", id: `tabpanel-${name}`, "aria-labelledby": `tab-${name}` }, content);
+    panels.set(name, panel);
+    return panel;
+  }));
+  select(selected, false);
+  return { node, count: (name, n) => { buttons.get(name).textContent = `${buttons.get(name).dataset.label} (${n})`; } };
 }
 
 function buildOutline(nodes, onPick) {
@@ -843,7 +1019,7 @@ function route(event) {
   const view = $("#view");
   if (event) view.focus({ preventScroll: true }); // after a navigation, focus starts at the new content
   const hash = location.hash.replace(/^#\/?/, "") || "ask";
-  const [page, arg] = hash.split("/");
+  const [page, arg, sub] = hash.split("/");
   for (const a of document.querySelectorAll("[data-nav]")) {
     if (a.dataset.nav === page) a.setAttribute("aria-current", "page");
     else a.removeAttribute("aria-current");
@@ -851,7 +1027,7 @@ function route(event) {
   clearTimeout(pollTimer);
   if (page === "ask") renderAsk(view);
   else if (page === "documents" && arg !== undefined) {
-    if (/^\d{1,18}$/.test(arg)) renderDocument(view, arg);
+    if (/^\d{1,18}$/.test(arg) && (sub === undefined || sub === "facts")) renderDocument(view, arg, sub);
     else renderNotFound(view);
   } else if (page === "documents") renderDocuments(view);
   else if (page === "ingest") renderIngest(view);
