@@ -570,6 +570,18 @@ def _trend_lines(ask_: MeasureAsk, picked: Sequence[tuple[_Doc, _Row, list[_Row]
     return lines
 
 
+def numbered(used: Sequence[FactUsed], citations: Sequence[CitationOut]) -> list[FactUsed]:
+    """The facts an answer used with the markers its final text gives them (numbering is in reading order; an
+    LLM answer may leave a fact uncited: marker 0)."""
+    out = []
+    for f in used:
+        unit, where = ("page", f.page) if f.page is not None else ("line", f.line)
+        marker = next((c.marker for c in citations if c.doc_id == f.doc_id and c.unit == unit
+                       and c.pages[0] == where), 0)
+        out.append(msgspec.structs.replace(f, marker=marker))
+    return out
+
+
 # ------------------------------------------------------------------------------------------- the stage
 
 

@@ -20,7 +20,7 @@ from kb.providers.chat import CountingChat
 from kb.settings import RetrievalSettings
 from kb.types import LLMUsage
 from router.catalog import Catalogs
-from router.facts import answer_from_facts
+from router.facts import answer_from_facts, numbered
 from router.locate import Searched, documents_to_read, locate, read_more, search_trees
 from router.planning import plan_documents
 from router.ranking import Ranked, rank
@@ -101,7 +101,8 @@ class QueryPipeline:
                  docs=len(out.routing.documents), nodes=len(out.picks), chunks=len(out.evidence),
                  total_ms=round(clock.ms["total"], 1))
         return QueryResult(answer=answer.text, citations=list(answer.citations), documents=list(out.routing.documents),
-                           facts=list(out.facts.used) if out.facts and answer.mode.startswith("facts") else [],
+                           facts=numbered(out.facts.used, answer.citations)
+                           if out.facts and answer.mode.startswith("facts") else [],
                            trace=trace)
 
 

@@ -154,3 +154,22 @@ def test_bench_facts_scores_recall_and_precision(tmp_path: Path) -> None:
     assert (report.gold, report.recalled) == (3, 2)
     assert report.checked == 3 and report.correct == 2  # the extracted 900,000 disagrees with the list
     assert report.missed[0]["concept"] == "total_liabilities"
+
+
+def test_facts_take_the_markers_of_the_final_answer() -> None:
+    import datetime as dt
+
+    from router.facts import FactUsed, numbered
+    from router.types import CitationOut
+
+    def fact(marker: int, line: int) -> FactUsed:
+        return FactUsed(marker=marker, doc_id=7, doc_name="a.txt", entity="A", concept="revenue", label="revenue",
+                        period_end=dt.date(2023, 12, 31), months=12, value=1.0, printed="1", scale=1.0, unit="USD",
+                        line_item="Revenue", statement="income", page=None, line=line)
+
+    cites = [CitationOut(marker=1, doc_id=7, doc_name="a.txt", node_id="", section_path="", pages=(40, 40),
+                         text="", unit="line"),
+             CitationOut(marker=2, doc_id=7, doc_name="a.txt", node_id="", section_path="", pages=(12, 12),
+                         text="", unit="line")]
+    # composed as [1] line 12, [2] line 40; the answer's reading order numbered them the other way round
+    assert [f.marker for f in numbered([fact(1, 12), fact(2, 40), fact(3, 99)], cites)] == [2, 1, 0]

@@ -164,3 +164,4 @@ async def test_streamed_answer_carries_the_facts_table(filings: Runtime) -> None
     facts = events["done"]["facts"]
     assert {(f["doc_name"], f["value"]) for f in facts} == {("acme-2023.txt", 900_000), ("bolt-2023.txt", 4_000_000)}
     assert {f["marker"] for f in facts} <= {c["marker"] for c in events["citations"]}
+
