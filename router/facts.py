@@ -138,6 +138,8 @@ _CHANGE_GROUPS = re.compile(r"(?i)\b(?:changed?|change) compared to\b|\bcompared
 
 def ask(question: str, *, series: bool = False) -> MeasureAsk | None:
     """What the question asks of the facts, or None when it names no vocabulary measure."""
+    if (ratio := question_ratio(question)) is not None:
+        return operation(question, f"ratio:{ratio.name}", series=series)
     concept = question_concept(question)
     return operation(question, concept, series=series) if concept else None
 
@@ -283,6 +285,69 @@ STANDS_FOR: dict[str, tuple[str, str]] = {
 no "income from continuing operations": its net income is that)."""
 
 
+class Ratio(msgspec.Struct, frozen=True):
+    """A measure computed as one vocabulary measure over another, for the same period."""
+
+    name: str
+    label: str
+    numerator: str
+    denominator: str
+    percent: bool
+    asked: str  # how a question names it (regex)
+
+
+RATIOS: tuple[Ratio, ...] = (
+    Ratio("current_ratio", "current ratio", "current_assets", "current_liabilities", False, r"\bcurrent ratio\b|流动比率"),
+    Ratio("debt_to_equity", "total liabilities to equity", "total_liabilities", "total_equity", False,
+          r"\b(?:debt|liabilities)[- ]to[- ]equity\b|资产负债率"),
+    Ratio("gross_margin", "gross margin", "gross_profit", "revenue", True, r"\bgross (?:profit )?margin\b|毛利率"),
+    Ratio("operating_margin", "operating margin", "operating_income", "revenue", True,
+          r"\boperating (?:profit |income )?margin\b|营业利润率"),
+    Ratio("net_margin", "net margin", "net_income", "revenue", True, r"\bnet (?:profit |income )?margin\b|净利率"),
+    Ratio("return_on_assets", "return on assets (period-end assets)", "net_income", "total_assets", True,
+          r"\breturn on (?:total )?assets\b|\broa\b"),
+    Ratio("return_on_equity", "return on equity (period-end equity)", "net_income", "total_equity", True,
+          r"\breturn on (?:shareholders'?|stockholders'?|total )?\s*equity\b|\broe\b"),
+)
+RATIO_BY_NAME = {r.name: r for r in RATIOS}
+_RATIO_OF = re.compile(r"(?i)\bratio of (.{3,60}?) to (.{3,60}?)(?:[?.,]| for | in | of the |$)"
+                       r"|\b(.{3,60}?) as a (?:percentage|share|proportion) of (.{3,60}?)(?:[?.,]| for | in |$)")
+
+
+def question_ratio(question: str) -> Ratio | None:
+    """A ratio of two vocabulary measures the question asks for: a named one ("current ratio", "gross margin")
+    or "the ratio of A to B" / "A as a percentage of B"."""
+    for r in RATIOS:
+        if re.search(r.asked, question, re.I):
+            return r
+    if m := _RATIO_OF.search(question):
+        a, b = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+        num, den = question_concept(a), question_concept(b)
+        if num and den and num != den:
+            percent = m.group(3) is not None
+            label = f"{CONCEPT_BY_NAME[num].label} to {CONCEPT_BY_NAME[den].label}"
+            return Ratio(f"{num}/{den}", label, num, den, percent, "")
+    return None
+
+
+def ratio_rows(ratio: Ratio, rows: Sequence[_Row]) -> list[_Row]:
+    """The ratio per period of a document: its two measures of one period end (the flow of the document's own
+    length over a balance at its end), cited to both lines."""
+    num = [r for r in rows if r.concept == ratio.numerator]
+    den = [r for r in rows if r.concept == ratio.denominator]
+    out = []
+    for a in sorted(num, key=lambda r: r.ordinal):
+        b = next((d for d in sorted(den, key=lambda r: r.ordinal) if d.period_end == a.period_end
+                  and (d.months == a.months or 0 in (d.months, a.months))), None)
+        if b is None or b.value == 0 or any(o.parts[:1] == (a,) for o in out):
+            continue
+        value = a.value / b.value * (100 if ratio.percent else 1)
+        out.append(msgspec.structs.replace(
+            a, concept=ratio.name, value=value, printed="", scale=1.0, unit="%" if ratio.percent else "x",
+            line_item=f"computed: {a.line_item} ÷ {b.line_item}", parts=(a, b)))
+    return out
+
+
 def derive(concept: str, rows: Sequence[_Row]) -> list[_Row]:
     """``concept`` computed per period from its two ``DERIVED`` operands (the first printed line of each)."""
     a_name, b_name = DERIVED[concept]
@@ -357,6 +422,10 @@ def money(value: float, row: _Row) -> str:
     """A figure as a reader reads it: "$9,284 thousand", "−$0.54 per share", "CNY 4,204,361,492.83",
     "5,000 thousand shares"."""
     per_share = row.unit.endswith("/share")
+    if row.unit == "%":
+        return f"{value:.2f}%"
+    if row.unit == "x":
+        return f"{value:.2f}"
     if row.unit == "shares":
         shown = value / row.scale if row.scale not in (0, 1) else value
         scale = {1e3: " thousand", 1e6: " million", 1e9: " billion"}.get(row.scale, "")
@@ -593,7 +662,9 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, question: str,
     if a is None:
         return await _line_answer(pool, catalog, question, plan)
     a = msgspec.structs.replace(a, question=question)
-    concepts = [a.concept, *DERIVED.get(a.concept, ()), *STANDS_FOR.get(a.concept, ())[:1]]
+    ratio = RATIO_BY_NAME.get(a.concept[6:]) or (question_ratio(question) if a.concept.startswith("ratio:") else None)
+    measures = [ratio.numerator, ratio.denominator] if ratio else [a.concept]
+    concepts = list(dict.fromkeys(c for m in measures for c in (m, *DERIVED.get(m, ()), *STANDS_FOR.get(m, ())[:1])))
     corpus = plan.scope.kind == "list" and not plan.scope.entities and a.operation in (
         "max", "min", "rank", "categories", "screen")
     if corpus:
@@ -604,22 +675,35 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, question: str,
         if not ids:
             return None
         records = await pool.fetch(SQL_DOC_FACTS, ids, concepts)
-    rows = _rows(records)
     printed: dict[int, list[_Row]] = {}
-    for r in rows:
+    for r in _rows(records):
         printed.setdefault(r.doc_id, []).append(r)
     rows_by_doc: dict[int, list[_Row]] = {}
     for d, doc_rows in printed.items():
-        own = [r for r in doc_rows if r.concept == a.concept]
-        if not own and a.concept in DERIVED:
-            own = derive(a.concept, doc_rows)
-        if not own and a.concept in STANDS_FOR:
-            other, note = STANDS_FOR[a.concept]
-            own = [msgspec.structs.replace(r, concept=a.concept, line_item=f"{r.line_item} ({note})")
-                   for r in doc_rows if r.concept == other]
-        rows_by_doc[d] = own
+        if ratio is None:
+            rows_by_doc[d] = measure_rows(a.concept, doc_rows)
+        else:
+            operands = measure_rows(ratio.numerator, doc_rows) + measure_rows(ratio.denominator, doc_rows)
+            rows_by_doc[d] = ratio_rows(ratio, operands)
     doc_ids = list(rows_by_doc) if corpus else ids
-    return await _compose(pool, catalog, plan, a, doc_ids, rows_by_doc)
+    spec = None
+    if ratio is not None:
+        top = CONCEPT_BY_NAME[ratio.numerator]
+        spec = Concept(name=a.concept, label=ratio.label, printed=(), kinds=top.kinds, unit="ratio", flow=top.flow)
+    return await _compose(pool, catalog, plan, a, doc_ids, rows_by_doc, spec)
+
+
+def measure_rows(concept: str, rows: Sequence[_Row]) -> list[_Row]:
+    """A document's rows of a measure: as printed, else computed (``DERIVED``), else the line that states it
+    (``STANDS_FOR``)."""
+    own = [r for r in rows if r.concept == concept]
+    if not own and concept in DERIVED:
+        own = derive(concept, rows)
+    if not own and concept in STANDS_FOR:
+        other, note = STANDS_FOR[concept]
+        own = [msgspec.structs.replace(r, concept=concept, line_item=f"{r.line_item} ({note})")
+               for r in rows if r.concept == other]
+    return own
 
 
 def _reading(plan: ScopePlan, catalog: Catalog, op: str) -> list[int]:

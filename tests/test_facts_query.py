@@ -165,3 +165,12 @@ async def test_streamed_answer_carries_the_facts_table(filings: Runtime) -> None
     assert {(f["doc_name"], f["value"]) for f in facts} == {("acme-2023.txt", 900_000), ("bolt-2023.txt", 4_000_000)}
     assert {f["marker"] for f in facts} <= {c["marker"] for c in events["citations"]}
 
+
+
+async def test_ratios_are_computed_from_both_lines(filings: Runtime) -> None:
+    body = await _ask(filings, "What is the current ratio of Bolt Corp?")
+    assert body["answer"].startswith("Current ratio of Bolt Corp: 1.60 at December 31, 2023"), body["answer"]
+    assert {f["line_item"] for f in body["facts"]} == {"Total current assets", "Total current liabilities"}
+    body = await _ask(filings, "What was the net margin of Bolt Corp in 2022?")
+    assert body["answer"].startswith("Net margin of Bolt Corp: 10.00% for the year ended December 31, 2022"), \
+        body["answer"]  # 700 / 7,000
