@@ -4,6 +4,7 @@ gathered so far (``Evidence``, one owner that grows it over sufficiency rounds).
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -13,6 +14,7 @@ import asyncpg
 import numpy as np
 
 from kb.collections import lookup_collection_id
+from kb.errors import ValidationError
 from kb.providers import ChatModel, Embedder
 from kb.settings import RetrievalSettings
 from kb.vocab import question_statements
@@ -119,9 +121,15 @@ async def prepare(services: Services, req: QueryRequest, chat: ChatModel) -> Que
     """The one place that embeds the question, reads the collection's catalog and applies the filters."""
     pool = services.pool
     collection_id = await lookup_collection_id(pool, req.collection)
+    if len(re.findall(r"\w", req.query)) < 2:
+        raise ValidationError("the question has nothing to search for: ask in words (at least two letters or "
+                              "digits)")
+    catalog = await services.catalogs.get(collection_id)
+    if not catalog.docs:
+        raise ValidationError(f"collection {req.collection!r} holds no documents: nothing to search; ingest "
+                              "some first (POST /kb/admin/ingest, the web UI or `kb ingest`)")
     question = retrieval_query(req)
     vectors = await services.vectors.embed([question])
-    catalog = await services.catalogs.get(collection_id)
     scope = classify_scope(question, catalog.known)
     missing = await missing_entities(pool, collection_id, req.query, catalog.known)
     within = None

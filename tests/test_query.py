@@ -134,6 +134,8 @@ async def test_cross_reference_is_followed(corpus: tuple[Runtime, Path]) -> None
     [
         ({"query": ""}, 400),
         ({"query": "   "}, 400),
+        ({"query": "x"}, 400),  # one letter: nothing to search for
+        ({"query": "?!"}, 400),
         ({"query": "x", "strategy": "magic"}, 400),
         ({"query": "x", "top_docs": 0}, 400),
         ({"query": "x", "top_docs": 21}, 400),
@@ -330,3 +332,13 @@ async def test_one_stamp_query_and_one_catalog_read_per_change(corpus: tuple[Run
     await rt.pool.execute("UPDATE documents SET updated_at = now() WHERE id = (SELECT min(id) FROM documents)")
     await pipeline.run(QueryRequest(query=QUESTIONS["metadata"][0]))
     assert calls == {"stamp": 5, "documents": 2}
+
+
+async def test_an_empty_collection_answers_400_nothing_to_search(corpus: tuple[Runtime, Path]) -> None:
+    rt, _ = corpus
+    async with app_client(create_app(runtime=rt, run_worker=False)) as client:
+        admin = {"Authorization": f"Bearer {rt.settings.server.admin_token}"} if rt.settings.server.admin_token else {}
+        r = await client.post("/kb/collections", json={"name": "empty-shelf"}, headers=admin)
+        assert r.status_code in (201, 409), r.text
+        r = await client.post("/kb/query", json={"query": "What was revenue in 2023?", "collection": "empty-shelf"})
+        assert r.status_code == 400 and "holds no documents" in r.json()["detail"], r.text
