@@ -112,6 +112,10 @@ class RetrievalSettings:
     max_iterations: int = setting("KB_MAX_ITERATIONS", 2,
                                   "LLM mode: retrieval rounds, a sufficiency judgement between two "
                                   "(1 = one pass; offline: always one)", normalize=lambda v: max(1, v))
+    strict_figures: bool = setting(
+        "KB_STRICT_FIGURES", False,
+        "an LLM answer's sentence stating a figure that its cited evidence does not state is dropped (always "
+        "flagged in the trace as unsupported_figures)")
 
 
 @dataclass(frozen=True)

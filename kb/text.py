@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
 import tiktoken
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9\-\.%$']*[A-Za-z0-9%]|[A-Za-z0-9]|[\u4e00-\u9fff\u3400-\u4dbf]+")
@@ -118,3 +119,57 @@ def jsonl_objects(text: str, name: str, error: type[Exception]) -> Iterator[tupl
         if not isinstance(row, dict):
             raise error(f"{name} line {line_no}: expected a JSON object")
         yield line_no, row
+
+
+# --------------------------------------------------------------------------- figures
+
+_SCALES = {"billion": 1e9, "bn": 1e9, "b": 1e9, "million": 1e6, "mn": 1e6, "mm": 1e6, "m": 1e6,
+           "thousand": 1e3, "k": 1e3, "亿": 1e8, "万": 1e4}
+# a number not glued to a Latin letter, digit or path before it (Chinese text writes "余额为13,552.00元")
+_NUM = re.compile(
+    r"(?<![A-Za-z0-9_.\-/])(\$\s?)?\(?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\d.,]?\d)\)?"
+    r"(?:\s*(%|percent\b|billion\b|bn\b|million\b|mn\b|mm\b|thousand\b|[bmk]\b|亿|万))?(?!-?[A-Za-z])",
+    re.I,
+)
+_MONTH_BEFORE = re.compile(r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s*$", re.I)
+_SOURCES = re.compile(r"\(?\bSOURCE(?:\(S\))?:[^\n)]*\)?", re.I)
+
+
+class Figure(msgspec.Struct, frozen=True):
+    """A number as written: value, scale (1 when none), half a unit of its last digit, percent or not."""
+
+    value: float
+    scale: float
+    tolerance: float
+    percent: bool
+
+
+def figures(text: str, *, reference: bool = False) -> list[Figure]:
+    """The numbers of ``text``. For a reference answer (``reference``) years, days of dates, source file
+    names and bare integers below 10 are not figures."""
+    if reference:
+        text = _SOURCES.sub(" ", text)
+    out = []
+    for m in _NUM.finditer(text):
+        dollar, digits, decimals, unit = m.group(1), m.group(2), m.group(3) or "", (m.group(4) or "").lower()
+        if unit in {"b", "m", "k"} and not dollar:  # "3M" is a name, "$3M" an amount
+            continue
+        value = float(digits.replace(",", "") + decimals)
+        plain = not dollar and not unit and not decimals and "," not in digits
+        if reference and plain and (value < 10 or 1900 <= value <= 2100
+                                    or _MONTH_BEFORE.search(text[max(0, m.start() - 12): m.start()])):
+            continue
+        tol = 0.5 * 10 ** -(len(decimals) - 1) if decimals else 0.5
+        pct = unit in {"%", "percent"}
+        out.append(Figure(value=value, scale=1.0 if pct or not unit else _SCALES[unit], tolerance=tol, percent=pct))
+    return out
+
+
+def same_figure(ref: Figure, ev: Figure) -> bool:
+    """Does ``ev`` state ``ref`` (at ``ref``'s precision, in any scale; unscaled ``ev`` read as thousands, millions
+    or billions too — tables say "in millions")?"""
+    if ref.percent or ev.percent:
+        return abs(ev.value - ref.value) <= ref.tolerance + 1e-9
+    target, tol = ref.value * ref.scale, ref.tolerance * ref.scale
+    candidates = [ev.value * ev.scale, ev.value] if ev.scale != 1.0 else [ev.value * f for f in (1, 1e3, 1e6, 1e9)]
+    return any(abs(c - target) <= tol * (1 + 1e-9) for c in candidates)

@@ -91,12 +91,13 @@ class QueryPipeline:
         out = await self.retrieve(req, on_event, chat=chat, clock=clock)
         with clock.stage("synthesize"):
             answer = await synthesize(chat, req.query, list(out.evidence), req.history, plan=out.plan,
-                                      facts=out.facts)
+                                      facts=out.facts, strict_figures=self.settings.strict_figures)
         clock.total()
         usage = chat.usage()
         if self.observe is not None:
             self.observe(clock.ms, usage)
-        trace = build_trace(req.query, out, answer.mode, clock.ms, usage) if req.include_trace else None
+        trace = build_trace(req.query, out, answer.mode, clock.ms, usage, answer.unsupported) \
+            if req.include_trace else None
         log.info("router.query_done", strategy=req.strategy, scope=out.plan.scope.kind,
                  docs=len(out.routing.documents), nodes=len(out.picks), chunks=len(out.evidence),
                  total_ms=round(clock.ms["total"], 1))

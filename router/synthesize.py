@@ -11,11 +11,11 @@ import structlog
 
 from kb.errors import LLMError
 from kb.providers import ChatModel
-from kb.text import split_sentences, tokenize, unit_label
+from kb.text import Figure, figures, same_figure, split_sentences, tokenize, unit_label
 from router.facts import FactsAnswer
 from router.prompts import SYNTHESIS_PURPOSE, SYNTHESIS_SYSTEM, multi_synthesis_prompt, synthesis_prompt
 from router.scope import evidence_found
-from router.types import Answer, CitationOut, RetrievedChunk, ScopePlan, Turn
+from router.types import Answer, CitationOut, RetrievedChunk, ScopePlan, Turn, UnsupportedFigure
 
 log = structlog.get_logger("router.synthesize")
 
@@ -87,7 +87,7 @@ def in_reading_order(answer: Answer) -> Answer:
 
 async def synthesize(chat: ChatModel, question: str, chunks: Sequence[RetrievedChunk],
                      history: Sequence[Turn] = (), *, plan: ScopePlan | None = None,
-                     facts: FactsAnswer | None = None) -> Answer:
+                     facts: FactsAnswer | None = None, strict_figures: bool = False) -> Answer:
     """LLM answer with [n] markers mapped to citations; extractive when offline or on failure. Markers are
     numbered in reading order (``in_reading_order``).
 
@@ -97,8 +97,54 @@ async def synthesize(chat: ChatModel, question: str, chunks: Sequence[RetrievedC
     the computed figures; an LLM gets the fact rows and the computed result as its first evidence.
     """
     if facts is not None:
-        return in_reading_order(await _facts_answer(chat, question, chunks, history, plan, facts))
-    return in_reading_order(await _answer(chat, question, chunks, history, plan))
+        answer = await _facts_answer(chat, question, chunks, history, plan, facts)
+    else:
+        answer = await _answer(chat, question, chunks, history, plan)
+    if answer.mode in ("llm", "facts_llm"):
+        answer = check_figures(answer, strict=strict_figures)
+    return in_reading_order(answer)
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])(?:\s*\[\d{1,3}\])*\s+(?=\S)|\n+")
+
+
+def check_figures(answer: Answer, *, strict: bool = False) -> Answer:
+    """Every figure of an LLM answer must be stated by the evidence its sentence cites (by all its citations when
+    the sentence cites none); other sentences are flagged, and with ``strict`` dropped. Years, small counts,
+    dates and citation markers are not figures."""
+    by_marker = {c.marker: c for c in answer.citations}
+    cited_all = [f for c in answer.citations for f in figures(c.text)]
+    kept: list[str] = []
+    flagged: list[UnsupportedFigure] = []
+    pos = 0
+    pieces = []
+    for m in _SENTENCE_END.finditer(answer.text):
+        pieces.append(answer.text[pos:m.end()])
+        pos = m.end()
+    pieces.append(answer.text[pos:])
+    for piece in pieces:
+        markers = [int(x) for x in _MARKER.findall(piece) if int(x) in by_marker]
+        evidence = [f for x in markers for f in figures(by_marker[x].text)] if markers else cited_all
+        stated = figures(_MARKER.sub(" ", piece), reference=True)
+        missing = [f for f in stated if not any(same_figure(f, e) for e in evidence)]
+        if missing:
+            shown = tuple(_figure_text(f) for f in missing)
+            flagged.append(UnsupportedFigure(sentence=" ".join(piece.split())[:500], figures=shown, dropped=strict))
+            log.warning("router.unsupported_figures", figures=shown, dropped=strict)
+            if strict:
+                continue
+        kept.append(piece)
+    if not flagged:
+        return answer
+    text = "".join(kept).strip() if strict else answer.text
+    if strict and not text:
+        text = "The model's answer stated figures its evidence does not; see the cited sources."
+    return msgspec.structs.replace(answer, text=text, unsupported=tuple(flagged))
+
+
+def _figure_text(f: Figure) -> str:
+    body = f"{f.value:,.{max(0, -int(math.log10(f.tolerance * 2)))}f}"
+    return f"{body}%" if f.percent else body if f.scale == 1 else f"{body} × {f.scale:,.0f}"
 
 
 def _shifted(answer: Answer, by: int) -> Answer:

@@ -22,6 +22,7 @@ from router.types import (
     ScopePlan,
     SubQuestion,
     TreeSearchResult,
+    UnsupportedFigure,
 )
 
 
@@ -86,6 +87,7 @@ class Trace(msgspec.Struct, frozen=True):
     chunks: tuple[ChunkTrace, ...]
     rerank: str
     synthesis: str
+    unsupported_figures: tuple[UnsupportedFigure, ...]  # LLM answer sentences stating figures not in their evidence
     timings_ms: dict[str, float]
     llm: LLMUsage
 
@@ -131,7 +133,7 @@ def scope_trace(question: str, plan: ScopePlan, routing: RoutingResult,
 
 
 def build_trace(question: str, out: RetrievalOutcome, synthesis: str, timings_ms: Mapping[str, float],
-                usage: LLMUsage) -> Trace:
+                usage: LLMUsage, unsupported: Sequence[UnsupportedFigure] = ()) -> Trace:
     """The trace of one answered query: the retrieval stages' outcome, the answer's mode, timings and usage."""
     routing, llm_ranking = out.routing, out.policy == "llm"
     return Trace(
@@ -142,5 +144,5 @@ def build_trace(question: str, out: RetrievalOutcome, synthesis: str, timings_ms
         chunks=tuple(ChunkTrace(c.chunk_id, c.doc_id, c.node_id, c.page, c.dense, c.bm25, c.fused, c.score, c.rerank,
                                 c.source, c.statement, llm_ranking and c.chunk_id not in out.chosen_chunks)
                      for c in out.chunks),
-        rerank=out.rerank_note, synthesis=synthesis, timings_ms={k: round(v, 1) for k, v in timings_ms.items()},
+        rerank=out.rerank_note, synthesis=synthesis, unsupported_figures=tuple(unsupported), timings_ms={k: round(v, 1) for k, v in timings_ms.items()},
         llm=usage)

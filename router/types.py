@@ -173,11 +173,20 @@ class CitationOut(msgspec.Struct, frozen=True):
     chunk_id: int | None = None  # the retrieved chunk (page previews highlight it)
 
 
+class UnsupportedFigure(msgspec.Struct, frozen=True):
+    """A sentence of an LLM answer stating figures its cited evidence does not state."""
+
+    sentence: str
+    figures: tuple[str, ...]
+    dropped: bool  # KB_STRICT_FIGURES: the sentence was removed from the answer
+
+
 class Answer(msgspec.Struct, frozen=True):
     text: str
     citations: tuple[CitationOut, ...]
-    mode: str  # llm | extractive | extractive_fallback
+    mode: str  # llm | extractive | extractive_fallback | facts | facts_llm
     llm_calls: int = 0
+    unsupported: tuple[UnsupportedFigure, ...] = ()  # LLM answers: figures not in the cited evidence
 
 
 class QuestionScope(msgspec.Struct, frozen=True):

@@ -158,3 +158,29 @@ async def test_an_answer_citing_no_evidence_falls_back_to_a_cited_one(llm_rt: Ru
         result = await build_pipeline(llm_rt).run(QueryRequest(query="Which company recalled lithium battery packs?"))
         assert result.trace is not None and wire(result.trace)["synthesis"] == "extractive_fallback"
         assert result.citations and reply not in result.answer
+
+
+async def test_an_invented_figure_is_flagged_and_strictly_dropped(pg_uri: str, fake_openai: FakeOpenAI,
+                                                                  tmp_path: Path) -> None:
+    """The model states a figure no cited evidence holds: the sentence is flagged in the trace; with
+    KB_STRICT_FIGURES=true it is dropped from the answer."""
+    smart(fake_openai)
+    fake_openai.route(text=FakeReply.text("Voltaic Devices recalled 41,000 lithium battery packs [1]. "
+                                          "The recall cost $87.3 million [1]."))
+    for strict in ("false", "true"):
+        (tmp_path / strict).mkdir()
+        async with module_env(pg_uri, f"llm_figures_{strict}", tmp_path / strict, **_llm_env(fake_openai),
+                              KB_STRICT_FIGURES=strict):
+            rt = await open_runtime(get_settings())
+            try:
+                await _ingest_reports(rt, tmp_path / strict / "docs", 2, 0)
+                result = await build_pipeline(rt).run(QueryRequest(query="Which company recalled battery packs?"))
+                trace = wire(result.trace)
+                assert trace["synthesis"] == "llm"
+                flagged = trace["unsupported_figures"]
+                assert [f["figures"] for f in flagged] == [["87.3 × 1,000,000"]], flagged
+                assert "41,000" in result.answer
+                assert ("87.3" in result.answer) is (strict == "false")
+                assert flagged[0]["dropped"] is (strict == "true")
+            finally:
+                await rt.close()
