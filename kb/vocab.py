@@ -439,7 +439,7 @@ CONCEPTS: tuple[Concept, ...] = (
         "operating expenses total", "total expenses"), ("营业总成本",), ("operating expenses",), _IS),
     Concept("rd_expense", "research and development expense", (
         "research and development", "research and development expenses", "research and development expense"),
-        ("研发费用",), ("r&d",), _IS),
+        ("研发费用", "研发支出"), ("r&d",), _IS),
     Concept("sga_expense", "selling, general and administrative expense", (
         "selling general and administrative", "selling general and administrative expenses",
         "selling general and administrative expense", "sg a"), (), ("sg&a",), _IS),
@@ -544,7 +544,7 @@ CONCEPTS: tuple[Concept, ...] = (
         "total owners equity", "total members equity", "total net assets", "net assets",
         "total stockholders deficit equity", "total equity deficit", "total deficit",
         "total shareholders equity deficit"),
-        ("所有者权益合计", "股东权益合计", "所有者权益或股东权益合计"),
+        ("所有者权益合计", "股东权益合计", "所有者权益或股东权益合计", "净资产"),
         ("equity", "owners' equity", "shareholders' equity", "stockholders' equity", "net assets", "book value"),
         _BS, flow=False),
     Concept("liabilities_and_equity", "total liabilities and equity", (
@@ -627,7 +627,7 @@ CONCEPTS: tuple[Concept, ...] = (
         "end of period", "end of year", "cash and cash equivalents end of the period",
         "cash and cash equivalents end of the year", "cash and equivalents end of year",
         "cash and equivalents end of period", "cash and equivalents at end of year"),
-        ("期末现金及现金等价物余额",),
+        ("期末现金及现金等价物余额", "现金及现金等价物余额", "现金及现金等价物期末余额"),
         ("cash at end of period", "cash at the end", "ending cash", "end of period", "end of year",
          "ending balance"), _CF),
 )

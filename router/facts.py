@@ -672,7 +672,7 @@ def line_key(label: str) -> str:
         previous = None
         while previous != label:
             previous, label = label, _ZH_LINE_NOISE.sub("", label)
-        return label
+        return re.sub(r"(?:小计|合计)$", "", label) if len(label) > 6 else label  # "经营活动现金流入小计"
     return concept_label(label)
 
 
