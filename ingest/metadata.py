@@ -484,7 +484,9 @@ def extract_metadata(first_pages_text: str, *, file_name: str, title_hint: str |
                 meta["report_date"] = date.isoformat()
                 meta["doc_period"] = date.year
 
-    if form is None:
+    if form is None and _CJK.search(text[:4000]) and _chinese(text, file_name, meta):
+        pass  # an A-share report: its cover's 证券简称 / 证券代码 and its title's period
+    elif form is None:
         _non_sec(lines, meta)
     if "fiscal_year" in meta:
         meta["doc_period"] = meta["fiscal_year"]
@@ -495,6 +497,45 @@ def extract_metadata(first_pages_text: str, *, file_name: str, title_hint: str |
         meta["title"] = title
     log.debug("ingest.metadata_extracted", file=file_name, keys=sorted(meta))
     return meta
+
+
+_CJK = re.compile(r"[\u4e00-\u9fff]{4}")
+_ZH_FILE = re.compile(r"(?<!\d)(\d{6})(?!\d)[-_ ]+(?:(?:19|20)\d{2}[-_ ]+)?(\*?(?:ST)?[\u4e00-\u9fff]{2,8}[A-Z]?)(?=[-_ ])")
+_ZH_PREPARER = re.compile(r"编制单位\s*[:：]\s*([\u4e00-\u9fff（）()]{4,40}?(?:公司|集团))")
+
+
+def _chinese(text: str, file_name: str, meta: dict[str, Any]) -> bool:
+    """A Chinese listed company's report: company (证券简称, else the short name in an exchange-style file name
+    "002304-2015-洋河股份-…"), stock code, full name (the title line, or 编制单位) as ``also_known_as``, and the
+    period and type of its title ("2024年第一季度报告"), from the text else the file name. False when none of
+    it is there."""
+    head = text[:20000]
+    named = _ZH_FILE.search(file_name)
+    if code := vocab.ZH_CODE.search(head):
+        meta["ticker"] = code.group(1)
+    if short := vocab.ZH_SHORT_NAME.search(head):
+        meta["company"] = short.group(1)
+    elif named:
+        meta["company"] = named.group(2)
+    if named and "ticker" not in meta:
+        meta["ticker"] = named.group(1)
+    title_line = next((ln for ln in head.splitlines()[:40] if vocab.ZH_REPORT.search(ln)), "")
+    full = vocab.ZH_FULL_NAME.search(title_line) or _ZH_PREPARER.search(head)
+    if full and full.group(1) != meta.get("company"):
+        meta["also_known_as"] = [full.group(1)]
+        meta.setdefault("company", full.group(1))
+    period = vocab.zh_report_period(head) or vocab.zh_report_period(file_name)
+    if period:
+        year, quarter, end = period
+        meta["fiscal_year"], meta["doc_period"], meta["period_end_date"] = year, year, end
+        if 0 < quarter < 4:
+            meta["fiscal_quarter"] = quarter
+        meta["doc_type"] = "annual_report" if quarter == 0 else "semiannual_report" if (
+            "半年" in head[:3000] or "半年" in file_name) and quarter == 2 else "quarterly_report"
+        span = {0: "年度报告", 1: "第一季度报告", 2: "半年度报告", 3: "第三季度报告"}.get(quarter, "报告")
+        if meta.get("company"):
+            meta["title"] = f"{meta['company']} {year}年{span}"
+    return bool(meta.get("company") or period)
 
 
 def _non_sec(lines: list[str], meta: dict[str, Any]) -> None:

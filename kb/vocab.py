@@ -77,7 +77,9 @@ DOC_TYPES: tuple[DocType, ...] = (
             r"|currency))\b"),
     DocType("annual_report", label="annual report", head_words=rf"\bannual report\b(?:\s+(?:for\s+)?({_YEAR}))?",
             spellings=("annual report",), cadence="annual"),
-    DocType("quarterly_report", spellings=("quarterly report",), cadence="quarterly"),
+    DocType("quarterly_report", spellings=("quarterly report", "季度报告"), cadence="quarterly"),
+    DocType("semiannual_report", label="half-year report", spellings=("half-year report", "interim report",
+                                                                      "半年度报告"), cadence=""),
     DocType("20f", label="Form 20-F annual report", forms=("20-F",), cover_date="year_end", spellings=("20-f",),
             cadence="annual"),
     DocType("40f", forms=("40-F",), cover_date="year_end"),
@@ -321,16 +323,53 @@ def normalize_periods(question: str) -> str:
     return question
 
 
+ZH_YEAR = re.compile(rf"({_YEAR})\s*年")
+"""A Chinese year: "2023年", "2023 年度" (no word boundary before 年)."""
+ZH_QUARTER = re.compile(r"第?([一二三四1-4])\s*季度|([1-4])\s*[—–\-~至]\s*([3691２]|12)\s*月|(半年度|上半年|中期)")
+
+
 def question_years(question: str) -> set[int]:
-    """Years a (period-normalised) question states: "2023", "FY2023", "fiscal year 2023", "FY23"."""
+    """Years a (period-normalised) question states: "2023", "FY2023", "fiscal year 2023", "FY23", "2023年"."""
     years = {int(m.group(1)) for m in QUESTION_YEAR.finditer(question)}
+    years |= {int(m.group(1)) for m in ZH_YEAR.finditer(question)}
     return years | {2000 + int(m.group(1)) for m in FY_SHORT.finditer(question)}
 
 
 def question_quarters(question: str) -> set[int]:
-    """Quarters a (period-normalised) question states: "Q3", "3Q", "third quarter"."""
-    return {int(m.group(1) or m.group(2) or QUARTER_WORDS[m.group(3).lower()])
-            for m in QUESTION_QUARTER.finditer(question)}
+    """Quarters a (period-normalised) question states: "Q3", "3Q", "third quarter", "第一季度", "一季度"
+    (a half year, 半年度, is Q2's period end)."""
+    found = {int(m.group(1) or m.group(2) or QUARTER_WORDS[m.group(3).lower()])
+             for m in QUESTION_QUARTER.finditer(question)}
+    for m in ZH_QUARTER.finditer(question):
+        if m.group(1):
+            found.add("一二三四".find(m.group(1)) + 1 or int(m.group(1)))
+        elif m.group(4):
+            found.add(2)
+    return found
+
+
+# --------------------------------------------------------------------------- Chinese reports
+
+ZH_REPORT = re.compile(r"((?:19|20)\d{2})\s*年\s*(第?[一二三四1-4]\s*季度|半年度|年度|中期)\s*报告")
+"""An A-share report's title: "2024年第一季度报告", "2023年年度报告", "2024年半年度报告"."""
+ZH_CODE = re.compile(r"(?:证券|股票|公司)代码\s*[:：]\s*(\d{6})(?!\d)")
+ZH_SHORT_NAME = re.compile(r"(?:证券|股票|公司|A股)简称\s*[:：]\s*(\*?(?:ST)?[\u4e00-\u9fffA-Za-z0-9]{2,12}?)"
+                           r"(?=\s|公告|债券|证券|编号|[|,，;；]|$)")
+ZH_FULL_NAME = re.compile(r"([\u4e00-\u9fff（）()]{2,40}?(?:股份有限公司|有限责任公司|有限公司))")
+ZH_CORP_SUFFIX = re.compile(r"(?:集团)?(?:股份有限公司|有限责任公司|有限公司|股份公司|集团公司|股份|集团|公司)$")
+
+
+def zh_report_period(text: str) -> tuple[int, int, str] | None:
+    """(fiscal year, quarter (0 for a year), ISO period end) of a Chinese report title in ``text``."""
+    m = ZH_REPORT.search(text)
+    if not m:
+        return None
+    year, span = int(m.group(1)), re.sub(r"\s|第", "", m.group(2))
+    quarter = {"一季度": 1, "1季度": 1, "二季度": 2, "2季度": 2, "三季度": 3, "3季度": 3, "四季度": 4,
+               "4季度": 4, "半年度": 2, "中期": 2}.get(span, 0)
+    month = {1: 3, 2: 6, 3: 9, 4: 12}.get(quarter, 12)
+    end = dt.date(year, month, 30 if month in (6, 9) else 31)
+    return year, quarter, end.isoformat()
 
 
 # --------------------------------------------------------------------------- company names
@@ -346,7 +385,9 @@ STATE_SUFFIX = re.compile(r"[\\/][A-Za-z]{2}[\\/]")
 
 def company_core(name: str) -> str:
     """A company name without legal forms, state suffix, case and punctuation: "The Arena Group Holdings, Inc."
-    → "arena"; the key two spellings of one company share."""
+    → "arena", "江苏洋河酒厂股份有限公司" → "江苏洋河酒厂", "洋河股份" → "洋河"; the key two spellings of one
+    company share."""
+    name = ZH_CORP_SUFFIX.sub("", re.sub(r"^\*?ST", "", name.strip())) if re.search(r"[\u4e00-\u9fff]", name) else name
     text = re.sub(r"\s+and (?:its )?subsidiaries\b.*$", "", STATE_SUFFIX.sub(" ", name), flags=re.I)
     return " ".join(re.sub(r"[^0-9a-z\u4e00-\u9fff]+", " ", CORP_SUFFIX.sub(" ", text).lower()).split())
 
@@ -398,7 +439,7 @@ CONCEPTS: tuple[Concept, ...] = (
         "operating expenses total", "total expenses"), ("营业总成本",), ("operating expenses",), _IS),
     Concept("rd_expense", "research and development expense", (
         "research and development", "research and development expenses", "research and development expense"),
-        ("研发费用",), ("r&d",), _IS),
+        ("研发费用", "研发支出"), ("r&d",), _IS),
     Concept("sga_expense", "selling, general and administrative expense", (
         "selling general and administrative", "selling general and administrative expenses",
         "selling general and administrative expense", "sg a"), (), ("sg&a",), _IS),
@@ -503,7 +544,7 @@ CONCEPTS: tuple[Concept, ...] = (
         "total owners equity", "total members equity", "total net assets", "net assets",
         "total stockholders deficit equity", "total equity deficit", "total deficit",
         "total shareholders equity deficit"),
-        ("所有者权益合计", "股东权益合计", "所有者权益或股东权益合计"),
+        ("所有者权益合计", "股东权益合计", "所有者权益或股东权益合计", "净资产"),
         ("equity", "owners' equity", "shareholders' equity", "stockholders' equity", "net assets", "book value"),
         _BS, flow=False),
     Concept("liabilities_and_equity", "total liabilities and equity", (
@@ -586,7 +627,7 @@ CONCEPTS: tuple[Concept, ...] = (
         "end of period", "end of year", "cash and cash equivalents end of the period",
         "cash and cash equivalents end of the year", "cash and equivalents end of year",
         "cash and equivalents end of period", "cash and equivalents at end of year"),
-        ("期末现金及现金等价物余额",),
+        ("期末现金及现金等价物余额", "现金及现金等价物余额", "现金及现金等价物期末余额"),
         ("cash at end of period", "cash at the end", "ending cash", "end of period", "end of year",
          "ending balance"), _CF),
 )

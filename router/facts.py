@@ -127,7 +127,8 @@ class FactsAnswer(msgspec.Struct, frozen=True):
 _MAX = re.compile(r"(?i)\b(?:highest|largest|biggest|greatest|most|maximum|top|leads?)\b|最高|最大|最多")
 _MIN = re.compile(r"(?i)\b(?:lowest|smallest|least|minimum|fewest)\b|最低|最小|最少")
 _RANK = re.compile(r"(?i)\b(?:rank|ranking|order|sort)\b|排名|排序")
-_CATEGORISE = re.compile(r"(?i)\b(?:categori[sz]e|classify|group (?:them|the|these)|into the following)\b|分类|归类")
+_CATEGORISE = re.compile(r"(?i)\b(?:categori[sz]e|classify|group (?:them|the|these)|into the following)\b"
+                         r"|分类|归类|划分")
 _TREND = re.compile(r"(?i)\b(?:trend|change[ds]?|evolve[ds]?|over the years|from (?:fy)?\d{4} to (?:fy)?\d{4}"
                     r"|increase[ds]?|decrease[ds]?|grow(?:th|n)?|decline[ds]?)\b|变化|趋势|增长")
 _TREND_ZH = re.compile(r"变化|趋势|增长|下降|波动|如何")
@@ -167,8 +168,9 @@ def operation(question: str, concept: str, *, series: bool = False) -> MeasureAs
     return MeasureAsk(concept, "lookup", years)
 
 
-_GROUPS_START = re.compile(r"(?i)into the following (?:groups|categories|collections)\s*:?|按照?以下|分为")
-_GROUPS_END = re.compile(r"(?i)\.\s+(?:place|put|please|note)\b|\.\s*$")
+_GROUPS_START = re.compile(r"(?i)into the following (?:groups|categories|collections)\s*:?|(?:划分|分)[成为]\s*[:：]?"
+                           r"|按照?以下(?:类别|分类)?\s*[:：]?")
+_GROUPS_END = re.compile(r"(?i)\.\s+(?:place|put|please|note)\b|\.\s*$|。")
 _BOUND = re.compile(
     r"(?i)(over|above|more than|greater than|exceeding|at least|no less than|below|under|less than|up to|at most"
     r"|not exceeding)\s*\$?\s*(-?[\d,]*\d(?:\.\d+)?)\s*(billion|million|thousand)?"
@@ -180,9 +182,9 @@ _SCALE_WORDS = {"billion": 1e9, "million": 1e6, "thousand": 1e3}
 def _split_top(text: str) -> list[str]:
     parts, depth, cur = [], 0, []
     for ch in text:
-        depth += ch == "("
-        depth -= ch == ")"
-        if ch == "," and depth == 0:
+        depth += ch in "(（"
+        depth -= ch in ")）"
+        if ch in ",，、；;" and depth == 0:
             parts.append("".join(cur))
             cur = []
         else:
@@ -205,7 +207,7 @@ def parse_categories(question: str) -> list[Category]:
     body = rest[: end.start()] if end else rest
     cats = []
     for item in _split_top(body):
-        m = re.match(r"^(.*?)\s*\((.*)\)\s*$", item)
+        m = re.match(r"^(.*?)\s*[(（](.*)[)）]\s*$", item)
         name, spec = (m.group(1).strip(), m.group(2)) if m else (item.strip(), "")
         if not name:
             continue
@@ -222,6 +224,8 @@ def _category(name: str, spec: str) -> Category:
             if word in lower:
                 return Category(name, direction=direction)
         return Category(name, direction="other")
+    if re.search(r"以上|以下|至|[-—~]", spec) and re.search(r"\d", spec) and not re.search(r"[A-Za-z]{3}", spec):
+        return _zh_category(name, spec)
     scale = 1e3 if re.search(r"(?i)in thousands", spec) else 1e6 if re.search(r"(?i)in millions", spec) \
         else 1e9 if re.search(r"(?i)in billions", spec) else 1.0
     low = high = None
@@ -239,6 +243,31 @@ def _category(name: str, spec: str) -> Category:
             high, high_inc = value, word in ("up to", "at most", "not exceeding")
     if low is None and high is None:
         return _category(name, "")
+    return Category(name, low, low_inc, high, high_inc)
+
+
+_ZH_UNIT = {"万": 1e4, "亿": 1e8, "千": 1e3, "百万": 1e6, "万元": 1e4, "亿元": 1e8, "千元": 1e3, "百万元": 1e6}
+_ZH_NUMBER = r"(-?\d[\d,]*(?:\.\d+)?)\s*(百万元|万元|亿元|千元|百万|万|亿|千)?元?"
+
+
+def _zh_category(name: str, spec: str) -> Category:
+    """A Chinese group: "0.20元及以上", "0.10元至0.20元", "0.10元以下", "1,000,000.00以上且10,000,000.00以下",
+    "0及0以下"."""
+    def value(number: str, unit: str | None) -> float:
+        return float(number.replace(",", "")) * _ZH_UNIT.get(unit or "", 1.0)
+    low = high = None
+    low_inc = high_inc = False
+    if m := re.search(_ZH_NUMBER + r"\s*(?:至|到|[-—~])\s*" + _ZH_NUMBER, spec):
+        low, low_inc = value(m.group(1), m.group(2)), True
+        high = value(m.group(3), m.group(4))
+    for m in re.finditer(_ZH_NUMBER + r"\s*(?:及\s*(?:-?\d[\d,]*(?:\.\d+)?)?\s*)?(以上|以下)", spec):
+        inclusive = "及" in m.group(0)
+        if m.group(3) == "以上":
+            low, low_inc = value(m.group(1), m.group(2)), inclusive
+        else:
+            high, high_inc = value(m.group(1), m.group(2)), inclusive
+    if low is None and high is None:
+        return Category(name, direction="other")
     return Category(name, low, low_inc, high, high_inc)
 
 
@@ -739,7 +768,7 @@ def line_key(label: str) -> str:
         previous = None
         while previous != label:
             previous, label = label, _ZH_LINE_NOISE.sub("", label)
-        return label
+        return re.sub(r"(?:小计|合计)$", "", label) if len(label) > 6 else label  # "经营活动现金流入小计"
     return concept_label(label)
 
 

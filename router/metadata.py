@@ -159,6 +159,9 @@ def period_prior(period: QuestionPeriod, meta: Mapping[str, Any], years_present:
     return boost, ", ".join(why)
 
 
+_CJK_NAME = re.compile(r"[\u4e00-\u9fff0-9A-Za-z*]*[\u4e00-\u9fff][\u4e00-\u9fff0-9A-Za-z*]*")
+
+
 class CompanyIndex:
     """Where a question names the companies of one metadata key: every alias of every value (the name as
     filings write it and as people do: case, punctuation, legal and state suffixes, "The", a web domain) looked
@@ -172,6 +175,7 @@ class CompanyIndex:
         self.exact_case = exact_case  # tickers: "ON" names a company, "on" does not
         self.phrases: dict[str, set[str]] = {}
         self.compact: dict[str, set[str]] = {}
+        self.cjk: dict[str, set[str]] = {}  # Chinese names, found inside a question's unspaced text
         other_names = other_names or {}
         for value in values:
             if exact_case:
@@ -181,6 +185,10 @@ class CompanyIndex:
                 self.phrases.setdefault(alias, set()).add(value)
                 if " " not in alias and len(alias) >= 5:  # "Best Buy" written "bestbuy", or the other way round
                     self.compact.setdefault(alias, set()).add(value)
+                if _CJK_NAME.fullmatch(alias.replace(" ", "")) and len(alias.replace(" ", "")) >= 2:
+                    self.cjk.setdefault(alias.replace(" ", ""), set()).add(value)  # written without spaces
+        self._cjk_pattern = re.compile("|".join(re.escape(a) for a in sorted(self.cjk, key=len, reverse=True))) \
+            if self.cjk else None
 
     def mentions(self, question: str) -> list[tuple[str, int, int]]:
         """(value, start, end) of each company named in the question, by character offsets, in order; a name
@@ -197,13 +205,18 @@ class CompanyIndex:
                 if n > 1 and not self.exact_case:
                     for value in self.compact.get("".join(span), ()):
                         found.append((i, i + n, value))
-        found.sort(key=lambda m: (m[0] - m[1], m[0]))  # longest first
+        spans = [(tokens[i].start(), tokens[j - 1].end(), v) for i, j, v in found]
+        if self._cjk_pattern is not None:  # "洋河股份的…": a Chinese name is a substring, not a word
+            spans += [(m.start(), m.end(), v) for m in self._cjk_pattern.finditer(question)
+                      for v in self.cjk[m.group(0)]]
+        spans.sort(key=lambda m: (m[0] - m[1], m[0]))  # longest first
         kept: list[tuple[int, int, str]] = []
-        for start, end, value in found:
-            if any(s <= start and end <= e and (s, e) != (start, end) for s, e, _ in kept):
+        for start, end, value in spans:
+            if (start, end, value) in kept or any(s <= start and end <= e and (s, e) != (start, end)
+                                                  for s, e, _ in kept):
                 continue
             kept.append((start, end, value))
-        return [(v, tokens[i].start(), tokens[j - 1].end()) for i, j, v in sorted(kept)]
+        return [(v, start, end) for start, end, v in sorted(kept)]
 
     def find(self, question: str) -> list[str]:
         """The values the question names, each once, in order of first mention."""

@@ -61,6 +61,9 @@ _SERIES = re.compile(
     r"|both (?:reports|filings|years|periods))\b",
     re.I,
 )
+# Chinese: "…是如何变化的", "变化趋势", "逐年", "各季度" over stated years
+_SERIES_ZH = re.compile(r"变化|趋势|走势|逐年|历年|各年|每年|每个?季度|各季度|增减")
+_RANGE_ZH = re.compile(r"(?:19|20)\d{2}\s*年.{0,16}?(?:到|至|—|-|~)\s*(?:19|20)\d{2}\s*年")
 # "which of these companies", "list all companies", "each company", "how many of the reports"
 _LIST = re.compile(
     r"\b(?:which (?:of (?:these|the|our|all|those) )?(?:companies|firms|issuers|reports|documents|filings)"
@@ -124,6 +127,8 @@ def classify_scope(question: str, kv: KnownValues) -> QuestionScope:
     distinct = len({kv.entity(e) for e in entities})  # a renamed company's names are one entity
     series = _SERIES.search(question)
     years = sorted(question_period(question).years)
+    if not series and (zh := _SERIES_ZH.search(question)) and (len(years) >= 2 or _RANGE_ZH.search(question)):
+        series = zh  # "从2021年到2024年，洋河股份的长期股权投资是如何变化的？"
     if distinct >= 2:
         return QuestionScope(kind="multi", reason=f"names {distinct} entities: {', '.join(entities)}",
                              series=bool(series), **named)
