@@ -85,7 +85,8 @@ def figures(revenue: float, net_income: float, *, cash: float, liabilities: floa
 def chinese_report(company: str) -> str:
     """A Chinese first-quarter report (2024年第一季度报告) with 合并资产负债表 (单位：万元) and 合并利润表 (元)."""
     return "\n".join([
-        f"{company}", f"{company}2024年第一季度报告", "", "四、季度财务报表", "（一）财务报表",
+        f"证券代码：000049             证券简称：{company}            公告编号：2024-028",
+        f"深圳市{company}科技股份有限公司2024年第一季度报告", "", "四、季度财务报表", "（一）财务报表",
         "1、合并资产负债表", f"编制单位：{company}股份有限公司", "2024年 03月 31日", "单位：万元",
         "|项目|期末余额|期初余额|", "|---|---|---|",
         "|货币资金|1,234.50|1,000.00|", "|流动资产合计|5,000.00|4,800.00|",

@@ -173,3 +173,40 @@ def test_facts_take_the_markers_of_the_final_answer() -> None:
                          text="", unit="line")]
     # composed as [1] line 12, [2] line 40; the answer's reading order numbered them the other way round
     assert [f.marker for f in numbered([fact(1, 12), fact(2, 40), fact(3, 99)], cites)] == [2, 1, 0]
+
+
+def test_chinese_report_metadata_from_its_cover_and_file_name() -> None:
+    from ingest.metadata import extract_metadata
+
+    meta = extract_metadata(chinese_report("德赛电池"), file_name="any.txt")
+    assert (meta["company"], meta["ticker"], meta["also_known_as"]) == ("德赛电池", "000049", ["深圳市德赛电池科技股份有限公司"])
+    assert (meta["fiscal_year"], meta["fiscal_quarter"], meta["period_end_date"], meta["doc_type"]) == \
+        (2024, 1, "2024-03-31", "quarterly_report")
+    bare = "第一节重要提示\n公司董事会保证季度报告内容的真实。\n1、合并资产负债表\n编制单位：江苏洋河酒厂股份有限公司\n"
+    meta = extract_metadata(bare, file_name="report_002304-2018-洋河股份-2018年第三季度报告全文.txt")
+    assert (meta["company"], meta["ticker"], meta["period_end_date"]) == ("洋河股份", "002304", "2018-09-30")
+    assert meta["also_known_as"] == ["江苏洋河酒厂股份有限公司"]
+
+
+def test_chinese_company_names_periods_trends_and_groups_in_questions() -> None:
+    from kb.vocab import question_quarters, question_years
+    from router.metadata import CompanyIndex, KnownValues, company_index
+    from router.scope import classify_scope
+
+    index = CompanyIndex(["洋河股份", "比亚迪", "Best Buy Co., Inc."],
+                         other_names={"洋河股份": ["江苏洋河酒厂股份有限公司"]})
+    assert index.find("从2021年到2024年，洋河股份的长期股权投资是如何变化的？") == ["洋河股份"]
+    assert index.find("江苏洋河酒厂和比亚迪的收入") == ["洋河股份", "比亚迪"]
+    assert index.find("Best Buy revenue") == ["Best Buy Co., Inc."]
+    q = "比亚迪公司在2022年、2023年和2024年一季度的其他非流动金融资产数额的变化趋势如何？"
+    assert question_years(q) == {2022, 2023, 2024} and question_quarters(q) == {1}
+    values = {"company": {"洋河股份": 9, "比亚迪": 12}}
+    kv = KnownValues(values=values, doc_count=21, companies={"company": company_index("company", values["company"])},
+                     groups={})
+    assert classify_scope(q, kv).series and classify_scope(q, kv).entities == ("比亚迪",)
+    assert not classify_scope("洋河股份的使用权资产是多少？", kv).series
+    cats = parse_categories("请对上述公司财报按照“基本每股收益”进行划分，划分成：高收益（0.20元及以上），中收益"
+                            "（0.10元至0.20元），低收益（0.10元以下）。同类别的划分到一个集合。")
+    assert [(c.name, c.low, c.low_inclusive, c.high) for c in cats] == [
+        ("高收益", 0.2, True, None), ("中收益", 0.1, True, 0.2), ("低收益", None, False, 0.1)]
+    assert question_concept("从2018年到2024年，比亚迪公司的现金及现金等价物余额是如何变化的？") == "cash_end"
