@@ -79,6 +79,7 @@ class MeasureAsk(msgspec.Struct, frozen=True):
     change: bool = False  # categories by the change against the previous period
     percent: bool = False  # a percentage change is asked
     question: str = ""
+    average: bool = False  # trend: the mean over the periods is asked
     bounds: dict[str, float] = {}  # a stated screen: {"gt": 1e9} for "revenue above $1 billion" (operation screen)
 
 
@@ -131,6 +132,7 @@ _CATEGORISE = re.compile(r"(?i)\b(?:categori[sz]e|classify|group (?:them|the|the
                          r"|分类|归类|划分")
 _TREND = re.compile(r"(?i)\b(?:trend|change[ds]?|evolve[ds]?|over the years|from (?:fy)?\d{4} to (?:fy)?\d{4}"
                     r"|increase[ds]?|decrease[ds]?|grow(?:th|n)?|decline[ds]?)\b|变化|趋势|增长")
+_AVERAGE = re.compile(r"(?i)\baverage\b|\bmean\b|平均")
 _TREND_ZH = re.compile(r"变化|趋势|增长|下降|波动|如何")
 _PERCENT = re.compile(r"(?i)\bpercent(?:age)?\b|%|百分比|增长率")
 _ASCENDING = re.compile(r"(?i)\bascending\b|\blowest (?:to|first)\b|\bsmallest (?:to|first)\b|从低到高|从小到大|升序")
@@ -160,8 +162,10 @@ def operation(question: str, concept: str, *, series: bool = False) -> MeasureAs
         return MeasureAsk(concept, "max", years)
     if _MIN.search(question):
         return MeasureAsk(concept, "min", years)
-    if series or (_TREND.search(question) and len(years) != 1) or (_TREND_ZH.search(question) and len(years) > 1):
-        return MeasureAsk(concept, "trend", years, percent=bool(_PERCENT.search(question)))
+    average = bool(_AVERAGE.search(question)) and (len(years) > 1 or series)
+    if series or average or (_TREND.search(question) and len(years) != 1) or (
+            _TREND_ZH.search(question) and len(years) > 1):
+        return MeasureAsk(concept, "trend", years, percent=bool(_PERCENT.search(question)), average=average)
     if (cond := fact_condition(question)) is not None and cond.value["concept"] == concept:
         bounds = {k: v for k, v in cond.value.items() if k in ("gt", "gte", "lt", "lte")}
         return MeasureAsk(concept, "screen", years, bounds=bounds)
@@ -433,7 +437,7 @@ def _pick(rows: Sequence[_Row], meta: Mapping[str, Any], years: Sequence[int],
             if months else 0
         at = [r for r in at if r.months == want] or at
     best = min(at, key=lambda r: r.ordinal)
-    others = [r for r in at if r is not best and abs(r.value - best.value) > 1e-9]
+    others = [r for r in at if r is not best and abs(r.value - best.value) > 1e-9 and not r.parts]
     return best, others
 
 
@@ -663,6 +667,9 @@ def _trend_lines(ask_: MeasureAsk, picked: Sequence[tuple[_Doc, _Row, list[_Row]
         if len(points) > 2:
             lines.append(f"- Overall, {points[0].period_end.year} to {points[-1].period_end.year}: "
                          f"{_change(points[0], points[-1])}.")
+        if ask_.average and len(points) > 1:
+            mean = sum(p.value for p in points) / len(points)
+            lines.append(f"- Average over the {len(points)} periods: {money(mean, points[-1])}.")
         if len(points) == 1:
             lines.append("- Only one period of this figure is printed in the documents read.")
     return lines

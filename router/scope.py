@@ -88,14 +88,14 @@ _FRAME_WORDS = frozenset(
 )
 # "… into the following groups: high (over $15,000), …": the ranges say how to sort the figures, not what to find
 _RANGES = re.compile(r"\b(?:into|in) (?:the )?following (?:groups|categories|ranges|classes)\b.*", re.I | re.S)
-_CAP_WORD = r"[A-Z](?:[a-z][\w&.-]*|[A-Z0-9&.-]+\b)"  # "Zephyr", or as filings write it: "ZEPHYR", "CO."
+_CAP_WORD = r"[A-Z](?:[a-z][\w&.-]*|[A-Z&.-]+\b)"  # "Zephyr", or as filings write it: "ZEPHYR", "CO." (not "FY2023")
 _CAP_PHRASE = re.compile(rf"(?<![\w'])({_CAP_WORD}(?:\s+(?:&\s+)?{_CAP_WORD})*)")
 _GENERIC_CAPS = frozenset(
     """what which who whom whose when where why how is are was were did does do has have had can could should
     would will compare list name give show tell describe summarize summarise explain analyze analyse assess
     in on for from of the a an and or if assume based according among as at by with please note item part
     section table exhibit appendix schedule fiscal quarter year annual quarterly report inc corp corporation
-    company ltd plc llc group holdings""".split()
+    company ltd plc llc group holdings fy ttm yoy usd eps gaap ebitda capex""".split()
 ) | frozenset(vocab.MONTH_NAMES)
 
 

@@ -174,3 +174,8 @@ async def test_ratios_are_computed_from_both_lines(filings: Runtime) -> None:
     body = await _ask(filings, "What was the net margin of Bolt Corp in 2022?")
     assert body["answer"].startswith("Net margin of Bolt Corp: 10.00% for the year ended December 31, 2022"), \
         body["answer"]  # 700 / 7,000
+
+
+async def test_average_over_stated_years(filings: Runtime) -> None:
+    body = await _ask(filings, "What is the average revenue of Bolt Corp over FY2022 and FY2023?")
+    assert "Average over the 2 periods: $7,500 thousand." in body["answer"], body["answer"]
