@@ -1,7 +1,7 @@
 """Loading the synthetic corpus of ``kb bench latency`` through the production storage path.
 
-``load_collection`` makes the collection hold exactly the configured documents (``ingest.store.write_document``,
-COPY). When the database holds nothing but this collection, the HNSW and GIN indexes of ``chunks`` are dropped
+``load_collection`` makes the collection hold exactly the configured documents, with their statement facts
+(``ingest.store.write_document``, COPY). When the database holds nothing but this collection, the HNSW and GIN indexes of ``chunks`` are dropped
 for the load and rebuilt after it (their definitions are saved in the data dir until rebuilt).
 """
 
@@ -21,7 +21,7 @@ import asyncpg
 import structlog
 
 from kb.bench.latency_types import LatencyConfig, LoadReport
-from kb.bench.synthetic import DOCS_PER_COMPANY, generate_batch
+from kb.bench.synthetic import DOCS_PER_COMPANY, generate_batch, synthetic_fact_count
 
 log = structlog.get_logger("kb.bench.loader")
 
@@ -30,7 +30,8 @@ INDEX_STASH = "bench-latency-dropped-indexes.json"
 SQL_SIZE = """
 SELECT (SELECT count(*) FROM documents WHERE collection_id = $1) AS docs,
        (SELECT count(*) FROM chunks WHERE collection_id = $1) AS chunks,
-       (SELECT count(*) FROM nodes n JOIN documents d ON d.id = n.document_id WHERE d.collection_id = $1) AS nodes"""
+       (SELECT count(*) FROM nodes n JOIN documents d ON d.id = n.document_id WHERE d.collection_id = $1) AS nodes,
+       (SELECT count(*) FROM facts WHERE collection_id = $1) AS facts"""
 SQL_OTHER_DATA = "SELECT EXISTS (SELECT 1 FROM documents WHERE collection_id <> $1)"
 SQL_COLLECTION_DOC_IDS = "SELECT id FROM documents WHERE collection_id = $1"
 # per-collection statistics maintained by ingest.store (e.g. lexeme_df): emptied with the documents
@@ -47,14 +48,15 @@ SELECT c.relname AS name, c.relkind::text AS kind, pg_relation_size(c.oid) AS by
        CASE WHEN c.relkind = 'r' THEN pg_total_relation_size(c.oid) END AS total_bytes
 FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace
 WHERE ns.nspname = current_schema()
-  AND (c.relname IN ('chunks', 'nodes', 'documents')
+  AND (c.relname IN ('chunks', 'nodes', 'documents', 'facts')
        OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = 'chunks'::regclass))
 ORDER BY c.relkind DESC, c.relname"""
 
 
-async def collection_size(pool: asyncpg.Pool, collection_id: int) -> tuple[int, int, int]:
+async def collection_size(pool: asyncpg.Pool, collection_id: int) -> tuple[int, int, int, int]:
+    """Documents, tree nodes, chunks and fact rows of the collection."""
     row = await pool.fetchrow(SQL_SIZE, collection_id)
-    return int(row["docs"]), int(row["nodes"]), int(row["chunks"])
+    return int(row["docs"]), int(row["nodes"]), int(row["chunks"]), int(row["facts"])
 
 
 def _stash_path(data_dir: Path) -> Path:
@@ -92,6 +94,7 @@ async def drop_bulk_indexes(pool: asyncpg.Pool, data_dir: Path) -> None:
     stash = _stash_path(data_dir)
     if stash.exists():
         defs = {**defs, **json.loads(stash.read_text())}
+    stash.parent.mkdir(parents=True, exist_ok=True)  # with KB_DATABASE_URL the data dir may not exist yet
     stash.write_text(json.dumps(defs, indent=1))
     for name in (r["indexname"] for r in rows):
         await pool.execute(f'DROP INDEX IF EXISTS "{name}"')
@@ -105,10 +108,10 @@ async def load_collection(pool: asyncpg.Pool, cfg: LatencyConfig, data_dir: Path
 
     coll = await ensure_collection(pool, cfg.collection)
     await restore_indexes(pool, data_dir)  # a previous run may have been interrupted mid-load
-    docs, _, chunks = await collection_size(pool, coll.id)
+    docs, _, chunks, facts = await collection_size(pool, coll.id)
     want_chunks = cfg.docs * cfg.chunks_per_doc
-    if cfg.reuse and docs == cfg.docs and chunks == want_chunks:
-        log.info("bench.collection_reused", collection=cfg.collection, docs=docs, chunks=chunks)
+    if cfg.reuse and docs == cfg.docs and chunks == want_chunks and facts == synthetic_fact_count(cfg.docs):
+        log.info("bench.collection_reused", collection=cfg.collection, docs=docs, chunks=chunks, facts=facts)
         return LoadReport(generated=False)
     alone = not await pool.fetchval(SQL_OTHER_DATA, coll.id)
     t = time.perf_counter()
@@ -140,7 +143,7 @@ async def load_collection(pool: asyncpg.Pool, cfg: LatencyConfig, data_dir: Path
                         collection_id=coll.id, name=doc.name, source_path=f"synthetic://{doc.name}", sha256=sha,
                         file_type="pdf", metadata=doc.metadata, title=doc.title, description=doc.description,
                         description_embedding=doc.desc_vec, tree=doc.tree, node_embeddings=doc.node_vecs,
-                        chunks=doc.chunks, chunk_embeddings=doc.chunk_vecs))
+                        chunks=doc.chunks, chunk_embeddings=doc.chunk_vecs, facts=doc.facts))
                     written += 1
                 if written % 100 < 8:
                     log.info("bench.load_progress", docs=written, of=cfg.docs,
@@ -149,7 +152,7 @@ async def load_collection(pool: asyncpg.Pool, cfg: LatencyConfig, data_dir: Path
     finally:
         index_seconds = await restore_indexes(pool, data_dir)
     t = time.perf_counter()
-    for table in ("documents", "nodes", "chunks"):
+    for table in ("documents", "nodes", "chunks", "facts"):
         await pool.execute(f"VACUUM (ANALYZE) {table}")
     t_vac = time.perf_counter() - t
     return LoadReport(generated=True, seconds_generate_and_write=round(t_write, 1), seconds_clear=round(t_clear, 1),
