@@ -2,7 +2,9 @@
 
 ``load_collection`` makes the collection hold exactly the configured documents, with their statement facts
 (``ingest.store.write_document``, COPY). When the database holds nothing but this collection, the HNSW and GIN indexes of ``chunks`` are dropped
-for the load and rebuilt after it (their definitions are saved in the data dir until rebuilt).
+for the load and rebuilt after it (their definitions are saved in the data dir until rebuilt). Index builds, TRUNCATE
+and VACUUM run without the statement timeout of queries (``KB_DB_COMMAND_TIMEOUT_S``): the HNSW build over
+200,000 chunks takes minutes.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import structlog
 
 from kb.bench.latency_types import LatencyConfig, LoadReport
 from kb.bench.synthetic import DOCS_PER_COMPANY, generate_batch, synthetic_fact_count
+from kb.db import LONG_STATEMENT_S
 
 log = structlog.get_logger("kb.bench.loader")
 
@@ -78,7 +81,7 @@ async def restore_indexes(pool: asyncpg.Pool, data_dir: Path) -> dict[str, float
                     continue
                 t = time.perf_counter()
                 log.info("bench.index_build", index=name)
-                await conn.execute(ddl)
+                await conn.execute(ddl, timeout=LONG_STATEMENT_S)
                 seconds[name] = round(time.perf_counter() - t, 1)
                 log.info("bench.index_built", index=name, seconds=seconds[name])
         finally:
@@ -97,7 +100,7 @@ async def drop_bulk_indexes(pool: asyncpg.Pool, data_dir: Path) -> None:
     stash.parent.mkdir(parents=True, exist_ok=True)  # with KB_DATABASE_URL the data dir may not exist yet
     stash.write_text(json.dumps(defs, indent=1))
     for name in (r["indexname"] for r in rows):
-        await pool.execute(f'DROP INDEX IF EXISTS "{name}"')
+        await pool.execute(f'DROP INDEX IF EXISTS "{name}"', timeout=LONG_STATEMENT_S)
     log.info("bench.indexes_dropped", indexes=sorted(defs))
 
 
@@ -119,7 +122,8 @@ async def load_collection(pool: asyncpg.Pool, cfg: LatencyConfig, data_dir: Path
         await drop_bulk_indexes(pool, data_dir)
         if docs:
             derived = [r[0] for r in await pool.fetch(SQL_DERIVED_TABLES)]
-            await pool.execute(f"TRUNCATE {', '.join(['chunks', 'nodes', 'documents', *derived])}")
+            tables = ", ".join(["chunks", "nodes", "documents", *derived])
+            await pool.execute(f"TRUNCATE {tables}", timeout=LONG_STATEMENT_S)
     elif docs:
         for doc_id in [r[0] for r in await pool.fetch(SQL_COLLECTION_DOC_IDS, coll.id)]:
             await delete_document(pool, doc_id)  # the production delete keeps per-collection statistics right
@@ -153,7 +157,7 @@ async def load_collection(pool: asyncpg.Pool, cfg: LatencyConfig, data_dir: Path
         index_seconds = await restore_indexes(pool, data_dir)
     t = time.perf_counter()
     for table in ("documents", "nodes", "chunks", "facts"):
-        await pool.execute(f"VACUUM (ANALYZE) {table}")
+        await pool.execute(f"VACUUM (ANALYZE) {table}", timeout=LONG_STATEMENT_S)
     t_vac = time.perf_counter() - t
     return LoadReport(generated=True, seconds_generate_and_write=round(t_write, 1), seconds_clear=round(t_clear, 1),
                       seconds_index_build=index_seconds, seconds_vacuum_analyze=round(t_vac, 1),
