@@ -54,6 +54,20 @@ class StrategyLatency:
 
 
 @dataclass(frozen=True)
+class FactsLatency:
+    """The corpus-wide facts question, answered whole (retrieval and offline synthesis)."""
+
+    total: Stat
+    stages: dict[str, Stat]  # route, facts, tree_search, retrieve, synthesize
+    answered_from_facts: float  # share of the questions whose answer was computed from facts
+    docs_routed: float  # mean documents routed (tree search and retrieval)
+    facts_docs: float  # mean documents whose facts an answer used
+    facts_docs_min: int
+    facts_used: float  # mean fact rows an answer used (cited)
+    questions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class LoadReport:
     generated: bool
     seconds_generate_and_write: float = 0.0
@@ -69,6 +83,7 @@ class CollectionSize:
     nodes: int
     chunks: int
     relations: dict[str, dict[str, Any]]  # name -> {kind, bytes, total_bytes}
+    facts: int = 0
 
 
 @dataclass(frozen=True)
@@ -86,4 +101,6 @@ class LatencyReport:
     goal_ms: float
     goal_met: dict[str, bool]
     wall_seconds: float
+    facts_question: FactsLatency | None = None
+    facts_goal_ms: float = 500.0
 

@@ -1,8 +1,10 @@
 """Loading the synthetic corpus of ``kb bench latency`` through the production storage path.
 
-``load_collection`` makes the collection hold exactly the configured documents (``ingest.store.write_document``,
-COPY). When the database holds nothing but this collection, the HNSW and GIN indexes of ``chunks`` are dropped
-for the load and rebuilt after it (their definitions are saved in the data dir until rebuilt).
+``load_collection`` makes the collection hold exactly the configured documents, with their statement facts
+(``ingest.store.write_document``, COPY). When the database holds nothing but this collection, the HNSW and GIN indexes of ``chunks`` are dropped
+for the load and rebuilt after it (their definitions are saved in the data dir until rebuilt). Index builds, TRUNCATE
+and VACUUM run without the statement timeout of queries (``KB_DB_COMMAND_TIMEOUT_S``): the HNSW build over
+200,000 chunks takes minutes.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import asyncpg
 import structlog
 
 from kb.bench.latency_types import LatencyConfig, LoadReport
-from kb.bench.synthetic import DOCS_PER_COMPANY, generate_batch
+from kb.bench.synthetic import DOCS_PER_COMPANY, generate_batch, synthetic_fact_count
+from kb.db import LONG_STATEMENT_S
 
 log = structlog.get_logger("kb.bench.loader")
 
@@ -30,7 +33,8 @@ INDEX_STASH = "bench-latency-dropped-indexes.json"
 SQL_SIZE = """
 SELECT (SELECT count(*) FROM documents WHERE collection_id = $1) AS docs,
        (SELECT count(*) FROM chunks WHERE collection_id = $1) AS chunks,
-       (SELECT count(*) FROM nodes n JOIN documents d ON d.id = n.document_id WHERE d.collection_id = $1) AS nodes"""
+       (SELECT count(*) FROM nodes n JOIN documents d ON d.id = n.document_id WHERE d.collection_id = $1) AS nodes,
+       (SELECT count(*) FROM facts WHERE collection_id = $1) AS facts"""
 SQL_OTHER_DATA = "SELECT EXISTS (SELECT 1 FROM documents WHERE collection_id <> $1)"
 SQL_COLLECTION_DOC_IDS = "SELECT id FROM documents WHERE collection_id = $1"
 # per-collection statistics maintained by ingest.store (e.g. lexeme_df): emptied with the documents
@@ -47,14 +51,15 @@ SELECT c.relname AS name, c.relkind::text AS kind, pg_relation_size(c.oid) AS by
        CASE WHEN c.relkind = 'r' THEN pg_total_relation_size(c.oid) END AS total_bytes
 FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace
 WHERE ns.nspname = current_schema()
-  AND (c.relname IN ('chunks', 'nodes', 'documents')
+  AND (c.relname IN ('chunks', 'nodes', 'documents', 'facts')
        OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = 'chunks'::regclass))
 ORDER BY c.relkind DESC, c.relname"""
 
 
-async def collection_size(pool: asyncpg.Pool, collection_id: int) -> tuple[int, int, int]:
+async def collection_size(pool: asyncpg.Pool, collection_id: int) -> tuple[int, int, int, int]:
+    """Documents, tree nodes, chunks and fact rows of the collection."""
     row = await pool.fetchrow(SQL_SIZE, collection_id)
-    return int(row["docs"]), int(row["nodes"]), int(row["chunks"])
+    return int(row["docs"]), int(row["nodes"]), int(row["chunks"]), int(row["facts"])
 
 
 def _stash_path(data_dir: Path) -> Path:
@@ -76,7 +81,7 @@ async def restore_indexes(pool: asyncpg.Pool, data_dir: Path) -> dict[str, float
                     continue
                 t = time.perf_counter()
                 log.info("bench.index_build", index=name)
-                await conn.execute(ddl)
+                await conn.execute(ddl, timeout=LONG_STATEMENT_S)
                 seconds[name] = round(time.perf_counter() - t, 1)
                 log.info("bench.index_built", index=name, seconds=seconds[name])
         finally:
@@ -92,9 +97,10 @@ async def drop_bulk_indexes(pool: asyncpg.Pool, data_dir: Path) -> None:
     stash = _stash_path(data_dir)
     if stash.exists():
         defs = {**defs, **json.loads(stash.read_text())}
+    stash.parent.mkdir(parents=True, exist_ok=True)  # with KB_DATABASE_URL the data dir may not exist yet
     stash.write_text(json.dumps(defs, indent=1))
     for name in (r["indexname"] for r in rows):
-        await pool.execute(f'DROP INDEX IF EXISTS "{name}"')
+        await pool.execute(f'DROP INDEX IF EXISTS "{name}"', timeout=LONG_STATEMENT_S)
     log.info("bench.indexes_dropped", indexes=sorted(defs))
 
 
@@ -105,10 +111,10 @@ async def load_collection(pool: asyncpg.Pool, cfg: LatencyConfig, data_dir: Path
 
     coll = await ensure_collection(pool, cfg.collection)
     await restore_indexes(pool, data_dir)  # a previous run may have been interrupted mid-load
-    docs, _, chunks = await collection_size(pool, coll.id)
+    docs, _, chunks, facts = await collection_size(pool, coll.id)
     want_chunks = cfg.docs * cfg.chunks_per_doc
-    if cfg.reuse and docs == cfg.docs and chunks == want_chunks:
-        log.info("bench.collection_reused", collection=cfg.collection, docs=docs, chunks=chunks)
+    if cfg.reuse and docs == cfg.docs and chunks == want_chunks and facts == synthetic_fact_count(cfg.docs):
+        log.info("bench.collection_reused", collection=cfg.collection, docs=docs, chunks=chunks, facts=facts)
         return LoadReport(generated=False)
     alone = not await pool.fetchval(SQL_OTHER_DATA, coll.id)
     t = time.perf_counter()
@@ -116,7 +122,8 @@ async def load_collection(pool: asyncpg.Pool, cfg: LatencyConfig, data_dir: Path
         await drop_bulk_indexes(pool, data_dir)
         if docs:
             derived = [r[0] for r in await pool.fetch(SQL_DERIVED_TABLES)]
-            await pool.execute(f"TRUNCATE {', '.join(['chunks', 'nodes', 'documents', *derived])}")
+            tables = ", ".join(["chunks", "nodes", "documents", *derived])
+            await pool.execute(f"TRUNCATE {tables}", timeout=LONG_STATEMENT_S)
     elif docs:
         for doc_id in [r[0] for r in await pool.fetch(SQL_COLLECTION_DOC_IDS, coll.id)]:
             await delete_document(pool, doc_id)  # the production delete keeps per-collection statistics right
@@ -140,7 +147,7 @@ async def load_collection(pool: asyncpg.Pool, cfg: LatencyConfig, data_dir: Path
                         collection_id=coll.id, name=doc.name, source_path=f"synthetic://{doc.name}", sha256=sha,
                         file_type="pdf", metadata=doc.metadata, title=doc.title, description=doc.description,
                         description_embedding=doc.desc_vec, tree=doc.tree, node_embeddings=doc.node_vecs,
-                        chunks=doc.chunks, chunk_embeddings=doc.chunk_vecs))
+                        chunks=doc.chunks, chunk_embeddings=doc.chunk_vecs, facts=doc.facts))
                     written += 1
                 if written % 100 < 8:
                     log.info("bench.load_progress", docs=written, of=cfg.docs,
@@ -149,8 +156,8 @@ async def load_collection(pool: asyncpg.Pool, cfg: LatencyConfig, data_dir: Path
     finally:
         index_seconds = await restore_indexes(pool, data_dir)
     t = time.perf_counter()
-    for table in ("documents", "nodes", "chunks"):
-        await pool.execute(f"VACUUM (ANALYZE) {table}")
+    for table in ("documents", "nodes", "chunks", "facts"):
+        await pool.execute(f"VACUUM (ANALYZE) {table}", timeout=LONG_STATEMENT_S)
     t_vac = time.perf_counter() - t
     return LoadReport(generated=True, seconds_generate_and_write=round(t_write, 1), seconds_clear=round(t_clear, 1),
                       seconds_index_build=index_seconds, seconds_vacuum_analyze=round(t_vac, 1),

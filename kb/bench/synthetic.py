@@ -1,7 +1,8 @@
 """The synthetic corpus of ``kb bench latency``: fictional companies' 10-K / 10-Q / 8-K filings and questions.
 
-Deterministic for a seed: ``synthetic_document(i, …)`` is always the same tree and chunks; ``generate_batch``
-embeds documents as ``ingest.pipeline.ingest_file`` would (it runs in a worker process).
+Deterministic for a seed: ``synthetic_document(i, …)`` is always the same tree, chunks and statement facts
+(``kb.bench.synthetic_facts``: 10-K and 10-Q reports print their statements, whose lines are stored as facts);
+``generate_batch`` embeds documents as ``ingest.pipeline.ingest_file`` would (it runs in a worker process).
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from kb.bench.synthetic_facts import FACTS_PER_REPORT, quarter_end, statement_tables
 from kb.errors import ConfigError
 from kb.providers.embed import HashEmbedder
 from kb.text import split_sentences
-from kb.types import ChunkDraft, DocumentTree, TreeNode
+from kb.types import ChunkDraft, DocumentTree, FactDraft, TreeNode
 
 DOCS_PER_COMPANY = 10
 
@@ -355,6 +357,25 @@ def list_question(q: SyntheticQuestion) -> str:
     return _QUESTIONS_LIST[sum(map(ord, q.text)) % len(_QUESTIONS_LIST)]
 
 
+_QUESTIONS_FACTS = (
+    "Which companies have the highest revenue in {fy}?",
+    "Which companies had the lowest net income in {fy}?",
+    "Rank all companies by total liabilities.",
+    "Which companies have the largest cash and cash equivalents?",
+    "Which companies reported the highest basic earnings per share in {fy}?",
+    "Rank all companies by total assets in ascending order.",
+)
+"""Corpus-wide ranking questions over a vocabulary measure that name no company: answered from the statement
+facts of every document of the collection (``router.facts``, ``corpus`` mode)."""
+
+
+def facts_question(q: SyntheticQuestion) -> str:
+    """A corpus-wide facts question (highest, lowest, ranking), chosen by the question's text (deterministic);
+    a stated fiscal year is one of the 10-K years."""
+    h = sum(map(ord, q.text))
+    return _QUESTIONS_FACTS[h % len(_QUESTIONS_FACTS)].format(fy=2017 + (h // 7) % 7)
+
+
 class _Values(dict[str, str]):
     """Lazily drawn template values; the same key within one sentence gets one value."""
 
@@ -423,6 +444,11 @@ def _doc_kind(j: int) -> tuple[str, str, int, int | None]:
     return "8k", "8-K", 2023, 4
 
 
+def synthetic_fact_count(docs: int) -> int:
+    """Fact rows of the first ``docs`` synthetic documents (every 10-K and 10-Q prints its statements)."""
+    return sum(FACTS_PER_REPORT for i in range(docs) if _doc_kind(i % DOCS_PER_COMPANY)[0] != "8k")
+
+
 def _allocate(weights: Sequence[int], total: int) -> list[int]:
     """Split ``total`` chunks over leaves proportionally to ``weights`` (each leaf at least one)."""
     s = sum(weights)
@@ -451,11 +477,13 @@ class SyntheticDoc:
     chunk_vecs: np.ndarray
     node_vecs: np.ndarray
     desc_vec: np.ndarray
+    facts: tuple[FactDraft, ...] = ()
 
 
 def synthetic_document(index: int, chunks_per_doc: int, seed: int, company_list: Sequence[Company]) -> tuple[
-        str, dict[str, Any], str, DocumentTree, tuple[ChunkDraft, ...]]:
-    """The ``index``-th document (deterministic): name, metadata, title, tree, chunks."""
+        str, dict[str, Any], str, DocumentTree, tuple[ChunkDraft, ...], tuple[FactDraft, ...]]:
+    """The ``index``-th document (deterministic): name, metadata, title, tree, chunks, statement facts. A
+    statement's table opens the first chunk of its section; its facts cite that page."""
     co = company_list[index // DOCS_PER_COMPANY]
     doc_type, form, fy, fq = _doc_kind(index % DOCS_PER_COMPANY)
     rng = random.Random(f"doc-{seed}-{index}")
@@ -468,6 +496,7 @@ def synthetic_document(index: int, chunks_per_doc: int, seed: int, company_list:
     key_to_id = {s[0]: f"{i:04d}" for i, s in enumerate(template)}
     titles = {s[0]: s[1] for s in template}
     parents = {s[0]: s[3] for s in template}
+    tables = statement_tables(co, doc_type, fy, fq, seed, titles.__getitem__)
 
     def path_of(key: str) -> tuple[str, ...]:
         out: list[str] = []
@@ -497,9 +526,14 @@ def synthetic_document(index: int, chunks_per_doc: int, seed: int, company_list:
                 sentences.append(s)
                 words += s.count(" ") + 1
             text = " ".join(sentences)
+            table = tables.get(key)
+            if table is not None and c == 0:
+                text = f"{table.text}\n\n{text}"
+                words += len(table.text.split())
             texts.append(text)
             chunks.append(ChunkDraft(node_id=key_to_id[key], ordinal=len(chunks), text=text, page=start + c // 3,
-                                     token_count=int(words * 1.35), heading_path=heading))
+                                     token_count=int(words * 1.35), heading_path=heading,
+                                     statement=table.kind if table is not None else ""))
         page = start + (counts[key] - 1) // 3 + 1
         spans[key] = (start, page - 1)
         leaf_text[key] = "\n\n".join(texts)
@@ -527,11 +561,12 @@ def synthetic_document(index: int, chunks_per_doc: int, seed: int, company_list:
                             "fiscal_year": fy}
     if fq:
         meta["fiscal_quarter"] = fq
-        meta["period_end_date"] = dt.date(fy, 3 * fq, 30 if fq in (2, 3) else 31).isoformat()
+        meta["period_end_date"] = quarter_end(fy, fq).isoformat()
     else:
         meta["period_end_date"] = dt.date(fy, 12, 31).isoformat()
     title = f"{co.name} {form} {'Q' + str(fq) + ' ' if fq else ''}{fy}"
-    return name, meta, title, tree, tuple(chunks)
+    facts = tuple(f for key, t in tables.items() for f in t.located(spans[key][0], key_to_id[key]))
+    return name, meta, title, tree, tuple(chunks), facts
 
 
 def _path_keys(key: str, parents: dict[str, str | None]) -> list[str]:
@@ -554,14 +589,15 @@ def generate_batch(indices: Sequence[int], chunks_per_doc: int, seed: int, n_com
     company_list = companies(n_companies, seed)
     out = []
     for index in indices:
-        name, meta, title, tree, chunks = synthetic_document(index, chunks_per_doc, seed, company_list)
+        name, meta, title, tree, chunks, facts = synthetic_document(index, chunks_per_doc, seed, company_list)
         description = offline_description(tree, meta, name)
         label = doc_label(meta, title)
         chunk_vecs = emb.embed_batch([embed_text_for_chunk(label, c.heading_path, c.text) for c in chunks])
         node_vecs = emb.embed_batch([f"{label} | {' > '.join(n.path)}: {n.summary}" for n in tree.nodes])
         desc_vec = emb.embed_batch([f"{title}. {description}"])[0]
         out.append(SyntheticDoc(name=name, metadata=meta, title=title, description=description, tree=tree,
-                                chunks=chunks, chunk_vecs=chunk_vecs, node_vecs=node_vecs, desc_vec=desc_vec))
+                                chunks=chunks, chunk_vecs=chunk_vecs, node_vecs=node_vecs, desc_vec=desc_vec,
+                                facts=facts))
     return out
 
 
