@@ -514,6 +514,12 @@ CONCEPTS: tuple[Concept, ...] = (
     Concept("right_of_use_assets", "right-of-use assets", (
         "right of use assets", "operating lease right of use assets", "right of use assets operating leases",
         "operating lease right of use asset", "right of use asset"), ("使用权资产",), (), _BS, flow=False),
+    Concept("ppe_net", "property, plant and equipment, net", (
+        "property plant and equipment net", "property and equipment net", "total property plant and equipment net",
+        "net property plant and equipment", "property plant and equipment total net", "net property and equipment"),
+        ("固定资产",), ("ppe", "pp and e", "ppne", "net ppe", "net ppne", "fixed assets", "property plant and equipment"),
+        _BS,
+        flow=False),
     Concept("total_assets", "total assets", ("total assets",), ("资产总计", "资产合计"), ("total assets",),
             _BS, flow=False),
     Concept("accounts_payable", "accounts payable", (
@@ -682,7 +688,8 @@ _QUOTED = re.compile(r"['‘’\"“”]([^'‘’\"“”]{3,80})['‘’\"“�
 
 
 def _norm(text: str) -> str:
-    return " " + " ".join(_NORM.sub(" ", text.lower().replace("’", "'").replace("'s ", " ")).split()) + " "
+    text = text.lower().replace("’", "'").replace("'s ", " ").replace("&", " and ")
+    return " " + " ".join(_NORM.sub(" ", text).split()) + " "
 
 
 def _phrases() -> list[tuple[str, str]]:
