@@ -54,7 +54,9 @@ SQL_NODE_PATHS = """
 SELECT n.document_id, n.node_id, n.path FROM nodes n
 JOIN unnest($1::bigint[], $2::text[]) AS k(doc_id, node_id) ON n.document_id = k.doc_id AND n.node_id = k.node_id"""
 
-Operation = str  # lookup | max | min | rank | categories | trend
+Operation = str  # lookup | max | min | rank | categories | trend | screen
+MAX_MISSING_NAMED = 12
+"""Documents without the figure named in an answer; the rest are counted."""
 
 
 class Category(msgspec.Struct, frozen=True):
@@ -611,7 +613,9 @@ def compose(ask_: MeasureAsk, docs: Sequence[_Doc], rows_by_doc: Mapping[int, li
         lines += [w.figure(d, r, o) + "." for d, r, o in picked] if len(picked) > 1 else \
             [f"{label.capitalize()} of {w.figure(*picked[0])}."]
     if missing:
-        lines.append(f"No {label} figure was found in the statements of: {', '.join(missing)}.")
+        shown = ", ".join(missing[:MAX_MISSING_NAMED]) + (f" and {len(missing) - MAX_MISSING_NAMED} more"
+                                                          if len(missing) > MAX_MISSING_NAMED else "")
+        lines.append(f"No {label} figure was found in the statements of: {shown}.")
     return FactsAnswer(ask=ask_, text="\n".join(lines), citations=tuple(w.cites), used=tuple(w.used),
                        missing=tuple(missing))
 
@@ -721,12 +725,36 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, question: str,
         else:
             operands = measure_rows(ratio.numerator, doc_rows) + measure_rows(ratio.denominator, doc_rows)
             rows_by_doc[d] = ratio_rows(ratio, operands)
-    doc_ids = list(rows_by_doc) if corpus else ids
+    doc_ids = _one_per_company(list(rows_by_doc), rows_by_doc, catalog, a.years) if corpus else ids
     spec = None
     if ratio is not None:
         top = CONCEPT_BY_NAME[ratio.numerator]
         spec = Concept(name=a.concept, label=ratio.label, printed=(), kinds=top.kinds, unit="ratio", flow=top.flow)
     return await _compose(pool, catalog, plan, a, doc_ids, rows_by_doc, spec)
+
+
+def _one_per_company(doc_ids: Sequence[int], rows_by_doc: Mapping[int, list[_Row]], catalog: Catalog,
+                     years: Sequence[int]) -> list[int]:
+    """A corpus-wide question compares companies, not reports: per company (renamed companies as one) the
+    report that answers — of the stated year, an annual report first; else its latest report with the
+    measure. Documents without a company stand for themselves."""
+    groups: dict[str, list[int]] = {}
+    for d in doc_ids:
+        fields = catalog.docs.get(d)
+        company = str(fields.metadata.get("company") or "") if fields else ""
+        groups.setdefault(company_core(catalog.known.entity(company)) if company else f"#{d}", []).append(d)
+    out = []
+    for ds in groups.values():
+        meta = catalog.metadata(ds)
+        candidates = [d for d in ds if rows_by_doc.get(d)]
+        if years:
+            candidates = [d for d in candidates if any(r.period_end.year in years for r in rows_by_doc[d])] or candidates
+        if not candidates:
+            continue
+        out.append(max(candidates, key=lambda d: (
+            bool(years) and str(meta.get(d, {}).get("doc_type") or "") in ("10k", "annual_report"),
+            str(meta.get(d, {}).get("period_end_date") or ""))))
+    return out
 
 
 def measure_rows(concept: str, rows: Sequence[_Row]) -> list[_Row]:

@@ -79,6 +79,8 @@ def latest_reports(state: QueryState, scope: QuestionScope, routing: RoutingResu
         docs.insert(docs.index(d), moved)
     if docs == list(routing.documents):
         return routing
+    while len(docs) > len(routing.documents):  # the latest report takes a place, it adds none: top_docs holds
+        docs.pop()
     return msgspec.structs.replace(routing, documents=tuple(docs))
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -144,9 +145,30 @@ async def test_bench_times_the_corpus_wide_facts_question(tiny_report: LatencyRe
             used = {x.doc_id for x in res.facts}
             companies_used = {x.entity for x in res.facts}
             assert len(companies_used) == 3, (q, companies_used)
-            if "2023" in q:  # a stated year: the 10-K 2023 and the 10-Qs' comparative quarters
-                assert len(used) == 9, (q, len(used))
-            else:  # each report's latest period: all 27 reports with statements, beyond the routed ones
-                assert len(used) == 27 > len(res.documents), (q, len(used), len(res.documents))
+            # one report per company: of a stated year its annual report, else its latest report
+            assert len(used) == 3, (q, sorted(used))
+            meta = {d: rt_doc for d, rt_doc in (await _doc_meta(rt, used)).items()}
+            if "2023" in q:
+                assert {m["doc_type"] for m in meta.values()} == {"10k"}, meta
+                assert {str(x.period_end)[:4] for x in res.facts} == {"2023"}, q
+            else:
+                latest = await _latest_per_company(rt)
+                assert set(used) == latest, (q, sorted(used), sorted(latest))
             assert res.answer.startswith(res.facts[0].label.capitalize()), res.answer[:80]
 
+
+async def _doc_meta(rt: Any, ids: Any) -> dict[int, dict[str, Any]]:
+    import json
+
+    rows = await rt.pool.fetch("SELECT id, metadata FROM documents WHERE id = ANY($1::bigint[])", list(ids))
+    return {r["id"]: json.loads(r["metadata"]) if isinstance(r["metadata"], str) else dict(r["metadata"])
+            for r in rows}
+
+
+async def _latest_per_company(rt: Any) -> set[int]:
+    """Each company's document with the latest period end among those with statement facts."""
+    rows = await rt.pool.fetch(
+        "SELECT DISTINCT ON (d.metadata ->> 'company') d.id FROM documents d "
+        "WHERE EXISTS (SELECT 1 FROM facts f WHERE f.document_id = d.id) "
+        "ORDER BY d.metadata ->> 'company', d.metadata ->> 'period_end_date' DESC")
+    return {r["id"] for r in rows}
