@@ -33,7 +33,7 @@ from kb.vocab import (
 from router.catalog import Catalog
 from router.metadata import company_aliases, fact_condition
 from router.scope import doc_entity
-from router.types import CitationOut, RetrievedChunk, ScopePlan
+from router.types import Answer, CitationOut, RetrievedChunk, ScopePlan
 
 SQL_DOC_FACTS = """
 SELECT f.document_id, f.ordinal, f.statement, f.line_item, f.concept, f.period_end, f.months, f.period_label,
@@ -679,6 +679,11 @@ def _trend_lines(ask_: MeasureAsk, picked: Sequence[tuple[_Doc, _Row, list[_Row]
     return lines
 
 
+def facts_table(facts: FactsAnswer | None, answer: Answer) -> list[FactUsed]:
+    """The facts a query result lists: those its answer was computed from, numbered as the answer cites them."""
+    return numbered(facts.used, answer.citations) if facts and answer.mode.startswith("facts") else []
+
+
 def numbered(used: Sequence[FactUsed], citations: Sequence[CitationOut]) -> list[FactUsed]:
     """The facts an answer used with the markers its final text gives them (numbering is in reading order; an
     LLM answer may leave a fact uncited: marker 0)."""
@@ -730,7 +735,7 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, question: str,
     if ratio is not None:
         top = CONCEPT_BY_NAME[ratio.numerator]
         spec = Concept(name=a.concept, label=ratio.label, printed=(), kinds=top.kinds, unit="ratio", flow=top.flow)
-    return await _compose(pool, catalog, plan, a, doc_ids, rows_by_doc, spec)
+    return await _compose(pool, catalog, plan, a, {d: rows_by_doc.get(d, []) for d in doc_ids}, spec)
 
 
 def _one_per_company(doc_ids: Sequence[int], rows_by_doc: Mapping[int, list[_Row]], catalog: Catalog,
@@ -779,8 +784,10 @@ def _reading(plan: ScopePlan, catalog: Catalog, op: str) -> list[int]:
     return ids
 
 
-async def _compose(pool: asyncpg.Pool, catalog: Catalog, plan: ScopePlan, a: MeasureAsk, doc_ids: Sequence[int],
+async def _compose(pool: asyncpg.Pool, catalog: Catalog, plan: ScopePlan, a: MeasureAsk,
                    rows_by_doc: Mapping[int, list[_Row]], spec: Concept | None = None) -> FactsAnswer | None:
+    """The answer over ``rows_by_doc`` (every document read, in order; an empty list: no figure in it)."""
+    doc_ids = list(rows_by_doc)
     if not any(rows_by_doc.get(d) for d in doc_ids):
         return None
     metas, names = catalog.metadata(doc_ids), catalog.names(doc_ids)
@@ -844,7 +851,7 @@ async def _line_answer(pool: asyncpg.Pool, catalog: Catalog, question: str, plan
                    kinds=(first.statement,), unit="per_share" if first.unit.endswith("/share") else "money",
                    flow=first.statement != "balance")
     a = msgspec.structs.replace(probe, concept=spec.name, question=question)
-    return await _compose(pool, catalog, plan, a, ids, rows_by_doc, spec)
+    return await _compose(pool, catalog, plan, a, {d: rows_by_doc.get(d, []) for d in ids}, spec)
 
 
 def _entity(doc_id: int, plan: ScopePlan, metas: Mapping[int, Mapping[str, Any]], names: Mapping[int, str],

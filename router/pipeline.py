@@ -20,7 +20,7 @@ from kb.providers.chat import CountingChat
 from kb.settings import RetrievalSettings
 from kb.types import LLMUsage
 from router.catalog import Catalogs
-from router.facts import answer_from_facts, numbered
+from router.facts import answer_from_facts, facts_table
 from router.locate import Searched, documents_to_read, locate, read_more, search_trees
 from router.planning import plan_documents
 from router.ranking import Ranked, rank
@@ -28,7 +28,7 @@ from router.retrieve import Reranker
 from router.routing import route
 from router.state import Clock, Evidence, QueryState, QueryVectors, Services, prepare
 from router.sufficiency import Judgement, judge
-from router.synthesize import synthesize
+from router.synthesize import check_figures, synthesize
 from router.trace import QueryResult, RetrievalOutcome, build_trace
 from router.types import (
     Oracle,
@@ -90,8 +90,9 @@ class QueryPipeline:
         req, chat, clock = checked(req), CountingChat(self.chat), Clock()
         out = await self.retrieve(req, on_event, chat=chat, clock=clock)
         with clock.stage("synthesize"):
-            answer = await synthesize(chat, req.query, list(out.evidence), req.history, plan=out.plan,
-                                      facts=out.facts, strict_figures=self.settings.strict_figures)
+            answer = check_figures(await synthesize(chat, req.query, list(out.evidence), req.history,
+                                                    plan=out.plan, facts=out.facts),
+                                   strict=self.settings.strict_figures)
         clock.total()
         usage = chat.usage()
         if self.observe is not None:
@@ -102,9 +103,7 @@ class QueryPipeline:
                  docs=len(out.routing.documents), nodes=len(out.picks), chunks=len(out.evidence),
                  total_ms=round(clock.ms["total"], 1))
         return QueryResult(answer=answer.text, citations=list(answer.citations), documents=list(out.routing.documents),
-                           facts=numbered(out.facts.used, answer.citations)
-                           if out.facts and answer.mode.startswith("facts") else [],
-                           trace=trace)
+                           facts=facts_table(out.facts, answer), trace=trace)
 
 
 async def judge_and_read(state: QueryState, ev: Evidence, routing: RoutingResult, searched: tuple[Searched, ...],

@@ -87,7 +87,7 @@ def in_reading_order(answer: Answer) -> Answer:
 
 async def synthesize(chat: ChatModel, question: str, chunks: Sequence[RetrievedChunk],
                      history: Sequence[Turn] = (), *, plan: ScopePlan | None = None,
-                     facts: FactsAnswer | None = None, strict_figures: bool = False) -> Answer:
+                     facts: FactsAnswer | None = None) -> Answer:
     """LLM answer with [n] markers mapped to citations; extractive when offline or on failure. Markers are
     numbered in reading order (``in_reading_order``).
 
@@ -100,8 +100,6 @@ async def synthesize(chat: ChatModel, question: str, chunks: Sequence[RetrievedC
         answer = await _facts_answer(chat, question, chunks, history, plan, facts)
     else:
         answer = await _answer(chat, question, chunks, history, plan)
-    if answer.mode in ("llm", "facts_llm"):
-        answer = check_figures(answer, strict=strict_figures)
     return in_reading_order(answer)
 
 
@@ -111,7 +109,9 @@ _SENTENCE_END = re.compile(r"(?<=[.!?。！？])(?:\s*\[\d{1,3}\])*\s+(?=\S)|\n+
 def check_figures(answer: Answer, *, strict: bool = False) -> Answer:
     """Every figure of an LLM answer must be stated by the evidence its sentence cites (by all its citations when
     the sentence cites none); other sentences are flagged, and with ``strict`` dropped. Years, small counts,
-    dates and citation markers are not figures."""
+    dates and citation markers are not figures. Offline answers are returned as they are."""
+    if answer.mode not in ("llm", "facts_llm"):
+        return answer
     by_marker = {c.marker: c for c in answer.citations}
     cited_all = [f for c in answer.citations for f in figures(c.text)]
     kept: list[str] = []
