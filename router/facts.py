@@ -34,6 +34,7 @@ from router.catalog import Catalog
 from router.metadata import company_aliases, fact_condition
 from router.scope import doc_entity
 from router.types import Answer, CitationOut, RetrievedChunk, ScopePlan
+from router.wording import EN, ZH, Words, date_text, words
 
 SQL_DOC_FACTS = """
 SELECT f.document_id, f.ordinal, f.statement, f.line_item, f.concept, f.period_end, f.months, f.period_label,
@@ -82,6 +83,7 @@ class MeasureAsk(msgspec.Struct, frozen=True):
     percent: bool = False  # a percentage change is asked
     question: str = ""
     average: bool = False  # trend: the mean over the periods is asked
+    lang: str = "en"  # the question's language: the answer's connecting words (router.wording)
     bounds: dict[str, float] = {}  # a stated screen: {"gt": 1e9} for "revenue above $1 billion" (operation screen)
 
 
@@ -453,38 +455,47 @@ def _comparative(rows: Sequence[_Row], best: _Row) -> _Row | None:
 # ------------------------------------------------------------------------------------------- the answer
 
 
-def money(value: float, row: _Row) -> str:
+def money(value: float, row: _Row, w: Words = EN) -> str:
     """A figure as a reader reads it: "$9,284 thousand", "−$0.54 per share", "CNY 4,204,361,492.83",
-    "5,000 thousand shares"."""
+    "5,000 thousand shares"; in Chinese "4,204,361,492.83元", "1,234.50万元"."""
     per_share = row.unit.endswith("/share")
     if row.unit == "%":
         return f"{value:.2f}%"
     if row.unit == "x":
         return f"{value:.2f}"
-    if row.unit == "shares":
-        shown = value / row.scale if row.scale not in (0, 1) else value
-        scale = {1e3: " thousand", 1e6: " million", 1e9: " billion"}.get(row.scale, "")
-        return f"{'−' if value < 0 else ''}{abs(shown):,.0f}{scale} shares"
-    currency = "CNY " if row.unit.startswith("CNY") else "$"
     shown = value / row.scale if row.scale not in (0, 1) else value
+    sign = "−" if value < 0 else ""
+    if row.unit == "shares":
+        scale = {1e3: " thousand", 1e6: " million", 1e9: " billion"}.get(row.scale, "")
+        if w.lang == "zh":
+            scale = {1e3: "千", 1e4: "万", 1e6: "百万", 1e8: "亿", 1e9: "十亿"}.get(row.scale, "")
+        return f"{sign}{abs(shown):,.0f}{scale}{w.shares}"
     decimals = 2 if per_share or (abs(shown) < 100 and shown != int(shown)) or row.printed.count(".") else 0
+    if w.lang == "zh" and row.unit.startswith("CNY"):
+        unit = {1e3: "千元", 1e4: "万元", 1e6: "百万元", 1e8: "亿元"}.get(row.scale, "元")
+        return f"{sign}{abs(shown):,.{decimals}f}{unit}{w.per_share if per_share else ''}"
+    currency = "CNY " if row.unit.startswith("CNY") else "$"
     body = f"{currency}{abs(shown):,.{decimals}f}"
     scale = {1e3: " thousand", 1e6: " million", 1e9: " billion", 1e4: " 万", 1e8: " 亿"}.get(row.scale, "")
-    sign = "−" if value < 0 else ""
-    return f"{sign}{body}{scale}{' per share' if per_share else ''}"
+    return f"{sign}{body}{scale}{w.per_share if per_share else ''}"
 
 
-def _period(row: _Row) -> str:
-    day = f"{row.period_end:%B} {row.period_end.day}, {row.period_end.year}"
+def _period(row: _Row, w: Words = EN) -> str:
+    day = date_text(row.period_end, w)
     if row.months == 0:
-        return f"at {day}"
-    return f"for the year ended {day}" if row.months == 12 else f"for the {row.months} months ended {day}"
+        return w.at.format(date=day)
+    if row.months == 12:
+        return w.year_ended.format(date=day, year=row.period_end.year)
+    return w.months_ended.format(date=day, m=row.months)
 
 
-def _where(row: _Row) -> str:
-    place = f"page {row.page}" if row.page is not None else f"line {row.line}" if row.line is not None else ""
-    kind = STATEMENT_LABELS.get(row.statement, row.statement)
-    return f"{kind}, “{row.line_item}”" + (f", {place}" if place else "")
+def _where(row: _Row, w: Words = EN) -> str:
+    kind = w.statements.get(row.statement, row.statement)
+    if row.page is not None:
+        return w.where_page.format(kind=kind, item=row.line_item, n=row.page)
+    if row.line is not None:
+        return w.where_line.format(kind=kind, item=row.line_item, n=row.line)
+    return f"{kind}, “{row.line_item}”"
 
 
 class _Doc(msgspec.Struct, frozen=True):
@@ -495,10 +506,11 @@ class _Doc(msgspec.Struct, frozen=True):
 
 
 class _Writer:
-    """Collects cited facts: each row gets one marker."""
+    """Collects cited facts (each row gets one marker) and words them in the question's language."""
 
-    def __init__(self, spec: Concept, docs: Mapping[int, _Doc], paths: Mapping[tuple[int, str], str]) -> None:
-        self.spec, self.docs, self.paths = spec, docs, paths
+    def __init__(self, spec: Concept, docs: Mapping[int, _Doc], paths: Mapping[tuple[int, str], str],
+                 w: Words = EN) -> None:
+        self.spec, self.docs, self.paths, self.w = spec, docs, paths, w
         self.markers: dict[tuple[int, int], int] = {}
         self.cites: list[CitationOut] = []
         self.used: list[FactUsed] = []
@@ -525,22 +537,34 @@ class _Writer:
                 statement=row.statement, page=row.page, line=row.line))
         return f"[{self.markers[key]}]"
 
+    def value(self, row: _Row) -> str:
+        return money(row.value, row, self.w)
+
+    def period(self, row: _Row) -> str:
+        return _period(row, self.w)
+
     def figure(self, doc: _Doc, row: _Row, others: Sequence[_Row] = ()) -> str:
-        text = f"{doc.entity}: {money(row.value, row)} {_period(row)} {self.cite(row)} ({_where(row)})"
+        w = self.w
+        if w.lang == "zh":
+            text = f"{doc.entity}：{self.value(row)}{self.period(row)}{self.cite(row)}（{_where(row, w)}）"
+        else:
+            text = f"{doc.entity}: {self.value(row)} {self.period(row)} {self.cite(row)} ({_where(row, w)})"
         for o in others:
-            text += f"; also printed as {money(o.value, o)} {self.cite(o)} ({_where(o)})"
+            text += w.also.format(value=self.value(o), cite=self.cite(o), where=_where(o, w))
         return text
 
 
-def _change(old: _Row, new: _Row, *, percent: bool = True) -> str:
+def _change(old: _Row, new: _Row, *, percent: bool = True, w: Words = EN) -> str:
     delta = new.value - old.value
-    word = "increased" if delta > 0 else "decreased" if delta < 0 else "was unchanged"
     if delta == 0:
-        return f"{word} at {money(new.value, new)}"
+        return w.unchanged.format(new=money(new.value, new, w))
     same = old.scale == new.scale
-    shown = money(abs(delta), new if same else msgspec.structs.replace(new, scale=1.0))
+    shown = money(abs(delta), new if same else msgspec.structs.replace(new, scale=1.0), w)
     pct = f" ({delta / abs(old.value) * 100:+.2f}%)" if percent and old.value else ""
-    return f"{word} by {shown}{pct} from {money(old.value, old)} to {money(new.value, new)}"
+    if w.lang == "zh" and pct:
+        pct = f"（{delta / abs(old.value) * 100:+.2f}%）"
+    template = w.increased if delta > 0 else w.decreased
+    return template.format(delta=shown, pct=pct, old=money(old.value, old, w), new=money(new.value, new, w))
 
 
 def compose(ask_: MeasureAsk, docs: Sequence[_Doc], rows_by_doc: Mapping[int, list[_Row]],
@@ -549,7 +573,8 @@ def compose(ask_: MeasureAsk, docs: Sequence[_Doc], rows_by_doc: Mapping[int, li
     printed line item outside the vocabulary."""
     spec = spec or CONCEPT_BY_NAME[ask_.concept]
     by_id = {d.doc_id: d for d in docs}
-    w = _Writer(spec, by_id, paths)
+    ww = ZH if ask_.lang == "zh" else EN
+    w = _Writer(spec, by_id, paths, ww)
     picked: list[tuple[_Doc, _Row, list[_Row]]] = []
     missing: list[str] = []
     trend = ask_.operation == "trend"
@@ -562,20 +587,23 @@ def compose(ask_: MeasureAsk, docs: Sequence[_Doc], rows_by_doc: Mapping[int, li
             picked.append((d, best, others))
     if not picked:
         return None
-    label = spec.label
+    label = spec.chinese[0] if ww.lang == "zh" and spec.chinese else spec.label
+    sep = "、" if ww.lang == "zh" else " and "
     lines: list[str] = []
     if ask_.operation in ("max", "min", "rank"):
         ordered = sorted(picked, key=lambda x: x[1].value, reverse=ask_.operation != "min")
         if ask_.operation != "rank" and len(ordered) > 1:
             top = ordered[0]
-            word = "highest" if ask_.operation == "max" else "lowest"
             tied = [x[0].entity for x in ordered if x[1].value == top[1].value]
-            lines.append(f"{' and '.join(tied)} {'have' if len(tied) > 1 else 'has'} the {word} {label}: "
-                         f"{money(top[1].value, top[1])} {_period(top[1])} {w.cite(top[1])}.")
-        order = "ascending" if ask_.operation == "min" or _ASCENDING.search(ask_.question) else "descending"
-        if order == "ascending" and ask_.operation == "rank":
+            lines.append(ww.verdict.format(
+                names=sep.join(tied), verb="have" if len(tied) > 1 else "has", label=label,
+                word=ww.highest if ask_.operation == "max" else ww.lowest, value=w.value(top[1]),
+                period=w.period(top[1]), cite=w.cite(top[1])))
+        ascending = ask_.operation == "min" or bool(_ASCENDING.search(ask_.question))
+        if ascending and ask_.operation == "rank":
             ordered.reverse()
-        head = [f"{label.capitalize()} by company, in {order} order:"]
+        head = [ww.by_company_ordered.format(label=label.capitalize(),
+                                             order=ww.ascending if ascending else ww.descending)]
         head += [f"{i}. {w.figure(d, r, o)}" for i, (d, r, o) in enumerate(ordered, 1)]
         lines[:0] = head  # the verdict (with its superlative) comes last
     elif ask_.operation == "categories":
@@ -588,8 +616,8 @@ def compose(ask_: MeasureAsk, docs: Sequence[_Doc], rows_by_doc: Mapping[int, li
                                                           "decrease" if r.value < prev.value else "zero")
                 cat = next((c for c in ask_.categories if c.direction == direction), None) or \
                     next((c for c in ask_.categories if c.direction == "other"), None)
-                figures.append(f"- {w.figure(d, r, o)}" + (f"; {_change(prev, r)} {w.cite(prev)}" if prev else
-                                                           "; no previous period printed"))
+                figures.append(f"- {w.figure(d, r, o)}" + (f"; {_change(prev, r, w=ww)} {w.cite(prev)}" if prev
+                                                           else ww.no_previous))
             else:
                 sign = "positive" if r.value > 0 else "negative" if r.value < 0 else "zero"
                 cat = next((c for c in ask_.categories if (c.low is not None or c.high is not None)
@@ -601,26 +629,30 @@ def compose(ask_: MeasureAsk, docs: Sequence[_Doc], rows_by_doc: Mapping[int, li
                 figures.append(f"- {w.figure(d, r, o)}")
             if cat is not None:
                 groups[cat.name].append(d.entity)
-        lines.append(f"{label.capitalize()} by company:")
+        lines.append(ww.by_company.format(label=label.capitalize()))
         lines += figures
-        lines.append(f"Grouped by {label}:")
-        lines += [f"- {name}: {', '.join(members) if members else '(none)'}" for name, members in groups.items()]
+        lines.append(ww.grouped.format(label=label))
+        lines += [f"- {name}: {', '.join(members) if members else ww.none}" for name, members in groups.items()]
     elif trend:
         lines += _trend_lines(ask_, picked, rows_by_doc, w)
     elif ask_.operation == "screen":
         lines += _screen_lines(ask_, picked, w)
     else:
-        lines += [w.figure(d, r, o) + "." for d, r, o in picked] if len(picked) > 1 else \
-            [f"{label.capitalize()} of {w.figure(*picked[0])}."]
+        end = "。" if ww.lang == "zh" else "."
+        lines += [w.figure(d, r, o) + end for d, r, o in picked] if len(picked) > 1 else \
+            [ww.lookup.format(label=label.capitalize(), figure=w.figure(*picked[0]))]
     if missing:
-        shown = ", ".join(missing[:MAX_MISSING_NAMED]) + (f" and {len(missing) - MAX_MISSING_NAMED} more"
+        shown = ", ".join(missing[:MAX_MISSING_NAMED]) + (ww.more.format(n=len(missing) - MAX_MISSING_NAMED)
                                                           if len(missing) > MAX_MISSING_NAMED else "")
-        lines.append(f"No {label} figure was found in the statements of: {shown}.")
+        lines.append(ww.missing.format(label=label, docs=shown))
     return FactsAnswer(ask=ask_, text="\n".join(lines), citations=tuple(w.cites), used=tuple(w.used),
                        missing=tuple(missing))
 
 
 _BOUND_TEXT = {"gt": "above", "gte": "at least", "lt": "below", "lte": "at most"}
+
+
+_BOUND_ZH = {"gt": "高于", "gte": "不低于", "lt": "低于", "lte": "不高于"}
 
 
 def _screen_lines(ask_: MeasureAsk, picked: Sequence[tuple[_Doc, _Row, list[_Row]]], w: _Writer) -> list[str]:
@@ -630,10 +662,14 @@ def _screen_lines(ask_: MeasureAsk, picked: Sequence[tuple[_Doc, _Row, list[_Row
                    for k, b in ask_.bounds.items())
     hits = sorted((x for x in picked if meets(x[1].value)), key=lambda x: -x[1].value)
     unit = msgspec.structs.replace(picked[0][1], scale=1.0, unit=picked[0][1].unit)
-    condition = " and ".join(f"{_BOUND_TEXT[k]} {money(b, unit)}" for k, b in ask_.bounds.items())
-    year = f" in {ask_.years[0]}" if len(ask_.years) == 1 else ""
-    lines = [f"{len(hits)} of the {len(picked)} companies with a {w.spec.label} figure{year} have "
-             f"{w.spec.label} {condition}{':' if hits else '.'}"]
+    zh = w.w.lang == "zh"
+    words_of = _BOUND_ZH if zh else _BOUND_TEXT
+    condition = ("且" if zh else " and ").join(f"{words_of[k]}{'' if zh else ' '}{money(b, unit, w.w)}"
+                                              for k, b in ask_.bounds.items())
+    year = (f"{ask_.years[0]}年" if zh else f" in {ask_.years[0]}") if len(ask_.years) == 1 else ""
+    label = w.spec.chinese[0] if zh and w.spec.chinese else w.spec.label
+    head = w.w.screen.format(hits=len(hits), n=len(picked), label=label, year=year, condition=condition)
+    lines = [head + ((":" if not zh else "：") if hits else ("." if not zh else "。"))]
     lines += [f"{i}. {w.figure(d, r, o)}" for i, (d, r, o) in enumerate(hits, 1)]
     return lines
 
@@ -663,19 +699,23 @@ def _trend_lines(ask_: MeasureAsk, picked: Sequence[tuple[_Doc, _Row, list[_Row]
             low, high = min(ask_.years) - 1, max(ask_.years)
             kept = [p for p in points if low <= p.period_end.year <= high]
             points = kept if len(kept) >= 2 else points
-        label = w.spec.label
-        lines.append(f"{entity} — {label}:")
-        lines += [f"- {money(p.value, p)} {_period(p)} {w.cite(p)} ({_where(p)})" for p in points]
+        ww = w.w
+        label = w.spec.chinese[0] if ww.lang == "zh" and w.spec.chinese else w.spec.label
+        lines.append(f"{entity} — {label}{'：' if ww.lang == 'zh' else ':'}")
+        if ww.lang == "zh":
+            lines += [f"- {w.value(p)}{w.period(p)}{w.cite(p)}（{_where(p, ww)}）" for p in points]
+        else:
+            lines += [f"- {w.value(p)} {w.period(p)} {w.cite(p)} ({_where(p, ww)})" for p in points]
         for a, b in zip(points, points[1:], strict=False):
-            lines.append(f"- {b.period_end.year} vs {a.period_end.year}: {_change(a, b)}.")
+            lines.append(ww.step.format(y2=b.period_end.year, y1=a.period_end.year, change=_change(a, b, w=ww)))
         if len(points) > 2:
-            lines.append(f"- Overall, {points[0].period_end.year} to {points[-1].period_end.year}: "
-                         f"{_change(points[0], points[-1])}.")
+            lines.append(ww.overall.format(y1=points[0].period_end.year, y2=points[-1].period_end.year,
+                                           change=_change(points[0], points[-1], w=ww)))
         if ask_.average and len(points) > 1:
             mean = sum(p.value for p in points) / len(points)
-            lines.append(f"- Average over the {len(points)} periods: {money(mean, points[-1])}.")
+            lines.append(ww.average.format(n=len(points), value=money(mean, points[-1], ww)))
         if len(points) == 1:
-            lines.append("- Only one period of this figure is printed in the documents read.")
+            lines.append(ww.one_period)
     return lines
 
 
@@ -706,7 +746,7 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, question: str,
     a = ask(question, series=plan.scope.series)
     if a is None:
         return await _line_answer(pool, catalog, question, plan)
-    a = msgspec.structs.replace(a, question=question)
+    a = msgspec.structs.replace(a, question=question, lang=words(question).lang)
     ratio = RATIO_BY_NAME.get(a.concept[6:]) or (question_ratio(question) if a.concept.startswith("ratio:") else None)
     measures = [ratio.numerator, ratio.denominator] if ratio else [a.concept]
     concepts = list(dict.fromkeys(c for m in measures for c in (m, *DERIVED.get(m, ()), *STANDS_FOR.get(m, ())[:1])))
@@ -850,7 +890,7 @@ async def _line_answer(pool: asyncpg.Pool, catalog: Catalog, question: str, plan
     spec = Concept(name=f"line:{label}", label=first.line_item.strip().rstrip(":："), printed=(),
                    kinds=(first.statement,), unit="per_share" if first.unit.endswith("/share") else "money",
                    flow=first.statement != "balance")
-    a = msgspec.structs.replace(probe, concept=spec.name, question=question)
+    a = msgspec.structs.replace(probe, concept=spec.name, question=question, lang=words(question).lang)
     return await _compose(pool, catalog, plan, a, {d: rows_by_doc.get(d, []) for d in ids}, spec)
 
 

@@ -16,6 +16,7 @@ from router.facts import FactsAnswer
 from router.prompts import SYNTHESIS_PURPOSE, SYNTHESIS_SYSTEM, multi_synthesis_prompt, synthesis_prompt
 from router.scope import evidence_found
 from router.types import Answer, CitationOut, RetrievedChunk, ScopePlan, Turn, UnsupportedFigure
+from router.wording import EN, Words, words
 
 log = structlog.get_logger("router.synthesize")
 
@@ -43,10 +44,10 @@ def _citation(i: int, c: RetrievedChunk) -> CitationOut:
                        chunk_id=c.chunk_id)
 
 
-def _missing_note(plan: ScopePlan | None) -> str:
+def _missing_note(plan: ScopePlan | None, w: Words = EN) -> str:
     if plan is None or not plan.scope.missing:
         return ""
-    return " ".join(f"No document about {m} is in the collection." for m in plan.scope.missing)
+    return " ".join(w.no_document_about.format(name=m) for m in plan.scope.missing)
 
 
 def _offline(question: str, chunks: Sequence[RetrievedChunk], plan: ScopePlan | None) -> Answer:
@@ -156,7 +157,7 @@ def _shifted(answer: Answer, by: int) -> Answer:
 
 async def _facts_answer(chat: ChatModel, question: str, chunks: Sequence[RetrievedChunk], history: Sequence[Turn],
                         plan: ScopePlan | None, facts: FactsAnswer) -> Answer:
-    k = len(facts.citations)
+    k, w = len(facts.citations), words(question)
     if not chat.offline:
         rows = facts.evidence()
         computed = RetrievedChunk(chunk_id=0, doc_id=rows[0].doc_id, doc_name="computed from the fact rows above",
@@ -180,24 +181,22 @@ async def _facts_answer(chat: ChatModel, question: str, chunks: Sequence[Retriev
             extra = None
         if extra is not None and extra.citations and extra.mode == "extractive":
             shifted = _shifted(extra, k)
-            text += "\nFrom the text:\n" + re.sub(r"^(?:Based on the retrieved evidence[^:\n]*:|Per document, "
-                                                   r"from the retrieved evidence:)\n?", "", shifted.text).strip()
+            text += f"\n{w.from_text}\n" + shifted.text.split("\n", 1)[-1].strip()  # without its lead line
             cites += shifted.citations
-    if missing_note := _missing_note(plan):
+    if missing_note := _missing_note(plan, w):
         text = f"{missing_note}\n{text}"
     return Answer(text=text, citations=tuple(cites), mode="facts")
 
 
 async def _answer(chat: ChatModel, question: str, chunks: Sequence[RetrievedChunk], history: Sequence[Turn],
                   plan: ScopePlan | None) -> Answer:
-    missing = _missing_note(plan)
+    w = words(question)
+    missing = _missing_note(plan, w)
     if missing and plan is not None and plan.scope.kind == "single" and not plan.scope.entities:
         # "What was Zephyr Motors' revenue?" in a collection without Zephyr: say so, answer from nothing else
-        return Answer(text=f"{missing} The question was not answered from other documents.", citations=(),
-                      mode="missing_entity")
+        return Answer(text=f"{missing} {w.not_answered}", citations=(), mode="missing_entity")
     if not chunks:
-        return Answer(text=(missing + " " if missing else "") +
-                      "No relevant evidence was found in the collection for this question.", citations=(), mode="none")
+        return Answer(text=(missing + " " if missing else "") + w.nothing_found, citations=(), mode="none")
     if chat.offline:
         return _offline(question, chunks, plan)
     if plan is not None and plan.scope.kind != "single":
@@ -223,16 +222,14 @@ async def _answer(chat: ChatModel, question: str, chunks: Sequence[RetrievedChun
 def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sentences: int = 4) -> Answer:
     """The best evidence sentences for the question, each cited ([n] = evidence block)."""
     picked = best_sentences(question, chunks, max_sentences)
+    w = words(question)
     if not picked:
-        return Answer(
-            text="The retrieved evidence does not clearly answer this question. The closest passage is: "
-                 f"\"{chunks[0].text[:300].strip()}\" [1]",
-            citations=(_citation(1, chunks[0]),), mode="extractive",
-        )
+        return Answer(text=w.closest.format(text=chunks[0].text[:300].strip()),
+                      citations=(_citation(1, chunks[0]),), mode="extractive")
     markers = sorted({ci + 1 for ci, _, _ in picked})
     lines = [f"- {' '.join(s.split())} [{ci + 1}]" for ci, _, s in picked]
     sources = sorted({chunks[ci].doc_name for ci, _, _ in picked})
-    lead = f"Based on the retrieved evidence from {sources[0]}:" if len(sources) == 1 else "Based on the retrieved evidence:"
+    lead = w.based_on_doc.format(doc=sources[0]) if len(sources) == 1 else w.based_on
     text = lead + "\n" + "\n".join(lines)
     return Answer(text=text, citations=tuple(_citation(i, chunks[i - 1]) for i in markers), mode="extractive")
 
@@ -266,10 +263,11 @@ def per_document_answer(question: str, chunks: Sequence[RetrievedChunk], plan: S
         cited = " ".join(f"{' '.join(s.split())} [{idx[ci] + 1}]" for ci, _, s in picked)
         used.update(idx[ci] + 1 for ci, _, _ in picked)
         lines.append(f"- {label}: {cited}")
-    parts = [p for p in (_missing_note(plan), "Per document, from the retrieved evidence:") if p]
+    w = words(question)
+    parts = [p for p in (_missing_note(plan, w), w.per_document) if p]
     text = "\n".join(parts + lines)
     if none:
-        text += "\n" + "\n".join(f"- No evidence found in {x}." for x in none)
+        text += "\n" + "\n".join(w.no_evidence_in.format(doc=x) for x in none)
     return Answer(text=text.strip(), citations=tuple(_citation(i, chunks[i - 1]) for i in sorted(used)),
                   mode="extractive")
 

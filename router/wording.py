@@ -1,0 +1,109 @@
+"""The connecting words of offline answers, in the language of the question (English or Chinese): the cited
+sentences and figures are the documents' own; what joins them is said the way the asker wrote."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import msgspec
+
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+class Words(msgspec.Struct, frozen=True):
+    """Templates with ``{}`` fields, one set per language."""
+
+    lang: str
+    at: str  # a balance at a date
+    year_ended: str
+    months_ended: str
+    per_share: str
+    shares: str
+    verdict: str  # {names} {verb} the {word} {label}: {value} {period} {cite}
+    highest: str
+    lowest: str
+    ascending: str
+    descending: str
+    by_company_ordered: str
+    by_company: str
+    grouped: str
+    none: str
+    missing: str
+    more: str
+    lookup: str
+    step: str
+    overall: str
+    average: str
+    increased: str
+    decreased: str
+    unchanged: str
+    also: str
+    where_line: str
+    where_page: str
+    no_previous: str
+    screen: str
+    one_period: str
+    from_text: str
+    based_on_doc: str
+    based_on: str
+    per_document: str
+    no_evidence_in: str
+    no_document_about: str
+    not_answered: str
+    nothing_found: str
+    closest: str
+    statements: dict[str, str]
+
+
+EN = Words(
+    lang="en", at="at {date}", year_ended="for the year ended {date}", months_ended="for the {m} months ended {date}",
+    per_share=" per share", shares=" shares", verdict="{names} {verb} the {word} {label}: {value} {period} {cite}.",
+    highest="highest", lowest="lowest", ascending="ascending", descending="descending",
+    by_company_ordered="{label} by company, in {order} order:", by_company="{label} by company:",
+    grouped="Grouped by {label}:", none="(none)", missing="No {label} figure was found in the statements of: {docs}.",
+    more=" and {n} more", lookup="{label} of {figure}.", step="- {y2} vs {y1}: {change}.",
+    overall="- Overall, {y1} to {y2}: {change}.", average="- Average over the {n} periods: {value}.",
+    increased="increased by {delta}{pct} from {old} to {new}", decreased="decreased by {delta}{pct} from {old} to {new}",
+    unchanged="was unchanged at {new}", also="; also printed as {value} {cite} ({where})",
+    where_line="{kind}, “{item}”, line {n}", where_page="{kind}, “{item}”, page {n}",
+    no_previous="; no previous period printed",
+    screen="{hits} of the {n} companies with a {label} figure{year} have {label} {condition}",
+    one_period="- Only one period of this figure is printed in the documents read.", from_text="From the text:",
+    based_on_doc="Based on the retrieved evidence from {doc}:", based_on="Based on the retrieved evidence:",
+    per_document="Per document, from the retrieved evidence:", no_evidence_in="- No evidence found in {doc}.",
+    no_document_about="No document about {name} is in the collection.",
+    not_answered="The question was not answered from other documents.",
+    nothing_found="No relevant evidence was found in the collection for this question.",
+    closest='The retrieved evidence does not clearly answer this question. The closest passage is: "{text}" [1]',
+    statements={"income": "income statement", "balance": "balance sheet", "cash_flow": "cash flow statement",
+                "comprehensive_income": "statement of comprehensive income", "equity": "statement of equity"},
+)
+
+ZH = Words(
+    lang="zh", at="（截至{date}）", year_ended="（{year}年度）", months_ended="（截至{date}的{m}个月）",
+    per_share="/股", shares="股", verdict="{names}的{label}{word}：{value}{period}{cite}。",
+    highest="最高", lowest="最低", ascending="升序", descending="降序",
+    by_company_ordered="各公司{label}（{order}）：", by_company="各公司{label}：", grouped="按{label}分组：",
+    none="（无）", missing="以下文档的报表中未找到{label}：{docs}。", more="等，另有{n}份", lookup="{figure}。",
+    step="- {y2}年较{y1}年：{change}。", overall="- {y1}年至{y2}年总体：{change}。", average="- {n}期平均：{value}。",
+    increased="增加{delta}{pct}，由{old}增至{new}", decreased="减少{delta}{pct}，由{old}降至{new}",
+    unchanged="持平，为{new}", also="；另一处列示为{value}{cite}（{where}）",
+    where_line="{kind}，“{item}”，第{n}行", where_page="{kind}，“{item}”，第{n}页", no_previous="；未列示上期数据",
+    screen="在有{label}数据的{n}家公司中，{hits}家{year}的{label}{condition}",
+    one_period="- 所读文档只列示了该数据的一个期间。", from_text="原文摘录：", based_on_doc="根据{doc}中检索到的证据：",
+    based_on="根据检索到的证据：", per_document="各文档检索到的证据：", no_evidence_in="- {doc}中未找到相关证据。",
+    no_document_about="知识库中没有关于{name}的文档。", not_answered="未用其他文档回答该问题。",
+    nothing_found="知识库中未找到与该问题相关的证据。", closest="检索到的证据未能明确回答该问题，最接近的段落：“{text}” [1]",
+    statements={"income": "利润表", "balance": "资产负债表", "cash_flow": "现金流量表",
+                "comprehensive_income": "综合收益表", "equity": "所有者权益变动表"},
+)
+
+
+def words(question: str) -> Words:
+    """The wording of a question's language: Chinese when it is written in Chinese, else English."""
+    return ZH if len(_CJK.findall(question)) >= 2 else EN
+
+
+def date_text(day: dt.date, w: Words) -> str:
+    return f"{day.year}年{day.month}月{day.day}日" if w.lang == "zh" else f"{day:%B} {day.day}, {day.year}"

@@ -1,0 +1,43 @@
+"""End to end, Chinese: A-share quarterly reports ingested with their metadata (证券简称, period) and statement
+facts; a Chinese question is routed by the company names written inside it and answered in Chinese."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from kb.app import create_app
+from kb.runtime import Runtime, open_runtime
+from kb.settings import get_settings
+from tests.conftest import ingest, module_env
+from tests.factgen import chinese_report
+from tests.http import app_client
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+async def reports(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Runtime]:
+    folder = tmp_path_factory.mktemp("zh")
+    (folder / "desay.txt").write_text(chinese_report("德赛电池", "4,094,687,499.12"), encoding="utf-8")
+    (folder / "teamsun.txt").write_text(chinese_report("华胜天成", "1,250,000,000.00"), encoding="utf-8")
+    async with module_env(pg_uri, "facts_zh", folder / ".kb", KB_INGEST_ROOT=str(folder)), \
+            open_runtime(get_settings()) as rt:
+        job = await ingest(rt, folder)
+        assert job.counts.get("ok") == 2, [(i.name, i.status, i.error) for i in job.items]
+        yield rt
+
+
+async def test_a_chinese_comparison_is_answered_in_chinese(reports: Runtime) -> None:
+    async with app_client(create_app(runtime=reports, run_worker=False)) as client:
+        docs = (await client.get("/kb/documents")).json()
+        assert {d["metadata"]["company"] for d in docs} == {"德赛电池", "华胜天成"}
+        assert {d["metadata"]["period_end_date"] for d in docs} == {"2024-03-31"}
+        r = await client.post("/kb/query", json={"query": "公司：德赛电池、华胜天成。哪家公司的营业收入最高？"})
+        body = r.json()
+    answer = body["answer"]
+    assert answer.strip().split("\n")[-1].startswith("德赛电池的营业总收入最高：4,094,687,499.12元（截至2024年3月31日的3个月）"), \
+        answer
+    assert "各公司营业总收入（降序）：" in answer and "华胜天成：1,250,000,000.00元" in answer
+    assert {f["doc_name"] for f in body["facts"]} == {"desay.txt", "teamsun.txt"}
