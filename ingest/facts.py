@@ -67,6 +67,8 @@ _SCALES = {"thousands": 1e3, "millions": 1e6, "billions": 1e9, "元": 1.0, "千�
            "百万元": 1e6, "亿元": 1e8}
 _NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+"
 _VALUE = re.compile(rf"^\((?:{_NUM})\)%?$|^[-−]?(?:{_NUM})%?$|^[—–−-]+$")
+_EN_QUARTER = re.compile(r"(?i)\bQ([1-4])\s*(?:FY\s*)?'?((?:19|20)\d{2}|\d{2})\b")
+_EN_SPAN = re.compile(r"(?i)\b(\d{1,2}|three|six|nine|twelve)\s*(?:M|months?)\s+(?:ended\s+)?(?:FY\s*)?((?:19|20)\d{2})\b")
 _ZH_CURRENT = re.compile(r"期末|本期|本报告期|年末|报告期末|本年")
 _ZH_PRIOR = re.compile(r"期初|上期|上年|年初|上年同期")
 _ZH_DATE = re.compile(r"((?:19|20)\d{2})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*日")
@@ -363,6 +365,14 @@ class _Table:
                                       6 if m.group(3) else 12, h))
             elif (d := _DATE.search(h)) and d.group(3) and (day := _date(d.group(1), d.group(2), d.group(3))):
                 out.append(Period(day, months, h))
+            elif q := _EN_QUARTER.search(h):  # "Q3 2023", "Q3 FY2023"
+                year = int(q.group(2)) + (2000 if len(q.group(2)) == 2 else 0)
+                out.append(Period(_month_end(year, 3 * int(q.group(1))), 0 if balance else 3, h))
+            elif n := _EN_SPAN.search(h):  # "9M 2023", "Nine months 2023"
+                word, year = n.group(1).lower(), int(n.group(2))
+                span = int(word) if word.isdigit() else _DURATION_MONTHS.get(word, 0)
+                day = _month_day(year, end) if end else _month_end(year, span or 12)
+                out.append(Period(day, 0 if balance else span or 12, h))
             elif y := _YEAR.search(h):
                 out.append(Period(_month_day(int(y.group(1)), end), months, h))
             elif end is None:
@@ -422,7 +432,8 @@ class _Table:
                 self.facts.append(FactDraft(
                     statement=self.kind, line_item=label[:200], concept=name, period_end=period.end.isoformat(),
                     months=period.months if flow and self.kind != "balance" else 0,
-                    period_label=period.label[:80], value=number * scale, printed=printed, scale=scale, unit=unit,
+                    period_label=period.label[:80], value=round(number * scale, 6), printed=printed, scale=scale,
+                    unit=unit,
                     page=page, line=line_no, node_id=node_id, source=" ".join(source.split())[:300], column=column,
                 ))
 

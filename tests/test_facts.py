@@ -210,3 +210,15 @@ def test_chinese_company_names_periods_trends_and_groups_in_questions() -> None:
     assert [(c.name, c.low, c.low_inclusive, c.high) for c in cats] == [
         ("高收益", 0.2, True, None), ("中收益", 0.1, True, 0.2), ("低收益", None, False, 0.1)]
     assert question_concept("从2018年到2024年，比亚迪公司的现金及现金等价物余额是如何变化的？") == "cash_end"
+
+
+def test_markdown_quarter_columns() -> None:
+    text = "\n".join(["### Condensed consolidated statement of income",
+                      "| (in millions of US$, except per-share data) | Q3 2023 | Q3 2022 | 9M 2023 | 9M 2022 |",
+                      "|---|--:|--:|--:|--:|", "| Net sales | 268.4 | 251.9 | 792.5 | 741.0 |",
+                      "| Diluted earnings per share | 0.41 | 0.57 | 1.39 | 1.50 |"])
+    facts = _facts(text, period_end="2023-09-30", doc_type="quarterly_report")
+    got = {(f.period_end, f.months): f.value for f in facts if f.concept == "revenue"}
+    assert got == {("2023-09-30", 3): 268.4e6, ("2022-09-30", 3): 251.9e6, ("2023-09-30", 9): 792.5e6,
+                   ("2022-09-30", 9): 741e6}
+    assert [f.value for f in facts if f.concept == "eps_diluted" and f.months == 3] == [0.41, 0.57]
