@@ -116,6 +116,7 @@ class FactsAnswer(msgspec.Struct, frozen=True):
     citations: tuple[CitationOut, ...]
     used: tuple[FactUsed, ...]
     missing: tuple[str, ...]
+    missing_ids: tuple[int, ...] = ()  # the documents read that do not state the measure
 
     def evidence(self) -> list[RetrievedChunk]:
         """The fact rows and the computed result as evidence blocks for an LLM (block i = marker i)."""
@@ -577,12 +578,14 @@ def compose(ask_: MeasureAsk, docs: Sequence[_Doc], rows_by_doc: Mapping[int, li
     w = _Writer(spec, by_id, paths, ww)
     picked: list[tuple[_Doc, _Row, list[_Row]]] = []
     missing: list[str] = []
+    missing_ids: list[int] = []
     trend = ask_.operation == "trend"
     for d in docs:
         rows = rows_by_doc.get(d.doc_id, [])
         best, others = _pick(rows, d.meta, () if trend else ask_.years, spec.flow)
         if best is None:
             missing.append(d.entity if len({x.entity for x in docs}) == len(docs) else d.name)
+            missing_ids.append(d.doc_id)
         else:
             picked.append((d, best, others))
     if not picked:
@@ -646,7 +649,7 @@ def compose(ask_: MeasureAsk, docs: Sequence[_Doc], rows_by_doc: Mapping[int, li
                                                           if len(missing) > MAX_MISSING_NAMED else "")
         lines.append(ww.missing.format(label=label, docs=shown))
     return FactsAnswer(ask=ask_, text="\n".join(lines), citations=tuple(w.cites), used=tuple(w.used),
-                       missing=tuple(missing))
+                       missing=tuple(missing), missing_ids=tuple(missing_ids))
 
 
 _BOUND_TEXT = {"gt": "above", "gte": "at least", "lt": "below", "lte": "at most"}

@@ -169,23 +169,36 @@ async def _facts_answer(chat: ChatModel, question: str, chunks: Sequence[Retriev
             cites = tuple(c for c in ans.citations if c.marker != k + 1)  # the computed block is not a source
             return msgspec.structs.replace(ans, mode="facts_llm", citations=cites)
     text, cites = facts.text, list(facts.citations)
-    if chunks:
-        missing = set(facts.missing)
-        if plan is not None and plan.scope.kind != "single" and missing:
-            sub = msgspec.structs.replace(plan, needed=tuple(s.doc_id for s in plan.sub_questions
-                                                             if (s.entity or s.doc_name) in missing))
-            extra = per_document_answer(question, chunks, sub) if sub.needed else None
-        elif plan is None or plan.scope.kind == "single":
-            extra = extractive_answer(question, chunks, max_sentences=2)
-        else:
-            extra = None
-        if extra is not None and extra.citations and extra.mode == "extractive":
+    if chunks and (plan is None or plan.scope.kind == "single"):
+        extra = extractive_answer(question, chunks, max_sentences=2)
+        if extra.citations and extra.mode == "extractive":
             shifted = _shifted(extra, k)
             text += f"\n{w.from_text}\n" + shifted.text.split("\n", 1)[-1].strip()  # without its lead line
             cites += shifted.citations
+    looked = _looked_at(question, chunks, facts.missing_ids, len(cites), w)
+    if looked:
+        text += "\n" + "\n".join(line for line, _ in looked)
+        cites += [c for _, c in looked]
     if missing_note := _missing_note(plan, w):
         text = f"{missing_note}\n{text}"
     return Answer(text=text, citations=tuple(cites), mode="facts")
+
+
+def _looked_at(question: str, chunks: Sequence[RetrievedChunk], doc_ids: Sequence[int], cited: int,
+               w: Words) -> list[tuple[str, CitationOut]]:
+    """For each document read that does not state the asked measure: that it does not, with the closest passage
+    read in it, cited (not found is an answer, and says where it looked)."""
+    out = []
+    for doc_id in doc_ids:
+        own = [c for c in chunks if c.doc_id == doc_id]
+        if not own:
+            continue
+        best = best_sentences(question, own, 1)
+        ci, passage = (best[0][0], best[0][2]) if best else (0, own[0].text)
+        marker = cited + len(out) + 1
+        line = w.looked_at.format(doc=own[ci].doc_name, text=" ".join(passage.split())[:240], cite=f"[{marker}]")
+        out.append((line, _citation(marker, own[ci])))
+    return out
 
 
 async def _answer(chat: ChatModel, question: str, chunks: Sequence[RetrievedChunk], history: Sequence[Turn],

@@ -53,6 +53,7 @@ class Words(msgspec.Struct, frozen=True):
     not_answered: str
     nothing_found: str
     closest: str
+    looked_at: str  # a document read that does not state the asked measure: the passage read instead
     statements: dict[str, str]
 
 
@@ -76,6 +77,7 @@ EN = Words(
     not_answered="The question was not answered from other documents.",
     nothing_found="No relevant evidence was found in the collection for this question.",
     closest='The retrieved evidence does not clearly answer this question. The closest passage is: "{text}" [1]',
+    looked_at='- {doc}: its statements do not state it; the closest passage read: "{text}" {cite}',
     statements={"income": "income statement", "balance": "balance sheet", "cash_flow": "cash flow statement",
                 "comprehensive_income": "statement of comprehensive income", "equity": "statement of equity"},
 )
@@ -95,6 +97,7 @@ ZH = Words(
     based_on="根据检索到的证据：", per_document="各文档检索到的证据：", no_evidence_in="- {doc}中未找到相关证据。",
     no_document_about="知识库中没有关于{name}的文档。", not_answered="未用其他文档回答该问题。",
     nothing_found="知识库中未找到与该问题相关的证据。", closest="检索到的证据未能明确回答该问题，最接近的段落：“{text}” [1]",
+    looked_at="- {doc}：报表中未列示该数据；所读最接近的段落：“{text}”{cite}",
     statements={"income": "利润表", "balance": "资产负债表", "cash_flow": "现金流量表",
                 "comprehensive_income": "综合收益表", "equity": "所有者权益变动表"},
 )

@@ -37,6 +37,8 @@ def text_filing(company: str, year: int, f: Mapping[str, float], prior: Mapping[
         "Current assets:",
         _row("Cash and cash equivalents", "$ " + _money(f["cash"]), "$ " + _money(prior["cash"])),
         _row("Accounts receivable, net of allowance of $12 and $10", _money(f["ar"]), _money(prior["ar"])),
+        *([_row("Inventories", _money(f["inventory"]), _money(prior.get("inventory", f["inventory"])))]
+          if "inventory" in f else []),
         _row("Total current assets", _money(f["current_assets"]), _money(prior["current_assets"])),
         _row("Property and equipment, net", _money(f["total_assets"] - f["current_assets"]),
              _money(prior["total_assets"] - prior["current_assets"])),

@@ -4,6 +4,7 @@ statement lines; ``GET /kb/documents/{id}/facts`` lists them."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,7 +24,8 @@ REPORTS = {
                       figures(1_200, 80, cash=410, liabilities=700, eps=0.02)),
     "acme-2022.txt": ("Acme Holdings, Inc.", 2022, figures(1_200, 80, cash=410, liabilities=700, eps=0.02),
                       figures(1_000, 60, cash=300, liabilities=650, eps=0.01)),
-    "bolt-2023.txt": ("Bolt Corp", 2023, figures(8_000, 900, cash=2_500, liabilities=4_000, eps=1.25),
+    "bolt-2023.txt": ("Bolt Corp", 2023, {**figures(8_000, 900, cash=2_500, liabilities=4_000, eps=1.25),
+                                          "inventory": 610},
                       figures(7_000, 700, cash=2_000, liabilities=3_500, eps=1.01)),
     "cinder-2023.txt": ("Cinder Ltd", 2023, figures(300, 10, cash=15_200, liabilities=250, eps=0.10),
                         figures(280, 12, cash=14_000, liabilities=240, eps=0.12)),
@@ -179,3 +181,14 @@ async def test_ratios_are_computed_from_both_lines(filings: Runtime) -> None:
 async def test_average_over_stated_years(filings: Runtime) -> None:
     body = await _ask(filings, "What is the average revenue of Bolt Corp over FY2022 and FY2023?")
     assert "Average over the 2 periods: $7,500 thousand." in body["answer"], body["answer"]
+
+
+async def test_a_company_whose_statements_lack_the_measure_is_said_so_with_what_was_read(filings: Runtime) -> None:
+    body = await _ask(filings, "Companies: Acme Holdings, Inc., Bolt Corp and Cinder Ltd. "
+                               "Which company has the highest inventories?")
+    answer = body["answer"]
+    assert "Bolt Corp: $610 thousand" in answer, answer
+    assert "No inventories figure was found in the statements of: Acme Holdings, Inc., Cinder Ltd." in answer
+    lines = [ln for ln in answer.split("\n") if "its statements do not state it" in ln]
+    assert len(lines) == 2 and all(re.search(r"\[\d+\]$", ln) for ln in lines), answer
+    assert {c["doc_name"] for c in body["citations"]} == {"acme-2023.txt", "bolt-2023.txt", "cinder-2023.txt"}
