@@ -430,7 +430,7 @@ class _Table:
             for name in concepts:
                 flow = spec.flow if spec is not None else self.kind != "balance"
                 self.facts.append(FactDraft(
-                    statement=self.kind, line_item=label[:200], concept=name, period_end=period.end.isoformat(),
+                    statement=self.kind, line_item=label[:200], concept=name, period_end=period.end,
                     months=period.months if flow and self.kind != "balance" else 0,
                     period_label=period.label[:80], value=round(number * scale, 6), printed=printed, scale=scale,
                     unit=unit,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from collections.abc import Sequence
 from datetime import datetime
@@ -295,7 +294,7 @@ async def _copy_facts(conn: asyncpg.Connection, doc_id: int, collection_id: int,
         await conn.copy_records_to_table(
             "facts", columns=FACT_COLUMNS, timeout=LONG_STATEMENT_S,
             records=[(doc_id, collection_id, i, f.statement, f.line_item, f.concept,
-                      dt.date.fromisoformat(f.period_end), f.months, f.period_label, f.value, f.printed, f.scale,
+                      f.period_end, f.months, f.period_label, f.value, f.printed, f.scale,
                       f.unit, f.page, f.line, f.node_id, f.source, f.column) for i, f in enumerate(facts)],
         )
 
@@ -307,25 +306,10 @@ async def replace_facts(pool: asyncpg.Pool, doc_id: int, collection_id: int, fac
         await _copy_facts(conn, doc_id, collection_id, facts)
 
 
-class FactRow(msgspec.Struct, frozen=True):
-    """A stored fact as the API lists it (``kb.types.FactDraft`` with its ordinal)."""
+class FactRow(FactDraft, frozen=True):
+    """A stored fact as the API lists it: ``kb.types.FactDraft`` with its place in the document's facts."""
 
     ordinal: int
-    statement: str
-    line_item: str
-    concept: str
-    period_end: dt.date
-    months: int
-    period_label: str
-    value: float
-    printed: str
-    scale: float
-    unit: str
-    page: int | None
-    line: int | None
-    node_id: str
-    source: str
-    column: int
 
 
 async def document_facts(pool: asyncpg.Pool, doc_id: int, concept: str | None = None) -> list[FactRow]:

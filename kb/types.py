@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import msgspec
@@ -100,7 +101,7 @@ class FactDraft(msgspec.Struct, frozen=True):
     statement: str
     line_item: str
     concept: str
-    period_end: str
+    period_end: dt.date
     months: int
     period_label: str
     value: float

@@ -21,6 +21,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
+from kb.types import FactDraft
 from kb.vocab import (
     CONCEPT_BY_NAME,
     STATEMENT_LABELS,
@@ -38,18 +39,18 @@ from router.wording import EN, ZH, Words, date_text, words
 
 SQL_DOC_FACTS = """
 SELECT f.document_id, f.ordinal, f.statement, f.line_item, f.concept, f.period_end, f.months, f.period_label,
-       f.value, f.printed, f.scale, f.unit, f.page, f.line, f.node_id, f.source
+       f.value, f.printed, f.scale, f.unit, f.page, f.line, f.node_id, f.source, f.col AS column
 FROM facts f WHERE f.document_id = ANY($1::bigint[]) AND f.concept = ANY($2::text[])
 ORDER BY f.document_id, f.ordinal"""
 SQL_COLLECTION_FACTS = """
 SELECT f.document_id, f.ordinal, f.statement, f.line_item, f.concept, f.period_end, f.months, f.period_label,
-       f.value, f.printed, f.scale, f.unit, f.page, f.line, f.node_id, f.source
+       f.value, f.printed, f.scale, f.unit, f.page, f.line, f.node_id, f.source, f.col AS column
 FROM facts f WHERE f.collection_id = $1 AND f.concept = ANY($2::text[])
   AND ($3::bigint[] IS NULL OR f.document_id = ANY($3::bigint[]))
 ORDER BY f.document_id, f.ordinal"""
 SQL_DOC_LINES = """
 SELECT f.document_id, f.ordinal, f.statement, f.line_item, f.concept, f.period_end, f.months, f.period_label,
-       f.value, f.printed, f.scale, f.unit, f.page, f.line, f.node_id, f.source
+       f.value, f.printed, f.scale, f.unit, f.page, f.line, f.node_id, f.source, f.col AS column
 FROM facts f WHERE f.document_id = ANY($1::bigint[]) ORDER BY f.document_id, f.ordinal"""
 SQL_NODE_PATHS = """
 SELECT n.document_id, n.node_id, n.path FROM nodes n
@@ -289,23 +290,11 @@ def _fits(c: Category, value: float) -> bool:
 # ------------------------------------------------------------------------------------------- reading facts
 
 
-class _Row(msgspec.Struct, frozen=True):
+class _Row(FactDraft, frozen=True):
+    """A stored fact of one document as the answer reads it (``parts``: a computed figure's printed lines)."""
+
     doc_id: int
     ordinal: int
-    statement: str
-    line_item: str
-    concept: str
-    period_end: dt.date
-    months: int
-    period_label: str
-    value: float
-    printed: str
-    scale: float
-    unit: str
-    page: int | None
-    line: int | None
-    node_id: str
-    source: str
     parts: tuple[_Row, ...] = ()  # a computed figure: the printed lines it is computed from
 
 
@@ -404,9 +393,7 @@ def derive(concept: str, rows: Sequence[_Row]) -> list[_Row]:
 
 
 def _rows(records: Sequence[asyncpg.Record]) -> list[_Row]:
-    return [_Row(r["document_id"], r["ordinal"], r["statement"], r["line_item"], r["concept"], r["period_end"],
-                 r["months"], r["period_label"], r["value"], r["printed"], r["scale"], r["unit"], r["page"],
-                 r["line"], r["node_id"], r["source"]) for r in records]
+    return [_Row(doc_id=r["document_id"], **{k: v for k, v in r.items() if k != "document_id"}) for r in records]
 
 
 def _own_end(meta: Mapping[str, Any]) -> dt.date | None:

@@ -71,7 +71,7 @@ def test_press_releases_carry_no_facts_and_the_count_is_known() -> None:
 
 
 def test_a_company_figures_agree_across_its_reports() -> None:
-    by_doc = {i: {(f.concept, f.period_end, f.months): f.value for f in _doc(i)[-1]} for i in (5, 6, 7, 8)}
+    by_doc = {i: {(f.concept, str(f.period_end), f.months): f.value for f in _doc(i)[-1]} for i in (5, 6, 7, 8)}
     k22, k23, q1, q2 = by_doc[5], by_doc[6], by_doc[7], by_doc[8]
     for (concept, end, months), value in k22.items():  # 10-K 2023's comparative column = 10-K 2022's own
         if end == "2022-12-31":

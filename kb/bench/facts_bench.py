@@ -94,7 +94,7 @@ def score(gold: Sequence[GoldFact], extracted: dict[str, list[Any]]) -> FactsRep
     per_concept: dict[str, Counter[str]] = defaultdict(Counter)
     for g in gold:
         facts = extracted.get(g.doc, [])
-        hit = any(f.concept == g.concept and f.period_end == g.period_end and f.months == g.months
+        hit = any(f.concept == g.concept and str(f.period_end) == g.period_end and f.months == g.months
                   and _close(f.value, g.value, f.scale, f.unit) for f in facts)
         recalled += hit
         per_ds[g.dataset]["gold"] += 1
@@ -111,7 +111,7 @@ def score(gold: Sequence[GoldFact], extracted: dict[str, list[Any]]) -> FactsRep
         for f in facts:
             if not f.concept:
                 continue
-            golds = by_key.get((doc, f.concept, f.period_end, f.months))
+            golds = by_key.get((doc, f.concept, str(f.period_end), f.months))
             stray = golds is None and any(c == f.concept and _close(f.value, v, f.scale, f.unit) for c, v in listed)
             if golds is None and not stray:
                 continue
@@ -123,7 +123,7 @@ def score(gold: Sequence[GoldFact], extracted: dict[str, list[Any]]) -> FactsRep
             per_concept[f.concept]["checked"] += 1
             per_concept[f.concept]["correct"] += ok
             if not ok:
-                wrong.append({"doc": doc, "concept": f.concept, "period_end": f.period_end, "months": f.months,
+                wrong.append({"doc": doc, "concept": f.concept, "period_end": str(f.period_end), "months": f.months,
                               "value": f.value, "line_item": f.line_item, "page": f.page, "line": f.line,
                               "listed": [g.value for g in golds or ()]})
 

@@ -191,7 +191,7 @@ def statement_tables(co: _Company, doc_type: str, fy: int, fq: int | None, seed:
             for column, (period, text) in enumerate(zip((now, prior), printed, strict=True)):
                 number = float(text.strip("()").replace(",", "")) * (-1 if text.startswith("(") else 1)
                 facts.append(FactDraft(
-                    statement=kind, line_item=label, concept=_CONCEPTS[label], period_end=period.end.isoformat(),
+                    statement=kind, line_item=label, concept=_CONCEPTS[label], period_end=period.end,
                     months=period.months, period_label=period.label, value=number * (1.0 if per_share else SCALE),
                     printed=text, scale=1.0 if per_share else SCALE, unit="USD/share" if per_share else "USD",
                     page=None, line=None, node_id="", source=" ".join(source.split()), column=column))
