@@ -33,7 +33,7 @@ class MetricsController(Controller):
     guards = [read_guard]
     include_in_schema = False
 
-    @get("/", sync_to_thread=False)
+    @get("/")
     async def metrics(self, rt: Runtime) -> Response[bytes]:
         row = await rt.pool.fetchrow(SQL_INGEST_FIGURES)
         INGEST_QUEUE.set(int(row["queue"]))
