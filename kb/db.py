@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.resources
 import re
+import warnings
 from pathlib import Path
 
 import asyncpg
@@ -14,6 +15,10 @@ from pgvector.asyncpg import register_vector
 
 from kb.errors import ConfigError, DatabaseError
 from kb.settings import DatabaseSettings
+
+# pgserver asks platformdirs for a runtime dir it never uses; without XDG_RUNTIME_DIR (containers, CI) that prints
+# a warning nobody can act on at every start (issue 24 item 7)
+warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set", module="platformdirs")
 
 log = structlog.get_logger("kb.db")
 
