@@ -99,6 +99,14 @@ def _date(month: str, day: str, year: str) -> dt.date | None:
         return None
 
 
+def _safe_date(year: str, month: str, day: str) -> dt.date | None:
+    """A printed date, or None for an impossible one ("2024年2月30日")."""
+    try:
+        return dt.date(int(year), int(month), int(day))
+    except ValueError:
+        return None
+
+
 def _month_end(year: int, month: int) -> dt.date:
     month = min(12, max(1, month))
     return (dt.date(year + month // 12, month % 12 + 1, 1) - dt.timedelta(days=1))
@@ -276,7 +284,7 @@ class _Table:
                 self.end = _month_end(int(m.group(1)), int(m.group(3)))
                 self.months = int(m.group(3)) - int(m.group(2)) + 1
             elif m := _ZH_DATE.search(stripped):
-                self.end = dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+                self.end = _safe_date(m.group(1), m.group(2), m.group(3)) or self.end
         count = len(trailing_values(stripped))
         if re.match(r"\d{1,2},\s", stripped) and count == 0:  # "31, 2024 and December 31,": a date split over lines
             self.wrapped = True
@@ -323,8 +331,9 @@ class _Table:
         if not cells or set("".join(cells)) <= set("-: "):
             return
         label, rest = cells[0], cells[1:]
-        if label in {"项目", "科目"} or (rest and all(_ZH_CURRENT.search(c) or _ZH_PRIOR.search(c) or _ZH_DATE.search(c)
-                                                    or _YEAR.search(c) or c in {"附注", ""} for c in rest)):
+        if label in {"项目", "科目"} or (any(c not in {"附注", ""} for c in rest) and all(
+                _ZH_CURRENT.search(c) or _ZH_PRIOR.search(c) or _ZH_DATE.search(c) or _YEAR.search(c)
+                or c in {"附注", ""} for c in rest)):
             self.note_column = [i for i, c in enumerate(rest) if c == "附注"]
             self.periods = self._zh_periods([c for i, c in enumerate(rest) if i not in self.note_column])
             return
@@ -350,8 +359,8 @@ class _Table:
         out: list[Period] = []
         for h in headers:
             months = 0 if balance else (_durations(h) or [span])[0]
-            if m := _ZH_DATE.search(h):
-                out.append(Period(dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3))), months, h))
+            if (m := _ZH_DATE.search(h)) and (day := _safe_date(m.group(1), m.group(2), m.group(3))):
+                out.append(Period(day, months, h))
             elif m := _ZH_SPAN.search(h):
                 out.append(Period(_month_end(int(m.group(1)), int(m.group(3))),
                                   0 if balance else int(m.group(3)) - int(m.group(2)) + 1, h))
@@ -370,9 +379,9 @@ class _Table:
                 out.append(Period(_month_end(year, 3 * int(q.group(1))), 0 if balance else 3, h))
             elif n := _EN_SPAN.search(h):  # "9M 2023", "Nine months 2023"
                 word, year = n.group(1).lower(), int(n.group(2))
-                span = int(word) if word.isdigit() else _DURATION_MONTHS.get(word, 0)
-                day = _month_day(year, end) if end else _month_end(year, span or 12)
-                out.append(Period(day, 0 if balance else span or 12, h))
+                length = int(word) if word.isdigit() else _DURATION_MONTHS.get(word, 0)
+                day = _month_day(year, end) if end else _month_end(year, length or 12)
+                out.append(Period(day, 0 if balance else length or 12, h))
             elif y := _YEAR.search(h):
                 out.append(Period(_month_day(int(y.group(1)), end), months, h))
             elif end is None:

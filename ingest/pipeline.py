@@ -197,6 +197,16 @@ def _full_text(parsed: ParsedFile) -> str:
     return " ".join(text.split())
 
 
+def safe_facts(parsed: ParsedFile, tree: DocumentTree, on_pages: Mapping[int, str], meta: Mapping[str, Any],
+               name: str) -> list[FactDraft]:
+    """``document_facts``, or none when reading them fails: the document is still stored, the failure logged."""
+    try:
+        return document_facts(parsed, tree, on_pages, meta)
+    except Exception as exc:  # noqa: BLE001 - facts are an extra; a statement we cannot read loses only them
+        log.warning("ingest.facts_failed", name=name, error=f"{type(exc).__name__}: {exc}")
+        return []
+
+
 def document_facts(parsed: ParsedFile, tree: DocumentTree, on_pages: Mapping[int, str],
                    meta: Mapping[str, Any]) -> list[FactDraft]:
     """The statement facts of a parsed document (``ingest.facts``): its PDF statement pages, else its text."""
@@ -298,7 +308,7 @@ async def ingest_file(
         chunks = await asyncio.to_thread(chunk_tree, tree, ctx.settings, page_texts)
         on_pages = statement_pages(parsed.pdf.pages) if parsed.pdf else {}
         tree, chunks = mark_statements(tree, chunks, on_pages)
-        facts = await asyncio.to_thread(document_facts, parsed, tree, on_pages, meta)
+        facts = await asyncio.to_thread(safe_facts, parsed, tree, on_pages, meta, name)
         if len(chunks) > ctx.settings.max_chunks:
             raise IngestError(f"{len(chunks)} chunks: more than KB_MAX_CHUNKS_PER_FILE={ctx.settings.max_chunks}")
         label = doc_label(meta, title)
@@ -373,7 +383,7 @@ async def refresh_facts(pool: asyncpg.Pool, collection: str) -> FactsRefresh:
             page_count=info.page_count, source_mode=info.tree_mode, unit=nodes[0].unit if nodes else "page")
         parsed = await asyncio.to_thread(parse_file, data, info.file_type)
         on_pages = statement_pages(parsed.pdf.pages) if parsed.pdf else {}
-        facts = await asyncio.to_thread(document_facts, parsed, tree, on_pages, info.metadata)
+        facts = await asyncio.to_thread(safe_facts, parsed, tree, on_pages, info.metadata, info.name)
         await replace_facts(pool, info.id, coll.id, facts)
         done, stored = done + 1, stored + len(facts)
         log.info("ingest.facts_refreshed", doc_id=info.id, name=info.name, facts=len(facts))

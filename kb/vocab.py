@@ -343,6 +343,8 @@ def question_quarters(question: str) -> set[int]:
     for m in ZH_QUARTER.finditer(question):
         if m.group(1):
             found.add("一二三四".find(m.group(1)) + 1 or int(m.group(1)))
+        elif m.group(3) and m.group(3).isdigit() and int(m.group(3)) % 3 == 0:  # "1-3月": the quarter it ends
+            found.add(int(m.group(3)) // 3)
         elif m.group(4):
             found.add(2)
     return found

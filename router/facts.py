@@ -141,6 +141,7 @@ _TREND = re.compile(r"(?i)\b(?:trend|change[ds]?|evolve[ds]?|over the years|from
 _AVERAGE = re.compile(r"(?i)\baverage\b|\bmean\b|平均")
 _TREND_ZH = re.compile(r"变化|趋势|增长|下降|波动|如何")
 _PERCENT = re.compile(r"(?i)\bpercent(?:age)?\b|%|百分比|增长率")
+_NOT_EXTREME = re.compile(r"(?i)\bat (?:least|most)\b|\bmost recent(?:ly)?\b|\btop[- ]line\b|\bno (?:less|more) than\b")
 _ASCENDING = re.compile(r"(?i)\bascending\b|\blowest (?:to|first)\b|\bsmallest (?:to|first)\b|从低到高|从小到大|升序")
 _CHANGE_GROUPS = re.compile(r"(?i)\b(?:changed?|change) compared to\b|\bcompared (?:to|with) the previous\b")
 
@@ -162,19 +163,22 @@ def operation(question: str, concept: str, *, series: bool = False) -> MeasureAs
             change = bool(_CHANGE_GROUPS.search(question)) or any(c.direction in ("increase", "decrease")
                                                                   for c in cats)
             return MeasureAsk(concept, "categories", years, tuple(cats), change=change)
-    if _RANK.search(question) and not _MAX.search(question) and not _MIN.search(question):
+    plain = _NOT_EXTREME.sub(" ", question)  # "at least $1 billion", "most recent", "top line" name no extreme
+    most, least = bool(_MAX.search(plain)), bool(_MIN.search(plain))
+    if (cond := fact_condition(question)) is not None and cond.value["concept"] == concept and not (most or least):
+        bounds = {k: v for k, v in cond.value.items() if k in ("gt", "gte", "lt", "lte")}
+        return MeasureAsk(concept, "screen", years, bounds=bounds)
+    if (_RANK.search(question) and not (most or least)) or (most and least) or (
+            (most or least) and _ASCENDING.search(question) and _RANK.search(question)):
         return MeasureAsk(concept, "rank", years)
-    if _MAX.search(question):
+    if most:
         return MeasureAsk(concept, "max", years)
-    if _MIN.search(question):
+    if least:
         return MeasureAsk(concept, "min", years)
     average = bool(_AVERAGE.search(question)) and (len(years) > 1 or series)
     if series or average or (_TREND.search(question) and len(years) != 1) or (
             _TREND_ZH.search(question) and len(years) > 1):
         return MeasureAsk(concept, "trend", years, percent=bool(_PERCENT.search(question)), average=average)
-    if (cond := fact_condition(question)) is not None and cond.value["concept"] == concept:
-        bounds = {k: v for k, v in cond.value.items() if k in ("gt", "gte", "lt", "lte")}
-        return MeasureAsk(concept, "screen", years, bounds=bounds)
     return MeasureAsk(concept, "lookup", years)
 
 
@@ -326,7 +330,9 @@ class Ratio(msgspec.Struct, frozen=True):
 RATIOS: tuple[Ratio, ...] = (
     Ratio("current_ratio", "current ratio", "current_assets", "current_liabilities", False, r"\bcurrent ratio\b|流动比率"),
     Ratio("debt_to_equity", "total liabilities to equity", "total_liabilities", "total_equity", False,
-          r"\b(?:debt|liabilities)[- ]to[- ]equity\b|资产负债率"),
+          r"\b(?:debt|liabilities)[- ]to[- ]equity\b|产权比率"),
+    Ratio("debt_to_assets", "total liabilities to total assets", "total_liabilities", "total_assets", True,
+          r"\b(?:debt|liabilities)[- ]to[- ](?:total )?assets\b|资产负债率"),
     Ratio("gross_margin", "gross margin", "gross_profit", "revenue", True, r"\bgross (?:profit )?margin\b|毛利率"),
     Ratio("operating_margin", "operating margin", "operating_income", "revenue", True,
           r"\boperating (?:profit |income )?margin\b|营业利润率"),
@@ -379,8 +385,12 @@ def derive(concept: str, rows: Sequence[_Row]) -> list[_Row]:
     """``concept`` computed per period from its two ``DERIVED`` operands (the first printed line of each)."""
     a_name, b_name = DERIVED[concept]
     first: dict[tuple[str, dt.date, int], _Row] = {}
+    last: dict[tuple[str, dt.date, int], _Row] = {}
     for r in sorted(rows, key=lambda r: r.ordinal):
         first.setdefault((r.concept, r.period_end, r.months), r)
+        last[(r.concept, r.period_end, r.months)] = r
+    if b_name == "total_equity":  # equity including non-controlling interests closes the equity section
+        first = {k: (last[k] if k[0] == b_name else v) for k, v in first.items()}
     out = []
     for (name, end, months), a in first.items():
         b = first.get((b_name, end, months))
@@ -516,14 +526,19 @@ class _Writer:
                 marker=marker, doc_id=row.doc_id, doc_name=doc.name, node_id=row.node_id,
                 section_path=self.paths.get((row.doc_id, row.node_id), STATEMENT_LABELS.get(row.statement, "")),
                 pages=(pos, pos), text=f"{row.source}\n({STATEMENT_LABELS.get(row.statement, row.statement)}, "
-                f"{row.period_label or _period(row)}; {self.spec.label} = {money(row.value, row)})",
+                f"{row.period_label or _period(row)}; {self._label(row)} = {money(row.value, row)})",
                 unit="page" if row.page is not None else "line"))
             self.used.append(FactUsed(
                 marker=marker, doc_id=row.doc_id, doc_name=doc.name, entity=doc.entity, concept=row.concept,
-                label=self.spec.label, period_end=row.period_end, months=row.months, value=row.value,
+                label=self._label(row), period_end=row.period_end, months=row.months, value=row.value,
                 printed=row.printed, scale=row.scale, unit=row.unit, line_item=row.line_item,
                 statement=row.statement, page=row.page, line=row.line))
         return f"[{self.markers[key]}]"
+
+    def _label(self, row: _Row) -> str:
+        """The measure a cited row states: a ratio's operands are their own measures."""
+        spec = CONCEPT_BY_NAME.get(row.concept)
+        return spec.label if spec is not None and row.concept != self.spec.name else self.spec.label
 
     def value(self, row: _Row) -> str:
         return money(row.value, row, self.w)
@@ -567,11 +582,12 @@ def compose(ask_: MeasureAsk, docs: Sequence[_Doc], rows_by_doc: Mapping[int, li
     missing: list[str] = []
     missing_ids: list[int] = []
     trend = ask_.operation == "trend"
+    distinct_entities = len({x.entity for x in docs}) == len(docs)
     for d in docs:
         rows = rows_by_doc.get(d.doc_id, [])
         best, others = _pick(rows, d.meta, () if trend else ask_.years, spec.flow)
         if best is None:
-            missing.append(d.entity if len({x.entity for x in docs}) == len(docs) else d.name)
+            missing.append(d.entity if distinct_entities else d.name)
             missing_ids.append(d.doc_id)
         else:
             picked.append((d, best, others))
@@ -720,8 +736,9 @@ def numbered(used: Sequence[FactUsed], citations: Sequence[CitationOut]) -> list
     out = []
     for f in used:
         unit, where = ("page", f.page) if f.page is not None else ("line", f.line)
-        marker = next((c.marker for c in citations if c.doc_id == f.doc_id and c.unit == unit
-                       and c.pages[0] == where), 0)
+        same_place = [c for c in citations if c.doc_id == f.doc_id and c.unit == unit and c.pages[0] == where]
+        marker = next((c.marker for c in same_place if c.text.startswith(f.line_item[:40])
+                       or f"“{f.line_item}”" in c.text), same_place[0].marker if len(same_place) == 1 else 0)
         out.append(msgspec.structs.replace(f, marker=marker))
     return out
 

@@ -20,7 +20,7 @@ from kb.providers.chat import CountingChat
 from kb.settings import RetrievalSettings
 from kb.types import LLMUsage
 from router.catalog import Catalogs
-from router.facts import answer_from_facts, facts_table
+from router.facts import FactsAnswer, answer_from_facts, facts_table
 from router.locate import Searched, documents_to_read, locate, read_more, search_trees
 from router.planning import plan_documents
 from router.ranking import Ranked, rank
@@ -34,6 +34,7 @@ from router.types import (
     Oracle,
     QueryRequest,
     RoutingResult,
+    ScopePlan,
     checked,
 )
 
@@ -70,7 +71,7 @@ class QueryPipeline:
             docs = documents_to_read(plan, routing)
             state = await state.with_plan(plan, [d.doc_id for d in docs])
         with clock.stage("facts"):
-            facts = await answer_from_facts(state.pool, state.catalog, state.question, plan, within=state.within)
+            facts = await facts_or_none(state, plan)
         log.info("router.docs_selected", strategy=req.strategy, scope=plan.scope.kind,
                  doc_ids=[d.doc_id for d in routing.documents], needed=list(plan.needed))
         if on_event:
@@ -92,7 +93,7 @@ class QueryPipeline:
         with clock.stage("synthesize"):
             answer = check_figures(await synthesize(chat, req.query, list(out.evidence), req.history,
                                                     plan=out.plan, facts=out.facts),
-                                   strict=self.settings.strict_figures)
+                                   strict=self.settings.strict_figures, computed=out.facts.text if out.facts else "")
         clock.total()
         usage = chat.usage()
         if self.observe is not None:
@@ -104,6 +105,15 @@ class QueryPipeline:
                  total_ms=round(clock.ms["total"], 1))
         return QueryResult(answer=answer.text, citations=list(answer.citations), documents=list(out.routing.documents),
                            facts=facts_table(out.facts, answer), trace=trace)
+
+
+async def facts_or_none(state: QueryState, plan: ScopePlan) -> FactsAnswer | None:
+    """The facts answer, or none when reading the facts fails: the question takes the text path (logged)."""
+    try:
+        return await answer_from_facts(state.pool, state.catalog, state.question, plan, within=state.within)
+    except (asyncpg.PostgresError, ValueError, KeyError, ZeroDivisionError) as exc:
+        log.warning("router.facts_failed", error=f"{type(exc).__name__}: {exc}")
+        return None
 
 
 async def judge_and_read(state: QueryState, ev: Evidence, routing: RoutingResult, searched: tuple[Searched, ...],

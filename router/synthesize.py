@@ -107,14 +107,16 @@ async def synthesize(chat: ChatModel, question: str, chunks: Sequence[RetrievedC
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])(?:\s*\[\d{1,3}\])*\s+(?=\S)|\n+")
 
 
-def check_figures(answer: Answer, *, strict: bool = False) -> Answer:
+def check_figures(answer: Answer, *, strict: bool = False, computed: str = "") -> Answer:
     """Every figure of an LLM answer must be stated by the evidence its sentence cites (by all its citations when
     the sentence cites none); other sentences are flagged, and with ``strict`` dropped. Years, small counts,
-    dates and citation markers are not figures. Offline answers are returned as they are."""
+    dates and citation markers are not figures; ``computed`` is the text of figures computed from cited facts.
+    Offline answers are returned as they are."""
     if answer.mode not in ("llm", "facts_llm"):
         return answer
     by_marker = {c.marker: c for c in answer.citations}
-    cited_all = [f for c in answer.citations for f in figures(c.text)]
+    known = figures(computed)  # figures computed from the cited facts (differences, ratios, averages)
+    cited_all = [f for c in answer.citations for f in figures(c.text)] + known
     kept: list[str] = []
     flagged: list[UnsupportedFigure] = []
     pos = 0
@@ -125,7 +127,7 @@ def check_figures(answer: Answer, *, strict: bool = False) -> Answer:
     pieces.append(answer.text[pos:])
     for piece in pieces:
         markers = [int(x) for x in _MARKER.findall(piece) if int(x) in by_marker]
-        evidence = [f for x in markers for f in figures(by_marker[x].text)] if markers else cited_all
+        evidence = [f for x in markers for f in figures(by_marker[x].text)] + known if markers else cited_all
         stated = figures(_MARKER.sub(" ", piece), reference=True)
         missing = [f for f in stated if not any(same_figure(f, e) for e in evidence)]
         if missing:

@@ -222,3 +222,21 @@ def test_markdown_quarter_columns() -> None:
     assert got == {("2023-09-30", 3): 268.4e6, ("2022-09-30", 3): 251.9e6, ("2023-09-30", 9): 792.5e6,
                    ("2022-09-30", 9): 741e6}
     assert [f.value for f in facts if f.concept == "eps_diluted" and f.months == 3] == [0.41, 0.57]
+
+
+def test_review_findings_operations_dates_and_blank_rows() -> None:
+    from kb.vocab import question_quarters
+    from router.facts import question_ratio
+
+    assert ask("Which companies had revenue of at least $1 billion in 2023?").operation == "screen"  # type: ignore[union-attr]
+    assert ask("What is Acme's most recent cash balance?").operation == "lookup"  # type: ignore[union-attr]
+    ranked = ask("Companies: A, B and C. List their revenue in order from lowest to highest.")
+    assert ranked is not None and ranked.operation == "rank"
+    assert question_ratio("比亚迪的资产负债率是多少？").name == "debt_to_assets"  # type: ignore[union-attr]
+    assert question_quarters("2024年1-3月的营业收入") == {1}
+    blank_section = "\n".join(["1、合并资产负债表", "2024年 02月 30日", "单位：元", "|项目|期末余额|期初余额|",
+                               "|---|---|---|", "|流动资产：| | |", "|货币资金|1,000.00|900.00|",
+                               "|资产总计|5,000.00|4,000.00|"])
+    facts = _facts(blank_section, period_end="2024-03-31")  # an impossible date line is ignored, not raised
+    assert {(f.concept, f.value) for f in facts if f.concept} == {("cash", 1000.0), ("cash", 900.0),
+                                                                  ("total_assets", 5000.0), ("total_assets", 4000.0)}
