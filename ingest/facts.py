@@ -28,7 +28,7 @@ from collections.abc import Sequence
 import msgspec
 
 from kb.types import DocumentTree, FactDraft, PageText
-from kb.vocab import CONCEPT_BY_NAME, MONTH_NAMES, line_concept, statement_title
+from kb.vocab import CONCEPT_BY_NAME, MONTH_NAMES, line_concept, parse_date, statement_title, zh_report_period
 
 MAX_ROWS = 400
 """Lines read after a statement title in a text filing before the statement is taken to have ended."""
@@ -72,7 +72,6 @@ _EN_SPAN = re.compile(r"(?i)\b(\d{1,2}|three|six|nine|twelve)\s*(?:M|months?)\s+
 _ZH_CURRENT = re.compile(r"期末|本期|本报告期|年末|报告期末|本年")
 _ZH_PRIOR = re.compile(r"期初|上期|上年|年初|上年同期")
 _ZH_DATE = re.compile(r"((?:19|20)\d{2})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*日")
-_ZH_REPORT = re.compile(r"((?:19|20)\d{2})\s*年\s*(第?[一三]季度|半年度|年度)报告")
 _SHARES = re.compile(r"(?i)^weighted[- ]average\b|\bshares outstanding\b|\bnumber of (?:common )?shares\b"
                      r"|加权平均股数|股本总数")
 _PER_SHARE = re.compile(r"per (?:common )?share|每股|per unit\b", re.I)
@@ -89,14 +88,6 @@ class Period(msgspec.Struct, frozen=True):
 class _Doc(msgspec.Struct, frozen=True):
     period_end: dt.date | None
     months: int  # the document's own period length: 12 annual, 3/6/9 quarterly reports; 0 unknown
-
-
-def _date(month: str, day: str, year: str) -> dt.date | None:
-    try:
-        number = next(i for i, m in enumerate(MONTH_NAMES, 1) if m[:3].lower() == month[:3].lower())
-        return dt.date(int(year), number, int(day))
-    except (StopIteration, ValueError):
-        return None
 
 
 def _safe_date(year: str, month: str, day: str) -> dt.date | None:
@@ -144,13 +135,13 @@ def header_periods(text: str, kind: str, doc: _Doc) -> list[Period]:
     out: list[Period] = []
     if full and len(full) == len(years):  # "March 31, 2024   December 31, 2023"
         for m in full:
-            end = _date(m.group(1), m.group(2), m.group(3) or "")
+            end = parse_date(m.group(1), m.group(2), m.group(3) or "")
             if end is not None:
                 out.append(Period(end, 0, m.group(0).strip()))
     else:  # "December 31," (or nothing) above "2024  2023"
         for i, year in enumerate(years):
             anchor = dates[i * len(dates) // len(years)] if dates else None
-            end = (_date(anchor.group(1), anchor.group(2), str(year)) if anchor else None) \
+            end = (parse_date(anchor.group(1), anchor.group(2), str(year)) if anchor else None) \
                 or _month_day(year, doc.period_end)
             label = f"{anchor.group(1)} {anchor.group(2)}, {year}" if anchor else str(year)
             out.append(Period(end, 0, label))
@@ -372,7 +363,7 @@ class _Table:
                 else:
                     out.append(Period(_month_end(year, 6 if m.group(3) else 12), 0 if balance else
                                       6 if m.group(3) else 12, h))
-            elif (d := _DATE.search(h)) and d.group(3) and (day := _date(d.group(1), d.group(2), d.group(3))):
+            elif (d := _DATE.search(h)) and d.group(3) and (day := parse_date(d.group(1), d.group(2), d.group(3))):
                 out.append(Period(day, months, h))
             elif q := _EN_QUARTER.search(h):  # "Q3 2023", "Q3 FY2023"
                 year = int(q.group(2)) + (2000 if len(q.group(2)) == 2 else 0)
@@ -503,11 +494,10 @@ def document_period(text: str, period_end: str | None, doc_type: str | None) -> 
         except ValueError:
             end = None
     months = 12 if doc_type in ("10k", "annual_report", "20f", "40f") else 0
-    if m := _ZH_REPORT.search(text[:20000]):
-        year, span = int(m.group(1)), m.group(2)
-        month, months = {"一季度": (3, 3), "第一季度": (3, 3), "半年度": (6, 6), "三季度": (9, 9),
-                         "第三季度": (9, 9), "年度": (12, 12)}[span]
-        end = end or (dt.date(year, month, 31) if month in (3, 12) else dt.date(year, month, 30))
+    if report := zh_report_period(text[:20000]):
+        _, quarter, report_end = report
+        months = 3 * quarter if 0 < quarter < 4 else 12
+        end = end or dt.date.fromisoformat(report_end)
     if end is not None and not months and doc_type in ("10q",):
         months = 3
     return _Doc(end, months)
