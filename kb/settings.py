@@ -101,6 +101,10 @@ class RetrievalSettings:
         "dense share when ranking chunks across nodes and documents, the rest BM25 (FinanceBench "
         "page_recall@10: 0.5 → 0.43, 0.75 → 0.44, 0.9 → 0.48, 1.0 → 0.50; financial tables defeat BM25)")
     semantic_top_k: int = setting("KB_SEMANTIC_TOP_K", 60, "chunk hits behind DocScore")
+    evidence_tokens: int = setting(
+        "KB_EVIDENCE_TOKENS", 2000,
+        "evidence handed to synthesis, in tokens: each ranked chunk grows into a passage (its statement page "
+        "whole, its table's header, its neighbouring chunks) until this is spent; 0 = the chunks alone")
     hnsw_ef_search: int = setting("KB_HNSW_EF_SEARCH", 100, "HNSW search breadth")
     max_nodes_per_doc: int = setting("KB_MAX_NODES_PER_DOC", 4, "tree search: nodes picked per document")
     doc_concurrency: int = setting("KB_DOC_CONCURRENCY", 4, "documents tree-searched in parallel")

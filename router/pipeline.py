@@ -22,6 +22,7 @@ from kb.types import LLMUsage
 from router.catalog import Catalogs
 from router.facts import FactsAnswer, answer_from_facts, facts_table
 from router.locate import Searched, documents_to_read, locate, read_more, search_trees
+from router.passages import passages
 from router.planning import plan_documents
 from router.ranking import Ranked, rank
 from router.retrieve import Reranker
@@ -84,6 +85,8 @@ class QueryPipeline:
             ev = await locate(state, routing, docs, searched)
             ranked = await judge_and_read(state, ev, routing, searched, await rank(state, ev, routing, self.reranker),
                                           self.reranker)
+            ranked = replace(ranked, evidence=await passages(state.pool, ranked.evidence,
+                                                             self.settings.evidence_tokens))
         return replace(outcome(state, routing, searched, ev, ranked, clock.ms), facts=facts)
 
     async def run(self, req: QueryRequest, on_event: Event | None = None) -> QueryResult:
@@ -104,7 +107,7 @@ class QueryPipeline:
                  docs=len(out.routing.documents), nodes=len(out.picks), chunks=len(out.evidence),
                  total_ms=round(clock.ms["total"], 1))
         return QueryResult(answer=answer.text, citations=list(answer.citations), documents=list(out.routing.documents),
-                           facts=facts_table(out.facts, answer), trace=trace)
+                           facts=facts_table(out.facts, answer), not_found=answer.not_found, trace=trace)
 
 
 async def facts_or_none(state: QueryState, plan: ScopePlan) -> FactsAnswer | None:

@@ -12,8 +12,16 @@ import structlog
 from kb.errors import LLMError
 from kb.providers import ChatModel
 from kb.text import Figure, figures, same_figure, split_sentences, tokenize, unit_label
+from kb.vocab import CONCEPT_BY_NAME, line_concept, question_concept, question_years
 from router.facts import FactsAnswer
-from router.prompts import SYNTHESIS_PURPOSE, SYNTHESIS_SYSTEM, multi_synthesis_prompt, synthesis_prompt
+from router.prompts import (
+    NOT_STATED,
+    SYNTHESIS_PURPOSE,
+    SYNTHESIS_SYSTEM,
+    multi_synthesis_prompt,
+    synthesis_prompt,
+)
+from router.rows import RowMatch, amount, best_row, render, value
 from router.scope import evidence_found
 from router.types import Answer, CitationOut, RetrievedChunk, ScopePlan, Turn, UnsupportedFigure
 from router.wording import EN, Words, words
@@ -150,13 +158,6 @@ def _figure_text(f: Figure) -> str:
     return f"{body}%" if f.percent else body if f.scale == 1 else f"{body} × {f.scale:,.0f}"
 
 
-def _shifted(answer: Answer, by: int) -> Answer:
-    """An answer's markers moved up by ``by`` (placed after ``by`` other sources)."""
-    text = _MARKER.sub(lambda m: f"[{int(m.group(1)) + by}]", answer.text)
-    return msgspec.structs.replace(answer, text=text, citations=tuple(
-        msgspec.structs.replace(c, marker=c.marker + by) for c in answer.citations))
-
-
 async def _facts_answer(chat: ChatModel, question: str, chunks: Sequence[RetrievedChunk], history: Sequence[Turn],
                         plan: ScopePlan | None, facts: FactsAnswer) -> Answer:
     k, w = len(facts.citations), words(question)
@@ -172,11 +173,10 @@ async def _facts_answer(chat: ChatModel, question: str, chunks: Sequence[Retriev
             return msgspec.structs.replace(ans, mode="facts_llm", citations=cites)
     text, cites = facts.text, list(facts.citations)
     if chunks and (plan is None or plan.scope.kind == "single"):
-        extra = extractive_answer(question, chunks, max_sentences=2)
-        if extra.citations and extra.mode == "extractive":
-            shifted = _shifted(extra, k)
-            text += f"\n{w.from_text}\n" + shifted.text.split("\n", 1)[-1].strip()  # without its lead line
-            cites += shifted.citations
+        picked = best_sentences(question, chunks, 2)  # the figures lead; at most two supporting sentences
+        if picked:
+            text += f"\n{w.supporting}\n" + "\n".join(f"- {' '.join(s.split())} [{k + ci + 1}]" for ci, _, s in picked)
+            cites += [_citation(k + ci + 1, chunks[ci]) for ci in sorted({ci for ci, _, _ in picked})]
     looked = _looked_at(question, chunks, facts.missing_ids, len(cites), w)
     if looked:
         text += "\n" + "\n".join(line for line, _ in looked)
@@ -231,22 +231,80 @@ async def _answer(chat: ChatModel, question: str, chunks: Sequence[RetrievedChun
         ans = _offline(question, chunks, plan)
         return Answer(text=ans.text, citations=ans.citations, mode="extractive_fallback", llm_calls=1)
     cites = tuple(_citation(i, chunks[i - 1]) for i in used)
-    return Answer(text=text, citations=cites, mode="llm", llm_calls=1)
+    not_found = "the model found it not stated in the evidence" if NOT_STATED in text.lower()[:200] else ""
+    return Answer(text=text, citations=cites, mode="not_found" if not_found else "llm", llm_calls=1,
+                  not_found=not_found)
 
 
-def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sentences: int = 4) -> Answer:
-    """The best evidence sentences for the question, each cited ([n] = evidence block)."""
-    picked = best_sentences(question, chunks, max_sentences)
+def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sentences: int = 3) -> Answer:
+    """The answer first, then at most two supporting sentences, each cited ([n] = evidence block): the table row
+    that states the asked measure for the asked period, read out (``router.rows``), else the best sentence;
+    "not stated" when the question asks for a vocabulary measure that no evidence row or sentence states."""
     w = words(question)
-    if not picked:
+    naming = _naming(chunks)
+    concept = question_concept(question)
+    row = best_row(question, [c.text for c in chunks], naming) \
+        if concept or _WANTS_NUMBER.search(question) else None
+    picked = best_sentences(question, chunks, max_sentences + 1)
+    if concept and not _states(concept, chunks, row):
+        return _not_stated(question, chunks, concept, w)
+    if not picked and row is None:
         return Answer(text=w.closest.format(text=chunks[0].text[:300].strip()),
                       citations=(_citation(1, chunks[0]),), mode="extractive")
-    markers = sorted({ci + 1 for ci, _, _ in picked})
-    lines = [f"- {' '.join(s.split())} [{ci + 1}]" for ci, _, s in picked]
-    sources = sorted({chunks[ci].doc_name for ci, _, _ in picked})
-    lead = w.based_on_doc.format(doc=sources[0]) if len(sources) == 1 else w.based_on
-    text = lead + "\n" + "\n".join(lines)
+    if row is not None:
+        lead, lead_ci = render(row), row.chunk
+        picked = [p for p in picked if " ".join(p[2].split()) != " ".join(row.row.line.split())]
+    else:
+        (lead_ci, _, lead) = picked.pop(0)
+    support = picked[: max_sentences - 1]
+    text = f"{' '.join(lead.split())} [{lead_ci + 1}]"
+    if support:
+        text += f"\n{w.supporting}\n" + "\n".join(f"- {' '.join(s.split())} [{ci + 1}]" for ci, _, s in support)
+    markers = sorted({lead_ci + 1, *(ci + 1 for ci, _, _ in support)})
     return Answer(text=text, citations=tuple(_citation(i, chunks[i - 1]) for i in markers), mode="extractive")
+
+
+def _states(concept: str, chunks: Sequence[RetrievedChunk], row: RowMatch | None) -> bool:
+    """Whether the evidence states a figure of the vocabulary measure: a row printing it, or a sentence naming
+    it with a number."""
+    if row is not None and (line_concept(row.row.label) == concept or row.score >= 2):
+        return True
+    spec = CONCEPT_BY_NAME.get(concept)
+    if spec is None:
+        return True
+    names = [n for n in {spec.label.lower(), *spec.printed, *spec.asked} if len(n) > 3]
+    for c in chunks:
+        for s in split_sentences(c.text):
+            low = " ".join(s.lower().split())
+            if any(ch.isdigit() for ch in low) and (any(n in low for n in names)
+                                                    or any(z in s for z in spec.chinese)):
+                return True
+    return False
+
+
+def _not_stated(question: str, chunks: Sequence[RetrievedChunk], concept: str, w: Words) -> Answer:
+    """Not found is an answer: which document(s) were read, that they do not state the measure, and the
+    closest passage, cited."""
+    spec = CONCEPT_BY_NAME[concept]
+    asked = [z for z in spec.chinese if z in question]
+    measure = (max(asked, key=len) if asked else spec.chinese[0] if spec.chinese else spec.label) \
+        if w.lang == "zh" else spec.label
+    years = sorted(question_years(question))
+    period = ("、".join(f"{y}年" for y in years) if w.lang == "zh" else f" for {', '.join(map(str, years))}") \
+        if years else ""
+    docs = list(dict.fromkeys(c.doc_name for c in chunks))
+    doc = docs[0] if len(docs) == 1 else ("所读文档" if w.lang == "zh" else "The documents read")
+    best = best_sentences(question, chunks, 1)
+    ci, passage = (best[0][0], best[0][2]) if best else (0, chunks[0].text)
+    text = w.not_stated.format(doc=doc, measure=measure, period=period, text=" ".join(passage.split())[:240])
+    return Answer(text=text, citations=(_citation(1, chunks[ci]),), mode="not_found",
+                  not_found=f"no figure of {spec.label}{period if w.lang != 'zh' else ''} in the evidence read")
+
+
+def _naming(chunks: Sequence[RetrievedChunk]) -> set[str]:
+    """Words that name the documents (company, year, "annual report"): they routed the question; the answer is
+    in the others."""
+    return set(tokenize(" ".join(re.sub(r"[-_.]", " ", c.doc_name) for c in chunks)))
 
 
 def per_document_answer(question: str, chunks: Sequence[RetrievedChunk], plan: ScopePlan,
@@ -263,28 +321,51 @@ def per_document_answer(question: str, chunks: Sequence[RetrievedChunk], plan: S
     none: list[str] = []
     used: set[int] = set()
     wants_number = bool(_WANTS_NUMBER.search(question) or _COMPARES_FIGURES.search(question))
+    figures_read: list[tuple[str, RowMatch]] = []
     for d in doc_ids:
         sub = plan.sub_question(d)
         idx = groups.get(d, [])
-        picked = best_sentences(sub.question if sub else question, [chunks[i] for i in idx], per_doc_sentences,
-                                wants_number=wants_number)
+        own = [chunks[i] for i in idx]
+        asked = sub.question if sub else question
+        row = best_row(asked, [c.text for c in own], _naming(own)) if wants_number and own else None
+        picked = best_sentences(asked, own, per_doc_sentences - (row is not None), wants_number=wants_number)
         label = names.get(d, str(d))
         if sub and (sub.entity or sub.period):
             label += f" ({', '.join(x for x in (sub.entity, sub.period) if x)})"
-        if not picked or not found.get(d, False):
+        if (not picked and row is None) or not found.get(d, False):
             if d in plan.needed:
                 none.append(names.get(d, str(d)))
             continue
-        cited = " ".join(f"{' '.join(s.split())} [{idx[ci] + 1}]" for ci, _, s in picked)
+        lead = [f"{render(row)} [{idx[row.chunk] + 1}]"] if row is not None else []
+        if row is not None:
+            used.add(idx[row.chunk] + 1)
+            figures_read.append((" ".join(x for x in (sub.entity, sub.period) if x) if sub and sub.entity
+                                 else names.get(d, str(d)), row))
+            picked = [p for p in picked if " ".join(p[2].split()) != " ".join(row.row.line.split())]
+        cited = " ".join([*lead, *(f"{' '.join(s.split())} [{idx[ci] + 1}]" for ci, _, s in picked)])
         used.update(idx[ci] + 1 for ci, _, _ in picked)
         lines.append(f"- {label}: {cited}")
     w = words(question)
+    if len(figures_read) == 2 and (_COMPARES_FIGURES.search(question) or plan.scope.kind == "multi"):
+        lines.append(_difference(figures_read, w))
     parts = [p for p in (_missing_note(plan, w), w.per_document) if p]
-    text = "\n".join(parts + lines)
+    text = "\n".join(p for p in parts + lines if p)
     if none:
         text += "\n" + "\n".join(w.no_evidence_in.format(doc=x) for x in none)
     return Answer(text=text.strip(), citations=tuple(_citation(i, chunks[i - 1]) for i in sorted(used)),
                   mode="extractive")
+
+
+def _difference(read: Sequence[tuple[str, RowMatch]], w: Words) -> str:
+    """Two documents' figures of the asked measure compared: the difference, and in % of the second, in the
+    first's unit; "" when either is no amount."""
+    (a_name, a), (b_name, b) = read
+    va, vb = value(a), value(b)
+    if va is None or vb is None or va == vb:
+        return ""
+    pct = f" ({abs(va - vb) / abs(vb) * 100:.1f}%)" if vb else ""
+    return w.difference.format(a=a_name, b=b_name, delta=amount(abs(va - vb), a),
+                               direction=w.higher if va > vb else w.lower, pct=pct)
 
 
 def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentences: int = 4, *,
@@ -292,8 +373,7 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
     """(chunk index, sentence index, sentence) of the best evidence sentences for the question, at most two
     per chunk, best first; sentences with a figure weigh more when the question asks for one."""
     q = set(tokenize(question))
-    # words that name the document (company, year, "annual report") routed it; the answer is in the others
-    naming = set(tokenize(" ".join(re.sub(r"[-_.]", " ", c.doc_name) for c in chunks)))
+    naming = _naming(chunks)
     weight = {t: (0.3 if t in naming else 1.0) for t in q}
     if wants_number is None:
         wants_number = bool(_WANTS_NUMBER.search(question))

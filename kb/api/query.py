@@ -77,7 +77,8 @@ async def _stream(pipeline: Any, req: QueryRequest) -> AsyncGenerator[dict[str, 
                 yield {"event": "answer", "data": json.dumps({"delta": " ".join(words[i : i + 8]) + " "})}
             yield {"event": "citations", "data": msgspec.json.encode(result.citations).decode()}
             yield {"event": "done", "data": msgspec.json.encode(
-                {"documents": result.documents, "trace": result.trace, "facts": result.facts}).decode()}
+                {"documents": result.documents, "trace": result.trace, "facts": result.facts,
+                 "not_found": result.not_found}).decode()}
             break
     finally:
         if not task.done():
