@@ -28,7 +28,8 @@ _ASKING = frozenset(tokenize(
     "answer response question usd dollars millions billions thousands units unit round decimal place places "
     "based base basis information provided shown primarily details judgments rely relying using statement "
     "statements balance sheet income cash flow flows consolidated report reported annual quarterly company "
-    "please give state calculate compute assume analyst public equities line item", keep_stopwords=True))
+    "please give state calculate compute assume analyst public equities line item quarter quarters first second "
+    "third fourth three six nine twelve month months ended ending period periods date", keep_stopwords=True))
 
 
 @dataclass(frozen=True)
@@ -110,10 +111,19 @@ def rows_of(text: str) -> list[Row]:
     return out
 
 
-def _measure_words(question: str, naming: set[str]) -> set[str]:
-    """The question's words that may name the measure: not asking words, not the documents' names, no periods."""
+_QUOTED = re.compile(r"['‘’\"“”]([^'‘’\"“”]{3,80})['‘’\"“”]")
+_NAME = re.compile(r"(?<![.?!]\s)(?<!^)\b([A-Z][\w&.-]*(?:['’]s)?)")
+
+
+def measure_words(question: str, naming: set[str]) -> set[str]:
+    """The question's words that may name the measure: not asking words, not the documents' names, no periods,
+    not a capitalised name inside the sentence ("Apple's", "Best Buy") unless quoted as the measure."""
+    quoted = " ".join(m.group(1) for m in _QUOTED.finditer(question))
+    names = set(tokenize(" ".join(_NAME.findall(_QUOTED.sub(" ", question))))) - set(tokenize(quoted))
     out = set()
     for t in tokenize(question):
+        if t in names:
+            continue
         t = re.sub(r"['’]s$", "", t)
         if t not in _ASKING and t not in naming and not any(ch.isdigit() for ch in t):
             out.add(t)
@@ -131,7 +141,7 @@ class RowMatch:
 def best_row(question: str, texts: Sequence[str], naming: set[str]) -> RowMatch | None:
     """The row of the evidence that states the asked measure (its label's words are the question's, or it
     prints the asked vocabulary concept), in the asked period's column when the header says which."""
-    words = _measure_words(question, naming)
+    words = measure_words(question, naming)
     concept = question_concept(question)
     if not words and not concept:
         return None
@@ -144,7 +154,8 @@ def best_row(question: str, texts: Sequence[str], naming: set[str]) -> RowMatch 
                 continue
             hit = len(words & label)
             same = bool(concept) and line_concept(row.label) == concept
-            if not same and (hit == 0 or hit / len(label) < 0.5):
+            if not same and (hit == 0 or hit / len(label) < 0.5
+                             or (hit < 2 and hit < len(label) and hit / len(words) < 0.5)):
                 continue
             column, dated = 0, False
             if years and row.headers:

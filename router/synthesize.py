@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 import structlog
@@ -21,7 +21,7 @@ from router.prompts import (
     multi_synthesis_prompt,
     synthesis_prompt,
 )
-from router.rows import RowMatch, amount, best_row, render, value
+from router.rows import RowMatch, amount, best_row, measure_words, render, value
 from router.scope import evidence_found
 from router.types import Answer, CitationOut, RetrievedChunk, ScopePlan, Turn, UnsupportedFigure
 from router.wording import EN, Words, words
@@ -33,6 +33,7 @@ _NUMBER = re.compile(r"\$?\d[\d,]*(?:\.\d+)?%?")
 _WANTS_NUMBER = re.compile(r"\b(how much|how many|what (?:was|is|were)|amount|total|percent|rate|ratio)\b", re.I)
 _COMPARES_FIGURES = re.compile(r"\b(compare[ds]?|change[ds]?|trend(?:ed|s)?|grow(?:th)?|increase[ds]?|decrease[ds]?)\b",
                                re.I)
+_PROSE_WORD = re.compile(r"\b[^\W\d_]{3,}\b|[\u4e00-\u9fff]{2,}")
 _HEADING_LINE = re.compile(r"^\s{0,3}#{1,6}\s.*$", re.M)
 
 
@@ -247,15 +248,18 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
         if concept or _WANTS_NUMBER.search(question) else None
     picked = best_sentences(question, chunks, max_sentences + 1)
     if concept and not _states(concept, chunks, row):
-        return _not_stated(question, chunks, concept, w)
+        return _not_stated(question, chunks, _concept_name(concept, question, w), w)
+    if not concept and row is None and _WANTS_NUMBER.search(question) and (asked := _unmentioned(question, chunks)):
+        return _not_stated(question, chunks, asked, w)
     if not picked and row is None:
         return Answer(text=w.closest.format(text=chunks[0].text[:300].strip()),
                       citations=(_citation(1, chunks[0]),), mode="extractive")
     if row is not None:
         lead, lead_ci = render(row), row.chunk
         picked = [p for p in picked if " ".join(p[2].split()) != " ".join(row.row.line.split())]
-    else:
-        (lead_ci, _, lead) = picked.pop(0)
+    else:  # the first sentence that reads as one (not a row of periods or figures)
+        k = next((i for i, p in enumerate(picked) if len(_PROSE_WORD.findall(p[2])) >= 4), 0)
+        (lead_ci, _, lead) = picked.pop(k)
     support = picked[: max_sentences - 1]
     text = f"{' '.join(lead.split())} [{lead_ci + 1}]"
     if support:
@@ -282,13 +286,31 @@ def _states(concept: str, chunks: Sequence[RetrievedChunk], row: RowMatch | None
     return False
 
 
-def _not_stated(question: str, chunks: Sequence[RetrievedChunk], concept: str, w: Words) -> Answer:
+def _concept_name(concept: str, question: str, w: Words) -> str:
+    """A vocabulary measure as the question's language names it (the Chinese name the question uses)."""
+    spec = CONCEPT_BY_NAME[concept]
+    if w.lang != "zh":
+        return spec.label
+    asked = [z for z in spec.chinese if z in question]
+    return max(asked, key=len) if asked else spec.chinese[0] if spec.chinese else spec.label
+
+
+def _unmentioned(question: str, chunks: Sequence[RetrievedChunk]) -> str:
+    """The words naming the asked measure when the evidence mentions none of them ("goodwill impairment"),
+    else ""."""
+    asked = measure_words(question, _naming(chunks))
+    if not asked:
+        return ""
+    seen = set(tokenize(" ".join(c.text for c in chunks)))
+    if asked & seen:
+        return ""
+    return " ".join(t for t in re.findall(r"[^\W_]+", question) if (tokenize(t) or [""])[0] in asked) or \
+        " ".join(sorted(asked))
+
+
+def _not_stated(question: str, chunks: Sequence[RetrievedChunk], measure: str, w: Words) -> Answer:
     """Not found is an answer: which document(s) were read, that they do not state the measure, and the
     closest passage, cited."""
-    spec = CONCEPT_BY_NAME[concept]
-    asked = [z for z in spec.chinese if z in question]
-    measure = (max(asked, key=len) if asked else spec.chinese[0] if spec.chinese else spec.label) \
-        if w.lang == "zh" else spec.label
     years = sorted(question_years(question))
     period = ("、".join(f"{y}年" for y in years) if w.lang == "zh" else f" for {', '.join(map(str, years))}") \
         if years else ""
@@ -298,7 +320,7 @@ def _not_stated(question: str, chunks: Sequence[RetrievedChunk], concept: str, w
     ci, passage = (best[0][0], best[0][2]) if best else (0, chunks[0].text)
     text = w.not_stated.format(doc=doc, measure=measure, period=period, text=" ".join(passage.split())[:240])
     return Answer(text=text, citations=(_citation(1, chunks[ci]),), mode="not_found",
-                  not_found=f"no figure of {spec.label}{period if w.lang != 'zh' else ''} in the evidence read")
+                  not_found=f"no figure of {measure}{period if w.lang != 'zh' else ''} in the evidence read")
 
 
 def _naming(chunks: Sequence[RetrievedChunk]) -> set[str]:
@@ -321,7 +343,7 @@ def per_document_answer(question: str, chunks: Sequence[RetrievedChunk], plan: S
     none: list[str] = []
     used: set[int] = set()
     wants_number = bool(_WANTS_NUMBER.search(question) or _COMPARES_FIGURES.search(question))
-    figures_read: list[tuple[str, RowMatch]] = []
+    figures_read: list[Amount] = []
     for d in doc_ids:
         sub = plan.sub_question(d)
         idx = groups.get(d, [])
@@ -337,11 +359,16 @@ def per_document_answer(question: str, chunks: Sequence[RetrievedChunk], plan: S
                 none.append(names.get(d, str(d)))
             continue
         lead = [f"{render(row)} [{idx[row.chunk] + 1}]"] if row is not None else []
+        who = " ".join(x for x in (sub.entity, sub.period) if x) if sub and sub.entity else names.get(d, str(d))
         if row is not None:
             used.add(idx[row.chunk] + 1)
-            figures_read.append((" ".join(x for x in (sub.entity, sub.period) if x) if sub and sub.entity
-                                 else names.get(d, str(d)), row))
+            if (v := value(row)) is not None:
+                figures_read.append((who, v, lambda x, row=row: amount(x, row)))
             picked = [p for p in picked if " ".join(p[2].split()) != " ".join(row.row.line.split())]
+        elif wants_number and (found_amount := sentence_amount([p[2] for p in picked], measure_words(asked, set()))):
+            figures_read.append((who, *found_amount))
+            stating = next(i for i, p in enumerate(picked) if sentence_amount([p[2]], measure_words(asked, set())))
+            picked.insert(0, picked.pop(stating))  # the sentence stating the figure first
         cited = " ".join([*lead, *(f"{' '.join(s.split())} [{idx[ci] + 1}]" for ci, _, s in picked)])
         used.update(idx[ci] + 1 for ci, _, _ in picked)
         lines.append(f"- {label}: {cited}")
@@ -356,16 +383,46 @@ def per_document_answer(question: str, chunks: Sequence[RetrievedChunk], plan: S
                   mode="extractive")
 
 
-def _difference(read: Sequence[tuple[str, RowMatch]], w: Words) -> str:
+Amount = tuple[str, float, Callable[[float], str]]
+"""A document's figure of the compared measure: (who, value in base units, how to write an amount like it)."""
+
+
+def _difference(read: Sequence[Amount], w: Words) -> str:
     """Two documents' figures of the asked measure compared: the difference, and in % of the second, in the
-    first's unit; "" when either is no amount."""
-    (a_name, a), (b_name, b) = read
-    va, vb = value(a), value(b)
-    if va is None or vb is None or va == vb:
+    first's unit."""
+    (a_name, va, write), (b_name, vb, _) = read
+    if va == vb:
         return ""
     pct = f" ({abs(va - vb) / abs(vb) * 100:.1f}%)" if vb else ""
-    return w.difference.format(a=a_name, b=b_name, delta=amount(abs(va - vb), a),
+    return w.difference.format(a=a_name, b=b_name, delta=write(abs(va - vb)),
                                direction=w.higher if va > vb else w.lower, pct=pct)
+
+
+_AMOUNT = re.compile(r"(\$\s?)?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?\s*(billion|million|thousand|亿元|万元|亿|万)?", re.I)
+_AMOUNT_SCALE = {"billion": 1e9, "million": 1e6, "thousand": 1e3, "亿元": 1e8, "万元": 1e4, "亿": 1e8, "万": 1e4}
+
+
+def sentence_amount(sentences: Sequence[str], asked: set[str]) -> tuple[float, Callable[[float], str]] | None:
+    """The first amount (a $ figure or one with a scale word; not a percent) written after a word naming the
+    asked measure in ``sentences`` ("Total revenue increased 9.4% to $2,146.8 million" → 2,146,800,000)."""
+    for s in sentences:
+        low = s.lower()
+        starts = [m.end() for t in asked for m in re.finditer(r"\b" + re.escape(t[:5]), low)]
+        if not starts:
+            continue
+        for m in _AMOUNT.finditer(s, min(starts)):
+            dollar, unit = m.group(1), (m.group(4) or "").lower()
+            if not (dollar or unit) or s[m.end():m.end() + 1] == "%":
+                continue
+            scale = _AMOUNT_SCALE.get(unit, 1.0)
+            v = float(m.group(2).replace(",", "") + (m.group(3) or "")) * scale
+
+            def write(x: float, unit: str = unit, scale: float = scale, dollar: bool = bool(dollar)) -> str:
+                shown = x / scale
+                text = f"{shown:,.1f}" if shown < 1000 and shown != int(shown) else f"{shown:,.0f}"
+                return f"{'$' if dollar else ''}{text}{' ' if unit and unit.isascii() else ''}{unit}"
+            return v, write
+    return None
 
 
 def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentences: int = 4, *,

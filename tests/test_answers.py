@@ -159,3 +159,31 @@ def test_a_comparison_of_two_documents_states_each_figure_and_the_difference() -
     ans = per_document_answer("Compare the 2023 backlog of Aurora and Northwind.", [a, b], plan)
     assert "Backlog, 2023: 1,250 million [1]" in ans.text and "Backlog, 2023: 800 million [2]" in ans.text, ans.text
     assert "Difference: Aurora 2023 is 450 million higher than Northwind 2023 (56.2%)." in ans.text, ans.text
+
+
+def test_a_comparison_from_sentences_computes_the_difference() -> None:
+    """Without table rows, each report's sentence stating the measure gives its figure."""
+    from router.synthesize import per_document_answer
+    from router.types import QuestionScope, ScopePlan, SubQuestion
+
+    a = _chunk(1, "The United States generated 61% of revenue. Total revenue increased 9.4% to $2,146.8 million "
+                  "and net income rose to $402.5 million.", doc="aurora-2023.pdf", doc_id=1)
+    b = _chunk(2, "Revenue rose 11.2% to $1,284.6 million, and net income was $187.3 million.",
+               doc="northwind-2023.pdf", doc_id=2)
+    subs = tuple(SubQuestion(doc_id=i, doc_name=n, question=f"What was the revenue of {e} in 2023?", entity=e,
+                             period="FY2023")
+                 for i, n, e in ((1, "aurora-2023.pdf", "Aurora"), (2, "northwind-2023.pdf", "Northwind")))
+    plan = ScopePlan(scope=QuestionScope(kind="multi", reason="comparison", entities=("Aurora", "Northwind")),
+                     needed=(1, 2), sub_questions=subs)
+    ans = per_document_answer("Compare the 2023 revenue of Aurora and Northwind.", [a, b], plan)
+    assert "Difference: Aurora FY2023 is $862.2 million higher than Northwind FY2023 (67.1%)." in ans.text, ans.text
+    assert "(Aurora, FY2023): Total revenue increased" in ans.text, ans.text  # the stating sentence first
+
+
+def test_a_measure_the_evidence_never_mentions_is_not_stated() -> None:
+    chunks = [_chunk(1, "Net sales for the third quarter rose 6.6% to $268.4 million. Gross margin was 24.7%.")]
+    ans = extractive_answer("What was Bluefin Foods' goodwill impairment in the third quarter of 2023?", chunks)
+    assert ans.mode == "not_found" and ans.text.startswith("acme-2019.pdf does not state goodwill impairment"), \
+        ans.text
+    ans = extractive_answer("What were net sales in the third quarter?", chunks)
+    assert ans.mode == "extractive" and "268.4" in ans.text
