@@ -47,10 +47,15 @@ def build_evidence(chunks: Sequence[RetrievedChunk]) -> str:
     return "\n\n".join(f"[{i}] {evidence_label(c)}\n{c.text}" for i, c in enumerate(chunks, 1))
 
 
-def _citation(i: int, c: RetrievedChunk) -> CitationOut:
+def _citation(i: int, c: RetrievedChunk, quotes: Sequence[str] = ()) -> CitationOut:
     return CitationOut(marker=i, doc_id=c.doc_id, doc_name=c.doc_name, node_id=c.node_id,
                        section_path=c.section_path, pages=c.pages, text=c.text, unit=c.unit,
-                       chunk_id=c.chunk_id)
+                       chunk_id=c.chunk_id, quote=" … ".join(dict.fromkeys(q.strip() for q in quotes if q.strip())))
+
+
+def _quotes(picked: Sequence[tuple[int, int, str]], ci: int, *extra: str) -> list[str]:
+    """The sentences picked from evidence block ``ci`` (and ``extra`` ones), as cited."""
+    return [*extra, *(s for c, _, s in picked if c == ci)]
 
 
 def _missing_note(plan: ScopePlan | None, w: Words = EN) -> str:
@@ -177,7 +182,7 @@ async def _facts_answer(chat: ChatModel, question: str, chunks: Sequence[Retriev
         picked = best_sentences(question, chunks, 2)  # the figures lead; at most two supporting sentences
         if picked:
             text += f"\n{w.supporting}\n" + "\n".join(f"- {' '.join(s.split())} [{k + ci + 1}]" for ci, _, s in picked)
-            cites += [_citation(k + ci + 1, chunks[ci]) for ci in sorted({ci for ci, _, _ in picked})]
+            cites += [_citation(k + ci + 1, chunks[ci], _quotes(picked, ci)) for ci in sorted({ci for ci, _, _ in picked})]
     looked = _looked_at(question, chunks, facts.missing_ids, len(cites), w)
     if looked:
         text += "\n" + "\n".join(line for line, _ in looked)
@@ -200,7 +205,7 @@ def _looked_at(question: str, chunks: Sequence[RetrievedChunk], doc_ids: Sequenc
         ci, passage = (best[0][0], best[0][2]) if best else (0, own[0].text)
         marker = cited + len(out) + 1
         line = w.looked_at.format(doc=own[ci].doc_name, text=" ".join(passage.split())[:240], cite=f"[{marker}]")
-        out.append((line, _citation(marker, own[ci])))
+        out.append((line, _citation(marker, own[ci], [passage] if best else [])))
     return out
 
 
@@ -265,7 +270,10 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
     if support:
         text += f"\n{w.supporting}\n" + "\n".join(f"- {' '.join(s.split())} [{ci + 1}]" for ci, _, s in support)
     markers = sorted({lead_ci + 1, *(ci + 1 for ci, _, _ in support)})
-    return Answer(text=text, citations=tuple(_citation(i, chunks[i - 1]) for i in markers), mode="extractive")
+    lead_quote = row.row.line if row is not None else lead
+    return Answer(text=text, citations=tuple(
+        _citation(i, chunks[i - 1], _quotes(support, i - 1, *([lead_quote] if i - 1 == lead_ci else [])))
+        for i in markers), mode="extractive")
 
 
 def _states(concept: str, chunks: Sequence[RetrievedChunk], row: RowMatch | None) -> bool:
@@ -319,7 +327,7 @@ def _not_stated(question: str, chunks: Sequence[RetrievedChunk], measure: str, w
     best = best_sentences(question, chunks, 1)
     ci, passage = (best[0][0], best[0][2]) if best else (0, chunks[0].text)
     text = w.not_stated.format(doc=doc, measure=measure, period=period, text=" ".join(passage.split())[:240])
-    return Answer(text=text, citations=(_citation(1, chunks[ci]),), mode="not_found",
+    return Answer(text=text, citations=(_citation(1, chunks[ci], [passage] if best else []),), mode="not_found",
                   not_found=f"no figure of {measure}{period if w.lang != 'zh' else ''} in the evidence read")
 
 
@@ -344,6 +352,7 @@ def per_document_answer(question: str, chunks: Sequence[RetrievedChunk], plan: S
     used: set[int] = set()
     wants_number = bool(_WANTS_NUMBER.search(question) or _COMPARES_FIGURES.search(question))
     figures_read: list[Amount] = []
+    quotes: dict[int, list[str]] = {}
     for d in doc_ids:
         sub = plan.sub_question(d)
         idx = groups.get(d, [])
@@ -362,6 +371,7 @@ def per_document_answer(question: str, chunks: Sequence[RetrievedChunk], plan: S
         who = " ".join(x for x in (sub.entity, sub.period) if x) if sub and sub.entity else names.get(d, str(d))
         if row is not None:
             used.add(idx[row.chunk] + 1)
+            quotes.setdefault(idx[row.chunk] + 1, []).append(row.row.line)
             if (v := value(row)) is not None:
                 figures_read.append((who, v, lambda x, row=row: amount(x, row)))
             picked = [p for p in picked if " ".join(p[2].split()) != " ".join(row.row.line.split())]
@@ -371,6 +381,8 @@ def per_document_answer(question: str, chunks: Sequence[RetrievedChunk], plan: S
             picked.insert(0, picked.pop(stating))  # the sentence stating the figure first
         cited = " ".join([*lead, *(f"{' '.join(s.split())} [{idx[ci] + 1}]" for ci, _, s in picked)])
         used.update(idx[ci] + 1 for ci, _, _ in picked)
+        for ci, _, sentence in picked:
+            quotes.setdefault(idx[ci] + 1, []).append(sentence)
         lines.append(f"- {label}: {cited}")
     w = words(question)
     if len(figures_read) == 2 and (_COMPARES_FIGURES.search(question) or plan.scope.kind == "multi"):
@@ -379,7 +391,8 @@ def per_document_answer(question: str, chunks: Sequence[RetrievedChunk], plan: S
     text = "\n".join(p for p in parts + lines if p)
     if none:
         text += "\n" + "\n".join(w.no_evidence_in.format(doc=x) for x in none)
-    return Answer(text=text.strip(), citations=tuple(_citation(i, chunks[i - 1]) for i in sorted(used)),
+    return Answer(text=text.strip(), citations=tuple(_citation(i, chunks[i - 1], quotes.get(i, ()))
+                                                     for i in sorted(used)),
                   mode="extractive")
 
 

@@ -172,6 +172,7 @@ class CitationOut(msgspec.Struct, frozen=True):
     text: str
     unit: str = "page"
     chunk_id: int | None = None  # the retrieved chunk (page previews highlight it)
+    quote: str = ""  # the sentence(s) or row of ``text`` the answer cites (offline answers), shown highlighted
 
 
 class UnsupportedFigure(msgspec.Struct, frozen=True):
