@@ -83,10 +83,8 @@ class QueryPipeline:
             await on_event("nodes", tuple(p for x in searched for p in x.result.picks))
         with clock.stage("retrieve"):
             ev = await locate(state, routing, docs, searched)
-            ranked = await judge_and_read(state, ev, routing, searched, await rank(state, ev, routing, self.reranker),
-                                          self.reranker)
-            ranked = replace(ranked, evidence=await passages(state.pool, ranked.evidence,
-                                                             self.settings.evidence_tokens))
+            ranked = await as_passages(state, await judge_and_read(
+                state, ev, routing, searched, await rank(state, ev, routing, self.reranker), self.reranker))
         return replace(outcome(state, routing, searched, ev, ranked, clock.ms), facts=facts)
 
     async def run(self, req: QueryRequest, on_event: Event | None = None) -> QueryResult:
@@ -117,6 +115,11 @@ async def facts_or_none(state: QueryState, plan: ScopePlan) -> FactsAnswer | Non
     except (asyncpg.PostgresError, ValueError, KeyError, ZeroDivisionError) as exc:
         log.warning("router.facts_failed", error=f"{type(exc).__name__}: {exc}")
         return None
+
+
+async def as_passages(state: QueryState, ranked: Ranked) -> Ranked:
+    """The evidence grown into passages within ``KB_EVIDENCE_TOKENS`` (``router.passages``)."""
+    return replace(ranked, evidence=await passages(state.pool, ranked.evidence, state.settings.evidence_tokens))
 
 
 async def judge_and_read(state: QueryState, ev: Evidence, routing: RoutingResult, searched: tuple[Searched, ...],

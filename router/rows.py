@@ -112,14 +112,28 @@ def rows_of(text: str) -> list[Row]:
 
 
 _QUOTED = re.compile(r"['‘’\"“”]([^'‘’\"“”]{3,80})['‘’\"“”]")
-_NAME = re.compile(r"(?<![.?!]\s)(?<!^)\b([A-Z][\w&.-]*(?:['’]s)?)")
+_WORD = re.compile(r"[A-Za-z][\w&.-]*(?:['’]s)?")
+
+
+def _names(question: str) -> set[str]:
+    """Tokens of the question's names: a possessive ("AMCOR's"), and capitalised words inside a sentence
+    ("Best Buy") unless the question is written in title case; acronyms ("EBITDA", "GAAP") are measures."""
+    words = _WORD.findall(question)
+    title_case = sum(w[0].isupper() for w in words) > len(words) / 2
+    out = []
+    for i, w in enumerate(words):
+        if re.search(r"['’]s$", w):
+            out.append(w)
+        elif not title_case and i > 0 and w[0].isupper() and not w.isupper():
+            out.append(w)
+    return set(tokenize(" ".join(out)))
 
 
 def measure_words(question: str, naming: set[str]) -> set[str]:
     """The question's words that may name the measure: not asking words, not the documents' names, no periods,
-    not a capitalised name inside the sentence ("Apple's", "Best Buy") unless quoted as the measure."""
+    not a name (``_names``) unless quoted as the measure."""
     quoted = " ".join(m.group(1) for m in _QUOTED.finditer(question))
-    names = set(tokenize(" ".join(_NAME.findall(_QUOTED.sub(" ", question))))) - set(tokenize(quoted))
+    names = _names(_QUOTED.sub(" ", question)) - set(tokenize(quoted))
     out = set()
     for t in tokenize(question):
         if t in names:
