@@ -15,6 +15,7 @@ from litestar.openapi.spec import Components, OpenAPI, OpenAPIMediaType, OpenAPI
 from litestar.routes import HTTPRoute
 
 from ingest.jobs import STOP_GRACE_S, Worker
+from ingest.render import LinesCache, PageCache
 from kb import __version__
 from kb.api.admin import AdminController
 from kb.api.capabilities import CapabilitiesController
@@ -113,6 +114,9 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     async def lifespan(app: Litestar) -> AsyncGenerator[None, None]:
         rt = runtime or await open_runtime(settings)
         app.state.runtime = rt
+        server = rt.settings.server
+        app.state.pages = PageCache(rt.settings.database.data_dir / "pages", server.page_cache_mb * 1024 * 1024)
+        app.state.lines = LinesCache(server.lines_cache_mb * 1024 * 1024)
         adjust_openapi(app.openapi_schema, rt.settings.server)
         services.runtime, services.pipeline = rt, rt.pipeline
         if not settings.server.admin_token:
@@ -139,6 +143,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
                 await worker_task  # its file is handed back; a worker stuck longer than STOP_GRACE_S is cancelled
             if ctx is not None:
                 ctx.close()
+            app.state.lines.close()
             if runtime is None:
                 await rt.close()
 

@@ -11,7 +11,7 @@ from litestar import Controller, Response, delete, get, post
 from litestar.params import Parameter
 
 from ingest.pageindex import export_pageindex
-from ingest.render import PageCache
+from ingest.render import LinesCache, PageCache
 from ingest.store import (
     DocumentInfo,
     FactRow,
@@ -125,6 +125,7 @@ class CatalogController(Controller):
         return await document_facts(rt.pool, doc_id, concept or None)
 
     @delete("/documents/{doc_id:int}", guards=[admin_guard], status_code=204, responses=errors(400, 401, 403, 404))
-    async def remove(self, rt: Runtime, pages: PageCache, doc_id: DbId) -> None:
+    async def remove(self, rt: Runtime, pages: PageCache, lines: LinesCache, doc_id: DbId) -> None:
         await delete_document(rt.pool, doc_id)
         await asyncio.to_thread(pages.drop, doc_id)
+        lines.drop(doc_id)

@@ -31,7 +31,7 @@ from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from ingest.render import PageCache
+from ingest.render import LinesCache, PageCache
 from kb.db import is_db_unavailable
 from kb.errors import (
     AuthError,
@@ -98,14 +98,20 @@ def _provide_pipeline(state: State) -> QueryPipeline:
 
 
 def _provide_pages(state: State) -> PageCache:
-    return state.runtime.page_cache
+    return state.pages
+
+
+def _provide_lines(state: State) -> LinesCache:
+    return state.lines
 
 
 DEPENDENCIES = {"rt": Provide(_provide_runtime, sync_to_thread=False),
                 "pipeline": Provide(_provide_pipeline, sync_to_thread=False),
-                "pages": Provide(_provide_pages, sync_to_thread=False)}
+                "pages": Provide(_provide_pages, sync_to_thread=False),
+                "lines": Provide(_provide_lines, sync_to_thread=False)}
 """What handlers are given by name: ``rt`` (the runtime: pool, settings, providers), ``pipeline`` (the query
-pipeline) and ``pages`` (the rendered-page cache); the lifespan puts the runtime on ``app.state``."""
+pipeline), ``pages`` (the rendered-page cache) and ``lines`` (parsed text sources); the lifespan puts them on
+``app.state``."""
 
 
 def problem_body(status: int, title: str, detail: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:

