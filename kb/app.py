@@ -26,6 +26,7 @@ from kb.api.common import (
     before_request,
     body_limit,
     exception_handler,
+    host_check_middleware,
     read_guard,
     request_id_middleware,
 )
@@ -154,6 +155,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         dependencies=DEPENDENCIES,
         exception_handlers={Exception: exception_handler},
         middleware=[request_id_middleware,
+                    DefineMiddleware(host_check_middleware, bound_host=host),
                     DefineMiddleware(body_limit, json_bytes=settings.server.max_json_kb * 1024,
                                      upload_bytes=settings.ingest.max_upload_mb * 1024 * 1024,
                                      upload_paths=frozenset({"/kb/admin/documents"})),

@@ -12,7 +12,11 @@ import pymupdf
 import pytest
 
 from ingest.render import LinesCache, PageCache, SourceDoc
+from kb.app import create_app
 from kb.errors import UnavailableError
+from kb.runtime import Runtime
+from tests.conftest import SetEnv, ingest
+from tests.http import app_client
 from tests.pdfgen import make_text_pdf
 
 
@@ -95,3 +99,46 @@ def test_page_cache_keeps_plain_pages_within_its_size_and_draws_highlights(tmp_p
     assert changed < len(a.samples) // 4  # only the marked lines, not the page
     pdf.unlink()  # the source gone: the page and its known marks are still served
     assert cache.get(doc, 12, chunk).png == marked.png
+
+
+def _client(rt: Runtime, *, bound_host: str = "127.0.0.1", base_url: str = "http://127.0.0.1:8000"):
+    return app_client(create_app(runtime=rt, bound_host=bound_host, run_worker=False), base_url=base_url)
+
+
+async def _md_document(rt: Runtime, tmp_path: Path) -> int:
+    docs = tmp_path / "docs"
+    docs.mkdir(exist_ok=True)
+    (docs / "orion.md").write_text("# Orion\n\n## Output\n\nOrion Mining produced 412 thousand tonnes of copper.\n")
+    job = await ingest(rt, docs, allowed_root=tmp_path)
+    assert job.counts == {"ok": 1}, [(i.name, i.error) for i in job.items]
+    return job.items[0].document_id
+
+
+async def test_every_route_refuses_a_foreign_host(runtime: Runtime, tmp_path: Path, set_env: SetEnv) -> None:
+    doc_id = await _md_document(runtime, tmp_path)
+    reads = [("GET", "/kb/documents"), ("GET", f"/kb/documents/{doc_id}/lines"), ("GET", "/metrics"),
+             ("GET", "/health"), ("GET", "/kb/collections"), ("GET", "/ui/")]
+    query = {"query": "How much copper did Orion produce?"}
+    async with _client(runtime, base_url="http://evil.example:8000") as client:  # DNS rebinding, no tokens
+        for method, path in reads:
+            r = await client.request(method, path)
+            assert r.status_code == 421 and "KB_ALLOWED_HOSTS" in r.json()["detail"], (path, r.text)
+        r = await client.post("/kb/query", json=query)
+        assert r.status_code == 421 and r.headers["content-type"] == "application/problem+json"
+    for base in ("http://127.0.0.1:8000", "http://localhost:8000", "http://[::1]:8000", "http://10.1.2.3:8000",
+                 "http://kb.localhost"):
+        async with _client(runtime, base_url=base) as client:
+            assert (await client.get(f"/kb/documents/{doc_id}/lines")).status_code == 200, base
+            assert (await client.post("/kb/query", json=query)).status_code == 200, base
+    async with _client(runtime, bound_host="kb-box", base_url="http://KB-box:8000") as client:  # the bound name
+        assert (await client.get("/kb/documents")).status_code == 200
+    runtime.settings = set_env(KB_ALLOWED_HOSTS="kb.example.org, .corp.example")
+    for base, status in [("http://kb.example.org", 200), ("http://a.corp.example:8000", 200),
+                         ("http://corp.example", 200), ("http://evilcorp.example", 421), ("http://evil.example", 421)]:
+        async with _client(runtime, base_url=base) as client:
+            assert (await client.get("/kb/documents")).status_code == status, base
+    runtime.settings = set_env(KB_API_TOKEN="reader")  # a page on another site cannot send the token
+    async with _client(runtime, base_url="http://evil.example:8000") as client:
+        assert (await client.get("/kb/documents")).status_code == 401
+        r = await client.get("/kb/documents", headers={"Authorization": "Bearer reader"})
+        assert r.status_code == 200

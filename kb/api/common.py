@@ -357,6 +357,61 @@ def request_id_middleware(app: ASGIApp) -> ASGIApp:
     return middleware
 
 
+def _host_name(host: str) -> str:
+    """The name of a ``Host`` header value, without its port (``[::1]:8000`` → ``::1``)."""
+    name = host.strip().lower()
+    if name.startswith("["):
+        return name[1 : name.find("]")] if "]" in name else name
+    return name.rsplit(":", 1)[0] if name.count(":") == 1 else name
+
+
+def host_allowed(host: str, bound_host: str, allowed: str) -> bool:
+    """Whether a ``Host`` header names this server: an IP address (a page on another site cannot make a
+    browser send one for its own origin: DNS rebinding needs a name), ``localhost`` (and ``*.localhost``),
+    the bound host, or a name of ``KB_ALLOWED_HOSTS`` (``*``: any; ``.example.org``: it and its subdomains)."""
+    name = _host_name(host).rstrip(".")
+    if not name:
+        return True  # no Host header (HTTP/1.0): not a browser
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        pass
+    if name == "localhost" or name.endswith(".localhost") or name == bound_host.lower():
+        return True
+    for entry in (e.strip().lower() for e in allowed.split(",")):
+        if entry == "*" or entry == name or (entry.startswith(".") and (name == entry[1:] or name.endswith(entry))):
+            return True
+    return False
+
+
+def host_check_middleware(app: ASGIApp, *, bound_host: str) -> ASGIApp:
+    """Every route: a request whose ``Host`` is not a name of this server gets a 421 (DNS rebinding: a page on
+    another site whose name now points here would read the knowledge base), unless ``KB_API_TOKEN`` guards
+    the reads (such a page cannot send the token)."""
+
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        rt = scope["litestar_app"].state.get("runtime")
+        server = rt.settings.server if rt is not None else None
+        host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+        if server is not None and not server.api_token and not host_allowed(host, bound_host, server.allowed_hosts):
+            log.warning("http.host_refused", host=host[:100], path=scope.get("path"))
+            body = problem_bytes(421, "Misdirected request",
+                                 f"Host {host[:100]!r} is not a name of this server (DNS rebinding protection); "
+                                 "list it in KB_ALLOWED_HOSTS, or set KB_API_TOKEN")
+            await send({"type": "http.response.start", "status": 421,
+                        "headers": [(b"content-type", PROBLEM_JSON.encode()),
+                                    (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await app(scope, receive, send)
+
+    return middleware
+
+
 def problem_bytes(status: int, title: str, detail: str) -> bytes:
     """Problem details as JSON bytes, for responses written below the framework (raw ASGI, the protocol)."""
     return msgspec.json.encode(problem_body(status, title, detail))
