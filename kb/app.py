@@ -30,6 +30,7 @@ from kb.api.common import (
     read_guard,
     request_id_middleware,
 )
+from kb.api.lifecycle import bound_hosts, watch_embedder
 from kb.api.mcp import http_session_manager, mcp_route
 from kb.api.metrics import PROMETHEUS, MetricsController
 from kb.api.pages import PagesController
@@ -88,6 +89,18 @@ def adjust_openapi(schema: OpenAPI, server: ServerSettings) -> None:
                         schema=Schema(description="events: routing, nodes, answer (deltas), citations, done"))
 
 
+async def announce(configured_host: str, server: ServerSettings) -> None:
+    """Once the server listens: where (the real bind address, also when uvicorn was started by hand with
+    another ``--host``) and, without an admin token, what that means for the admin endpoints."""
+    hosts = await bound_hosts(configured_host)
+    loopback = all(h in LOOPBACK or h.startswith("127.") for h in hosts)
+    log.info("server.listening", host=",".join(hosts), loopback=loopback)
+    if not server.admin_token:
+        detail = ("admin endpoints disabled (403): KB_API_TOKEN is set without KB_ADMIN_TOKEN"
+                  if server.api_token else "admin endpoints open to loopback peers only (not browsers)")
+        log.warning("auth.no_admin_token", detail=detail, host=",".join(hosts), loopback=loopback)
+
+
 def fix_options_allow(app: Litestar) -> None:
     """litestar (2.25) builds a path's automatic OPTIONS handler when the path's first handler is added,
     so its ``Allow`` misses methods added later (``DELETE /kb/documents/{id}``): point it at the final
@@ -120,17 +133,22 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         app.state.lines = LinesCache(server.lines_cache_mb * 1024 * 1024)
         adjust_openapi(app.openapi_schema, rt.settings.server)
         services.runtime, services.pipeline = rt, rt.pipeline
-        if not settings.server.admin_token:
-            detail = ("admin endpoints disabled (403): KB_API_TOKEN is set without KB_ADMIN_TOKEN"
-                      if settings.server.api_token else "admin endpoints open to loopback peers only (not browsers)")
-            log.warning("auth.no_admin_token", detail=detail, host=host, loopback=host in LOOPBACK)
-        stop = asyncio.Event()
+        app.state.embedder_problem = None
+        stop, worker_stop = asyncio.Event(), asyncio.Event()
+
+        def embedder_problem(reason: str | None) -> None:
+            app.state.embedder_problem = reason
+            if reason:
+                worker_stop.set()  # its vectors would not fit the re-embedded store: leave the queue to others
+
         watchdog = asyncio.create_task(rt.watch_database(stop))
+        watchers = [asyncio.create_task(watch_embedder(rt, embedder_problem, stop)),
+                    asyncio.create_task(announce(host, settings.server))]
         worker_task = None
         ctx = build_ingest_context(rt) if (run_worker if run_worker is not None else settings.ingest.run_worker) else None
         if ctx is not None:
             worker = Worker(ctx, concurrency=1, stale_s=settings.ingest.job_stale_s)
-            worker_task = asyncio.create_task(worker.run(stop, grace_s=STOP_GRACE_S))
+            worker_task = asyncio.create_task(worker.run(worker_stop, grace_s=STOP_GRACE_S))
             log.info("worker.started", worker=worker.name)
         if on_ready is not None:
             on_ready()
@@ -139,7 +157,11 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
                 yield
         finally:
             stop.set()
+            worker_stop.set()
             await watchdog
+            for task in watchers:
+                task.cancel()
+            await asyncio.gather(*watchers, return_exceptions=True)
             if worker_task is not None:
                 await worker_task  # its file is handed back; a worker stuck longer than STOP_GRACE_S is cancelled
             if ctx is not None:
@@ -158,7 +180,8 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
                     DefineMiddleware(host_check_middleware, bound_host=host),
                     DefineMiddleware(body_limit, json_bytes=settings.server.max_json_kb * 1024,
                                      upload_bytes=settings.ingest.max_upload_mb * 1024 * 1024,
-                                     upload_paths=frozenset({"/kb/admin/documents"})),
+                                     upload_paths=frozenset({"/kb/admin/documents"}),
+                                     timeout_s=settings.server.body_timeout_s),
                     PROMETHEUS.middleware],
         before_request=before_request,
         openapi_config=openapi_config(),

@@ -142,3 +142,33 @@ async def test_every_route_refuses_a_foreign_host(runtime: Runtime, tmp_path: Pa
         assert (await client.get("/kb/documents")).status_code == 401
         r = await client.get("/kb/documents", headers={"Authorization": "Bearer reader"})
         assert r.status_code == 200
+
+
+async def test_reembed_under_a_running_server_is_a_503_with_the_reason(runtime: Runtime, tmp_path: Path) -> None:
+    from ingest.reembed import reembed
+    from kb.providers.embed import HashEmbedder
+
+    await _md_document(runtime, tmp_path)
+    query = {"query": "How much copper did Orion produce?"}
+    async with _client(runtime) as client:
+        assert (await client.post("/kb/query", json=query)).status_code == 200
+        assert (await client.get("/health")).json()["embedder"]["matches_database"] is True
+        other = HashEmbedder(runtime.embedder.dimension // 2)  # another model and dimension
+        await reembed(runtime.pool, other)
+
+        async with asyncio.timeout(15):  # the record is read every 2 s
+            for _ in range(100):
+                if (await client.post("/kb/query", json=query)).status_code == 503:
+                    break
+                await asyncio.sleep(0.3)
+        r = await client.post("/kb/query", json=query)
+        body = r.json()
+        assert r.headers["retry-after"] and "kb reembed" in body["detail"] and other.model_id in body["detail"]
+        health = await client.get("/health")
+        assert health.status_code == 503 and health.json()["embedder"]["matches_database"] is False
+        assert "restart this server" in health.json()["detail"] and health.json()["database"] is True
+        assert (await client.get("/kb/documents")).status_code == 503  # everything but health, metrics, schema
+        assert (await client.get("/metrics")).status_code == 200
+        mcp = await client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                                headers={"Accept": "application/json, text/event-stream"})
+        assert mcp.status_code == 503 and "kb reembed" in mcp.json()["detail"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
 import re
@@ -66,6 +67,7 @@ _ERRORS = {
     403: "Admin access refused (no KB_ADMIN_TOKEN and not a local, non-browser request)",
     404: "Not found",
     409: "Conflict",
+    408: "The request body did not arrive in time (KB_BODY_TIMEOUT_S)",
     413: "Request body too large (KB_MAX_JSON_KB; uploads: KB_MAX_UPLOAD_MB)",
     415: "Content-Type must be application/json",
     503: "The database is unreachable right now (Retry-After)",
@@ -162,6 +164,13 @@ def _settings_of(request: ASGIConnection[Any, Any, Any, Any]) -> Settings | None
     return rt.settings if rt is not None else None
 
 
+def db_unreachable(exc: BaseException) -> bool:
+    """``kb.db.is_db_unavailable``, and asyncpg's "cannot switch to state" of a connection whose server was
+    killed in the middle of a statement (a 503 to retry, not a 500)."""
+    return is_db_unavailable(exc) or (isinstance(exc, asyncpg.InternalClientError)
+                                      and "cannot switch to state" in str(exc))
+
+
 def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     """The one handler: KBError → its status; framework errors → their status; anything else → 500."""
     if isinstance(exc, KBError):
@@ -173,7 +182,7 @@ def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Respon
             headers = {"Retry-After": str(RETRY_AFTER_S)}
         return problem(exc.status_code, exc.title, scrub_paths(exc.detail, settings) if settings else exc.detail,
                        headers)
-    if is_db_unavailable(exc):
+    if db_unreachable(exc):
         log.warning("api.db_unavailable", path=request.url.path, error=f"{type(exc).__name__}: {exc}"[:300])
         down = UnavailableError()
         return problem(down.status_code, down.title, down.detail, {"Retry-After": str(RETRY_AFTER_S)})
@@ -289,11 +298,23 @@ __all__ = ["NotAuthorizedException", "PermissionDeniedException", "admin_guard",
 _NO_DATABASE = ("/health", "/metrics", "/schema", "/kb/capabilities")
 
 
+def unavailable_reason(state: State, path: str) -> str | None:
+    """Why a request to ``path`` gets a 503 at once: the database is known to be unreachable, or the stored
+    vectors now come from another embedder (``kb reembed`` since this process started); None: neither."""
+    rt = state.get("runtime")
+    if rt is None or path.startswith(_NO_DATABASE):
+        return None
+    if not rt.db_available:
+        return UnavailableError().detail
+    return state.get("embedder_problem")
+
+
 async def before_request(request: Request[Any, Any, Any]) -> None:
-    """Every request: a 503 at once while the database is known to be unreachable, then the strict body check."""
-    rt = request.app.state.get("runtime")
-    if rt is not None and not rt.db_available and not request.url.path.startswith(_NO_DATABASE):
-        raise UnavailableError
+    """Every request: a 503 at once while the database is known to be unreachable (or the embedder record
+    changed under this process), then the strict body check."""
+    reason = unavailable_reason(request.app.state, request.url.path)
+    if reason is not None:
+        raise UnavailableError(reason)
     await strict_json_body(request)
 
 
@@ -417,16 +438,20 @@ def problem_bytes(status: int, title: str, detail: str) -> bytes:
     return msgspec.json.encode(problem_body(status, title, detail))
 
 
-def body_limit(app: ASGIApp, *, json_bytes: int, upload_bytes: int, upload_paths: frozenset[str]) -> ASGIApp:
+def body_limit(app: ASGIApp, *, json_bytes: int, upload_bytes: int, upload_paths: frozenset[str],
+               timeout_s: float = 30.0) -> ASGIApp:
     """Per-endpoint request body limits: uploads get ``KB_MAX_UPLOAD_MB``, every other endpoint
     ``KB_MAX_JSON_KB``. A declared ``Content-Length`` over the limit is refused before the body is read;
-    a chunked body is counted as it arrives."""
+    a chunked body is counted as it arrives. A body is read in time (``KB_BODY_TIMEOUT_S``): an upload may
+    pause at most that long between two pieces, any other body must be complete within it; otherwise a 408
+    and the connection is closed (a slow body cannot hold a connection for ever)."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
-        limit = upload_bytes if scope.get("path") in upload_paths else json_bytes
+        upload = scope.get("path") in upload_paths
+        limit = upload_bytes if upload else json_bytes
         declared = dict(scope.get("headers") or []).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > limit:
             body = problem_bytes(413, "Request body too large", f"the body exceeds {limit} bytes for this endpoint")
@@ -435,10 +460,23 @@ def body_limit(app: ASGIApp, *, json_bytes: int, upload_bytes: int, upload_paths
             await send({"type": "http.response.body", "body": body})
             return
         received = 0
+        deadline: float | None = None
+        body_done = False
 
         async def limited() -> Message:
-            nonlocal received
-            message = await receive()
+            nonlocal received, deadline, body_done
+            if body_done:  # e.g. waiting for a disconnect while a response streams: no limit
+                return await receive()
+            now = time.monotonic()
+            if deadline is None or upload:
+                deadline = now + timeout_s
+            try:
+                message = await asyncio.wait_for(receive(), timeout=max(0.0, deadline - now))
+            except TimeoutError:
+                log.info("http.body_timeout", path=scope.get("path"), received=received)
+                raise ClientException(status_code=408, detail=f"the request body did not arrive within "
+                                      f"{timeout_s:g} s (KB_BODY_TIMEOUT_S)", headers={"connection": "close"}) from None
+            body_done = message["type"] != "http.request" or not message.get("more_body", False)
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > limit:
