@@ -4,10 +4,19 @@ per-client connection caps, an embedder changed under a running server, and data
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
+import httpx
 import pymupdf
 import pytest
 
@@ -17,6 +26,7 @@ from kb.errors import UnavailableError
 from kb.runtime import Runtime
 from tests.conftest import SetEnv, ingest
 from tests.http import app_client
+from tests.live import LiveServer, free_port, ingest_and_wait, live_server
 from tests.pdfgen import make_text_pdf
 
 
@@ -26,7 +36,6 @@ def _doc(path: Path, doc_id: int = 1, file_type: str = "pdf", pages: int = 0) ->
                      page_count=pages, allowed_root=str(path.parent))
 
 
-@pytest.mark.unit
 async def test_lines_cache_parses_once_off_the_shared_pool_and_bounds_waiting(tmp_path: Path) -> None:
     cache = LinesCache(max_chars=10_000, max_waiting=2)
     release = threading.Event()
@@ -67,7 +76,6 @@ async def test_lines_cache_parses_once_off_the_shared_pool_and_bounds_waiting(tm
     small.close()
 
 
-@pytest.mark.unit
 def test_page_cache_keeps_plain_pages_within_its_size_and_draws_highlights(tmp_path: Path) -> None:
     pdf = make_text_pdf(tmp_path / "long.pdf", [f"Page {n} says the copper output was {n * 7} tonnes. "
                                                 "Lorem ipsum dolor sit amet. " * 20 for n in range(1, 13)])
@@ -172,3 +180,133 @@ async def test_reembed_under_a_running_server_is_a_503_with_the_reason(runtime: 
         mcp = await client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                                 headers={"Accept": "application/json, text/event-stream"})
         assert mcp.status_code == 503 and "kb reembed" in mcp.json()["detail"]
+
+
+# ---------------------------------------------------------------- a live server: sockets, a database to freeze
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("live25")
+    (root / "memo.md").write_text("# Falcon memo\n\nThe Falcon project revenue was 12 million dollars in 2023.\n")
+    with live_server(root, KB_MAX_CONNECTIONS="10", KB_MAX_CLIENT_CONNECTIONS="4", KB_BODY_TIMEOUT_S="3",
+                     KB_DB_COMMAND_TIMEOUT_S="5", KB_DB_CONNECT_TIMEOUT_S="2") as srv:
+        assert ingest_and_wait(srv, "memo.md")["status"] == "done"
+        yield srv
+
+
+def _status_line(sock: socket.socket, timeout: float) -> bytes:
+    sock.settimeout(timeout)
+    try:
+        return sock.recv(4096).split(b"\r\n", 1)[0]
+    except TimeoutError:
+        return b""
+
+
+@pytest.mark.live
+def test_slow_bodies_and_mcp_streams_cannot_take_every_connection(live: LiveServer) -> None:
+    other = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"), timeout=10)  # another client
+    # ten GET /mcp (event streams) are refused at once instead of each holding a connection for ever
+    streams = [socket.create_connection(("127.0.0.1", live.port), source_address=(f"127.0.1.{i}", 0))
+               for i in range(1, 9)]  # eight addresses: the per-client cap is not what refuses them
+    for s in streams:
+        s.sendall(b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n")
+    assert [_status_line(s, 5)[:12] for s in streams] == [b"HTTP/1.1 405"] * 8
+    assert other.get(f"{live.base}/health").status_code == 200
+    for s in streams:  # and the server lets them go (keep-alive timeout): nothing is held
+        s.settimeout(15)
+        while s.recv(4096):
+            pass
+        s.close()
+    time.sleep(0.5)
+    # nine slow bodies from one address: four are held (KB_MAX_CLIENT_CONNECTIONS), five are refused at once
+    head = (b"POST /kb/query HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 200\r\n\r\n{\"query\": ")
+    slow = []
+    for _ in range(9):
+        s = socket.create_connection(("127.0.0.1", live.port))
+        s.sendall(head)
+        slow.append(s)
+        time.sleep(0.05)
+    started = time.time()
+    refused = [_status_line(s, 2) for s in slow[4:]]
+    assert all(line.startswith(b"HTTP/1.1 503") for line in refused), refused
+    readable, _, _ = select.select(slow[:4], [], [], 0)
+    assert not readable  # still waiting for their bodies
+    assert other.get(f"{live.base}/health").status_code == 200  # another client is served meanwhile
+    assert other.post(f"{live.base}/kb/query", json={"query": "Falcon revenue?"}).status_code == 200
+    # the held ones time out (KB_BODY_TIMEOUT_S=3): a 408 and the connection closed
+    late = [_status_line(s, 10) for s in slow[:4]]
+    assert all(line.startswith(b"HTTP/1.1 408") for line in late), late
+    assert time.time() - started < 8
+    for s in slow:  # closed by the server (a reset: it did not read what the client had sent)
+        s.settimeout(5)
+        with contextlib.suppress(ConnectionResetError):
+            while s.recv(4096):
+                pass
+        s.close()
+    other.close()
+    assert httpx.get(f"{live.base}/health", timeout=10).status_code == 200
+    assert "http.body_timeout" in live.log.read_text() and "http.client_cap" in live.log.read_text()
+
+
+@pytest.mark.live
+def test_frozen_database_bounds_metrics_and_mcp(live: LiveServer) -> None:
+    import psutil
+
+    pid = int((live.pgdata / "postmaster.pid").read_text().split()[0])
+    master = psutil.Process(pid)
+    procs = [master, *master.children()]
+    mcp = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_collections", "arguments": {}}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    for p in procs:
+        p.suspend()
+    try:
+        started = time.time()
+        r = httpx.get(f"{live.base}/metrics", timeout=30)
+        assert r.status_code == 200 and "kb_database_up 0.0" in r.text
+        assert time.time() - started < 4
+        assert httpx.get(f"{live.base}/health", timeout=30).status_code == 503  # the gate closes with it
+        started = time.time()
+        r = httpx.post(f"{live.base}/mcp", json=mcp, headers=accept, timeout=30)
+        assert r.status_code == 503 and r.headers["retry-after"], r.text
+        assert time.time() - started < 2
+    finally:
+        for p in procs:
+            p.resume()
+    deadline = time.time() + 30
+    while httpx.get(f"{live.base}/health", timeout=10).status_code != 200:  # noqa: ASYNC110
+        assert time.time() < deadline
+        time.sleep(0.2)
+    # what /health says holds for the next request at once
+    assert httpx.post(f"{live.base}/mcp", json=mcp, headers=accept, timeout=30).status_code == 200
+    assert httpx.post(f"{live.base}/kb/query", json={"query": "Falcon revenue?"}, timeout=30).status_code == 200
+    assert "kb_database_up 1.0" in httpx.get(f"{live.base}/metrics", timeout=10).text
+
+
+@pytest.mark.live
+def test_start_up_log_names_the_real_bind_address(tmp_path: Path) -> None:
+    """``uvicorn kb.app:create_app --factory --host 0.0.0.0`` (KB_HOST left at 127.0.0.1): the log says 0.0.0.0."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
+    env.update({"KB_DATA_DIR": str(tmp_path / "data"), "KB_INGEST_ROOT": str(tmp_path), "KB_RUN_WORKER": "false",
+                "KB_EMBEDDING_MODEL": "hash:384"})
+    log_path = tmp_path / "uvicorn.log"
+    with open(log_path, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "kb.app:create_app", "--factory",
+                                 "--host", "0.0.0.0", "--port", str(port)], env=env, stdout=out, stderr=out)
+        try:
+            deadline = time.time() + 120
+            while "server.listening" not in log_path.read_text():
+                assert proc.poll() is None and time.time() < deadline, log_path.read_text()[-3000:]
+                time.sleep(0.5)
+            time.sleep(0.5)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    text = log_path.read_text()
+    listening = [line for line in text.splitlines() if "server.listening" in line]
+    assert listening and "host=0.0.0.0" in listening[0] and "loopback=False" in listening[0], listening
+    warning = [line for line in text.splitlines() if "auth.no_admin_token" in line]
+    assert warning and "loopback=False" in warning[0] and "127.0.0.1" not in warning[0], warning
