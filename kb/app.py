@@ -55,15 +55,37 @@ def openapi_config() -> OpenAPIConfig:
     )
 
 
+def filter_value_schema() -> Schema:
+    """What ``conditions_from_filters`` accepts as one filter's value: a scalar, a list, ``{"contains": …}``
+    or numeric bounds (``{}`` and other objects are refused, so the schema refuses them too); the ``fact``
+    key has its own form (``fact_filter``)."""
+    number = Schema(any_of=[Schema(type=OpenAPIType.NUMBER),
+                            Schema(type=OpenAPIType.STRING, pattern=r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$")])
+    bounds = ("gte", "lte", "gt", "lt")
+    return Schema(any_of=[
+        Schema(type=OpenAPIType.STRING), Schema(type=OpenAPIType.NUMBER), Schema(type=OpenAPIType.BOOLEAN),
+        Schema(type=OpenAPIType.NULL), Schema(type=OpenAPIType.ARRAY),
+        Schema(type=OpenAPIType.OBJECT, required=["contains"], description="{contains: text}"),
+        Schema(type=OpenAPIType.OBJECT, properties={b: number for b in bounds},
+               any_of=[Schema(required=[b]) for b in bounds], description="{gte, lte, gt, lt}: numbers"),
+    ])
+
+
 def adjust_openapi(schema: OpenAPI, server: ServerSettings) -> None:
     """Make the OpenAPI document say what this server really does.
 
     - Auth: without ``KB_API_TOKEN`` the read endpoints need none; without any token the admin endpoints
       need none (loopback peers only).
+    - A query's ``filters``: the values the router accepts, not any JSON (``{}`` is not a filter).
     - ``POST /kb/query`` answers ``application/json`` (a ``QueryResult``) or, with ``stream: true``,
       ``text/event-stream``: two media types, not an ambiguous ``oneOf``.
     """
     request = (schema.components.schemas or {}).get("QueryRequest")
+    filters = (request.properties or {}).get("filters") if request is not None else None
+    if isinstance(filters, Schema):
+        filters.property_names = Schema(pattern=r"^[A-Za-z0-9_.-]{1,64}$")  # router.store.METADATA_KEY
+        filters.properties = {"fact": Schema(description='{"concept": …, "period": …, "gte": …}: a financial fact')}
+        filters.additional_properties = filter_value_schema()
     top_docs = (request.properties or {}).get("top_docs") if request is not None else None
     for variant in getattr(top_docs, "one_of", None) or ():  # litestar drops constraints inside a union
         if getattr(variant, "type", None) == OpenAPIType.INTEGER:

@@ -310,3 +310,26 @@ def test_start_up_log_names_the_real_bind_address(tmp_path: Path) -> None:
     assert listening and "host=0.0.0.0" in listening[0] and "loopback=False" in listening[0], listening
     warning = [line for line in text.splitlines() if "auth.no_admin_token" in line]
     assert warning and "loopback=False" in warning[0] and "127.0.0.1" not in warning[0], warning
+
+
+async def test_query_filter_values_in_the_schema_are_the_ones_accepted(runtime: Runtime, tmp_path: Path) -> None:
+    import jsonschema
+
+    await _md_document(runtime, tmp_path)
+    async with _client(runtime) as client:
+        doc = (await client.get("/schema/openapi.json")).json()
+        request = doc["components"]["schemas"]["QueryRequest"]
+        filters = {**request["properties"]["filters"], "components": doc["components"]}
+        accepted = [{"company": "Orion"}, {"fiscal_year": [2023, 2024]}, {"fiscal_year": {"gte": 2020, "lte": "2025"}},
+                    {"title": {"contains": "Orion"}}, {"audited": True}, {"x": None}, {"x": 1.5},
+                    {"fact": {"concept": "revenue", "gte": 1}}]
+        refused = [{"company": {}}, {"company": {"foo": 1}}, {"fiscal_year": {"gte": "soon"}}, {"bad key!": 1}]
+        for value in accepted:
+            jsonschema.validate(value, filters)
+            r = await client.post("/kb/query", json={"query": "copper output?", "filters": value})
+            assert r.status_code in (200, 404), (value, r.text)  # 404: no document matches
+        for value in refused:
+            with pytest.raises(jsonschema.ValidationError):
+                jsonschema.validate(value, filters)
+            r = await client.post("/kb/query", json={"query": "copper output?", "filters": value})
+            assert r.status_code == 400, (value, r.text)
