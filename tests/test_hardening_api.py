@@ -333,3 +333,28 @@ async def test_query_filter_values_in_the_schema_are_the_ones_accepted(runtime: 
                 jsonschema.validate(value, filters)
             r = await client.post("/kb/query", json={"query": "copper output?", "filters": value})
             assert r.status_code == 400, (value, r.text)
+
+
+async def test_a_connection_caught_between_states_is_a_503(runtime: Runtime) -> None:
+    """asyncpg's "cannot switch to state" (a postmaster killed in the middle of a statement) is the database
+    going away: 503 with Retry-After, as JSON and mid-stream, not a 500."""
+    import asyncpg
+
+    from router.pipeline import QueryPipeline
+
+    class Broken(QueryPipeline):  # what handlers are given must be a pipeline
+        def __init__(self) -> None:
+            pass
+
+        async def run(self, *args: object, **kwargs: object) -> None:  # type: ignore[override]
+            raise asyncpg.InternalClientError("cannot switch to state 12; another operation (2) is in progress")
+
+    runtime._pipeline = Broken()
+    try:
+        async with _client(runtime) as client:
+            r = await client.post("/kb/query", json={"query": "anything?"})
+            assert r.status_code == 503 and r.headers["retry-after"], r.text
+            r = await client.post("/kb/query", json={"query": "anything?", "stream": True})
+            assert r.status_code == 200 and "event: error" in r.text and '"status": 503' in r.text, r.text
+    finally:
+        runtime._pipeline = None
