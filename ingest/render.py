@@ -197,16 +197,16 @@ def draw_marks(png: bytes, boxes: tuple[tuple[float, float, float, float], ...])
     if pix.alpha or pix.n != 3:
         pix = pymupdf.Pixmap(pymupdf.csRGB, pix, 0)
     w, h = pix.width, pix.height
-    img = np.frombuffer(pix.samples, dtype=np.uint8).reshape(h, pix.stride // 3, 3)[:, :w].astype(np.float32)
+    img = np.frombuffer(pix.samples, dtype=np.uint8).reshape(h, pix.stride // 3, 3)[:, :w].copy()
     tint = np.asarray(_HIGHLIGHT_RGB, dtype=np.float32)
     done = np.zeros((h, w), dtype=bool)  # overlapping boxes are tinted once
     for x0, y0, x1, y1 in boxes:
         c0, r0 = max(0, int(x0 * w)), max(0, int(y0 * h))
         c1, r1 = min(w, int(np.ceil(x1 * w))), min(h, int(np.ceil(y1 * h)))
-        region = ~done[r0:r1, c0:c1]
-        img[r0:r1, c0:c1][region] *= tint
+        region, fresh = img[r0:r1, c0:c1], ~done[r0:r1, c0:c1]
+        region[fresh] = (region[fresh] * tint).astype(np.uint8)
         done[r0:r1, c0:c1] = True
-    out = pymupdf.Pixmap(pymupdf.csRGB, w, h, np.ascontiguousarray(img.astype(np.uint8)).tobytes(), 0)
+    out = pymupdf.Pixmap(pymupdf.csRGB, w, h, img.tobytes(), 0)
     return out.tobytes("png")
 
 
