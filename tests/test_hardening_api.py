@@ -358,3 +358,16 @@ async def test_a_connection_caught_between_states_is_a_503(runtime: Runtime) -> 
             assert r.status_code == 200 and "event: error" in r.text and '"status": 503' in r.text, r.text
     finally:
         runtime._pipeline = None
+
+
+async def test_lines_are_parsed_once_per_source(runtime: Runtime, tmp_path: Path) -> None:
+    doc_id = await _md_document(runtime, tmp_path)
+    app = create_app(runtime=runtime, bound_host="127.0.0.1", run_worker=False)
+    async with app_client(app) as client:
+        bodies = await asyncio.gather(*(client.get(f"/kb/documents/{doc_id}/lines") for _ in range(6)))
+        assert all(r.status_code == 200 for r in bodies) and len({r.text for r in bodies}) == 1
+        again = await client.get(f"/kb/documents/{doc_id}/lines", params={"start": 3, "count": 1})
+        assert again.json()["lines"][0]["text"] == "## Output"
+        assert app.state.lines.parses == 1  # six concurrent requests and a later one: one parse
+        assert (await client.delete(f"/kb/documents/{doc_id}")).status_code == 204
+        assert not app.state.lines._lines  # a deleted document's lines are forgotten
