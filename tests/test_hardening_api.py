@@ -140,6 +140,10 @@ async def test_every_route_refuses_a_foreign_host(runtime: Runtime, tmp_path: Pa
             assert (await client.post("/kb/query", json=query)).status_code == 200, base
     async with _client(runtime, bound_host="kb-box", base_url="http://KB-box:8000") as client:  # the bound name
         assert (await client.get("/kb/documents")).status_code == 200
+    async with _client(runtime, bound_host="0.0.0.0", base_url="http://evil.example") as client:  # MCP too
+        r = await client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                              headers={"Accept": "application/json, text/event-stream"})
+        assert r.status_code == 421 and "KB_ALLOWED_HOSTS" in r.json()["detail"]
     runtime.settings = set_env(KB_ALLOWED_HOSTS="kb.example.org, .corp.example")
     for base, status in [("http://kb.example.org", 200), ("http://a.corp.example:8000", 200),
                          ("http://corp.example", 200), ("http://evilcorp.example", 421), ("http://evil.example", 421)]:
