@@ -174,6 +174,19 @@ class ServerSettings:
     max_header_kb: int = setting("KB_MAX_HEADER_KB", 64, "`kb serve`: request line and headers together at most this")
     max_json_kb: int = setting("KB_MAX_JSON_KB", 1024,
                                "body limit of every JSON endpoint (uploads: `KB_MAX_UPLOAD_MB`)")
+    body_timeout_s: float = setting("KB_BODY_TIMEOUT_S", 30.0,
+                                    "a request body that pauses this long (or a JSON body not complete within "
+                                    "it) gets a 408 and its connection is closed")
+    max_client_connections: int = setting("KB_MAX_CLIENT_CONNECTIONS", 64,
+                                          "`kb serve`: open connections from one client address; beyond it "
+                                          "a 503 (0: no cap; behind a proxy every client is the proxy)")
+    allowed_hosts: str = setting("KB_ALLOWED_HOSTS", "",
+                                 "comma-separated host names a request's `Host` may name besides IP addresses, "
+                                 "`localhost` and `KB_HOST`; `*`: any (see Security)")
+    page_cache_mb: int = setting("KB_PAGE_CACHE_MB", 512,
+                                 "rendered page images kept on disk; beyond it the least recently used go")
+    lines_cache_mb: int = setting("KB_LINES_CACHE_MB", 64,
+                                  "parsed lines of text sources kept in memory for `/kb/documents/{id}/lines`")
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ import structlog
 from litestar import Controller, post
 from litestar.response import ServerSentEvent
 
-from kb.api.common import BEARER, errors, read_guard
-from kb.errors import KBError
+from kb.api.common import BEARER, db_unreachable, errors, read_guard
+from kb.errors import KBError, UnavailableError
 from router.pipeline import QueryPipeline
 from router.trace import QueryResult
 from router.types import QueryRequest, checked
@@ -58,6 +58,11 @@ async def _stream(pipeline: Any, req: QueryRequest) -> AsyncGenerator[dict[str, 
         except KBError as exc:
             await queue.put(("error", {"status": exc.status_code, "title": exc.title, "detail": exc.detail}))
         except Exception as exc:  # noqa: BLE001 - reported to the client as an event, and logged
+            if db_unreachable(exc):  # the database went away mid-stream: retry, as a 503 says
+                log.warning("api.db_unavailable", error=f"{type(exc).__name__}: {exc}"[:300])
+                down = UnavailableError()
+                await queue.put(("error", {"status": down.status_code, "title": down.title, "detail": down.detail}))
+                return
             log.exception("api.stream_failed")
             await queue.put(("error", {"status": 500, "title": "Internal error", "detail": type(exc).__name__}))
 
