@@ -213,3 +213,53 @@ def test_static_files_ship_in_the_package(name: str) -> None:
     from importlib.resources import files
 
     assert (files("kb") / "ui" / "static" / name).is_file()
+
+
+async def test_ingest_reports_stages_and_failed_files_can_be_retried_or_removed(
+        runtime: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ingest import jobs
+    from ingest.pipeline import ingest_file
+    from kb.runtime import build_ingest_context
+    from tests.conftest import finish_job
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    make_report_pdf(docs / "report.pdf", [Sec("Revenue", paragraphs=6), Sec("Risks", paragraphs=6)])
+    (docs / "notes.pdf").write_text("Minutes of the board meeting.\nNothing about revenue.\n")
+    (docs / "memo.docx").write_text("<!doctype html><html><body><p>memo</p></body></html>")
+
+    seen: list[tuple[str, int, int]] = []  # the pipeline reports each stage as it starts
+    ctx = build_ingest_context(runtime, processes=False)
+    make_report_pdf(tmp_path / "direct.pdf", [Sec("Outlook", paragraphs=8)])
+    outcome = await ingest_file(ctx, tmp_path / "direct.pdf", name="direct.pdf", collection_id=1,
+                                progress=lambda *at: seen.append(at))
+    assert outcome.status == "ok"
+    stages = [s for s, _, _ in seen]
+    assert stages[0] == "reading" and stages[-1] == "storing" and {"tree", "embedding"} <= set(stages)
+    assert ("tree", outcome.pages, outcome.pages) in seen and seen[-1] == ("storing", outcome.chunks, outcome.chunks)
+
+    monkeypatch.setattr(jobs, "PROGRESS_S", 0.01)
+    job = await ingest(runtime, docs, allowed_root=tmp_path)
+    assert job.status == "done" and job.counts == {"ok": 1, "failed": 2}, job.counts
+    errors = {i.name: i.error for i in job.items}
+    assert errors["notes.pdf"].startswith("This file is not a PDF; it looks like plain text")
+    assert errors["memo.docx"].startswith("This file is not a .docx document; it looks like an HTML page")
+    row = await runtime.pool.fetchrow("SELECT stage, stage_total FROM ingest_job_items WHERE name = 'report.pdf'")
+    assert row["stage"] in {"reading", "tree", "embedding", "storing"}, row  # the worker wrote where it was
+    assert all(i.stage is None for i in job.items)  # shown only while a file runs
+
+    ids = {i.name: i.id for i in job.items}
+    async with _client(runtime) as client:
+        base = f"/kb/admin/jobs/{job.id}/items"
+        _is_problem(await client.post(f"{base}/{ids['report.pdf']}/retry"), 409)  # an ingested file is not retried
+        _is_problem(await client.post(f"{base}/999999/retry"), 404)
+        again = await client.post(f"{base}/{ids['notes.pdf']}/retry")
+        assert again.status_code == 200, again.text
+        assert again.json()["status"] in {"queued", "running"}
+        assert {i["name"]: i["status"] for i in again.json()["items"]}["notes.pdf"] == "pending"
+        _is_problem(await client.delete(f"{base}/{ids['notes.pdf']}"), 409)  # queued: not removed
+        rerun = await finish_job(runtime, job.id)
+        assert rerun.status == "done" and rerun.counts == {"ok": 1, "failed": 2}
+        assert (await client.delete(f"{base}/{ids['notes.pdf']}")).status_code == 204
+        left = (await client.get(f"/kb/admin/jobs/{job.id}")).json()
+        assert [i["name"] for i in left["items"]] == ["memo.docx", "report.pdf"] and left["status"] == "done"
