@@ -734,6 +734,7 @@ function documentTable(docs, reload) {
         try {
           await api(`/kb/documents/${d.id}`, { method: "DELETE" });
           await reload();
+          refreshCollections();
         } catch (err) {
           btn.disabled = false;
           btn.closest("td").append(alertBox(err));
@@ -964,46 +965,111 @@ async function renderIngest(view) {
 }
 
 let pollTimer = null;
+let jobsRunning = false;  // whether the last poll saw a job at work (its end refreshes collection counts)
 
 async function pollJobs(box) {
   clearTimeout(pollTimer);
   if (!document.body.contains(box)) return;
   try {
     const jobs = await api("/kb/admin/jobs");
-    box.replaceChildren(jobs.length ? el("div", {}, jobs.slice(0, 20).map(jobCard))
+    const reload = () => pollJobs(box);
+    box.replaceChildren(jobs.length ? el("div", {}, jobs.slice(0, 20).map((j) => jobCard(j, reload)))
       : stateBox("empty", "No jobs yet", "Start a folder ingest or upload files above."));
-    if (jobs.some((j) => j.status === "queued" || j.status === "running")) pollTimer = setTimeout(() => pollJobs(box), 1000);
+    const running = jobs.some((j) => j.status === "queued" || j.status === "running");
+    if (jobsRunning && !running) refreshCollections();
+    jobsRunning = running;
+    if (running) pollTimer = setTimeout(reload, 1000);
   } catch (err) {
     box.replaceChildren(alertBox(err));
   }
 }
 
-const STATUS_CHIP = { done: "ok", ok: "ok", failed: "err", running: "blue", queued: "", pending: "", skipped: "warn",
-  unsupported: "warn" };
+/** Re-read every collection selector's counts (after an ingest finished or a document was deleted). */
+async function refreshCollections() {
+  let cols;
+  try {
+    cols = await api("/kb/collections");
+  } catch (_) {
+    return;
+  }
+  const count = new Map(cols.map((c) => [c.name, c.documents]));
+  for (const option of document.querySelectorAll("select[name='collection'] option")) {
+    if (count.has(option.value)) option.textContent = `${option.value} (${plural(count.get(option.value), "document")})`;
+  }
+}
 
-function jobCard(job) {
-  const done = job.items.filter((i) => !["pending", "running"].includes(i.status)).length;
+const STATUS_CHIP = { done: "ok", ok: "ok", failed: "err", running: "blue", queued: "", pending: "", skipped: "warn",
+  unsupported: "warn", cancelled: "warn" };
+const STAGE_LABEL = { reading: "reading the file", tree: "building the tree", summaries: "writing summaries",
+  embedding: "embedding", storing: "storing" };
+
+/** Where a running file is: "embedding 120/400 chunks", "building the tree · 12 pages". */
+function stageText(item) {
+  if (item.status !== "running") return "";
+  const label = STAGE_LABEL[item.stage] || "starting";
+  if (item.stage === "embedding") return `${label} ${item.stage_done}/${item.stage_total} chunks`;
+  if (item.stage === "storing") return `${label} ${plural(item.stage_total, "chunk")}`;
+  if (item.stage_total) return `${label} · ${plural(item.stage_total, "page")}`;
+  return label;
+}
+
+/** What a job's chip says: "done · 1 failed" (amber) rather than a green "done" when files failed. */
+function jobState(job) {
+  const failed = (job.counts.failed || 0) + (job.counts.unsupported || 0);
+  if (job.status === "done" && failed) {
+    return { text: `done · ${failed} failed`, cls: "warn" };
+  }
+  return { text: job.status, cls: STATUS_CHIP[job.status] || "" };
+}
+
+function jobCard(job, reload) {
+  const finished = job.items.filter((i) => !["pending", "running"].includes(i.status));
   const total = job.files || job.items.length;
-  const bar = el("div", {});
+  // a running file counts by its stage's share, so the bar moves inside a long file
+  const inFile = job.items.filter((i) => i.status === "running")
+    .reduce((sum, i) => sum + (i.stage === "embedding" && i.stage_total ? 0.3 + 0.6 * (i.stage_done / i.stage_total)
+      : ({ reading: 0.05, tree: 0.15, summaries: 0.25, storing: 0.95 }[i.stage] || 0)), 0);
+  const done = finished.length + inFile;
+  const chip = jobState(job);
+  const bar = el("div", { class: chip.cls === "warn" || chip.cls === "err" ? chip.cls : null });
+  const action = (label, item, run) => el("button", { type: "button", class: "small", text: label,
+    "aria-label": `${label} ${item.name}`, onclick: async (e) => {
+      const btn = e.currentTarget;
+      btn.disabled = true;
+      try {
+        await run();
+        reload();
+      } catch (err) {
+        btn.disabled = false;
+        btn.closest("td").append(alertBox(err));
+      }
+    } });
   const card = el("section", { class: "panel job", "aria-label": `Job ${job.id}`, dataset: { status: job.status } },
     el("div", { class: "job-head" },
       el("h2", { class: "job-title", text: `Job ${job.id} · ${job.collection}` }),
-      el("span", { class: `chip ${STATUS_CHIP[job.status] || ""}`, text: job.status })),
+      el("span", { class: `chip job-state ${chip.cls}`, text: chip.text })),
     el("p", { class: "muted small", text: job.root_path }),
-    el("div", { class: "progressbar", role: "progressbar", "aria-valuemin": 0, "aria-valuemax": total, "aria-valuenow": done,
+    el("div", { class: "progressbar", role: "progressbar", "aria-valuemin": 0, "aria-valuemax": total,
+      "aria-valuenow": finished.length, "aria-valuetext": `${finished.length} of ${plural(total, "file")} finished`,
       "aria-label": `Job ${job.id} progress` }, bar),
     el("div", { class: "stats" },
-      el("span", {}, el("b", { text: `${done}/${total}` }), " files"),
+      el("span", {}, el("b", { text: `${finished.length}/${total}` }), " files"),
       el("span", {}, el("b", { text: job.pages }), " pages"),
       el("span", {}, el("b", { text: job.pages_per_s === null ? "—" : job.pages_per_s.toFixed(1) }), " pages/s"),
       el("span", {}, el("b", { text: job.chunks }), " chunks")),
     job.error ? alertBox(new ApiError(0, "Job failed", job.error)) : null,
-    job.items.length ? table([["File"], ["Status"], ["Pages", "num"], ["Seconds", "num"], ["Error"]],
+    job.items.length ? table([["File"], ["Status"], ["Pages", "num"], ["Seconds", "num"], ["Details"]],
       job.items.map((i) => [
         i.document_id ? el("a", { href: `#/documents/${i.document_id}`, text: i.name }) : i.name,
         el("span", { class: `chip ${STATUS_CHIP[i.status] || ""}`, text: i.status }),
-        i.pages, i.seconds === null ? "—" : i.seconds.toFixed(1),
-        el("span", { class: i.error ? "item-error err" : "muted", text: i.error || "" })])) : null);
+        i.pages || "—", i.seconds === null ? "—" : i.seconds.toFixed(1),
+        i.status === "running" ? el("span", { class: "stage", role: "status", text: stageText(i) })
+          : el("div", {}, el("span", { class: i.error ? `item-error ${i.status === "failed" ? "err" : "muted"}` : "muted",
+            text: i.error || "" }),
+          ["failed", "cancelled", "unsupported"].includes(i.status) ? el("div", { class: "row item-actions" },
+            i.status !== "unsupported" ? action("Retry", i, () => api(`/kb/admin/jobs/${job.id}/items/${i.id}/retry`,
+              { method: "POST" })) : null,
+            action("Remove", i, () => api(`/kb/admin/jobs/${job.id}/items/${i.id}`, { method: "DELETE" }))) : null)])) : null);
   bar.style.width = `${total ? (100 * done) / total : 0}%`;
   return card;
 }
