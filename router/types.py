@@ -171,6 +171,7 @@ class CitationOut(msgspec.Struct, frozen=True):
     text: str
     unit: str = "page"
     chunk_id: int | None = None  # the retrieved chunk (page previews highlight it)
+    printed_page: str | None = None  # the number pages[0] prints (PDF page label or header/footer), if any
 
 
 class UnsupportedFigure(msgspec.Struct, frozen=True):

@@ -263,3 +263,30 @@ async def test_ingest_reports_stages_and_failed_files_can_be_retried_or_removed(
         assert (await client.delete(f"{base}/{ids['notes.pdf']}")).status_code == 204
         left = (await client.get(f"/kb/admin/jobs/{job.id}")).json()
         assert [i["name"] for i in left["items"]] == ["memo.docx", "report.pdf"] and left["status"] == "done"
+
+
+@pytest.mark.parametrize("labels", [True, False])
+async def test_citations_carry_the_printed_page_number(runtime: Runtime, tmp_path: Path, labels: bool) -> None:
+    """A report with two front-matter pages (i, ii): physical page 3 prints "1" — from the PDF's page labels,
+    or read from its footer when it has none."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    make_report_pdf(docs / "front.pdf", [Sec("Revenue", paragraphs=5), Sec("Liquidity", paragraphs=12)],
+                    front_matter_pages=2, page_labels=labels, outline=True)
+    (docs / "orion.md").write_text(MD)
+    job = await ingest(runtime, docs, allowed_root=tmp_path)
+    assert job.counts == {"ok": 2}
+    async with _client(runtime) as client:
+        r = await client.post("/kb/query", json={"query": "What does the report say about liquidity?",
+                                                 "strategy": "semantic", "top_docs": 2})
+        assert r.status_code == 200, r.text
+        cites = r.json()["citations"]
+        pdf = [c for c in cites if c["unit"] == "page"]
+        assert pdf, cites
+        for c in pdf:
+            assert c["printed_page"] == (str(c["pages"][0] - 2) if c["pages"][0] > 2 else "i" * c["pages"][0]), c
+        assert all(c["printed_page"] is None for c in cites if c["unit"] != "page")
+        streamed = await client.post("/kb/query", json={"query": "What does the report say about liquidity?",
+                                                        "strategy": "semantic", "top_docs": 2, "stream": True})
+        assert "event: citations" in streamed.text, streamed.text[:300]
+        assert '"printed_page":"' in streamed.text.split("event: citations", 1)[1].split("event:", 1)[0]
