@@ -55,6 +55,7 @@ class Capabilities(msgspec.Struct, frozen=True):
     default_strategy: str
     answer_mode: Literal["offline", "llm"]  # offline: extractive cited answers, no LLM
     max_upload_mb: int
+    chat_model: str | None = None  # the configured LLM's name (KB_LLM_MODEL) in llm mode
 
 
 def default_strategy() -> str:
@@ -70,7 +71,8 @@ def capabilities(rt: Runtime) -> Capabilities:
     concepts = [ConceptInfo(name=c.name, label=c.label, statements=list(c.kinds), unit=c.unit) for c in CONCEPTS]
     return Capabilities(formats=formats, strategies=strategies, concepts=concepts, default_strategy=default_strategy(),
                         answer_mode="offline" if rt.chat.offline else "llm",
-                        max_upload_mb=rt.settings.ingest.max_upload_mb)
+                        max_upload_mb=rt.settings.ingest.max_upload_mb,
+                        chat_model=None if rt.chat.offline else getattr(rt.chat, "model_id", None))
 
 
 class CapabilitiesController(Controller):

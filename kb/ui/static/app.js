@@ -201,10 +201,26 @@ async function streamQuery(body, onEvent, signal) {
 
 /* ------------------------------------------------------------------ Ask */
 
+/** The answer-mode badge: "Offline · extractive answers" or the configured model, with how to change it
+    (README.md, "Using an LLM"). */
+function modeBadge(caps) {
+  const llm = caps.answer_mode === "llm";
+  const text = llm ? `LLM · ${caps.chat_model || "configured model"}` : "Offline · extractive answers";
+  return el("span", { class: "mode-row" },
+    el("span", { class: `chip mode ${llm ? "blue" : ""}`, id: "answer-mode", text,
+      title: llm ? "Answers are written by the configured LLM from the cited evidence."
+        : "Answers are cited sentences of the evidence; no LLM is configured." }),
+    el("details", { class: "mode-help" }, el("summary", { text: llm ? "About LLM answers" : "Use an LLM" }),
+      el("div", { class: "mode-pop small" },
+        el("p", {}, "Start the server with an OpenAI-compatible endpoint (OpenAI, vLLM, Ollama…):"),
+        el("pre", { text: "KB_LLM_BASE_URL=https://api.openai.com/v1\nKB_LLM_API_KEY=sk-…\nKB_LLM_MODEL=gpt-4o-mini" }),
+        el("p", {}, "See ", el("strong", { text: "README.md → Configuration → Using an LLM" }), "."))));
+}
+
 function renderAsk(view) {
   const strategy = el("select", { id: "strategy", name: "strategy" });
-  const answerMode = el("span", { id: "answer-mode" });
-  const topDocs = el("input", { id: "top-docs", name: "top_docs", type: "number", min: 1, max: 20, placeholder: "auto" });
+  const modeSlot = el("span", { class: "mode-slot" });
+  const topDocs = el("input", { id: "top-docs", name: "top_docs", type: "number", min: 1, max: 20, placeholder: "automatic" });
   const topK = el("input", { id: "top-k", name: "top_k", type: "number", min: 1, max: 50, value: 5 });
   const filters = el("textarea", { id: "filters", name: "filters", rows: 2, spellcheck: "false",
     placeholder: '{"company": "Helios Robotics", "year": 2023}' });
@@ -220,30 +236,37 @@ function renderAsk(view) {
 
   const form = el("form", { class: "panel stack", id: "ask-form", "aria-label": "Ask a question" },
     el("div", { class: "question-box" },
-      el("div", { style: null, class: "grow" }, el("label", { for: "question", class: "sr-label", text: "Question" }), question),
+      el("div", { class: "grow" }, el("label", { for: "question", class: "sr-label", text: "Question" }), question),
       ask),
-    el("div", { class: "grid cols-4" }, colSlot, field("Strategy", strategy),
-      field("Documents (top_docs)", topDocs), field("Evidence (top_k)", topK)),
-    el("details", { class: "more" }, el("summary", { text: "Filters and expert knowledge" }),
+    el("div", { class: "grid cols-ask" }, colSlot),
+    el("details", { class: "more", id: "advanced" }, el("summary", { text: "Advanced" }),
+      el("div", { class: "grid cols-3" },
+        field("How to pick documents", strategy, "Auto tries metadata filters first, then similarity."),
+        field("Documents to read", topDocs, "Empty: as many as the question needs."),
+        field("Passages to cite", topK, "Evidence passages the answer is built from.")),
       el("div", { class: "grid cols-2" },
         field("Metadata filters (JSON)", filters, "Only documents whose metadata match, e.g. company and year."),
-        field("Expert knowledge", expert, "Domain hints passed to document and node selection."))),
+        field("Expert knowledge", expert, "Domain hints passed to document and section selection."))),
     formError);
 
   view.replaceChildren(
     el("div", { class: "page-head" },
       el("div", {}, el("h1", { text: "Ask" }),
-        el("p", { class: "muted" }, "Answers cite the page they come from. Click a citation to check it on the page. ",
-          answerMode)),
+        el("p", { class: "muted" }, "Answers cite the page they come from; sources open beside the answer. ", modeSlot)),
       reset),
     form, conversation);
-  fillStrategies(strategy).then((caps) => {
-    if (caps) answerMode.textContent = caps.answer_mode === "llm" ? "Answers are written by the configured LLM."
-      : "Answers are extractive: cited sentences of the evidence, no LLM.";
-  });
-  collectionSelect("collection").then((select) => colSlot.append(field("Collection", select)));
+  const askAgain = (q, strat) => {
+    question.value = q;
+    if (strat && [...strategy.options].some((o) => o.value === strat)) strategy.value = strat;
+    form.requestSubmit();
+  };
+  state.askAgain = askAgain;
+  fillStrategies(strategy).then((caps) => { if (caps) modeSlot.replaceChildren(modeBadge(caps)); });
+  collectionSelect("collection", () => {
+    if (!state.turns.length) conversation.replaceChildren(emptyConversation(askAgain));
+  }).then((select) => colSlot.append(field("Collection", select)));
   for (const turn of state.turns) conversation.append(turn.node);
-  if (!state.turns.length) conversation.append(emptyConversation());
+  if (!state.turns.length) conversation.append(emptyConversation(askAgain));
 
   question.addEventListener("keydown", (e) => {
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey || !e.shiftKey)) {
@@ -253,7 +276,7 @@ function renderAsk(view) {
   });
   reset.addEventListener("click", () => {
     state.turns = [];
-    conversation.replaceChildren(emptyConversation());
+    conversation.replaceChildren(emptyConversation(askAgain));
     question.focus();
   });
   form.addEventListener("submit", async (e) => {
@@ -278,10 +301,10 @@ function renderAsk(view) {
     body.history = state.turns.filter((t) => t.answer).flatMap((t) => [
       { role: "user", content: t.question }, { role: "assistant", content: t.answer }]);
     if (!state.turns.length) conversation.replaceChildren();
-    question.value = "";
     ask.disabled = true;
     try {
-      await runTurn(body, conversation);
+      // the question stays in the box until it was answered: a failed request loses nothing
+      if (await runTurn(body, conversation, strategy) && question.value.trim() === q) question.value = "";
     } finally {
       ask.disabled = false;
       question.focus();
@@ -290,16 +313,49 @@ function renderAsk(view) {
   question.focus();
 }
 
-function emptyConversation() {
-  return el("div", { class: "state", id: "empty-conversation" },
-    el("h2", { text: "No questions yet" }),
-    el("p", { text: "Try “What was Helios Robotics revenue in fiscal 2023?” or compare two companies." }));
+/** The first screen: what the collection holds and example questions to click. */
+function emptyConversation(askAgain) {
+  const summary = el("p", { class: "muted", id: "collection-summary" }, loading("Reading the collection…"));
+  const examples = el("div", { class: "examples", id: "examples" });
+  const box = el("section", { class: "state first-screen", id: "empty-conversation", "aria-label": "Getting started" },
+    el("h2", { text: `Ask the “${state.collection}” collection` }), summary, examples);
+  api(`/kb/collections/${encodeURIComponent(state.collection)}/overview`).then((o) => {
+    summary.textContent = o.summary;
+    if (!o.examples.length) {
+      examples.replaceChildren(el("p", {}, "Add documents on the ", el("a", { href: "#/ingest", text: "Ingest page" }), " first."));
+      return;
+    }
+    examples.replaceChildren(el("p", { class: "small muted", text: "Try one of these:" }),
+      el("ul", { class: "example-list" }, o.examples.map((x) => el("li", {},
+        el("button", { type: "button", class: "example", text: x.question,
+          onclick: () => askAgain(x.question, x.strategy) })))));
+  }).catch((err) => {
+    summary.replaceChildren(err.status === 401 ? "Set an access token (top right) to see this collection."
+      : "Type a question above, e.g. about a company's revenue in a given year.");
+  });
+  return box;
 }
 
 const STAGES = [["routing", "Choosing documents"], ["nodes", "Reading sections"], ["answer", "Writing the answer"],
   ["citations", "Citations"]];
 
-async function runTurn(body, conversation) {
+/** Why an answer found nothing: the answer's own reason when it gives one, else what the trace shows. */
+function notFoundReason(done) {
+  const trace = done.trace || {};
+  const given = done.not_found_reason || done.reason || trace.not_found_reason || (trace.answer && trace.answer.reason);
+  if (given) return given;
+  const scope = trace.scope || {};
+  if (scope.missing_entities && scope.missing_entities.length) {
+    return `No document of this collection is about ${scope.missing_entities.join(", ")}.`;
+  }
+  if (scope.nothing_found && scope.nothing_found.length) return `Nothing relevant was read in ${scope.nothing_found.join(", ")}.`;
+  const cands = (trace.routing && trace.routing.candidates) || [];
+  if (!cands.length) return "No document matched the question (with these filters).";
+  return "The documents picked did not contain evidence for this question.";
+}
+
+/** Run one question as a turn of the conversation; true when it was answered (no error, not stopped). */
+async function runTurn(body, conversation, strategySelect) {
   const turnNo = state.turns.length + 1;
   const progress = el("ol", { class: "progress", "aria-label": "Progress" },
     STAGES.map(([key, label]) => el("li", { dataset: { stage: key }, text: label })));
@@ -307,17 +363,23 @@ async function runTurn(body, conversation) {
   const answer = el("div", { class: "answer", id: `answer-${turnNo}` });
   const citeList = el("ol", { class: "citations", "aria-label": "Citations" });
   const citeHead = el("h3", { text: "Sources", hidden: true });
+  const viewer = el("section", { class: "viewer", id: `viewer-${turnNo}`, hidden: true, "aria-label": "Source page" });
   const traceSlot = el("div", {});
   const factsSlot = el("div", {});
   const errorSlot = el("div", {});
+  const notFoundSlot = el("div", {});
   const controller = new AbortController();
   const stop = el("button", { type: "button", class: "ghost small stop", text: "Stop", "aria-label": `Stop answer ${turnNo}`,
     onclick: () => controller.abort() });
+  const side = el("aside", { class: "answer-side", "aria-label": `Sources of answer ${turnNo}` }, viewer, citeHead, citeList);
+  const grid = el("div", { class: "answer-grid" },
+    el("div", { class: "answer-main" }, el("div", { class: "row between" }, progress, stop), routed, answer, notFoundSlot,
+      factsSlot, errorSlot, traceSlot),
+    side);
   const node = el("div", { class: "turn" },
     el("div", { class: "turn-q", text: body.query }),
-    el("article", { class: "turn-a", "aria-busy": "true", "aria-label": `Answer ${turnNo}` },
-      el("div", { class: "row between" }, progress, stop), routed, answer, factsSlot, errorSlot, citeHead, citeList, traceSlot));
-  const turn = { question: body.query, answer: "", node };
+    el("article", { class: "turn-a", "aria-busy": "true", "aria-label": `Answer ${turnNo}` }, grid));
+  const turn = { question: body.query, answer: "", node, citations: new Map(), viewer };
   state.turns.push(turn);
   conversation.append(node);
   node.scrollIntoView({ behavior: "smooth", block: "start" });
@@ -331,11 +393,13 @@ async function runTurn(body, conversation) {
   };
   let text = "";
   let citations = [];
+  let strategyUsed = body.strategy || "";
   const docNames = new Map();
   stage("routing");
   try {
     await streamQuery(body, (name, data) => {
       if (name === "routing") {
+        strategyUsed = data.strategy_used || strategyUsed;
         for (const d of [...(data.candidates || []), ...(data.documents || [])]) docNames.set(d.doc_id, d.name);
         routed.replaceChildren(`${data.strategy_used} routing → `,
           ...(data.documents || []).map((d) => el("span", { class: "chip blue", text: d.name })));
@@ -345,54 +409,93 @@ async function runTurn(body, conversation) {
         stage("answer");
       } else if (name === "answer") {
         text += data.delta;
-        answer.replaceChildren(...linkMarkers(text.trimEnd(), turnNo));
+        answer.replaceChildren(...linkMarkers(text.trimEnd(), turn));
       } else if (name === "citations") {
         citations = data;
+        turn.citations = new Map(citations.map((c) => [c.marker, c]));
         stage("citations");
         citeHead.hidden = citations.length === 0;
-        citeList.replaceChildren(...citations.map((c) => citationItem(c, turnNo)));
-        answer.replaceChildren(...linkMarkers(text.trimEnd(), turnNo, new Set(citations.map((c) => c.marker))));
+        grid.classList.toggle("has-sources", citations.length > 0);
+        citeList.replaceChildren(...citations.map((c) => citationItem(c, turn, turnNo)));
+        answer.replaceChildren(...linkMarkers(text.trimEnd(), turn));
       } else if (name === "done") {
         for (const li of progress.children) li.className = "done";
         if (data.facts && data.facts.length) factsSlot.replaceChildren(answerFacts(data.facts, citations, turnNo));
         if (data.trace) traceSlot.replaceChildren(traceView(data.trace, docNames, data.documents || []));
+        if (!citations.length) notFoundSlot.replaceChildren(notFound(data, body, strategyUsed, strategySelect));
       } else if (name === "error") {
         throw new ApiError(data.status, data.title, data.detail);
       }
     }, controller.signal);
     turn.answer = text.trim();
     if (!text.trim()) answer.textContent = "No answer was produced.";
+    return true;
   } catch (err) {
     progress.remove();
     if (err.name === "AbortError") errorSlot.replaceChildren(el("p", { class: "muted", role: "status", text: "Stopped." }));
-    else errorSlot.replaceChildren(alertBox(err));
+    else {
+      errorSlot.replaceChildren(alertBox(err), el("div", { class: "row" },
+        el("button", { type: "button", class: "primary small retry", text: "Retry", "aria-label": `Retry question ${turnNo}`,
+          onclick: async () => {
+            node.remove();
+            state.turns = state.turns.filter((t) => t !== turn);
+            await runTurn(body, conversation, strategySelect);
+          } })));
+    }
     if (!text) answer.remove();
+    return false;
   } finally {
     stop.remove();
     node.querySelector(".turn-a").setAttribute("aria-busy", "false");
   }
 }
 
-/** The answer as text nodes, with every [n] marker a link to citation n of this turn. */
-function linkMarkers(text, turnNo, known) {
+/** A "not found" answer: the reason, and one click to ask again with another strategy. */
+function notFound(done, body, used, strategySelect) {
+  const others = strategySelect ? [...strategySelect.options].filter((o) => o.value && o.value !== used && o.value !== body.strategy) : [];
+  return el("div", { class: "not-found", role: "status" },
+    el("strong", { text: "Not found. " }), el("span", { class: "reason", text: notFoundReason(done) }),
+    others.length ? el("div", { class: "row retry-with" }, el("span", { class: "small muted", text: "Try again with:" }),
+      others.map((o) => el("button", { type: "button", class: "small", text: o.textContent.split(" — ")[0],
+        "aria-label": `Ask again with the ${o.textContent.split(" — ")[0]} strategy`,
+        onclick: () => state.askAgain && state.askAgain(body.query, o.value) }))) : null);
+}
+
+/** The answer as text nodes, with every [n] marker a link to citation n of this turn (once citations are known,
+    only those that exist): hover or focus previews its source, activating it opens the page beside the answer. */
+function linkMarkers(text, turn) {
   const parts = [];
   let last = 0;
+  const turnNo = state.turns.indexOf(turn) + 1;
   for (const m of text.matchAll(/\[(\d{1,3})\]/g)) {
     const n = Number(m[1]);
-    if (known && !known.has(n)) continue;
+    if (turn.citations.size && !turn.citations.has(n)) continue;
     parts.push(text.slice(last, m.index));
-    parts.push(el("a", { class: "cite", href: `#cite-${turnNo}-${n}`, "aria-label": `Citation ${n}`, text: `${n}`,
-      onclick: (e) => { e.preventDefault(); focusCitation(turnNo, n); } }));
+    parts.push(markerLink(turn, turnNo, n));
     last = m.index + m[0].length;
   }
   parts.push(text.slice(last));
   return parts;
 }
 
+function markerLink(turn, turnNo, n) {
+  const show = (e) => { const c = turn.citations.get(n); if (c) citePopover.show(e.currentTarget, c); };
+  return el("a", { class: "cite", href: `#cite-${turnNo}-${n}`, "aria-label": `Citation ${n}`, text: `${n}`,
+    "aria-describedby": "cite-pop",
+    onmouseenter: show, onfocus: show, onmouseleave: () => citePopover.hide(), onblur: () => citePopover.hide(),
+    onclick: (e) => {
+      e.preventDefault();
+      citePopover.hide();
+      const c = turn.citations.get(n);
+      if (c) openSource(c, turn.viewer);
+      focusCitation(turnNo, n);
+    } });
+}
+
 function focusCitation(turnNo, n) {
   const item = document.getElementById(`cite-${turnNo}-${n}`);
   if (!item) return;
-  item.scrollIntoView({ behavior: "smooth", block: "center" });
+  item.scrollIntoView({ behavior: "smooth", block: "nearest" });
   item.classList.remove("flash");
   void item.offsetWidth;
   item.classList.add("flash");
@@ -400,15 +503,163 @@ function focusCitation(turnNo, n) {
   if (btn) btn.focus({ preventScroll: true });
 }
 
-function citationItem(c, turnNo) {
+/** "p. 3 · printed 2": the physical page of a citation and, when the page prints one, its own number. */
+function citePages(c) {
+  const label = pagesLabel(c.unit, c.pages);
+  return c.printed_page && c.unit === "page" ? `${label} · printed ${c.printed_page}` : label;
+}
+
+function citationItem(c, turn, turnNo) {
   const open = el("button", { type: "button", class: "small", text: c.unit === "page" ? "View page" : "View source",
-    "aria-label": `View source of citation ${c.marker}`, onclick: () => openPreview(c) });
+    "aria-label": `View source of citation ${c.marker}`, onclick: () => openSource(c, turn.viewer) });
   return el("li", { class: "citation", id: `cite-${turnNo}-${c.marker}`, tabindex: "-1" },
     el("span", { class: "num", text: `[${c.marker}]` }),
     el("div", {}, el("div", { class: "doc", text: c.doc_name }),
-      el("div", { class: "path" }, `${c.section_path || "—"} · `, el("span", { class: "chip", text: pagesLabel(c.unit, c.pages) }))),
+      el("div", { class: "path" }, `${c.section_path || "—"} · `, el("span", { class: "chip", text: citePages(c) }))),
     open,
     el("div", { class: "excerpt", text: c.text.replace(/^#{1,6}\s+/gm, "").replace(/\n{2,}/g, "\n").trim() }));
+}
+
+/* ------------------------------------------------------------------ citation preview on hover / focus */
+
+const thumbs = new Map();  // "doc/page/chunk" → promise of a blob URL (kept for the tab's life)
+
+function thumbnail(c) {
+  const key = `${c.doc_id}/${c.pages[0]}/${c.chunk_id || 0}`;
+  if (!thumbs.has(key)) {
+    const q = c.chunk_id ? `?highlight=${encodeURIComponent(c.chunk_id)}` : "";
+    thumbs.set(key, pageImage(`/kb/documents/${c.doc_id}/pages/${c.pages[0]}.png${q}`).then((r) => r.url)
+      .catch((err) => { thumbs.delete(key); throw err; }));
+  }
+  return thumbs.get(key);
+}
+
+const citePopover = {
+  node: null,
+  timer: null,
+  show(anchor, c) {
+    clearTimeout(this.timer);
+    if (!this.node) {
+      this.node = el("div", { id: "cite-pop", class: "cite-pop", role: "tooltip" });
+      document.body.append(this.node);
+    }
+    const img = c.unit === "page" ? el("img", { class: "thumb", alt: `Page ${c.pages[0]} of ${c.doc_name}` }) : null;
+    this.node.replaceChildren(
+      el("div", { class: "doc", text: `[${c.marker}] ${c.doc_name}` }),
+      el("div", { class: "path small muted", text: `${c.section_path || "—"} · ${citePages(c)}` }),
+      el("div", { class: "pop-body" }, img,
+        el("div", { class: "excerpt small", text: c.text.replace(/^#{1,6}\s+/gm, "").replace(/\s+/g, " ").trim().slice(0, 320) })));
+    if (img) thumbnail(c).then((url) => { img.src = url; }, () => img.remove());
+    const r = anchor.getBoundingClientRect();
+    this.node.hidden = false;
+    const w = Math.min(420, window.innerWidth - 16);
+    this.node.style.width = `${w}px`;
+    this.node.style.left = `${Math.max(8, Math.min(r.left + window.scrollX - 20, window.scrollX + window.innerWidth - w - 8))}px`;
+    this.node.style.top = `${r.bottom + window.scrollY + 6}px`;
+  },
+  hide() {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => { if (this.node) this.node.hidden = true; }, 120);
+  },
+};
+
+/* ------------------------------------------------------------------ source viewer (beside the answer) */
+
+const docPages = new Map();  // doc id → promise of its page count (null when unknown)
+
+function pageCount(docId) {
+  if (!docPages.has(docId)) {
+    docPages.set(docId, api(`/kb/documents/${docId}`).then((d) => d.document.page_count, () => null));
+  }
+  return docPages.get(docId);
+}
+
+/** Fetch the original file (with the token) and open it in a new tab, a PDF at ``page``. */
+async function openOriginal(docId, page, btn) {
+  btn.disabled = true;
+  try {
+    const res = await api(`/kb/documents/${docId}/file`, { raw: true, headers: { Accept: "*/*" } });
+    const url = URL.createObjectURL(await res.blob());
+    const win = window.open(`${url}${page ? `#page=${page}` : ""}`, "_blank", "noopener");
+    if (!win) {  // a blocked pop-up: a link to click instead
+      btn.after(el("a", { href: url, target: "_blank", rel: "noopener", class: "small", text: "Open the file" }));
+    }
+  } catch (err) {
+    btn.after(alertBox(err));
+  } finally {
+    btn.disabled = false;
+  }
+}
+
+/** Show citation ``c`` in the viewer ``box``: its page (zoom, previous/next page, open original, printed page
+    number) or its lines. One viewer is open at a time. */
+function openSource(c, box) {
+  for (const other of document.querySelectorAll(".viewer")) {
+    if (other !== box) { other.replaceChildren(); other.hidden = true; }
+  }
+  preview.clear();
+  box.hidden = false;
+  const close = el("button", { type: "button", class: "ghost small", text: "Close ✕", "aria-label": "Close the source",
+    onclick: () => { box.replaceChildren(); box.hidden = true; } });
+  const tools = el("div", { class: "viewer-tools", role: "toolbar", "aria-label": "Page viewer" });
+  const body = el("div", { class: "viewer-body" });
+  box.replaceChildren(
+    el("div", { class: "viewer-head" },
+      el("div", {}, el("strong", { class: "viewer-doc", text: c.doc_name }),
+        el("div", { class: "muted small", text: `${c.section_path || ""}${c.marker ? ` · citation [${c.marker}]` : ""}` })),
+      close),
+    tools, body);
+  const original = el("button", { type: "button", class: "small", text: "Open original ↗", id: "open-original",
+    "aria-label": `Open the original ${c.doc_name}` });
+  if (c.unit !== "page") {
+    original.addEventListener("click", () => openOriginal(c.doc_id, null, original));
+    tools.append(el("span", { class: "small muted", text: pagesLabel(c.unit, c.pages) }), original);
+    if (c.chunk_id) showLines(c.doc_id, { highlight: c.chunk_id }, body);
+    else showLines(c.doc_id, contextWindow(c.pages[0], c.pages[1]), body, c.pages);
+    reveal(box);
+    return;
+  }
+  let page = c.pages[0];
+  let zoom = 1;
+  let total = null;
+  const label = el("span", { class: "page-label", id: "page-label", "aria-live": "polite" });
+  const prev = el("button", { type: "button", class: "small", text: "‹", "aria-label": "Previous page" });
+  const next = el("button", { type: "button", class: "small", text: "›", "aria-label": "Next page" });
+  const out = el("button", { type: "button", class: "small", text: "−", "aria-label": "Zoom out" });
+  const zin = el("button", { type: "button", class: "small", text: "+", "aria-label": "Zoom in" });
+  const zoomText = el("span", { class: "small muted zoom", text: "100%" });
+  const applyZoom = () => {
+    zoomText.textContent = `${Math.round(zoom * 100)}%`;
+    const img = body.querySelector("img");
+    if (img) img.style.width = `${zoom * 100}%`;
+    out.disabled = zoom <= 0.5;
+    zin.disabled = zoom >= 3;
+  };
+  const paint = async () => {
+    const printed = page === c.pages[0] && c.printed_page ? ` · printed ${c.printed_page}` : "";
+    label.textContent = `p. ${page}${total ? ` of ${total}` : ""}${printed}`;
+    prev.disabled = page <= 1;
+    next.disabled = total !== null && page >= total;
+    const cited = page >= c.pages[0] && page <= c.pages[1];
+    await showPage(c.doc_id, page, cited ? c.chunk_id : null, body);
+    applyZoom();
+  };
+  prev.addEventListener("click", () => { if (page > 1) { page -= 1; paint(); } });
+  next.addEventListener("click", () => { if (total === null || page < total) { page += 1; paint(); } });
+  out.addEventListener("click", () => { zoom = Math.max(0.5, zoom - 0.25); applyZoom(); });
+  zin.addEventListener("click", () => { zoom = Math.min(3, zoom + 0.25); applyZoom(); });
+  original.addEventListener("click", () => openOriginal(c.doc_id, page, original));
+  tools.append(prev, label, next, el("span", { class: "sep", "aria-hidden": "true" }), out, zoomText, zin, original);
+  pageCount(c.doc_id).then((n) => { total = n; label.textContent = label.textContent.replace(/^p\. \d+( of \d+)?/, `p. ${page}${n ? ` of ${n}` : ""}`); next.disabled = n !== null && page >= n; });
+  paint();
+  reveal(box);
+}
+
+/** Bring an opened viewer into sight: the top of its (scrolling) sources column, and the column in the window. */
+function reveal(box) {
+  const side = box.closest(".answer-side");
+  if (side) side.scrollTop = 0;
+  box.scrollIntoView({ block: "nearest" });
 }
 
 /* ------------------------------------------------------------------ source preview */
