@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 
 import structlog
 from litestar import Litestar, Router
+from litestar.exceptions import NotFoundException
 from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
@@ -32,7 +33,7 @@ from kb.api.mcp import http_session_manager, mcp_route
 from kb.api.metrics import PROMETHEUS, MetricsController
 from kb.api.pages import PagesController
 from kb.api.query import QueryController
-from kb.api.ui import OverviewController, SourceFileController, ui_root, ui_router
+from kb.api.ui import OverviewController, SourceFileController, not_found_handler, ui_root, ui_router
 from kb.mcp_server import Services, build_mcp_server
 from kb.runtime import Runtime, build_ingest_context, open_runtime
 from kb.settings import ServerSettings, Settings, get_settings
@@ -148,7 +149,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
                         SourceFileController, OverviewController],
         lifespan=[lifespan],
         dependencies=DEPENDENCIES,
-        exception_handlers={Exception: exception_handler},
+        exception_handlers={NotFoundException: not_found_handler, Exception: exception_handler},
         middleware=[request_id_middleware,
                     DefineMiddleware(body_limit, json_bytes=settings.server.max_json_kb * 1024,
                                      upload_bytes=settings.ingest.max_upload_mb * 1024 * 1024,

@@ -7,18 +7,21 @@ import asyncio
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
 import msgspec
-from litestar import Controller, Response, Router, get
+from litestar import Controller, Request, Response, Router, get
+from litestar.exceptions import NotFoundException
+from litestar.params import Parameter
 from litestar.response import Redirect
 from litestar.static_files import create_static_files_router
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
+from ingest.chunk_view import SectionChunks, section_chunks
 from ingest.render import load_source, read_source
 from ingest.store import DocumentInfo, list_documents
-from kb.api.common import BEARER, DbId, errors, read_guard
+from kb.api.common import BEARER, DbId, errors, exception_handler, read_guard
 from kb.runtime import Runtime
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "ui" / "static"
@@ -44,6 +47,20 @@ def csp_middleware(app: ASGIApp) -> ASGIApp:
         await app(scope, receive, send_wrapper)
 
     return middleware
+
+
+API_PREFIXES = ("/kb", "/mcp", "/metrics", "/schema", "/health")
+
+
+def not_found_handler(request: Request[Any, Any, Any], exc: NotFoundException) -> Response[Any]:
+    """An unknown address: the UI's "Page not found" page for a browser asking for a page outside the API, the
+    API's problem details otherwise."""
+    path = request.url.path
+    wants_page = request.method in {"GET", "HEAD"} and "text/html" in request.headers.get("accept", "")
+    if wants_page and not any(path == p or path.startswith(p + "/") for p in API_PREFIXES):
+        return Response((STATIC_DIR / "404.html").read_bytes(), status_code=404, media_type="text/html",
+                        headers={k.decode(): v.decode() for k, v in UI_HEADERS})
+    return exception_handler(request, exc)
 
 
 @get("/", include_in_schema=False, middleware=[csp_middleware])
@@ -80,6 +97,13 @@ class SourceFileController(Controller):
             "Content-Disposition": f"inline; filename*=UTF-8''{quote(name)}",
             "Content-Security-Policy": "sandbox", "X-Content-Type-Options": "nosniff",
             "Cache-Control": "private, max-age=3600"})
+
+    @get("/{doc_id:int}/chunks", responses=errors(400, 401, 404))
+    async def chunks(self, rt: Runtime, doc_id: DbId,
+                     node: Annotated[str, Parameter(min_length=1, max_length=200,
+                                                    description="a node id of the document's tree")]) -> SectionChunks:
+        """The chunks of a section (and its subsections) as stored: text, pages, heading path, table context."""
+        return await section_chunks(rt.pool, doc_id, node)
 
 
 SAMPLE_QUESTIONS = Path(__file__).resolve().parent.parent.parent / "samples" / "QUESTIONS.md"

@@ -1367,6 +1367,9 @@ function setupToken() {
     paint();
     route();
   });
+  // no token configured on the server (and none kept here): the button stays, but quiet
+  capabilities().then((caps) => btn.classList.toggle("quiet", !caps.read_token && !caps.admin_token && !token()),
+    () => btn.classList.remove("quiet"));
   $("#token-clear").addEventListener("click", () => {
     sessionStorage.removeItem(TOKEN_KEY);
     input.value = "";
