@@ -944,11 +944,13 @@ function answerFacts(facts, citations, turnNo) {
 async function renderDocuments(view) {
   const list = el("div", {}, loading("Loading documents…"));
   const colSlot = el("div", { class: "col-select" });
+  const newCol = el("button", { type: "button", class: "small", id: "new-collection", text: "New collection",
+    "aria-haspopup": "dialog" });
   view.replaceChildren(
     el("div", { class: "page-head" },
       el("div", {}, el("h1", { text: "Documents" }),
         el("p", { class: "muted", text: "Every document with its metadata and the tree it is searched by." })),
-      colSlot),
+      el("div", { class: "row head-tools" }, colSlot, newCol)),
     list);
   const load = async () => {
     list.replaceChildren(loading("Loading documents…"));
@@ -962,39 +964,167 @@ async function renderDocuments(view) {
   };
   const select = await collectionSelect("doc-collection", load);
   colSlot.append(field("Collection", select));
+  newCol.addEventListener("click", () => newCollectionDialog(async (name) => {
+    state.collection = name;
+    sessionStorage.setItem("kb.collection", name);
+    renderDocuments(view);
+  }));
   await load();
 }
 
+/** A dialog that creates a collection (admin); ``done(name)`` after it was created. */
+function newCollectionDialog(done) {
+  const name = el("input", { id: "collection-name", name: "name", required: true, pattern: "[A-Za-z0-9_.\\-]{1,64}",
+    autocomplete: "off", placeholder: "e.g. filings-2024" });
+  const desc = el("input", { id: "collection-description", name: "description", autocomplete: "off",
+    placeholder: "optional: what it holds" });
+  const msg = el("div", {});
+  const dialog = el("dialog", { class: "new-collection", "aria-labelledby": "new-collection-title" });
+  const form = el("form", { class: "dialog-body", method: "dialog" },
+    el("h2", { id: "new-collection-title", text: "New collection" }),
+    field("Name", name, "Letters, digits, '_', '.' and '-'."), field("Description", desc), msg,
+    el("div", { class: "row end" },
+      el("button", { type: "button", class: "ghost", text: "Cancel", onclick: () => dialog.close() }),
+      el("button", { type: "submit", class: "primary", text: "Create" })));
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    try {
+      await api("/kb/collections", { method: "POST", json: { name: name.value.trim(), description: desc.value.trim() } });
+      dialog.close();
+      done(name.value.trim());
+    } catch (err) {
+      msg.replaceChildren(alertBox(err));
+    }
+  });
+  dialog.append(form);
+  dialog.addEventListener("close", () => dialog.remove());
+  document.body.append(dialog);
+  dialog.showModal();
+  name.focus();
+}
+
 function metaChips(metadata) {
-  return el("div", { class: "meta" }, Object.entries(metadata || {}).slice(0, 8).map(([k, v]) =>
+  return el("div", { class: "meta" }, Object.entries(metadata || {}).map(([k, v]) =>
     el("span", { class: "chip", text: `${k}: ${typeof v === "object" ? JSON.stringify(v) : v}` })));
 }
 
+const DOC_TYPES = { annual_report: "annual report", "10k": "10-K", "10q": "10-Q quarterly report", "8k": "8-K" };
+
+/** A document's title for people: its own title when it names the company, else company, type and period
+    ("Northwind Energy annual report FY2023", not a first heading like "Letter to shareholders"). */
+function displayTitle(d) {
+  const m = d.metadata || {};
+  const company = m.company ? String(m.company) : "";
+  const title = (d.title || "").trim();
+  if (!company || (title.toLowerCase().includes(company.toLowerCase()) && title !== company)) return title || d.name;
+  const type = DOC_TYPES[m.doc_type] || (m.doc_type ? String(m.doc_type).replace(/_/g, " ") : "");
+  return [company, type, m.period || m.fiscal_year].filter(Boolean).join(" ");
+}
+
+const FILE_TYPES = { pdf: "PDF", markdown: "Markdown", text: "Text", docx: ".docx", html: "HTML" };
+
+/** Documents with search, filters (company, year, type, status) and sortable columns. */
 function documentTable(docs, reload) {
-  const rows = docs.map((d) => [
-    el("div", {}, el("a", { href: `#/documents/${d.id}`, text: d.name }),
-      d.title && d.title !== d.name ? el("div", { class: "muted small", text: d.title }) : null, metaChips(d.metadata)),
-    el("div", { text: d.description || "—" }),
-    el("span", {}, d.page_count, el("span", { class: "muted", text: ` ${sizeUnit(d.file_type)}` })),
-    el("span", { class: "chip", text: d.tree_mode || "—" }),
-    el("button", { type: "button", class: "danger small", text: "Delete", "aria-label": `Delete ${d.name}`,
-      onclick: async (e) => {
-        if (!window.confirm(`Delete “${d.name}” and its tree, chunks and embeddings?`)) return;
-        const btn = e.currentTarget;
-        btn.disabled = true;
-        try {
-          await api(`/kb/documents/${d.id}`, { method: "DELETE" });
-          await reload();
-          refreshCollections();
-        } catch (err) {
-          btn.disabled = false;
-          btn.closest("td").append(alertBox(err));
-        }
-      } }),
-  ]);
-  const t = table([["Document", "name"], ["Description", "desc"], ["Size", "num"], ["Tree"], [""]], rows);
-  t.classList.add("doc-table");
-  return el("div", { class: "panel" }, el("p", { class: "muted small", text: plural(docs.length, "document") }), t);
+  const values = (key) => [...new Set(docs.map((d) => (d.metadata || {})[key]).filter((v) => v !== undefined && v !== null && v !== ""))]
+    .map(String).sort();
+  const search = el("input", { id: "doc-search", type: "search", name: "search", placeholder: "Name, title, description, metadata…",
+    autocomplete: "off" });
+  const pick = (id, label, options) => {
+    const s = el("select", { id, name: id }, el("option", { value: "", text: `All` }),
+      options.map(([v, t]) => el("option", { value: v, text: t })));
+    return [s, field(label, s)];
+  };
+  const [company, companyField] = pick("filter-company", "Company", values("company").map((v) => [v, v]));
+  const [year, yearField] = pick("filter-year", "Year", values("fiscal_year").map((v) => [v, v]));
+  const [type, typeField] = pick("filter-type", "Type", [...new Set(docs.map((d) => d.file_type))].sort()
+    .map((v) => [v, FILE_TYPES[v] || v]));
+  const [status, statusField] = pick("filter-status", "Status", [...new Set(docs.map((d) => d.status))].sort()
+    .map((v) => [v, v]));
+  const count = el("p", { class: "muted small", id: "doc-count", role: "status" });
+  const body = el("tbody", {});
+  const sort = { key: "name", dir: 1 };
+  const columns = [["name", "Document", "name"], ["company", "Company"], ["year", "Year", "num"], ["description", "Description", "desc"],
+    ["size", "Size", "num"], ["status", "Status"], ["tree", "Tree"], ["", ""]];
+  const keyOf = {
+    name: (d) => displayTitle(d).toLowerCase(), company: (d) => String((d.metadata || {}).company || "").toLowerCase(),
+    year: (d) => Number((d.metadata || {}).fiscal_year || 0), description: (d) => (d.description || "").toLowerCase(),
+    size: (d) => d.page_count, status: (d) => d.status, tree: (d) => d.tree_mode || "",
+  };
+  const heads = columns.map(([key, label, cls]) => {
+    if (!key) return el("th", { scope: "col" }, el("span", { class: "sr-label", text: "Actions" }));
+    const btn = el("button", { type: "button", class: "sort", text: label, onclick: () => {
+      sort.dir = sort.key === key ? -sort.dir : 1;
+      sort.key = key;
+      paint();
+    } });
+    return el("th", { scope: "col", class: cls, dataset: { key } }, btn);
+  });
+  const row = (d) => {
+    const desc = d.description || "—";
+    const long = desc.length > 160;
+    const descBox = el("div", { class: long ? "clamp" : null, text: desc });
+    const more = long ? el("button", { type: "button", class: "link small", text: "more", "aria-expanded": "false",
+      "aria-label": `Show the whole description of ${d.name}`, onclick: (e) => {
+        const open = e.currentTarget.getAttribute("aria-expanded") !== "true";
+        e.currentTarget.setAttribute("aria-expanded", String(open));
+        e.currentTarget.textContent = open ? "less" : "more";
+        descBox.classList.toggle("clamp", !open);
+      } }) : null;
+    const m = d.metadata || {};
+    return el("tr", {},
+      el("td", { class: "name" }, el("a", { href: `#/documents/${d.id}`, text: displayTitle(d) }),
+        el("div", { class: "muted small file-name", text: d.name }), metaChips(d.metadata)),
+      el("td", { text: m.company || "—" }),
+      el("td", { class: "num", text: m.fiscal_year || "—" }),
+      el("td", { class: "desc" }, descBox, more),
+      el("td", { class: "num" }, `${d.page_count}`, el("span", { class: "muted", text: ` ${sizeUnit(d.file_type)}` }),
+        el("div", { class: "muted small", text: FILE_TYPES[d.file_type] || d.file_type })),
+      el("td", {}, el("span", { class: `chip ${d.status === "ready" ? "ok" : "warn"}`, text: d.status })),
+      el("td", {}, el("span", { class: "chip", text: d.tree_mode || "—" })),
+      el("td", {}, el("button", { type: "button", class: "danger small", text: "Delete", "aria-label": `Delete ${d.name}`,
+        onclick: async (e) => {
+          if (!window.confirm(`Delete “${d.name}” and its tree, chunks and embeddings?`)) return;
+          const btn = e.currentTarget;
+          btn.disabled = true;
+          try {
+            await api(`/kb/documents/${d.id}`, { method: "DELETE" });
+            await reload();
+            refreshCollections();
+          } catch (err) {
+            btn.disabled = false;
+            btn.closest("td").append(alertBox(err));
+          }
+        } })));
+  };
+  const paint = () => {
+    const words = search.value.toLowerCase().split(/\s+/).filter(Boolean);
+    const shown = docs.filter((d) => {
+      const m = d.metadata || {};
+      if (company.value && String(m.company) !== company.value) return false;
+      if (year.value && String(m.fiscal_year) !== year.value) return false;
+      if (type.value && d.file_type !== type.value) return false;
+      if (status.value && d.status !== status.value) return false;
+      const hay = `${d.name} ${d.title} ${displayTitle(d)} ${d.description} ${JSON.stringify(m)}`.toLowerCase();
+      return words.every((w) => hay.includes(w));
+    }).sort((a, b) => {
+      const x = keyOf[sort.key](a);
+      const y = keyOf[sort.key](b);
+      return (x < y ? -1 : x > y ? 1 : 0) * sort.dir;
+    });
+    for (const th of heads) {
+      if (th.dataset.key) th.setAttribute("aria-sort", th.dataset.key === sort.key ? (sort.dir > 0 ? "ascending" : "descending") : "none");
+    }
+    body.replaceChildren(...shown.map(row));
+    count.textContent = shown.length === docs.length ? plural(docs.length, "document")
+      : `${shown.length} of ${plural(docs.length, "document")}`;
+  };
+  for (const input of [company, year, type, status]) input.addEventListener("change", paint);
+  search.addEventListener("input", paint);
+  paint();
+  const t = el("table", { class: "doc-table" }, el("thead", {}, el("tr", {}, heads)), body);
+  return el("div", { class: "panel" },
+    el("div", { class: "grid doc-filters" }, field("Search", search), companyField, yearField, typeField, statusField),
+    count, el("div", { class: "table-scroll" }, t));
 }
 
 async function renderDocument(view, id, tab) {
@@ -1035,7 +1165,7 @@ async function renderDocument(view, id, tab) {
   });
   view.replaceChildren(
     el("p", {}, el("a", { href: "#/documents", text: "← All documents" })),
-    el("div", { class: "page-head" }, el("div", {}, el("h1", { text: d.title || d.name }),
+    el("div", { class: "page-head" }, el("div", {}, el("h1", { text: displayTitle(d) }),
       el("p", { class: "muted", text: `${d.name} · ${d.page_count} ${sizeUnit(d.file_type)} · ${d.tree_mode} tree · ${plural(d.node_count, "node")} · ${plural(d.chunk_count, "chunk")}` }))),
     el("div", { class: "panel" }, el("p", { text: d.description || "No description." }), metaChips(d.metadata),
       d.warnings && d.warnings.length ? el("ul", { class: "small muted" }, d.warnings.map((w) => el("li", { text: w }))) : null),
@@ -1110,25 +1240,62 @@ function buildOutline(nodes, onPick) {
       if (sub) sub.hidden = depth >= 1;
       return el("li", {},
         el("div", { class: "node-row" }, toggle, btn, el("span", { class: "pages", text: pagesLabel(n.unit, [n.start_index, n.end_index]) })),
-        n.summary ? el("p", { class: "node-summary", text: n.summary.length > 220 ? `${n.summary.slice(0, 220)}…` : n.summary }) : null,
+        n.summary ? el("p", { class: "node-summary", text: ((t) => (t.length > 220 ? `${t.slice(0, 220)}…` : t))(readable(n.summary)) }) : null,
         sub);
     }));
   };
   return build("", 0) || el("p", { class: "empty", text: "Empty tree." });
 }
 
+/** A summary as people read it: no dot leaders of a contents page ("Revenue ........ 12" → "Revenue 12"). */
+function readable(text) {
+  return (text || "").replace(/(?:\s*[.·…]\s*){4,}/g, " … ").replace(/[ \t]{2,}/g, " ").trim();
+}
+
 function showNode(doc, node, pane) {
   const nav = el("div", { class: "preview-nav" });
   const body = el("div", {});
+  const views = el("div", { class: "row node-views", role: "group", "aria-label": "Section view" });
+  const showSource = () => {
+    if (doc.file_type === "pdf") {
+      const pages = range(node.start_index, node.end_index);
+      pageButtons(nav, pages, (p) => showPage(doc.id, p, null, body));
+      showPage(doc.id, pages[0], null, body);
+    } else {
+      nav.replaceChildren();
+      showLines(doc.id, lineWindow(node.start_index, node.end_index), body);
+    }
+  };
+  const sourceBtn = el("button", { type: "button", class: "small", text: doc.file_type === "pdf" ? "Pages" : "Text",
+    "aria-pressed": "true" });
+  const chunksBtn = el("button", { type: "button", class: "small", id: "show-chunks", text: "Chunks as stored",
+    "aria-pressed": "false" });
+  const press = (on) => { sourceBtn.setAttribute("aria-pressed", String(!on)); chunksBtn.setAttribute("aria-pressed", String(on)); };
+  sourceBtn.addEventListener("click", () => { press(false); showSource(); });
+  chunksBtn.addEventListener("click", () => { press(true); nav.replaceChildren(); showChunks(doc, node, body); });
+  views.append(sourceBtn, chunksBtn);
   pane.replaceChildren(el("h2", { text: node.title }),
     el("p", { class: "muted small", text: pagesLabel(node.unit, [node.start_index, node.end_index]) }),
-    node.summary ? el("p", { class: "small", text: node.summary }) : null, nav, body);
-  if (doc.file_type === "pdf") {
-    const pages = range(node.start_index, node.end_index);
-    pageButtons(nav, pages, (p) => showPage(doc.id, p, null, body));
-    showPage(doc.id, pages[0], null, body);
-  } else {
-    showLines(doc.id, lineWindow(node.start_index, node.end_index), body);
+    node.summary ? el("p", { class: "small", text: readable(node.summary) }) : null, views, nav, body);
+  showSource();
+}
+
+/** The section's chunks as they were stored and embedded, with their pages or lines. */
+async function showChunks(doc, node, body) {
+  body.replaceChildren(loading("Loading chunks…"));
+  try {
+    const data = await api(`/kb/documents/${doc.id}/chunks?node=${encodeURIComponent(node.node_id)}`);
+    const unit = node.unit;
+    body.replaceChildren(
+      el("p", { class: "muted small", text: `${plural(data.chunks.length, "chunk")}${data.truncated ? " (the first ones)" : ""} in this section and its subsections` }),
+      el("ol", { class: "chunk-list", id: "chunk-list" }, data.chunks.map((c) => el("li", { class: "chunk" },
+        el("div", { class: "chunk-head small" },
+          el("span", { class: "chip", text: c.page === null ? "—" : pagesLabel(unit, [c.page, c.page_end || c.page]) }),
+          el("span", { class: "muted", text: ` #${c.id} · ${c.heading_path || "—"} · ${c.token_count} tokens` })),
+        c.context ? el("div", { class: "chunk-context small muted", text: c.context }) : null,
+        el("div", { class: "chunk-text", text: c.text })))));
+  } catch (err) {
+    body.replaceChildren(alertBox(err));
   }
 }
 
