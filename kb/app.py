@@ -118,7 +118,8 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         services.runtime, services.pipeline = rt, rt.pipeline
         if not settings.server.admin_token:
             detail = ("admin endpoints disabled (403): KB_API_TOKEN is set without KB_ADMIN_TOKEN"
-                      if settings.server.api_token else "admin endpoints open to loopback peers only (not browsers)")
+                      if settings.server.api_token else "admin API (ingest, delete) open to this machine only: loopback "
+                      "clients and this server's own web UI; set KB_ADMIN_TOKEN to require a token and allow other hosts")
             log.warning("auth.no_admin_token", detail=detail, host=host, loopback=host in LOOPBACK)
         stop = asyncio.Event()
         watchdog = asyncio.create_task(rt.watch_database(stop))
