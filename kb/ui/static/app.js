@@ -599,8 +599,10 @@ function openSource(c, box) {
   }
   preview.clear();
   box.hidden = false;
+  const shut = () => { box.replaceChildren(); box.hidden = true; };
   const close = el("button", { type: "button", class: "ghost small", text: "Close ✕", "aria-label": "Close the source",
-    onclick: () => { box.replaceChildren(); box.hidden = true; } });
+    onclick: shut });
+  (box.closest(".answer-side") || box).onkeydown = (e) => { if (e.key === "Escape" && !box.hidden) shut(); };
   const tools = el("div", { class: "viewer-tools", role: "toolbar", "aria-label": "Page viewer" });
   const body = el("div", { class: "viewer-body" });
   box.replaceChildren(
@@ -1476,7 +1478,7 @@ function jobCard(job, reload) {
       el("span", {}, el("b", { text: job.pages_per_s === null ? "—" : job.pages_per_s.toFixed(1) }), " pages/s"),
       el("span", {}, el("b", { text: job.chunks }), " chunks")),
     job.error ? alertBox(new ApiError(0, "Job failed", job.error)) : null,
-    job.items.length ? table([["File"], ["Status"], ["Pages", "num"], ["Seconds", "num"], ["Details"]],
+    job.items.length ? el("div", { class: "table-scroll" }, table([["File"], ["Status"], ["Pages", "num"], ["Seconds", "num"], ["Details"]],
       job.items.map((i) => [
         i.document_id ? el("a", { href: `#/documents/${i.document_id}`, text: i.name }) : i.name,
         el("span", { class: `chip ${STATUS_CHIP[i.status] || ""}`, text: i.status }),
@@ -1487,7 +1489,7 @@ function jobCard(job, reload) {
           ["failed", "cancelled", "unsupported"].includes(i.status) ? el("div", { class: "row item-actions" },
             i.status !== "unsupported" ? action("Retry", i, () => api(`/kb/admin/jobs/${job.id}/items/${i.id}/retry`,
               { method: "POST" })) : null,
-            action("Remove", i, () => api(`/kb/admin/jobs/${job.id}/items/${i.id}`, { method: "DELETE" }))) : null)])) : null);
+            action("Remove", i, () => api(`/kb/admin/jobs/${job.id}/items/${i.id}`, { method: "DELETE" }))) : null)]))) : null);
   bar.style.width = `${total ? (100 * done) / total : 0}%`;
   return card;
 }
