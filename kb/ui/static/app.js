@@ -555,7 +555,10 @@ const citePopover = {
     const w = Math.min(420, window.innerWidth - 16);
     this.node.style.width = `${w}px`;
     this.node.style.left = `${Math.max(8, Math.min(r.left + window.scrollX - 20, window.scrollX + window.innerWidth - w - 8))}px`;
-    this.node.style.top = `${r.bottom + window.scrollY + 6}px`;
+    const below = r.bottom + 6;  // below the marker, or above it when the window has no room there
+    const height = this.node.offsetHeight || 180;
+    const top = below + height > window.innerHeight && r.top - height - 6 > 0 ? r.top - height - 6 : below;
+    this.node.style.top = `${top + window.scrollY}px`;
   },
   hide() {
     clearTimeout(this.timer);
