@@ -1026,7 +1026,7 @@ function displayTitle(d) {
   return [company, type, m.period || m.fiscal_year].filter(Boolean).join(" ");
 }
 
-const FILE_TYPES = { pdf: "PDF", markdown: "Markdown", text: "Text", docx: ".docx", html: "HTML" };
+const FILE_TYPES = { pdf: "PDF", markdown: "Markdown", text: "Text", docx: "Word", html: "HTML" };
 
 /** Documents with search, filters (company, year, type, status) and sortable columns. */
 function documentTable(docs, reload) {
