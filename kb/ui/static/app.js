@@ -1346,7 +1346,7 @@ async function renderIngest(view) {
   folderForm.addEventListener("submit", async (e) => {
     e.preventDefault();
     folderMsg.replaceChildren();
-    const body = { path: folderPath.value.trim(), collection: $("#folder-collection").value, recursive: recursive.checked };
+    const body = { path: folderPath.value.trim(), collection: ($("#folder-collection") || { value: state.collection }).value, recursive: recursive.checked };
     if (metaPath.value.trim()) body.metadata = metaPath.value.trim();
     try {
       const job = await api("/kb/admin/ingest", { method: "POST", json: body });
@@ -1369,7 +1369,7 @@ async function renderIngest(view) {
     for (const f of files.files) {
       const form = new FormData();
       form.append("file", f, f.name);
-      form.append("collection", $("#upload-collection").value);
+      form.append("collection", ($("#upload-collection") || { value: state.collection }).value);
       try {
         const job = await api("/kb/admin/documents", { method: "POST", body: form });
         started.push(job.job_id);
