@@ -290,3 +290,38 @@ async def test_citations_carry_the_printed_page_number(runtime: Runtime, tmp_pat
                                                         "strategy": "semantic", "top_docs": 2, "stream": True})
         assert "event: citations" in streamed.text, streamed.text[:300]
         assert '"printed_page":"' in streamed.text.split("event: citations", 1)[1].split("event:", 1)[0]
+
+
+async def test_original_file_section_chunks_and_overview(runtime: Runtime, tmp_path: Path) -> None:
+    ids, docs = await _ingest(runtime, tmp_path)
+    async with _client(runtime) as client:
+        pdf = await client.get(f"/kb/documents/{ids['report.pdf']}/file")
+        assert pdf.status_code == 200 and pdf.headers["content-type"] == "application/pdf"
+        assert pdf.content == (docs / "report.pdf").read_bytes()
+        assert pdf.headers["content-security-policy"] == "sandbox" and "inline" in pdf.headers["content-disposition"]
+        html = await client.get(f"/kb/documents/{ids['lynx.html']}/file")  # never served as a page to run
+        assert html.headers["content-type"].startswith("text/plain") and "<h1>Lynx" in html.text
+
+        tree = (await client.get(f"/kb/documents/{ids['orion.md']}")).json()["tree"]
+        root = next(n for n in tree if n["parent_id"] is None)
+        section = await client.get(f"/kb/documents/{ids['orion.md']}/chunks", params={"node": root["node_id"]})
+        assert section.status_code == 200, section.text
+        body = section.json()
+        stored = await runtime.pool.fetchval("SELECT count(*) FROM chunks WHERE document_id = $1", ids["orion.md"])
+        assert len(body["chunks"]) == stored and not body["truncated"]  # the root holds every chunk
+        assert any("412 thousand tonnes" in c["text"] for c in body["chunks"])
+        pdf_tree = (await client.get(f"/kb/documents/{ids['report.pdf']}")).json()["tree"]
+        leaf = next(n for n in pdf_tree if n["title"] == "Liquidity")
+        pages = (await client.get(f"/kb/documents/{ids['report.pdf']}/chunks", params={"node": leaf["node_id"]})).json()
+        assert pages["title"] == "Liquidity" and pages["chunks"]
+        assert all(leaf["start_index"] <= c["page"] <= leaf["end_index"] for c in pages["chunks"])  # with their pages
+        _is_problem(await client.get(f"/kb/documents/{ids['orion.md']}/chunks", params={"node": "nope"}), 404)
+
+        overview = (await client.get("/kb/collections/default/overview")).json()
+        assert overview["documents"] == 3 and overview["source"] == "documents"  # not the samples
+        assert overview["summary"].startswith("3 documents (") and "PDF" in overview["summary"]
+        assert 1 <= len(overview["examples"]) <= 4
+        _is_problem(await client.get("/kb/collections/nowhere/overview"), 404)
+
+        (docs / "report.pdf").write_bytes(b"%PDF-1.7 changed")
+        _is_problem(await client.get(f"/kb/documents/{ids['report.pdf']}/file"), 409)
