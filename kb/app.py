@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 
 import structlog
 from litestar import Litestar, Router
+from litestar.exceptions import NotFoundException
 from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
@@ -35,7 +36,7 @@ from kb.api.mcp import http_session_manager, mcp_route
 from kb.api.metrics import PROMETHEUS, MetricsController
 from kb.api.pages import PagesController
 from kb.api.query import QueryController
-from kb.api.ui import ui_root, ui_router
+from kb.api.ui import OverviewController, SourceFileController, not_found_handler, ui_root, ui_router
 from kb.mcp_server import Services, build_mcp_server
 from kb.runtime import Runtime, build_ingest_context, open_runtime
 from kb.settings import ServerSettings, Settings, get_settings
@@ -119,7 +120,8 @@ async def announce(configured_host: str, server: ServerSettings) -> None:
     log.info("server.listening", host=",".join(hosts), loopback=loopback)
     if not server.admin_token:
         detail = ("admin endpoints disabled (403): KB_API_TOKEN is set without KB_ADMIN_TOKEN"
-                  if server.api_token else "admin endpoints open to loopback peers only (not browsers)")
+                  if server.api_token else "admin API (ingest, delete) open to this machine only: loopback "
+                  "clients and this server's own web UI; set KB_ADMIN_TOKEN to require a token and allow other hosts")
         log.warning("auth.no_admin_token", detail=detail, host=",".join(hosts), loopback=loopback)
 
 
@@ -194,10 +196,11 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
 
     app = Litestar(
         route_handlers=[health, CatalogController, CapabilitiesController, PagesController, QueryController,
-                        AdminController, MetricsController, mcp_route(mcp_manager), ui_root, ui_router()],
+                        AdminController, MetricsController, mcp_route(mcp_manager), ui_root, ui_router(),
+                        SourceFileController, OverviewController],
         lifespan=[lifespan],
         dependencies=DEPENDENCIES,
-        exception_handlers={Exception: exception_handler},
+        exception_handlers={NotFoundException: not_found_handler, Exception: exception_handler},
         middleware=[request_id_middleware,
                     DefineMiddleware(host_check_middleware, bound_host=host),
                     DefineMiddleware(body_limit, json_bytes=settings.server.max_json_kb * 1024,

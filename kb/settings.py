@@ -165,7 +165,7 @@ class ServerSettings:
                                       secret=True)
     api_token: str | None = setting("KB_API_TOKEN", None, "bearer token of the read endpoints, `/schema`, `/metrics` and `/mcp` (see Auth)",
                                     secret=True)
-    log_format: str = setting("KB_LOG_FORMAT", "console", "`console`, or `json` for JSON lines")
+    log_format: str = setting("KB_LOG_FORMAT", "console", "`console`, or `json` for JSON lines (request lines `http.request` at info in JSON, at debug on the console)")
     log_level: str = setting("KB_LOG_LEVEL", "info", "log level")
     max_connections: int = setting("KB_MAX_CONNECTIONS", 1000,
                                    "`kb serve`: open connections and running requests beyond this get 503")

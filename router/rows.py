@@ -74,10 +74,9 @@ def _headers(line: str) -> tuple[str, ...]:
     dates = [m.group(0) for m in DATE_RE.finditer(line)]
     if dates and len(dates) >= len(_YEAR.findall(line)):
         return tuple(dates)
-    if "|" in line:
-        cells = [p.strip() for p in line.strip().strip("|").split("|")]
-        found = [c for c in cells if _YEAR.search(c) and len(c) <= 40]
-        return tuple(found)
+    if "|" in line:  # a pipe table's header: every column after the label's, when one names a period
+        cells = [p.strip() for p in line.strip().strip("|").split("|")][1:]
+        return tuple(cells) if any(_YEAR.search(c) and len(c) <= 40 for c in cells) else ()
     rest = DATE_RE.sub(" ", line) if not dates else line
     years = _YEAR.findall(rest)
     # a header line is mostly its years ("2018 2017 2016", "Fiscal 2019 Fiscal 2018")
@@ -97,7 +96,7 @@ def rows_of(text: str) -> list[Row]:
             word = next(g for g in m.groups() if g)
             scale = _SCALE_WORD.get(word.lower(), word.lower() if word.isascii() else word)
         h = _headers(line)
-        if h and not re.search(r"\d", _YEAR.sub(" ", DATE_RE.sub(" ", line))):
+        if h and (not re.search(r"\d", _YEAR.sub(" ", DATE_RE.sub(" ", line))) or "|" in line and _split_row(line) is None):
             header = h
             continue
         split = _split_row(line)

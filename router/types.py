@@ -173,6 +173,7 @@ class CitationOut(msgspec.Struct, frozen=True):
     unit: str = "page"
     chunk_id: int | None = None  # the retrieved chunk (page previews highlight it)
     quote: str = ""  # the sentence(s) or row of ``text`` the answer cites (offline answers), shown highlighted
+    printed_page: str | None = None  # the number pages[0] prints (PDF page label or header/footer), if any
 
 
 class UnsupportedFigure(msgspec.Struct, frozen=True):

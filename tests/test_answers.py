@@ -43,6 +43,9 @@ def test_a_statement_row_is_read_with_its_column_and_unit() -> None:
     assert m is not None and render(m) == "Merchandise inventories, February 3, 2018: $5,209 million"
     m = best_row("What was cost of sales in 2017?", [PIPE], set())
     assert m is not None and render(m) == "Cost of sales, 2017: −15,118 thousand"
+    m = best_row("What was revenue in 2022?", ["| (in millions of US$, except per-share data) | 2022 | 2021 | Change |\n"
+                                               "|---|--:|--:|--:|\n| Revenue | 412.6 | 348.5 | 18.4% |"], set())
+    assert m is not None and render(m) == "Revenue, 2022: $412.6 million"
     # a period the table does not print is not read from another column
     assert best_row("What were inventories in 2016?", [BALANCE], set()) is None
 

@@ -42,6 +42,7 @@ from kb.errors import (
     UnsupportedMediaTypeError,
     ValidationError,
 )
+from kb.logging import requests_at_info
 from kb.runtime import Runtime
 from kb.settings import Settings
 from router.pipeline import QueryPipeline
@@ -371,8 +372,9 @@ def request_id_middleware(app: ASGIApp) -> ASGIApp:
         try:
             await app(scope, receive, send_wrapper)
         finally:
-            log.info("http.request", method=scope.get("method"), path=scope.get("path"), status=status["code"],
-                     duration_ms=round((time.perf_counter() - started) * 1000, 1))
+            (log.info if requests_at_info() else log.debug)(
+                "http.request", method=scope.get("method"), path=scope.get("path"), status=status["code"],
+                duration_ms=round((time.perf_counter() - started) * 1000, 1))
             structlog.contextvars.clear_contextvars()
 
     return middleware

@@ -12,8 +12,10 @@ import structlog
 from litestar import Controller, post
 from litestar.response import ServerSentEvent
 
+from ingest.page_labels import with_printed_pages
 from kb.api.common import BEARER, db_unreachable, errors, read_guard
 from kb.errors import KBError, UnavailableError
+from kb.runtime import Runtime
 from router.pipeline import QueryPipeline
 from router.trace import QueryResult
 from router.types import QueryRequest, checked
@@ -36,14 +38,21 @@ class QueryController(Controller):
     security = BEARER
 
     @post("/query", status_code=200, responses=errors(400, 401, 404))
-    async def query(self, pipeline: QueryPipeline, data: QueryRequest) -> QueryResult | ServerSentEvent:
+    async def query(self, rt: Runtime, pipeline: QueryPipeline, data: QueryRequest) -> QueryResult | ServerSentEvent:
         req = checked(data)
         if not req.stream:
-            return await pipeline.run(req)
-        return EventStream(_stream(pipeline, req))
+            return await _printed(rt, await pipeline.run(req))
+        return EventStream(_stream(pipeline, req, rt))
 
 
-async def _stream(pipeline: Any, req: QueryRequest) -> AsyncGenerator[dict[str, str], None]:
+async def _printed(rt: Runtime | None, result: QueryResult) -> QueryResult:
+    """The result with each PDF citation's printed page number (``printed_page``) next to the physical one."""
+    if rt is None or not any(c.unit == "page" for c in result.citations):
+        return result
+    return msgspec.structs.replace(result, citations=await with_printed_pages(rt.pool, result.citations))
+
+
+async def _stream(pipeline: Any, req: QueryRequest, rt: Runtime | None = None) -> AsyncGenerator[dict[str, str], None]:
     """routing → nodes → answer deltas → citations → done (the documents, the trace and the facts used; errors
     become an ``error`` event)."""
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
@@ -53,7 +62,7 @@ async def _stream(pipeline: Any, req: QueryRequest) -> AsyncGenerator[dict[str, 
 
     async def run() -> None:
         try:
-            result = await pipeline.run(req, on_event)
+            result = await _printed(rt, await pipeline.run(req, on_event))
             await queue.put(("result", result))
         except KBError as exc:
             await queue.put(("error", {"status": exc.status_code, "title": exc.title, "detail": exc.detail}))
