@@ -263,7 +263,7 @@ def make_document(path: str | Path, sections: Sequence[Section], style: Style, *
     else:
         pages += [_page_ops(ops, str(b + 1), style, style.header if b else "") for b, ops in enumerate(body)]
     doc = pymupdf.open()
-    writer = _Type3Writer(doc, [op.text for ops in pages for op in ops]) if style.type3 else None
+    writer = _Type3Writer(doc, [op for ops in pages for op in ops]) if style.type3 else None
     _draw(doc, pages, style, writer)
     truth = [Truth(title, sec.level, len(front) + bp + 1) for sec, (bp, title) in zip(sections, where, strict=True)]
     made = Made(path, truth, doc.page_count)

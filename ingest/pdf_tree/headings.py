@@ -239,6 +239,12 @@ def _below(styles: list[list[_Cand]], numbered: list[list[_Cand]], body: float) 
     return sorted(below, key=lambda s: -len(s))[:1]
 
 
+def _has_parent(numbering: str, decimals: set[str]) -> bool:
+    """A lone "2.3.1" heading is a section when "2.3" is a heading too (a single subsection is still one)."""
+    parent = numbering.rpartition(".")[0]
+    return numbering.startswith("dec:") and "." in numbering and parent in decimals
+
+
 def no_toc_entries(
     parsed: ParsedPdf,
     lo: int,
@@ -250,11 +256,12 @@ def no_toc_entries(
 ) -> list[FlatEntry]:
     """Section list of pages ``lo..hi`` from layout signals (numbering, font size, bold)."""
     every = heading_styles(parsed, lo, hi, after=after, skip_pages=skip_pages)
+    decimals = {c.h.numbering for s in every for c in s if c.h.numbering.startswith("dec:")}
     styles = [
         s
         for s in every
         if (len({c.h.page for c in s}) >= 2 or not s[0].style.startswith("plain"))
-        and (len(s) >= 2 or s[0].style.split(":")[0] in ("part", "item"))
+        and (len(s) >= 2 or s[0].style.split(":")[0] in ("part", "item") or _has_parent(s[0].h.numbering, decimals))
     ]
     if not styles:
         return []
