@@ -327,6 +327,32 @@ def lecture_notes(path: str | Path, *, toc: bool = False, book: bool = False) ->
                          cover=("Lecture Notes on Stochastic Processes", "Autumn Term") if toc else ())
 
 
+TEX_ARTICLE = Style(font="tiro", bold="tibo", sizes=(14.4, 12.0, 10.0), body=10.0, leading=12.0, new_page_level=0,
+                    type3=True, margin=90.0)
+_TEX_TOPICS = ("Definitions and first properties", "Efficient estimators", "Affine flows", "Fluctuation bounds",
+               "Differential equations \u2013 the general case", "Finite-state modules", "Syntax of typed terms",
+               "Lower bounds \u2264 upper bounds", "Four examples", "Laboratory notes", "Coefficients of expansions",
+               "Sufficient statistics", "Conflict-free schedules", "Off-line algorithms", "Scaffolding")
+
+
+def tex_article(path: str | Path) -> Made:
+    """Lecture notes as the LaTeX ``article`` class sets them through dvips and Ghostscript (issue 27): sections
+    at 14.4 pt, subsections at 12 pt and subsubsections bold at body size, none starting a page; titles with
+    ligatures and dashes (OT1 codes), every word cut at its kerns."""
+    shape = [[2, 0], [1, 0, 1], [0, 1], [2, 1], [0]]
+    rng = random.Random(29)
+    out: list[Section] = []
+    topics = iter(rng.sample(_TEX_TOPICS, len(_TEX_TOPICS)))
+    for c, sections in enumerate(shape, 1):
+        out.append(Section(f"{c} {next(topics)}", 1, 3))
+        for k, subs in enumerate(sections, 1):
+            out.append(Section(f"{c}.{k} {next(topics, 'Proofs')}", 2, 4))
+            for u in range(1, subs + 1):
+                out.append(Section(f"{c}.{k}.{u} {_topic(rng, set())}", 3, 3))
+    return make_document(path, out, TEX_ARTICLE, title_block=(
+        ("Four Lectures on Modules and Syntax", 17.3, False), ("Laboratory for Foundations", 12.0, False)))
+
+
 LATEX_BOOK = Style(font="tiro", bold="tibo", sizes=(24.8, 14.4, 12.0), body=10.0, leading=12.0, new_page_level=1,
                    type3=True, margin=90.0, latex_heads=True, chapter_label=True)
 
@@ -434,6 +460,7 @@ KINDS = {
     "lecture_notes_toc": lambda p: lecture_notes(p, toc=True),
     "lecture_notes_book": lambda p: lecture_notes(p, book=True),
     "lecture_notes_book_toc": lambda p: lecture_notes(p, toc=True, book=True),
+    "tex_article": tex_article,
     "research_paper": research_paper,
     "annual_report": annual_report,
     "annual_report_number_first": lambda p: annual_report(p, toc="number_first"),

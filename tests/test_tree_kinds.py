@@ -20,6 +20,7 @@ MODES = {
     "lecture_notes_toc": "toc_pages",
     "lecture_notes_book": "no_toc",
     "lecture_notes_book_toc": "toc_pages",
+    "tex_article": "no_toc",
     "research_paper": "no_toc",
     "annual_report": "toc_pages",
     "annual_report_number_first": "toc_pages",
@@ -81,3 +82,12 @@ async def test_unnumbered_back_matter_joins_the_numbered_sections(tmp_path: Path
     conclusion = _node(tree, made, "6 Conclusion")
     assert refs.level == conclusion.level == 1 and refs.parent_id is None
     assert conclusion.end <= refs.start
+
+
+async def test_tex_titles_read_as_printed(tmp_path: Path) -> None:
+    """TeX through dvips and Ghostscript (OT1 ligatures and dashes, words cut at kerns, every font at 0.1 Tf):
+    every numbered section, subsection and subsubsection with its exact title, level and start page."""
+    made = KINDS["tex_article"](tmp_path / "notes.pdf")
+    tree = await _tree(made)
+    assert [(n.title, n.level, n.start) for n in tree.nodes] == [(t.title, t.level, t.page) for t in made.truth]
+    assert any("fi" in t.title for t in made.truth) and any("\u2013" in t.title for t in made.truth)
