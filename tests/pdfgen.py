@@ -412,6 +412,40 @@ def make_image_only_pdf(path: str | Path, pages: int = 2) -> Path:
     return path
 
 
+def make_glyph_code_pdf(path: str | Path, pages: int = 3) -> Path:
+    """Every glyph in a Type 3 font without a ToUnicode map whose codes are glyph numbers (1, 2, 3, …), not
+    characters: the text layer reads as control characters."""
+    path = Path(path)
+    doc = pymupdf.open()
+
+    def stream(content: str) -> int:
+        xref = doc.get_new_xref()
+        doc.update_object(xref, "<< >>")
+        doc.update_stream(xref, content.encode())
+        return xref
+
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    procs = " ".join(f"/g{k} {stream('500 0 0 0 450 700 d1 0 0 450 700 re f')} 0 R" for k in range(1, 27))
+    font = doc.get_new_xref()
+    doc.update_object(font, "<< /Type /Font /Subtype /Type3 /FontBBox [0 0 500 700] /FontMatrix [0.001 0 0 0.001 0 0] "
+                      f"/CharProcs << {procs} >> /Encoding << /Type /Encoding /Differences [1 "
+                      f"{' '.join(f'/g{k}' for k in range(1, 27))}] >> /FirstChar 1 /LastChar 26 "
+                      f"/Widths [{' '.join(['500'] * 26)}] /Resources << >> >>")
+    for n in range(pages):
+        words = [w for w in paragraph(f"page{n}", 12).lower().split() if w.isalpha()]
+        commands = ["BT /G 10 Tf"]
+        for k in range(0, len(words), 10):
+            codes = " ".join(w for w in words[k : k + 10])
+            data = "".join(f"{letters.index(c) + 1:02x}" if c in letters else "" for c in codes)
+            commands.append(f"1 0 0 1 {MARGIN} {PAGE_H - MARGIN - 14 * k / 10:.1f} Tm <{data}> Tj")
+        page = doc.new_page(width=PAGE_W, height=PAGE_H)
+        doc.xref_set_key(page.xref, "Contents", f"{stream(chr(10).join([*commands, 'ET']))} 0 R")
+        doc.xref_set_key(page.xref, "Resources", f"<< /Font << /G {font} 0 R >> >>")
+    doc.save(path)
+    doc.close()
+    return path
+
+
 def make_corrupt_pdf(path: str | Path) -> Path:
     path = Path(path)
     path.write_bytes(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\nthis is not a real pdf body\n" + bytes(range(256)) * 4)

@@ -10,7 +10,7 @@ from typing import Any
 import pymupdf
 import pytest
 
-from ingest.pdf_read import numbering_of, read_pdf
+from ingest.pdf_read import NO_TEXT_LAYER, numbering_of, read_pdf
 from ingest.pdf_tree import build_pdf_tree, page_groups
 from ingest.prompts import GENERATE, LOCATE, TOC_DETECT, TOC_TRANSFORM
 from kb.errors import IngestError, LLMError
@@ -22,6 +22,7 @@ from tests.pdfgen import (
     Sec,
     make_corrupt_pdf,
     make_encrypted_pdf,
+    make_glyph_code_pdf,
     make_image_only_pdf,
     make_report_pdf,
     make_truncated_pdf,
@@ -133,7 +134,6 @@ def test_numbering_patterns() -> None:
         (make_encrypted_pdf, "encrypted PDF; password required"),
         (make_corrupt_pdf, "corrupt or unreadable PDF"),
         (make_zero_page_pdf, "zero pages"),
-        (make_image_only_pdf, "no text layer; OCR not configured"),
     ],
 )
 def test_read_pdf_rejects_bad_files(tmp_path: Path, maker: Any, reason: str) -> None:
@@ -141,6 +141,21 @@ def test_read_pdf_rejects_bad_files(tmp_path: Path, maker: Any, reason: str) -> 
     with pytest.raises(IngestError) as err:
         read_pdf(path)
     assert reason in err.value.detail
+
+
+@pytest.mark.parametrize("maker", [make_image_only_pdf, make_glyph_code_pdf], ids=["scan", "type3-glyph-codes"])
+async def test_no_text_layer_gives_a_node_per_page_and_a_warning(tmp_path: Path, maker: Any) -> None:
+    """A scan, or Type 3 glyphs whose codes are not characters: a page-per-node tree, never an exception."""
+    path = maker(tmp_path / "scan.pdf", pages=3)
+    with pymupdf.open(path) as doc:
+        raw = "".join(p.get_text() for p in doc)
+    assert sum(c.isalpha() for c in raw) <= 0.3 * len("".join(raw.split()))  # its own text layer: no words
+    parsed = read_pdf(path)
+    assert parsed.warnings == (NO_TEXT_LAYER,) and parsed.page_count == 3
+    assert all(p.text == "" for p in parsed.pages)
+    tree, _ = await build(path)
+    assert [(n.title, n.start, n.end) for n in tree.nodes] == [(f"Page {p}", p, p) for p in (1, 2, 3)]
+    assert NO_TEXT_LAYER in tree.warnings and tree.source_mode == "pages"
 
 
 def test_read_pdf_rejects_truncated_and_missing(tmp_path: Path) -> None:

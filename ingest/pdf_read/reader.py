@@ -19,6 +19,9 @@ from kb.types import PageText
 
 log = structlog.get_logger("ingest.pdf_read")
 
+NO_TEXT_LAYER = "no text layer: OCR not configured"
+_MIN_LETTERS = 40  # fewer letters than this in the whole file: a scan
+_MIN_LETTER_SHARE = 0.3  # fewer of the visible characters being letters: glyph codes that are not characters
 LAYOUT_PAGES = 40  # pages whose full line layout is kept (printed-TOC detection)
 _MuPdfError = pymupdf.mupdf.FzErrorBase
 
@@ -34,6 +37,7 @@ class ParsedPdf(msgspec.Struct, frozen=True):
     margins: tuple[tuple[int, ...], ...] = ()  # per page: indexes of running header/footer lines
     layout: tuple[tuple[LineInfo, ...], ...] = ()  # line layout of the first LAYOUT_PAGES pages
     total_pages: int = 0  # pages in the file (may exceed len(pages) with max_pages)
+    warnings: tuple[str, ...] = ()  # e.g. NO_TEXT_LAYER: the pages' text is empty, the tree is one node per page
 
     @property
     def page_count(self) -> int:
@@ -71,8 +75,9 @@ def read_pdf(
 ) -> ParsedPdf:
     """Read a PDF (a path, or its bytes) into a :class:`ParsedPdf`, one page at a time.
 
-    Raises :class:`IngestError` for a corrupt/unreadable or encrypted PDF, a PDF with zero
-    pages, and a PDF without a text layer.
+    Raises :class:`IngestError` for a corrupt/unreadable or encrypted PDF and a PDF with zero pages.
+    A PDF without a usable text layer (a scan; Type 3 glyphs whose codes are not characters) is read
+    as empty pages with the warning :data:`NO_TEXT_LAYER`.
     """
     if isinstance(source, bytes):
         label, doc = "(bytes)", _open(source)
@@ -86,7 +91,7 @@ def read_pdf(
     layout: list[tuple[LineInfo, ...]] = []
     pdf_labels: list[str] = []
     size_chars: Counter[float] = Counter()
-    letters = 0
+    letters = visible = 0
     try:
         total = doc.page_count
         if total == 0:
@@ -115,14 +120,20 @@ def read_pdf(
             for ln in lines:
                 size_chars[round(ln.size * 2) / 2] += len(ln.text)
                 letters += _letters(ln.text)
+                visible += sum(1 for c in ln.text if not c.isspace())
             if i < layout_pages:
                 layout.append(tuple(LineInfo(ln.text, round(ln.x0, 1), ln.size, ln.bold) for ln in lines))
             pdf_labels.append(label or "")
             records.append(_record(lines, rect.height or 792.0, rect.width or 612.0))
     finally:
         doc.close()
-    if letters < 40:
-        raise IngestError("no text layer; OCR not configured")
+    if letters < _MIN_LETTERS or letters < _MIN_LETTER_SHARE * visible:
+        log.warning("ingest.pdf_no_text_layer", file=label, pages=len(pages), letters=letters, visible=visible)
+        return ParsedPdf(
+            pages=tuple(PageText(number=p.number, text="", tokens=0) for p in pages),
+            outline=(), headings=(), body_font_size=10.0, page_labels=tuple(pdf_labels),
+            margins=tuple(() for _ in pages), layout=(), total_pages=total, warnings=(NO_TEXT_LAYER,),
+        )
     body = max(size_chars.items(), key=lambda kv: kv[1])[0] if size_chars else 10.0
     margins = _margin_lines(records)
     headings: list[HeadingCandidate] = []
