@@ -455,6 +455,85 @@ def earnings_release(path: str | Path) -> Made:
     ))
 
 
+_STATEMENT_ROWS = {
+    "Condensed Consolidated Statements of Operations": (
+        ("Revenue:", None), ("Products", 1), ("Services", 1), ("Total revenue", 2), ("Operating expenses:", None),
+        ("Cost of revenue", 1), ("Research and development", 1), ("Selling, general and administrative", 1),
+        ("Total operating expenses", 2), ("Operating income", 2), ("Interest expense, net", 1),
+        ("Income before income taxes", 1), ("Provision for income taxes", 1), ("Net income", 2),
+        ("Earnings per share:", None), ("Basic", 1), ("Diluted", 1)),
+    "Condensed Consolidated Balance Sheets": (
+        ("Assets", None), ("Cash and cash equivalents", 1), ("Accounts receivable, net", 1), ("Inventories", 1),
+        ("Total current assets", 2), ("Property and equipment, net", 1), ("Goodwill", 1), ("Total assets", 2),
+        ("Liabilities and stockholders' equity", None), ("Accounts payable", 1), ("Accrued liabilities", 1),
+        ("Long-term debt", 1), ("Total liabilities", 2), ("Total stockholders' equity", 2)),
+    "Segment Information": (
+        ("Industrial Solutions", None), ("Revenue", 1), ("Operating income", 1), ("Energy Services", None),
+        ("Revenue", 1), ("Operating income", 1), ("Corporate and other", 1), ("Total operating income", 2)),
+    "Reconciliation of GAAP to Non-GAAP Financial Measures": (
+        ("GAAP operating income", 1), ("Stock-based compensation", 1), ("Amortization of intangibles", 1),
+        ("Restructuring charges", 1), ("Non-GAAP operating income", 2), ("GAAP net income", 1),
+        ("Tax effect of adjustments", 1), ("Non-GAAP net income", 2), ("Non-GAAP diluted EPS", 2)),
+    "Reconciliation of Net Income to Adjusted EBITDA": (
+        ("Net income", 1), ("Interest expense, net", 1), ("Provision for income taxes", 1),
+        ("Depreciation and amortization", 1), ("Adjusted EBITDA", 2), ("Adjusted EBITDA margin", 2)),
+}
+
+
+def earnings_release_tables(path: str | Path) -> Made:
+    """An earnings release as issued (issue 27 item 3): bold headings over prose, then financial tables, each under
+    its own bold title (some in display size) with an unaudited note, bold column heads, bold group labels
+    ("Operating expenses:") and bold total rows. The titles are sections; no table row is."""
+    rng = random.Random(27)
+    s = EARNINGS
+    flow = _Flow(s, s.margin)
+    truth: list[tuple[str, int]] = []
+    for text, size, bold in (("Northwind Industries Reports Fourth Quarter 2023 Results", 14.0, True),
+                             ("HOUSTON, February 8, 2024 -- Northwind Industries, Inc. (NYSE: NWI) today reported "
+                              "results for the fourth quarter of 2023.", 9.5, False)):
+        for ln in _wrap(text, flow.col_w, size, s.bold if bold else s.font):
+            flow.line(ln, size, bold, size * 1.3)
+    flow.y += 10
+    for k, (title, n) in enumerate((("Fourth Quarter Highlights", 3), ("Full Year 2023 Results", 4),
+                                    ("2024 Financial Outlook", 2), ("Use of Non-GAAP Financial Measures", 4),
+                                    ("Conference Call Information", 1), ("About Northwind Industries", 1))):
+        flow.room(11 * 1.3 + 4 * s.leading)
+        flow.y += 8
+        flow.line(title, 11.0, True, 11 * 1.3)
+        truth.append((title, len(flow.pages)))
+        for p in range(n):
+            for ln in _wrap(paragraph(f"er{k}p{p}"), flow.col_w, s.body, s.font):
+                flow.line(ln, s.body, False, s.leading)
+            flow.y += s.leading * 0.5
+    cols = [PAGE_W - s.margin - 60 * (3 - c) for c in range(4)]
+    for t, (title, rows) in enumerate(_STATEMENT_ROWS.items()):
+        size = 12.0 if t % 2 else 10.0  # a display-size title, or bold at body size
+        flow.room(size * 1.3 + 3 * s.leading + len(rows) * 11.0)
+        flow.y += 14
+        flow.line(title, size, True, size * 1.3)
+        truth.append((title, len(flow.pages)))
+        flow.line("(in millions, except per share data; unaudited)", 8.0, False, 11.0)
+        flow.y += 11.0
+        for c, head in enumerate(("Q4 2023", "Q4 2022", "FY 2023", "FY 2022")):
+            flow.pages[-1].append(_Op(flow.y, head, 8.0, True, cols[c] - _width(head, 8.0, s.bold)))
+        for label, kind in rows:
+            bold = kind != 1
+            flow.line(label, 8.5, bold, 11.0)
+            if kind is None:
+                continue
+            for c in range(4):
+                num = f"{rng.randint(10, 9999):,}" if "EPS" not in label and "Basic" not in label else \
+                    f"{rng.uniform(0.5, 4):.2f}"
+                flow.pages[-1].append(_Op(flow.y, num, 8.5, bold, cols[c] - _width(num, 8.5, s.bold if bold else s.font)))
+    pages = [_page_ops(ops, str(b + 1), s, "") for b, ops in enumerate(flow.pages)]
+    doc = pymupdf.open()
+    _draw(doc, pages, s, None)
+    made = Made(Path(path), [Truth(title, 1, page) for title, page in truth], doc.page_count)
+    doc.save(path)
+    doc.close()
+    return made
+
+
 KINDS = {
     "lecture_notes": lecture_notes,
     "lecture_notes_toc": lambda p: lecture_notes(p, toc=True),
@@ -467,6 +546,7 @@ KINDS = {
     "annual_report_no_toc": lambda p: annual_report(p, toc=None),
     "regulatory_release": regulatory_release,
     "earnings_release": earnings_release,
+    "earnings_release_tables": earnings_release_tables,
 }
 
 

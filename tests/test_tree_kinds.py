@@ -27,6 +27,7 @@ MODES = {
     "annual_report_no_toc": "no_toc",
     "regulatory_release": "no_toc",
     "earnings_release": "no_toc",
+    "earnings_release_tables": "no_toc",
 }
 
 
@@ -91,3 +92,11 @@ async def test_tex_titles_read_as_printed(tmp_path: Path) -> None:
     tree = await _tree(made)
     assert [(n.title, n.level, n.start) for n in tree.nodes] == [(t.title, t.level, t.page) for t in made.truth]
     assert any("fi" in t.title for t in made.truth) and any("\u2013" in t.title for t in made.truth)
+
+
+async def test_table_titles_are_sections_and_table_rows_are_not(tmp_path: Path) -> None:
+    """An earnings release: every bold or display-size heading is a node, table titles included
+    ("Reconciliation of GAAP to Non-GAAP …"); bold group labels and total rows are not."""
+    made = KINDS["earnings_release_tables"](tmp_path / "release.pdf")
+    tree = await _tree(made)
+    assert sorted((n.title, n.start) for n in tree.nodes) == sorted((t.title, t.page) for t in made.truth)
