@@ -66,7 +66,7 @@ def check_invariants(tree: DocumentTree, pages: list[str]) -> None:
 async def build(path: Path, chat: Any = OFFLINE, **kw: Any) -> tuple[DocumentTree, list[str]]:
     parsed = read_pdf(path)
     tree = await build_pdf_tree(parsed, chat, IngestSettings(**kw))
-    pages = [p.text for p in parsed.pages]
+    pages = [parsed.body_text(p.number) for p in parsed.pages]
     check_invariants(tree, pages)
     return tree, pages
 

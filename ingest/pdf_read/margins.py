@@ -42,7 +42,11 @@ def _margin_key(text: str, edge: str) -> str:
     if printed_page_number(text):
         return "#pagenumber#"
     norm = normalize_title(text)
-    return re.sub(r"\d+", "#", norm) if edge == "bottom" and len(norm) <= 60 else norm
+    if len(norm) > 60:
+        return norm
+    if edge == "bottom":
+        return re.sub(r"\d+", "#", norm)
+    return re.sub(r"^\d{1,4}\b|\b\d{1,4}$", "#", norm)  # "Annual Report 2023 | 12" with the page number
 
 
 def _margin_lines(records: list[_PageRecord]) -> list[list[int]]:

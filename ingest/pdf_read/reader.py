@@ -43,6 +43,16 @@ class ParsedPdf(msgspec.Struct, frozen=True):
     def page_count(self) -> int:
         return len(self.pages)
 
+    def body_text(self, number: int) -> str:
+        """Page ``number``'s text without its running header/footer lines and printed page number: the text
+        that nodes, chunks, answers and highlights hold (the page image keeps them)."""
+        text = self.pages[number - 1].text
+        margin = self.margins[number - 1] if number - 1 < len(self.margins) else ()
+        if not margin:
+            return text
+        drop = set(margin)
+        return "\n".join(ln for j, ln in enumerate(text.split("\n")) if j not in drop)
+
 
 def _record(lines: list[_Line], height: float, width: float) -> _PageRecord:
     sizes: Counter[float] = Counter()

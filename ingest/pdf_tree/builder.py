@@ -472,12 +472,11 @@ class _Builder:
 
     def emit(self, roots: list[_Node]) -> list[TreeNode]:
         out: list[TreeNode] = []
-        pages = self.parsed.pages
 
         def walk(node: _Node, parent_id: str | None, level: int, path: tuple[str, ...]) -> None:
             node_id = f"{len(out):04d}"
             my_path = (*path, node.title)
-            text = "\n\n".join(pages[p - 1].text for p in range(node.start, node.end + 1))
+            text = "\n\n".join(self.parsed.body_text(p) for p in range(node.start, node.end + 1))
             out.append(
                 TreeNode(
                     node_id=node_id,
