@@ -455,6 +455,110 @@ def earnings_release(path: str | Path) -> Made:
     ))
 
 
+_INSTITUTION_PARTS = (
+    ("The Year in Review", ("Governor's Foreword", "Highlights of the Year", "Strategic Priorities")),
+    ("Monetary Policy and Markets", ("Monetary Policy Decisions", "Economic Developments", "Market Operations",
+                                     "Foreign Reserves")),
+    ("The Financial System", ("Financial Stability Assessment", "Banking Supervision", "Payments and Settlement")),
+    ("Governance and Accounts", ("Board and Committees", "Our People", "Risk Management",
+                                 "Financial Statements")),
+)
+_INSTITUTION_TOPICS = ("in Retail Banking", "at Home and Abroad", "of Households", "of Firms", "in Public Finance",
+                       "in the Money Market", "across Regions", "in Housing", "since the Pandemic", "for Small Banks",
+                       "in Energy Markets", "of Non-banks")
+_INSTITUTION_SUBS = ("Overview", "Key Developments", "Inflation and Wages", "Credit Conditions", "Liquidity Support",
+                     "Cyber Resilience", "Climate-related Risks", "Outlook for the Year Ahead", "Data and Research",
+                     "Cooperation with Other Authorities", "Cash and Banknotes", "Remuneration", "Audit Findings")
+
+
+def institutional_report(path: str | Path) -> Made:
+    """A central bank's annual report (issue 27 item 2): ~150 pages; a contents list over several pages naming part
+    dividers and unnumbered chapters; each part opens with a divider page ("Part 2" over its title, display size);
+    chapters open a page with an unnumbered display heading, their sections are bold unnumbered headings; some
+    chapters have a boxed sidebar beside the body ("Box 3: …", not a section); every page but a divider or a
+    chapter opening carries the chapter's name as a running head, and a footer with the page number."""
+    rng = random.Random(41)
+    s = Style(font="helv", bold="hebo", body=9.5, leading=12.5, margin=64.0)
+    pages: list[list[_Op]] = []
+    truth: list[tuple[str, int, int]] = []  # title, level, 0-based body page
+    heads: list[str] = []  # running head per body page ("" = none)
+    y = 0.0
+    bottom = PAGE_H - s.margin - 20
+    box_no = 0
+
+    def new_page(head: str) -> None:
+        nonlocal y
+        pages.append([])
+        heads.append(head)
+        y = s.margin + 20
+
+    def body_lines(text: str, head: str, width: float) -> None:
+        nonlocal y
+        for ln in _wrap(text, width, s.body, s.font):
+            if y + s.leading > bottom:
+                new_page(head)
+                width = PAGE_W - 2 * s.margin
+            y += s.leading
+            pages[-1].append(_Op(y, ln, s.body, False, s.margin))
+
+    for p, (part, chapters) in enumerate(_INSTITUTION_PARTS, 1):
+        new_page("")
+        pages[-1] += [_Op(300, f"Part {p}", 30.0, True, s.margin), _Op(345, part, 24.0, True, s.margin)]
+        truth.append((part, 1, len(pages) - 1))
+        for c, chapter in enumerate(chapters):
+            new_page("")
+            heads[-1] = ""
+            y += 30
+            pages[-1].append(_Op(y, chapter, 22.0, True, s.margin))
+            truth.append((chapter, 2, len(pages) - 1))
+            heads_next = chapter
+            y += 20
+            width = PAGE_W - 2 * s.margin
+            if (p + c) % 3 == 0:  # a boxed sidebar beside the body on the chapter's first page
+                box_no += 1
+                x0 = PAGE_W - s.margin - 150
+                pages[-1].append(_Op(y + 12, f"Box {box_no}: {rng.choice(_INSTITUTION_SUBS)}", 9.5, True, x0 + 6))
+                for k, ln in enumerate(_wrap(paragraph(f"box{box_no}", 5), 138, 8.0, s.font)):
+                    pages[-1].append(_Op(y + 26 + 10.5 * k, ln, 8.0, False, x0 + 6))
+                width = PAGE_W - 2 * s.margin - 170
+            body_lines(" ".join(paragraph(f"i{p}{c}{k}") for k in range(3)), heads_next, width)
+            for sub in [f"{a} {b}" for a, b in zip(rng.sample(_INSTITUTION_SUBS, 4), rng.sample(_INSTITUTION_TOPICS, 4),
+                                                   strict=True)][: rng.randint(2, 4)]:
+                if y + 60 > bottom:
+                    new_page(heads_next)
+                y += 22
+                pages[-1].append(_Op(y, sub, 12.0, True, s.margin))
+                truth.append((sub, 3, len(pages) - 1))
+                y += 4
+                for k in range(rng.randint(12, 24)):
+                    body_lines(paragraph(f"b{p}{c}{sub}{k}"), heads_next, PAGE_W - 2 * s.margin)
+                    y += 6
+    body = []
+    for b, ops in enumerate(pages):
+        out = list(ops) + [_Op(PAGE_H - 36, f"Bank of Northland  Annual Report 2023   {b + 1}", 7.5, False, s.margin)]
+        if heads[b]:
+            out.append(_Op(40, heads[b], 8.0, False, s.margin))
+        body.append(out)
+    # contents: parts and chapters with printed page numbers, over several pages
+    entries = [(Section(title, level), page + 1) for title, level, page in truth if level <= 2]
+    entries += [(Section(title, 3), page + 1) for title, level, page in truth if level == 3][:0]
+    front = [[_Op(260, "Bank of Northland", 28.0, True, s.margin), _Op(300, "Annual Report 2023", 18.0, False,
+                                                                        s.margin)]]
+    toc = _toc_ops(entries, s, False, "Contents")
+    while len(toc) < 2:  # designed contents run over a spread at least: the second page lists the last parts
+        cut = toc[0][len(toc[0]) // 2].y  # at a line: its title, leader and number move together
+        toc = [[op for op in toc[0] if op.y < cut], [_Op(op.y - cut + s.margin + 40, op.text, op.size, op.bold, op.x)
+                                                    for op in toc[0] if op.y >= cut]]
+    front += toc
+    all_pages = [_page_ops(ops, roman(i + 1), s, "") for i, ops in enumerate(front)] + body
+    doc = pymupdf.open()
+    _draw(doc, all_pages, s, None)
+    made = Made(Path(path), [Truth(t, lv, len(front) + bp + 1) for t, lv, bp in truth], doc.page_count)
+    doc.save(path)
+    doc.close()
+    return made
+
+
 _STATEMENT_ROWS = {
     "Condensed Consolidated Statements of Operations": (
         ("Revenue:", None), ("Products", 1), ("Services", 1), ("Total revenue", 2), ("Operating expenses:", None),
@@ -547,6 +651,7 @@ KINDS = {
     "regulatory_release": regulatory_release,
     "earnings_release": earnings_release,
     "earnings_release_tables": earnings_release_tables,
+    "institutional_report": institutional_report,
 }
 
 

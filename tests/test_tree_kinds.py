@@ -28,6 +28,7 @@ MODES = {
     "regulatory_release": "no_toc",
     "earnings_release": "no_toc",
     "earnings_release_tables": "no_toc",
+    "institutional_report": "toc_pages",
 }
 
 
@@ -100,3 +101,14 @@ async def test_table_titles_are_sections_and_table_rows_are_not(tmp_path: Path) 
     made = KINDS["earnings_release_tables"](tmp_path / "release.pdf")
     tree = await _tree(made)
     assert sorted((n.title, n.start) for n in tree.nodes) == sorted((t.title, t.page) for t in made.truth)
+
+
+async def test_institutional_report_sections_from_contents_and_body(tmp_path: Path) -> None:
+    """A long institutional report: parts and chapters from the contents (over two pages), the unnumbered
+    sections inside each chapter from the body; no running head or sidebar box becomes a section."""
+    made = KINDS["institutional_report"](tmp_path / "report.pdf")
+    tree = await _tree(made)
+    assert made.page_count >= 100
+    assert [(n.title, n.level, n.start) for n in tree.nodes if n.title != "Preface"] == [
+        (t.title, t.level, t.page) for t in made.truth
+    ]

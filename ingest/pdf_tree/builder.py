@@ -12,7 +12,7 @@ import structlog
 
 from ingest.pdf_read import NO_TEXT_LAYER, ParsedPdf, clean_text
 from ingest.pdf_tree.entries import DetectedToc, FlatEntry, codes_from_levels, neighbour_range
-from ingest.pdf_tree.headings import no_toc_entries, split_entries
+from ingest.pdf_tree.headings import heading_styles, no_toc_entries, split_entries
 from ingest.pdf_tree.llm import TreeLlm
 from ingest.pdf_tree.matching import PageLines, compact
 from ingest.pdf_tree.toc import detect_toc_offline, parse_toc_items
@@ -65,6 +65,8 @@ class _Builder:
         roots = self.to_tree(entries, self.n)
         if not roots:
             roots = [_Node(self._doc_title(), 1, self.n)]
+        if mode in ("toc_pages", "toc_no_pages"):
+            self.refine_leaves(roots)
         await asyncio.gather(*(self.subdivide(r, 0) for r in roots))
         nodes = self.emit(roots)
         log.info(
@@ -390,6 +392,48 @@ class _Builder:
             or self._tokens(start, end) > self.settings.max_token_num_each_node
         )
 
+    def refine_leaves(self, roots: list[_Node]) -> None:
+        """Sections a contents list leaves out but the body shows (issue 27 item 2): when one unnumbered bold or
+        larger heading style recurs inside at least half of the contents' leaf sections (two pages or more),
+        and is not the style of those sections' own titles, its headings become their children."""
+        leaves = [n for n in _walk(roots) if not n.children and n.end > n.start]
+        if len(leaves) < 3:
+            return
+        titles = {compact(n.title) for n in _walk(roots)}
+        best: tuple[int, list[list[FlatEntry]]] | None = None
+        for style in heading_styles(self.parsed, self.body_start, self.n, after=None, skip_pages=self.toc_pages):
+            if not style[0].style.startswith("plain") or sum(compact(c.title) in titles for c in style) > 0.2 * len(
+                style
+            ):
+                continue
+            per_leaf = [
+                [
+                    FlatEntry(str(i + 1), c.title, c.h.page, c.h.line, verified=True)
+                    for i, c in enumerate(x for x in style if _inside(x.h.page, x.h.line, leaf))
+                ]
+                for leaf in leaves
+            ]
+            covered = sum(1 for e in per_leaf if e)
+            pages = sum(leaf.end - leaf.start + 1 for leaf, e in zip(leaves, per_leaf, strict=True) if e)
+            if covered >= 0.5 * len(leaves) and sum(map(len, per_leaf)) <= 2 * pages and (
+                best is None or covered > best[0]
+            ):
+                best = (covered, per_leaf)
+        if best is None:
+            return
+        added = 0
+        for leaf, entries in zip(leaves, best[1], strict=True):
+            if not entries:
+                continue
+            entries = self.appear_start(entries)
+            children = self.to_tree(entries, leaf.end, leaf.stop)
+            if children:
+                first = entries[0]
+                leaf.end = max(leaf.start, int(first.page or leaf.start) - (1 if first.appear_start else 0))
+                leaf.children = children
+                added += len(children)
+        log.info("ingest.tree_refined", leaves=best[0], nodes=added)
+
     async def subdivide(self, node: _Node, depth: int) -> None:
         """Split a node over the page or token limit on its own range, then recurse (spec 3.6)."""
         if self._too_big(node.start, node.end) and depth < MAX_DEPTH:
@@ -499,6 +543,20 @@ class _Builder:
         for r in roots:
             walk(r, None, 1, ())
         return out
+
+
+def _walk(nodes: list[_Node]) -> list[_Node]:
+    out: list[_Node] = []
+    for n in nodes:
+        out.append(n)
+        out.extend(_walk(n.children))
+    return out
+
+
+def _inside(page: int, line: int, node: _Node) -> bool:
+    """Is (page, line) within ``node``'s range: after its title line and before the next section starts?"""
+    start = (node.start, node.line if node.line is not None else -1)
+    return start < (page, line) and page <= node.end and (node.stop is None or (page, line) < node.stop)
 
 
 def _title(text: str) -> str:
