@@ -46,7 +46,14 @@ def _margin_key(text: str, edge: str) -> str:
         return norm
     if edge == "bottom":
         return re.sub(r"\d+", "#", norm)
-    return re.sub(r"^\d{1,4}\b|\b\d{1,4}$", "#", norm)  # "Annual Report 2023 | 12" with the page number
+    # a running head with the page number at either end ("Annual Report 2023 | 12"), not "EXHIBIT 10.32"
+    if len(norm.split()) < 3 or _NUMBERED_HEAD.search(norm) or not _HEAD_PAGE_NUMBER.search(text.strip()):
+        return norm  # "Item 7", "Note 3 Revenue": a numbered heading, not a page number
+    return normalize_title(_HEAD_PAGE_NUMBER.sub("", text.strip())) + " #"
+
+
+_HEAD_PAGE_NUMBER = re.compile(r"^\d{1,3}(?=\s+[^\d\s])|(?<=[^\d.,\s])\s+\d{1,3}$")
+_NUMBERED_HEAD = re.compile(r"\b(?:item|note|part|chapter|section|article|exhibit|schedule|appendix|annex)\s+\d", re.I)
 
 
 def _margin_lines(records: list[_PageRecord]) -> list[list[int]]:

@@ -393,17 +393,21 @@ class _Builder:
         )
 
     def refine_leaves(self, roots: list[_Node]) -> None:
-        """Sections a contents list leaves out but the body shows (issue 27 item 2): when one unnumbered bold or
-        larger heading style recurs inside at least half of the contents' leaf sections (two pages or more),
-        and is not the style of those sections' own titles, its headings become their children."""
+        """Sections a contents list leaves out but the body shows (issue 27 item 2): when one unnumbered heading
+        style a point or more above the body recurs inside at least half of the contents' leaf sections (two
+        pages or more), and is not the style of those sections' own titles, its headings become their children.
+        (Bold headings at body size, as SEC filings set their sub-headings, are left to subdivision by size.)"""
         leaves = [n for n in _walk(roots) if not n.children and n.end > n.start]
         if len(leaves) < 3:
             return
         titles = {compact(n.title) for n in _walk(roots)}
         best: tuple[int, list[list[FlatEntry]]] | None = None
         for style in heading_styles(self.parsed, self.body_start, self.n, after=None, skip_pages=self.toc_pages):
-            if not style[0].style.startswith("plain") or sum(compact(c.title) in titles for c in style) > 0.2 * len(
-                style
+            first = style[0]
+            if (
+                not first.style.startswith("plain")
+                or first.h.size < self.parsed.body_font_size + 1.0  # bold at body size: a filing's run-in labels
+                or sum(compact(c.title) in titles for c in style) > 0.2 * len(style)
             ):
                 continue
             per_leaf = [

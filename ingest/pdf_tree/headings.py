@@ -256,12 +256,11 @@ def no_toc_entries(
 ) -> list[FlatEntry]:
     """Section list of pages ``lo..hi`` from layout signals (numbering, font size, bold)."""
     every = heading_styles(parsed, lo, hi, after=after, skip_pages=skip_pages)
-    decimals = {c.h.numbering for s in every for c in s if c.h.numbering.startswith("dec:")}
     styles = [
         s
         for s in every
         if (len({c.h.page for c in s}) >= 2 or not s[0].style.startswith("plain"))
-        and (len(s) >= 2 or s[0].style.split(":")[0] in ("part", "item") or _has_parent(s[0].h.numbering, decimals))
+        and (len(s) >= 2 or s[0].style.split(":")[0] in ("part", "item"))
     ]
     if not styles:
         return []
@@ -280,6 +279,9 @@ def no_toc_entries(
         body = parsed.body_font_size
         big = [s for s in styles if s[0].style.startswith("plain") and s[0].h.size >= body + 0.5]
         chosen = (big or styles)[:max_levels]
+    decimals = {c.h.numbering for s in chosen for c in s if c.h.numbering.startswith("dec:")}
+    lone = [s for s in every if len(s) == 1 and s not in styles and _has_parent(s[0].h.numbering, decimals)]
+    chosen += lone[: max(0, max_levels - len(chosen))]  # a single "2.3.1" under a chosen "2.3", when there is room
     cands = sorted([*(c for s in chosen for c in s), *_same_look(every, chosen, parsed.body_font_size)],
                    key=lambda c: (c.h.page, c.h.line))
     styled = [
