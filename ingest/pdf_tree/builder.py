@@ -407,7 +407,7 @@ class _Builder:
             if (
                 not first.style.startswith("plain")
                 or first.h.size < self.parsed.body_font_size + 1.0  # bold at body size: a filing's run-in labels
-                or sum(compact(c.title) in titles for c in style) > 0.2 * len(style)
+                or sum(_names_a_node(compact(c.title), titles) for c in style) > 0.2 * len(style)
             ):
                 continue
             per_leaf = [
@@ -555,6 +555,11 @@ def _walk(nodes: list[_Node]) -> list[_Node]:
         out.append(n)
         out.extend(_walk(n.children))
     return out
+
+
+def _names_a_node(key: str, titles: set[str]) -> bool:
+    """Is this heading (compacted) a node's title, also without its number ("1 Title" / "Title")?"""
+    return bool(key) and any(t == key or (t.endswith(key) and len(key) >= 0.6 * len(t)) for t in titles)
 
 
 def _inside(page: int, line: int, node: _Node) -> bool:
