@@ -12,7 +12,7 @@ import pytest
 
 from ingest.pdf_read import NO_TEXT_LAYER, numbering_of, read_pdf
 from ingest.pdf_tree import build_pdf_tree, page_groups
-from ingest.prompts import GENERATE, LOCATE, TOC_DETECT, TOC_TRANSFORM
+from ingest.prompts import GENERATE, HEADINGS, LOCATE, TOC_DETECT, TOC_TRANSFORM
 from kb.errors import IngestError, LLMError
 from kb.providers.chat import OfflineChatModel
 from kb.settings import IngestSettings
@@ -467,3 +467,31 @@ async def test_llm_call_budget_is_bounded(tmp_path: Path) -> None:
     chat = ScriptedChat.same_reply({"entries": []})
     tree, _ = await build(layout.path, chat)
     assert tree.llm_calls == len(chat.calls) <= max(4, 14 * layout.page_count // 100)
+
+
+async def test_llm_decides_an_ambiguous_page_range(tmp_path: Path) -> None:
+    """An outline naming chapters only; one chapter holds subsection headings no layout rule takes (issue 27
+    item 4). Offline the tree keeps the outline; with an LLM, one ``tree.headings`` call for that range alone
+    decides, and its picks (not the lines it leaves out) become subsections with their pages."""
+    sections = [Sec("Overview of the Year", 1, 12), Sec("Markets and Prices", 2, 12, new_page=False),
+                Sec("Funding Conditions", 2, 12, new_page=False), Sec("A Note on Method", 2, 4, new_page=False),
+                Sec("Operations", 1, 20), Sec("Governance", 1, 20), Sec("Accounts", 1, 20)]
+    layout = make_report_pdf(tmp_path / "r.pdf", sections)
+    with pymupdf.open(layout.path) as doc:
+        doc.set_toc([[1, s.title, s.page] for s in layout.sections if s.level == 1])
+        doc.save(tmp_path / "outlined.pdf")
+    offline, _ = await build(tmp_path / "outlined.pdf")
+    assert offline.source_mode == "outline" and "Markets and Prices" not in titled(offline)
+
+    def decide(prompt: str) -> dict[str, list[int]]:
+        listed = dict(re.findall(r"^\[(\d+)\] p\.\d+ [\d.]+pt \w+: (.+)$", prompt, re.M))
+        return {"headings": [int(k) for k, text in listed.items() if text != "A Note on Method"]}
+
+    chat = ScriptedChat({HEADINGS: decide}, default=LLMError("unexpected call"))
+    tree, _ = await build(tmp_path / "outlined.pdf", chat)
+    assert [p for p, _ in chat.calls] == ["tree.headings"]  # one range was ambiguous, one call
+    assert "Overview of the Year" in chat.calls[0][1] and "A Note on Method" in chat.calls[0][1]
+    nodes = titled(tree)
+    for s in layout.sections[1:3]:
+        assert nodes[s.title].start == s.page and nodes[s.title].level == 2
+    assert "A Note on Method" not in nodes and tree.llm_calls == 1

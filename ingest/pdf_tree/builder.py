@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 
 import structlog
 
-from ingest.pdf_read import NO_TEXT_LAYER, ParsedPdf, clean_text
+from ingest.pdf_read import NO_TEXT_LAYER, HeadingCandidate, ParsedPdf, clean_text
 from ingest.pdf_tree.entries import DetectedToc, FlatEntry, codes_from_levels, neighbour_range
 from ingest.pdf_tree.headings import heading_styles, no_toc_entries, split_entries
 from ingest.pdf_tree.llm import TreeLlm
@@ -23,6 +23,8 @@ from kb.types import DocumentTree, TreeNode
 log = structlog.get_logger("ingest.pdf_tree")
 
 MAX_DEPTH = 8
+AMBIGUOUS_PAGES = 3  # a leaf this long with unadopted heading-like lines is a range the LLM decides
+AMBIGUOUS_MAX_LINES = 40  # heading-like lines listed for one range
 PREFACE = "Preface"
 
 
@@ -67,6 +69,7 @@ class _Builder:
             roots = [_Node(self._doc_title(), 1, self.n)]
         if mode in ("toc_pages", "toc_no_pages"):
             self.refine_leaves(roots)
+        await self.decide_ambiguous(roots)
         await asyncio.gather(*(self.subdivide(r, 0) for r in roots))
         nodes = self.emit(roots)
         log.info(
@@ -437,6 +440,42 @@ class _Builder:
                 leaf.children = children
                 added += len(children)
         log.info("ingest.tree_refined", leaves=best[0], nodes=added)
+
+    async def decide_ambiguous(self, roots: list[_Node]) -> None:
+        """Where the layout cannot tell (issue 27 item 4): a leaf section of ``AMBIGUOUS_PAGES`` pages or more,
+        within the node limits, holding two or more bold or larger heading-like lines that no rule took as
+        sections. With an LLM configured, one ``tree.headings`` call per such range decides which head
+        subsections (within the tree's LLM budget; verified: the line is on its page). Offline nothing changes."""
+        if not self.llm.available:
+            return
+        body = self.parsed.body_font_size
+        titles = {compact(n.title) for n in _walk(roots)}
+        ranges: list[tuple[_Node, list[HeadingCandidate]]] = []
+        for leaf in _walk(roots):
+            if leaf.children or leaf.end - leaf.start + 1 < AMBIGUOUS_PAGES or self._too_big(leaf.start, leaf.end):
+                continue
+            cands = [
+                h for h in self.parsed.headings
+                if _inside(h.page, h.line, leaf) and h.page not in self.toc_pages and (h.bold or h.size >= body + 0.5)
+                and not _names_a_node(compact(h.text), titles)
+            ][:AMBIGUOUS_MAX_LINES]
+            if len(cands) >= 2:
+                ranges.append((leaf, cands))
+        ranges = ranges[: self.llm.steps.remaining]
+        picks = await asyncio.gather(*(self.llm.pick_headings(leaf.title, leaf.start, leaf.end, cands)
+                                       for leaf, cands in ranges))
+        for (leaf, _), picked in zip(ranges, picks, strict=True):
+            entries = [FlatEntry(str(i + 1), h.text, h.page, h.line, verified=True) for i, h in enumerate(picked or [])]
+            if not entries:
+                continue
+            entries = self.appear_start(entries)
+            children = self.to_tree(entries, leaf.end, leaf.stop)
+            if children:
+                first = entries[0]
+                leaf.end = max(leaf.start, int(first.page or leaf.start) - (1 if first.appear_start else 0))
+                leaf.children = children
+        if ranges:
+            log.info("ingest.tree_ambiguous_decided", ranges=len(ranges), decided=sum(p is not None for p in picks))
 
     async def subdivide(self, node: _Node, depth: int) -> None:
         """Split a node over the page or token limit on its own range, then recurse (spec 3.6)."""
