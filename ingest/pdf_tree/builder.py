@@ -69,8 +69,8 @@ class _Builder:
             roots = [_Node(self._doc_title(), 1, self.n)]
         if mode in ("toc_pages", "toc_no_pages"):
             self.refine_leaves(roots)
-        await self.decide_ambiguous(roots)
         await asyncio.gather(*(self.subdivide(r, 0) for r in roots))
+        await self.decide_ambiguous(roots)  # after the steps that split large nodes: they spend the budget first
         nodes = self.emit(roots)
         log.info(
             "ingest.tree_built",
