@@ -1,6 +1,6 @@
 """Documents beyond SEC filings, written with pymupdf, with the truth of where every section starts.
 
-Five kinds, each drawn the way its real counterpart is typeset:
+Kinds, each drawn the way its real counterpart is typeset:
 
 * ``lecture_notes`` — LaTeX lecture notes: chapters, sections and subsections numbered ``1``,
   ``1.1``, ``1.1.1``, set in a Type 3 font (glyph fragments, as dvips and ps2pdf write them), with or
@@ -14,6 +14,11 @@ Five kinds, each drawn the way its real counterpart is typeset:
   bold at body size.
 * ``earnings_release`` — a quarterly earnings release: a handful of bold unnumbered headings,
   then statements whose titles are bold capitals.
+
+Issue 27 added ``tex_article`` (LaTeX ``article`` through dvips and Ghostscript: ligature and dash titles,
+subsubsections bold at body size), ``institutional_report`` (a central bank's report: two-page contents with
+part dividers, unnumbered display chapters, sidebars, the chapter name as running head) and
+``earnings_release_tables`` (financial tables under bold and display-size titles).
 
 :func:`section_recall` scores a built tree against the truth: the share of the true sections found
 as a node with the same title (after normalisation) starting within ``tolerance`` pages.

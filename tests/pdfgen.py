@@ -5,10 +5,10 @@ paragraphs, whether it starts on a new page) and returns where every section lan
 tests can compare a built tree with the truth. Options add an embedded outline, a
 printed table of contents (with or without page numbers) on roman-numbered front-matter
 pages, PDF page labels, and SEC-style headings (bold, body size). ``make_type3_report_pdf``
-draws the same layout the way LaTeX through dvips and ps2pdf does: a Type 3 font in pixel
-units, glyph fragments placed one by one. ``write_column`` sets text in columns for layout
-pages. Helpers write the broken inputs: encrypted, corrupt, zero-page, truncated and
-image-only PDFs.
+draws the same layout the way TeX through dvips and GPL Ghostscript does (see :class:`_Type3Writer`:
+Type 3 fonts in device pixels set at size 0.1, OT1 ligature codes, a piece per kern, no ToUnicode).
+``write_column`` sets text in columns for layout pages. Helpers write the broken inputs: encrypted,
+corrupt, zero-page, truncated, image-only PDFs and Type 3 glyph codes that are not characters.
 """
 
 from __future__ import annotations
