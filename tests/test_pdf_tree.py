@@ -495,3 +495,18 @@ async def test_llm_decides_an_ambiguous_page_range(tmp_path: Path) -> None:
     for s in layout.sections[1:3]:
         assert nodes[s.title].start == s.page and nodes[s.title].level == 2
     assert "A Note on Method" not in nodes and tree.llm_calls == 1
+
+
+def test_a_page_of_figures_has_a_text_layer(tmp_path: Path) -> None:
+    """Mostly figures, few letters: still text (the no-text-layer test counts letters against symbols)."""
+    doc = pymupdf.open()
+    page = doc.new_page()
+    page.insert_text((72, 46), "Price list of the spare parts catalogue, in US dollars", fontsize=12)
+    for k in range(40):
+        page.insert_text((72, 80 + 16 * k), f"{k + 1:>3}   {1000 + 37 * k:,}.00   ({k * 3.5:.1f})%   $12,{k:03d}", fontsize=9)
+    doc.save(tmp_path / "figures.pdf")
+    doc.close()
+    parsed = read_pdf(tmp_path / "figures.pdf")
+    text = parsed.pages[0].text
+    assert sum(c.isalpha() for c in text) < 0.3 * sum(not c.isspace() for c in text)  # letters are few
+    assert parsed.warnings == () and "1,000.00" in text

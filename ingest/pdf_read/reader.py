@@ -22,6 +22,7 @@ log = structlog.get_logger("ingest.pdf_read")
 NO_TEXT_LAYER = "no text layer: OCR not configured"
 _MIN_LETTERS = 40  # fewer letters than this in the whole file: a scan
 _MIN_LETTER_SHARE = 0.3  # fewer of the visible characters being letters: glyph codes that are not characters
+_FIGURE_CHARS = frozenset("0123456789.,$%()-–")  # a table of figures is text too: these do not count as visible
 LAYOUT_PAGES = 40  # pages whose full line layout is kept (printed-TOC detection)
 _MuPdfError = pymupdf.mupdf.FzErrorBase
 
@@ -130,7 +131,7 @@ def read_pdf(
             for ln in lines:
                 size_chars[round(ln.size * 2) / 2] += len(ln.text)
                 letters += _letters(ln.text)
-                visible += sum(1 for c in ln.text if not c.isspace())
+                visible += sum(1 for c in ln.text if not c.isspace() and c not in _FIGURE_CHARS)
             if i < layout_pages:
                 layout.append(tuple(LineInfo(ln.text, round(ln.x0, 1), ln.size, ln.bold) for ln in lines))
             pdf_labels.append(label or "")
