@@ -85,6 +85,32 @@ def _margin_lines(records: list[_PageRecord]) -> list[list[int]]:
     return out
 
 
+_OUTER_BAND = 0.09  # running heads and footers sit in the outer 9% of the page; a table's head starts lower
+_TABLE_HEAD = re.compile(
+    r"\b(?:in (?:millions|thousands|billions)|unaudited|(?:months|weeks|years?|quarters?) ended|as of|% change)\b"
+    r"|^[\d\s,.$%()\-–]*(?:19|20)\d\d[\d\s,.$%()\-–]*$",
+    re.I,
+)
+
+
+def running_lines(records: list[_PageRecord], margins: list[list[int]]) -> list[list[int]]:
+    """The margin lines that are running heads, footers or page numbers, to keep out of the text that is read.
+
+    A repeated edge line is one only in the outer band of the page and when it is not a table's head (a scale
+    "(in millions)", a period "Three Months Ended", a row of years), which repeats at the top of statement pages.
+    """
+    out: list[list[int]] = []
+    for r, idx in zip(records, margins, strict=True):
+        keep = []
+        for j in idx:
+            ln = r.kept[j]
+            outer = ln.yc < _OUTER_BAND * r.height or ln.yc > (1 - _OUTER_BAND) * r.height
+            if printed_page_number(ln.text) or (outer and not _TABLE_HEAD.search(ln.text)):
+                keep.append(j)
+        out.append(keep)
+    return out
+
+
 _FOOTER_NUM = re.compile(r"^(?:(\d{1,4})\s+[A-Z][\w.,&'’\- |]{1,50}|[A-Z][\w.,&'’\- |]{1,50}?\s+(\d{1,4}))$")
 
 

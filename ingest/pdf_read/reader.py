@@ -12,7 +12,7 @@ import structlog
 from ingest.pdf_read.columns import page_lines
 from ingest.pdf_read.headings import HeadingCandidate, _candidate, _page_headings
 from ingest.pdf_read.lines import LineInfo, _letters, _Line, _PageRecord, clean_text
-from ingest.pdf_read.margins import _edge_kind, _margin_lines, _printed_label
+from ingest.pdf_read.margins import _edge_kind, _margin_lines, _printed_label, running_lines
 from kb.errors import IngestError
 from kb.text import count_tokens
 from kb.types import PageText
@@ -36,6 +36,7 @@ class ParsedPdf(msgspec.Struct, frozen=True):
     body_font_size: float
     page_labels: tuple[str, ...] = ()  # per page: PDF page label, else printed page number, else ""
     margins: tuple[tuple[int, ...], ...] = ()  # per page: indexes of running header/footer lines
+    running: tuple[tuple[int, ...], ...] = ()  # per page: those of them kept out of the text read (body_text)
     layout: tuple[tuple[LineInfo, ...], ...] = ()  # line layout of the first LAYOUT_PAGES pages
     total_pages: int = 0  # pages in the file (may exceed len(pages) with max_pages)
     warnings: tuple[str, ...] = ()  # e.g. NO_TEXT_LAYER: the pages' text is empty, the tree is one node per page
@@ -48,10 +49,10 @@ class ParsedPdf(msgspec.Struct, frozen=True):
         """Page ``number``'s text without its running header/footer lines and printed page number: the text
         that nodes, chunks, answers and highlights hold (the page image keeps them)."""
         text = self.pages[number - 1].text
-        margin = self.margins[number - 1] if number - 1 < len(self.margins) else ()
-        if not margin:
+        running = self.running[number - 1] if number - 1 < len(self.running) else ()
+        if not running:
             return text
-        drop = set(margin)
+        drop = set(running)
         return "\n".join(ln for j, ln in enumerate(text.split("\n")) if j not in drop)
 
 
@@ -157,6 +158,7 @@ def read_pdf(
         body_font_size=body,
         page_labels=tuple(pdf_labels[i] or _printed_label(r, margins[i]) for i, r in enumerate(records)),
         margins=tuple(tuple(m) for m in margins),
+        running=tuple(tuple(m) for m in running_lines(records, margins)),
         layout=tuple(layout),
         total_pages=total,
     )
