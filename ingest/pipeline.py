@@ -332,7 +332,8 @@ async def ingest_file(
         report("tree", pages, pages)
         if pages > ctx.settings.max_pages:
             raise IngestError(f"{pages} pages: more than KB_MAX_PAGES={ctx.settings.max_pages}")
-        page_texts = {p.number: p.text for p in parsed.pdf.pages} if parsed.pdf is not None else None
+        pdf = parsed.pdf
+        page_texts = {p.number: pdf.body_text(p.number) for p in pdf.pages} if pdf is not None else None
         given, refused = _sidecar_tree(path, tree_json, parsed, page_texts)
         sidecar_note = sidecar_note or refused
         if chat.offline:  # CPU-bound only: keep the event loop (API, heartbeats) responsive
