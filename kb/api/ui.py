@@ -13,6 +13,7 @@ from urllib.parse import quote
 import msgspec
 from litestar import Controller, Request, Response, Router, get
 from litestar.exceptions import NotFoundException
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 from litestar.response import Redirect
 from litestar.static_files import create_static_files_router
@@ -86,14 +87,16 @@ class SourceFileController(Controller):
     guards = [read_guard]
     security = BEARER
 
-    @get("/{doc_id:int}/file", responses=errors(400, 401, 404, 409))
+    @get("/{doc_id:int}/file", responses={200: ResponseSpec(data_container=bytes, media_type="*/*",
+                                                            description="the original file (PDF, .docx or text)"),
+                                           **errors(400, 401, 404, 409)})
     async def source_file(self, rt: Runtime, doc_id: DbId) -> Response[bytes]:
         """The file as it was ingested (404 when it is gone, 409 when it changed since). Sent inline, sandboxed:
         a PDF opens in the browser's viewer; HTML and Markdown come as plain text."""
         doc = await load_source(rt.pool, doc_id)
         data = await asyncio.to_thread(read_source, doc)
         name = Path(doc.name).name
-        return Response(data, media_type=SOURCE_TYPES.get(doc.file_type, "text/plain; charset=utf-8"), headers={
+        return Response(data, media_type=SOURCE_TYPES.get(doc.file_type, "text/plain"), headers={
             "Content-Disposition": f"inline; filename*=UTF-8''{quote(name)}",
             "Content-Security-Policy": "sandbox", "X-Content-Type-Options": "nosniff",
             "Cache-Control": "private, max-age=3600"})

@@ -524,9 +524,10 @@ function citationItem(c, turn, turnNo) {
 function quoted(text, quote) {
   const parts = (quote || "").split(" … ").map((q) => q.trim()).filter((q) => q.length > 3);
   const spans = [];
-  for (const q of parts) {
-    const at = text.indexOf(q);
-    if (at >= 0) spans.push([at, at + q.length]);
+  for (const q of parts) {  // sentences are quoted with their line breaks rejoined: any whitespace matches
+    const pattern = q.split(/\s+/).map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("\\s+");
+    const m = new RegExp(pattern).exec(text);
+    if (m) spans.push([m.index, m.index + m[0].length]);
   }
   spans.sort((a, b) => a[0] - b[0]);
   const out = [];
