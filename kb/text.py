@@ -9,14 +9,30 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterator
+import unicodedata
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
+import regex
+import structlog
 import tiktoken
 
-_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9\-\.%$']*[A-Za-z0-9%]|[A-Za-z0-9]|[\u4e00-\u9fff\u3400-\u4dbf]+")
-_CJK = re.compile(r"[\u4e00-\u9fff\u3400-\u4dbf]")
+log = structlog.get_logger("kb.text")
+
+TOKENIZER_VERSION = "2"
+"""Stored with the full-text index (``kb reindex``): a change re-tokenises every stored chunk at start."""
+
+# one match per word of any script: a Han run (segmented), a kana or Hangul run (character n-grams), or a word
+# of letters/digits of any other script ("Société", "10-k", "3.5%"); "_" and punctuation separate words
+_OTHER = r"[\w--[_\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]]"
+_START = r"[[\p{L}\p{N}]--[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]]"
+_TOKEN = regex.compile(
+    r"(?P<han>\p{Han}+)|(?P<kana>[\p{Hiragana}\p{Katakana}ー]+)|(?P<hangul>\p{Hangul}+)"
+    rf"|(?P<word>{_START}(?:[{_OTHER}\-.%$']*[{_OTHER}%])?)",
+    regex.V1,
+)
+_LATIN = regex.compile(r"\p{Latin}+")
 _SENTENCE = re.compile(r"(?<=[.!?。！？;；])\s+|\n{2,}|\n(?=[A-Z•\-\*])")
 
 STOPWORDS = frozenset(
@@ -26,6 +42,12 @@ STOPWORDS = frozenset(
     few more most other over same should some such through under until up very via per vs give show shown
     based response question relying details""".split()
 )
+ZH_STOPWORDS = frozenset(
+    """的 了 是 在 和 与 及 或 其 之 为 对 等 也 都 而 并 从 到 将 由 以 于 这 那 吗 呢 吧 啊 个 多少 什么 哪些 哪个
+    哪 如何 怎么 怎样 请 是否 有 有没有 各 每 之间 以及 其中 分别 情况 ？ 一下""".split()
+)
+MAX_TOKEN_CHARS = 200
+"""Longer "words" (hashes, runs of digits) are not indexed (Postgres lexemes are at most 2 KB)."""
 
 
 @functools.cache
@@ -76,23 +98,47 @@ def light_stem(tok: str) -> str:
     return tok
 
 
+@functools.cache
+def _segmenter() -> Callable[[str], list[str]]:
+    """Chinese word segmentation for search (rjieba: jieba-rs with its dictionary compiled in; loaded on first
+    use, ~0.1 s and ~30 MB); character bigrams when it cannot be imported."""
+    try:
+        import rjieba
+    except ImportError as exc:  # pragma: no cover - rjieba is a dependency; the fallback keeps search working
+        log.warning("text.segmenter_missing", error=str(exc), fallback="bigrams")
+        return _bigrams
+    return rjieba.cut_for_search
+
+
+def _bigrams(run: str) -> list[str]:
+    return [run] if len(run) < 2 else [run[i : i + 2] for i in range(len(run) - 1)]
+
+
 def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
-    """The one BM25 tokenizer (ingest and query): lowercase words, numbers, CJK bigrams."""
+    """The one tokenizer of BM25 and full-text search (ingest and query), NFKC-normalised and lowercased:
+    words of every script with their accents ("société"), numbers ("3.5%", "10-k"), Chinese segmented into
+    words and their parts (rjieba search mode: 金融资产 → 金融, 资产, 金融资产), Japanese kana and Korean as
+    character bigrams. English (Latin) words lose plural endings (``light_stem``); stopwords are dropped
+    unless ``keep_stopwords``."""
     out: list[str] = []
-    for m in _WORD.finditer(text.lower()):
-        tok = m.group(0)
-        if _CJK.match(tok):
-            if len(tok) == 1:
-                out.append(tok)
-            else:
-                out.extend(tok[i : i + 2] for i in range(len(tok) - 1))
-            continue
-        tok = tok.strip(".'-")
-        tok = tok.replace(",", "")
-        if not tok or (not keep_stopwords and tok in STOPWORDS):
-            continue
-        out.append(light_stem(tok))
+    for m in _TOKEN.finditer(unicodedata.normalize("NFKC", text).lower()):
+        kind, tok = m.lastgroup, m.group(0)
+        if kind == "han":
+            out.extend(t for t in _segmenter()(tok) if keep_stopwords or t not in ZH_STOPWORDS)
+        elif kind in ("kana", "hangul"):
+            out.extend(_bigrams(tok))
+        else:
+            tok = tok.strip(".'-")
+            if not tok or (not keep_stopwords and tok in STOPWORDS):
+                continue
+            out.append(light_stem(tok) if _LATIN.fullmatch(tok) else tok)
     return out
+
+
+def index_tokens(*parts: str) -> list[str]:
+    """The distinct tokens a chunk is found by in Postgres full text (its heading path and text), in first
+    order; what ``chunks.tokens`` holds."""
+    return [t for t in dict.fromkeys(tokenize(" ".join(parts))) if len(t) <= MAX_TOKEN_CHARS]
 
 
 def split_sentences(text: str) -> list[str]:
