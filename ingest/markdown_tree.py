@@ -72,9 +72,14 @@ def decode_text_file(data: bytes, *, encoding: str | None = None,
             try:
                 text = data.decode("utf-8-sig")
             except UnicodeDecodeError:
-                text = data.decode(fallback or "utf-8", errors="replace")
-                warnings.append(f"not valid UTF-8; decoded as {fallback}" if fallback
-                                else "not valid UTF-8; decoded with replacement characters")
+                chinese = _chinese_legacy(data)
+                if chinese is not None:
+                    text = chinese
+                    warnings.append("not valid UTF-8; decoded as GB18030 (Chinese)")
+                else:
+                    text = data.decode(fallback or "utf-8", errors="replace")
+                    warnings.append(f"not valid UTF-8; decoded as {fallback}" if fallback
+                                    else "not valid UTF-8; decoded with replacement characters")
     if not text.strip():
         raise IngestError("empty file")
     sample = text[:65536]
@@ -85,6 +90,26 @@ def decode_text_file(data: bytes, *, encoding: str | None = None,
         text = text.replace("\x00", "")
         warnings.append("NUL characters removed")
     return text.replace("\r\n", "\n").replace("\r", "\n"), warnings
+
+
+_CJK_TEXT = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef\U00020000-\U0003134f]")
+
+
+def _chinese_legacy(data: bytes) -> str | None:
+    """The text of a GB18030/GBK/GB2312 file (common for Chinese .txt), or ``None`` when the bytes are not
+    that: they must decode strictly, their non-ASCII characters be Chinese, and mostly in runs (Latin-1 text
+    that happens to decode reads as single ideographs between Latin letters: "Köln" → "K鰈n")."""
+    try:
+        text = data.decode("gb18030")
+    except UnicodeDecodeError:
+        return None
+    sample = text[:65536]
+    wide = [i for i, c in enumerate(sample) if ord(c) > 127]
+    if not wide or sum(1 for i in wide if _CJK_TEXT.match(sample[i])) < 0.95 * len(wide):
+        return None
+    at = set(wide)
+    in_runs = sum(1 for i in wide if i - 1 in at or i + 1 in at)
+    return text if in_runs >= 0.6 * len(wide) else None
 
 
 # --------------------------------------------------------------------------- shared tree assembly

@@ -170,11 +170,13 @@ def jsonl_objects(text: str, name: str, error: type[Exception]) -> Iterator[tupl
 # --------------------------------------------------------------------------- figures
 
 _SCALES = {"billion": 1e9, "bn": 1e9, "b": 1e9, "million": 1e6, "mn": 1e6, "mm": 1e6, "m": 1e6,
-           "thousand": 1e3, "k": 1e3, "亿": 1e8, "万": 1e4}
+           "thousand": 1e3, "k": 1e3, "亿": 1e8, "百万": 1e6, "万": 1e4, "千": 1e3}
+# full-width ASCII forms (１２３，４５６．７８％) and the ideographic space read as their ASCII twins
+_FULL_WIDTH = {0xFF01 + i: 0x21 + i for i in range(0x5E)} | {0x3000: 0x20}
 # a number not glued to a Latin letter, digit or path before it (Chinese text writes "余额为13,552.00元")
 _NUM = re.compile(
-    r"(?<![A-Za-z0-9_.\-/])(\$\s?)?\(?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\d.,]?\d)\)?"
-    r"(?:\s*(%|percent\b|billion\b|bn\b|million\b|mn\b|mm\b|thousand\b|[bmk]\b|亿|万))?(?!-?[A-Za-z])",
+    r"(?<![A-Za-z0-9_.\-/])(\$\s?)?\(?[-−]?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\d.,]?\d)\)?"
+    r"(?:\s*(%|percent\b|billion\b|bn\b|million\b|mn\b|mm\b|thousand\b|[bmk]\b|亿|百万|万|千))?(?!-?[A-Za-z])",
     re.I,
 )
 _MONTH_BEFORE = re.compile(r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s*$", re.I)
@@ -192,7 +194,9 @@ class Figure(msgspec.Struct, frozen=True):
 
 def figures(text: str, *, reference: bool = False) -> list[Figure]:
     """The numbers of ``text``. For a reference answer (``reference``) years, days of dates, source file
-    names and bare integers below 10 are not figures."""
+    names and bare integers below 10 are not figures. Full-width digits and signs read as ASCII ones; a minus
+    sign and accounting parentheses are not part of the value; 亿, 万, 千 (and million, …) are scales."""
+    text = text.translate(_FULL_WIDTH)
     if reference:
         text = _SOURCES.sub(" ", text)
     out = []

@@ -9,9 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ingest.markdown_tree import decode_text_file
 from ingest.reindex import ensure_tokens
 from kb.db import SQL_DIR, create_pool, migrate
-from kb.text import TOKENIZER_VERSION, index_tokens, tokenize
+from kb.errors import IngestError
+from kb.text import TOKENIZER_VERSION, figures, index_tokens, tokenize
 from router import store
 
 
@@ -103,3 +105,42 @@ async def test_backfill_retokenises_a_database_of_the_old_schema(db_url: str, tm
 @pytest.mark.parametrize("text", ["", "   ", "— … —"])
 def test_no_tokens_from_punctuation(text: str) -> None:
     assert tokenize(text) == [] and index_tokens(text) == []
+
+
+# --------------------------------------------------------------------------- bad input: numbers, encodings
+
+
+@pytest.mark.parametrize(("text", "value", "scale", "percent"), [
+    ("营业收入为１２３万元", 123.0, 1e4, False),  # full-width digits
+    ("余额为１，２３４．５６元", 1234.56, 1.0, False),  # full-width separators
+    ("增长１２．５％", 12.5, 1.0, True),
+    ("净利润1.2亿元", 1.2, 1e8, False),
+    ("短期借款合计：-1,234.00元", 1234.0, 1.0, False),  # a sign is not a separator
+    ("应付账款3千元", 3.0, 1e3, False),
+    ("revenue of $1,234.56 million", 1234.56, 1e6, False),
+])
+def test_figures_of_chinese_and_full_width_numbers(text: str, value: float, scale: float, percent: bool) -> None:
+    got = figures(text)
+    assert [(f.value, f.scale, f.percent) for f in got] == [(value, scale, percent)]
+
+
+def test_figures_are_not_read_from_dates_and_form_names() -> None:
+    assert [f.value for f in figures("FY2019-2020 10-K filed 2023-12-31", reference=True)] == []
+
+
+def test_gbk_and_gb18030_text_is_detected() -> None:
+    report = "证券代码：000423 证券简称：东阿阿胶\n东阿阿胶股份有限公司2023年年度报告\n一、重要提示\n"
+    for codec in ("gbk", "gb18030"):
+        text, warnings = decode_text_file(report.encode(codec))
+        assert text == report and warnings == ["not valid UTF-8; decoded as GB18030 (Chinese)"]
+    assert decode_text_file(report.encode("utf-8"))[0] == report
+
+
+def test_latin1_text_is_not_mistaken_for_chinese() -> None:
+    text, warnings = decode_text_file("Umsatz der Müller AG in Köln stieg um 5 Prozent im Jahr".encode("latin-1"))
+    assert "鰈" not in text and "Umsatz der M" in text and "replacement" in warnings[0]
+
+
+def test_undecodable_bytes_fail_with_the_reason() -> None:
+    with pytest.raises(IngestError, match="binary content"):
+        decode_text_file(bytes(range(128, 256)) * 20)
