@@ -287,6 +287,9 @@ def per_document_answer(question: str, chunks: Sequence[RetrievedChunk], plan: S
                   mode="extractive")
 
 
+_CJK_RUN = re.compile(r"[\u4e00-\u9fff]{4}")
+
+
 def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentences: int = 4, *,
                    wants_number: bool | None = None) -> list[tuple[int, int, str]]:
     """(chunk index, sentence index, sentence) of the best evidence sentences for the question, at most two
@@ -302,7 +305,7 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
     for ci, c in enumerate(chunks):
         body = _HEADING_LINE.sub("", c.text)
         for si, s in enumerate(split_sentences(body)):
-            if len(s) < 12 or len(s.split()) < 4:
+            if len(s) < 12 or (len(s.split()) < 4 and not _CJK_RUN.search(s)):  # Chinese has no spaces
                 continue
             sentences.append((ci, si, s))
             for t in set(tokenize(s)):
