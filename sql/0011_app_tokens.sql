@@ -9,6 +9,8 @@ ALTER TABLE chunks DROP COLUMN tsv;  -- and its index chunks_tsv_gin
 ALTER TABLE chunks ADD COLUMN tsv tsvector
     GENERATED ALWAYS AS (array_to_tsvector(coalesce(tokens, '{}'::text[]))) STORED;
 CREATE INDEX chunks_tsv_gin ON chunks USING gin (tsv);
+-- chunks still to tokenise: the start-up check reads this (empty) index instead of scanning every chunk
+CREATE INDEX chunks_tokens_missing_idx ON chunks (id) WHERE tokens IS NULL;
 DELETE FROM lexeme_df;  -- recounted from the new tokens by the backfill
 
 CREATE TABLE text_index_state (
