@@ -220,15 +220,18 @@ async def _reembed(collection: str | None, batch: int, *, quiet: bool = False) -
         return 0
 
 
-async def _reindex() -> int:
-    """Re-tokenise every stored chunk for full-text search (no re-embedding)."""
-    from ingest.reindex import ensure_tokens
+async def _reindex(every: bool) -> int:
+    """Re-tokenise stored chunks for full-text search (no re-embedding): those without tokens or from an older
+    tokenizer (what every start does), or all of them with ``every``."""
+    from ingest.reindex import SQL_STATE, ensure_tokens
     from kb.runtime import open_runtime
 
-    async with open_runtime() as rt:  # re-tokenises what is missing or stale at start; then everything
-        result = await ensure_tokens(rt.pool, force=True)
+    async with open_runtime() as rt:  # the start itself re-tokenises what is missing or stale
+        result = await ensure_tokens(rt.pool, force=True) if every else None
+        version = await rt.pool.fetchval(SQL_STATE)
     if result is not None:
         print(f"kb: re-tokenised {result.chunks} chunks of {result.collections} collections in {result.seconds:.1f} s")
+    print(f"kb: full-text tokens are up to date (tokenizer {version})")
     return 0
 
 
@@ -398,7 +401,8 @@ def build_parser() -> argparse.ArgumentParser:
     rb = sub.add_parser("reembed", help="re-embed every stored vector with the configured embedder (resumable)")
     rb.add_argument("--collection", help="only this collection (with the recorded embedder only)")
     rb.add_argument("--batch", type=int, default=256, help="texts per staged batch")
-    sub.add_parser("reindex", help="re-tokenise every stored chunk for full-text search (no re-embedding)")
+    ri = sub.add_parser("reindex", help="re-tokenise stored chunks for full-text search (no re-embedding)")
+    ri.add_argument("--all", action="store_true", help="every chunk, not only those without current tokens")
     fa = sub.add_parser("facts", help="re-read the statement facts of stored documents from their source files")
     fa.add_argument("--collection", required=True)
     sub.add_parser("mcp", help="serve the Model Context Protocol over stdio (for agents; HTTP is at /mcp)")
@@ -443,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "reembed":
             return asyncio.run(_reembed(args.collection, max(1, args.batch)))
         if args.command == "reindex":
-            return asyncio.run(_reindex())
+            return asyncio.run(_reindex(args.all))
         if args.command == "facts":
             return asyncio.run(_facts(args.collection))
         if args.command == "mcp":
