@@ -144,7 +144,8 @@ def summary_prompt(sections: str) -> str:
         "Say what the section covers and name its key facts, figures, entities and dates, so that a reader\n"
         "can tell from the summary alone whether the section answers a question. Do not begin with\n"
         '"This section". Return JSON {"summaries": [{"node_id": "...", "summary": "..."}]} with exactly one\n'
-        f"entry per section, using the node_id values given.\n\n{sections}"
+        "entry per section, using the node_id values given. Write each summary in the language of its section\n"
+        f"(a Chinese section gets a Chinese summary).\n\n{sections}"
     )
 
 
@@ -152,7 +153,7 @@ def description_prompt(name: str, metadata: Mapping[str, Any], tree_outline: str
     return (
         "You are given a table of contents structure of a document.\n"
         "Your task is to generate a one-sentence description for the document that makes it easy to\n"
-        "distinguish from other documents.\n\n"
+        "distinguish from other documents, written in the document's own language.\n\n"
         f"Document name: {name}\nKnown metadata: {metadata}\nDocument tree structure:\n{tree_outline}\n\n"
         'Return JSON {"description": "<one sentence>"}.'
     )

@@ -15,6 +15,7 @@ import structlog
 from kb.collections import get_collection
 from kb.db import LONG_STATEMENT_S
 from kb.errors import IngestError, NotFoundError
+from kb.text import index_tokens
 from kb.types import ChunkDraft, DocumentTree, FactDraft
 
 log = structlog.get_logger("ingest.store")
@@ -77,7 +78,7 @@ SELECT ordinal, statement, line_item, concept, period_end, months, period_label,
        page, line, node_id, source, col AS column
 FROM facts WHERE document_id = $1 AND ($2::text IS NULL OR concept = $2) ORDER BY ordinal"""
 CHUNK_COLUMNS = ("document_id", "collection_id", "node_id", "ordinal", "text", "page", "token_count",
-                 "heading_path", "embedding", "page_end", "statement", "context")
+                 "heading_path", "embedding", "page_end", "statement", "context", "tokens")
 
 
 class DocumentInfo(msgspec.Struct, frozen=True):
@@ -278,7 +279,8 @@ async def _write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
                 timeout=LONG_STATEMENT_S,
                 records=[
                     (doc_id, doc.collection_id, c.node_id, c.ordinal, c.text, c.page, c.token_count,
-                     c.heading_path, doc.chunk_embeddings[i], c.page_end, c.statement, c.context)
+                     c.heading_path, doc.chunk_embeddings[i], c.page_end, c.statement, c.context,
+                     index_tokens(c.heading_path, c.text))
                     for i, c in enumerate(doc.chunks)
                 ],
             )

@@ -220,6 +220,21 @@ async def _reembed(collection: str | None, batch: int, *, quiet: bool = False) -
         return 0
 
 
+async def _reindex(every: bool) -> int:
+    """Re-tokenise stored chunks for full-text search (no re-embedding): those without tokens or from an older
+    tokenizer (what every start does), or all of them with ``every``."""
+    from ingest.reindex import SQL_STATE, ensure_tokens
+    from kb.runtime import open_runtime
+
+    async with open_runtime() as rt:  # the start itself re-tokenises what is missing or stale
+        result = await ensure_tokens(rt.pool, force=True) if every else None
+        version = await rt.pool.fetchval(SQL_STATE)
+    if result is not None:
+        print(f"kb: re-tokenised {result.chunks} chunks of {result.collections} collections in {result.seconds:.1f} s")
+    print(f"kb: full-text tokens are up to date (tokenizer {version})")
+    return 0
+
+
 async def _facts(collection: str) -> int:
     """Re-read the statement facts of a collection's documents from their source files."""
     from ingest.pipeline import refresh_facts
@@ -421,6 +436,8 @@ def build_parser() -> argparse.ArgumentParser:
     rb = sub.add_parser("reembed", help="re-embed every stored vector with the configured embedder (resumable)")
     rb.add_argument("--collection", help="only this collection (with the recorded embedder only)")
     rb.add_argument("--batch", type=int, default=256, help="texts per staged batch")
+    ri = sub.add_parser("reindex", help="re-tokenise stored chunks for full-text search (no re-embedding)")
+    ri.add_argument("--all", action="store_true", help="every chunk, not only those without current tokens")
     fa = sub.add_parser("facts", help="re-read the statement facts of stored documents from their source files")
     fa.add_argument("--collection", required=True)
     sub.add_parser("mcp", help="serve the Model Context Protocol over stdio (for agents; HTTP is at /mcp)")
@@ -466,6 +483,8 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(_export(args.doc_id))
         if args.command == "reembed":
             return asyncio.run(_reembed(args.collection, max(1, args.batch)))
+        if args.command == "reindex":
+            return asyncio.run(_reindex(args.all))
         if args.command == "facts":
             return asyncio.run(_facts(args.collection))
         if args.command == "mcp":

@@ -15,6 +15,7 @@ import structlog
 
 from ingest.embedding import CachedEmbedder
 from ingest.pipeline import IngestContext, make_executor
+from ingest.reindex import ensure_tokens
 from ingest.render import PageCache
 from kb.db import create_pool, migrate, resolve_database_url, restart_embedded_if_down
 from kb.embedder_record import EmbedderRecord, ensure_embedder
@@ -140,6 +141,7 @@ async def _open_runtime(settings: Settings | None, embedder: Embedder | None, ch
     try:
         await migrate(pool, embedding_dim=emb.dimension)
         record = await ensure_embedder(pool, emb.model_id, emb.dimension, allow_change=allow_embedder_change)
+        await ensure_tokens(pool)  # chunks stored before the tokens column / by an older tokenizer (issue 23)
     except BaseException:
         await pool.close()
         raise

@@ -436,6 +436,7 @@ def sentence_amount(sentences: Sequence[str], asked: set[str]) -> tuple[float, C
                 return f"{'$' if dollar else ''}{text}{' ' if unit and unit.isascii() else ''}{unit}"
             return v, write
     return None
+_CJK_RUN = re.compile(r"[\u4e00-\u9fff]{4}")
 
 
 def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentences: int = 4, *,
@@ -452,7 +453,7 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
     for ci, c in enumerate(chunks):
         body = _HEADING_LINE.sub("", c.text)
         for si, s in enumerate(split_sentences(body)):
-            if len(s) < 12 or len(s.split()) < 4:
+            if len(s) < 12 or (len(s.split()) < 4 and not _CJK_RUN.search(s)):  # Chinese has no spaces
                 continue
             sentences.append((ci, si, s))
             for t in set(tokenize(s)):

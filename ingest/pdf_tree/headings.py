@@ -82,7 +82,7 @@ def _look(h: HeadingCandidate) -> tuple[float, bool]:
     return (round(h.size * 2) / 2, h.bold)
 
 
-RESTARTING = frozenset({"alpha"})
+RESTARTING = frozenset({"alpha", "zhsec", "zhsub"})
 """Numbering kinds that start again under each parent ("I. Background / A. Scope / B. … / II. … / A. …")."""
 
 
