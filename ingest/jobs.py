@@ -17,6 +17,7 @@ import asyncpg
 import msgspec
 import structlog
 
+from ingest.files import OUTSIDE_ROOT, hard_link
 from ingest.formats import format_of
 from ingest.metadata import load_folder_metadata
 from ingest.pageindex import TREE_SIDECAR_SUFFIX
@@ -27,8 +28,8 @@ from kb.errors import ConflictError, IngestError, NotFoundError, ValidationError
 log = structlog.get_logger("ingest.jobs")
 
 SQL_CREATE_JOB = """
-INSERT INTO ingest_jobs (collection_id, root_path, recursive, metadata_path, allowed_root)
-VALUES ($1, $2, $3, $4, $5) RETURNING id"""
+INSERT INTO ingest_jobs (collection_id, root_path, recursive, metadata_path, allowed_root, upload)
+VALUES ($1, $2, $3, $4, $5, $6) RETURNING id"""
 SQL_ADD_ITEM = """
 INSERT INTO ingest_job_items (job_id, path, name, status, error, finished_at)
 VALUES ($1, $2, $3, $4, $5, CASE WHEN $4 = 'pending' THEN NULL ELSE now() END)"""
@@ -89,6 +90,7 @@ SELECT count(*) FROM ingest_job_items WHERE status = 'pending'
 MAX_ATTEMPTS = 3
 RETRY = "retry"  # an outcome that is not final: the item goes back to the queue
 FINISHED = frozenset({"done", "failed", "cancelled"})  # job states no worker changes any more
+STORED = frozenset({"ok", "replaced"})  # item states of a file stored as a document (new, or a new version)
 STOP_GRACE_S = 5.0  # a stopped worker that has not handed its files back by then is cancelled
 
 
@@ -194,36 +196,62 @@ def _walk(root: Path, recursive: bool) -> list[Path]:
     return sorted(out)
 
 
-def enumerate_files(root: Path, recursive: bool, allowed_root: Path | None = None) -> list[tuple[Path, str, str | None]]:
-    """(file, document name, refusal reason) triples; names are paths relative to the folder, so
-    duplicates in subfolders cannot collide. Hidden files and folders (a name starting with ".") are
-    skipped; folder links are not followed. With ``allowed_root``, files whose real path (links resolved)
-    lies outside it are refused."""
-    if root.is_file():
-        return [(root, root.name, None)]
+def document_name(path: Path, folder: Path, name_root: Path | None) -> str:
+    """A file's document name: its path under ``name_root`` (the ingest root) when it lies inside it, so two
+    folders' ``annual.md`` never share a name; else its path under the job's ``folder`` (or its file name)."""
+    for base in (name_root, folder):
+        if base is not None and base != path and base in path.parents:
+            return path.relative_to(base).as_posix()
+    return path.name
+
+
+def refusal(path: Path, allowed: Path | None) -> str | None:
+    """Why a file of a confined job is refused (its real path lies outside ``allowed``, or it is a hard link
+    that may be another name of a file outside it), or None."""
+    if allowed is None:
+        return None
+    real = path.resolve()
+    if real != allowed and allowed not in real.parents:
+        return OUTSIDE_ROOT
+    try:
+        links = path.stat().st_nlink
+    except OSError as exc:
+        return f"cannot read file: {exc.strerror or exc}"
+    return hard_link(links)
+
+
+def enumerate_files(root: Path, recursive: bool, allowed_root: Path | None = None,
+                    name_root: Path | None = None) -> list[tuple[Path, str, str | None]]:
+    """(file, document name, refusal reason) triples; names are paths relative to ``name_root`` (the ingest
+    root) when given, else to the folder, so files of the same name in other folders cannot collide. Hidden
+    files and folders (a name starting with ".") are skipped; folder links are not followed. With
+    ``allowed_root``, files whose real path (links resolved) lies outside it, and hard links, are refused."""
     allowed = allowed_root.resolve() if allowed_root is not None else None
+    names = name_root.resolve() if name_root is not None else None
+    def name(p: Path, folder: Path) -> str:
+        return document_name(Path(os.path.abspath(p)), Path(os.path.abspath(folder)), names)
+
+    if root.is_file():
+        return [(root, name(root, root.parent), refusal(root, allowed))]
     out: list[tuple[Path, str, str | None]] = []
     for p in _walk(root, recursive):
-        rel = p.relative_to(root)
         if p.name.endswith((".meta.json", TREE_SIDECAR_SUFFIX)):
             continue
         if p.name in {"metadata.jsonl", "metadata.csv", "documents.jsonl", "questions.jsonl"} and p.parent == root:
             continue
-        reason = None
-        if allowed is not None:
-            real = p.resolve()
-            if real != allowed and allowed not in real.parents:
-                reason = "outside the ingest root (symbolic link)"
-        out.append((p, rel.as_posix(), reason))
+        out.append((p, name(p, root), refusal(p, allowed)))
     return out
 
 
 async def create_job(pool: asyncpg.Pool, *, collection_id: int, path: Path, recursive: bool = False,
-                     metadata_path: Path | None = None, allowed_root: Path | None = None) -> int:
+                     metadata_path: Path | None = None, allowed_root: Path | None = None,
+                     name_root: Path | None = None, upload: bool = False) -> int:
     """Create a job with one item per file; unsupported files are recorded as such right away.
 
     ``allowed_root`` confines the job: files whose real path lies outside it are refused now, and the
-    worker checks each file again on the descriptor it reads from.
+    worker checks each file again on the descriptor it reads from. Documents are named by their path under
+    ``name_root`` (the ingest root; default: the folder ingested). An ``upload`` job's file is removed
+    once no document keeps it (skipped, failed or cancelled).
 
     The metadata file is read here, so a broken one is a 400 for the caller, not a failure per file.
     """
@@ -232,7 +260,7 @@ async def create_job(pool: asyncpg.Pool, *, collection_id: int, path: Path, recu
             await asyncio.to_thread(_load_job_metadata, path, metadata_path, allowed_root)
         except (IngestError, OSError, ValueError) as exc:
             raise ValidationError(f"metadata file {metadata_path.name!r} is unusable: {exc}") from exc
-    files = await asyncio.to_thread(enumerate_files, path, recursive, allowed_root)
+    files = await asyncio.to_thread(enumerate_files, path, recursive, allowed_root, name_root)
     allowed = await asyncio.to_thread(allowed_root.resolve) if allowed_root is not None else None
     rows = []
     for file, name, refused in files:
@@ -243,7 +271,7 @@ async def create_job(pool: asyncpg.Pool, *, collection_id: int, path: Path, recu
     async with pool.acquire() as conn, conn.transaction():
         job_id = await conn.fetchval(SQL_CREATE_JOB, collection_id, str(path), recursive,
                                      str(metadata_path) if metadata_path else None,
-                                     str(allowed) if allowed is not None else None)
+                                     str(allowed) if allowed is not None else None, upload)
         await conn.executemany(SQL_ADD_ITEM, [(job_id, *r) for r in rows])
         await conn.execute(SQL_MAYBE_FINISH_JOB, job_id)
     log.info("jobs.created", job_id=job_id, files=len(files), path=str(path))
@@ -258,8 +286,8 @@ async def get_job(pool: asyncpg.Pool, job_id: int) -> JobStatus:
     counts: dict[str, int] = {}
     for it in items:
         counts[it.status] = counts.get(it.status, 0) + 1
-    pages = sum(it.pages for it in items if it.status == "ok")
-    busy = sum(it.seconds or 0.0 for it in items if it.status in {"ok", "failed"})
+    pages = sum(it.pages for it in items if it.status in STORED)
+    busy = sum(it.seconds or 0.0 for it in items if it.status in {*STORED, "failed"})
     started, finished = row["started_at"], row["finished_at"]
     wall = None
     if started is not None:
@@ -450,10 +478,10 @@ class Worker:
         try:
             allowed = Path(job["allowed_root"]) if job["allowed_root"] else None
             meta = await self._folder_metadata(item["job_id"], job["root_path"], job["metadata_path"], allowed)
-            stem = Path(item["name"]).stem
+            stem, in_folder = Path(item["name"]).stem, _in_folder(item["path"], job["root_path"])
             return await ingest_file(
                 self.ctx, Path(item["path"]), name=item["name"], collection_id=job["collection_id"],
-                folder_metadata=meta.get(stem) or meta.get(item["name"]) or {},
+                folder_metadata=meta.get(stem) or meta.get(in_folder) or meta.get(item["name"]) or {},
                 allowed_root=allowed,
             )
         except IngestError as exc:  # the job's folder metadata is unreadable or outside the root
@@ -491,6 +519,12 @@ class Worker:
                 _load_job_metadata, Path(root), Path(metadata_path) if metadata_path else None, allowed_root
             )
         return self._meta_cache[key]
+
+
+def _in_folder(path: str, folder: str) -> str:
+    """A job file's path relative to the job's folder (how folder metadata rows name it)."""
+    file, root = Path(path), Path(folder)
+    return file.relative_to(root).as_posix() if root in file.parents else file.name
 
 
 def _load_job_metadata(root: Path, metadata_path: Path | None, allowed_root: Path | None = None) -> dict[str, Any]:

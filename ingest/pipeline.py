@@ -53,7 +53,7 @@ log = structlog.get_logger("ingest.pipeline")
 
 class IngestOutcome(msgspec.Struct, frozen=True):
     name: str
-    status: str  # ok | skipped | failed | unsupported (worker: also cancelled, retry)
+    status: str  # ok | replaced (an earlier version) | skipped | failed | unsupported (worker: cancelled, retry)
     document_id: int | None = None
     pages: int = 0
     chunks: int = 0
@@ -340,7 +340,7 @@ async def ingest_file(
                              seconds=time.perf_counter() - started)
     seconds = time.perf_counter() - started
     outcome = IngestOutcome(
-        name=name, status="ok", document_id=doc_id, pages=tree.page_count if tree.unit == "page" else 0,
+        name=name, status="replaced" if existing else "ok", document_id=doc_id, pages=tree.page_count if tree.unit == "page" else 0,
         chunks=len(chunks),
         nodes=len(tree.nodes), seconds=seconds, tree_mode=tree.source_mode,
         llm_calls=chat.calls, warnings=tuple(tree.warnings), error=sidecar_note,

@@ -53,7 +53,7 @@ async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path |
     async with open_runtime() as rt:
         coll = await ensure_collection(rt.pool, collection)
         job_id = await create_job(rt.pool, collection_id=coll.id, path=path, recursive=recursive,
-                                  metadata_path=metadata)
+                                  metadata_path=metadata, name_root=rt.settings.ingest.root)
         started = time.perf_counter()
         columns = (TextColumn("[bold]ingest[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[detail]}"),
                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())

@@ -93,7 +93,7 @@ class AdminController(Controller):
         path = resolve_ingest_path(root, data.path)
         meta = resolve_ingest_path(root, data.metadata) if data.metadata else None
         job_id = await create_job(rt.pool, collection_id=coll.id, path=path, recursive=data.recursive,
-                                  metadata_path=meta, allowed_root=root)
+                                  metadata_path=meta, allowed_root=root, name_root=root)
         return JobCreated(job_id=job_id, status_url=f"/kb/admin/jobs/{job_id}")
 
     @get("/jobs", responses=errors(401, 403))
