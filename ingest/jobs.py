@@ -91,6 +91,7 @@ MAX_ATTEMPTS = 3
 RETRY = "retry"  # an outcome that is not final: the item goes back to the queue
 FINISHED = frozenset({"done", "failed", "cancelled"})  # job states no worker changes any more
 STORED = frozenset({"ok", "replaced"})  # item states of a file stored as a document (new, or a new version)
+CANCEL_POLL_S = 2.0  # a file in hand stops (its parser process killed) this soon after its job is cancelled
 STOP_GRACE_S = 5.0  # a stopped worker that has not handed its files back by then is cancelled
 
 
@@ -439,7 +440,7 @@ class Worker:
         log.info("worker.item_claimed", job_id=item["job_id"], name=item["name"], attempt=item["attempts"])
         started = time.perf_counter()
         work = asyncio.create_task(self._ingest(item, job))
-        beat = asyncio.create_task(self._heartbeat(item["id"]))  # returns when the job is cancelled
+        beat = asyncio.create_task(self._heartbeat(item["id"], item["job_id"]))  # returns when the job is cancelled
         halt = asyncio.create_task(stop.wait()) if stop is not None else None
         waiting = {work, beat} | ({halt} if halt is not None else set())
         timeout = self.ctx.settings.file_timeout_s
@@ -461,6 +462,7 @@ class Worker:
                 log.info("worker.item_handed_back", job_id=item["job_id"], name=item["name"])
                 return True
             if beat in done:
+                self.ctx.renew_executor()  # its parser process is killed, not left running to the file's end
                 outcome = IngestOutcome(item["name"], "cancelled",
                                         error="cancelled while it was being ingested (nothing was stored)")
             else:
@@ -475,6 +477,7 @@ class Worker:
 
     async def _ingest(self, item: asyncpg.Record, job: asyncpg.Record) -> IngestOutcome:
         """The outcome of one claimed item (status ``retry``: back to the queue); never raises for a bad file."""
+        executor = self.ctx.executor
         try:
             allowed = Path(job["allowed_root"]) if job["allowed_root"] else None
             meta = await self._folder_metadata(item["job_id"], job["root_path"], job["metadata_path"], allowed)
@@ -482,11 +485,14 @@ class Worker:
             return await ingest_file(
                 self.ctx, Path(item["path"]), name=item["name"], collection_id=job["collection_id"],
                 folder_metadata=meta.get(stem) or meta.get(in_folder) or meta.get(item["name"]) or {},
-                allowed_root=allowed,
+                allowed_root=allowed, job_id=item["job_id"],
             )
         except IngestError as exc:  # the job's folder metadata is unreadable or outside the root
             return IngestOutcome(item["name"], "failed", error=f"folder metadata: {exc.detail}")
         except BrokenProcessPool as exc:  # a parser process died (e.g. out of memory): new pool, fail the file
+            if self.ctx.executor is not executor:  # killed on purpose (another file's cancel or timeout)
+                log.info("worker.parser_replaced", name=item["name"])
+                return IngestOutcome(item["name"], RETRY, error="parser pool replaced while parsing")
             log.error("worker.parser_died", name=item["name"], error=str(exc))
             self.ctx.renew_executor()
             return IngestOutcome(item["name"], "failed", error="the parser process died on this file")
@@ -497,12 +503,20 @@ class Worker:
             log.exception("worker.item_crashed", name=item["name"])
             return IngestOutcome(item["name"], "failed", error=f"internal error: {type(exc).__name__}: {exc}")
 
-    async def _heartbeat(self, item_id: int) -> None:
-        """Beat until the item's job is cancelled (then return)."""
+    async def _heartbeat(self, item_id: int, job_id: int) -> None:
+        """Beat (every ``stale_s / 4``) until the item's job is cancelled, which is looked for every
+        ``CANCEL_POLL_S``; then return."""
+        beat_s = max(1.0, self.stale_s / 4)
+        last = time.monotonic()
         while True:
-            await asyncio.sleep(max(1.0, self.stale_s / 4))
+            await asyncio.sleep(min(CANCEL_POLL_S, beat_s))
+            beat = time.monotonic() - last >= beat_s
             try:
-                state = await self.ctx.pool.fetchval(SQL_HEARTBEAT, item_id, self.name)
+                if beat:
+                    state = await self.ctx.pool.fetchval(SQL_HEARTBEAT, item_id, self.name)
+                    last = time.monotonic()
+                else:
+                    state = await self.ctx.pool.fetchval(SQL_JOB_STATE, job_id)
             except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.warning("worker.heartbeat_failed", error=str(exc))
                 continue
@@ -558,8 +572,9 @@ async def _retry_db(call: Any, stop: asyncio.Event | None, wait_s: float = 2.0) 
 
 
 async def cancel_job(pool: asyncpg.Pool, job_id: int) -> int:
-    """Cancel a job: its pending files are marked ``cancelled`` now, a file being ingested stops within a
-    heartbeat (nothing of it is stored). Returns the number of files cancelled now."""
+    """Cancel a job: its pending files are marked ``cancelled`` now; a file being ingested stops within
+    ``CANCEL_POLL_S`` (its parser process killed) and nothing of it is stored, even when it reaches the store
+    first (the write checks the job). Returns the number of files cancelled now."""
     async with pool.acquire() as conn, conn.transaction():
         state = await conn.fetchval(SQL_JOB_STATE, job_id)
         if state is None:

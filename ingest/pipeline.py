@@ -34,6 +34,7 @@ from ingest.pageindex import (
 from ingest.statements import mark_statements, statement_pages
 from ingest.store import (
     DuplicateContentError,
+    JobCancelledError,
     NewDocument,
     find_existing,
     get_document,
@@ -255,10 +256,12 @@ async def ingest_file(
     collection_id: int,
     folder_metadata: Mapping[str, Any] | None = None,
     allowed_root: Path | None = None,
+    job_id: int | None = None,
 ) -> IngestOutcome:
     """Ingest one file into a collection. Never raises for bad input: returns a failed outcome.
 
     The file is read once, from one descriptor; with ``allowed_root`` its real path must lie inside it.
+    With ``job_id``, nothing is stored once that job is cancelled (status ``cancelled``).
     """
     started = time.perf_counter()
     kind = file_kind(path)
@@ -323,9 +326,11 @@ async def ingest_file(
                 collection_id=collection_id, name=name, source_path=str(path), sha256=sha, file_type=kind,
                 metadata=meta, title=title, description=description, description_embedding=desc_vec,
                 tree=tree, node_embeddings=node_vecs, chunks=chunks, chunk_embeddings=chunk_vecs,
-                embedder_generation=ctx.embedder_generation, facts=facts,
+                embedder_generation=ctx.embedder_generation, facts=facts, job_id=job_id,
             ),
         )
+    except JobCancelledError as exc:
+        return IngestOutcome(name=name, status="cancelled", error=exc.detail, seconds=time.perf_counter() - started)
     except DuplicateContentError as exc:  # another writer stored the same content first
         return IngestOutcome(name=name, status="skipped", document_id=exc.doc_id, error=exc.detail,
                              seconds=time.perf_counter() - started)

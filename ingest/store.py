@@ -65,6 +65,7 @@ SQL_INSERT_DOCUMENT = """
 INSERT INTO documents (collection_id, name, source_path, sha256, file_type, metadata, title, description,
                        description_embedding, page_count, tree_mode, node_count, chunk_count, warnings)
 VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id"""
+SQL_JOB_FOR_WRITE = "SELECT status FROM ingest_jobs WHERE id = $1 FOR SHARE"
 SQL_EMBEDDER_GENERATION = "SELECT generation FROM embedder_state FOR SHARE"
 NODE_COLUMNS = ("document_id", "node_id", "parent_id", "ordinal", "level", "title", "start_index", "end_index",
                 "unit", "is_leaf", "summary", "text", "path", "embedding", "statements")
@@ -151,6 +152,7 @@ class NewDocument(msgspec.Struct, frozen=True):
     chunk_embeddings: np.ndarray
     embedder_generation: int | None = None  # when set, the write is refused if `kb reembed` ran since
     facts: Sequence[FactDraft] = ()  # statement line items per period (ingest.facts)
+    job_id: int | None = None  # when set, the write is refused (JobCancelledError) once that job is cancelled
 
 
 def _doc(row: asyncpg.Record) -> DocumentInfo:
@@ -216,6 +218,13 @@ async def find_existing(pool: asyncpg.Pool, collection_id: int, name: str, sha25
     return None
 
 
+class JobCancelledError(IngestError):
+    """The document's ingest job was cancelled before its write: nothing was stored."""
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__(f"job {job_id} was cancelled before this file was stored; nothing was stored")
+
+
 class DuplicateContentError(IngestError):
     """The same content is already stored in the collection (under another name)."""
 
@@ -245,6 +254,9 @@ async def write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
 async def _write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
     tree = doc.tree
     async with pool.acquire() as conn, conn.transaction():
+        if doc.job_id is not None:  # held to commit: a cancel either sees this document stored or stops it
+            if await conn.fetchval(SQL_JOB_FOR_WRITE, doc.job_id) == "cancelled":
+                raise JobCancelledError(doc.job_id)
         if doc.embedder_generation is not None:  # before any table lock, like the re-embed swap
             generation = await conn.fetchval(SQL_EMBEDDER_GENERATION)
             if generation is not None and generation != doc.embedder_generation:

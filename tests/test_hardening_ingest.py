@@ -73,3 +73,55 @@ async def test_hard_link_to_a_file_outside_the_root_is_refused(runtime: Runtime,
     assert status == "unsupported" and "hard link" in error, states
     texts = " ".join(r["text"] for r in await runtime.pool.fetch("SELECT text FROM chunks"))
     assert "4711" not in texts and "Falcon" in texts
+
+
+async def test_a_file_of_a_cancelled_job_is_not_stored(runtime: Runtime, tmp_path: Path) -> None:
+    """The store transaction looks at the job: a file that finishes after its job was cancelled (before the
+    next heartbeat) stores nothing; the same file outside a job is stored (the control)."""
+    from ingest.jobs import cancel_job, create_job
+    from ingest.pipeline import ingest_file
+    from kb.runtime import build_ingest_context
+
+    path = _memo(tmp_path / "c" / "memo.md", "Memo", "The Osprey budget was 7 million euros.")
+    job_id = await create_job(runtime.pool, collection_id=1, path=path)
+    await cancel_job(runtime.pool, job_id)
+    with build_ingest_context(runtime, processes=False) as ctx:
+        out = await ingest_file(ctx, path, name="memo.md", collection_id=1, job_id=job_id)
+        assert out.status == "cancelled" and "nothing was stored" in (out.error or ""), out
+        assert await runtime.pool.fetchval("SELECT count(*) FROM documents") == 0
+        out = await ingest_file(ctx, path, name="memo.md", collection_id=1)
+        assert out.status == "ok" and await runtime.pool.fetchval("SELECT count(*) FROM documents") == 1
+
+
+async def test_cancel_kills_the_parser_process(runtime: Runtime, tmp_path: Path, set_env) -> None:
+    import asyncio
+
+    from ingest.jobs import cancel_job, create_job, get_job, run_job
+    from kb.runtime import build_ingest_context
+    from tests.pdfgen import make_text_pdf, paragraph
+
+    runtime.settings = set_env(KB_INGEST_WORKERS="1")
+    (tmp_path / "slow").mkdir()
+    path = make_text_pdf(tmp_path / "slow" / "slow.pdf",
+                         [f"Section {i}. " + paragraph(f"ops-{i}", 14) for i in range(150)])
+    job_id = await create_job(runtime.pool, collection_id=1, path=path)
+    with build_ingest_context(runtime) as ctx:
+        old = ctx.executor
+        task = asyncio.create_task(run_job(ctx, job_id, stale_s=120))  # heartbeats 30 s apart
+        async with asyncio.timeout(60):
+            for _ in range(10**6):  # polling the database: there is no event to wait on
+                if (await get_job(runtime.pool, job_id)).items[0].status == "running":
+                    break
+                await asyncio.sleep(0.1)
+        parsers = list(getattr(old, "_processes", {}).values())
+        assert parsers and all(p.is_alive() for p in parsers)
+        started = asyncio.get_running_loop().time()
+        await cancel_job(runtime.pool, job_id)
+        job = await asyncio.wait_for(task, timeout=30)
+        stopped_s = asyncio.get_running_loop().time() - started
+        for p in parsers:
+            p.join(5)
+        assert job.items[0].status == "cancelled" and job.status == "cancelled", job.items
+        assert not any(p.is_alive() for p in parsers) and ctx.executor is not old
+        assert await runtime.pool.fetchval("SELECT count(*) FROM documents") == 0
+    print(f"cancelled file stopped {stopped_s:.1f} s after the cancel (heartbeat every 30 s)")

@@ -106,8 +106,8 @@ class AdminController(Controller):
 
     @post("/jobs/{job_id:int}/cancel", status_code=200, responses=errors(400, 401, 403, 404, 409))
     async def cancel(self, rt: Runtime, job_id: DbId) -> JobStatus:
-        """Cancel a job: pending files become ``cancelled`` now; a file being ingested stops within a
-        heartbeat and stores nothing. 409 when the job has already finished."""
+        """Cancel a job: pending files become ``cancelled`` now; a file being ingested stops within 2 s (its
+        parser process killed) and stores nothing. 409 when the job has already finished."""
         await cancel_job(rt.pool, job_id)
         return _public_job(await get_job(rt.pool, job_id), rt.settings)
 
