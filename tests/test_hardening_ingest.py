@@ -125,3 +125,35 @@ async def test_cancel_kills_the_parser_process(runtime: Runtime, tmp_path: Path,
         assert not any(p.is_alive() for p in parsers) and ctx.executor is not old
         assert await runtime.pool.fetchval("SELECT count(*) FROM documents") == 0
     print(f"cancelled file stopped {stopped_s:.1f} s after the cancel (heartbeat every 30 s)")
+
+
+def test_docx_styles_are_resolved_once_with_the_same_outline() -> None:
+    """Styles are looked up in a table built once per document (not by scanning every style per paragraph):
+    a style based on a heading is a heading, a TOC entry is left out, a list style is a list, a paragraph
+    without a style (or with an unknown one) takes the default style, and 300 unused styles change nothing."""
+    import io
+
+    import docx
+    from docx.enum.style import WD_STYLE_TYPE
+    from docx.oxml.ns import qn
+
+    from ingest.docx_read import read_docx
+
+    d = docx.Document()
+    for i in range(300):
+        d.styles.add_style(f"Unused {i}", WD_STYLE_TYPE.PARAGRAPH)
+    chapter = d.styles.add_style("Chapter Title", WD_STYLE_TYPE.PARAGRAPH)
+    chapter.base_style = d.styles["Heading 2"]
+    d.add_paragraph("Contents entry 1", style="TOC Heading")
+    d.add_heading("Annual review", 1)
+    d.add_paragraph("Fleet and routes", style="Chapter Title")
+    d.add_paragraph("New route to Oslo", style="List Bullet")
+    d.add_paragraph("Plain body text about routes.")
+    orphan = d.add_paragraph("A paragraph naming a style that does not exist.")
+    orphan._p.get_or_add_pPr().get_or_add_pStyle().set(qn("w:val"), "NoSuchStyle")
+    buf = io.BytesIO()
+    d.save(buf)
+    outline = read_docx(buf.getvalue())
+    assert [(b.text, b.level) for b in outline.blocks] == [
+        ("Annual review", 1), ("Fleet and routes", 2), ("- New route to Oslo", None),
+        ("Plain body text about routes.", None), ("A paragraph naming a style that does not exist.", None)]
