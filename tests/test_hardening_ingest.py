@@ -157,3 +157,38 @@ def test_docx_styles_are_resolved_once_with_the_same_outline() -> None:
     assert [(b.text, b.level) for b in outline.blocks] == [
         ("Annual review", 1), ("Fleet and routes", 2), ("- New route to Oslo", None),
         ("Plain body text about routes.", None), ("A paragraph naming a style that does not exist.", None)]
+
+
+def test_sidecar_nodes_spanning_the_whole_document_many_times_are_refused() -> None:
+    """Each node keeps the text of its range: 20,000 nodes over the whole document (20,000 copies of it) are
+    refused with the reason, while a normal nested tree of the same document passes."""
+    import msgspec
+    import pytest
+
+    from ingest.pageindex import MAX_SPAN_FACTOR, PageIndexDocument, tree_from_pageindex
+    from kb.errors import IngestError
+
+    pages = {i: f"page {i} text " * 200 for i in range(1, 41)}
+    whole = [{"title": f"All {i}", "start_index": 1, "end_index": 40} for i in range(20_000)]
+    with pytest.raises(IngestError) as err:
+        tree_from_pageindex(msgspec.convert({"structure": whole}, PageIndexDocument), unit="page", page_texts=pages)
+    assert f"more than {MAX_SPAN_FACTOR} times the document's 40 pages" in err.value.detail
+    nested = [{"title": f"Part {p}", "start_index": 10 * p + 1, "end_index": 10 * p + 10,
+               "nodes": [{"title": f"Chapter {p}.{c}", "start_index": 10 * p + 2 * c + 1,
+                          "end_index": 10 * p + 2 * c + 2} for c in range(5)]} for p in range(4)]
+    tree = tree_from_pageindex(msgspec.convert({"structure": nested}, PageIndexDocument), unit="page",
+                               page_texts=pages)
+    assert len(tree.nodes) == 24 and tree.source_mode == "pageindex"
+
+
+async def test_a_sidecar_nested_100000_levels_does_not_fail_the_file(runtime: Runtime, tmp_path: Path) -> None:
+    from tests.conftest import ingest
+
+    path = _memo(tmp_path / "deep" / "memo.md", "Memo", "The Kestrel fleet grew to 41 aircraft.")
+    depth = 100_000
+    node = '{"title": "a", "start_index": 1, "end_index": 1, "nodes": ['
+    (path.parent / "memo.md.tree.json").write_text('{"structure": [' + node * depth + "]}" * depth + "]}")
+    item = (await ingest(runtime, path.parent)).items[0]
+    assert item.status == "ok" and "nested deeper than" in (item.error or ""), item
+    row = await runtime.pool.fetchrow("SELECT tree_mode, warnings FROM documents")
+    assert row["tree_mode"] != "pageindex" and any("memo.md.tree.json refused" in w for w in row["warnings"])
