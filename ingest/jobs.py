@@ -22,6 +22,7 @@ from ingest.formats import format_of
 from ingest.metadata import load_folder_metadata
 from ingest.pageindex import TREE_SIDECAR_SUFFIX
 from ingest.pipeline import IngestContext, IngestOutcome, ingest_file
+from ingest.store import Deleting, finish_delete, stalled_deletes
 from kb.db import is_db_unavailable
 from kb.errors import ConflictError, IngestError, NotFoundError, ValidationError
 
@@ -47,7 +48,8 @@ UPDATE ingest_job_items i SET status = 'running', worker = $1, heartbeat_at = no
 FROM next WHERE i.id = next.id
 RETURNING i.id, i.job_id, i.path, i.name, i.attempts"""
 SQL_JOB_FOR_ITEM = """
-SELECT j.id, j.collection_id, j.root_path, j.metadata_path, j.allowed_root, j.status FROM ingest_jobs j WHERE j.id = $1"""
+SELECT j.id, j.collection_id, j.root_path, j.metadata_path, j.allowed_root, j.status, j.upload
+FROM ingest_jobs j WHERE j.id = $1"""
 SQL_JOB_RUNNING = """
 UPDATE ingest_jobs SET status = 'running', started_at = coalesce(started_at, now()) WHERE id = $1"""
 SQL_HEARTBEAT = """
@@ -83,7 +85,19 @@ FROM ingest_jobs j JOIN collections c ON c.id = j.collection_id WHERE j.id = $1"
 SQL_JOB_ITEMS = """
 SELECT name, path, status, error, document_id, pages, chunks, seconds, attempts, llm_calls
 FROM ingest_job_items WHERE job_id = $1 ORDER BY id"""
-SQL_LIST_JOBS = "SELECT id FROM ingest_jobs ORDER BY id DESC LIMIT $1"
+SQL_JOB_ITEMS_PAGE = SQL_JOB_ITEMS + " LIMIT $2 OFFSET $3"
+SQL_JOB_TOTALS = """
+SELECT status, count(*) AS files, sum(pages) AS pages, sum(chunks) AS chunks, sum(coalesce(seconds, 0)) AS seconds,
+       sum(llm_calls) AS llm_calls
+FROM ingest_job_items WHERE job_id = $1 GROUP BY status"""
+SQL_LIST_JOBS = "SELECT id FROM ingest_jobs ORDER BY id DESC LIMIT $1 OFFSET $2"
+SQL_COUNT_JOBS = "SELECT count(*) FROM ingest_jobs"
+SQL_FROM_UPLOAD = """
+SELECT EXISTS (SELECT 1 FROM ingest_job_items i JOIN ingest_jobs j ON j.id = i.job_id WHERE j.upload AND i.path = $1)"""
+SQL_KEPT = "SELECT EXISTS (SELECT 1 FROM documents WHERE source_path = $1)"
+SQL_CANCELLED_UPLOADS = """
+SELECT i.path FROM ingest_job_items i JOIN ingest_jobs j ON j.id = i.job_id
+WHERE i.id = ANY($1::bigint[]) AND j.upload"""
 SQL_PENDING_WORK = """
 SELECT count(*) FROM ingest_job_items WHERE status = 'pending'
    OR (status = 'running' AND heartbeat_at < now() - make_interval(secs => $1))"""
@@ -279,31 +293,73 @@ async def create_job(pool: asyncpg.Pool, *, collection_id: int, path: Path, recu
     return int(job_id)
 
 
-async def get_job(pool: asyncpg.Pool, job_id: int) -> JobStatus:
+async def get_job(pool: asyncpg.Pool, job_id: int, *, items_limit: int | None = None,
+                  items_offset: int = 0) -> JobStatus:
+    """A job's status: totals over all its files, and its items (all, or ``items_limit`` from
+    ``items_offset`` in file order; ``files`` is the full count)."""
     row = await pool.fetchrow(SQL_GET_JOB, job_id)
     if row is None:
         raise NotFoundError(f"job {job_id} does not exist")
-    items = [JobItem(**dict(r)) for r in await pool.fetch(SQL_JOB_ITEMS, job_id)]
-    counts: dict[str, int] = {}
-    for it in items:
-        counts[it.status] = counts.get(it.status, 0) + 1
-    pages = sum(it.pages for it in items if it.status in STORED)
-    busy = sum(it.seconds or 0.0 for it in items if it.status in {*STORED, "failed"})
+    if items_limit is None and not items_offset:
+        rows = await pool.fetch(SQL_JOB_ITEMS, job_id)
+    else:
+        rows = await pool.fetch(SQL_JOB_ITEMS_PAGE, job_id, items_limit, items_offset)
+    items = [JobItem(**dict(r)) for r in rows]
+    totals = await pool.fetch(SQL_JOB_TOTALS, job_id)
+    counts = {t["status"]: int(t["files"]) for t in totals}
+    pages = sum(int(t["pages"]) for t in totals if t["status"] in STORED)
+    busy = sum(float(t["seconds"]) for t in totals if t["status"] in {*STORED, "failed"})
     started, finished = row["started_at"], row["finished_at"]
     wall = None
     if started is not None:
         end = finished or datetime.now(started.tzinfo)
         wall = max((end - started).total_seconds(), 1e-6)
     rate = pages / wall if wall and pages else (pages / busy if busy else None)
-    calls = sum(it.llm_calls for it in items)
-    return JobStatus(**dict(row), counts=counts, files=len(items), pages=pages,
-                     chunks=sum(it.chunks for it in items), pages_per_s=round(rate, 3) if rate else None,
+    calls = sum(int(t["llm_calls"]) for t in totals)
+    return JobStatus(**dict(row), counts=counts, files=sum(counts.values()), pages=pages,
+                     chunks=sum(int(t["chunks"]) for t in totals), pages_per_s=round(rate, 3) if rate else None,
                      items=items, llm_calls=calls,
                      llm_calls_per_100_pages=round(100 * calls / pages, 2) if pages else None)
 
 
-async def list_jobs(pool: asyncpg.Pool, limit: int = 20) -> list[JobStatus]:
-    return [await get_job(pool, r["id"]) for r in await pool.fetch(SQL_LIST_JOBS, limit)]
+async def list_jobs(pool: asyncpg.Pool, limit: int = 20, offset: int = 0,
+                    items_limit: int | None = None) -> list[JobStatus]:
+    """The newest jobs first (``limit`` from ``offset``), each with at most ``items_limit`` items."""
+    return [await get_job(pool, r["id"], items_limit=items_limit)
+            for r in await pool.fetch(SQL_LIST_JOBS, limit, offset)]
+
+
+async def count_jobs(pool: asyncpg.Pool) -> int:
+    return int(await pool.fetchval(SQL_COUNT_JOBS))
+
+
+async def finish_document_delete(pool: asyncpg.Pool, deleting: Deleting,
+                                 on_progress: Callable[[int], object] | None = None) -> None:
+    """Remove a document taken out by ``ingest.store.start_delete`` in batches, then its uploaded file
+    (a file of a folder ingest is never touched)."""
+    await finish_delete(pool, deleting.id, on_progress=on_progress)
+    if await pool.fetchval(SQL_FROM_UPLOAD, deleting.source_path):
+        await discard_upload(pool, deleting.source_path)
+
+
+def remove_upload(path: Path) -> None:
+    """Delete an uploaded file and its folder when that is left empty (each upload has a folder of its own)."""
+    try:
+        path.unlink(missing_ok=True)
+        path.parent.rmdir()
+    except OSError as exc:  # a folder another upload of the same bytes still uses, or already gone
+        if path.exists():
+            log.warning("jobs.upload_not_removed", path=path.name, error=exc.strerror or str(exc))
+
+
+async def discard_upload(pool: asyncpg.Pool, path: str) -> bool:
+    """Remove an uploaded file no document keeps (its ingest was skipped, failed or cancelled, or its document
+    was deleted). Returns whether it was removed."""
+    if await pool.fetchval(SQL_KEPT, path):
+        return False
+    await asyncio.to_thread(remove_upload, Path(path))
+    log.info("jobs.upload_removed", path=Path(path).name)
+    return True
 
 
 async def run_job(ctx: IngestContext, job_id: int, *, workers: int = 1,
@@ -420,6 +476,9 @@ class Worker:
         pool = self.ctx.pool
         for row in await pool.fetch(SQL_GIVE_UP, self.stale_s, MAX_ATTEMPTS):
             await pool.execute(SQL_MAYBE_FINISH_JOB, row["job_id"])
+        for deleting in await stalled_deletes(pool, self.stale_s):  # its deleter (a server) stopped half-way
+            log.info("worker.delete_resumed", doc_id=deleting.id)
+            await finish_document_delete(pool, deleting)
         item = await pool.fetchrow(SQL_CLAIM, self.name, self.stale_s, MAX_ATTEMPTS)
         if item is None:
             return False
@@ -473,6 +532,8 @@ class Worker:
         await pool.execute(SQL_FINISH_ITEM, item["id"], outcome.status, outcome.error, outcome.document_id,
                            outcome.pages, outcome.chunks, time.perf_counter() - started, self.name, outcome.llm_calls)
         await pool.execute(SQL_MAYBE_FINISH_JOB, item["job_id"])
+        if job["upload"] and outcome.status not in STORED:  # skipped, failed or cancelled: not kept
+            await discard_upload(pool, item["path"])
         return True
 
     async def _ingest(self, item: asyncpg.Record, job: asyncpg.Record) -> IngestOutcome:
@@ -583,4 +644,6 @@ async def cancel_job(pool: asyncpg.Pool, job_id: int) -> int:
             raise ConflictError(f"job {job_id} is already {state}")
         rows = await conn.fetch(SQL_CANCEL_JOB, job_id)
     log.info("jobs.cancelled", job_id=job_id, pending_cancelled=len(rows))
+    for r in await pool.fetch(SQL_CANCELLED_UPLOADS, [r["id"] for r in rows]):
+        await discard_upload(pool, r["path"])
     return len(rows)

@@ -72,7 +72,7 @@ async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path |
         for col in ("file", "status", "pages", "chunks", "seconds", "detail"):
             table.add_column(col)
         for it in job.items:
-            style = {"ok": "green", "failed": "red", "skipped": "yellow", "unsupported": "yellow"}.get(it.status)
+            style = {"ok": "green", "replaced": "green", "failed": "red", "skipped": "yellow", "unsupported": "yellow"}.get(it.status)
             table.add_row(it.name, f"[{style}]{it.status}[/]" if style else it.status, _pages(it),
                           str(it.chunks), f"{it.seconds:.1f}" if it.seconds else "", it.error or "")
         if not quiet and console.is_terminal:

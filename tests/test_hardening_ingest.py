@@ -192,3 +192,118 @@ async def test_a_sidecar_nested_100000_levels_does_not_fail_the_file(runtime: Ru
     assert item.status == "ok" and "nested deeper than" in (item.error or ""), item
     row = await runtime.pool.fetchrow("SELECT tree_mode, warnings FROM documents")
     assert row["tree_mode"] != "pageindex" and any("memo.md.tree.json refused" in w for w in row["warnings"])
+
+
+def _uploads(rt: Runtime) -> list[Path]:
+    root = rt.settings.database.data_dir / "uploads"
+    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+async def test_uploads_are_stored_once_and_leave_with_their_document(runtime: Runtime, tmp_path: Path) -> None:
+    """The same bytes uploaded 5 times are one file; an upload skipped as a copy of a folder document is not
+    kept; deleting an uploaded document deletes its file (a folder-ingested file is never touched)."""
+    memo = b"# Heron memo\n\nThe Heron programme spent 4.2 million dollars on tooling in 2024.\n"
+    async with _client(runtime) as client:
+        jobs = []
+        for i in range(5):
+            r = await client.post("/kb/admin/documents", files={"file": (f"heron-{i}.md", memo)})
+            assert r.status_code == 202, r.text
+            jobs.append(r.json()["job_id"])
+        assert len(_uploads(runtime)) == 1
+        for job_id in jobs:
+            await finish_job(runtime, job_id)
+        states = [(await client.get(f"/kb/admin/jobs/{j}")).json()["items"][0]["status"] for j in jobs]
+        assert states == ["ok", "skipped", "skipped", "skipped", "skipped"]
+        assert len(_uploads(runtime)) == 1  # the skipped ones share the stored document's file
+        # a file already ingested from a folder, then uploaded: skipped, and its upload not kept
+        folder_file = _memo(tmp_path / "docs" / "osprey.md", "Osprey", "The Osprey budget was 7 million euros.")
+        await _ingest(client, runtime, "docs")
+        r = await client.post("/kb/admin/documents", files={"file": ("osprey.md", folder_file.read_bytes())})
+        up = (await finish_job(runtime, r.json()["job_id"])).items[0]
+        assert up.status == "skipped" and len(_uploads(runtime)) == 1
+        # a failed upload is not kept either
+        r = await client.post("/kb/admin/documents", files={"file": ("empty.md", b"  \n")})
+        assert (await finish_job(runtime, r.json()["job_id"])).items[0].status == "failed"
+        assert len(_uploads(runtime)) == 1
+        docs = {d["name"]: d for d in (await client.get("/kb/documents")).json()}
+        uploaded = next(d for n, d in docs.items() if n.startswith("heron-0-"))
+        assert (await client.delete(f"/kb/documents/{uploaded['id']}")).status_code == 204
+        assert _uploads(runtime) == []
+        assert (await client.delete(f"/kb/documents/{docs['docs/osprey.md']['id']}")).status_code == 204
+        assert folder_file.exists()  # not an upload: the user's file stays
+        assert (await client.get("/kb/documents")).json() == []
+
+
+async def test_jobs_list_is_paged_with_a_total(runtime: Runtime, tmp_path: Path) -> None:
+    for i in range(30):
+        _memo(tmp_path / "many" / f"m{i:02d}.md", f"Memo {i}", f"Memo number {i} about the Falcon project.")
+    _memo(tmp_path / "one" / "a.md", "A", "A memo about the Falcon project.")
+    async with _client(runtime) as client:
+        big = (await client.post("/kb/admin/ingest", json={"path": "many"})).json()["job_id"]
+        small = [(await client.post("/kb/admin/ingest", json={"path": "one"})).json()["job_id"] for _ in range(3)]
+        page = (await client.get("/kb/admin/jobs", params={"limit": 2, "items": 5})).json()
+        assert page["total"] == 4 and page["limit"] == 2 and page["offset"] == 0
+        assert [j["id"] for j in page["jobs"]] == small[::-1][:2]
+        rest = (await client.get("/kb/admin/jobs", params={"limit": 2, "offset": 2, "items": 5})).json()
+        assert [j["id"] for j in rest["jobs"]] == [small[0], big] and rest["total"] == 4
+        listed = rest["jobs"][1]
+        assert listed["files"] == 30 and listed["counts"] == {"pending": 30} and len(listed["items"]) == 5
+        items = (await client.get(f"/kb/admin/jobs/{big}", params={"items_limit": 10, "items_offset": 25})).json()
+        assert [i["name"] for i in items["items"]] == [f"many/m{i:02d}.md" for i in range(25, 30)]
+        assert items["files"] == 30
+        assert (await client.get("/kb/admin/jobs", params={"limit": 0})).status_code == 400
+        assert (await client.get("/kb/admin/jobs", params={"limit": 201})).status_code == 400
+
+
+async def test_a_large_document_is_deleted_in_batches_off_the_request(runtime: Runtime, tmp_path: Path) -> None:
+    """More chunks than one batch: 202 at once, the document leaves listings and its name is free, its rows go
+    in batches; a delete left half-way (the server stopped) is finished by a worker."""
+    import asyncio
+
+    import pytest
+
+    from ingest import store
+    from ingest.jobs import Worker
+    from kb.api import catalog
+    from kb.runtime import build_ingest_context
+
+    lines = "\n\n".join(f"Paragraph {i}: the Falcon project shipped crate {i} to depot {i % 17}." for i in range(3000))
+    _memo(tmp_path / "big" / "log.md", "Operations log", lines)
+    _memo(tmp_path / "big" / "other.md", "Other", "Another memo about the Falcon project.")
+    async with _client(runtime) as client:
+        job = await _ingest(client, runtime, "big")
+        doc = next(i for i in job["items"] if i["name"] == "big/log.md")
+        assert doc["chunks"] > 100, doc
+        lexemes = await runtime.pool.fetchval("SELECT sum(df) FROM lexeme_df")
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(catalog, "DELETE_BATCH_ROWS", 100)  # the route's threshold: this document is "large"
+            r = await client.delete(f"/kb/documents/{doc['document_id']}")
+        assert r.status_code == 202 and r.json() == {"document_id": doc["document_id"], "status": "deleting",
+                                                       "chunks": doc["chunks"]}
+        assert [d["name"] for d in (await client.get("/kb/documents")).json()] == ["big/other.md"]
+        async with asyncio.timeout(60):
+            for _ in range(10**6):  # polling the database: there is no event to wait on
+                if not await runtime.pool.fetchval("SELECT count(*) FROM documents WHERE id = $1", doc["document_id"]):
+                    break
+                await asyncio.sleep(0.1)
+        assert await runtime.pool.fetchval("SELECT count(*) FROM chunks WHERE document_id = $1", doc["document_id"]) == 0
+        assert await runtime.pool.fetchval("SELECT sum(df) FROM lexeme_df") < lexemes
+    # a delete interrupted half-way: out of the collection, some rows left; a worker finishes it
+    again = await finish_job(runtime, (await _start(runtime, "big")))
+    doc_id = next(i.document_id for i in again.items if i.name == "big/log.md")
+    deleting = await store.start_delete(runtime.pool, doc_id)
+    await runtime.pool.execute("DELETE FROM chunks WHERE id IN (SELECT id FROM chunks WHERE document_id = $1 "
+                               "LIMIT 50)", doc_id)
+    await runtime.pool.execute("UPDATE documents SET updated_at = now() - interval '1 hour' WHERE id = $1", doc_id)
+    assert deleting.chunks > 50
+    with build_ingest_context(runtime, processes=False) as ctx:
+        assert await Worker(ctx, stale_s=60).run_one() is False  # nothing to claim, but the delete is finished
+    assert await runtime.pool.fetchval("SELECT count(*) FROM documents WHERE id = $1", doc_id) == 0
+    assert await runtime.pool.fetchval("SELECT count(*) FROM nodes WHERE document_id = $1", doc_id) == 0
+
+
+async def _start(rt: Runtime, path: str) -> int:
+    from ingest.jobs import create_job
+
+    return await create_job(rt.pool, collection_id=1, path=rt.settings.ingest.root / path,
+                            name_root=rt.settings.ingest.root)

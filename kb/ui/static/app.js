@@ -969,8 +969,8 @@ async function pollJobs(box) {
   clearTimeout(pollTimer);
   if (!document.body.contains(box)) return;
   try {
-    const jobs = await api("/kb/admin/jobs");
-    box.replaceChildren(jobs.length ? el("div", {}, jobs.slice(0, 20).map(jobCard))
+    const { jobs } = await api("/kb/admin/jobs?limit=20&items=200");
+    box.replaceChildren(jobs.length ? el("div", {}, jobs.map(jobCard))
       : stateBox("empty", "No jobs yet", "Start a folder ingest or upload files above."));
     if (jobs.some((j) => j.status === "queued" || j.status === "running")) pollTimer = setTimeout(() => pollJobs(box), 1000);
   } catch (err) {
@@ -978,11 +978,11 @@ async function pollJobs(box) {
   }
 }
 
-const STATUS_CHIP = { done: "ok", ok: "ok", failed: "err", running: "blue", queued: "", pending: "", skipped: "warn",
+const STATUS_CHIP = { done: "ok", ok: "ok", replaced: "ok", failed: "err", running: "blue", queued: "", pending: "", skipped: "warn",
   unsupported: "warn" };
 
 function jobCard(job) {
-  const done = job.items.filter((i) => !["pending", "running"].includes(i.status)).length;
+  const done = job.files - (job.counts.pending || 0) - (job.counts.running || 0);  // items: the first 200 only
   const total = job.files || job.items.length;
   const bar = el("div", {});
   const card = el("section", { class: "panel job", "aria-label": `Job ${job.id}`, dataset: { status: job.status } },
