@@ -6,3 +6,4 @@ ALTER TABLE ingest_job_items ADD CONSTRAINT ingest_job_items_status_check
     CHECK (status IN ('pending', 'running', 'ok', 'replaced', 'skipped', 'failed', 'unsupported', 'cancelled'));
 ALTER TABLE ingest_jobs ADD COLUMN upload boolean NOT NULL DEFAULT false;
 CREATE INDEX ingest_job_items_job_idx ON ingest_job_items (job_id, id);
+CREATE INDEX documents_deleting_idx ON documents (updated_at) WHERE status = 'deleting';
