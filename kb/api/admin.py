@@ -145,7 +145,7 @@ class AdminController(Controller):
         """Cancel a job: pending files become ``cancelled`` now; a file being ingested stops within 2 s (its
         parser process killed) and stores nothing. 409 when the job has already finished."""
         await cancel_job(rt.pool, job_id)
-        return _public_job(await get_job(rt.pool, job_id), rt.settings)
+        return _public_job(await get_job(rt.pool, job_id, items_limit=1000), rt.settings)
 
     @post("/documents", status_code=202, responses=errors(400, 401, 403, 404, 413))
     async def upload(
