@@ -83,8 +83,11 @@ SELECT j.id, c.name AS collection, j.root_path, j.recursive, j.status, j.error, 
        j.finished_at
 FROM ingest_jobs j JOIN collections c ON c.id = j.collection_id WHERE j.id = $1"""
 SQL_JOB_ITEMS = """
-SELECT name, path, status, error, document_id, pages, chunks, seconds, attempts, llm_calls
+SELECT name, path, status, error, document_id, pages, chunks, seconds, attempts, llm_calls,
+       CASE WHEN status = 'running' THEN stage END AS stage, stage_done, stage_total, id
 FROM ingest_job_items WHERE job_id = $1 ORDER BY id"""
+SQL_PROGRESS = """
+UPDATE ingest_job_items SET stage = $3, stage_done = $4, stage_total = $5 WHERE id = $1 AND worker = $2"""
 SQL_JOB_ITEMS_PAGE = SQL_JOB_ITEMS + " LIMIT $2 OFFSET $3"
 SQL_JOB_TOTALS = """
 SELECT status, count(*) AS files, sum(pages) AS pages, sum(chunks) AS chunks, sum(coalesce(seconds, 0)) AS seconds,
@@ -101,12 +104,24 @@ WHERE i.id = ANY($1::bigint[]) AND j.upload"""
 SQL_PENDING_WORK = """
 SELECT count(*) FROM ingest_job_items WHERE status = 'pending'
    OR (status = 'running' AND heartbeat_at < now() - make_interval(secs => $1))"""
+SQL_RETRY_ITEM = """
+UPDATE ingest_job_items SET status = 'pending', error = NULL, worker = NULL, heartbeat_at = NULL, attempts = 0,
+       finished_at = NULL, stage = NULL
+WHERE id = $2 AND job_id = $1 AND status IN ('failed', 'cancelled') RETURNING id"""
+SQL_REOPEN_JOB = """
+UPDATE ingest_jobs SET status = CASE WHEN started_at IS NULL THEN 'queued' ELSE 'running' END, finished_at = NULL,
+       error = NULL
+WHERE id = $1"""
+SQL_REMOVE_ITEM = """
+DELETE FROM ingest_job_items WHERE id = $2 AND job_id = $1 AND status NOT IN ('pending', 'running') RETURNING id"""
+SQL_ITEM_STATUS = "SELECT status FROM ingest_job_items WHERE id = $2 AND job_id = $1"
 MAX_ATTEMPTS = 3
 RETRY = "retry"  # an outcome that is not final: the item goes back to the queue
 FINISHED = frozenset({"done", "failed", "cancelled"})  # job states no worker changes any more
 STORED = frozenset({"ok", "replaced"})  # item states of a file stored as a document (new, or a new version)
 CANCEL_POLL_S = 2.0  # a file in hand stops (its parser process killed) this soon after its job is cancelled
 STOP_GRACE_S = 5.0  # a stopped worker that has not handed its files back by then is cancelled
+PROGRESS_S = 0.5  # a file's stage is written at most this often
 
 
 class JobItem(msgspec.Struct, frozen=True):
@@ -120,6 +135,10 @@ class JobItem(msgspec.Struct, frozen=True):
     seconds: float | None
     attempts: int
     llm_calls: int = 0
+    stage: str | None = None  # while running: reading | tree | summaries | embedding | storing
+    stage_done: int = 0  # pages, or chunks embedded, of stage_total (0: not known)
+    stage_total: int = 0
+    id: int = 0  # for retry / remove of a failed file
 
 
 class JobStatus(msgspec.Struct, frozen=True):
@@ -498,15 +517,17 @@ class Worker:
         await pool.execute(SQL_JOB_RUNNING, item["job_id"])
         log.info("worker.item_claimed", job_id=item["job_id"], name=item["name"], attempt=item["attempts"])
         started = time.perf_counter()
-        work = asyncio.create_task(self._ingest(item, job))
+        stage: list[tuple[str, int, int]] = []  # the latest stage reported, written by the flusher
+        work = asyncio.create_task(self._ingest(item, job, stage.append))
         beat = asyncio.create_task(self._heartbeat(item["id"], item["job_id"]))  # returns when the job is cancelled
+        flush = asyncio.create_task(self._write_progress(item["id"], stage))
         halt = asyncio.create_task(stop.wait()) if stop is not None else None
         waiting = {work, beat} | ({halt} if halt is not None else set())
         timeout = self.ctx.settings.file_timeout_s
         try:
             done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for task in (beat, halt):
+            for task in (beat, halt, flush):
                 if task is not None:
                     task.cancel()
         if work in done:
@@ -536,7 +557,23 @@ class Worker:
             await discard_upload(pool, item["path"])
         return True
 
-    async def _ingest(self, item: asyncpg.Record, job: asyncpg.Record) -> IngestOutcome:
+    async def _write_progress(self, item_id: int, stage: list[tuple[str, int, int]]) -> None:
+        """Write the latest stage of the file in hand every ``PROGRESS_S`` (until cancelled)."""
+        written = None
+        while True:
+            await asyncio.sleep(PROGRESS_S)
+            if not stage or stage[-1] == written:
+                continue
+            latest = stage[-1]
+            del stage[:-1]
+            try:
+                await self.ctx.pool.execute(SQL_PROGRESS, item_id, self.name, *latest)
+                written = latest
+            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                log.warning("worker.progress_failed", error=str(exc))
+
+    async def _ingest(self, item: asyncpg.Record, job: asyncpg.Record,
+                      progress: Callable[[tuple[str, int, int]], object] | None = None) -> IngestOutcome:
         """The outcome of one claimed item (status ``retry``: back to the queue); never raises for a bad file."""
         executor = self.ctx.executor
         try:
@@ -547,6 +584,7 @@ class Worker:
                 self.ctx, Path(item["path"]), name=item["name"], collection_id=job["collection_id"],
                 folder_metadata=meta.get(stem) or meta.get(in_folder) or meta.get(item["name"]) or {},
                 allowed_root=allowed, job_id=item["job_id"],
+                progress=(lambda *at: progress(at)) if progress is not None else None,
             )
         except IngestError as exc:  # the job's folder metadata is unreadable or outside the root
             return IngestOutcome(item["name"], "failed", error=f"folder metadata: {exc.detail}")
@@ -647,3 +685,29 @@ async def cancel_job(pool: asyncpg.Pool, job_id: int) -> int:
     for r in await pool.fetch(SQL_CANCELLED_UPLOADS, [r["id"] for r in rows]):
         await discard_upload(pool, r["path"])
     return len(rows)
+
+
+async def retry_item(pool: asyncpg.Pool, job_id: int, item_id: int) -> None:
+    """Queue a failed (or cancelled) file of a job again; its job runs again. 409 for a file in another state."""
+    async with pool.acquire() as conn, conn.transaction():
+        if await conn.fetchval(SQL_RETRY_ITEM, job_id, item_id) is None:
+            await _item_refusal(conn, job_id, item_id, "retried: only a failed or cancelled file is")
+        await conn.execute(SQL_REOPEN_JOB, job_id)
+    log.info("jobs.item_retried", job_id=job_id, item_id=item_id)
+
+
+async def remove_item(pool: asyncpg.Pool, job_id: int, item_id: int) -> None:
+    """Remove a finished file from a job's list (nothing of a failed file was stored). 409 while it is queued
+    or being ingested."""
+    async with pool.acquire() as conn, conn.transaction():
+        if await conn.fetchval(SQL_REMOVE_ITEM, job_id, item_id) is None:
+            await _item_refusal(conn, job_id, item_id, "removed while it is queued or being ingested")
+        await conn.execute(SQL_MAYBE_FINISH_JOB, job_id)
+    log.info("jobs.item_removed", job_id=job_id, item_id=item_id)
+
+
+async def _item_refusal(conn: asyncpg.Connection, job_id: int, item_id: int, rule: str) -> None:
+    status = await conn.fetchval(SQL_ITEM_STATUS, job_id, item_id)
+    if status is None:
+        raise NotFoundError(f"job {job_id} has no file {item_id}")
+    raise ConflictError(f"file {item_id} of job {job_id} is {status}; it cannot be {rule}")

@@ -14,7 +14,7 @@ import msgspec
 
 from kb.errors import ConfigError, KBError
 from kb.logging import configure_logging
-from kb.settings import get_settings, settings_table
+from kb.settings import Settings, get_settings, setting_docs, settings_table
 from kb.text import unit_label
 from router.types import STRATEGIES
 
@@ -351,6 +351,23 @@ def cmd_worker(_: argparse.Namespace) -> int:
     return 0
 
 
+def _config_table(settings: Settings) -> str:
+    """The effective settings for people: each environment variable, its value and what it does, by group."""
+    masked = settings.masked()
+    lines: list[str] = []
+    group = None
+    docs = list(setting_docs())
+    width = max(len(d.env) for d in docs)
+    for d in docs:
+        if d.group != group:
+            group = d.group
+            lines.append(f"{'' if not lines else chr(10)}[{group}]")
+        value = masked[d.group][d.name]
+        shown = "(unset)" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+        lines.append(f"{d.env:<{width}}  {shown}  # {d.doc}")
+    return "\n".join(lines) + "\n"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kb", description="Multi-document knowledge base with a document router")
     sub = p.add_subparsers(dest="command", required=True)
@@ -367,22 +384,40 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("db", help="manage the embedded Postgres")
     d.add_argument("action", choices=["status", "start", "stop"])
     c = sub.add_parser("config", help="print the effective settings (secrets masked)")
-    c.add_argument("--format", choices=["json", "env", "markdown"], default="json",
-                   help="json: by group; env: variable=value lines; markdown: every setting's variable, default "
-                        "and meaning (the README table)")
-    i = sub.add_parser("ingest", help="ingest a file or folder")
-    i.add_argument("path", type=Path)
-    i.add_argument("--collection", default="default")
-    i.add_argument("--metadata", type=Path)
-    i.add_argument("--recursive", action="store_true")
-    q = sub.add_parser("query", help="ask a question")
-    q.add_argument("question", nargs="?")
-    q.add_argument("--strategy", default="auto", choices=STRATEGIES)
-    q.add_argument("--collection", default="default")
-    q.add_argument("--top-docs", type=int, default=None, help="documents to route (default: by the question's scope)")
-    q.add_argument("--top-k", type=int, default=5)
-    q.add_argument("--json", action="store_true")
-    q.add_argument("--interactive", action="store_true")
+    c.add_argument("--format", choices=["table", "json", "env", "markdown"], default="table",
+                   help="table (default): each KB_* variable, its value and meaning; json: by group; env: "
+                        "variable=value lines; markdown: every setting's variable, default and meaning (the README "
+                        "table)")
+    examples = argparse.RawDescriptionHelpFormatter
+    i = sub.add_parser("ingest", help="ingest a file or folder", formatter_class=examples,
+                       description="Ingest a file or a folder into a collection (a job, run here to the end).",
+                       epilog="examples:\n"
+                              "  kb ingest samples/reports --metadata samples/metadata.jsonl\n"
+                              "  kb ingest ~/filings --recursive --collection filings\n"
+                              "  kb ingest report.pdf            # one file; an unchanged file is skipped")
+    i.add_argument("path", type=Path, help="a file, or a folder of .pdf/.md/.txt/.docx/.html files")
+    i.add_argument("--collection", default="default",
+                   help="collection to add to (default: default; create others with POST /kb/collections)")
+    i.add_argument("--metadata", type=Path, metavar="FILE",
+                   help="metadata.jsonl or .csv with one row per file (name = file stem), e.g. company, fiscal_year")
+    i.add_argument("--recursive", action="store_true", help="include subfolders (hidden ones are skipped)")
+    q = sub.add_parser("query", help="ask a question", formatter_class=examples,
+                       description="Ask the documents of a collection; the answer cites the pages it comes from.",
+                       epilog="examples:\n"
+                              "  kb query \"What was Helios Robotics revenue in fiscal 2023?\"\n"
+                              "  kb query \"Which company had a product recall?\" --strategy semantic --top-k 8\n"
+                              "  kb query \"Compare the 2023 revenue of Aurora and Northwind\" --top-docs 2 --json\n"
+                              "  kb query --interactive          # a conversation: follow-up questions keep context")
+    q.add_argument("question", nargs="?", help="the question (omit with --interactive)")
+    q.add_argument("--strategy", default="auto", choices=STRATEGIES,
+                   help="how documents are picked: auto (metadata, then semantic), metadata (filters from the "
+                        "question), semantic (document similarity), description (document summaries); default auto")
+    q.add_argument("--collection", default="default", help="collection to ask (default: default)")
+    q.add_argument("--top-docs", type=int, default=None, metavar="N",
+                   help="documents to route (default: as many as the question's scope needs)")
+    q.add_argument("--top-k", type=int, default=5, metavar="N", help="evidence passages to cite (default 5)")
+    q.add_argument("--json", action="store_true", help="print the whole result (citations, trace) as JSON")
+    q.add_argument("--interactive", action="store_true", help="ask several questions in a row, with history")
     e = sub.add_parser("export", help="print a document's tree as PageIndex JSON (usable as a .tree.json sidecar)")
     e.add_argument("doc_id", type=int, metavar="DOC", help="document id (see GET /kb/documents)")
     rb = sub.add_parser("reembed", help="re-embed every stored vector with the configured embedder (resumable)")
@@ -413,7 +448,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "db":
             return cmd_db(args)
         if args.command == "config":
-            if args.format == "markdown":
+            if args.format == "table":
+                print(_config_table(settings), end="")
+            elif args.format == "markdown":
                 print(settings_table(), end="")
             elif args.format == "env":
                 print("\n".join(settings.env_lines()))

@@ -126,6 +126,9 @@ def open_runtime(settings: Settings | None = None, *, embedder: Embedder | None 
     return OpeningRuntime(settings=settings, embedder=embedder, chat=chat, allow_embedder_change=allow_embedder_change)
 
 
+_READY_SAID: list[bool] = []
+
+
 async def _open_runtime(settings: Settings | None, embedder: Embedder | None, chat: ChatModel | None,
                         allow_embedder_change: bool) -> Runtime:
     settings = settings or get_settings()
@@ -141,7 +144,9 @@ async def _open_runtime(settings: Settings | None, embedder: Embedder | None, ch
         await pool.close()
         raise
     model = chat or get_chat_model(settings, store=PgLLMStore(pool))
-    log.info("runtime.ready", embedder=emb.model_id, chat=model.model_id, embedded_db=settings.database.url is None)
+    (log.debug if _READY_SAID else log.info)("runtime.ready", embedder=emb.model_id, chat=model.model_id,
+                                             embedded_db=settings.database.url is None)
+    _READY_SAID.append(True)  # once per process at info: `kb serve` opens a runtime to check, then its own
     return Runtime(settings=settings, pool=pool, embedder=emb, chat=model, database_url=url,
                    embedder_record=record)
 

@@ -17,7 +17,6 @@ import tiktoken
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9\-\.%$']*[A-Za-z0-9%]|[A-Za-z0-9]|[\u4e00-\u9fff\u3400-\u4dbf]+")
 _CJK = re.compile(r"[\u4e00-\u9fff\u3400-\u4dbf]")
-_SENTENCE = re.compile(r"(?<=[.!?。！？;；])\s+|\n{2,}|\n(?=[A-Z•\-\*])")
 
 STOPWORDS = frozenset(
     """a an and are as at be been but by can could did do does for from had has have how i if in into is it its
@@ -95,10 +94,66 @@ def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
     return out
 
 
+_ABBREVIATIONS = frozenset(
+    """inc corp co cos ltd llc llp plc bhd ag sa nv no nos vs mr mrs ms dr prof st jr sr fig figs approx dept est
+    jan feb mar apr jun jul aug sep sept oct nov dec p pp vol art sec ref refs cf al ed eds govt intl natl assn""".split()
+)
+"""Words that end in a period without ending a sentence ("Apple Inc. reported", "No. 5"), lower case."""
+_END = re.compile(r"[.!?。！？;；][\"'”’)\]]*\s+")
+_DOTTED = re.compile(r"^(?:[A-Za-z]\.){1,3}[A-Za-z]?\.?$")  # "U.S.", "e.g.", "i.e.", an initial "J."
+_LIST_ITEM = re.compile(r"[•▪◦●■\-*–—]\s|\(?[a-z0-9]{1,3}\)\s|\d{1,2}\.\s")
+_FIGURE_END = re.compile(r"[\d%)]$")
+
+
+def _ends_sentence(text: str, end: int) -> bool:
+    """Does the punctuation before ``text[end:]`` (a match of ``_END``) close a sentence?"""
+    head = text[:end].rstrip()
+    head = head.rstrip("\"'”’)]")
+    if not head.endswith("."):
+        return True
+    word = head[:-1].rsplit(None, 1)[-1] if head[:-1].strip() else ""
+    if word.lower().lstrip("(\"'“‘") in _ABBREVIATIONS or _DOTTED.search(word + "."):
+        return False  # "Inc.", "No.", "U.S.", "e.g."
+    return not text[end:end + 1].islower()  # "approx. five", "et al. show": not a new sentence
+
+
+def _rejoin_lines(block: str) -> list[str]:
+    """A paragraph's PDF lines as running text; a heading line, a table row or a list item stays its own piece."""
+    lines = [ln.strip() for ln in block.split("\n") if ln.strip()]
+    if not lines:
+        return []
+    longest = max(len(ln) for ln in lines)
+    pieces = [lines[0]]
+    for last_line, ln in zip(lines, lines[1:], strict=False):
+        first = ln.split(None, 1)[0].rstrip(".,").lower()
+        starts_new = (ln[:1].isupper() or ln[:1].isdigit()) and first not in _ABBREVIATIONS  # not "Inc. …"
+        if _LIST_ITEM.match(ln) or (starts_new and not re.search(r"[,;:\-–]$", last_line) and (
+                len(last_line) < 0.6 * longest or _FIGURE_END.search(last_line))):
+            pieces.append(ln)  # a heading, a table row or a list item: not part of the sentence before
+        elif re.search(r"[a-z]-$", pieces[-1]) and ln[:1].islower():
+            pieces[-1] = pieces[-1][:-1] + ln  # "respon-" / "sible"
+        else:
+            pieces[-1] = f"{pieces[-1]} {ln}"
+    return pieces
+
+
 def split_sentences(text: str) -> list[str]:
-    """Split prose into sentences (rough, language-agnostic)."""
-    parts = [p.strip() for p in _SENTENCE.split(text)]
-    return [p for p in parts if p]
+    """Split prose into sentences (rough, language-agnostic).
+
+    PDF lines are joined back into running text first (a short line before a capital, a table row ending
+    in a figure and a list item stay apart); a period after an abbreviation ("Inc.", "Corp.", "No.",
+    "U.S.", "e.g.") or before a lower-case word never ends a sentence, and neither does a decimal point.
+    """
+    out: list[str] = []
+    for block in re.split(r"\n\s*\n", text):
+        for piece in _rejoin_lines(block):
+            start = 0
+            for m in _END.finditer(piece):
+                if _ends_sentence(piece, m.end()):
+                    out.append(piece[start:m.end()].strip())
+                    start = m.end()
+            out.append(piece[start:].strip())
+    return [s for s in out if s]
 
 
 def normalize_title(text: str) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Annotated
 
 import msgspec
-from litestar import Controller, get, post
+from litestar import Controller, delete, get, post
 from litestar.datastructures import UploadFile
 from litestar.enums import RequestEncodingType
 from litestar.params import Body, Parameter
@@ -24,7 +24,9 @@ from ingest.jobs import (
     create_job,
     get_job,
     list_jobs,
+    remove_item,
     resolve_ingest_path,
+    retry_item,
 )
 from kb.api.common import (
     BEARER,
@@ -146,6 +148,19 @@ class AdminController(Controller):
         parser process killed) and stores nothing. 409 when the job has already finished."""
         await cancel_job(rt.pool, job_id)
         return _public_job(await get_job(rt.pool, job_id, items_limit=1000), rt.settings)
+
+    @post("/jobs/{job_id:int}/items/{item_id:int}/retry", status_code=200,
+          responses=errors(400, 401, 403, 404, 409))
+    async def retry_file(self, rt: Runtime, job_id: DbId, item_id: DbId) -> JobStatus:
+        """Queue a failed or cancelled file of the job again (``items[].id``); 409 for a file in another state."""
+        await retry_item(rt.pool, job_id, item_id)
+        return _public_job(await get_job(rt.pool, job_id, items_limit=1000), rt.settings)
+
+    @delete("/jobs/{job_id:int}/items/{item_id:int}", status_code=204, responses=errors(400, 401, 403, 404, 409))
+    async def remove_file(self, rt: Runtime, job_id: DbId, item_id: DbId) -> None:
+        """Remove a finished file from the job's list (a failed file stored nothing); 409 while it is queued
+        or running."""
+        await remove_item(rt.pool, job_id, item_id)
 
     @post("/documents", status_code=202, responses=errors(400, 401, 403, 404, 413))
     async def upload(

@@ -23,6 +23,9 @@ class SentenceTransformerEmbedder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # no "Loading weights" bar on every start
 
         path = name_or_path
         if name_or_path in {BUNDLED_MINILM, f"sentence-transformers/{BUNDLED_MINILM}"}:
