@@ -98,9 +98,9 @@ SQL_COUNT_JOBS = "SELECT count(*) FROM ingest_jobs"
 SQL_FROM_UPLOAD = """
 SELECT EXISTS (SELECT 1 FROM ingest_job_items i JOIN ingest_jobs j ON j.id = i.job_id WHERE j.upload AND i.path = $1)"""
 SQL_KEPT = "SELECT EXISTS (SELECT 1 FROM documents WHERE source_path = $1)"
-SQL_CANCELLED_UPLOADS = """
+SQL_ITEM_UPLOAD = """
 SELECT i.path FROM ingest_job_items i JOIN ingest_jobs j ON j.id = i.job_id
-WHERE i.id = ANY($1::bigint[]) AND j.upload"""
+WHERE i.id = $2 AND i.job_id = $1 AND j.upload"""
 SQL_PENDING_WORK = """
 SELECT count(*) FROM ingest_job_items WHERE status = 'pending'
    OR (status = 'running' AND heartbeat_at < now() - make_interval(secs => $1))"""
@@ -285,7 +285,7 @@ async def create_job(pool: asyncpg.Pool, *, collection_id: int, path: Path, recu
     ``allowed_root`` confines the job: files whose real path lies outside it are refused now, and the
     worker checks each file again on the descriptor it reads from. Documents are named by their path under
     ``name_root`` (the ingest root; default: the folder ingested). An ``upload`` job's file is removed
-    once no document keeps it (skipped, failed or cancelled).
+    when it is skipped as a copy of a stored document, or (failed or cancelled) when its item is removed.
 
     The metadata file is read here, so a broken one is a 400 for the caller, not a failure per file.
     """
@@ -553,8 +553,8 @@ class Worker:
         await pool.execute(SQL_FINISH_ITEM, item["id"], outcome.status, outcome.error, outcome.document_id,
                            outcome.pages, outcome.chunks, time.perf_counter() - started, self.name, outcome.llm_calls)
         await pool.execute(SQL_MAYBE_FINISH_JOB, item["job_id"])
-        if job["upload"] and outcome.status not in STORED:  # skipped, failed or cancelled: not kept
-            await discard_upload(pool, item["path"])
+        if job["upload"] and outcome.status == "skipped":  # a copy of a stored document: not kept (a failed or
+            await discard_upload(pool, item["path"])  # cancelled one stays for a retry until its item is removed)
         return True
 
     async def _write_progress(self, item_id: int, stage: list[tuple[str, int, int]]) -> None:
@@ -682,8 +682,6 @@ async def cancel_job(pool: asyncpg.Pool, job_id: int) -> int:
             raise ConflictError(f"job {job_id} is already {state}")
         rows = await conn.fetch(SQL_CANCEL_JOB, job_id)
     log.info("jobs.cancelled", job_id=job_id, pending_cancelled=len(rows))
-    for r in await pool.fetch(SQL_CANCELLED_UPLOADS, [r["id"] for r in rows]):
-        await discard_upload(pool, r["path"])
     return len(rows)
 
 
@@ -700,10 +698,13 @@ async def remove_item(pool: asyncpg.Pool, job_id: int, item_id: int) -> None:
     """Remove a finished file from a job's list (nothing of a failed file was stored). 409 while it is queued
     or being ingested."""
     async with pool.acquire() as conn, conn.transaction():
+        upload = await conn.fetchval(SQL_ITEM_UPLOAD, job_id, item_id)
         if await conn.fetchval(SQL_REMOVE_ITEM, job_id, item_id) is None:
             await _item_refusal(conn, job_id, item_id, "removed while it is queued or being ingested")
         await conn.execute(SQL_MAYBE_FINISH_JOB, job_id)
     log.info("jobs.item_removed", job_id=job_id, item_id=item_id)
+    if upload is not None:  # an uploaded file no document keeps goes with its item
+        await discard_upload(pool, upload)
 
 
 async def _item_refusal(conn: asyncpg.Connection, job_id: int, item_id: int, rule: str) -> None:

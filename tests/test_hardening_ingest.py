@@ -201,7 +201,8 @@ def _uploads(rt: Runtime) -> list[Path]:
 
 async def test_uploads_are_stored_once_and_leave_with_their_document(runtime: Runtime, tmp_path: Path) -> None:
     """The same bytes uploaded 5 times are one file; an upload skipped as a copy of a folder document is not
-    kept; deleting an uploaded document deletes its file (a folder-ingested file is never touched)."""
+    kept, a failed one until its item is removed; deleting an uploaded document deletes its file (a
+    folder-ingested file is never touched)."""
     memo = b"# Heron memo\n\nThe Heron programme spent 4.2 million dollars on tooling in 2024.\n"
     async with _client(runtime) as client:
         jobs = []
@@ -221,10 +222,12 @@ async def test_uploads_are_stored_once_and_leave_with_their_document(runtime: Ru
         r = await client.post("/kb/admin/documents", files={"file": ("osprey.md", folder_file.read_bytes())})
         up = (await finish_job(runtime, r.json()["job_id"])).items[0]
         assert up.status == "skipped" and len(_uploads(runtime)) == 1
-        # a failed upload is not kept either
+        # a failed upload stays for a retry, and goes when its item is removed from the job
         r = await client.post("/kb/admin/documents", files={"file": ("empty.md", b"  \n")})
-        assert (await finish_job(runtime, r.json()["job_id"])).items[0].status == "failed"
-        assert len(_uploads(runtime)) == 1
+        failed = (await finish_job(runtime, r.json()["job_id"])).items[0]
+        assert failed.status == "failed" and len(_uploads(runtime)) == 2
+        r = await client.delete(f"/kb/admin/jobs/{r.json()['job_id']}/items/{failed.id}")
+        assert r.status_code == 204 and len(_uploads(runtime)) == 1
         docs = {d["name"]: d for d in (await client.get("/kb/documents")).json()}
         uploaded = next(d for n, d in docs.items() if n.startswith("heron-0-"))
         assert (await client.delete(f"/kb/documents/{uploaded['id']}")).status_code == 204
