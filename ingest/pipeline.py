@@ -35,6 +35,7 @@ from ingest.pageindex import (
 from ingest.statements import mark_statements, statement_pages
 from ingest.store import (
     DuplicateContentError,
+    JobCancelledError,
     NewDocument,
     find_existing,
     get_document,
@@ -59,7 +60,7 @@ EMBED_STEP = 256  # chunks embedded between two progress reports
 
 class IngestOutcome(msgspec.Struct, frozen=True):
     name: str
-    status: str  # ok | skipped | failed | unsupported (worker: also cancelled, retry)
+    status: str  # ok | replaced (an earlier version) | skipped | failed | unsupported (worker: cancelled, retry)
     document_id: int | None = None
     pages: int = 0
     chunks: int = 0
@@ -295,11 +296,13 @@ async def ingest_file(
     collection_id: int,
     folder_metadata: Mapping[str, Any] | None = None,
     allowed_root: Path | None = None,
+    job_id: int | None = None,
     progress: Progress | None = None,
 ) -> IngestOutcome:
     """Ingest one file into a collection. Never raises for bad input: returns a failed outcome.
 
     The file is read once, from one descriptor; with ``allowed_root`` its real path must lie inside it.
+    With ``job_id``, nothing is stored once that job is cancelled (status ``cancelled``).
     ``progress`` hears each stage as it starts (and the chunks embedded so far).
     """
     started = time.perf_counter()
@@ -374,9 +377,11 @@ async def ingest_file(
                 collection_id=collection_id, name=name, source_path=str(path), sha256=sha, file_type=kind,
                 metadata=meta, title=title, description=description, description_embedding=desc_vec,
                 tree=tree, node_embeddings=node_vecs, chunks=chunks, chunk_embeddings=chunk_vecs,
-                embedder_generation=ctx.embedder_generation, facts=facts,
+                embedder_generation=ctx.embedder_generation, facts=facts, job_id=job_id,
             ),
         )
+    except JobCancelledError as exc:
+        return IngestOutcome(name=name, status="cancelled", error=exc.detail, seconds=time.perf_counter() - started)
     except DuplicateContentError as exc:  # another writer stored the same content first
         return IngestOutcome(name=name, status="skipped", document_id=exc.doc_id, error=exc.detail,
                              seconds=time.perf_counter() - started)
@@ -391,7 +396,7 @@ async def ingest_file(
                              seconds=time.perf_counter() - started)
     seconds = time.perf_counter() - started
     outcome = IngestOutcome(
-        name=name, status="ok", document_id=doc_id, pages=tree.page_count if tree.unit == "page" else 0,
+        name=name, status="replaced" if existing else "ok", document_id=doc_id, pages=tree.page_count if tree.unit == "page" else 0,
         chunks=len(chunks),
         nodes=len(tree.nodes), seconds=seconds, tree_mode=tree.source_mode,
         llm_calls=chat.calls, warnings=tuple(tree.warnings), error=sidecar_note,

@@ -33,8 +33,10 @@ def _pages(item: Any) -> str:
     return str(item.pages) if item.pages or item.status != "ok" else "-"
 
 
-async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path | None, *, quiet: bool = False) -> int:
-    """Create a job and run a local worker until it is done, with a progress bar and a final table."""
+async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path | None, *, quiet: bool = False,
+                  by_root: bool = True) -> int:
+    """Create a job and run a local worker until it is done, with a progress bar and a final table; documents
+    are named by their path under ``KB_INGEST_ROOT`` when inside it (``by_root``), else under ``path``."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -53,7 +55,7 @@ async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path |
     async with open_runtime() as rt:
         coll = await ensure_collection(rt.pool, collection)
         job_id = await create_job(rt.pool, collection_id=coll.id, path=path, recursive=recursive,
-                                  metadata_path=metadata)
+                                  metadata_path=metadata, name_root=rt.settings.ingest.root if by_root else None)
         started = time.perf_counter()
         columns = (TextColumn("[bold]ingest[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[detail]}"),
                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
@@ -72,7 +74,7 @@ async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path |
         for col in ("file", "status", "pages", "chunks", "seconds", "detail"):
             table.add_column(col)
         for it in job.items:
-            style = {"ok": "green", "failed": "red", "skipped": "yellow", "unsupported": "yellow"}.get(it.status)
+            style = {"ok": "green", "replaced": "green", "failed": "red", "skipped": "yellow", "unsupported": "yellow"}.get(it.status)
             table.add_row(it.name, f"[{style}]{it.status}[/]" if style else it.status, _pages(it),
                           str(it.chunks), f"{it.seconds:.1f}" if it.seconds else "", it.error or "")
         if not quiet and console.is_terminal:
@@ -314,7 +316,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     s = get_settings()
     if not asyncio.run(_samples_ingested("default")):
         print(f"kb: first start — ingesting the sample reports from {SAMPLES_DIR}", flush=True)
-        asyncio.run(_ingest(SAMPLES_DIR, "default", False, SAMPLES_DIR.parent / "metadata.jsonl"))
+        asyncio.run(_ingest(SAMPLES_DIR, "default", False, SAMPLES_DIR.parent / "metadata.jsonl", by_root=False))
     host, port = args.host or s.server.host, args.port or s.server.port
     banner = (f"\nReady. Open the web UI at http://{host}:{port}/ or try:\n"
               f"  curl -s http://{host}:{port}/kb/query -H 'Content-Type: application/json' \\\n"

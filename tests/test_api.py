@@ -239,8 +239,8 @@ async def test_symlink_inside_ingest_folder_is_refused(runtime: Runtime, tmp_pat
         job_id = r.json()["job_id"]
     job = await finish_job(runtime, job_id)
     states = {i.name: (i.status, i.error) for i in job.items}
-    assert states["link.md"][0] == "unsupported" and "outside the ingest root" in states["link.md"][1]
-    assert states["ok.md"][0] == "ok"
+    assert states["docs/link.md"][0] == "unsupported" and "outside the ingest root" in states["docs/link.md"][1]
+    assert states["docs/ok.md"][0] == "ok"
     texts = " ".join(r["text"] for r in await runtime.pool.fetch("SELECT text FROM chunks"))
     assert "vault" not in texts
 

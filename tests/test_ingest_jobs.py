@@ -83,7 +83,7 @@ async def test_reingest_skips_unchanged_and_replaces_changed(runtime: Runtime, t
     assert job.items[0].status == "skipped"
     path.write_text(path.read_text().replace("$412.7 million", "$999.9 million"))
     job = await _run_job(runtime, folder)
-    assert job.items[0].status == "ok"
+    assert job.items[0].status == "replaced" and job.pages == 0 and job.chunks > 0
     docs = await list_documents(runtime.pool, "default")
     assert len(docs) == 1 and docs[0].id != first.id and docs[0].sha256 != first.sha256
     texts = [r["text"] for r in await runtime.pool.fetch("SELECT text FROM chunks")]
@@ -232,8 +232,8 @@ async def test_symlink_swapped_in_after_job_creation_is_refused(runtime: Runtime
     (docs / "sub").symlink_to(secret / "sub")  # a parent folder becomes a link
     job = await finish_job(runtime, job_id)
     states = {i.name: (i.status, i.error) for i in job.items}
-    assert states["ok.md"][0] == "ok"
-    for name in ("swap.md", "sub/inner.md"):
+    assert states["docs/ok.md"][0] == "ok"  # named by its path under the ingest root
+    for name in ("docs/swap.md", "docs/sub/inner.md"):
         assert states[name][0] == "failed" and "outside the ingest root" in (states[name][1] or ""), states
     texts = " ".join(r["text"] for r in await runtime.pool.fetch("SELECT text FROM chunks"))
     assert "98765" not in texts and "55555" not in texts and "Falcon" in texts

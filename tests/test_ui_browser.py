@@ -294,7 +294,7 @@ async def test_folder_ingest_under_the_ingest_root(page, server: Server, shots: 
     await job.locator(".job-head .chip", has_text="done").wait_for()
     statuses = dict(zip(await job.locator("tbody td:first-child").all_inner_texts(),
                         await job.locator("tbody td .chip").all_inner_texts(), strict=True))
-    assert statuses == {"kestrel.md": "ok", "notes.xyz": "unsupported"}, statuses
+    assert statuses == {"memos/kestrel.md": "ok", "memos/notes.xyz": "unsupported"}, statuses  # under the root
     await page.screenshot(path=str(shots / "ingest-folder.png"), full_page=True)
 
 
@@ -432,9 +432,9 @@ async def filings(server: Server) -> dict[str, int]:
             assert status["status"] in ("queued", "running") and time.monotonic() < deadline, status
             await asyncio.sleep(0.5)
         assert {i["name"]: i["status"] for i in status["items"]} == dict.fromkeys(
-            ("acme-2023.txt", "bolt-2023.txt", "delta-2023.pdf", "memo.md"), "ok"), status
+            ("filings/acme-2023.txt", "filings/bolt-2023.txt", "filings/delta-2023.pdf", "filings/memo.md"), "ok"), status
         docs = (await client.get("/kb/documents", params={"collection": "filings"})).json()
-    return {d["name"]: d["id"] for d in docs}
+    return {d["name"].removeprefix("filings/"): d["id"] for d in docs}  # named by their path under the root
 
 
 async def test_document_page_lists_the_facts_with_links_to_their_lines(page, server: Server, filings: dict[str, int],

@@ -24,7 +24,7 @@ DB_WAIT_S = 2.0
 SQL_INGEST_FIGURES = """
 SELECT (SELECT count(*) FROM ingest_job_items WHERE status IN ('pending', 'running')) AS queue,
        coalesce(sum(pages), 0) AS pages, coalesce(sum(seconds), 0) AS seconds, coalesce(sum(llm_calls), 0) AS calls
-FROM ingest_job_items WHERE status = 'ok' AND finished_at > now() - interval '1 hour'"""
+FROM ingest_job_items WHERE status IN ('ok', 'replaced') AND finished_at > now() - interval '1 hour'"""
 
 PROMETHEUS = PrometheusConfig(app_name="kb", prefix="kb", group_path=True, exclude=["/metrics"])
 INGEST_QUEUE = Gauge("kb_ingest_queue_depth", "Ingest job items pending or running.")

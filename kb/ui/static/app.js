@@ -1416,9 +1416,9 @@ async function pollJobs(box) {
   clearTimeout(pollTimer);
   if (!document.body.contains(box)) return;
   try {
-    const jobs = await api("/kb/admin/jobs");
+    const { jobs } = await api("/kb/admin/jobs?limit=20&items=200");
     const reload = () => pollJobs(box);
-    box.replaceChildren(jobs.length ? el("div", {}, jobs.slice(0, 20).map((j) => jobCard(j, reload)))
+    box.replaceChildren(jobs.length ? el("div", {}, jobs.map((j) => jobCard(j, reload)))
       : stateBox("empty", "No jobs yet", "Start a folder ingest or upload files above."));
     const running = jobs.some((j) => j.status === "queued" || j.status === "running");
     if (jobsRunning && !running) refreshCollections();
@@ -1443,7 +1443,7 @@ async function refreshCollections() {
   }
 }
 
-const STATUS_CHIP = { done: "ok", ok: "ok", failed: "err", running: "blue", queued: "", pending: "", skipped: "warn",
+const STATUS_CHIP = { done: "ok", ok: "ok", replaced: "ok", failed: "err", running: "blue", queued: "", pending: "", skipped: "warn",
   unsupported: "warn", cancelled: "warn" };
 const STAGE_LABEL = { reading: "reading the file", tree: "building the tree", summaries: "writing summaries",
   embedding: "embedding", storing: "storing" };
@@ -1468,13 +1468,13 @@ function jobState(job) {
 }
 
 function jobCard(job, reload) {
-  const finished = job.items.filter((i) => !["pending", "running"].includes(i.status));
+  const finished = job.files - (job.counts.pending || 0) - (job.counts.running || 0);  // items: the first 200 only
   const total = job.files || job.items.length;
   // a running file counts by its stage's share, so the bar moves inside a long file
   const inFile = job.items.filter((i) => i.status === "running")
     .reduce((sum, i) => sum + (i.stage === "embedding" && i.stage_total ? 0.3 + 0.6 * (i.stage_done / i.stage_total)
       : ({ reading: 0.05, tree: 0.15, summaries: 0.25, storing: 0.95 }[i.stage] || 0)), 0);
-  const done = finished.length + inFile;
+  const done = finished + inFile;
   const chip = jobState(job);
   const bar = el("div", { class: chip.cls === "warn" || chip.cls === "err" ? chip.cls : null });
   const action = (label, item, run) => el("button", { type: "button", class: "small", text: label,
@@ -1495,10 +1495,10 @@ function jobCard(job, reload) {
       el("span", { class: `chip job-state ${chip.cls}`, text: chip.text })),
     el("p", { class: "muted small", text: job.root_path }),
     el("div", { class: "progressbar", role: "progressbar", "aria-valuemin": 0, "aria-valuemax": total,
-      "aria-valuenow": finished.length, "aria-valuetext": `${finished.length} of ${plural(total, "file")} finished`,
+      "aria-valuenow": finished, "aria-valuetext": `${finished} of ${plural(total, "file")} finished`,
       "aria-label": `Job ${job.id} progress` }, bar),
     el("div", { class: "stats" },
-      el("span", {}, el("b", { text: `${finished.length}/${total}` }), " files"),
+      el("span", {}, el("b", { text: `${finished}/${total}` }), " files"),
       el("span", {}, el("b", { text: job.pages }), " pages"),
       el("span", {}, el("b", { text: job.pages_per_s === null ? "—" : job.pages_per_s.toFixed(1) }), " pages/s"),
       el("span", {}, el("b", { text: job.chunks }), " chunks")),
