@@ -50,6 +50,7 @@ from kb.providers import ChatModel
 from kb.providers.chat import CountingChat, OfflineChatModel
 from kb.settings import IngestSettings
 from kb.types import DocumentTree, FactDraft, TreeNode
+from kb.vocab import company_core, description_label
 
 log = structlog.get_logger("ingest.pipeline")
 
@@ -260,10 +261,19 @@ def document_facts(parsed: ParsedFile, tree: DocumentTree, on_pages: Mapping[int
     return extract_facts(tree, text=parsed.text or "", period_end=period_end, doc_type=doc_type)
 
 
-def _title(tree: DocumentTree, meta: Mapping[str, Any], name: str) -> str:
+def _title(tree: DocumentTree, meta: Mapping[str, Any], name: str, *, given: bool = False) -> str:
+    """The document's title: one given (folder metadata, sidecar, front matter) as is; a title read from the
+    document that does not name its known company ("Letter to shareholders", a first heading) gives way to
+    company, type and period ("Northwind Energy annual report 2023")."""
+    company = str(meta.get("company") or "")
     for key in ("title", "doc_name", "name"):
         if meta.get(key):
-            return str(meta[key])
+            title = str(meta[key])
+            if given or not company or company_core(company).lower() in title.lower():
+                return title
+            kind = description_label(str(meta["doc_type"])) if meta.get("doc_type") else ""
+            period = meta.get("fiscal_year") or meta.get("doc_period") or ""
+            return " ".join(str(x) for x in (company, kind, period) if x)
     return Path(name).stem
 
 
@@ -353,7 +363,8 @@ async def ingest_file(
         if "also_known_as" not in meta and (names := await asyncio.to_thread(other_names, _full_text(parsed),
                                                                               meta.get("company"))):
             meta["also_known_as"] = names
-        title = _title(tree, meta, name)
+        title = _title(tree, meta, name, given=any("title" in (layer or {}) for layer in (
+            folder_metadata, sidecar, parsed.front_matter)))
         description = await describe_document(tree, meta, name, chat)
         chunks = await asyncio.to_thread(chunk_tree, tree, ctx.settings, page_texts)
         on_pages = statement_pages(parsed.pdf.pages) if parsed.pdf else {}

@@ -61,13 +61,16 @@ def _informative(sentence: str) -> bool:
     )
 
 
+_TRAILING_FIGURES = re.compile(r"(?:\s+(?:\$|\(?-?\$?\d[\d,]*(?:\.\d+)?\)?%?|[—–-]|n/?m))+\s*$", re.I)
+
+
 def _row_labels(text: str, limit: int = 10) -> list[str]:
     labels: list[str] = []
     for line in text.split("\n"):
         label = line.strip()
         if label.startswith("|"):  # Markdown table row: its first non-empty cell
             label = next((c.strip() for c in label.strip("|").split("|") if c.strip()), "")
-        label = label.strip(":").strip()
+        label = _TRAILING_FIGURES.sub("", label).strip(":").strip()  # "Revenue 412.6 348.5 18.4%" → "Revenue"
         if len(label) < 4 or not re.match(r"[A-Za-z]{2}", label) or sum(c.isdigit() for c in label) > 4:
             continue
         label = " ".join(label.split()[:8])
