@@ -114,7 +114,7 @@ _QUOTED = re.compile(r"['‘’\"“”]([^'‘’\"“”]{3,80})['‘’\"“�
 _WORD = re.compile(r"[A-Za-z][\w&.-]*(?:['’]s)?")
 
 
-def _names(question: str) -> set[str]:
+def question_names(question: str) -> set[str]:
     """Tokens of the question's names: a possessive ("AMCOR's"), and capitalised words inside a sentence
     ("Best Buy") unless the question is written in title case; acronyms ("EBITDA", "GAAP") are measures."""
     words = _WORD.findall(question)
@@ -130,9 +130,9 @@ def _names(question: str) -> set[str]:
 
 def measure_words(question: str, naming: set[str]) -> set[str]:
     """The question's words that may name the measure: not asking words, not the documents' names, no periods,
-    not a name (``_names``) unless quoted as the measure."""
+    not a name (``question_names``) unless quoted as the measure."""
     quoted = " ".join(m.group(1) for m in _QUOTED.finditer(question))
-    names = _names(_QUOTED.sub(" ", question)) - set(tokenize(quoted))
+    names = question_names(_QUOTED.sub(" ", question)) - set(tokenize(quoted))
     out = set()
     for t in tokenize(question):
         if t in names:

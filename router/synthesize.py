@@ -21,7 +21,7 @@ from router.prompts import (
     multi_synthesis_prompt,
     synthesis_prompt,
 )
-from router.rows import RowMatch, amount, best_row, measure_words, render, value
+from router.rows import RowMatch, amount, best_row, measure_words, question_names, render, value
 from router.scope import evidence_found
 from router.types import Answer, CitationOut, RetrievedChunk, ScopePlan, Turn, UnsupportedFigure
 from router.wording import EN, Words, words
@@ -358,7 +358,8 @@ def per_document_answer(question: str, chunks: Sequence[RetrievedChunk], plan: S
         idx = groups.get(d, [])
         own = [chunks[i] for i in idx]
         asked = sub.question if sub else question
-        row = best_row(asked, [c.text for c in own], _naming(own)) if wants_number and own else None
+        naming = _naming(own) | set(tokenize(f"{sub.entity} {sub.period}" if sub else ""))
+        row = best_row(asked, [c.text for c in own], naming) if wants_number and own else None
         picked = best_sentences(asked, own, per_doc_sentences - (row is not None), wants_number=wants_number)
         label = names.get(d, str(d))
         if sub and (sub.entity or sub.period):
@@ -375,9 +376,9 @@ def per_document_answer(question: str, chunks: Sequence[RetrievedChunk], plan: S
             if (v := value(row)) is not None:
                 figures_read.append((who, v, lambda x, row=row: amount(x, row)))
             picked = [p for p in picked if " ".join(p[2].split()) != " ".join(row.row.line.split())]
-        elif wants_number and (found_amount := sentence_amount([p[2] for p in picked], measure_words(asked, set()))):
+        elif wants_number and (found_amount := sentence_amount([p[2] for p in picked], measure_words(asked, naming))):
             figures_read.append((who, *found_amount))
-            stating = next(i for i, p in enumerate(picked) if sentence_amount([p[2]], measure_words(asked, set())))
+            stating = next(i for i, p in enumerate(picked) if sentence_amount([p[2]], measure_words(asked, naming)))
             picked.insert(0, picked.pop(stating))  # the sentence stating the figure first
         cited = " ".join([*lead, *(f"{' '.join(s.split())} [{idx[ci] + 1}]" for ci, _, s in picked)])
         used.update(idx[ci] + 1 for ci, _, _ in picked)
@@ -445,6 +446,7 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
     per chunk, best first; sentences with a figure weigh more when the question asks for one."""
     q = set(tokenize(question))
     naming = _naming(chunks)
+    naming |= question_names(question)  # the company the question names routed it too: not the answer's words
     weight = {t: (0.3 if t in naming else 1.0) for t in q}
     if wants_number is None:
         wants_number = bool(_WANTS_NUMBER.search(question))
