@@ -428,18 +428,20 @@ class _Builder:
                 best = (covered, per_leaf)
         if best is None:
             return
-        added = 0
-        for leaf, entries in zip(leaves, best[1], strict=True):
-            if not entries:
-                continue
-            entries = self.appear_start(entries)
-            children = self.to_tree(entries, leaf.end, leaf.stop)
-            if children:
-                first = entries[0]
-                leaf.end = max(leaf.start, int(first.page or leaf.start) - (1 if first.appear_start else 0))
-                leaf.children = children
-                added += len(children)
+        added = sum(self._attach(leaf, entries) for leaf, entries in zip(leaves, best[1], strict=True))
         log.info("ingest.tree_refined", leaves=best[0], nodes=added)
+
+    def _attach(self, leaf: _Node, entries: list[FlatEntry]) -> int:
+        """``entries`` as the leaf's subsections (the leaf's own span ends where the first begins); how many."""
+        if not entries:
+            return 0
+        entries = self.appear_start(entries)
+        children = self.to_tree(entries, leaf.end, leaf.stop)
+        if children:
+            first = entries[0]
+            leaf.end = max(leaf.start, int(first.page or leaf.start) - (1 if first.appear_start else 0))
+            leaf.children = children
+        return len(children)
 
     async def decide_ambiguous(self, roots: list[_Node]) -> None:
         """Where the layout cannot tell (issue 27 item 4): a leaf section of ``AMBIGUOUS_PAGES`` pages or more,
@@ -465,15 +467,8 @@ class _Builder:
         picks = await asyncio.gather(*(self.llm.pick_headings(leaf.title, leaf.start, leaf.end, cands)
                                        for leaf, cands in ranges))
         for (leaf, _), picked in zip(ranges, picks, strict=True):
-            entries = [FlatEntry(str(i + 1), h.text, h.page, h.line, verified=True) for i, h in enumerate(picked or [])]
-            if not entries:
-                continue
-            entries = self.appear_start(entries)
-            children = self.to_tree(entries, leaf.end, leaf.stop)
-            if children:
-                first = entries[0]
-                leaf.end = max(leaf.start, int(first.page or leaf.start) - (1 if first.appear_start else 0))
-                leaf.children = children
+            self._attach(leaf, [FlatEntry(str(i + 1), h.text, h.page, h.line, verified=True)
+                                for i, h in enumerate(picked or [])])
         if ranges:
             log.info("ingest.tree_ambiguous_decided", ranges=len(ranges), decided=sum(p is not None for p in picks))
 
