@@ -185,12 +185,16 @@ def best_row(question: str, texts: Sequence[str], naming: set[str]) -> RowMatch 
 
 
 def render(match: RowMatch) -> str:
-    """"Net sales, 2018: $32,765 million" — the label, the column's period, the figure with its unit; a row
+    """"Net sales, 2018: $32,765 million (2017: $30,109 million)" — the label, the column's period, the figure with
+    its unit, then the other periods the row prints (at most two); a row
     whose header was not found keeps all its figures as printed ("Widgets shipped: 1,200, 900")."""
     row = match.row
     if not row.headers:
         return f"{row.label}: " + ", ".join(_figure(row, i) for i in range(len(row.cells)))
-    return f"{row.label}, {row.headers[match.column]}: {_figure(row, match.column)}"
+    others = [f"{row.headers[i]}: {_figure(row, i)}" for i in range(len(row.cells))
+              if i != match.column and _YEAR.search(row.headers[i])][:2]  # the periods beside it, for comparison
+    beside = f" ({'; '.join(others)})" if others else ""
+    return f"{row.label}, {row.headers[match.column]}: {_figure(row, match.column)}{beside}"
 
 
 def _figure(row: Row, i: int) -> str:

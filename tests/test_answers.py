@@ -38,14 +38,15 @@ def _chunk(i: int, text: str, doc: str = "acme-2019.pdf", doc_id: int = 1) -> Re
 def test_a_statement_row_is_read_with_its_column_and_unit() -> None:
     m = best_row("What were Acme's inventories at the end of FY2019?", [BALANCE], {"acme"})
     assert m is not None and m.row.label == "Merchandise inventories"
-    assert render(m) == "Merchandise inventories, February 2, 2019: $5,409 million"
+    assert render(m) == ("Merchandise inventories, February 2, 2019: $5,409 million "
+                         "(February 3, 2018: $5,209 million)")
     m = best_row("What were inventories in 2018?", [BALANCE], set())
-    assert m is not None and render(m) == "Merchandise inventories, February 3, 2018: $5,209 million"
+    assert m is not None and render(m).startswith("Merchandise inventories, February 3, 2018: $5,209 million")
     m = best_row("What was cost of sales in 2017?", [PIPE], set())
-    assert m is not None and render(m) == "Cost of sales, 2017: −15,118 thousand"
+    assert m is not None and render(m) == "Cost of sales, 2017: −15,118 thousand (2018: −16,682 thousand)"
     m = best_row("What was revenue in 2022?", ["| (in millions of US$, except per-share data) | 2022 | 2021 | Change |\n"
                                                "|---|--:|--:|--:|\n| Revenue | 412.6 | 348.5 | 18.4% |"], set())
-    assert m is not None and render(m) == "Revenue, 2022: $412.6 million"
+    assert m is not None and render(m) == "Revenue, 2022: $412.6 million (2021: $348.5 million)"
     # a period the table does not print is not read from another column
     assert best_row("What were inventories in 2016?", [BALANCE], set()) is None
 
@@ -65,7 +66,8 @@ def test_the_offline_answer_leads_with_the_asked_row_then_at_most_two_supporting
     ans = extractive_answer("What is the year end FY2019 total amount of inventories for Acme? Answer in USD "
                             "millions.", chunks)
     first = ans.text.splitlines()[0]
-    assert first.startswith("Merchandise inventories, February 2, 2019: $5,409 million [2]"), ans.text
+    assert first.startswith("Merchandise inventories, February 2, 2019: $5,409 million (February 3, 2018: $5,209 "
+                            "million) [2]"), ans.text
     assert sum(1 for line in ans.text.splitlines() if line.startswith("- ")) <= 2
     assert {c.marker for c in ans.citations} >= {2}
     cited = next(c for c in ans.citations if c.chunk_id == 2)
@@ -164,7 +166,8 @@ def test_a_comparison_of_two_documents_states_each_figure_and_the_difference() -
                          SubQuestion(doc_id=2, doc_name="northwind-2023.pdf",
                                      question="What was the backlog of Northwind in 2023?", entity="Northwind", period="2023")))
     ans = per_document_answer("Compare the 2023 backlog of Aurora and Northwind.", [a, b], plan)
-    assert "Backlog, 2023: 1,250 million [1]" in ans.text and "Backlog, 2023: 800 million [2]" in ans.text, ans.text
+    assert "Backlog, 2023: 1,250 million (2022: 1,100 million) [1]" in ans.text \
+        and "Backlog, 2023: 800 million (2022: 950 million) [2]" in ans.text, ans.text
     assert "Difference: Aurora 2023 is 450 million higher than Northwind 2023 (56.2%)." in ans.text, ans.text
 
 
