@@ -259,11 +259,8 @@ async def _preflight() -> None:
 
 def _serve(host: str, port: int, banner: str = "", workers: int = 1) -> None:
     from kb.app import create_app
-    from kb.db import embedded_status, stop_embedded
     from kb.serve import serve
 
-    settings = get_settings()
-    was_running = settings.database.url is None and bool(embedded_status(settings.database.data_dir)["running"])
     asyncio.run(_preflight())
 
     def ready() -> None:
@@ -274,15 +271,9 @@ def _serve(host: str, port: int, banner: str = "", workers: int = 1) -> None:
             print(banner, flush=True)
 
     if workers > 1:  # each worker process builds its own app; say "ready" once, here
-        db = settings.database
-        owner = db.url is None and not was_running  # this process started the embedded Postgres
         ready()
-        try:
-            serve(None, host, port, get_settings().server, workers=workers)
-        finally:
-            if owner:  # the worker processes have exited: the embedded Postgres stops with its last user
-                stop_embedded(db.data_dir)
-        return
+        serve(None, host, port, get_settings().server, workers=workers)
+        return  # the embedded Postgres this process started stops in main() once the workers are gone
     app = create_app(bound_host=host, on_ready=ready)
     serve(app, host, port, get_settings().server)
 
@@ -330,6 +321,7 @@ def cmd_worker(_: argparse.Namespace) -> int:
         import signal
 
         from ingest.jobs import STOP_GRACE_S, Worker
+        from kb.process import STOP_SIGNALS, note_signal
         from kb.runtime import build_ingest_context, open_runtime
 
         async with open_runtime() as rt:
@@ -337,8 +329,12 @@ def cmd_worker(_: argparse.Namespace) -> int:
                 worker = Worker(ctx, concurrency=rt.settings.ingest.workers)
                 stop = asyncio.Event()
                 loop = asyncio.get_running_loop()
-                for sig in (signal.SIGTERM, signal.SIGINT):  # graceful: a file being ingested is handed back
-                    loop.add_signal_handler(sig, stop.set)
+                def on_signal(sig: signal.Signals) -> None:
+                    note_signal(sig)
+                    stop.set()
+
+                for sig in STOP_SIGNALS:  # graceful: a file being ingested is handed back
+                    loop.add_signal_handler(sig, on_signal, sig)
                 print(f"kb: worker {worker.name} waiting for ingest jobs (Ctrl-C to stop)", flush=True)
                 await worker.run(stop, grace_s=STOP_GRACE_S)
 
@@ -397,7 +393,58 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``kb`` program. Called with ``argv`` (in-process, tests), the signal handlers are restored after
+    and the caller's other child processes are left alone."""
+    import signal
+
+    from kb.process import STOP_SIGNALS, install_stop_signals, received_signal
+
     args = build_parser().parse_args(argv)
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    install_stop_signals()  # SIGTERM and SIGHUP stop every command the way Ctrl-C does
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:
+        return 128 + (received_signal() or signal.SIGINT)
+    finally:
+        _finish(args.command, end_all_children=argv is None)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _finish(command: str, *, end_all_children: bool) -> None:
+    """After every command: end the child processes left, stop the embedded Postgres this process started
+    (not one it found running and shared) and, after a stop signal, say so in one line."""
+    import signal
+
+    from kb.db import stop_owned_embedded
+    from kb.process import STOP_SIGNALS, end_children, received_signal, seconds_since_signal, signal_name
+
+    for sig in STOP_SIGNALS:  # a second Ctrl-C must not leave the database half stopped
+        signal.signal(sig, signal.SIG_IGN)
+    children = end_children() if end_all_children else 0
+    stopped = stop_owned_embedded()
+    sig = received_signal()
+    if sig is None:
+        return
+    if stopped:
+        db = f"stopped the embedded Postgres it started ({stopped[0]})"
+    elif _embedded_db():
+        db = "left the embedded Postgres it did not start as it was"
+    else:
+        db = "external database untouched"
+    print(f"kb {command}: stopped by {signal_name(sig)} in {seconds_since_signal():.1f} s; {db}; "
+          f"{children} child process{'es' if children != 1 else ''} ended", file=sys.stderr, flush=True)
+
+
+def _embedded_db() -> bool:
+    try:
+        return get_settings().database.url is None
+    except ConfigError:
+        return False
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     try:
         settings = get_settings()
         configure_logging(settings.server.log_format, settings.server.log_level)
@@ -443,8 +490,6 @@ def main(argv: list[str] | None = None) -> int:
     except KBError as exc:
         print(f"kb: {exc.title.lower()}: {exc.detail}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        return 130
     return 0
 
 
