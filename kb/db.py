@@ -171,19 +171,32 @@ def embedded_status(data_dir: Path) -> dict[str, object]:
     }
 
 
-def stop_embedded(data_dir: Path) -> bool:
-    """Stop the embedded server if it runs. Returns True when it was stopped."""
-    import pwd
+def stop_embedded(data_dir: Path, timeout_s: float = 8.0) -> bool:
+    """Stop the embedded server if it runs (a fast shutdown: clients are disconnected, nothing is lost).
+    Returns True when it was stopped.
 
-    import pgserver
+    The postmaster is signalled directly rather than through ``pg_ctl``: run as root, pgserver runs
+    ``pg_ctl`` as its own user, which fails once a parent folder has lost the traversal right it was given.
+    A server that has not stopped after ``timeout_s`` is shut down immediately (SIGQUIT), then killed.
+    """
+    import signal
 
-    pgdata = _embedded_pgdata(data_dir)
-    if not embedded_status(data_dir)["running"]:
+    import psutil
+
+    status = embedded_status(data_dir)
+    if not status["running"] or status["pid"] is None:
         return False
-    user = "pgserver" if os.geteuid() == 0 else None
-    if user:
-        pwd.getpwnam(user)
-    pgserver.pg_ctl(["-w", "stop", "-m", "fast"], pgdata=pgdata, user=user)
+    try:
+        proc = psutil.Process(int(status["pid"]))  # type: ignore[call-overload]
+        for sig, wait_s in ((signal.SIGINT, timeout_s), (signal.SIGQUIT, 2.0), (signal.SIGKILL, 2.0)):
+            proc.send_signal(sig)
+            try:
+                proc.wait(timeout=wait_s)
+                break
+            except psutil.TimeoutExpired:
+                log.warning("db.embedded_stop_slow", data_dir=str(data_dir), signal=sig.name)
+    except psutil.NoSuchProcess:
+        pass
     _owner_file(data_dir.expanduser().resolve()).unlink(missing_ok=True)
     return True
 

@@ -5,11 +5,14 @@ the server's graceful shutdown); children left at the end are ended; child proce
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import sys
 import time
+from collections.abc import Coroutine
 from types import FrameType
+from typing import Any, TypeVar
 
 import psutil
 import structlog
@@ -19,6 +22,7 @@ log = structlog.get_logger("kb.process")
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 CHILD_GRACE_S = 3.0  # a child that has not exited this long after SIGTERM gets SIGKILL
 _PR_SET_PDEATHSIG = 1
+T = TypeVar("T")
 _received: list[tuple[int, float]] = []  # the stop signals this process got, with when (monotonic)
 
 
@@ -57,6 +61,36 @@ def install_stop_signals() -> None:
     signal.signal(signal.SIGINT, _interrupt)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _as_interrupt)
+
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(coro)`` where a stop signal cancels ``coro`` (its ``finally`` blocks and ``async with``
+    exits run, threads waiting on input are not waited for) and then raises ``KeyboardInterrupt``."""
+
+    async def main() -> T:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def stop(sig: int) -> None:
+            note_signal(sig)
+            task.cancel()
+
+        for sig in STOP_SIGNALS:
+            loop.add_signal_handler(sig, stop, sig)
+        try:
+            return await coro
+        except asyncio.CancelledError:
+            if received_signal() is None:
+                raise
+            raise KeyboardInterrupt from None
+
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    try:
+        return asyncio.run(main())
+    finally:  # the loop reset them to the defaults when it closed
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def die_with_parent(parent_pid: int | None = None, sig: int = signal.SIGTERM) -> None:

@@ -85,6 +85,9 @@ class KBH11Protocol(H11Protocol):
 
 
 GRACEFUL_SHUTDOWN_S = 5  # requests still running this long after a stop signal are cancelled
+# a --workers process not answering the supervisor's ping this long is killed and replaced; uvicorn's 5 s
+# killed workers still importing on a busy machine, over and over
+WORKER_HEALTHCHECK_S = 30
 
 
 def uvicorn_options(server: ServerSettings) -> dict[str, Any]:
@@ -141,5 +144,5 @@ def serve(app: Any, host: str, port: int, server: ServerSettings, workers: int =
         os.environ.setdefault(var, "1")
     get_settings.cache_clear()
     config = uvicorn.Config("kb.serve:worker_app", factory=True, host=host, port=port, workers=workers,
-                            **uvicorn_options(server))
+                            timeout_worker_healthcheck=WORKER_HEALTHCHECK_S, **uvicorn_options(server))
     Supervisor(config, sockets=[config.bind_socket()]).run()
