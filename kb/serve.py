@@ -23,7 +23,7 @@ from kb.process import STOP_SIGNALS, die_with_parent, note_signal
 from kb.settings import ServerSettings, get_settings
 
 log = structlog.get_logger("kb.serve")
-_SUPERVISOR_ENV = "KB_SUPERVISOR_PID"  # the --workers supervisor, for its workers' parent-death signal
+_SUPERVISOR_ENV = "_KB_SUPERVISOR_PID"  # internal, not a setting: the supervisor pid for its workers
 
 
 _TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/problem+json\r\n"
