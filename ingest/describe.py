@@ -96,6 +96,8 @@ def _join(items: list[str]) -> str:
 
 def offline_description(tree: DocumentTree, metadata: Mapping[str, Any], name: str) -> str:
     """Title/company, document type, period and top section titles in one sentence."""
+    if _chinese_document(tree, metadata):
+        return zh_description(tree, metadata, name)
     company = str(metadata.get("company") or "").strip()
     doc_type = str(metadata.get("doc_type") or "").lower()
     label = vocab.description_label(doc_type)
@@ -117,6 +119,54 @@ def offline_description(tree: DocumentTree, metadata: Mapping[str, Any], name: s
     return sentence.rstrip(" .") + "."
 
 
+_HAN = re.compile(r"[\u4e00-\u9fff]")
+_ZH_NUMBERING = re.compile(r"^(?:第[一二三四五六七八九十\d]{1,3}(?:[节章篇]|部分)|[一二三四五六七八九十]{1,3}、"
+                           r"|[（(][一二三四五六七八九十]{1,3}[）)])\s*")
+_ZH_TYPES = {"annual_report": "年度报告", "quarterly_report": "季度报告", "semiannual_report": "半年度报告"}
+_ZH_QUARTERS = {1: "第一季度报告", 2: "半年度报告", 3: "第三季度报告"}
+_WINDOW_TITLE = re.compile(r"^Part \d+: ")  # a paragraph window of a text without headings: not a section
+
+
+def _chinese_document(tree: DocumentTree, metadata: Mapping[str, Any]) -> bool:
+    text = " ".join([str(metadata.get("company") or ""), str(metadata.get("title") or "")]
+                    + [n.title for n in tree.nodes[:40]])
+    return len(_HAN.findall(text)) > sum(1 for c in text if c.isascii() and c.isalpha())
+
+
+def zh_description(tree: DocumentTree, metadata: Mapping[str, Any], name: str) -> str:
+    """A Chinese report's description in Chinese: company (stock code), period and type, its top sections."""
+    company = str(metadata.get("company") or "").strip()
+    code = str(metadata.get("ticker") or "").strip()
+    fy, fq = metadata.get("fiscal_year"), metadata.get("fiscal_quarter")
+    doc_type = str(metadata.get("doc_type") or "")
+    kind = (_ZH_QUARTERS.get(int(fq), "") if fq and doc_type != "annual_report" else "") or _ZH_TYPES.get(doc_type, "")
+    title = str(metadata.get("title") or "").strip()
+    if company and (fy or kind):
+        head = f"{company}（{code}）" if code else company
+        head += f"{fy}年{kind or '报告'}" if fy else kind
+    elif title:
+        head = title
+    else:
+        roots = [n for n in tree.nodes if n.parent_id is None]
+        head = roots[0].title if len(roots) == 1 else re.sub(r"\.[A-Za-z0-9]{1,5}$", "", name)
+    end = _date_zh(metadata.get("period_end_date"))
+    if end and kind != "年度报告":
+        head += f"，截至{end}"
+    sections = [t for t in (_ZH_NUMBERING.sub("", s).strip() for s in top_section_titles(tree, 8))
+                if t and not _WINDOW_TITLE.match(t)]
+    if sections:
+        head += "，包括" + "、".join(dict.fromkeys(sections))
+    return head.rstrip("，。 ") + "。"
+
+
+def _date_zh(value: Any) -> str | None:
+    try:
+        d = dt.date.fromisoformat(str(value))
+    except ValueError:
+        return None
+    return f"{d.year}年{d.month}月{d.day}日"
+
+
 def _tree_outline(tree: DocumentTree) -> str:
     lines = []
     for node in tree.nodes:
@@ -136,7 +186,7 @@ async def describe_document(tree: DocumentTree, metadata: Mapping[str, Any], nam
     except LLMError as exc:
         log.warning("ingest.description_failed", name=name, error=str(exc))
         return fallback
-    if len(text.split()) < 4:
+    if len(text.split()) < 4 and len(_HAN.findall(text)) < 8:  # Chinese has no spaces between words
         log.warning("ingest.description_malformed", name=name)
         return fallback
     return " ".join(text.split())

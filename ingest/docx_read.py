@@ -15,11 +15,13 @@ import re
 import zipfile
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import docx
 import structlog
 from docx.document import Document as DocxDocument
+from docx.enum.style import WD_STYLE_TYPE
 from docx.opc.exceptions import PackageNotFoundError
 from docx.oxml.ns import qn
 from docx.table import Table, _Cell
@@ -86,47 +88,41 @@ def _reason(exc: BaseException) -> str:
 # --------------------------------------------------------------------------- body
 
 
-def _blocks(document: DocxDocument) -> Iterator[Block]:
-    body = document.element.body
-    yield from _container_blocks(body, document._body)
+@dataclass(frozen=True)
+class _StyleInfo:
+    """What a paragraph style means for the outline, worked out once per document."""
+
+    toc: bool = False  # a table-of-contents entry (left out)
+    level: int | None = None  # heading level (0: title), from the style or a style it is based on
+    is_list: bool = False
 
 
-def _container_blocks(element: Any, parent: Any) -> Iterator[Block]:
-    """Paragraphs and tables of ``element`` in order, descending into content controls."""
-    for child in element.iterchildren():
-        if child.tag == qn("w:p"):
-            block = _paragraph_block(Paragraph(child, parent))
-            if block is not None:
-                yield block
-        elif child.tag == qn("w:tbl"):
-            yield from _table_blocks(Table(child, parent))
-        elif child.tag == qn("w:sdt"):
-            content = child.find(qn("w:sdtContent"))
-            if content is not None:
-                yield from _container_blocks(content, parent)
+class _Styles:
+    """The paragraph styles of a document by id, each resolved once (python-docx looks a paragraph's style
+    up by scanning all styles, and the default style on every paragraph without one: paragraphs × styles)."""
+
+    def __init__(self, document: DocxDocument) -> None:
+        styles = [s for s in document.styles if s.type == WD_STYLE_TYPE.PARAGRAPH]
+        by_id = {s.style_id: s for s in styles if s.style_id}
+        self._info = {style_id: _style_info(style, by_id) for style_id, style in by_id.items()}
+        default = document.styles.default(WD_STYLE_TYPE.PARAGRAPH)
+        self._default = _style_info(default, by_id) if default is not None else _StyleInfo()
+
+    def of(self, p: Paragraph) -> _StyleInfo:
+        """The paragraph's style (its own ``w:pStyle``, or the default style when it has none or an unknown one)."""
+        return self._info.get(p._p.style or "", self._default)
 
 
-def _paragraph_block(p: Paragraph) -> Block | None:
-    text = one_line(p.text)
-    if not text:
-        return None
-    style = p.style
-    if style is not None and _TOC.match(style.name or ""):
-        return None  # a table-of-contents entry repeats a heading
-    level = _heading_level(p)
-    if level is not None:
-        return Block(text=text, level=level)
-    if _is_list_item(p):
-        return Block(text=f"- {text}")
-    return Block(text=text)
+def _style_info(style: Any, by_id: dict[str, Any]) -> _StyleInfo:
+    name = style.name or ""
+    return _StyleInfo(toc=bool(_TOC.match(name)), level=_style_level(style, by_id),
+                      is_list=name.lower().startswith("list"))
 
 
-def _heading_level(p: Paragraph) -> int | None:
-    """0 for "Title", N for "Heading N" (style or base style), else the outline level; None for body text."""
-    own = _outline_level(p._p.pPr)
-    if own is not None:
-        return own or None
-    style, depth = p.style, 0
+def _style_level(style: Any, by_id: dict[str, Any]) -> int | None:
+    """0 for "Title", N for "Heading N" (the style or one it is based on), else its outline level; None for
+    body text."""
+    depth = 0
     while style is not None and depth < 10:
         name = style.name or ""
         if name.lower() == "title":
@@ -136,8 +132,51 @@ def _heading_level(p: Paragraph) -> int | None:
         level = _outline_level(style.element.pPr)
         if level is not None:
             return level or None
-        style, depth = style.base_style, depth + 1
+        style, depth = by_id.get(style.element.basedOn_val or ""), depth + 1
     return None
+
+
+def _blocks(document: DocxDocument) -> Iterator[Block]:
+    body = document.element.body
+    yield from _container_blocks(body, document._body, _Styles(document))
+
+
+def _container_blocks(element: Any, parent: Any, styles: _Styles) -> Iterator[Block]:
+    """Paragraphs and tables of ``element`` in order, descending into content controls."""
+    for child in element.iterchildren():
+        if child.tag == qn("w:p"):
+            block = _paragraph_block(Paragraph(child, parent), styles)
+            if block is not None:
+                yield block
+        elif child.tag == qn("w:tbl"):
+            yield from _table_blocks(Table(child, parent))
+        elif child.tag == qn("w:sdt"):
+            content = child.find(qn("w:sdtContent"))
+            if content is not None:
+                yield from _container_blocks(content, parent, styles)
+
+
+def _paragraph_block(p: Paragraph, styles: _Styles) -> Block | None:
+    text = one_line(p.text)
+    if not text:
+        return None
+    style = styles.of(p)
+    if style.toc:
+        return None  # a table-of-contents entry repeats a heading
+    level = _heading_level(p, style)
+    if level is not None:
+        return Block(text=text, level=level)
+    if _is_list_item(p, style):
+        return Block(text=f"- {text}")
+    return Block(text=text)
+
+
+def _heading_level(p: Paragraph, style: _StyleInfo) -> int | None:
+    """The paragraph's own outline level, else its style's heading level; None for body text."""
+    own = _outline_level(p._p.pPr)
+    if own is not None:
+        return own or None
+    return style.level
 
 
 def _outline_level(ppr: Any) -> int | None:
@@ -154,11 +193,11 @@ def _outline_level(ppr: Any) -> int | None:
     return 0 if value >= 9 else min(value + 1, MAX_HEADING_LEVEL)
 
 
-def _is_list_item(p: Paragraph) -> bool:
+def _is_list_item(p: Paragraph, style: _StyleInfo) -> bool:
     ppr = p._p.pPr
     if ppr is not None and ppr.find(qn("w:numPr")) is not None:
         return True
-    return bool(p.style is not None and (p.style.name or "").lower().startswith("list"))
+    return style.is_list
 
 
 def _table_blocks(table: Table) -> Iterator[Block]:

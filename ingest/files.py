@@ -32,12 +32,23 @@ def read_confined(path: Path, root: Path | None, max_bytes: int | None = None) -
             real, inside = _opened_path(fd, path), root.resolve()
             if real != inside and inside not in real.parents:
                 raise IngestError(OUTSIDE_ROOT)
+            if reason := hard_link(info.st_nlink):
+                raise IngestError(reason)
         if max_bytes is not None and info.st_size > max_bytes:
             raise IngestError(too_large(info.st_size, max_bytes))
         data = fh.read() if max_bytes is None else fh.read(max_bytes + 1)
         if max_bytes is not None and len(data) > max_bytes:  # grew after the check
             raise IngestError(too_large(len(data), max_bytes))
         return data
+
+
+def hard_link(links: int) -> str | None:
+    """The reason a file with ``links`` names is refused in a confined folder: another of its names may lie
+    outside the ingest root, and no path check can see it."""
+    if links > 1:
+        return (f"a hard link (the file has {links} names; one may lie outside the ingest root): "
+                "copy the file instead")
+    return None
 
 
 def too_large(size: int, max_bytes: int, what: str = "file") -> str:

@@ -17,18 +17,20 @@ import asyncpg
 import msgspec
 import structlog
 
+from ingest.files import OUTSIDE_ROOT, hard_link
 from ingest.formats import format_of
 from ingest.metadata import load_folder_metadata
 from ingest.pageindex import TREE_SIDECAR_SUFFIX
 from ingest.pipeline import IngestContext, IngestOutcome, ingest_file
+from ingest.store import Deleting, finish_delete, stalled_deletes
 from kb.db import is_db_unavailable
 from kb.errors import ConflictError, IngestError, NotFoundError, ValidationError
 
 log = structlog.get_logger("ingest.jobs")
 
 SQL_CREATE_JOB = """
-INSERT INTO ingest_jobs (collection_id, root_path, recursive, metadata_path, allowed_root)
-VALUES ($1, $2, $3, $4, $5) RETURNING id"""
+INSERT INTO ingest_jobs (collection_id, root_path, recursive, metadata_path, allowed_root, upload)
+VALUES ($1, $2, $3, $4, $5, $6) RETURNING id"""
 SQL_ADD_ITEM = """
 INSERT INTO ingest_job_items (job_id, path, name, status, error, finished_at)
 VALUES ($1, $2, $3, $4, $5, CASE WHEN $4 = 'pending' THEN NULL ELSE now() END)"""
@@ -46,7 +48,8 @@ UPDATE ingest_job_items i SET status = 'running', worker = $1, heartbeat_at = no
 FROM next WHERE i.id = next.id
 RETURNING i.id, i.job_id, i.path, i.name, i.attempts"""
 SQL_JOB_FOR_ITEM = """
-SELECT j.id, j.collection_id, j.root_path, j.metadata_path, j.allowed_root, j.status FROM ingest_jobs j WHERE j.id = $1"""
+SELECT j.id, j.collection_id, j.root_path, j.metadata_path, j.allowed_root, j.status, j.upload
+FROM ingest_jobs j WHERE j.id = $1"""
 SQL_JOB_RUNNING = """
 UPDATE ingest_jobs SET status = 'running', started_at = coalesce(started_at, now()) WHERE id = $1"""
 SQL_HEARTBEAT = """
@@ -80,16 +83,45 @@ SELECT j.id, c.name AS collection, j.root_path, j.recursive, j.status, j.error, 
        j.finished_at
 FROM ingest_jobs j JOIN collections c ON c.id = j.collection_id WHERE j.id = $1"""
 SQL_JOB_ITEMS = """
-SELECT name, path, status, error, document_id, pages, chunks, seconds, attempts, llm_calls
+SELECT name, path, status, error, document_id, pages, chunks, seconds, attempts, llm_calls,
+       CASE WHEN status = 'running' THEN stage END AS stage, stage_done, stage_total, id
 FROM ingest_job_items WHERE job_id = $1 ORDER BY id"""
-SQL_LIST_JOBS = "SELECT id FROM ingest_jobs ORDER BY id DESC LIMIT $1"
+SQL_PROGRESS = """
+UPDATE ingest_job_items SET stage = $3, stage_done = $4, stage_total = $5 WHERE id = $1 AND worker = $2"""
+SQL_JOB_ITEMS_PAGE = SQL_JOB_ITEMS + " LIMIT $2 OFFSET $3"
+SQL_JOB_TOTALS = """
+SELECT status, count(*) AS files, sum(pages) AS pages, sum(chunks) AS chunks, sum(coalesce(seconds, 0)) AS seconds,
+       sum(llm_calls) AS llm_calls
+FROM ingest_job_items WHERE job_id = $1 GROUP BY status"""
+SQL_LIST_JOBS = "SELECT id FROM ingest_jobs ORDER BY id DESC LIMIT $1 OFFSET $2"
+SQL_COUNT_JOBS = "SELECT count(*) FROM ingest_jobs"
+SQL_FROM_UPLOAD = """
+SELECT EXISTS (SELECT 1 FROM ingest_job_items i JOIN ingest_jobs j ON j.id = i.job_id WHERE j.upload AND i.path = $1)"""
+SQL_KEPT = "SELECT EXISTS (SELECT 1 FROM documents WHERE source_path = $1)"
+SQL_ITEM_UPLOAD = """
+SELECT i.path FROM ingest_job_items i JOIN ingest_jobs j ON j.id = i.job_id
+WHERE i.id = $2 AND i.job_id = $1 AND j.upload"""
 SQL_PENDING_WORK = """
 SELECT count(*) FROM ingest_job_items WHERE status = 'pending'
    OR (status = 'running' AND heartbeat_at < now() - make_interval(secs => $1))"""
+SQL_RETRY_ITEM = """
+UPDATE ingest_job_items SET status = 'pending', error = NULL, worker = NULL, heartbeat_at = NULL, attempts = 0,
+       finished_at = NULL, stage = NULL
+WHERE id = $2 AND job_id = $1 AND status IN ('failed', 'cancelled') RETURNING id"""
+SQL_REOPEN_JOB = """
+UPDATE ingest_jobs SET status = CASE WHEN started_at IS NULL THEN 'queued' ELSE 'running' END, finished_at = NULL,
+       error = NULL
+WHERE id = $1"""
+SQL_REMOVE_ITEM = """
+DELETE FROM ingest_job_items WHERE id = $2 AND job_id = $1 AND status NOT IN ('pending', 'running') RETURNING id"""
+SQL_ITEM_STATUS = "SELECT status FROM ingest_job_items WHERE id = $2 AND job_id = $1"
 MAX_ATTEMPTS = 3
 RETRY = "retry"  # an outcome that is not final: the item goes back to the queue
 FINISHED = frozenset({"done", "failed", "cancelled"})  # job states no worker changes any more
+STORED = frozenset({"ok", "replaced"})  # item states of a file stored as a document (new, or a new version)
+CANCEL_POLL_S = 2.0  # a file in hand stops (its parser process killed) this soon after its job is cancelled
 STOP_GRACE_S = 5.0  # a stopped worker that has not handed its files back by then is cancelled
+PROGRESS_S = 0.5  # a file's stage is written at most this often
 
 
 class JobItem(msgspec.Struct, frozen=True):
@@ -103,6 +135,10 @@ class JobItem(msgspec.Struct, frozen=True):
     seconds: float | None
     attempts: int
     llm_calls: int = 0
+    stage: str | None = None  # while running: reading | tree | summaries | embedding | storing
+    stage_done: int = 0  # pages, or chunks embedded, of stage_total (0: not known)
+    stage_total: int = 0
+    id: int = 0  # for retry / remove of a failed file
 
 
 class JobStatus(msgspec.Struct, frozen=True):
@@ -194,36 +230,62 @@ def _walk(root: Path, recursive: bool) -> list[Path]:
     return sorted(out)
 
 
-def enumerate_files(root: Path, recursive: bool, allowed_root: Path | None = None) -> list[tuple[Path, str, str | None]]:
-    """(file, document name, refusal reason) triples; names are paths relative to the folder, so
-    duplicates in subfolders cannot collide. Hidden files and folders (a name starting with ".") are
-    skipped; folder links are not followed. With ``allowed_root``, files whose real path (links resolved)
-    lies outside it are refused."""
-    if root.is_file():
-        return [(root, root.name, None)]
+def document_name(path: Path, folder: Path, name_root: Path | None) -> str:
+    """A file's document name: its path under ``name_root`` (the ingest root) when it lies inside it, so two
+    folders' ``annual.md`` never share a name; else its path under the job's ``folder`` (or its file name)."""
+    for base in (name_root, folder):
+        if base is not None and base != path and base in path.parents:
+            return path.relative_to(base).as_posix()
+    return path.name
+
+
+def refusal(path: Path, allowed: Path | None) -> str | None:
+    """Why a file of a confined job is refused (its real path lies outside ``allowed``, or it is a hard link
+    that may be another name of a file outside it), or None."""
+    if allowed is None:
+        return None
+    real = path.resolve()
+    if real != allowed and allowed not in real.parents:
+        return OUTSIDE_ROOT
+    try:
+        links = path.stat().st_nlink
+    except OSError as exc:
+        return f"cannot read file: {exc.strerror or exc}"
+    return hard_link(links)
+
+
+def enumerate_files(root: Path, recursive: bool, allowed_root: Path | None = None,
+                    name_root: Path | None = None) -> list[tuple[Path, str, str | None]]:
+    """(file, document name, refusal reason) triples; names are paths relative to ``name_root`` (the ingest
+    root) when given, else to the folder, so files of the same name in other folders cannot collide. Hidden
+    files and folders (a name starting with ".") are skipped; folder links are not followed. With
+    ``allowed_root``, files whose real path (links resolved) lies outside it, and hard links, are refused."""
     allowed = allowed_root.resolve() if allowed_root is not None else None
+    names = name_root.resolve() if name_root is not None else None
+    def name(p: Path, folder: Path) -> str:
+        return document_name(Path(os.path.abspath(p)), Path(os.path.abspath(folder)), names)
+
+    if root.is_file():
+        return [(root, name(root, root.parent), refusal(root, allowed))]
     out: list[tuple[Path, str, str | None]] = []
     for p in _walk(root, recursive):
-        rel = p.relative_to(root)
         if p.name.endswith((".meta.json", TREE_SIDECAR_SUFFIX)):
             continue
         if p.name in {"metadata.jsonl", "metadata.csv", "documents.jsonl", "questions.jsonl"} and p.parent == root:
             continue
-        reason = None
-        if allowed is not None:
-            real = p.resolve()
-            if real != allowed and allowed not in real.parents:
-                reason = "outside the ingest root (symbolic link)"
-        out.append((p, rel.as_posix(), reason))
+        out.append((p, name(p, root), refusal(p, allowed)))
     return out
 
 
 async def create_job(pool: asyncpg.Pool, *, collection_id: int, path: Path, recursive: bool = False,
-                     metadata_path: Path | None = None, allowed_root: Path | None = None) -> int:
+                     metadata_path: Path | None = None, allowed_root: Path | None = None,
+                     name_root: Path | None = None, upload: bool = False) -> int:
     """Create a job with one item per file; unsupported files are recorded as such right away.
 
     ``allowed_root`` confines the job: files whose real path lies outside it are refused now, and the
-    worker checks each file again on the descriptor it reads from.
+    worker checks each file again on the descriptor it reads from. Documents are named by their path under
+    ``name_root`` (the ingest root; default: the folder ingested). An ``upload`` job's file is removed
+    when it is skipped as a copy of a stored document, or (failed or cancelled) when its item is removed.
 
     The metadata file is read here, so a broken one is a 400 for the caller, not a failure per file.
     """
@@ -232,7 +294,7 @@ async def create_job(pool: asyncpg.Pool, *, collection_id: int, path: Path, recu
             await asyncio.to_thread(_load_job_metadata, path, metadata_path, allowed_root)
         except (IngestError, OSError, ValueError) as exc:
             raise ValidationError(f"metadata file {metadata_path.name!r} is unusable: {exc}") from exc
-    files = await asyncio.to_thread(enumerate_files, path, recursive, allowed_root)
+    files = await asyncio.to_thread(enumerate_files, path, recursive, allowed_root, name_root)
     allowed = await asyncio.to_thread(allowed_root.resolve) if allowed_root is not None else None
     rows = []
     for file, name, refused in files:
@@ -243,38 +305,80 @@ async def create_job(pool: asyncpg.Pool, *, collection_id: int, path: Path, recu
     async with pool.acquire() as conn, conn.transaction():
         job_id = await conn.fetchval(SQL_CREATE_JOB, collection_id, str(path), recursive,
                                      str(metadata_path) if metadata_path else None,
-                                     str(allowed) if allowed is not None else None)
+                                     str(allowed) if allowed is not None else None, upload)
         await conn.executemany(SQL_ADD_ITEM, [(job_id, *r) for r in rows])
         await conn.execute(SQL_MAYBE_FINISH_JOB, job_id)
     log.info("jobs.created", job_id=job_id, files=len(files), path=str(path))
     return int(job_id)
 
 
-async def get_job(pool: asyncpg.Pool, job_id: int) -> JobStatus:
+async def get_job(pool: asyncpg.Pool, job_id: int, *, items_limit: int | None = None,
+                  items_offset: int = 0) -> JobStatus:
+    """A job's status: totals over all its files, and its items (all, or ``items_limit`` from
+    ``items_offset`` in file order; ``files`` is the full count)."""
     row = await pool.fetchrow(SQL_GET_JOB, job_id)
     if row is None:
         raise NotFoundError(f"job {job_id} does not exist")
-    items = [JobItem(**dict(r)) for r in await pool.fetch(SQL_JOB_ITEMS, job_id)]
-    counts: dict[str, int] = {}
-    for it in items:
-        counts[it.status] = counts.get(it.status, 0) + 1
-    pages = sum(it.pages for it in items if it.status == "ok")
-    busy = sum(it.seconds or 0.0 for it in items if it.status in {"ok", "failed"})
+    if items_limit is None and not items_offset:
+        rows = await pool.fetch(SQL_JOB_ITEMS, job_id)
+    else:
+        rows = await pool.fetch(SQL_JOB_ITEMS_PAGE, job_id, items_limit, items_offset)
+    items = [JobItem(**dict(r)) for r in rows]
+    totals = await pool.fetch(SQL_JOB_TOTALS, job_id)
+    counts = {t["status"]: int(t["files"]) for t in totals}
+    pages = sum(int(t["pages"]) for t in totals if t["status"] in STORED)
+    busy = sum(float(t["seconds"]) for t in totals if t["status"] in {*STORED, "failed"})
     started, finished = row["started_at"], row["finished_at"]
     wall = None
     if started is not None:
         end = finished or datetime.now(started.tzinfo)
         wall = max((end - started).total_seconds(), 1e-6)
     rate = pages / wall if wall and pages else (pages / busy if busy else None)
-    calls = sum(it.llm_calls for it in items)
-    return JobStatus(**dict(row), counts=counts, files=len(items), pages=pages,
-                     chunks=sum(it.chunks for it in items), pages_per_s=round(rate, 3) if rate else None,
+    calls = sum(int(t["llm_calls"]) for t in totals)
+    return JobStatus(**dict(row), counts=counts, files=sum(counts.values()), pages=pages,
+                     chunks=sum(int(t["chunks"]) for t in totals), pages_per_s=round(rate, 3) if rate else None,
                      items=items, llm_calls=calls,
                      llm_calls_per_100_pages=round(100 * calls / pages, 2) if pages else None)
 
 
-async def list_jobs(pool: asyncpg.Pool, limit: int = 20) -> list[JobStatus]:
-    return [await get_job(pool, r["id"]) for r in await pool.fetch(SQL_LIST_JOBS, limit)]
+async def list_jobs(pool: asyncpg.Pool, limit: int = 20, offset: int = 0,
+                    items_limit: int | None = None) -> list[JobStatus]:
+    """The newest jobs first (``limit`` from ``offset``), each with at most ``items_limit`` items."""
+    return [await get_job(pool, r["id"], items_limit=items_limit)
+            for r in await pool.fetch(SQL_LIST_JOBS, limit, offset)]
+
+
+async def count_jobs(pool: asyncpg.Pool) -> int:
+    return int(await pool.fetchval(SQL_COUNT_JOBS))
+
+
+async def finish_document_delete(pool: asyncpg.Pool, deleting: Deleting,
+                                 on_progress: Callable[[int], object] | None = None) -> None:
+    """Remove a document taken out by ``ingest.store.start_delete`` in batches, then its uploaded file
+    (a file of a folder ingest is never touched)."""
+    await finish_delete(pool, deleting.id, on_progress=on_progress)
+    if await pool.fetchval(SQL_FROM_UPLOAD, deleting.source_path):
+        await discard_upload(pool, deleting.source_path)
+
+
+def remove_upload(path: Path) -> None:
+    """Delete an uploaded file and its folder when that is left empty (each upload has a folder of its own)."""
+    try:
+        path.unlink(missing_ok=True)
+        path.parent.rmdir()
+    except OSError as exc:  # a folder another upload of the same bytes still uses, or already gone
+        if path.exists():
+            log.warning("jobs.upload_not_removed", path=path.name, error=exc.strerror or str(exc))
+
+
+async def discard_upload(pool: asyncpg.Pool, path: str) -> bool:
+    """Remove an uploaded file no document keeps (its ingest was skipped, failed or cancelled, or its document
+    was deleted). Returns whether it was removed."""
+    if await pool.fetchval(SQL_KEPT, path):
+        return False
+    await asyncio.to_thread(remove_upload, Path(path))
+    log.info("jobs.upload_removed", path=Path(path).name)
+    return True
 
 
 async def run_job(ctx: IngestContext, job_id: int, *, workers: int = 1,
@@ -391,6 +495,9 @@ class Worker:
         pool = self.ctx.pool
         for row in await pool.fetch(SQL_GIVE_UP, self.stale_s, MAX_ATTEMPTS):
             await pool.execute(SQL_MAYBE_FINISH_JOB, row["job_id"])
+        for deleting in await stalled_deletes(pool, self.stale_s):  # its deleter (a server) stopped half-way
+            log.info("worker.delete_resumed", doc_id=deleting.id)
+            await finish_document_delete(pool, deleting)
         item = await pool.fetchrow(SQL_CLAIM, self.name, self.stale_s, MAX_ATTEMPTS)
         if item is None:
             return False
@@ -410,15 +517,17 @@ class Worker:
         await pool.execute(SQL_JOB_RUNNING, item["job_id"])
         log.info("worker.item_claimed", job_id=item["job_id"], name=item["name"], attempt=item["attempts"])
         started = time.perf_counter()
-        work = asyncio.create_task(self._ingest(item, job))
-        beat = asyncio.create_task(self._heartbeat(item["id"]))  # returns when the job is cancelled
+        stage: list[tuple[str, int, int]] = []  # the latest stage reported, written by the flusher
+        work = asyncio.create_task(self._ingest(item, job, stage.append))
+        beat = asyncio.create_task(self._heartbeat(item["id"], item["job_id"]))  # returns when the job is cancelled
+        flush = asyncio.create_task(self._write_progress(item["id"], stage))
         halt = asyncio.create_task(stop.wait()) if stop is not None else None
         waiting = {work, beat} | ({halt} if halt is not None else set())
         timeout = self.ctx.settings.file_timeout_s
         try:
             done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for task in (beat, halt):
+            for task in (beat, halt, flush):
                 if task is not None:
                     task.cancel()
         if work in done:
@@ -433,6 +542,7 @@ class Worker:
                 log.info("worker.item_handed_back", job_id=item["job_id"], name=item["name"])
                 return True
             if beat in done:
+                self.ctx.renew_executor()  # its parser process is killed, not left running to the file's end
                 outcome = IngestOutcome(item["name"], "cancelled",
                                         error="cancelled while it was being ingested (nothing was stored)")
             else:
@@ -443,22 +553,45 @@ class Worker:
         await pool.execute(SQL_FINISH_ITEM, item["id"], outcome.status, outcome.error, outcome.document_id,
                            outcome.pages, outcome.chunks, time.perf_counter() - started, self.name, outcome.llm_calls)
         await pool.execute(SQL_MAYBE_FINISH_JOB, item["job_id"])
+        if job["upload"] and outcome.status == "skipped":  # a copy of a stored document: not kept (a failed or
+            await discard_upload(pool, item["path"])  # cancelled one stays for a retry until its item is removed)
         return True
 
-    async def _ingest(self, item: asyncpg.Record, job: asyncpg.Record) -> IngestOutcome:
+    async def _write_progress(self, item_id: int, stage: list[tuple[str, int, int]]) -> None:
+        """Write the latest stage of the file in hand every ``PROGRESS_S`` (until cancelled)."""
+        written = None
+        while True:
+            await asyncio.sleep(PROGRESS_S)
+            if not stage or stage[-1] == written:
+                continue
+            latest = stage[-1]
+            del stage[:-1]
+            try:
+                await self.ctx.pool.execute(SQL_PROGRESS, item_id, self.name, *latest)
+                written = latest
+            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                log.warning("worker.progress_failed", error=str(exc))
+
+    async def _ingest(self, item: asyncpg.Record, job: asyncpg.Record,
+                      progress: Callable[[tuple[str, int, int]], object] | None = None) -> IngestOutcome:
         """The outcome of one claimed item (status ``retry``: back to the queue); never raises for a bad file."""
+        executor = self.ctx.executor
         try:
             allowed = Path(job["allowed_root"]) if job["allowed_root"] else None
             meta = await self._folder_metadata(item["job_id"], job["root_path"], job["metadata_path"], allowed)
-            stem = Path(item["name"]).stem
+            stem, in_folder = Path(item["name"]).stem, _in_folder(item["path"], job["root_path"])
             return await ingest_file(
                 self.ctx, Path(item["path"]), name=item["name"], collection_id=job["collection_id"],
-                folder_metadata=meta.get(stem) or meta.get(item["name"]) or {},
-                allowed_root=allowed,
+                folder_metadata=meta.get(stem) or meta.get(in_folder) or meta.get(item["name"]) or {},
+                allowed_root=allowed, job_id=item["job_id"],
+                progress=(lambda *at: progress(at)) if progress is not None else None,
             )
         except IngestError as exc:  # the job's folder metadata is unreadable or outside the root
             return IngestOutcome(item["name"], "failed", error=f"folder metadata: {exc.detail}")
         except BrokenProcessPool as exc:  # a parser process died (e.g. out of memory): new pool, fail the file
+            if self.ctx.executor is not executor:  # killed on purpose (another file's cancel or timeout)
+                log.info("worker.parser_replaced", name=item["name"])
+                return IngestOutcome(item["name"], RETRY, error="parser pool replaced while parsing")
             log.error("worker.parser_died", name=item["name"], error=str(exc))
             self.ctx.renew_executor()
             return IngestOutcome(item["name"], "failed", error="the parser process died on this file")
@@ -469,12 +602,20 @@ class Worker:
             log.exception("worker.item_crashed", name=item["name"])
             return IngestOutcome(item["name"], "failed", error=f"internal error: {type(exc).__name__}: {exc}")
 
-    async def _heartbeat(self, item_id: int) -> None:
-        """Beat until the item's job is cancelled (then return)."""
+    async def _heartbeat(self, item_id: int, job_id: int) -> None:
+        """Beat (every ``stale_s / 4``) until the item's job is cancelled, which is looked for every
+        ``CANCEL_POLL_S``; then return."""
+        beat_s = max(1.0, self.stale_s / 4)
+        last = time.monotonic()
         while True:
-            await asyncio.sleep(max(1.0, self.stale_s / 4))
+            await asyncio.sleep(min(CANCEL_POLL_S, beat_s))
+            beat = time.monotonic() - last >= beat_s
             try:
-                state = await self.ctx.pool.fetchval(SQL_HEARTBEAT, item_id, self.name)
+                if beat:
+                    state = await self.ctx.pool.fetchval(SQL_HEARTBEAT, item_id, self.name)
+                    last = time.monotonic()
+                else:
+                    state = await self.ctx.pool.fetchval(SQL_JOB_STATE, job_id)
             except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.warning("worker.heartbeat_failed", error=str(exc))
                 continue
@@ -491,6 +632,12 @@ class Worker:
                 _load_job_metadata, Path(root), Path(metadata_path) if metadata_path else None, allowed_root
             )
         return self._meta_cache[key]
+
+
+def _in_folder(path: str, folder: str) -> str:
+    """A job file's path relative to the job's folder (how folder metadata rows name it)."""
+    file, root = Path(path), Path(folder)
+    return file.relative_to(root).as_posix() if root in file.parents else file.name
 
 
 def _load_job_metadata(root: Path, metadata_path: Path | None, allowed_root: Path | None = None) -> dict[str, Any]:
@@ -524,8 +671,9 @@ async def _retry_db(call: Any, stop: asyncio.Event | None, wait_s: float = 2.0) 
 
 
 async def cancel_job(pool: asyncpg.Pool, job_id: int) -> int:
-    """Cancel a job: its pending files are marked ``cancelled`` now, a file being ingested stops within a
-    heartbeat (nothing of it is stored). Returns the number of files cancelled now."""
+    """Cancel a job: its pending files are marked ``cancelled`` now; a file being ingested stops within
+    ``CANCEL_POLL_S`` (its parser process killed) and nothing of it is stored, even when it reaches the store
+    first (the write checks the job). Returns the number of files cancelled now."""
     async with pool.acquire() as conn, conn.transaction():
         state = await conn.fetchval(SQL_JOB_STATE, job_id)
         if state is None:
@@ -535,3 +683,32 @@ async def cancel_job(pool: asyncpg.Pool, job_id: int) -> int:
         rows = await conn.fetch(SQL_CANCEL_JOB, job_id)
     log.info("jobs.cancelled", job_id=job_id, pending_cancelled=len(rows))
     return len(rows)
+
+
+async def retry_item(pool: asyncpg.Pool, job_id: int, item_id: int) -> None:
+    """Queue a failed (or cancelled) file of a job again; its job runs again. 409 for a file in another state."""
+    async with pool.acquire() as conn, conn.transaction():
+        if await conn.fetchval(SQL_RETRY_ITEM, job_id, item_id) is None:
+            await _item_refusal(conn, job_id, item_id, "retried: only a failed or cancelled file is")
+        await conn.execute(SQL_REOPEN_JOB, job_id)
+    log.info("jobs.item_retried", job_id=job_id, item_id=item_id)
+
+
+async def remove_item(pool: asyncpg.Pool, job_id: int, item_id: int) -> None:
+    """Remove a finished file from a job's list (nothing of a failed file was stored). 409 while it is queued
+    or being ingested."""
+    async with pool.acquire() as conn, conn.transaction():
+        upload = await conn.fetchval(SQL_ITEM_UPLOAD, job_id, item_id)
+        if await conn.fetchval(SQL_REMOVE_ITEM, job_id, item_id) is None:
+            await _item_refusal(conn, job_id, item_id, "removed while it is queued or being ingested")
+        await conn.execute(SQL_MAYBE_FINISH_JOB, job_id)
+    log.info("jobs.item_removed", job_id=job_id, item_id=item_id)
+    if upload is not None:  # an uploaded file no document keeps goes with its item
+        await discard_upload(pool, upload)
+
+
+async def _item_refusal(conn: asyncpg.Connection, job_id: int, item_id: int, rule: str) -> None:
+    status = await conn.fetchval(SQL_ITEM_STATUS, job_id, item_id)
+    if status is None:
+        raise NotFoundError(f"job {job_id} has no file {item_id}")
+    raise ConflictError(f"file {item_id} of job {job_id} is {status}; it cannot be {rule}")

@@ -72,9 +72,14 @@ def decode_text_file(data: bytes, *, encoding: str | None = None,
             try:
                 text = data.decode("utf-8-sig")
             except UnicodeDecodeError:
-                text = data.decode(fallback or "utf-8", errors="replace")
-                warnings.append(f"not valid UTF-8; decoded as {fallback}" if fallback
-                                else "not valid UTF-8; decoded with replacement characters")
+                chinese = _chinese_legacy(data)
+                if chinese is not None:
+                    text = chinese
+                    warnings.append("not valid UTF-8; decoded as GB18030 (Chinese)")
+                else:
+                    text = data.decode(fallback or "utf-8", errors="replace")
+                    warnings.append(f"not valid UTF-8; decoded as {fallback}" if fallback
+                                    else "not valid UTF-8; decoded with replacement characters")
     if not text.strip():
         raise IngestError("empty file")
     sample = text[:65536]
@@ -85,6 +90,26 @@ def decode_text_file(data: bytes, *, encoding: str | None = None,
         text = text.replace("\x00", "")
         warnings.append("NUL characters removed")
     return text.replace("\r\n", "\n").replace("\r", "\n"), warnings
+
+
+_CJK_TEXT = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef\U00020000-\U0003134f]")
+
+
+def _chinese_legacy(data: bytes) -> str | None:
+    """The text of a GB18030/GBK/GB2312 file (common for Chinese .txt), or ``None`` when the bytes are not
+    that: they must decode strictly, their non-ASCII characters be Chinese, and mostly in runs (Latin-1 text
+    that happens to decode reads as single ideographs between Latin letters: "Köln" → "K鰈n")."""
+    try:
+        text = data.decode("gb18030")
+    except UnicodeDecodeError:
+        return None
+    sample = text[:65536]
+    wide = [i for i, c in enumerate(sample) if ord(c) > 127]
+    if not wide or sum(1 for i in wide if _CJK_TEXT.match(sample[i])) < 0.95 * len(wide):
+        return None
+    at = set(wide)
+    in_runs = sum(1 for i in wide if i - 1 in at or i + 1 in at)
+    return text if in_runs >= 0.6 * len(wide) else None
 
 
 # --------------------------------------------------------------------------- shared tree assembly
@@ -269,6 +294,10 @@ def build_markdown_tree(text: str, settings: IngestSettings, *, title: str | Non
     text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     _, body, offset = split_front_matter(text)
     headings = _markdown_headings(body)
+    if not headings:  # a Chinese report written as Markdown without '#': its numbered headings
+        found = [h for h in _text_headings(_split_lines(body)) if h[1] in _ZH_STYLES[1:]]
+        levels = _levels(found)
+        headings = [(line, levels[style], heading) for line, style, heading in found]
     warnings = [] if headings else ["no Markdown headings found; the document is a single node"]
     return tree_from_headings(_split_lines(body), headings, settings, title=title, offset=offset,
                               mode="markdown", warnings=warnings)
@@ -320,6 +349,25 @@ def _first_words(line: str, n: int = 8) -> str:
 _NUMBERED = re.compile(r"^((?:\d{1,3})(?:\.\d{1,3}){0,4})\.?\s+([A-Z0-9(\"'].{0,100})$")
 _ROMAN = re.compile(r"^((?:[IVX]{1,5}|[A-Z])\.)\s+([A-Z].{0,100})$")
 _END_PUNCT = (".", ",", ";", ":", "!", "?")
+# Chinese report headings: 第一节 / 第二章 (parts), 一、 (sections), （一） (subsections), 1.1 (numbered); they need
+# no blank line before them (Chinese reports rarely have one) but must be short and not end a sentence
+_ZH_NUM = "一二三四五六七八九十百零〇"
+_ZH_HEADINGS = (
+    ("zhpart", re.compile(rf"^第[{_ZH_NUM}\d]{{1,4}}[节章篇]|^第[{_ZH_NUM}\d]{{1,4}}部分")),
+    ("zh1", re.compile(rf"^[{_ZH_NUM}]{{1,3}}[、．.]\s*[\u4e00-\u9fff]")),
+    ("zh2", re.compile(rf"^[（(][{_ZH_NUM}]{{1,3}}[）)]\s*[\u4e00-\u9fff]")),
+    ("num2", re.compile(r"^\d{1,2}\.\d{1,2}(?!\.?\d)\s*[\u4e00-\u9fff]")),
+    ("num3", re.compile(r"^\d{1,2}\.\d{1,2}\.\d{1,2}(?!\.?\d)\s*[\u4e00-\u9fff]")),
+)
+_ZH_END = ("。", "；", "，", "：", ":", ";", ",")
+_ZH_STYLES = ("caps", "zhpart", "zh1", "zh2", "num1", "num2", "num3", "num4", "num5")
+
+
+def _zh_heading(line: str) -> str | None:
+    """The style of a Chinese heading line (``_ZH_HEADINGS``), or ``None``."""
+    if len(line) > 40 or line.endswith(_ZH_END) or line.startswith("|"):
+        return None
+    return next((style for style, pattern in _ZH_HEADINGS if pattern.match(line)), None)
 _SMALL_WORDS = {"a", "an", "and", "as", "at", "by", "for", "from", "in", "of", "on", "or", "the", "to", "with", "vs"}
 
 
@@ -350,6 +398,10 @@ def _text_headings(lines: list[str]) -> list[tuple[int, str, str]]:
     found: list[tuple[int, str, str]] = []
     for i, raw in enumerate(lines):
         line = raw.strip()
+        zh = _zh_heading(line) if line else None
+        if zh:
+            found.append((i, zh, line))
+            continue
         if not line or (i > 0 and lines[i - 1].strip()):
             continue  # a heading starts a block
         next_blank = i + 1 >= len(lines) or not lines[i + 1].strip()
@@ -367,6 +419,10 @@ def _text_headings(lines: list[str]) -> list[tuple[int, str, str]]:
 
 def _levels(found: list[tuple[int, str, str]]) -> dict[str, int]:
     styles = {s for _, s, _ in found}
+    if styles & {"zhpart", "zh1", "zh2"}:  # Chinese: each style present one level below the one before
+        levels = {style: depth for depth, style in enumerate((s for s in _ZH_STYLES if s in styles), start=1)}
+        levels["title"] = len(levels) + 1
+        return levels
     base = 1 if "caps" in styles else 0
     levels = {"caps": 1}
     depth = base

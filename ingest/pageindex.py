@@ -31,6 +31,7 @@ MAX_DEPTH = 32
 MAX_TITLE_CHARS = 500
 MAX_NODE_ID_CHARS = 64
 MAX_SUMMARY_CHARS = 10_000
+MAX_SPAN_FACTOR = 12  # all nodes together span at most this many times the document (each holds its text)
 
 
 class PageIndexNode(msgspec.Struct, frozen=True):
@@ -111,6 +112,8 @@ def parse_pageindex(data: bytes) -> PageIndexDocument:
         raise IngestError(f"not PageIndex JSON: {exc}") from exc
     except msgspec.DecodeError as exc:
         raise IngestError(f"invalid JSON: {exc}") from exc
+    except RecursionError as exc:  # nested far deeper than MAX_DEPTH: refused like any bad sidecar
+        raise IngestError(f"nested deeper than {MAX_DEPTH} levels") from exc
 
 
 def _check_text(value: str, what: str, limit: int) -> str:
@@ -127,10 +130,11 @@ def _validate(doc: PageIndexDocument, page_count: int, unit: str) -> None:
         raise IngestError("the structure is empty")
     units = {"page": "pages", "paragraph": "paragraphs"}.get(unit, "lines")
     seen: set[str] = set()
-    count = 0
+    count = span = 0
+    max_span = MAX_SPAN_FACTOR * page_count
 
     def visit(node: PageIndexNode, depth: int, where: str) -> None:
-        nonlocal count
+        nonlocal count, span
         count += 1
         if count > MAX_NODES:
             raise IngestError(f"more than {MAX_NODES} nodes")
@@ -154,6 +158,10 @@ def _validate(doc: PageIndexDocument, page_count: int, unit: str) -> None:
         if node.start_index < 1 or node.end_index > page_count:
             raise IngestError(f"{label} ({node.title[:60]!r}): {units} {node.start_index}-{node.end_index} "
                               f"outside the document, which has {page_count} {units}")
+        span += node.end_index - node.start_index + 1
+        if span > max_span:  # each node keeps the text of its range: bounded memory and storage
+            raise IngestError(f"the nodes span more than {MAX_SPAN_FACTOR} times the document's {page_count} "
+                              f"{units} in total (ranges overlap too much)")
         for i, child in enumerate(node.nodes):
             visit(child, depth + 1, f"{where}.{i + 1}")
 

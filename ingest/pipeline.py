@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +13,7 @@ from typing import Any
 
 import asyncpg
 import msgspec
+import numpy as np
 import structlog
 
 from ingest.chunker import chunk_tree
@@ -34,6 +35,7 @@ from ingest.pageindex import (
 from ingest.statements import mark_statements, statement_pages
 from ingest.store import (
     DuplicateContentError,
+    JobCancelledError,
     NewDocument,
     find_existing,
     get_document,
@@ -48,12 +50,18 @@ from kb.providers import ChatModel
 from kb.providers.chat import CountingChat, OfflineChatModel
 from kb.settings import IngestSettings
 from kb.types import DocumentTree, FactDraft, TreeNode
+from kb.vocab import company_core, description_label
 
 log = structlog.get_logger("ingest.pipeline")
 
+Progress = Callable[[str, int, int], object]
+"""``progress(stage, done, total)`` while a file is ingested: reading, tree, summaries, embedding, storing
+(``total`` 0 when not known; embedding counts chunks, the others pages)."""
+EMBED_STEP = 256  # chunks embedded between two progress reports
+
 class IngestOutcome(msgspec.Struct, frozen=True):
     name: str
-    status: str  # ok | skipped | failed | unsupported (worker: also cancelled, retry)
+    status: str  # ok | replaced (an earlier version) | skipped | failed | unsupported (worker: cancelled, retry)
     document_id: int | None = None
     pages: int = 0
     chunks: int = 0
@@ -144,12 +152,46 @@ def max_file_bytes(settings: IngestSettings) -> int:
     return settings.max_file_mb * 2**20
 
 
+CONTENT_SIGNS: tuple[tuple[bytes, str, str], ...] = (  # leading bytes → (format it is, what it looks like)
+    (b"%PDF-", "pdf", "a PDF"),
+    (b"PK\x03\x04", "docx", "a ZIP archive (e.g. .docx, .xlsx)"),
+    (b"\xd0\xcf\x11\xe0", "", "an old Microsoft Office file (.doc, .xls); save it as .docx or PDF"),
+    (b"{\\rtf", "", "an RTF document; save it as .docx or PDF"),
+    (b"\x89PNG", "", "a PNG image"),
+    (b"\xff\xd8\xff", "", "a JPEG image"),
+)
+KIND_NAMES = {"pdf": "a PDF", "docx": "a .docx document"}  # formats whose content a wrong file cannot pass as
+
+
+def looks_like(data: bytes) -> tuple[str, str]:
+    """(format, description) of what ``data`` appears to be from its first bytes ("" when no format of ours)."""
+    head = data[:512].lstrip(b"\xef\xbb\xbf \t\r\n")
+    for sign, kind, what in CONTENT_SIGNS:
+        if head.startswith(sign):
+            return kind, what
+    if head[:15].lower().startswith((b"<!doctype html", b"<html")):
+        return "html", "an HTML page"
+    try:
+        data[:4096].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < 4090:  # not only a character cut at the end of the sample
+            return "", "binary data"
+    return "markdown", "plain text"
+
+
 async def _parse(ctx: IngestContext, data: bytes, kind: str) -> ParsedFile:
+    """The parsed file; a file whose content is not its suffix's format says what it looks like instead."""
     loop = asyncio.get_running_loop()
     limit = max_file_bytes(ctx.settings)
-    if ctx.executor is not None:
-        return await loop.run_in_executor(ctx.executor, parse_file, data, kind, limit)
-    return await asyncio.to_thread(parse_file, data, kind, limit)
+    try:
+        if ctx.executor is not None:
+            return await loop.run_in_executor(ctx.executor, parse_file, data, kind, limit)
+        return await asyncio.to_thread(parse_file, data, kind, limit)
+    except IngestError as exc:
+        actual, what = looks_like(data)
+        if actual == kind or kind not in KIND_NAMES:
+            raise
+        raise IngestError(f"This file is not {KIND_NAMES[kind]}; it looks like {what} ({exc.detail})") from exc
 
 
 async def _tree_and_summaries(parsed: ParsedFile, chat: ChatModel, settings: IngestSettings, title: str,
@@ -219,10 +261,19 @@ def document_facts(parsed: ParsedFile, tree: DocumentTree, on_pages: Mapping[int
     return extract_facts(tree, text=parsed.text or "", period_end=period_end, doc_type=doc_type)
 
 
-def _title(tree: DocumentTree, meta: Mapping[str, Any], name: str) -> str:
+def _title(tree: DocumentTree, meta: Mapping[str, Any], name: str, *, given: bool = False) -> str:
+    """The document's title: one given (folder metadata, sidecar, front matter) as is; a title read from the
+    document that does not name its known company ("Letter to shareholders", a first heading) gives way to
+    company, type and period ("Northwind Energy annual report 2023")."""
+    company = str(meta.get("company") or "")
     for key in ("title", "doc_name", "name"):
         if meta.get(key):
-            return str(meta[key])
+            title = str(meta[key])
+            if given or not company or company_core(company).lower() in title.lower():
+                return title
+            kind = description_label(str(meta["doc_type"])) if meta.get("doc_type") else ""
+            period = meta.get("fiscal_year") or meta.get("doc_period") or ""
+            return " ".join(str(x) for x in (company, kind, period) if x)
     return Path(name).stem
 
 
@@ -255,12 +306,17 @@ async def ingest_file(
     collection_id: int,
     folder_metadata: Mapping[str, Any] | None = None,
     allowed_root: Path | None = None,
+    job_id: int | None = None,
+    progress: Progress | None = None,
 ) -> IngestOutcome:
     """Ingest one file into a collection. Never raises for bad input: returns a failed outcome.
 
     The file is read once, from one descriptor; with ``allowed_root`` its real path must lie inside it.
+    With ``job_id``, nothing is stored once that job is cancelled (status ``cancelled``).
+    ``progress`` hears each stage as it starts (and the chunks embedded so far).
     """
     started = time.perf_counter()
+    report = progress or (lambda stage, done, total: None)
     kind = file_kind(path)
     if kind is None:
         return IngestOutcome(name=name, status="unsupported", error=f"unsupported file type {path.suffix or '(none)'}")
@@ -282,17 +338,21 @@ async def ingest_file(
         return IngestOutcome(name=name, status="skipped", document_id=existing[1], error="unchanged (same sha256)")
     chat = CountingChat(ctx.chat)
     try:
+        report("reading", 0, 0)
         parsed = await _parse(ctx, data, kind)
         del data
         pages = max(parsed.pdf.total_pages, parsed.pdf.page_count) if parsed.pdf is not None else 0
+        report("tree", pages, pages)
         if pages > ctx.settings.max_pages:
             raise IngestError(f"{pages} pages: more than KB_MAX_PAGES={ctx.settings.max_pages}")
-        page_texts = {p.number: p.text for p in parsed.pdf.pages} if parsed.pdf is not None else None
+        pdf = parsed.pdf
+        page_texts = {p.number: pdf.body_text(p.number) for p in pdf.pages} if pdf is not None else None
         given, refused = _sidecar_tree(path, tree_json, parsed, page_texts)
         sidecar_note = sidecar_note or refused
         if chat.offline:  # CPU-bound only: keep the event loop (API, heartbeats) responsive
             tree = await asyncio.to_thread(_offline_tree, parsed, ctx.settings, Path(name).stem, page_texts, given)
         else:
+            report("summaries", 0, pages)
             tree = await _tree_and_summaries(parsed, chat, ctx.settings, Path(name).stem, page_texts, given)
         if sidecar_note:
             tree = msgspec.structs.replace(tree, warnings=(*tree.warnings, sidecar_note))
@@ -303,7 +363,8 @@ async def ingest_file(
         if "also_known_as" not in meta and (names := await asyncio.to_thread(other_names, _full_text(parsed),
                                                                               meta.get("company"))):
             meta["also_known_as"] = names
-        title = _title(tree, meta, name)
+        title = _title(tree, meta, name, given=any("title" in (layer or {}) for layer in (
+            folder_metadata, sidecar, parsed.front_matter)))
         description = await describe_document(tree, meta, name, chat)
         chunks = await asyncio.to_thread(chunk_tree, tree, ctx.settings, page_texts)
         on_pages = statement_pages(parsed.pdf.pages) if parsed.pdf else {}
@@ -312,9 +373,13 @@ async def ingest_file(
         if len(chunks) > ctx.settings.max_chunks:
             raise IngestError(f"{len(chunks)} chunks: more than KB_MAX_CHUNKS_PER_FILE={ctx.settings.max_chunks}")
         label = doc_label(meta, title)
-        chunk_vecs = await ctx.embedder.embed(
-            [embed_text_for_chunk(label, c.heading_path, c.text, c.context) for c in chunks]
-        )
+        texts = [embed_text_for_chunk(label, c.heading_path, c.text, c.context) for c in chunks]
+        parts = []
+        for at in range(0, max(1, len(texts)), EMBED_STEP):  # one call for no chunks: its empty array
+            report("embedding", at, len(texts))
+            parts.append(await ctx.embedder.embed(texts[at : at + EMBED_STEP]))
+        chunk_vecs = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        report("storing", len(texts), len(texts))
         node_vecs = await ctx.embedder.embed([embed_text_for_node(label, n.path, n.summary) for n in tree.nodes])
         desc_vec = (await ctx.embedder.embed([embed_text_for_description(title, description)]))[0]
         doc_id = await write_document(
@@ -323,9 +388,11 @@ async def ingest_file(
                 collection_id=collection_id, name=name, source_path=str(path), sha256=sha, file_type=kind,
                 metadata=meta, title=title, description=description, description_embedding=desc_vec,
                 tree=tree, node_embeddings=node_vecs, chunks=chunks, chunk_embeddings=chunk_vecs,
-                embedder_generation=ctx.embedder_generation, facts=facts,
+                embedder_generation=ctx.embedder_generation, facts=facts, job_id=job_id,
             ),
         )
+    except JobCancelledError as exc:
+        return IngestOutcome(name=name, status="cancelled", error=exc.detail, seconds=time.perf_counter() - started)
     except DuplicateContentError as exc:  # another writer stored the same content first
         return IngestOutcome(name=name, status="skipped", document_id=exc.doc_id, error=exc.detail,
                              seconds=time.perf_counter() - started)
@@ -340,7 +407,7 @@ async def ingest_file(
                              seconds=time.perf_counter() - started)
     seconds = time.perf_counter() - started
     outcome = IngestOutcome(
-        name=name, status="ok", document_id=doc_id, pages=tree.page_count if tree.unit == "page" else 0,
+        name=name, status="replaced" if existing else "ok", document_id=doc_id, pages=tree.page_count if tree.unit == "page" else 0,
         chunks=len(chunks),
         nodes=len(tree.nodes), seconds=seconds, tree_mode=tree.source_mode,
         llm_calls=chat.calls, warnings=tuple(tree.warnings), error=sidecar_note,

@@ -81,6 +81,12 @@ TOC_TRANSFORM = LLMStep("tree.toc_transform", "You convert a printed table of co
 LOCATE = {purpose: LLMStep(purpose, _SYSTEM_LOCATE, LocateReply)
           for purpose in ("tree.toc_index", "tree.toc_locate", "tree.fix")}
 """Locating titles on pages, by what for: the printed-page offset, titles without page numbers, fixes."""
+class HeadingsReply(msgspec.Struct):
+    headings: list[int]  # the numbers of the listed lines that are subsection headings
+
+
+HEADINGS = LLMStep("tree.headings", "You decide which lines of a document section are subsection headings, from "
+                   "their text and how they are set. Reply with JSON only.", HeadingsReply)
 GENERATE = LLMStep("tree.generate", "You extract the hierarchical structure (a table of contents) of a document "
                    "from its text.", GenReply)
 NODE_SUMMARY = LLMStep("node_summary", "You summarise sections of long documents for a retrieval index. "
@@ -138,7 +144,8 @@ def summary_prompt(sections: str) -> str:
         "Say what the section covers and name its key facts, figures, entities and dates, so that a reader\n"
         "can tell from the summary alone whether the section answers a question. Do not begin with\n"
         '"This section". Return JSON {"summaries": [{"node_id": "...", "summary": "..."}]} with exactly one\n'
-        f"entry per section, using the node_id values given.\n\n{sections}"
+        "entry per section, using the node_id values given. Write each summary in the language of its section\n"
+        f"(a Chinese section gets a Chinese summary).\n\n{sections}"
     )
 
 
@@ -146,7 +153,18 @@ def description_prompt(name: str, metadata: Mapping[str, Any], tree_outline: str
     return (
         "You are given a table of contents structure of a document.\n"
         "Your task is to generate a one-sentence description for the document that makes it easy to\n"
-        "distinguish from other documents.\n\n"
+        "distinguish from other documents, written in the document's own language.\n\n"
         f"Document name: {name}\nKnown metadata: {metadata}\nDocument tree structure:\n{tree_outline}\n\n"
         'Return JSON {"description": "<one sentence>"}.'
+    )
+
+
+def headings_prompt(section: str, pages: str, listing: str) -> str:
+    """One ambiguous page range: which of its heading-like lines are subsection headings."""
+    return (
+        f'The section "{section}" of a document runs over pages {pages}. Its layout leaves open which of the lines '
+        "below are headings of subsections within it. Each is listed as [number] page, font size and weight, "
+        "text; the body text size comes first. Reply with the numbers of the lines that are subsection headings "
+        "(not table titles or rows, captions, labels, running heads or sentences) as "
+        f'{{"headings": [<number>, ...]}}.\n\n{listing}'
     )

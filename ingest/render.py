@@ -1,25 +1,31 @@
-"""Evidence previews of stored documents: a PDF page as a PNG with a chunk's text highlighted (cached on
-disk), or the cited lines of any other source (Markdown/text lines; the paragraphs of a .docx or HTML file,
+"""Evidence previews of stored documents: a PDF page as a PNG with a chunk's text highlighted (the plain
+page cached on disk, bounded in size), or the cited lines of any other source (Markdown/text lines; the paragraphs of a .docx or HTML file,
 which are the lines of the parser's rendering). Sources are read through the same confinement as their
 ingest and must still have the bytes that were ingested (sha256)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import re
 import shutil
+import threading
 import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import asyncpg
 import msgspec
+import numpy as np
 import pymupdf
 import structlog
 
 from ingest.files import read_confined
 from ingest.pipeline import parse_file
-from kb.errors import ConflictError, IngestError, NotFoundError, ValidationError
+from kb.errors import ConflictError, IngestError, NotFoundError, UnavailableError, ValidationError
 
 log = structlog.get_logger("ingest.render")
 
@@ -65,7 +71,7 @@ class ChunkRef(msgspec.Struct, frozen=True):
 
 
 class Marks(msgspec.Struct, frozen=True):
-    """Where a page image is highlighted (kept beside the cached PNG)."""
+    """Where a page image is highlighted."""
 
     highlights: int = 0  # rectangles marked (0: no chunk asked, or its text was not found on the page)
     top: float | None = None  # top of the first one, 0..1 of the page height (the viewer scrolls there)
@@ -150,50 +156,147 @@ def fragments(text: str) -> list[str]:
     return out
 
 
-def render_page(pdf: bytes, page: int, highlight: str | None, dpi: int = PAGE_DPI) -> tuple[bytes, Marks]:
-    """PNG of 1-based ``page`` with every fragment of ``highlight`` found on it marked."""
+def _highlight_rects(pg: pymupdf.Page, highlight: str) -> list[pymupdf.Rect]:
+    rects: list[pymupdf.Rect] = []
+    for frag in fragments(highlight):  # a fragment repeated in the chunk is marked once
+        rects.extend(r for r in pg.search_for(frag) if not any(r.intersects(o) for o in rects))
+    return rects
+
+
+def render_page(pdf: bytes, page: int, dpi: int = PAGE_DPI) -> bytes:
+    """PNG of 1-based ``page``, unmarked."""
     with pymupdf.open(stream=pdf, filetype="pdf") as pdf_doc:
         pg = pdf_doc[page - 1]
-        rects: list[pymupdf.Rect] = []
-        for frag in fragments(highlight or ""):  # a fragment repeated in the chunk is marked once
-            rects.extend(r for r in pg.search_for(frag) if not any(r.intersects(o) for o in rects))
-        if rects:
-            annot = pg.add_highlight_annot(rects)
-            annot.set_colors(stroke=_HIGHLIGHT_RGB)
-            annot.update()
         zoom = min(dpi / 72, MAX_SIDE_PX / max(pg.rect.width, pg.rect.height, 1))
-        pix = pg.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), alpha=False)
-        top = round(min(r.y0 for r in rects) / pg.rect.height, 4) if rects else None
-        return pix.tobytes("png"), Marks(highlights=len(rects), top=top)
+        return pg.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), alpha=False).tobytes("png")
+
+
+class PageMarks(msgspec.Struct, frozen=True):
+    """Where a chunk's text is on a page: rectangles as fractions (x0, y0, x1, y1) of the page size."""
+
+    marks: Marks
+    boxes: tuple[tuple[float, float, float, float], ...] = ()
+
+
+def find_marks(pdf: bytes, page: int, highlight: str) -> PageMarks:
+    """Where every fragment of ``highlight`` is found on 1-based ``page``."""
+    with pymupdf.open(stream=pdf, filetype="pdf") as pdf_doc:
+        pg = pdf_doc[page - 1]
+        rects = _highlight_rects(pg, highlight)
+        w, h = max(pg.rect.width, 1), max(pg.rect.height, 1)
+        top = round(min(r.y0 for r in rects) / h, 4) if rects else None
+        boxes = tuple((r.x0 / w, r.y0 / h, r.x1 / w, r.y1 / h) for r in rects)
+        return PageMarks(marks=Marks(highlights=len(rects), top=top), boxes=boxes)
+
+
+def draw_marks(png: bytes, boxes: tuple[tuple[float, float, float, float], ...]) -> bytes:
+    """``png`` with ``boxes`` (fractions of the page) tinted like a highlighter (multiplied by yellow)."""
+    if not boxes:
+        return png
+    pix = pymupdf.Pixmap(png)
+    if pix.alpha or pix.n != 3:
+        pix = pymupdf.Pixmap(pymupdf.csRGB, pix, 0)
+    w, h = pix.width, pix.height
+    img = np.frombuffer(pix.samples, dtype=np.uint8).reshape(h, pix.stride // 3, 3)[:, :w].copy()
+    tint = np.asarray(_HIGHLIGHT_RGB, dtype=np.float32)
+    done = np.zeros((h, w), dtype=bool)  # overlapping boxes are tinted once
+    for x0, y0, x1, y1 in boxes:
+        c0, r0 = max(0, int(x0 * w)), max(0, int(y0 * h))
+        c1, r1 = min(w, int(np.ceil(x1 * w))), min(h, int(np.ceil(y1 * h)))
+        region, fresh = img[r0:r1, c0:c1], ~done[r0:r1, c0:c1]
+        region[fresh] = (region[fresh] * tint).astype(np.uint8)
+        done[r0:r1, c0:c1] = True
+    out = pymupdf.Pixmap(pymupdf.csRGB, w, h, img.tobytes(), 0)
+    return out.tobytes("png")
 
 
 class PageCache:
-    """PNGs on disk under ``<data dir>/pages``, keyed by document, its sha256, page, chunk and DPI."""
+    """Plain page PNGs on disk under ``<data dir>/pages`` (by document, its sha256, page and DPI), at most
+    ``max_bytes`` in all: beyond it the least recently used are deleted. A highlight is drawn on the cached
+    page for each request; where a chunk's text lies on a page is kept in memory (the last ``max_marks``)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, max_bytes: int = 512 * 1024 * 1024, *, max_marks: int = 4096) -> None:
         self.root = root
+        self.max_bytes = max_bytes
+        self.max_marks = max_marks
+        self._lock = threading.Lock()
+        self._bytes: int | None = None  # on disk, counted at first use
+        self._marks: OrderedDict[tuple[int, str, int, int], PageMarks] = OrderedDict()
 
     def drop(self, doc_id: int) -> None:
         """Forget every cached page of a deleted document."""
-        shutil.rmtree(self.root / str(doc_id), ignore_errors=True)
+        with self._lock:
+            shutil.rmtree(self.root / str(doc_id), ignore_errors=True)
+            self._bytes = None
+            for key in [k for k in self._marks if k[0] == doc_id]:
+                del self._marks[key]
 
-    def path(self, doc: SourceDoc, page: int, chunk_id: int | None, dpi: int) -> Path:
-        return self.root / str(doc.doc_id) / doc.sha256[:16] / f"p{page}-c{chunk_id or 0}-d{dpi}.png"
+    def path(self, doc: SourceDoc, page: int, dpi: int) -> Path:
+        return self.root / str(doc.doc_id) / doc.sha256[:16] / f"p{page}-d{dpi}.png"
 
     def get(self, doc: SourceDoc, page: int, chunk: ChunkRef | None, dpi: int = PAGE_DPI) -> PageImage:
-        """The page image from the cache, or rendered from the source and stored (blocking: run in a thread)."""
-        target = self.path(doc, page, chunk.chunk_id if chunk else None, dpi)
-        meta = target.with_suffix(".json")
-        if target.is_file():
-            marks = msgspec.json.decode(meta.read_bytes(), type=Marks) if meta.is_file() else Marks()
-            return PageImage(png=target.read_bytes(), marks=marks, cached=True)
-        png, marks = render_page(read_source(doc), page, chunk.text if chunk else None, dpi)
+        """The page image, from the cache or rendered from the source and stored, with ``chunk`` highlighted
+        (blocking: run in a thread)."""
+        target = self.path(doc, page, dpi)
+        source: bytes | None = None
+        try:
+            png, cached = target.read_bytes(), True
+            os.utime(target)  # recently used
+        except FileNotFoundError:
+            source = read_source(doc)
+            png, cached = render_page(source, page, dpi), False
+            self._store(target, png)
+            log.info("render.page", doc_id=doc.doc_id, page=page, bytes=len(png))
+        if chunk is None:
+            return PageImage(png=png, marks=Marks(), cached=cached)
+        key = (doc.doc_id, doc.sha256, page, chunk.chunk_id)
+        with self._lock:
+            found = self._marks.get(key)
+            if found is not None:
+                self._marks.move_to_end(key)
+        if found is None:
+            found = find_marks(source if source is not None else read_source(doc), page, chunk.text)
+            with self._lock:
+                self._marks[key] = found
+                while len(self._marks) > self.max_marks:
+                    self._marks.popitem(last=False)
+        return PageImage(png=draw_marks(png, found.boxes), marks=found.marks, cached=cached)
+
+    def size(self) -> int:
+        """Bytes of cached pages on disk."""
+        return sum(p.stat().st_size for p in self.root.rglob("*.png")) if self.root.is_dir() else 0
+
+    def _store(self, target: Path, png: bytes) -> None:
+        if len(png) > self.max_bytes:
+            return
         target.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(meta, msgspec.json.encode(marks))  # the PNG last: once it exists, both are complete
         _write_atomic(target, png)
-        log.info("render.page", doc_id=doc.doc_id, page=page, chunk_id=chunk.chunk_id if chunk else None,
-                 highlights=marks.highlights, bytes=len(png))
-        return PageImage(png=png, marks=marks, cached=False)
+        with self._lock:
+            self._bytes = (self.size() if self._bytes is None else self._bytes + len(png))
+            if self._bytes > self.max_bytes:
+                self._evict(keep=target)
+
+    def _evict(self, keep: Path) -> None:
+        """Delete the least recently used pages until the cache is at 90% of its limit (lock held). Every
+        API process evicts from the same folder; the count is taken from the disk again."""
+        files = []
+        for p in self.root.rglob("*.png"):
+            try:
+                files.append((p.stat().st_mtime, p.stat().st_size, p))
+            except FileNotFoundError:  # evicted by another process
+                continue
+        total = sum(size for _, size, _ in files)
+        evicted = 0
+        for _, size, p in sorted(files):
+            if total <= self.max_bytes * 0.9:
+                break
+            if p == keep:
+                continue
+            p.unlink(missing_ok=True)
+            total -= size
+            evicted += 1
+        self._bytes = total
+        log.info("render.cache_evicted", pages=evicted, bytes=total, limit=self.max_bytes)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -209,6 +312,62 @@ def _norm(line: str) -> str:
 def source_lines(doc: SourceDoc, data: bytes, max_bytes: int | None = None) -> list[str]:
     """The lines citations of ``doc`` count: the text the ingest parser made of its bytes."""
     return (parse_file(data, doc.file_type, max_bytes).text or "").splitlines()
+
+
+class LinesCache:
+    """The parsed lines of text sources by (document, sha256), least recently used dropped beyond
+    ``max_chars``. A parse runs on the cache's own thread (never the shared pool the query path and page
+    renders use), one at a time; concurrent requests for one document share its parse, and at most
+    ``max_waiting`` parses wait (beyond: ``UnavailableError``, a 503 with Retry-After)."""
+
+    def __init__(self, max_chars: int, *, max_waiting: int = 8) -> None:
+        self.max_chars = max_chars
+        self.max_waiting = max_waiting
+        self._lines: OrderedDict[tuple[int, str], list[str]] = OrderedDict()
+        self._chars = 0
+        self._parsing: dict[tuple[int, str], asyncio.Future[list[str]]] = {}
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kb-lines")
+        self.parses = 0  # sources parsed (cache misses), for tests and logs
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def get(self, doc: SourceDoc, parse: Callable[[], list[str]]) -> list[str]:
+        """``doc``'s lines: cached, being parsed for another request, or ``parse()`` on the cache's thread."""
+        key = (doc.doc_id, doc.sha256)
+        if (hit := self._lines.get(key)) is not None:
+            self._lines.move_to_end(key)
+            return hit
+        if (pending := self._parsing.get(key)) is not None:
+            return await asyncio.shield(pending)
+        if len(self._parsing) >= self.max_waiting:
+            raise UnavailableError(f"{len(self._parsing)} source previews are being prepared; retry shortly")
+        future = asyncio.get_running_loop().run_in_executor(self._executor, parse)
+        self._parsing[key] = future
+        future.add_done_callback(lambda done: self._finished(key, done))
+        return await asyncio.shield(future)  # a client that goes away leaves the parse to finish and be kept
+
+    def _finished(self, key: tuple[int, str], future: asyncio.Future[list[str]]) -> None:
+        self._parsing.pop(key, None)
+        if not future.cancelled() and future.exception() is None:
+            self.parses += 1
+            self._store(key, future.result())
+
+    def _store(self, key: tuple[int, str], lines: list[str]) -> None:
+        size = sum(len(line) for line in lines) + len(lines)
+        if size > self.max_chars:  # larger than the whole cache: served, not kept
+            return
+        self._lines[key] = lines
+        self._chars += size
+        while self._chars > self.max_chars:
+            _, dropped = self._lines.popitem(last=False)
+            self._chars -= sum(len(line) for line in dropped) + len(dropped)
+
+    def drop(self, doc_id: int) -> None:
+        """Forget a deleted document's lines."""
+        for key in [k for k in self._lines if k[0] == doc_id]:
+            dropped = self._lines.pop(key)
+            self._chars -= sum(len(line) for line in dropped) + len(dropped)
 
 
 def cited_lines(doc: SourceDoc, lines: list[str], start: int, end: int, chunk: ChunkRef | None) -> SourceLines:

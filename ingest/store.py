@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -15,6 +15,7 @@ import structlog
 from kb.collections import get_collection
 from kb.db import LONG_STATEMENT_S
 from kb.errors import IngestError, NotFoundError
+from kb.text import index_tokens
 from kb.types import ChunkDraft, DocumentTree, FactDraft
 
 log = structlog.get_logger("ingest.store")
@@ -22,11 +23,12 @@ log = structlog.get_logger("ingest.store")
 SQL_LIST_DOCUMENTS = """
 SELECT id, name, source_path, sha256, file_type, metadata, title, description, page_count, tree_mode,
        node_count, chunk_count, warnings, status, created_at, updated_at
-FROM documents WHERE collection_id = $1 ORDER BY name LIMIT $2 OFFSET $3"""
+FROM documents WHERE collection_id = $1 AND status <> 'deleting' ORDER BY name LIMIT $2 OFFSET $3"""
 SQL_LIST_DOCUMENTS_BY_ID = """
 SELECT id, name, source_path, sha256, file_type, metadata, title, description, page_count, tree_mode,
        node_count, chunk_count, warnings, status, created_at, updated_at
-FROM documents WHERE collection_id = $1 AND id = ANY($4::bigint[]) ORDER BY name LIMIT $2 OFFSET $3"""
+FROM documents WHERE collection_id = $1 AND id = ANY($4::bigint[]) AND status <> 'deleting'
+ORDER BY name LIMIT $2 OFFSET $3"""
 SQL_GET_DOCUMENT = """
 SELECT d.id, d.name, d.source_path, d.sha256, d.file_type, d.metadata, d.title, d.description, d.page_count,
        d.tree_mode, d.node_count, d.chunk_count, d.warnings, d.status, d.created_at, d.updated_at,
@@ -39,9 +41,26 @@ SQL_GET_NODE = """
 SELECT node_id, parent_id, title, path, start_index, end_index, unit, is_leaf, summary, text
 FROM nodes WHERE document_id = $1 AND node_id = $2"""
 SQL_NODE_CHILDREN = "SELECT node_id, title FROM nodes WHERE document_id = $1 AND parent_id = $2 ORDER BY ordinal"
-SQL_DELETE_DOCUMENT = "DELETE FROM documents WHERE id = $1 RETURNING id"
+DELETING = "deleting"
+DELETE_BATCH_ROWS = 2000  # rows per statement when a document is deleted
+SQL_DOC_FOR_DELETE = "SELECT status, source_path, chunk_count FROM documents WHERE id = $1 FOR UPDATE"
+SQL_MARK_DELETING = """
+UPDATE documents SET status = 'deleting', name = '.deleting/' || id || '/' || name, sha256 = 'deleting/' || id,
+       updated_at = now()
+WHERE id = $1"""
+SQL_TOUCH_DELETING = "UPDATE documents SET updated_at = now() WHERE id = $1 AND status = 'deleting'"
+SQL_DELETE_CHUNKS_BATCH = """
+DELETE FROM chunks WHERE id IN (SELECT id FROM chunks WHERE document_id = $1 LIMIT $2)"""
+SQL_DELETE_NODES_BATCH = """
+DELETE FROM nodes WHERE document_id = $1
+  AND node_id IN (SELECT node_id FROM nodes WHERE document_id = $1 LIMIT $2)"""
+SQL_DELETE_FACTS_BATCH = """
+DELETE FROM facts WHERE ctid IN (SELECT ctid FROM facts WHERE document_id = $1 LIMIT $2)"""
+SQL_DELETE_DELETING = "DELETE FROM documents WHERE id = $1 AND status = 'deleting'"
+SQL_STALLED_DELETES = """
+SELECT id, source_path, chunk_count FROM documents
+WHERE status = 'deleting' AND updated_at < now() - make_interval(secs => $1)"""
 SQL_DOC_BY_NAME = "SELECT id FROM documents WHERE collection_id = $1 AND name = $2"
-SQL_DOC_COLLECTION = "SELECT collection_id FROM documents WHERE id = $1 FOR UPDATE"
 SQL_DOC_COLLECTION_NOLOCK = "SELECT collection_id FROM documents WHERE id = $1"
 SQL_LEXEMES_ADD = """
 INSERT INTO lexeme_df (collection_id, lexeme, df)
@@ -65,6 +84,7 @@ SQL_INSERT_DOCUMENT = """
 INSERT INTO documents (collection_id, name, source_path, sha256, file_type, metadata, title, description,
                        description_embedding, page_count, tree_mode, node_count, chunk_count, warnings)
 VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id"""
+SQL_JOB_FOR_WRITE = "SELECT status FROM ingest_jobs WHERE id = $1 FOR SHARE"
 SQL_EMBEDDER_GENERATION = "SELECT generation FROM embedder_state FOR SHARE"
 NODE_COLUMNS = ("document_id", "node_id", "parent_id", "ordinal", "level", "title", "start_index", "end_index",
                 "unit", "is_leaf", "summary", "text", "path", "embedding", "statements")
@@ -77,7 +97,7 @@ SELECT ordinal, statement, line_item, concept, period_end, months, period_label,
        page, line, node_id, source, col AS column
 FROM facts WHERE document_id = $1 AND ($2::text IS NULL OR concept = $2) ORDER BY ordinal"""
 CHUNK_COLUMNS = ("document_id", "collection_id", "node_id", "ordinal", "text", "page", "token_count",
-                 "heading_path", "embedding", "page_end", "statement", "context")
+                 "heading_path", "embedding", "page_end", "statement", "context", "tokens")
 
 
 class DocumentInfo(msgspec.Struct, frozen=True):
@@ -151,6 +171,7 @@ class NewDocument(msgspec.Struct, frozen=True):
     chunk_embeddings: np.ndarray
     embedder_generation: int | None = None  # when set, the write is refused if `kb reembed` ran since
     facts: Sequence[FactDraft] = ()  # statement line items per period (ingest.facts)
+    job_id: int | None = None  # when set, the write is refused (JobCancelledError) once that job is cancelled
 
 
 def _doc(row: asyncpg.Record) -> DocumentInfo:
@@ -189,19 +210,66 @@ async def get_node(pool: asyncpg.Pool, doc_id: int, node_id: str) -> NodeText:
     return NodeText(**{**dict(row), "path": list(row["path"])}, children=kids)
 
 
-async def delete_document(pool: asyncpg.Pool, doc_id: int) -> None:
-    """Delete a document (nodes and chunks cascade) and its lexeme counts, in one transaction."""
+class Deleting(msgspec.Struct, frozen=True):
+    """A document being deleted: out of listings, lexeme counts and name/content checks; rows left to go."""
+
+    id: int
+    source_path: str
+    chunks: int
+
+
+async def start_delete(pool: asyncpg.Pool, doc_id: int) -> Deleting:
+    """Take a document out of the collection in one short transaction (lexeme counts, name and content freed
+    for a re-ingest, listings); its rows are removed by :func:`finish_delete`. A second call for a document
+    already being deleted returns it again."""
     async with pool.acquire() as conn, conn.transaction():
         collection_id = await conn.fetchval(SQL_DOC_COLLECTION_NOLOCK, doc_id)
         if collection_id is None:
             raise NotFoundError(f"document {doc_id} does not exist")
         # the lexeme lock first, like the writer: one lexeme writer per collection, no lock cycles
         await conn.execute(SQL_LOCK_LEXEMES, collection_id)
-        if await conn.fetchval(SQL_DOC_COLLECTION, doc_id) is None:
+        row = await conn.fetchrow(SQL_DOC_FOR_DELETE, doc_id)
+        if row is None:
             raise NotFoundError(f"document {doc_id} does not exist")
-        await conn.execute(SQL_LEXEMES_REMOVE, collection_id, doc_id, timeout=LONG_STATEMENT_S)
-        await conn.execute(SQL_DELETE_DOCUMENT, doc_id, timeout=LONG_STATEMENT_S)
-    log.info("store.document_deleted", doc_id=doc_id)
+        if row["status"] != DELETING:
+            await conn.execute(SQL_LEXEMES_REMOVE, collection_id, doc_id, timeout=LONG_STATEMENT_S)
+            await conn.execute(SQL_MARK_DELETING, doc_id)
+    log.info("store.document_deleting", doc_id=doc_id, chunks=row["chunk_count"])
+    return Deleting(id=doc_id, source_path=row["source_path"], chunks=row["chunk_count"])
+
+
+async def finish_delete(pool: asyncpg.Pool, doc_id: int, *, batch: int = DELETE_BATCH_ROWS,
+                        on_progress: Callable[[int], object] | None = None) -> int:
+    """Remove a document taken out by :func:`start_delete`, ``batch`` rows per statement (each its own short
+    transaction, so a large document never holds locks or a statement long); ``on_progress(rows)`` after each.
+    Resumable: a delete interrupted half-way is finished by calling it again. Returns the rows removed."""
+    removed = 0
+    for sql in (SQL_DELETE_CHUNKS_BATCH, SQL_DELETE_NODES_BATCH, SQL_DELETE_FACTS_BATCH):
+        while True:
+            n = int((await pool.execute(sql, doc_id, batch)).rsplit(" ", 1)[-1])
+            if not n:
+                break
+            removed += n
+            await pool.execute(SQL_TOUCH_DELETING, doc_id)
+            if on_progress is not None:
+                on_progress(removed)
+    await pool.execute(SQL_DELETE_DELETING, doc_id)
+    log.info("store.document_deleted", doc_id=doc_id, rows=removed)
+    return removed
+
+
+async def delete_document(pool: asyncpg.Pool, doc_id: int) -> Deleting:
+    """Delete a document with its nodes, chunks, facts and lexeme counts (:func:`start_delete`, then
+    :func:`finish_delete` in batches)."""
+    deleting = await start_delete(pool, doc_id)
+    await finish_delete(pool, doc_id)
+    return deleting
+
+
+async def stalled_deletes(pool: asyncpg.Pool, idle_s: float) -> list[Deleting]:
+    """Documents left half-deleted (their deleter stopped): no batch for ``idle_s``."""
+    return [Deleting(id=r["id"], source_path=r["source_path"], chunks=r["chunk_count"])
+            for r in await pool.fetch(SQL_STALLED_DELETES, idle_s)]
 
 
 async def find_existing(pool: asyncpg.Pool, collection_id: int, name: str, sha256: str) -> tuple[str, int] | None:
@@ -214,6 +282,13 @@ async def find_existing(pool: asyncpg.Pool, collection_id: int, name: str, sha25
         if r["name"] == name:
             return ("changed", r["id"])
     return None
+
+
+class JobCancelledError(IngestError):
+    """The document's ingest job was cancelled before its write: nothing was stored."""
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__(f"job {job_id} was cancelled before this file was stored; nothing was stored")
 
 
 class DuplicateContentError(IngestError):
@@ -245,6 +320,9 @@ async def write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
 async def _write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
     tree = doc.tree
     async with pool.acquire() as conn, conn.transaction():
+        if doc.job_id is not None:  # held to commit: a cancel either sees this document stored or stops it
+            if await conn.fetchval(SQL_JOB_FOR_WRITE, doc.job_id) == "cancelled":
+                raise JobCancelledError(doc.job_id)
         if doc.embedder_generation is not None:  # before any table lock, like the re-embed swap
             generation = await conn.fetchval(SQL_EMBEDDER_GENERATION)
             if generation is not None and generation != doc.embedder_generation:
@@ -278,7 +356,8 @@ async def _write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
                 timeout=LONG_STATEMENT_S,
                 records=[
                     (doc_id, doc.collection_id, c.node_id, c.ordinal, c.text, c.page, c.token_count,
-                     c.heading_path, doc.chunk_embeddings[i], c.page_end, c.statement, c.context)
+                     c.heading_path, doc.chunk_embeddings[i], c.page_end, c.statement, c.context,
+                     index_tokens(c.heading_path, c.text))
                     for i, c in enumerate(doc.chunks)
                 ],
             )

@@ -61,13 +61,16 @@ def _informative(sentence: str) -> bool:
     )
 
 
+_TRAILING_FIGURES = re.compile(r"(?:\s+(?:\$|\(?-?\$?\d[\d,]*(?:\.\d+)?\)?%?|[—–-]|n/?m))+\s*$", re.I)
+
+
 def _row_labels(text: str, limit: int = 10) -> list[str]:
     labels: list[str] = []
     for line in text.split("\n"):
         label = line.strip()
         if label.startswith("|"):  # Markdown table row: its first non-empty cell
             label = next((c.strip() for c in label.strip("|").split("|") if c.strip()), "")
-        label = label.strip(":").strip()
+        label = _TRAILING_FIGURES.sub("", label).strip(":").strip()  # "Revenue 412.6 348.5 18.4%" → "Revenue"
         if len(label) < 4 or not re.match(r"[A-Za-z]{2}", label) or sum(c.isdigit() for c in label) > 4:
             continue
         label = " ".join(label.split()[:8])
@@ -83,8 +86,91 @@ def _cap_words(text: str, limit: int) -> str:
     return text if len(words) <= limit else " ".join(words[:limit]).rstrip(",;:") + " …"
 
 
+# --------------------------------------------------------------------------- Chinese text
+
+SUMMARY_ZH_CHARS = 120  # a Chinese summary's length in characters (about SUMMARY_WORDS English words)
+_HAN = re.compile(r"[\u4e00-\u9fff]")
+_ZH_SENTENCE_END = re.compile(r"(?<=[。！？；])")
+
+
+def is_chinese(text: str) -> bool:
+    """More Chinese characters than Latin letters (in the first 4000 characters)."""
+    head = text[:4000]
+    han = len(_HAN.findall(head))
+    return han >= 4 and han > sum(1 for c in head if c.isascii() and c.isalpha())
+
+
+_ZH_NUMBERING = re.compile(r"^(?:第[一二三四五六七八九十\d]{1,3}[节章]|[一二三四五六七八九十]{1,3}、|[（(][一二三四五六七八九十]{1,3}[）)]"
+                           r"|\d{1,2}[、.．](?!\d))\s*")
+
+
+def _zh_informative(sentence: str) -> bool:
+    """A sentence of prose: ends like one (or runs on with commas), mostly Chinese, few digits; not a heading,
+    a "key：value" line or a table row."""
+    chars = [c for c in sentence if not c.isspace()]
+    if not 12 <= len(chars) <= 150 or sentence.lstrip().startswith("|"):
+        return False
+    if not sentence.endswith(("。", "！", "？", "；")) and not (sentence.count("，") >= 1 and len(chars) >= 20):
+        return False
+    return (sum(1 for c in chars if _HAN.match(c)) >= 0.5 * len(chars)
+            and sum(c.isdigit() for c in chars) <= 0.15 * len(chars))
+
+
+def _zh_row_labels(text: str, limit: int = 10) -> list[str]:
+    labels: list[str] = []
+    lines = text.split("\n")
+    if lines and _ZH_NUMBERING.match(lines[0].strip()):
+        lines = lines[1:]  # the section's own heading
+    for line in lines:
+        label = line.strip()
+        if label.startswith("|"):  # a table row: its first non-empty cell
+            label = next((c.strip() for c in label.strip("|").split("|") if c.strip() and c.strip() != "-"), "")
+        label = re.sub(r"[（(][^）)]*[）)]$", "", label.strip("：: "))  # "营业收入（元）" → "营业收入"
+        label = _ZH_NUMBERING.sub("", label)  # "1、合并资产负债表" → "合并资产负债表"
+        if (len(_HAN.findall(label)) < 2 or sum(c.isdigit() for c in label) > 4 or len(label) > 24
+                or re.search(r"[□√■☑]|^单位|[:：]|^项目$", label)):  # check boxes, "单位：元", "编制单位：…"
+            continue
+        if label not in labels:
+            labels.append(label)
+        if len(labels) >= limit:
+            break
+    return labels
+
+
+def _cap_chars(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit].rstrip("，、；：,;: ") + "…"
+
+
+def _zh_extractive(text: str, max_chars: int) -> str:
+    """A Chinese summary: the first informative sentence plus the most salient ones, else the rows it lists."""
+    prose = [ln.strip() for ln in text.split("\n") if ln.strip() and not ln.lstrip().startswith("|")]
+    sentences = [s.strip() for ln in prose for s in _ZH_SENTENCE_END.split(ln) if s.strip()]
+    good = [(i, s) for i, s in enumerate(sentences) if _zh_informative(s)]
+    labels = _zh_row_labels(text)
+    if not good:
+        return _cap_chars("涵盖：" + "；".join(labels) + "。", max_chars) if labels else _cap_chars(_flat(text), max_chars)
+    tf = Counter(tokenize(" ".join(s for _, s in good)))
+
+    def score(sentence: str) -> float:
+        terms = sorted(set(tokenize(sentence)))
+        return sum(math.log1p(tf[t]) for t in terms) / math.sqrt(len(terms) + 1)
+
+    chosen, size = [good[0]], len(good[0][1])
+    for i, s in sorted(good[1:], key=lambda item: score(item[1]), reverse=True):
+        if size + len(s) <= max_chars:
+            chosen.append((i, s))
+            size += len(s)
+    summary = "".join(s for _, s in sorted(chosen))
+    if size < max_chars // 2 and (rows := [lb for lb in labels if lb not in summary]):
+        summary += "涵盖：" + "；".join(rows) + "。"
+    return _cap_chars(summary, max_chars)
+
+
 def extractive_summary(text: str, max_words: int = SUMMARY_WORDS) -> str:
-    """Offline summary: first informative sentence plus the most salient ones (term frequency)."""
+    """Offline summary: first informative sentence plus the most salient ones (term frequency); Chinese text
+    gets a Chinese summary of about as many characters as ``max_words`` × 2."""
+    if is_chinese(text):
+        return _zh_extractive(text, 2 * max_words)
     # PDF/Markdown line breaks → spaces, paragraphs kept
     prose = "\n\n".join(" ".join(p.split()) for p in re.split(r"\n[ \t]*\n", text) if p.strip())
     sentences = [" ".join(s.split()) for s in split_sentences(prose)]
@@ -119,6 +205,9 @@ def extractive_summary(text: str, max_words: int = SUMMARY_WORDS) -> str:
 def _prefix_summary(own: str, child_titles: Sequence[str]) -> str:
     titles = list(child_titles[:_MAX_CHILD_TITLES])
     more = len(child_titles) - len(titles)
+    if is_chinese(" ".join(titles)):
+        part = "下设：" + "；".join(titles) + (f"等{len(child_titles)}节" if more > 0 else "") + "。"
+        return f"{own}{part}" if own else part
     listing = "; ".join(titles) + (f"; and {more} more" if more > 0 else "")
     part = f"Subsections: {listing}." if listing else ""
     return f"{own} {part}".strip() if own else part

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 
 import structlog
 from litestar import Litestar, Router
+from litestar.exceptions import NotFoundException
 from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
@@ -15,6 +16,7 @@ from litestar.openapi.spec import Components, OpenAPI, OpenAPIMediaType, OpenAPI
 from litestar.routes import HTTPRoute
 
 from ingest.jobs import STOP_GRACE_S, Worker
+from ingest.render import LinesCache, PageCache
 from kb import __version__
 from kb.api.admin import AdminController
 from kb.api.capabilities import CapabilitiesController
@@ -25,14 +27,16 @@ from kb.api.common import (
     before_request,
     body_limit,
     exception_handler,
+    host_check_middleware,
     read_guard,
     request_id_middleware,
 )
+from kb.api.lifecycle import bound_hosts, watch_embedder
 from kb.api.mcp import http_session_manager, mcp_route
 from kb.api.metrics import PROMETHEUS, MetricsController
 from kb.api.pages import PagesController
 from kb.api.query import QueryController
-from kb.api.ui import ui_root, ui_router
+from kb.api.ui import OverviewController, SourceFileController, not_found_handler, ui_root, ui_router
 from kb.mcp_server import Services, build_mcp_server
 from kb.runtime import Runtime, build_ingest_context, open_runtime
 from kb.settings import ServerSettings, Settings, get_settings
@@ -52,15 +56,37 @@ def openapi_config() -> OpenAPIConfig:
     )
 
 
+def filter_value_schema() -> Schema:
+    """What ``conditions_from_filters`` accepts as one filter's value: a scalar, a list, ``{"contains": …}``
+    or numeric bounds (``{}`` and other objects are refused, so the schema refuses them too); the ``fact``
+    key has its own form (``fact_filter``)."""
+    number = Schema(any_of=[Schema(type=OpenAPIType.NUMBER),
+                            Schema(type=OpenAPIType.STRING, pattern=r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$")])
+    bounds = ("gte", "lte", "gt", "lt")
+    return Schema(any_of=[
+        Schema(type=OpenAPIType.STRING), Schema(type=OpenAPIType.NUMBER), Schema(type=OpenAPIType.BOOLEAN),
+        Schema(type=OpenAPIType.NULL), Schema(type=OpenAPIType.ARRAY),
+        Schema(type=OpenAPIType.OBJECT, required=["contains"], description="{contains: text}"),
+        Schema(type=OpenAPIType.OBJECT, properties={b: number for b in bounds},
+               any_of=[Schema(required=[b]) for b in bounds], description="{gte, lte, gt, lt}: numbers"),
+    ])
+
+
 def adjust_openapi(schema: OpenAPI, server: ServerSettings) -> None:
     """Make the OpenAPI document say what this server really does.
 
     - Auth: without ``KB_API_TOKEN`` the read endpoints need none; without any token the admin endpoints
       need none (loopback peers only).
+    - A query's ``filters``: the values the router accepts, not any JSON (``{}`` is not a filter).
     - ``POST /kb/query`` answers ``application/json`` (a ``QueryResult``) or, with ``stream: true``,
       ``text/event-stream``: two media types, not an ambiguous ``oneOf``.
     """
     request = (schema.components.schemas or {}).get("QueryRequest")
+    filters = (request.properties or {}).get("filters") if request is not None else None
+    if isinstance(filters, Schema):
+        filters.property_names = Schema(pattern=r"^[A-Za-z0-9_.-]{1,64}$")  # router.store.METADATA_KEY
+        filters.properties = {"fact": Schema(description='{"concept": …, "period": …, "gte": …}: a financial fact')}
+        filters.additional_properties = filter_value_schema()
     top_docs = (request.properties or {}).get("top_docs") if request is not None else None
     for variant in getattr(top_docs, "one_of", None) or ():  # litestar drops constraints inside a union
         if getattr(variant, "type", None) == OpenAPIType.INTEGER:
@@ -84,6 +110,19 @@ def adjust_openapi(schema: OpenAPI, server: ServerSettings) -> None:
                     ok.description = "The answer (JSON), or with `stream: true` server-sent events"
                     ok.content["text/event-stream"] = OpenAPIMediaType(
                         schema=Schema(description="events: routing, nodes, answer (deltas), citations, done"))
+
+
+async def announce(configured_host: str, server: ServerSettings) -> None:
+    """Once the server listens: where (the real bind address, also when uvicorn was started by hand with
+    another ``--host``) and, without an admin token, what that means for the admin endpoints."""
+    hosts = await bound_hosts(configured_host)
+    loopback = all(h in LOOPBACK or h.startswith("127.") for h in hosts)
+    log.info("server.listening", host=",".join(hosts), loopback=loopback)
+    if not server.admin_token:
+        detail = ("admin endpoints disabled (403): KB_API_TOKEN is set without KB_ADMIN_TOKEN"
+                  if server.api_token else "admin API (ingest, delete) open to this machine only: loopback "
+                  "clients and this server's own web UI; set KB_ADMIN_TOKEN to require a token and allow other hosts")
+        log.warning("auth.no_admin_token", detail=detail, host=",".join(hosts), loopback=loopback)
 
 
 def fix_options_allow(app: Litestar) -> None:
@@ -113,19 +152,27 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     async def lifespan(app: Litestar) -> AsyncGenerator[None, None]:
         rt = runtime or await open_runtime(settings)
         app.state.runtime = rt
+        server = rt.settings.server
+        app.state.pages = PageCache(rt.settings.database.data_dir / "pages", server.page_cache_mb * 1024 * 1024)
+        app.state.lines = LinesCache(server.lines_cache_mb * 1024 * 1024)
         adjust_openapi(app.openapi_schema, rt.settings.server)
         services.runtime, services.pipeline = rt, rt.pipeline
-        if not settings.server.admin_token:
-            detail = ("admin endpoints disabled (403): KB_API_TOKEN is set without KB_ADMIN_TOKEN"
-                      if settings.server.api_token else "admin endpoints open to loopback peers only (not browsers)")
-            log.warning("auth.no_admin_token", detail=detail, host=host, loopback=host in LOOPBACK)
-        stop = asyncio.Event()
+        app.state.embedder_problem = None
+        stop, worker_stop = asyncio.Event(), asyncio.Event()
+
+        def embedder_problem(reason: str | None) -> None:
+            app.state.embedder_problem = reason
+            if reason:
+                worker_stop.set()  # its vectors would not fit the re-embedded store: leave the queue to others
+
         watchdog = asyncio.create_task(rt.watch_database(stop))
+        watchers = [asyncio.create_task(watch_embedder(rt, embedder_problem, stop)),
+                    asyncio.create_task(announce(host, settings.server))]
         worker_task = None
         ctx = build_ingest_context(rt) if (run_worker if run_worker is not None else settings.ingest.run_worker) else None
         if ctx is not None:
             worker = Worker(ctx, concurrency=1, stale_s=settings.ingest.job_stale_s)
-            worker_task = asyncio.create_task(worker.run(stop, grace_s=STOP_GRACE_S))
+            worker_task = asyncio.create_task(worker.run(worker_stop, grace_s=STOP_GRACE_S))
             log.info("worker.started", worker=worker.name)
         if on_ready is not None:
             on_ready()
@@ -134,24 +181,32 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
                 yield
         finally:
             stop.set()
+            worker_stop.set()
             await watchdog
+            for task in watchers:
+                task.cancel()
+            await asyncio.gather(*watchers, return_exceptions=True)
             if worker_task is not None:
                 await worker_task  # its file is handed back; a worker stuck longer than STOP_GRACE_S is cancelled
             if ctx is not None:
                 ctx.close()
+            app.state.lines.close()
             if runtime is None:
                 await rt.close()
 
     app = Litestar(
         route_handlers=[health, CatalogController, CapabilitiesController, PagesController, QueryController,
-                        AdminController, MetricsController, mcp_route(mcp_manager), ui_root, ui_router()],
+                        AdminController, MetricsController, mcp_route(mcp_manager), ui_root, ui_router(),
+                        SourceFileController, OverviewController],
         lifespan=[lifespan],
         dependencies=DEPENDENCIES,
-        exception_handlers={Exception: exception_handler},
+        exception_handlers={NotFoundException: not_found_handler, Exception: exception_handler},
         middleware=[request_id_middleware,
+                    DefineMiddleware(host_check_middleware, bound_host=host),
                     DefineMiddleware(body_limit, json_bytes=settings.server.max_json_kb * 1024,
                                      upload_bytes=settings.ingest.max_upload_mb * 1024 * 1024,
-                                     upload_paths=frozenset({"/kb/admin/documents"})),
+                                     upload_paths=frozenset({"/kb/admin/documents"}),
+                                     timeout_s=settings.server.body_timeout_s),
                     PROMETHEUS.middleware],
         before_request=before_request,
         openapi_config=openapi_config(),

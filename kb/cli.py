@@ -15,7 +15,7 @@ import msgspec
 from kb.errors import ConfigError, KBError
 from kb.logging import configure_logging
 from kb.process import run_async
-from kb.settings import get_settings, settings_table
+from kb.settings import Settings, get_settings, setting_docs, settings_table
 from kb.text import unit_label
 from router.types import STRATEGIES
 
@@ -34,8 +34,10 @@ def _pages(item: Any) -> str:
     return str(item.pages) if item.pages or item.status != "ok" else "-"
 
 
-async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path | None, *, quiet: bool = False) -> int:
-    """Create a job and run a local worker until it is done, with a progress bar and a final table."""
+async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path | None, *, quiet: bool = False,
+                  by_root: bool = True) -> int:
+    """Create a job and run a local worker until it is done, with a progress bar and a final table; documents
+    are named by their path under ``KB_INGEST_ROOT`` when inside it (``by_root``), else under ``path``."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -54,7 +56,7 @@ async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path |
     async with open_runtime() as rt:
         coll = await ensure_collection(rt.pool, collection)
         job_id = await create_job(rt.pool, collection_id=coll.id, path=path, recursive=recursive,
-                                  metadata_path=metadata)
+                                  metadata_path=metadata, name_root=rt.settings.ingest.root if by_root else None)
         started = time.perf_counter()
         columns = (TextColumn("[bold]ingest[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[detail]}"),
                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
@@ -73,7 +75,7 @@ async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path |
         for col in ("file", "status", "pages", "chunks", "seconds", "detail"):
             table.add_column(col)
         for it in job.items:
-            style = {"ok": "green", "failed": "red", "skipped": "yellow", "unsupported": "yellow"}.get(it.status)
+            style = {"ok": "green", "replaced": "green", "failed": "red", "skipped": "yellow", "unsupported": "yellow"}.get(it.status)
             table.add_row(it.name, f"[{style}]{it.status}[/]" if style else it.status, _pages(it),
                           str(it.chunks), f"{it.seconds:.1f}" if it.seconds else "", it.error or "")
         if not quiet and console.is_terminal:
@@ -301,6 +303,21 @@ async def _reembed(collection: str | None, batch: int, *, quiet: bool = False) -
         return 0
 
 
+async def _reindex(every: bool) -> int:
+    """Re-tokenise stored chunks for full-text search (no re-embedding): those without tokens or from an older
+    tokenizer (what every start does), or all of them with ``every``."""
+    from ingest.reindex import SQL_STATE, ensure_tokens
+    from kb.runtime import open_runtime
+
+    async with open_runtime() as rt:  # the start itself re-tokenises what is missing or stale
+        result = await ensure_tokens(rt.pool, force=True) if every else None
+        version = await rt.pool.fetchval(SQL_STATE)
+    if result is not None:
+        print(f"kb: re-tokenised {result.chunks} chunks of {result.collections} collections in {result.seconds:.1f} s")
+    print(f"kb: full-text tokens are up to date (tokenizer {version})")
+    return 0
+
+
 async def _facts(collection: str) -> int:
     """Re-read the statement facts of a collection's documents from their source files."""
     from ingest.pipeline import refresh_facts
@@ -377,7 +394,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     s = get_settings()
     if not run_async(_samples_ingested("default")):
         print(f"kb: first start — ingesting the sample reports from {SAMPLES_DIR}", flush=True)
-        run_async(_ingest(SAMPLES_DIR, "default", False, SAMPLES_DIR.parent / "metadata.jsonl"))
+        run_async(_ingest(SAMPLES_DIR, "default", False, SAMPLES_DIR.parent / "metadata.jsonl", by_root=False))
     host, port = args.host or s.server.host, args.port or s.server.port
     banner = (f"\nReady. Open the web UI at http://{host}:{port}/ or try:\n"
               f"  curl -s http://{host}:{port}/kb/query -H 'Content-Type: application/json' \\\n"
@@ -432,6 +449,23 @@ def cmd_worker(_: argparse.Namespace) -> int:
     return 0
 
 
+def _config_table(settings: Settings) -> str:
+    """The effective settings for people: each environment variable, its value and what it does, by group."""
+    masked = settings.masked()
+    lines: list[str] = []
+    group = None
+    docs = list(setting_docs())
+    width = max(len(d.env) for d in docs)
+    for d in docs:
+        if d.group != group:
+            group = d.group
+            lines.append(f"{'' if not lines else chr(10)}[{group}]")
+        value = masked[d.group][d.name]
+        shown = "(unset)" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+        lines.append(f"{d.env:<{width}}  {shown}  # {d.doc}")
+    return "\n".join(lines) + "\n"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kb", description="Multi-document knowledge base with a document router")
     sub = p.add_subparsers(dest="command", required=True)
@@ -448,27 +482,47 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("db", help="manage the embedded Postgres")
     d.add_argument("action", choices=["status", "start", "stop"])
     c = sub.add_parser("config", help="print the effective settings (secrets masked)")
-    c.add_argument("--format", choices=["json", "env", "markdown"], default="json",
-                   help="json: by group; env: variable=value lines; markdown: every setting's variable, default "
-                        "and meaning (the README table)")
-    i = sub.add_parser("ingest", help="ingest a file or folder")
-    i.add_argument("path", type=Path)
-    i.add_argument("--collection", default="default")
-    i.add_argument("--metadata", type=Path)
-    i.add_argument("--recursive", action="store_true")
-    q = sub.add_parser("query", help="ask a question")
-    q.add_argument("question", nargs="?")
-    q.add_argument("--strategy", default="auto", choices=STRATEGIES)
-    q.add_argument("--collection", default="default")
-    q.add_argument("--top-docs", type=int, default=None, help="documents to route (default: by the question's scope)")
-    q.add_argument("--top-k", type=int, default=5)
-    q.add_argument("--json", action="store_true")
-    q.add_argument("--interactive", action="store_true")
+    c.add_argument("--format", choices=["table", "json", "env", "markdown"], default="table",
+                   help="table (default): each KB_* variable, its value and meaning; json: by group; env: "
+                        "variable=value lines; markdown: every setting's variable, default and meaning (the README "
+                        "table)")
+    examples = argparse.RawDescriptionHelpFormatter
+    i = sub.add_parser("ingest", help="ingest a file or folder", formatter_class=examples,
+                       description="Ingest a file or a folder into a collection (a job, run here to the end).",
+                       epilog="examples:\n"
+                              "  kb ingest samples/reports --metadata samples/metadata.jsonl\n"
+                              "  kb ingest ~/filings --recursive --collection filings\n"
+                              "  kb ingest report.pdf            # one file; an unchanged file is skipped")
+    i.add_argument("path", type=Path, help="a file, or a folder of .pdf/.md/.txt/.docx/.html files")
+    i.add_argument("--collection", default="default",
+                   help="collection to add to (default: default; create others with POST /kb/collections)")
+    i.add_argument("--metadata", type=Path, metavar="FILE",
+                   help="metadata.jsonl or .csv with one row per file (name = file stem), e.g. company, fiscal_year")
+    i.add_argument("--recursive", action="store_true", help="include subfolders (hidden ones are skipped)")
+    q = sub.add_parser("query", help="ask a question", formatter_class=examples,
+                       description="Ask the documents of a collection; the answer cites the pages it comes from.",
+                       epilog="examples:\n"
+                              "  kb query \"What was Helios Robotics revenue in fiscal 2023?\"\n"
+                              "  kb query \"Which company had a product recall?\" --strategy semantic --top-k 8\n"
+                              "  kb query \"Compare the 2023 revenue of Aurora and Northwind\" --top-docs 2 --json\n"
+                              "  kb query --interactive          # a conversation: follow-up questions keep context")
+    q.add_argument("question", nargs="?", help="the question (omit with --interactive)")
+    q.add_argument("--strategy", default="auto", choices=STRATEGIES,
+                   help="how documents are picked: auto (metadata, then semantic), metadata (filters from the "
+                        "question), semantic (document similarity), description (document summaries); default auto")
+    q.add_argument("--collection", default="default", help="collection to ask (default: default)")
+    q.add_argument("--top-docs", type=int, default=None, metavar="N",
+                   help="documents to route (default: as many as the question's scope needs)")
+    q.add_argument("--top-k", type=int, default=5, metavar="N", help="evidence passages to cite (default 5)")
+    q.add_argument("--json", action="store_true", help="print the whole result (citations, trace) as JSON")
+    q.add_argument("--interactive", action="store_true", help="ask several questions in a row, with history")
     e = sub.add_parser("export", help="print a document's tree as PageIndex JSON (usable as a .tree.json sidecar)")
     e.add_argument("doc_id", type=int, metavar="DOC", help="document id (see GET /kb/documents)")
     rb = sub.add_parser("reembed", help="re-embed every stored vector with the configured embedder (resumable)")
     rb.add_argument("--collection", help="only this collection (with the recorded embedder only)")
     rb.add_argument("--batch", type=int, default=256, help="texts per staged batch")
+    ri = sub.add_parser("reindex", help="re-tokenise stored chunks for full-text search (no re-embedding)")
+    ri.add_argument("--all", action="store_true", help="every chunk, not only those without current tokens")
     fa = sub.add_parser("facts", help="re-read the statement facts of stored documents from their source files")
     fa.add_argument("--collection", required=True)
     sub.add_parser("mcp", help="serve the Model Context Protocol over stdio (for agents; HTTP is at /mcp)")
@@ -545,7 +599,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.command == "db":
             return cmd_db(args)
         if args.command == "config":
-            if args.format == "markdown":
+            if args.format == "table":
+                print(_config_table(settings), end="")
+            elif args.format == "markdown":
                 print(settings_table(), end="")
             elif args.format == "env":
                 print("\n".join(settings.env_lines()))
@@ -563,6 +619,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             return run_async(_export(args.doc_id))
         if args.command == "reembed":
             return run_async(_reembed(args.collection, max(1, args.batch)))
+        if args.command == "reindex":
+            return run_async(_reindex(args.all))
         if args.command == "facts":
             return run_async(_facts(args.collection))
         if args.command == "mcp":

@@ -40,9 +40,19 @@ def redact(_: object, __: str, event: MutableMapping[str, Any]) -> MutableMappin
     return event
 
 
+REQUESTS = {"info": False}  # whether http.request lines log at info (JSON logs) or debug (the console)
+
+
+def requests_at_info() -> bool:
+    """Request log lines are access logs in JSON (info) and detail on a person's console (debug)."""
+    return REQUESTS["info"]
+
+
 def configure_logging(fmt: str = "console", level: str = "info") -> None:
-    """Configure structlog and route stdlib logging through it."""
+    """Configure structlog and route stdlib logging through it. On the console, ``http.request`` lines log at
+    debug level (``KB_LOG_LEVEL=debug`` shows them); in JSON, at info."""
     lvl = getattr(logging, level.upper(), logging.INFO)
+    REQUESTS["info"] = fmt == "json"
     shared = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,

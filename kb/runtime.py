@@ -15,6 +15,7 @@ import structlog
 
 from ingest.embedding import CachedEmbedder
 from ingest.pipeline import IngestContext, make_executor
+from ingest.reindex import ensure_tokens
 from ingest.render import PageCache
 from kb.db import create_pool, migrate, resolve_database_url, restart_embedded_if_down
 from kb.embedder_record import EmbedderRecord, ensure_embedder
@@ -126,6 +127,9 @@ def open_runtime(settings: Settings | None = None, *, embedder: Embedder | None 
     return OpeningRuntime(settings=settings, embedder=embedder, chat=chat, allow_embedder_change=allow_embedder_change)
 
 
+_READY_SAID: list[bool] = []
+
+
 async def _open_runtime(settings: Settings | None, embedder: Embedder | None, chat: ChatModel | None,
                         allow_embedder_change: bool) -> Runtime:
     settings = settings or get_settings()
@@ -137,11 +141,14 @@ async def _open_runtime(settings: Settings | None, embedder: Embedder | None, ch
     try:
         await migrate(pool, embedding_dim=emb.dimension)
         record = await ensure_embedder(pool, emb.model_id, emb.dimension, allow_change=allow_embedder_change)
+        await ensure_tokens(pool)  # chunks stored before the tokens column / by an older tokenizer (issue 23)
     except BaseException:
         await pool.close()
         raise
     model = chat or get_chat_model(settings, store=PgLLMStore(pool))
-    log.info("runtime.ready", embedder=emb.model_id, chat=model.model_id, embedded_db=settings.database.url is None)
+    (log.debug if _READY_SAID else log.info)("runtime.ready", embedder=emb.model_id, chat=model.model_id,
+                                             embedded_db=settings.database.url is None)
+    _READY_SAID.append(True)  # once per process at info: `kb serve` opens a runtime to check, then its own
     return Runtime(settings=settings, pool=pool, embedder=emb, chat=model, database_url=url,
                    embedder_record=record)
 

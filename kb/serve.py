@@ -2,8 +2,9 @@
 
 uvicorn has a keep-alive timeout but none for a client that never finishes its request headers; the
 protocol below closes such a connection after ``KB_HEADER_TIMEOUT_S``. Headers are parsed by h11 with a
-size cap (``KB_MAX_HEADER_KB``), and ``KB_MAX_CONNECTIONS`` bounds open connections and running requests
-(beyond it a request gets a 503).
+size cap (``KB_MAX_HEADER_KB``), ``KB_MAX_CONNECTIONS`` bounds open connections and running requests
+(beyond it a request gets a 503) and ``KB_MAX_CLIENT_CONNECTIONS`` the connections of one client address.
+A slow request body is the app's to time out (``KB_BODY_TIMEOUT_S``, ``kb.api.common.body_limit``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ log = structlog.get_logger("kb.serve")
 _SUPERVISOR_ENV = "_KB_SUPERVISOR_PID"  # internal, not a setting: the supervisor pid for its workers
 
 
+_BUSY = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/problem+json\r\nretry-after: 5\r\n"
+         b"connection: close\r\ncontent-length: %d\r\n\r\n%s")
 _TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/problem+json\r\n"
               b"connection: close\r\ncontent-length: %d\r\n\r\n%s")
 
@@ -67,7 +70,29 @@ class KBH11Protocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        if not self._admit(transport):
+            return
         self._arm(self._limits[0])
+
+    _clients: dict[str, int] = {}  # open connections by client address (this process)
+    _counted: str | None = None
+
+    def _admit(self, transport: asyncio.Transport) -> bool:
+        """At most ``KB_MAX_CLIENT_CONNECTIONS`` open connections per client address: one client cannot take
+        every connection of ``KB_MAX_CONNECTIONS``; beyond it a 503 at once."""
+        cap = get_settings().server.max_client_connections
+        peer = transport.get_extra_info("peername")
+        addr = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+        if cap > 0 and addr and self._clients.get(addr, 0) >= cap:
+            body = problem_bytes(503, "Too many connections",
+                                 f"this client has {cap} open connections (KB_MAX_CLIENT_CONNECTIONS)")
+            transport.write(_BUSY % (len(body), body))
+            transport.close()
+            log.info("http.client_cap", client=addr, cap=cap)
+            return False
+        self._clients[addr] = self._clients.get(addr, 0) + 1
+        self._counted = addr
+        return True
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -81,6 +106,13 @@ class KBH11Protocol(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._header_timer is not None:
             self._header_timer.cancel()
+        if self._counted is not None:
+            left = self._clients.get(self._counted, 1) - 1
+            if left > 0:
+                self._clients[self._counted] = left
+            else:
+                self._clients.pop(self._counted, None)
+            self._counted = None
         super().connection_lost(exc)
 
 

@@ -101,6 +101,10 @@ class RetrievalSettings:
         "dense share when ranking chunks across nodes and documents, the rest BM25 (FinanceBench "
         "page_recall@10: 0.5 → 0.43, 0.75 → 0.44, 0.9 → 0.48, 1.0 → 0.50; financial tables defeat BM25)")
     semantic_top_k: int = setting("KB_SEMANTIC_TOP_K", 60, "chunk hits behind DocScore")
+    evidence_tokens: int = setting(
+        "KB_EVIDENCE_TOKENS", 2000,
+        "evidence handed to synthesis, in tokens: each ranked chunk grows into a passage (its statement page "
+        "whole, its table's header, its neighbouring chunks) until this is spent; 0 = the chunks alone")
     hnsw_ef_search: int = setting("KB_HNSW_EF_SEARCH", 100, "HNSW search breadth")
     max_nodes_per_doc: int = setting("KB_MAX_NODES_PER_DOC", 4, "tree search: nodes picked per document")
     doc_concurrency: int = setting("KB_DOC_CONCURRENCY", 4, "documents tree-searched in parallel")
@@ -161,7 +165,7 @@ class ServerSettings:
                                       secret=True)
     api_token: str | None = setting("KB_API_TOKEN", None, "bearer token of the read endpoints, `/schema`, `/metrics` and `/mcp` (see Auth)",
                                     secret=True)
-    log_format: str = setting("KB_LOG_FORMAT", "console", "`console`, or `json` for JSON lines")
+    log_format: str = setting("KB_LOG_FORMAT", "console", "`console`, or `json` for JSON lines (request lines `http.request` at info in JSON, at debug on the console)")
     log_level: str = setting("KB_LOG_LEVEL", "info", "log level")
     max_connections: int = setting("KB_MAX_CONNECTIONS", 1000,
                                    "`kb serve`: open connections and running requests beyond this get 503")
@@ -170,6 +174,19 @@ class ServerSettings:
     max_header_kb: int = setting("KB_MAX_HEADER_KB", 64, "`kb serve`: request line and headers together at most this")
     max_json_kb: int = setting("KB_MAX_JSON_KB", 1024,
                                "body limit of every JSON endpoint (uploads: `KB_MAX_UPLOAD_MB`)")
+    body_timeout_s: float = setting("KB_BODY_TIMEOUT_S", 30.0,
+                                    "a request body that pauses this long (or a JSON body not complete within "
+                                    "it) gets a 408 and its connection is closed")
+    max_client_connections: int = setting("KB_MAX_CLIENT_CONNECTIONS", 64,
+                                          "`kb serve`: open connections from one client address; beyond it "
+                                          "a 503 (0: no cap; behind a proxy every client is the proxy)")
+    allowed_hosts: str = setting("KB_ALLOWED_HOSTS", "",
+                                 "comma-separated host names a request's `Host` may name besides IP addresses, "
+                                 "`localhost` and `KB_HOST`; `*`: any (see Security)")
+    page_cache_mb: int = setting("KB_PAGE_CACHE_MB", 512,
+                                 "rendered page images kept on disk; beyond it the least recently used go")
+    lines_cache_mb: int = setting("KB_LINES_CACHE_MB", 64,
+                                  "parsed lines of text sources kept in memory for `/kb/documents/{id}/lines`")
 
 
 @dataclass(frozen=True)

@@ -9,15 +9,30 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterator
+import unicodedata
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
+import regex
+import structlog
 import tiktoken
 
-_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9\-\.%$']*[A-Za-z0-9%]|[A-Za-z0-9]|[\u4e00-\u9fff\u3400-\u4dbf]+")
-_CJK = re.compile(r"[\u4e00-\u9fff\u3400-\u4dbf]")
-_SENTENCE = re.compile(r"(?<=[.!?。！？;；])\s+|\n{2,}|\n(?=[A-Z•\-\*])")
+log = structlog.get_logger("kb.text")
+
+TOKENIZER_VERSION = "2"
+"""Stored with the full-text index (``kb reindex``): a change re-tokenises every stored chunk at start."""
+
+# one match per word of any script: a Han run (segmented), a kana or Hangul run (character n-grams), or a word
+# of letters/digits of any other script ("Société", "10-k", "3.5%"); "_" and punctuation separate words
+_OTHER = r"[\w--[_\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]]"
+_START = r"[[\p{L}\p{N}]--[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]]"
+_TOKEN = regex.compile(
+    r"(?P<han>\p{Han}+)|(?P<kana>[\p{Hiragana}\p{Katakana}ー]+)|(?P<hangul>\p{Hangul}+)"
+    rf"|(?P<word>{_START}(?:[{_OTHER}\-.%$']*[{_OTHER}%])?)",
+    regex.V1,
+)
+_LATIN = regex.compile(r"\p{Latin}+")
 
 STOPWORDS = frozenset(
     """a an and are as at be been but by can could did do does for from had has have how i if in into is it its
@@ -26,6 +41,12 @@ STOPWORDS = frozenset(
     few more most other over same should some such through under until up very via per vs give show shown
     based response question relying details""".split()
 )
+ZH_STOPWORDS = frozenset(
+    """的 了 是 在 和 与 及 或 其 之 为 对 等 也 都 而 并 从 到 将 由 以 于 这 那 吗 呢 吧 啊 个 多少 什么 哪些 哪个
+    哪 如何 怎么 怎样 请 是否 有 有没有 各 每 之间 以及 其中 分别 情况 ？ 一下""".split()
+)
+MAX_TOKEN_CHARS = 200
+"""Longer "words" (hashes, runs of digits) are not indexed (Postgres lexemes are at most 2 KB)."""
 
 
 @functools.cache
@@ -76,29 +97,107 @@ def light_stem(tok: str) -> str:
     return tok
 
 
+@functools.cache
+def _segmenter() -> Callable[[str], list[str]]:
+    """Chinese word segmentation for search (rjieba: jieba-rs with its dictionary compiled in; loaded on first
+    use, ~0.1 s and ~30 MB); character bigrams when it cannot be imported."""
+    try:
+        import rjieba
+    except ImportError as exc:  # pragma: no cover - rjieba is a dependency; the fallback keeps search working
+        log.warning("text.segmenter_missing", error=str(exc), fallback="bigrams")
+        return _bigrams
+    return rjieba.cut_for_search
+
+
+def _bigrams(run: str) -> list[str]:
+    return [run] if len(run) < 2 else [run[i : i + 2] for i in range(len(run) - 1)]
+
+
 def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
-    """The one BM25 tokenizer (ingest and query): lowercase words, numbers, CJK bigrams."""
+    """The one tokenizer of BM25 and full-text search (ingest and query), NFKC-normalised and lowercased:
+    words of every script with their accents ("société"), numbers ("3.5%", "10-k"), Chinese segmented into
+    words and their parts (rjieba search mode: 金融资产 → 金融, 资产, 金融资产), Japanese kana and Korean as
+    character bigrams. English (Latin) words lose plural endings (``light_stem``); stopwords are dropped
+    unless ``keep_stopwords``."""
     out: list[str] = []
-    for m in _WORD.finditer(text.lower()):
-        tok = m.group(0)
-        if _CJK.match(tok):
-            if len(tok) == 1:
-                out.append(tok)
-            else:
-                out.extend(tok[i : i + 2] for i in range(len(tok) - 1))
-            continue
-        tok = tok.strip(".'-")
-        tok = tok.replace(",", "")
-        if not tok or (not keep_stopwords and tok in STOPWORDS):
-            continue
-        out.append(light_stem(tok))
+    for m in _TOKEN.finditer(unicodedata.normalize("NFKC", text).lower()):
+        kind, tok = m.lastgroup, m.group(0)
+        if kind == "han":
+            out.extend(t for t in _segmenter()(tok) if keep_stopwords or t not in ZH_STOPWORDS)
+        elif kind in ("kana", "hangul"):
+            out.extend(_bigrams(tok))
+        else:
+            tok = tok.strip(".'-")
+            if not tok or (not keep_stopwords and tok in STOPWORDS):
+                continue
+            out.append(light_stem(tok) if _LATIN.fullmatch(tok) else tok)
     return out
 
 
+_ABBREVIATIONS = frozenset(
+    """inc corp co cos ltd llc llp plc bhd ag sa nv no nos vs mr mrs ms dr prof st jr sr fig figs approx dept est
+    jan feb mar apr jun jul aug sep sept oct nov dec p pp vol art sec ref refs cf al ed eds govt intl natl assn""".split()
+)
+"""Words that end in a period without ending a sentence ("Apple Inc. reported", "No. 5"), lower case."""
+_END = re.compile(r"[.!?。！？;；][\"'”’)\]]*\s+")
+_DOTTED = re.compile(r"^(?:[A-Za-z]\.){1,3}[A-Za-z]?\.?$")  # "U.S.", "e.g.", "i.e.", an initial "J."
+_LIST_ITEM = re.compile(r"[•▪◦●■\-*–—]\s|\(?[a-z0-9]{1,3}\)\s|\d{1,2}\.\s")
+_FIGURE_END = re.compile(r"[\d%)]$")
+
+
+def _ends_sentence(text: str, end: int) -> bool:
+    """Does the punctuation before ``text[end:]`` (a match of ``_END``) close a sentence?"""
+    head = text[:end].rstrip()
+    head = head.rstrip("\"'”’)]")
+    if not head.endswith("."):
+        return True
+    word = head[:-1].rsplit(None, 1)[-1] if head[:-1].strip() else ""
+    if word.lower().lstrip("(\"'“‘") in _ABBREVIATIONS or _DOTTED.search(word + "."):
+        return False  # "Inc.", "No.", "U.S.", "e.g."
+    return not text[end:end + 1].islower()  # "approx. five", "et al. show": not a new sentence
+
+
+def _rejoin_lines(block: str) -> list[str]:
+    """A paragraph's PDF lines as running text; a heading line, a table row or a list item stays its own piece."""
+    lines = [ln.strip() for ln in block.split("\n") if ln.strip()]
+    if not lines:
+        return []
+    longest = max(len(ln) for ln in lines)
+    pieces = [lines[0]]
+    for last_line, ln in zip(lines, lines[1:], strict=False):
+        first = ln.split(None, 1)[0].rstrip(".,").lower()
+        starts_new = (ln[:1].isupper() or ln[:1].isdigit()) and first not in _ABBREVIATIONS  # not "Inc. …"
+        if _LIST_ITEM.match(ln) or (starts_new and not re.search(r"[,;:\-–]$", last_line) and (
+                len(last_line) < 0.6 * longest or _FIGURE_END.search(last_line))):
+            pieces.append(ln)  # a heading, a table row or a list item: not part of the sentence before
+        elif re.search(r"[a-z]-$", pieces[-1]) and ln[:1].islower():
+            pieces[-1] = pieces[-1][:-1] + ln  # "respon-" / "sible"
+        else:
+            pieces[-1] = f"{pieces[-1]} {ln}"
+    return pieces
+def index_tokens(*parts: str) -> list[str]:
+    """The distinct tokens a chunk is found by in Postgres full text (its heading path and text), in first
+    order; what ``chunks.tokens`` holds."""
+    return [t for t in dict.fromkeys(tokenize(" ".join(parts))) if len(t) <= MAX_TOKEN_CHARS]
+
+
 def split_sentences(text: str) -> list[str]:
-    """Split prose into sentences (rough, language-agnostic)."""
-    parts = [p.strip() for p in _SENTENCE.split(text)]
-    return [p for p in parts if p]
+    """Split prose into sentences (rough, language-agnostic).
+
+    PDF lines are joined back into running text first (a short line before a capital, a table row ending
+    in a figure and a list item stay apart); a period after an abbreviation ("Inc.", "Corp.", "No.",
+    "U.S.", "e.g.") or before a lower-case word never ends a sentence, and neither does a decimal point.
+    """
+    out: list[str] = []
+    for block in re.split(r"\n\s*\n", text):
+        for piece in _rejoin_lines(block):
+            start = 0
+            for m in _END.finditer(piece):
+                if _ends_sentence(piece, m.end()):
+                    out.append(piece[start:m.end()].strip())
+                    start = m.end()
+            out.append(piece[start:].strip())
+    return [s for s in out if s]
 
 
 def normalize_title(text: str) -> str:
@@ -124,11 +223,13 @@ def jsonl_objects(text: str, name: str, error: type[Exception]) -> Iterator[tupl
 # --------------------------------------------------------------------------- figures
 
 _SCALES = {"billion": 1e9, "bn": 1e9, "b": 1e9, "million": 1e6, "mn": 1e6, "mm": 1e6, "m": 1e6,
-           "thousand": 1e3, "k": 1e3, "亿": 1e8, "万": 1e4}
+           "thousand": 1e3, "k": 1e3, "亿": 1e8, "百万": 1e6, "万": 1e4, "千": 1e3}
+# full-width ASCII forms (１２３，４５６．７８％) and the ideographic space read as their ASCII twins
+_FULL_WIDTH = {0xFF01 + i: 0x21 + i for i in range(0x5E)} | {0x3000: 0x20}
 # a number not glued to a Latin letter, digit or path before it (Chinese text writes "余额为13,552.00元")
 _NUM = re.compile(
-    r"(?<![A-Za-z0-9_.\-/])(\$\s?)?\(?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\d.,]?\d)\)?"
-    r"(?:\s*(%|percent\b|billion\b|bn\b|million\b|mn\b|mm\b|thousand\b|[bmk]\b|亿|万))?(?!-?[A-Za-z])",
+    r"(?<![A-Za-z0-9_.\-/])(\$\s?)?\(?[-−]?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\d.,]?\d)\)?"
+    r"(?:\s*(%|percent\b|billion\b|bn\b|million\b|mn\b|mm\b|thousand\b|[bmk]\b|亿|百万|万|千))?(?!-?[A-Za-z])",
     re.I,
 )
 _MONTH_BEFORE = re.compile(r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s*$", re.I)
@@ -146,7 +247,9 @@ class Figure(msgspec.Struct, frozen=True):
 
 def figures(text: str, *, reference: bool = False) -> list[Figure]:
     """The numbers of ``text``. For a reference answer (``reference``) years, days of dates, source file
-    names and bare integers below 10 are not figures."""
+    names and bare integers below 10 are not figures. Full-width digits and signs read as ASCII ones; a minus
+    sign and accounting parentheses are not part of the value; 亿, 万, 千 (and million, …) are scales."""
+    text = text.translate(_FULL_WIDTH)
     if reference:
         text = _SOURCES.sub(" ", text)
     out = []

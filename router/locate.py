@@ -157,18 +157,22 @@ async def _statement_hits(state: QueryState, docs: Sequence[DocCandidate]) -> li
 
 
 async def read_more(state: QueryState, ev: Evidence, verdict: Judgement, trees: Sequence[LoadedTree]) -> None:
-    """Read the nodes a judgement asked for (validated ids) into the evidence."""
+    """Read the nodes a judgement asked for (validated ids) into the evidence, searched with what the judgement
+    says is missing (else the document's sub-question). They rank on one scale with the first round's chosen
+    nodes (the top node's tier), not behind all of them."""
     by_tree = {t.doc_id: t for t in trees}
+    doc_rank = {d: r for (d, _), (_, r) in ev.chosen.items()}
     new: dict[int, list[NodePick]] = {}
     for doc_id, node_id in verdict.read:
         node = by_tree[doc_id].by_id()[node_id]
         new.setdefault(doc_id, []).append(NodePick(
             doc_id=doc_id, node_id=node_id, title=node.title, section_path=" > ".join(node.path),
-            sub_query=state.doc_q[doc_id],
+            sub_query=verdict.missing or state.doc_q[doc_id],
             reason=f"round {verdict.round + 1}: {verdict.judgement} ({verdict.reason})"))
+    vectors = await state.embed([p.sub_query for picks in new.values() for p in picks])
     for doc_id, picks in new.items():
-        found = await retrieve_in_nodes(state.pool, by_tree[doc_id].doc_name, picks, state.vectors,
+        found = await retrieve_in_nodes(state.pool, by_tree[doc_id].doc_name, picks, vectors,
                                         top_k=state.req.top_k, settings=state.settings)
         for p in picks:
-            ev.chosen.setdefault((doc_id, p.node_id), (len(ev.chosen), 0))
+            ev.chosen.setdefault((doc_id, p.node_id), (0, doc_rank.get(doc_id, len(doc_rank))))
         ev.add_nodes(picks, found, state.policy.cross_ref_prior)

@@ -22,6 +22,7 @@ from kb.types import LLMUsage
 from router.catalog import Catalogs
 from router.facts import FactsAnswer, answer_from_facts, facts_table
 from router.locate import Searched, documents_to_read, locate, read_more, search_trees
+from router.passages import passages
 from router.planning import plan_documents
 from router.ranking import Ranked, rank
 from router.retrieve import Reranker
@@ -82,8 +83,8 @@ class QueryPipeline:
             await on_event("nodes", tuple(p for x in searched for p in x.result.picks))
         with clock.stage("retrieve"):
             ev = await locate(state, routing, docs, searched)
-            ranked = await judge_and_read(state, ev, routing, searched, await rank(state, ev, routing, self.reranker),
-                                          self.reranker)
+            ranked = await as_passages(state, await judge_and_read(
+                state, ev, routing, searched, await rank(state, ev, routing, self.reranker), self.reranker))
         return replace(outcome(state, routing, searched, ev, ranked, clock.ms), facts=facts)
 
     async def run(self, req: QueryRequest, on_event: Event | None = None) -> QueryResult:
@@ -104,7 +105,7 @@ class QueryPipeline:
                  docs=len(out.routing.documents), nodes=len(out.picks), chunks=len(out.evidence),
                  total_ms=round(clock.ms["total"], 1))
         return QueryResult(answer=answer.text, citations=list(answer.citations), documents=list(out.routing.documents),
-                           facts=facts_table(out.facts, answer), trace=trace)
+                           facts=facts_table(out.facts, answer), not_found=answer.not_found, trace=trace)
 
 
 async def facts_or_none(state: QueryState, plan: ScopePlan) -> FactsAnswer | None:
@@ -114,6 +115,11 @@ async def facts_or_none(state: QueryState, plan: ScopePlan) -> FactsAnswer | Non
     except (asyncpg.PostgresError, ValueError, KeyError, ZeroDivisionError) as exc:
         log.warning("router.facts_failed", error=f"{type(exc).__name__}: {exc}")
         return None
+
+
+async def as_passages(state: QueryState, ranked: Ranked) -> Ranked:
+    """The evidence grown into passages within ``KB_EVIDENCE_TOKENS`` (``router.passages``)."""
+    return replace(ranked, evidence=await passages(state.pool, ranked.evidence, state.settings.evidence_tokens))
 
 
 async def judge_and_read(state: QueryState, ev: Evidence, routing: RoutingResult, searched: tuple[Searched, ...],

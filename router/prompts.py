@@ -68,6 +68,7 @@ class JudgeReply(msgspec.Struct, frozen=True):
     judgement: Literal["sufficient", "insufficient", "follow_reference"]
     reason: str = ""
     read: list[NodeRef] = []
+    missing: str = ""  # what the evidence lacks, as a short search query: the next round's sub-query
 
 
 # --------------------------------------------------------------------------- steps
@@ -85,9 +86,15 @@ SYNTHESIS_PURPOSE = "synthesize"
 SYNTHESIS_SYSTEM = (
     "You answer questions about a collection of reports using only the evidence given. Rules: 1) answer only "
     "from the evidence, never invent facts or numbers; 2) after every claim put the evidence marker(s) like [1] "
-    "or [2][3]; 3) if the evidence is insufficient to answer fully, say so plainly and say what is missing; "
-    "4) be concise and precise; keep units and periods."
+    "or [2][3]; 3) lead with the sentence that answers (the asked figure with its period and unit); "
+    "4) if the evidence does not state what is asked, begin the answer with \"Not stated in the evidence:\", "
+    "say what the documents read are about instead, and cite them; if it answers only in part, say what is "
+    "missing; 5) be concise and precise; keep units and periods; answer in the language of the question."
 )
+
+
+NOT_STATED = "not stated in the evidence"
+"""What the synthesis prompt asks an LLM to write when the evidence does not state what is asked."""
 
 
 # --------------------------------------------------------------------------- prompt builders
@@ -168,11 +175,12 @@ def sufficiency_prompt(question: str, evidence: str, outlines: Sequence[str]) ->
     return (
         "Judge whether the evidence is sufficient to answer the question. If it is not, name the nodes to read "
         "next: children of a chosen section, its siblings, or a note the evidence refers to (follow_reference). "
-        "Only name nodes not marked [read].\n\n"
+        "Only name nodes not marked [read], and say in \"missing\" what the evidence lacks, as a short search "
+        "query (it is searched for in the nodes you name).\n\n"
         f"Question: {question}\n\nEvidence:\n{evidence}\n\n"
         "Document outlines:\n" + "\n\n".join(outlines)
         + '\n\nReply: {"judgement": "sufficient|insufficient|follow_reference", "reason": "...", '
-        '"read": [{"doc_id": "12", "node_id": "0007"}]}'
+        '"read": [{"doc_id": "12", "node_id": "0007"}], "missing": "..."}'
     )
 
 

@@ -25,6 +25,7 @@ import asyncpg
 import numpy as np
 
 from kb.errors import ValidationError
+from kb.text import tokenize
 from router.policy import ROUTING
 from router.types import Condition
 
@@ -95,9 +96,10 @@ SELECT c.node_id,
        (SELECT coalesce(sum(w.idf), 0) FROM unnest($2::text[], $4::float8[]) AS w(lx, idf)
         WHERE c.tsv @@ quote_literal(w.lx)::tsquery) AS score
 FROM chunks c, q WHERE c.document_id = $1 AND c.tsv @@ q.q ORDER BY score DESC LIMIT $3"""
+# the question's tokens ($2: kb.text.tokenize, the tokens chunks are indexed by) with their document counts
 SQL_QUERY_LEXEMES = """
 SELECT q.lexeme, coalesce(l.df, 0) AS df
-FROM unnest(tsvector_to_array(to_tsvector('english', $2))) AS q(lexeme)
+FROM unnest($2::text[]) AS q(lexeme)
 LEFT JOIN lexeme_df l ON l.collection_id = $1 AND l.lexeme = q.lexeme"""
 
 # nodes and chunks of chosen nodes
@@ -130,13 +132,12 @@ SELECT kv.key, kv.value, count(*) AS n
 FROM documents d, jsonb_each_text(d.metadata) kv
 WHERE d.collection_id = $1 AND jsonb_typeof(d.metadata -> kv.key) IN ('string', 'number', 'boolean')
 GROUP BY kv.key, kv.value"""
-# a phrase is absent when one of its lexemes is in no document of the collection
+# a phrase is absent when one of its tokens ($2 phrase, $3 token: one row per token) is in no document
 SQL_PHRASE_DF = """
-SELECT p.phrase, bool_or(coalesce(l.df, 0) = 0) AS absent, count(*) AS lexemes
-FROM unnest($2::text[]) AS p(phrase)
-CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector('english', p.phrase))) AS x(lexeme)
+SELECT x.phrase, bool_or(coalesce(l.df, 0) = 0) AS absent, count(*) AS lexemes
+FROM unnest($2::text[], $3::text[]) AS x(phrase, lexeme)
 LEFT JOIN lexeme_df l ON l.collection_id = $1 AND l.lexeme = x.lexeme
-GROUP BY p.phrase"""
+GROUP BY x.phrase"""
 SQL_FILTER_BASE = "SELECT d.id, d.name FROM documents d WHERE d.collection_id = $1"
 SQL_COLLECTION_DOCUMENTS = """
 SELECT id, name, title, description, metadata FROM documents WHERE collection_id = $1 ORDER BY id"""
@@ -213,12 +214,12 @@ class QueryTerms:
 
 
 async def query_terms(pool: asyncpg.Pool, collection_id: int, question: str, max_terms: int = 10) -> QueryTerms:
-    """Lexemes of the question (Postgres 'english' parser) weighted by document-level IDF.
+    """Tokens of the question (``kb.text.tokenize``, as chunks are indexed) weighted by document-level IDF.
 
     Lexemes found in no document are dropped, and so are those in most documents of a larger
     collection (they cannot discriminate and make full-text scans slow).
     """
-    rows = await pool.fetch(SQL_QUERY_LEXEMES, collection_id, question)
+    rows = await pool.fetch(SQL_QUERY_LEXEMES, collection_id, list(dict.fromkeys(tokenize(question))))
     n_docs = int(await pool.fetchval(SQL_COLLECTION_DOCS, collection_id))
     scored: list[tuple[float, str, int]] = []
     for r in rows:
@@ -306,7 +307,8 @@ async def metadata_values(pool: asyncpg.Pool, collection_id: int) -> list[asyncp
 
 async def phrases_not_in_collection(pool: asyncpg.Pool, collection_id: int, phrases: Sequence[str]) -> tuple[str, ...]:
     """The phrases some word of which no document of the collection contains."""
-    rows = await pool.fetch(SQL_PHRASE_DF, collection_id, list(phrases))
+    pairs = [(p, t) for p in phrases for t in dict.fromkeys(tokenize(p))]
+    rows = await pool.fetch(SQL_PHRASE_DF, collection_id, [p for p, _ in pairs], [t for _, t in pairs])
     return tuple(r["phrase"] for r in rows if r["absent"] and r["lexemes"] > 0)
 
 

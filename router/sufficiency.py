@@ -38,6 +38,7 @@ class Judgement(msgspec.Struct, frozen=True):
     reason: str = ""
     read: tuple[tuple[int, str], ...] = ()  # (doc_id, node_id) to read next, validated
     dropped: tuple[str, ...] = ()
+    missing: str = ""  # what the evidence lacks (the sub-query the next round searches the read nodes with)
 
 
 def _outline(tree: LoadedTree, read: set[tuple[int, str]]) -> str:
@@ -108,4 +109,5 @@ async def judge(state: QueryState, evidence: Sequence[RetrievedChunk], trees: Se
     keep, dropped = validate_reads(reply.read, trees, read, max_nodes)
     if dropped:
         log.info("router.sufficiency_dropped", round=round_no, dropped=dropped)
-    return Judgement(round=round_no, judgement=verdict, reason=reason, read=tuple(keep), dropped=tuple(dropped))
+    return Judgement(round=round_no, judgement=verdict, reason=reason, read=tuple(keep), dropped=tuple(dropped),
+                     missing=" ".join(reply.missing.split())[:300])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 import structlog
@@ -12,8 +12,16 @@ import structlog
 from kb.errors import LLMError
 from kb.providers import ChatModel
 from kb.text import Figure, figures, same_figure, split_sentences, tokenize, unit_label
+from kb.vocab import CONCEPT_BY_NAME, line_concept, question_concept, question_years
 from router.facts import FactsAnswer
-from router.prompts import SYNTHESIS_PURPOSE, SYNTHESIS_SYSTEM, multi_synthesis_prompt, synthesis_prompt
+from router.prompts import (
+    NOT_STATED,
+    SYNTHESIS_PURPOSE,
+    SYNTHESIS_SYSTEM,
+    multi_synthesis_prompt,
+    synthesis_prompt,
+)
+from router.rows import RowMatch, amount, best_row, measure_words, question_names, render, value
 from router.scope import evidence_found
 from router.types import Answer, CitationOut, RetrievedChunk, ScopePlan, Turn, UnsupportedFigure
 from router.wording import EN, Words, words
@@ -25,6 +33,7 @@ _NUMBER = re.compile(r"\$?\d[\d,]*(?:\.\d+)?%?")
 _WANTS_NUMBER = re.compile(r"\b(how much|how many|what (?:was|is|were)|amount|total|percent|rate|ratio)\b", re.I)
 _COMPARES_FIGURES = re.compile(r"\b(compare[ds]?|change[ds]?|trend(?:ed|s)?|grow(?:th)?|increase[ds]?|decrease[ds]?)\b",
                                re.I)
+_PROSE_WORD = re.compile(r"\b[^\W\d_]{3,}\b|[\u4e00-\u9fff]{2,}")
 _HEADING_LINE = re.compile(r"^\s{0,3}#{1,6}\s.*$", re.M)
 
 
@@ -38,10 +47,15 @@ def build_evidence(chunks: Sequence[RetrievedChunk]) -> str:
     return "\n\n".join(f"[{i}] {evidence_label(c)}\n{c.text}" for i, c in enumerate(chunks, 1))
 
 
-def _citation(i: int, c: RetrievedChunk) -> CitationOut:
+def _citation(i: int, c: RetrievedChunk, quotes: Sequence[str] = ()) -> CitationOut:
     return CitationOut(marker=i, doc_id=c.doc_id, doc_name=c.doc_name, node_id=c.node_id,
                        section_path=c.section_path, pages=c.pages, text=c.text, unit=c.unit,
-                       chunk_id=c.chunk_id)
+                       chunk_id=c.chunk_id, quote=" … ".join(dict.fromkeys(q.strip() for q in quotes if q.strip())))
+
+
+def _quotes(picked: Sequence[tuple[int, int, str]], ci: int, *extra: str) -> list[str]:
+    """The sentences picked from evidence block ``ci`` (and ``extra`` ones), as cited."""
+    return [*extra, *(s for c, _, s in picked if c == ci)]
 
 
 def _missing_note(plan: ScopePlan | None, w: Words = EN) -> str:
@@ -150,13 +164,6 @@ def _figure_text(f: Figure) -> str:
     return f"{body}%" if f.percent else body if f.scale == 1 else f"{body} × {f.scale:,.0f}"
 
 
-def _shifted(answer: Answer, by: int) -> Answer:
-    """An answer's markers moved up by ``by`` (placed after ``by`` other sources)."""
-    text = _MARKER.sub(lambda m: f"[{int(m.group(1)) + by}]", answer.text)
-    return msgspec.structs.replace(answer, text=text, citations=tuple(
-        msgspec.structs.replace(c, marker=c.marker + by) for c in answer.citations))
-
-
 async def _facts_answer(chat: ChatModel, question: str, chunks: Sequence[RetrievedChunk], history: Sequence[Turn],
                         plan: ScopePlan | None, facts: FactsAnswer) -> Answer:
     k, w = len(facts.citations), words(question)
@@ -172,11 +179,10 @@ async def _facts_answer(chat: ChatModel, question: str, chunks: Sequence[Retriev
             return msgspec.structs.replace(ans, mode="facts_llm", citations=cites)
     text, cites = facts.text, list(facts.citations)
     if chunks and (plan is None or plan.scope.kind == "single"):
-        extra = extractive_answer(question, chunks, max_sentences=2)
-        if extra.citations and extra.mode == "extractive":
-            shifted = _shifted(extra, k)
-            text += f"\n{w.from_text}\n" + shifted.text.split("\n", 1)[-1].strip()  # without its lead line
-            cites += shifted.citations
+        picked = best_sentences(question, chunks, 2)  # the figures lead; at most two supporting sentences
+        if picked:
+            text += f"\n{w.supporting}\n" + "\n".join(f"- {' '.join(s.split())} [{k + ci + 1}]" for ci, _, s in picked)
+            cites += [_citation(k + ci + 1, chunks[ci], _quotes(picked, ci)) for ci in sorted({ci for ci, _, _ in picked})]
     looked = _looked_at(question, chunks, facts.missing_ids, len(cites), w)
     if looked:
         text += "\n" + "\n".join(line for line, _ in looked)
@@ -199,7 +205,7 @@ def _looked_at(question: str, chunks: Sequence[RetrievedChunk], doc_ids: Sequenc
         ci, passage = (best[0][0], best[0][2]) if best else (0, own[0].text)
         marker = cited + len(out) + 1
         line = w.looked_at.format(doc=own[ci].doc_name, text=" ".join(passage.split())[:240], cite=f"[{marker}]")
-        out.append((line, _citation(marker, own[ci])))
+        out.append((line, _citation(marker, own[ci], [passage] if best else [])))
     return out
 
 
@@ -231,22 +237,104 @@ async def _answer(chat: ChatModel, question: str, chunks: Sequence[RetrievedChun
         ans = _offline(question, chunks, plan)
         return Answer(text=ans.text, citations=ans.citations, mode="extractive_fallback", llm_calls=1)
     cites = tuple(_citation(i, chunks[i - 1]) for i in used)
-    return Answer(text=text, citations=cites, mode="llm", llm_calls=1)
+    not_found = "the model found it not stated in the evidence" if NOT_STATED in text.lower()[:200] else ""
+    return Answer(text=text, citations=cites, mode="not_found" if not_found else "llm", llm_calls=1,
+                  not_found=not_found)
 
 
-def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sentences: int = 4) -> Answer:
-    """The best evidence sentences for the question, each cited ([n] = evidence block)."""
-    picked = best_sentences(question, chunks, max_sentences)
+def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sentences: int = 3) -> Answer:
+    """The answer first, then at most two supporting sentences, each cited ([n] = evidence block): the table row
+    that states the asked measure for the asked period, read out (``router.rows``), else the best sentence;
+    "not stated" when the question asks for a vocabulary measure that no evidence row or sentence states."""
     w = words(question)
-    if not picked:
+    naming = _naming(chunks)
+    concept = question_concept(question)
+    row = best_row(question, [c.text for c in chunks], naming) \
+        if concept or _WANTS_NUMBER.search(question) else None
+    picked = best_sentences(question, chunks, max_sentences + 1)
+    if concept and not _states(concept, chunks, row):
+        return _not_stated(question, chunks, _concept_name(concept, question, w), w)
+    if not concept and row is None and _WANTS_NUMBER.search(question) and (asked := _unmentioned(question, chunks)):
+        return _not_stated(question, chunks, asked, w)
+    if not picked and row is None:
         return Answer(text=w.closest.format(text=chunks[0].text[:300].strip()),
                       citations=(_citation(1, chunks[0]),), mode="extractive")
-    markers = sorted({ci + 1 for ci, _, _ in picked})
-    lines = [f"- {' '.join(s.split())} [{ci + 1}]" for ci, _, s in picked]
-    sources = sorted({chunks[ci].doc_name for ci, _, _ in picked})
-    lead = w.based_on_doc.format(doc=sources[0]) if len(sources) == 1 else w.based_on
-    text = lead + "\n" + "\n".join(lines)
-    return Answer(text=text, citations=tuple(_citation(i, chunks[i - 1]) for i in markers), mode="extractive")
+    if row is not None:
+        lead, lead_ci = render(row), row.chunk
+        picked = [p for p in picked if " ".join(p[2].split()) != " ".join(row.row.line.split())]
+    else:  # the first sentence that reads as one (not a row of periods or figures)
+        k = next((i for i, p in enumerate(picked) if len(_PROSE_WORD.findall(p[2])) >= 4), 0)
+        (lead_ci, _, lead) = picked.pop(k)
+    support = picked[: max_sentences - 1]
+    text = f"{' '.join(lead.split())} [{lead_ci + 1}]"
+    if support:
+        text += f"\n{w.supporting}\n" + "\n".join(f"- {' '.join(s.split())} [{ci + 1}]" for ci, _, s in support)
+    markers = sorted({lead_ci + 1, *(ci + 1 for ci, _, _ in support)})
+    lead_quote = row.row.line if row is not None else lead
+    return Answer(text=text, citations=tuple(
+        _citation(i, chunks[i - 1], _quotes(support, i - 1, *([lead_quote] if i - 1 == lead_ci else [])))
+        for i in markers), mode="extractive")
+
+
+def _states(concept: str, chunks: Sequence[RetrievedChunk], row: RowMatch | None) -> bool:
+    """Whether the evidence states a figure of the vocabulary measure: a row printing it, or a sentence naming
+    it with a number."""
+    if row is not None and (line_concept(row.row.label) == concept or row.score >= 2):
+        return True
+    spec = CONCEPT_BY_NAME.get(concept)
+    if spec is None:
+        return True
+    names = [n for n in {spec.label.lower(), *spec.printed, *spec.asked} if len(n) > 3]
+    for c in chunks:
+        for s in split_sentences(c.text):
+            low = " ".join(s.lower().split())
+            if any(ch.isdigit() for ch in low) and (any(n in low for n in names)
+                                                    or any(z in s for z in spec.chinese)):
+                return True
+    return False
+
+
+def _concept_name(concept: str, question: str, w: Words) -> str:
+    """A vocabulary measure as the question's language names it (the Chinese name the question uses)."""
+    spec = CONCEPT_BY_NAME[concept]
+    if w.lang != "zh":
+        return spec.label
+    asked = [z for z in spec.chinese if z in question]
+    return max(asked, key=len) if asked else spec.chinese[0] if spec.chinese else spec.label
+
+
+def _unmentioned(question: str, chunks: Sequence[RetrievedChunk]) -> str:
+    """The words naming the asked measure when the evidence mentions none of them ("goodwill impairment"),
+    else ""."""
+    asked = measure_words(question, _naming(chunks))
+    if not asked:
+        return ""
+    seen = set(tokenize(" ".join(c.text for c in chunks)))
+    if asked & seen:
+        return ""
+    return " ".join(t for t in re.findall(r"[^\W_]+", question) if (tokenize(t) or [""])[0] in asked) or \
+        " ".join(sorted(asked))
+
+
+def _not_stated(question: str, chunks: Sequence[RetrievedChunk], measure: str, w: Words) -> Answer:
+    """Not found is an answer: which document(s) were read, that they do not state the measure, and the
+    closest passage, cited."""
+    years = sorted(question_years(question))
+    period = ("、".join(f"{y}年" for y in years) if w.lang == "zh" else f" for {', '.join(map(str, years))}") \
+        if years else ""
+    docs = list(dict.fromkeys(c.doc_name for c in chunks))
+    doc = docs[0] if len(docs) == 1 else ("所读文档" if w.lang == "zh" else "The documents read")
+    best = best_sentences(question, chunks, 1)
+    ci, passage = (best[0][0], best[0][2]) if best else (0, chunks[0].text)
+    text = w.not_stated.format(doc=doc, measure=measure, period=period, text=" ".join(passage.split())[:240])
+    return Answer(text=text, citations=(_citation(1, chunks[ci], [passage] if best else []),), mode="not_found",
+                  not_found=f"no figure of {measure}{period if w.lang != 'zh' else ''} in the evidence read")
+
+
+def _naming(chunks: Sequence[RetrievedChunk]) -> set[str]:
+    """Words that name the documents (company, year, "annual report"): they routed the question; the answer is
+    in the others."""
+    return set(tokenize(" ".join(re.sub(r"[-_.]", " ", c.doc_name) for c in chunks)))
 
 
 def per_document_answer(question: str, chunks: Sequence[RetrievedChunk], plan: ScopePlan,
@@ -263,28 +351,93 @@ def per_document_answer(question: str, chunks: Sequence[RetrievedChunk], plan: S
     none: list[str] = []
     used: set[int] = set()
     wants_number = bool(_WANTS_NUMBER.search(question) or _COMPARES_FIGURES.search(question))
+    figures_read: list[Amount] = []
+    quotes: dict[int, list[str]] = {}
     for d in doc_ids:
         sub = plan.sub_question(d)
         idx = groups.get(d, [])
-        picked = best_sentences(sub.question if sub else question, [chunks[i] for i in idx], per_doc_sentences,
-                                wants_number=wants_number)
+        own = [chunks[i] for i in idx]
+        asked = sub.question if sub else question
+        naming = _naming(own) | set(tokenize(f"{sub.entity} {sub.period}" if sub else ""))
+        row = best_row(asked, [c.text for c in own], naming) if wants_number and own else None
+        picked = best_sentences(asked, own, per_doc_sentences - (row is not None), wants_number=wants_number)
         label = names.get(d, str(d))
         if sub and (sub.entity or sub.period):
             label += f" ({', '.join(x for x in (sub.entity, sub.period) if x)})"
-        if not picked or not found.get(d, False):
+        if (not picked and row is None) or not found.get(d, False):
             if d in plan.needed:
                 none.append(names.get(d, str(d)))
             continue
-        cited = " ".join(f"{' '.join(s.split())} [{idx[ci] + 1}]" for ci, _, s in picked)
+        lead = [f"{render(row)} [{idx[row.chunk] + 1}]"] if row is not None else []
+        who = " ".join(x for x in (sub.entity, sub.period) if x) if sub and sub.entity else names.get(d, str(d))
+        if row is not None:
+            used.add(idx[row.chunk] + 1)
+            quotes.setdefault(idx[row.chunk] + 1, []).append(row.row.line)
+            if (v := value(row)) is not None:
+                figures_read.append((who, v, lambda x, row=row: amount(x, row)))
+            picked = [p for p in picked if " ".join(p[2].split()) != " ".join(row.row.line.split())]
+        elif wants_number and (found_amount := sentence_amount([p[2] for p in picked], measure_words(asked, naming))):
+            figures_read.append((who, *found_amount))
+            stating = next(i for i, p in enumerate(picked) if sentence_amount([p[2]], measure_words(asked, naming)))
+            picked.insert(0, picked.pop(stating))  # the sentence stating the figure first
+        cited = " ".join([*lead, *(f"{' '.join(s.split())} [{idx[ci] + 1}]" for ci, _, s in picked)])
         used.update(idx[ci] + 1 for ci, _, _ in picked)
+        for ci, _, sentence in picked:
+            quotes.setdefault(idx[ci] + 1, []).append(sentence)
         lines.append(f"- {label}: {cited}")
     w = words(question)
+    if len(figures_read) == 2 and (_COMPARES_FIGURES.search(question) or plan.scope.kind == "multi"):
+        lines.append(_difference(figures_read, w))
     parts = [p for p in (_missing_note(plan, w), w.per_document) if p]
-    text = "\n".join(parts + lines)
+    text = "\n".join(p for p in parts + lines if p)
     if none:
         text += "\n" + "\n".join(w.no_evidence_in.format(doc=x) for x in none)
-    return Answer(text=text.strip(), citations=tuple(_citation(i, chunks[i - 1]) for i in sorted(used)),
+    return Answer(text=text.strip(), citations=tuple(_citation(i, chunks[i - 1], quotes.get(i, ()))
+                                                     for i in sorted(used)),
                   mode="extractive")
+
+
+Amount = tuple[str, float, Callable[[float], str]]
+"""A document's figure of the compared measure: (who, value in base units, how to write an amount like it)."""
+
+
+def _difference(read: Sequence[Amount], w: Words) -> str:
+    """Two documents' figures of the asked measure compared: the difference, and in % of the second, in the
+    first's unit."""
+    (a_name, va, write), (b_name, vb, _) = read
+    if va == vb:
+        return ""
+    pct = f" ({abs(va - vb) / abs(vb) * 100:.1f}%)" if vb else ""
+    return w.difference.format(a=a_name, b=b_name, delta=write(abs(va - vb)),
+                               direction=w.higher if va > vb else w.lower, pct=pct)
+
+
+_AMOUNT = re.compile(r"(\$\s?)?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?\s*(billion|million|thousand|亿元|万元|亿|万)?", re.I)
+_AMOUNT_SCALE = {"billion": 1e9, "million": 1e6, "thousand": 1e3, "亿元": 1e8, "万元": 1e4, "亿": 1e8, "万": 1e4}
+
+
+def sentence_amount(sentences: Sequence[str], asked: set[str]) -> tuple[float, Callable[[float], str]] | None:
+    """The first amount (a $ figure or one with a scale word; not a percent) written after a word naming the
+    asked measure in ``sentences`` ("Total revenue increased 9.4% to $2,146.8 million" → 2,146,800,000)."""
+    for s in sentences:
+        low = s.lower()
+        starts = [m.end() for t in asked for m in re.finditer(r"\b" + re.escape(t[:5]), low)]
+        if not starts:
+            continue
+        for m in _AMOUNT.finditer(s, min(starts)):
+            dollar, unit = m.group(1), (m.group(4) or "").lower()
+            if not (dollar or unit) or s[m.end():m.end() + 1] == "%":
+                continue
+            scale = _AMOUNT_SCALE.get(unit, 1.0)
+            v = float(m.group(2).replace(",", "") + (m.group(3) or "")) * scale
+
+            def write(x: float, unit: str = unit, scale: float = scale, dollar: bool = bool(dollar)) -> str:
+                shown = x / scale
+                text = f"{shown:,.1f}" if shown < 1000 and shown != int(shown) else f"{shown:,.0f}"
+                return f"{'$' if dollar else ''}{text}{' ' if unit and unit.isascii() else ''}{unit}"
+            return v, write
+    return None
+_CJK_RUN = re.compile(r"[\u4e00-\u9fff]{4}")
 
 
 def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentences: int = 4, *,
@@ -292,8 +445,8 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
     """(chunk index, sentence index, sentence) of the best evidence sentences for the question, at most two
     per chunk, best first; sentences with a figure weigh more when the question asks for one."""
     q = set(tokenize(question))
-    # words that name the document (company, year, "annual report") routed it; the answer is in the others
-    naming = set(tokenize(" ".join(re.sub(r"[-_.]", " ", c.doc_name) for c in chunks)))
+    naming = _naming(chunks)
+    naming |= question_names(question)  # the company the question names routed it too: not the answer's words
     weight = {t: (0.3 if t in naming else 1.0) for t in q}
     if wants_number is None:
         wants_number = bool(_WANTS_NUMBER.search(question))
@@ -302,7 +455,7 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
     for ci, c in enumerate(chunks):
         body = _HEADING_LINE.sub("", c.text)
         for si, s in enumerate(split_sentences(body)):
-            if len(s) < 12 or len(s.split()) < 4:
+            if len(s) < 12 or (len(s.split()) < 4 and not _CJK_RUN.search(s)):  # Chinese has no spaces
                 continue
             sentences.append((ci, si, s))
             for t in set(tokenize(s)):

@@ -116,13 +116,14 @@ class QueryResult(msgspec.Struct, frozen=True):
     citations: list[CitationOut]
     documents: list[DocCandidate]
     facts: list[FactUsed] = []  # the statement facts an answer computed from (its table)
+    not_found: str = ""  # why the evidence does not answer the question ("" when it does)
     trace: Trace | None = None
 
 
 def scope_trace(question: str, plan: ScopePlan, routing: RoutingResult,
                 evidence: Sequence[RetrievedChunk]) -> ScopeTrace:
     names = {d.doc_id: d.name for d in routing.documents}
-    counts = {d: sum(1 for c in evidence if c.doc_id == d) for d in names}
+    counts = {d: sum(c.holds for c in evidence if c.doc_id == d) for d in names}
     found = evidence_found(question, evidence, plan) if plan.scope.kind != "single" else {}
     return ScopeTrace(
         kind=plan.scope.kind, reason=plan.scope.reason, mode=plan.mode, entities=plan.scope.entities,

@@ -159,6 +159,7 @@ class RetrievedChunk(msgspec.Struct, frozen=True):
     rerank: float | None = None
     source: str = "node"  # node | cross_ref | direct (chunk hit) | statement (a named statement's page) | section
     statement: str = ""  # the financial statement kind of its page ("cash_flow"), else ""
+    holds: int = 1  # evidence passages (``router.passages``): how many ranked evidence chunks it holds
 
 
 class CitationOut(msgspec.Struct, frozen=True):
@@ -171,6 +172,8 @@ class CitationOut(msgspec.Struct, frozen=True):
     text: str
     unit: str = "page"
     chunk_id: int | None = None  # the retrieved chunk (page previews highlight it)
+    quote: str = ""  # the sentence(s) or row of ``text`` the answer cites (offline answers), shown highlighted
+    printed_page: str | None = None  # the number pages[0] prints (PDF page label or header/footer), if any
 
 
 class UnsupportedFigure(msgspec.Struct, frozen=True):
@@ -187,6 +190,7 @@ class Answer(msgspec.Struct, frozen=True):
     mode: str  # llm | extractive | extractive_fallback | facts | facts_llm
     llm_calls: int = 0
     unsupported: tuple[UnsupportedFigure, ...] = ()  # LLM answers: figures not in the cited evidence
+    not_found: str = ""  # why the evidence does not answer ("" when it does)
 
 
 class QuestionScope(msgspec.Struct, frozen=True):

@@ -44,9 +44,6 @@ class Words(msgspec.Struct, frozen=True):
     no_previous: str
     screen: str
     one_period: str
-    from_text: str
-    based_on_doc: str
-    based_on: str
     per_document: str
     no_evidence_in: str
     no_document_about: str
@@ -54,6 +51,11 @@ class Words(msgspec.Struct, frozen=True):
     nothing_found: str
     closest: str
     looked_at: str  # a document read that does not state the asked measure: the passage read instead
+    not_stated: str  # the evidence read states no figure of the asked measure
+    supporting: str  # before the supporting sentences after a lead row or sentence
+    difference: str  # two documents' figures of one measure compared
+    higher: str
+    lower: str
     statements: dict[str, str]
 
 
@@ -70,14 +72,16 @@ EN = Words(
     where_line="{kind}, “{item}”, line {n}", where_page="{kind}, “{item}”, page {n}",
     no_previous="; no previous period printed",
     screen="{hits} of the {n} companies with a {label} figure{year} have {label} {condition}",
-    one_period="- Only one period of this figure is printed in the documents read.", from_text="From the text:",
-    based_on_doc="Based on the retrieved evidence from {doc}:", based_on="Based on the retrieved evidence:",
+    one_period="- Only one period of this figure is printed in the documents read.",
     per_document="Per document, from the retrieved evidence:", no_evidence_in="- No evidence found in {doc}.",
     no_document_about="No document about {name} is in the collection.",
     not_answered="The question was not answered from other documents.",
     nothing_found="No relevant evidence was found in the collection for this question.",
     closest='The retrieved evidence does not clearly answer this question. The closest passage is: "{text}" [1]',
     looked_at='- {doc}: its statements do not state it; the closest passage read: "{text}" {cite}',
+    not_stated='{doc} does not state {measure}{period} in the passages read. The closest passage: "{text}" [1]',
+    supporting="Supporting evidence:",
+    difference="- Difference: {a} is {delta} {direction} than {b}{pct}.", higher="higher", lower="lower",
     statements={"income": "income statement", "balance": "balance sheet", "cash_flow": "cash flow statement",
                 "comprehensive_income": "statement of comprehensive income", "equity": "statement of equity"},
 )
@@ -93,11 +97,14 @@ ZH = Words(
     unchanged="持平，为{new}", also="；另一处列示为{value}{cite}（{where}）",
     where_line="{kind}，“{item}”，第{n}行", where_page="{kind}，“{item}”，第{n}页", no_previous="；未列示上期数据",
     screen="在有{label}数据的{n}家公司中，{hits}家{year}的{label}{condition}",
-    one_period="- 所读文档只列示了该数据的一个期间。", from_text="原文摘录：", based_on_doc="根据{doc}中检索到的证据：",
-    based_on="根据检索到的证据：", per_document="各文档检索到的证据：", no_evidence_in="- {doc}中未找到相关证据。",
+    one_period="- 所读文档只列示了该数据的一个期间。",
+    per_document="各文档检索到的证据：", no_evidence_in="- {doc}中未找到相关证据。",
     no_document_about="知识库中没有关于{name}的文档。", not_answered="未用其他文档回答该问题。",
     nothing_found="知识库中未找到与该问题相关的证据。", closest="检索到的证据未能明确回答该问题，最接近的段落：“{text}” [1]",
     looked_at="- {doc}：报表中未列示该数据；所读最接近的段落：“{text}”{cite}",
+    not_stated="{doc}所读段落中未载明{period}{measure}。最接近的段落：“{text}” [1]",
+    supporting="相关证据：",
+    difference="- 差额：{a}比{b}{direction}{delta}{pct}。", higher="高", lower="低",
     statements={"income": "利润表", "balance": "资产负债表", "cash_flow": "现金流量表",
                 "comprehensive_income": "综合收益表", "equity": "所有者权益变动表"},
 )

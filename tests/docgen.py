@@ -1,6 +1,6 @@
 """Documents beyond SEC filings, written with pymupdf, with the truth of where every section starts.
 
-Five kinds, each drawn the way its real counterpart is typeset:
+Kinds, each drawn the way its real counterpart is typeset:
 
 * ``lecture_notes`` — LaTeX lecture notes: chapters, sections and subsections numbered ``1``,
   ``1.1``, ``1.1.1``, set in a Type 3 font (glyph fragments, as dvips and ps2pdf write them), with or
@@ -14,6 +14,11 @@ Five kinds, each drawn the way its real counterpart is typeset:
   bold at body size.
 * ``earnings_release`` — a quarterly earnings release: a handful of bold unnumbered headings,
   then statements whose titles are bold capitals.
+
+Issue 27 added ``tex_article`` (LaTeX ``article`` through dvips and Ghostscript: ligature and dash titles,
+subsubsections bold at body size), ``institutional_report`` (a central bank's report: two-page contents with
+part dividers, unnumbered display chapters, sidebars, the chapter name as running head) and
+``earnings_release_tables`` (financial tables under bold and display-size titles).
 
 :func:`section_recall` scores a built tree against the truth: the share of the true sections found
 as a node with the same title (after normalisation) starting within ``tolerance`` pages.
@@ -263,7 +268,7 @@ def make_document(path: str | Path, sections: Sequence[Section], style: Style, *
     else:
         pages += [_page_ops(ops, str(b + 1), style, style.header if b else "") for b, ops in enumerate(body)]
     doc = pymupdf.open()
-    writer = _Type3Writer(doc, [op.text for ops in pages for op in ops]) if style.type3 else None
+    writer = _Type3Writer(doc, [op for ops in pages for op in ops]) if style.type3 else None
     _draw(doc, pages, style, writer)
     truth = [Truth(title, sec.level, len(front) + bp + 1) for sec, (bp, title) in zip(sections, where, strict=True)]
     made = Made(path, truth, doc.page_count)
@@ -325,6 +330,32 @@ def lecture_notes(path: str | Path, *, toc: bool = False, book: bool = False) ->
                          title_block=() if toc else (("Lecture Notes on Stochastic Processes", 17.3, False),
                                                      ("Autumn Term", 12.0, False)),
                          cover=("Lecture Notes on Stochastic Processes", "Autumn Term") if toc else ())
+
+
+TEX_ARTICLE = Style(font="tiro", bold="tibo", sizes=(14.4, 12.0, 10.0), body=10.0, leading=12.0, new_page_level=0,
+                    type3=True, margin=90.0)
+_TEX_TOPICS = ("Definitions and first properties", "Efficient estimators", "Affine flows", "Fluctuation bounds",
+               "Differential equations \u2013 the general case", "Finite-state modules", "Syntax of typed terms",
+               "Lower bounds \u2264 upper bounds", "Four examples", "Laboratory notes", "Coefficients of expansions",
+               "Sufficient statistics", "Conflict-free schedules", "Off-line algorithms", "Scaffolding")
+
+
+def tex_article(path: str | Path) -> Made:
+    """Lecture notes as the LaTeX ``article`` class sets them through dvips and Ghostscript (issue 27): sections
+    at 14.4 pt, subsections at 12 pt and subsubsections bold at body size, none starting a page; titles with
+    ligatures and dashes (OT1 codes), every word cut at its kerns."""
+    shape = [[2, 0], [1, 0, 1], [0, 1], [2, 1], [0]]
+    rng = random.Random(29)
+    out: list[Section] = []
+    topics = iter(rng.sample(_TEX_TOPICS, len(_TEX_TOPICS)))
+    for c, sections in enumerate(shape, 1):
+        out.append(Section(f"{c} {next(topics)}", 1, 3))
+        for k, subs in enumerate(sections, 1):
+            out.append(Section(f"{c}.{k} {next(topics, 'Proofs')}", 2, 4))
+            for u in range(1, subs + 1):
+                out.append(Section(f"{c}.{k}.{u} {_topic(rng, set())}", 3, 3))
+    return make_document(path, out, TEX_ARTICLE, title_block=(
+        ("Four Lectures on Modules and Syntax", 17.3, False), ("Laboratory for Foundations", 12.0, False)))
 
 
 LATEX_BOOK = Style(font="tiro", bold="tibo", sizes=(24.8, 14.4, 12.0), body=10.0, leading=12.0, new_page_level=1,
@@ -429,17 +460,203 @@ def earnings_release(path: str | Path) -> Made:
     ))
 
 
+_INSTITUTION_PARTS = (
+    ("The Year in Review", ("Governor's Foreword", "Highlights of the Year", "Strategic Priorities")),
+    ("Monetary Policy and Markets", ("Monetary Policy Decisions", "Economic Developments", "Market Operations",
+                                     "Foreign Reserves")),
+    ("The Financial System", ("Financial Stability Assessment", "Banking Supervision", "Payments and Settlement")),
+    ("Governance and Accounts", ("Board and Committees", "Our People", "Risk Management",
+                                 "Financial Statements")),
+)
+_INSTITUTION_TOPICS = ("in Retail Banking", "at Home and Abroad", "of Households", "of Firms", "in Public Finance",
+                       "in the Money Market", "across Regions", "in Housing", "since the Pandemic", "for Small Banks",
+                       "in Energy Markets", "of Non-banks")
+_INSTITUTION_SUBS = ("Overview", "Key Developments", "Inflation and Wages", "Credit Conditions", "Liquidity Support",
+                     "Cyber Resilience", "Climate-related Risks", "Outlook for the Year Ahead", "Data and Research",
+                     "Cooperation with Other Authorities", "Cash and Banknotes", "Remuneration", "Audit Findings")
+
+
+def institutional_report(path: str | Path) -> Made:
+    """A central bank's annual report (issue 27 item 2): ~150 pages; a contents list over several pages naming part
+    dividers and unnumbered chapters; each part opens with a divider page ("Part 2" over its title, display size);
+    chapters open a page with an unnumbered display heading, their sections are bold unnumbered headings; some
+    chapters have a boxed sidebar beside the body ("Box 3: …", not a section); every page but a divider or a
+    chapter opening carries the chapter's name as a running head, and a footer with the page number."""
+    rng = random.Random(41)
+    s = Style(font="helv", bold="hebo", body=9.5, leading=12.5, margin=64.0)
+    pages: list[list[_Op]] = []
+    truth: list[tuple[str, int, int]] = []  # title, level, 0-based body page
+    heads: list[str] = []  # running head per body page ("" = none)
+    y = 0.0
+    bottom = PAGE_H - s.margin - 20
+    box_no = 0
+
+    def new_page(head: str) -> None:
+        nonlocal y
+        pages.append([])
+        heads.append(head)
+        y = s.margin + 20
+
+    def body_lines(text: str, head: str, width: float) -> None:
+        nonlocal y
+        for ln in _wrap(text, width, s.body, s.font):
+            if y + s.leading > bottom:
+                new_page(head)
+                width = PAGE_W - 2 * s.margin
+            y += s.leading
+            pages[-1].append(_Op(y, ln, s.body, False, s.margin))
+
+    for p, (part, chapters) in enumerate(_INSTITUTION_PARTS, 1):
+        new_page("")
+        pages[-1] += [_Op(300, f"Part {p}", 30.0, True, s.margin), _Op(345, part, 24.0, True, s.margin)]
+        truth.append((part, 1, len(pages) - 1))
+        for c, chapter in enumerate(chapters):
+            new_page("")
+            heads[-1] = ""
+            y += 30
+            pages[-1].append(_Op(y, chapter, 22.0, True, s.margin))
+            truth.append((chapter, 2, len(pages) - 1))
+            heads_next = chapter
+            y += 20
+            width = PAGE_W - 2 * s.margin
+            if (p + c) % 3 == 0:  # a boxed sidebar beside the body on the chapter's first page
+                box_no += 1
+                x0 = PAGE_W - s.margin - 150
+                pages[-1].append(_Op(y + 12, f"Box {box_no}: {rng.choice(_INSTITUTION_SUBS)}", 9.5, True, x0 + 6))
+                for k, ln in enumerate(_wrap(paragraph(f"box{box_no}", 5), 138, 8.0, s.font)):
+                    pages[-1].append(_Op(y + 26 + 10.5 * k, ln, 8.0, False, x0 + 6))
+                width = PAGE_W - 2 * s.margin - 170
+            body_lines(" ".join(paragraph(f"i{p}{c}{k}") for k in range(3)), heads_next, width)
+            for sub in [f"{a} {b}" for a, b in zip(rng.sample(_INSTITUTION_SUBS, 4), rng.sample(_INSTITUTION_TOPICS, 4),
+                                                   strict=True)][: rng.randint(2, 4)]:
+                if y + 60 > bottom:
+                    new_page(heads_next)
+                y += 22
+                pages[-1].append(_Op(y, sub, 12.0, True, s.margin))
+                truth.append((sub, 3, len(pages) - 1))
+                y += 4
+                for k in range(rng.randint(12, 24)):
+                    body_lines(paragraph(f"b{p}{c}{sub}{k}"), heads_next, PAGE_W - 2 * s.margin)
+                    y += 6
+    body = []
+    for b, ops in enumerate(pages):
+        out = list(ops) + [_Op(PAGE_H - 36, f"Bank of Northland  Annual Report 2023   {b + 1}", 7.5, False, s.margin)]
+        if heads[b]:
+            out.append(_Op(40, heads[b], 8.0, False, s.margin))
+        body.append(out)
+    # contents: parts and chapters with printed page numbers, over several pages
+    entries = [(Section(title, level), page + 1) for title, level, page in truth if level <= 2]
+    entries += [(Section(title, 3), page + 1) for title, level, page in truth if level == 3][:0]
+    front = [[_Op(260, "Bank of Northland", 28.0, True, s.margin), _Op(300, "Annual Report 2023", 18.0, False,
+                                                                        s.margin)]]
+    toc = _toc_ops(entries, s, False, "Contents")
+    while len(toc) < 2:  # designed contents run over a spread at least: the second page lists the last parts
+        cut = toc[0][len(toc[0]) // 2].y  # at a line: its title, leader and number move together
+        toc = [[op for op in toc[0] if op.y < cut], [_Op(op.y - cut + s.margin + 40, op.text, op.size, op.bold, op.x)
+                                                    for op in toc[0] if op.y >= cut]]
+    front += toc
+    all_pages = [_page_ops(ops, roman(i + 1), s, "") for i, ops in enumerate(front)] + body
+    doc = pymupdf.open()
+    _draw(doc, all_pages, s, None)
+    made = Made(Path(path), [Truth(t, lv, len(front) + bp + 1) for t, lv, bp in truth], doc.page_count)
+    doc.save(path)
+    doc.close()
+    return made
+
+
+_STATEMENT_ROWS = {
+    "Condensed Consolidated Statements of Operations": (
+        ("Revenue:", None), ("Products", 1), ("Services", 1), ("Total revenue", 2), ("Operating expenses:", None),
+        ("Cost of revenue", 1), ("Research and development", 1), ("Selling, general and administrative", 1),
+        ("Total operating expenses", 2), ("Operating income", 2), ("Interest expense, net", 1),
+        ("Income before income taxes", 1), ("Provision for income taxes", 1), ("Net income", 2),
+        ("Earnings per share:", None), ("Basic", 1), ("Diluted", 1)),
+    "Condensed Consolidated Balance Sheets": (
+        ("Assets", None), ("Cash and cash equivalents", 1), ("Accounts receivable, net", 1), ("Inventories", 1),
+        ("Total current assets", 2), ("Property and equipment, net", 1), ("Goodwill", 1), ("Total assets", 2),
+        ("Liabilities and stockholders' equity", None), ("Accounts payable", 1), ("Accrued liabilities", 1),
+        ("Long-term debt", 1), ("Total liabilities", 2), ("Total stockholders' equity", 2)),
+    "Segment Information": (
+        ("Industrial Solutions", None), ("Revenue", 1), ("Operating income", 1), ("Energy Services", None),
+        ("Revenue", 1), ("Operating income", 1), ("Corporate and other", 1), ("Total operating income", 2)),
+    "Reconciliation of GAAP to Non-GAAP Financial Measures": (
+        ("GAAP operating income", 1), ("Stock-based compensation", 1), ("Amortization of intangibles", 1),
+        ("Restructuring charges", 1), ("Non-GAAP operating income", 2), ("GAAP net income", 1),
+        ("Tax effect of adjustments", 1), ("Non-GAAP net income", 2), ("Non-GAAP diluted EPS", 2)),
+    "Reconciliation of Net Income to Adjusted EBITDA": (
+        ("Net income", 1), ("Interest expense, net", 1), ("Provision for income taxes", 1),
+        ("Depreciation and amortization", 1), ("Adjusted EBITDA", 2), ("Adjusted EBITDA margin", 2)),
+}
+
+
+def earnings_release_tables(path: str | Path) -> Made:
+    """An earnings release as issued (issue 27 item 3): bold headings over prose, then financial tables, each under
+    its own bold title (some in display size) with an unaudited note, bold column heads, bold group labels
+    ("Operating expenses:") and bold total rows. The titles are sections; no table row is."""
+    rng = random.Random(27)
+    s = EARNINGS
+    flow = _Flow(s, s.margin)
+    truth: list[tuple[str, int]] = []
+    for text, size, bold in (("Northwind Industries Reports Fourth Quarter 2023 Results", 14.0, True),
+                             ("HOUSTON, February 8, 2024 -- Northwind Industries, Inc. (NYSE: NWI) today reported "
+                              "results for the fourth quarter of 2023.", 9.5, False)):
+        for ln in _wrap(text, flow.col_w, size, s.bold if bold else s.font):
+            flow.line(ln, size, bold, size * 1.3)
+    flow.y += 10
+    for k, (title, n) in enumerate((("Fourth Quarter Highlights", 3), ("Full Year 2023 Results", 4),
+                                    ("2024 Financial Outlook", 2), ("Use of Non-GAAP Financial Measures", 4),
+                                    ("Conference Call Information", 1), ("About Northwind Industries", 1))):
+        flow.room(11 * 1.3 + 4 * s.leading)
+        flow.y += 8
+        flow.line(title, 11.0, True, 11 * 1.3)
+        truth.append((title, len(flow.pages)))
+        for p in range(n):
+            for ln in _wrap(paragraph(f"er{k}p{p}"), flow.col_w, s.body, s.font):
+                flow.line(ln, s.body, False, s.leading)
+            flow.y += s.leading * 0.5
+    cols = [PAGE_W - s.margin - 60 * (3 - c) for c in range(4)]
+    for t, (title, rows) in enumerate(_STATEMENT_ROWS.items()):
+        size = 12.0 if t % 2 else 10.0  # a display-size title, or bold at body size
+        flow.room(size * 1.3 + 3 * s.leading + len(rows) * 11.0)
+        flow.y += 14
+        flow.line(title, size, True, size * 1.3)
+        truth.append((title, len(flow.pages)))
+        flow.line("(in millions, except per share data; unaudited)", 8.0, False, 11.0)
+        flow.y += 11.0
+        for c, head in enumerate(("Q4 2023", "Q4 2022", "FY 2023", "FY 2022")):
+            flow.pages[-1].append(_Op(flow.y, head, 8.0, True, cols[c] - _width(head, 8.0, s.bold)))
+        for label, kind in rows:
+            bold = kind != 1
+            flow.line(label, 8.5, bold, 11.0)
+            if kind is None:
+                continue
+            for c in range(4):
+                num = f"{rng.randint(10, 9999):,}" if "EPS" not in label and "Basic" not in label else \
+                    f"{rng.uniform(0.5, 4):.2f}"
+                flow.pages[-1].append(_Op(flow.y, num, 8.5, bold, cols[c] - _width(num, 8.5, s.bold if bold else s.font)))
+    pages = [_page_ops(ops, str(b + 1), s, "") for b, ops in enumerate(flow.pages)]
+    doc = pymupdf.open()
+    _draw(doc, pages, s, None)
+    made = Made(Path(path), [Truth(title, 1, page) for title, page in truth], doc.page_count)
+    doc.save(path)
+    doc.close()
+    return made
+
+
 KINDS = {
     "lecture_notes": lecture_notes,
     "lecture_notes_toc": lambda p: lecture_notes(p, toc=True),
     "lecture_notes_book": lambda p: lecture_notes(p, book=True),
     "lecture_notes_book_toc": lambda p: lecture_notes(p, toc=True, book=True),
+    "tex_article": tex_article,
     "research_paper": research_paper,
     "annual_report": annual_report,
     "annual_report_number_first": lambda p: annual_report(p, toc="number_first"),
     "annual_report_no_toc": lambda p: annual_report(p, toc=None),
     "regulatory_release": regulatory_release,
     "earnings_release": earnings_release,
+    "earnings_release_tables": earnings_release_tables,
+    "institutional_report": institutional_report,
 }
 
 

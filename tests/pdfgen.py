@@ -5,10 +5,10 @@ paragraphs, whether it starts on a new page) and returns where every section lan
 tests can compare a built tree with the truth. Options add an embedded outline, a
 printed table of contents (with or without page numbers) on roman-numbered front-matter
 pages, PDF page labels, and SEC-style headings (bold, body size). ``make_type3_report_pdf``
-draws the same layout the way LaTeX through dvips and ps2pdf does: a Type 3 font in pixel
-units, glyph fragments placed one by one. ``write_column`` sets text in columns for layout
-pages. Helpers write the broken inputs: encrypted, corrupt, zero-page, truncated and
-image-only PDFs.
+draws the same layout the way TeX through dvips and GPL Ghostscript does (see :class:`_Type3Writer`:
+Type 3 fonts in device pixels set at size 0.1, OT1 ligature codes, a piece per kern, no ToUnicode).
+``write_column`` sets text in columns for layout pages. Helpers write the broken inputs: encrypted,
+corrupt, zero-page, truncated, image-only PDFs and Type 3 glyph codes that are not characters.
 """
 
 from __future__ import annotations
@@ -228,84 +228,115 @@ def make_report_pdf(
     return layout
 
 
-# ---------------------------------------------------------------------------- Type 3 text
+# ---------------------------------------------------------------------------- Type 3 text (TeX via dvips)
 
-_T3_EM = 100  # font units per em of the synthetic Type 3 font
-_DEVICE_PX = 72 / 600  # positions are rounded to the pixels of a 600-dpi printer, as dvips does
-_T3_ASCENDERS = frozenset("bdfhklt0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ()[]/")
+_DEVICE_PX = 72 / 600  # dvips positions glyphs on the pixels of a 600-dpi printer; glyph units are those pixels
+_T3_TF = 0.1  # every font is set at 0.1 Tf: MuPDF reports size 0.1 whatever the glyphs' size
+_T3_ASCENDERS = frozenset("bdfhklt0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ()[]/\x0b\x0c\x0d\x0e\x0f")
 _T3_DESCENDERS = frozenset("gjpqy,;()[]/")
+# OT1 (the TeX text encoding): ligatures and dashes sit in the control and brace slots
+_OT1 = (("ffi", "\x0e"), ("ffl", "\x0f"), ("ff", "\x0b"), ("fi", "\x0c"), ("fl", "\x0d"),
+        ("\u2014", "\x7c"), ("\u2013", "\x7b"), ("\u2264", "\x14"))
+_OT1_TEXT = {code: text for text, code in _OT1}
+# letter pairs TeX kerns (cmr): dvips starts a new positioned fragment at each ("Mo dules", "Lab oratory")
+_KERNS = frozenset({"od", "nt", "bo", "Fo", "Av", "To", "Te", "Wa", "Va", "ov", "ow", "oy", "ox", "ck", "ax", "Ta"})
+
+
+def ot1(text: str) -> str:
+    """``text`` in OT1 codes: "Definition" → "De\\x0cnition", an en dash → ``\\x7b``."""
+    for plain, code in _OT1:
+        text = text.replace(plain, code)
+    return text
 
 
 class _Type3Writer:
-    """Text in one Type 3 font whose glyphs are ``_T3_EM`` units per em, FontMatrix ``[1 0 0 -1 0 0]``.
+    """Text the way TeX → dvips → GPL Ghostscript 9 writes it (the issue-27 lecture notes, read with pymupdf):
 
-    Every line is drawn at ``1 Tf`` with the size in the text matrix (size/_T3_EM), so MuPDF
-    reports sizes near 0.1. Each line is cut into fragments of 1–4 glyphs written in shuffled
-    order, each at its own position rounded to device pixels with up to a pixel of drift.
+    * one Type 3 font per face and size, glyphs in device pixels (FontMatrix 0.12 pt / 0.1), no ToUnicode
+      map and glyph names that mean nothing (``/a12``), every font set at ``0.1 Tf`` so MuPDF reports size
+      0.1; the producer and creator name Ghostscript and dvipsk, and there is no outline;
+    * OT1 codes: ligatures come out as control characters ("De\\x0cnition"), dashes as ``{``/``|``;
+    * each word is cut at its kerns and each piece placed on its own, so MuPDF makes every piece its own
+      span and line ("Lab" / "oratory");
+    * headings differ from the body only in the glyphs' size and font (bold is a second font, not a flag).
     """
 
-    def __init__(self, doc: pymupdf.Document, texts: list[str], seed: int = 7) -> None:
-        chars = sorted(set("".join(texts)) - {" "})
-        assert all(32 < ord(c) < 127 for c in chars), "ASCII only"
+    def __init__(self, doc: pymupdf.Document, ops: list[_Op], seed: int = 7) -> None:
         self.doc, self.rng = doc, random.Random(seed)
-        self.widths = {c: round(_width(c, _T3_EM, "tiro")) for c in chars}
-        procs = []
-        for c in chars:
-            w = self.widths[c]
-            top = round(_T3_EM * (0.7 if c in _T3_ASCENDERS else 0.45))
-            bottom = round(_T3_EM * (0.2 if c in _T3_DESCENDERS else 0.0))
-            # glyph space runs downwards (the FontMatrix flips it), like a bitmap's rows
-            procs.append(
-                f"/g{ord(c)} {self._stream(f'{w} 0 0 {-top} {w} {bottom} d1 0 {-top} {w} {top + bottom} re f')} 0 R"
-            )
-        first, last = ord(chars[0]), ord(chars[-1])
-        cmap = (
-            "/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /T3-UCS def /CMapType 2 def "
-            "1 begincodespacerange <00> <FF> endcodespacerange "
-            f"{len(chars)} beginbfchar "
-            + " ".join(f"<{ord(c):02X}> <{ord(c):04X}>" for c in chars)
-            + " endbfchar endcmap CMapName currentdict /CMap defineresource pop end end"
-        )
-        self.font = doc.get_new_xref()
-        doc.update_object(
-            self.font,
-            "<< /Type /Font /Subtype /Type3 /FontBBox [0 0 0 0] /FontMatrix [1 0 0 -1 0 0] "
-            f"/CharProcs << {' '.join(procs)} >> "
-            f"/Encoding << /Type /Encoding /Differences [{' '.join(f'{ord(c)} /g{ord(c)}' for c in chars)}] >> "
+        faces: dict[tuple[bool, float], set[str]] = {}
+        for op in ops:
+            faces.setdefault((op.bold, op.size), set()).update(ot1(op.text).replace(" ", ""))
+        self.fonts = {key: self._font(key, codes) for key, codes in sorted(faces.items())}
+        self.names = {key: f"R{k + 7}" for k, key in enumerate(self.fonts)}
+        doc.set_metadata({"producer": "GPL Ghostscript 9.26",
+                          "creator": "dvips(k) 5.998 Copyright 2018 Radical Eye Software"})
+
+    @staticmethod
+    def advance(text: str, size: float, bold: bool) -> float:
+        """Width in pt of OT1 ``text`` (Times metrics stand in for Computer Modern)."""
+        return sum(_width(_OT1_TEXT.get(c, c), size, "tibo" if bold else "tiro") for c in text)
+
+    def _font(self, key: tuple[bool, float], codes: set[str]) -> int:
+        bold, size = key
+        px = size / _DEVICE_PX  # pixels per em
+        procs, widths, boxes = [], {}, []
+        for c in sorted(codes):
+            w = round(self.advance(c, size, bold) / _DEVICE_PX, 2)
+            top = round(px * (0.7 if c in _T3_ASCENDERS else 0.45))
+            bottom = -round(px * (0.2 if c in _T3_DESCENDERS else 0.0))
+            boxes.append((0, bottom, w, top))
+            widths[ord(c)] = w
+            procs.append(f"/a{ord(c)} {self._stream(f'{w} 0 0 {bottom} {w} {top} d1 0 {bottom} {w} {top - bottom} re f')} 0 R")
+        first, last = min(widths), max(widths)
+        bbox = (0, min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
+        scale = _DEVICE_PX / _T3_TF
+        font = self.doc.get_new_xref()
+        self.doc.update_object(
+            font,
+            f"<< /Type /Font /Subtype /Type3 /FontBBox [{' '.join(str(round(v)) for v in bbox)}] "
+            f"/FontMatrix [{scale:.4f} 0 0 {scale:.4f} 0 0] /CharProcs << {' '.join(procs)} >> "
+            f"/Encoding << /Type /Encoding /Differences [{' '.join(f'{k} /a{k}' for k in sorted(widths))}] >> "
             f"/FirstChar {first} /LastChar {last} "
-            f"/Widths [{' '.join(str(self.widths.get(chr(i), 0)) for i in range(first, last + 1))}] "
-            f"/Resources << >> /ToUnicode {self._stream(cmap)} 0 R >>",
+            f"/Widths [{' '.join(str(widths.get(i, 0)) for i in range(first, last + 1))}] /Resources << >> >>",
         )
+        return font
 
     def _stream(self, content: str) -> int:
         xref = self.doc.get_new_xref()
         self.doc.update_object(xref, "<< >>")
-        self.doc.update_stream(xref, content.encode())
+        self.doc.update_stream(xref, content.encode("latin-1"))
         return xref
 
-    def _line(self, x: float, y: float, text: str, size: float) -> list[str]:
-        scale = size / _T3_EM
-        fragments: list[tuple[float, str]] = []
-        for word in text.split():
-            i = 0
-            while i < len(word):
-                part = word[i : i + self.rng.randint(1, 4)]
-                drift = self.rng.choice((-1, 0, 0, 1)) * _DEVICE_PX
-                fragments.append((round(x / _DEVICE_PX) * _DEVICE_PX + drift, part))
-                x += sum(self.widths[c] for c in part) * scale
-                i += len(part)
-            x += 0.33 * size
-        self.rng.shuffle(fragments)
-        return [
-            f"/T3 1 Tf {scale:.4f} 0 0 {-scale:.4f} {fx:.3f} {PAGE_H - y:.3f} Tm <{part.encode().hex()}> Tj"
-            for fx, part in fragments
-        ]
+    def _pieces(self, word: str) -> list[str]:
+        """A word cut at its kerned letter pairs."""
+        out, start = [], 0
+        for i in range(1, len(word)):
+            if word[i - 1 : i + 1] in _KERNS:
+                out.append(word[start:i])
+                start = i
+        return [*out, word[start:]]
+
+    def _line(self, op: _Op) -> list[str]:
+        name = self.names[(op.bold, op.size)]
+        x = op.x
+        commands = []
+        for word in ot1(op.text).split(" "):
+            for k, piece in enumerate(self._pieces(word) if word else []):
+                if k:
+                    x += self.rng.choice((-0.028, 0.028)) * op.size  # the kern
+                fx = round(x / _DEVICE_PX) * _DEVICE_PX
+                data = piece.encode("latin-1").hex()
+                commands.append(f"/{name} {_T3_TF} Tf 1 0 0 1 {fx:.3f} {PAGE_H - op.y:.3f} Tm <{data}> Tj")
+                x += self.advance(piece, op.size, op.bold)
+            x += 0.333 * op.size
+        return commands
 
     def draw(self, page: pymupdf.Page, ops: list[_Op]) -> None:
-        commands = [cmd for op in ops for cmd in self._line(op.x, op.y, op.text, op.size)]
+        commands = [cmd for op in ops for cmd in self._line(op)]
         content = self._stream("\n".join(["BT", *commands, "ET"]))
+        fonts = " ".join(f"/{self.names[key]} {xref} 0 R" for key, xref in self.fonts.items())
         self.doc.xref_set_key(page.xref, "Contents", f"{content} 0 R")
-        self.doc.xref_set_key(page.xref, "Resources", f"<< /Font << /T3 {self.font} 0 R >> >>")
+        self.doc.xref_set_key(page.xref, "Resources", f"<< /Font << {fonts} >> >>")
 
 
 def make_type3_report_pdf(
@@ -317,7 +348,7 @@ def make_type3_report_pdf(
     for b, ops in enumerate(body):
         ops.append(_Op(PAGE_H - 40, str(b + 1), 9.0, False, PAGE_W / 2))
     doc = pymupdf.open()
-    writer = _Type3Writer(doc, [op.text for ops in body for op in ops])
+    writer = _Type3Writer(doc, [op for ops in body for op in ops])
     for ops in body:
         writer.draw(doc.new_page(width=PAGE_W, height=PAGE_H), ops)
     layout = Layout(path, doc.page_count, 0, _placed(sections, where, 0))
@@ -376,6 +407,40 @@ def make_image_only_pdf(path: str | Path, pages: int = 2) -> Path:
     pix.set_rect(pymupdf.IRect(10, 20, 110, 30), (20, 20, 20))  # a "line of text" drawn as pixels
     for _ in range(pages):
         doc.new_page().insert_image(pymupdf.Rect(72, 72, 540, 720), pixmap=pix)
+    doc.save(path)
+    doc.close()
+    return path
+
+
+def make_glyph_code_pdf(path: str | Path, pages: int = 3) -> Path:
+    """Every glyph in a Type 3 font without a ToUnicode map whose codes are glyph numbers (1, 2, 3, …), not
+    characters: the text layer reads as control characters."""
+    path = Path(path)
+    doc = pymupdf.open()
+
+    def stream(content: str) -> int:
+        xref = doc.get_new_xref()
+        doc.update_object(xref, "<< >>")
+        doc.update_stream(xref, content.encode())
+        return xref
+
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    procs = " ".join(f"/g{k} {stream('500 0 0 0 450 700 d1 0 0 450 700 re f')} 0 R" for k in range(1, 27))
+    font = doc.get_new_xref()
+    doc.update_object(font, "<< /Type /Font /Subtype /Type3 /FontBBox [0 0 500 700] /FontMatrix [0.001 0 0 0.001 0 0] "
+                      f"/CharProcs << {procs} >> /Encoding << /Type /Encoding /Differences [1 "
+                      f"{' '.join(f'/g{k}' for k in range(1, 27))}] >> /FirstChar 1 /LastChar 26 "
+                      f"/Widths [{' '.join(['500'] * 26)}] /Resources << >> >>")
+    for n in range(pages):
+        words = [w for w in paragraph(f"page{n}", 12).lower().split() if w.isalpha()]
+        commands = ["BT /G 10 Tf"]
+        for k in range(0, len(words), 10):
+            codes = " ".join(w for w in words[k : k + 10])
+            data = "".join(f"{letters.index(c) + 1:02x}" if c in letters else "" for c in codes)
+            commands.append(f"1 0 0 1 {MARGIN} {PAGE_H - MARGIN - 14 * k / 10:.1f} Tm <{data}> Tj")
+        page = doc.new_page(width=PAGE_W, height=PAGE_H)
+        doc.xref_set_key(page.xref, "Contents", f"{stream(chr(10).join([*commands, 'ET']))} 0 R")
+        doc.xref_set_key(page.xref, "Resources", f"<< /Font << /G {font} 0 R >> >>")
     doc.save(path)
     doc.close()
     return path

@@ -35,7 +35,7 @@ def _bad_files(folder: Path) -> dict[str, str]:
     (folder / "binary.md").write_bytes(bytes(range(256)) * 8)
     (folder / "notes.xlsx").write_bytes(b"PK\x03\x04")
     return {
-        "corrupt.pdf": "", "encrypted.pdf": "encrypt", "scanned.pdf": "no text layer",
+        "corrupt.pdf": "", "encrypted.pdf": "encrypt",
         "empty.md": "empty", "binary.md": "binary",
     }
 
@@ -60,13 +60,16 @@ async def test_bad_input_fails_alone_with_reasons(runtime: Runtime, tmp_path: Pa
         assert by_name[name].status == "failed", (name, by_name[name])
         assert by_name[name].error and fragment in by_name[name].error.lower(), (name, by_name[name].error)
     assert by_name["notes.xlsx"].status == "unsupported"
+    scan = by_name["scanned.pdf"]  # no text layer: stored page by page, with the reason (issue 27)
+    assert scan.status == "ok" and scan.pages == 1, scan
     assert by_name[f"{REPORTS[0].stem}.md"].status == "ok"
     assert by_name[f"{REPORTS[2].stem}.pdf"].status == "ok"
     assert by_name["latin1.txt"].status == "ok"
     assert by_name["late-nul.md"].status == "ok", by_name["late-nul.md"].error  # Postgres text rejects NUL
     docs = {d.name: d for d in await list_documents(runtime.pool, "default")}
-    assert set(docs) == {f"{REPORTS[0].stem}.md", f"{REPORTS[2].stem}.pdf", "latin1.txt", "late-nul.md"}
+    assert set(docs) == {f"{REPORTS[0].stem}.md", f"{REPORTS[2].stem}.pdf", "latin1.txt", "late-nul.md", "scanned.pdf"}
     assert any("replacement" in w for w in docs["latin1.txt"].warnings)
+    assert "no text layer: OCR not configured" in docs["scanned.pdf"].warnings
     assert job.pages > 0 and job.chunks > 0
 
 
@@ -80,7 +83,7 @@ async def test_reingest_skips_unchanged_and_replaces_changed(runtime: Runtime, t
     assert job.items[0].status == "skipped"
     path.write_text(path.read_text().replace("$412.7 million", "$999.9 million"))
     job = await _run_job(runtime, folder)
-    assert job.items[0].status == "ok"
+    assert job.items[0].status == "replaced" and job.pages == 0 and job.chunks > 0
     docs = await list_documents(runtime.pool, "default")
     assert len(docs) == 1 and docs[0].id != first.id and docs[0].sha256 != first.sha256
     texts = [r["text"] for r in await runtime.pool.fetch("SELECT text FROM chunks")]
@@ -229,8 +232,8 @@ async def test_symlink_swapped_in_after_job_creation_is_refused(runtime: Runtime
     (docs / "sub").symlink_to(secret / "sub")  # a parent folder becomes a link
     job = await finish_job(runtime, job_id)
     states = {i.name: (i.status, i.error) for i in job.items}
-    assert states["ok.md"][0] == "ok"
-    for name in ("swap.md", "sub/inner.md"):
+    assert states["docs/ok.md"][0] == "ok"  # named by its path under the ingest root
+    for name in ("docs/swap.md", "docs/sub/inner.md"):
         assert states[name][0] == "failed" and "outside the ingest root" in (states[name][1] or ""), states
     texts = " ".join(r["text"] for r in await runtime.pool.fetch("SELECT text FROM chunks"))
     assert "98765" not in texts and "55555" not in texts and "Falcon" in texts

@@ -126,3 +126,50 @@ async def test_no_usable_choice_ranks_that_document_offline(samples_rt: Runtime,
     assert search["dropped_ids"] == ["9999"]
     assert wire(result.trace)["iterations"] == []  # the model chose nothing: no judgement asked
     assert all(c["source"] != "section" for c in wire(result.trace)["chunks"])
+
+
+def _node_id(prompt: str, title: str) -> str:
+    return re.search(r"\[(\d{4})\] " + re.escape(title), prompt).group(1)
+
+
+async def test_a_section_read_in_round_two_reaches_the_evidence_and_the_answer(samples_rt: Runtime,
+                                                                            fake_openai: FakeOpenAI) -> None:
+    """The first round's chosen sections hold more chunks than the evidence takes; the judgement names the debt
+    note and what is missing. The note is searched with that, competes on one scale with the first sections,
+    and its chunk is in the final evidence and cited in the answer."""
+    first = ["Business overview", "Segment results", "Outlook", "Financial highlights"]
+
+    def tree_search(body: dict[str, Any]) -> FakeReply:
+        user = body["messages"][-1]["content"]
+        return FakeReply.json({"thinking": "narrative sections", "results": [
+            {"node_id": _node_id(user, t), "sub_query": "revenue growth"} for t in first]})
+
+    def judge(body: dict[str, Any]) -> FakeReply:
+        user = body["messages"][-1]["content"]
+        doc = re.search(r'Document doc_id "(\d+)"', user).group(1)
+        return FakeReply.json({"judgement": "insufficient", "reason": "the debt terms are not in the evidence",
+                               "read": [{"doc_id": doc, "node_id": _node_id(user, "Note 4 — Debt")}],
+                               "missing": "convertible senior notes issued"})
+
+    def answer(body: dict[str, Any]) -> FakeReply:
+        user = body["messages"][-1]["content"]
+        block = re.search(r"^\[(\d+)\] [^\n]*Note 4 — Debt", user, flags=re.M)
+        return FakeReply.text(f"Growth was funded with convertible notes [{block.group(1) if block else 1}].")
+
+    fake_openai.route({METADATA: FakeReply.json({"conditions": [
+        {"key": "company", "op": "in", "value": ["Helios Robotics"]}, {"key": "fiscal_year", "op": "in",
+                                                                       "value": ["2022"]}]}),
+        TREE_SEARCH: tree_search, SUFFICIENCY: judge}, text=answer)
+    q = "How did Helios Robotics pay for its expansion in fiscal 2022?"
+    result = await pipeline(samples_rt, fake_openai).run(QueryRequest(query=q, strategy="metadata", top_docs=1,
+                                                                      top_k=2))
+    trace = wire(result.trace)
+    assert trace["iterations"][0]["missing"] == "convertible senior notes issued"
+    debt = [n for n in trace["nodes"] if n["title"] == "Note 4 — Debt"]
+    assert debt and debt[0]["sub_query"] == "convertible senior notes issued"
+    round1 = {n["node_id"] for n in trace["nodes"] if n["title"] in first}
+    assert sum(1 for c in trace["chunks"] if c["node_id"] in round1) > 2  # the first round alone fills top_k
+    evidence = trace["chunks"][:2]
+    assert debt[0]["node_id"] in {c["node_id"] for c in evidence}, [c["node_id"] for c in evidence]
+    assert [c.node_id for c in result.citations] == [debt[0]["node_id"]]
+    assert "convertible senior notes due 2027" in result.citations[0].text

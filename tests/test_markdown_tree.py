@@ -205,6 +205,11 @@ def test_extractive_summary_of_a_pure_table_lists_row_labels() -> None:
                       enumerate(["Net sales", "Cost of sales", "Gross margin", "Operating income"], 1))
     summary = extractive_summary("\n".join([table] * 20))
     assert summary.startswith("Covers: Net sales; Cost of sales") and not re.search(r"\d", summary)
+    # rows printed on one line (PDF text, Markdown tables) are named by their labels, not flattened figures
+    one_line = "Revenue $ 412.6 348.5 18.4%\nGross profit 170.0 148.1 14.8%\nOperating loss (14.6) (27.9) n/m"
+    assert extractive_summary(one_line) == "Covers: Revenue; Gross profit; Operating loss."
+    pipe = "| Item | 2022 | 2021 |\n|---|---|---|\n| Revenue | 412.6 | 348.5 |\n| Net loss | (23.8) | (31.5) |"
+    assert extractive_summary(pipe) == "Covers: Item; Revenue; Net loss."
 
 
 def _many_sections(n: int) -> str:

@@ -229,6 +229,6 @@ async def test_adding_a_sidecar_reingests_an_unchanged_file(runtime: Runtime, tm
                                                   "end_index": 7, "summary": "The memo."}]}
     (folder / "memo.md.tree.json").write_text(json.dumps(tree))
     job = await _ingest(runtime, folder)
-    assert job.counts == {"ok": 1}, job.items
+    assert job.counts == {"replaced": 1}, job.items  # a new version of the document
     rows = await runtime.pool.fetch("SELECT node_id, title, start_index, end_index, summary, unit FROM nodes")
     assert [tuple(r) for r in rows] == [("m", "Whole memo", 1, 7, "The memo.", "line")]

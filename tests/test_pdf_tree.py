@@ -10,9 +10,9 @@ from typing import Any
 import pymupdf
 import pytest
 
-from ingest.pdf_read import numbering_of, read_pdf
+from ingest.pdf_read import NO_TEXT_LAYER, numbering_of, read_pdf
 from ingest.pdf_tree import build_pdf_tree, page_groups
-from ingest.prompts import GENERATE, LOCATE, TOC_DETECT, TOC_TRANSFORM
+from ingest.prompts import GENERATE, HEADINGS, LOCATE, TOC_DETECT, TOC_TRANSFORM
 from kb.errors import IngestError, LLMError
 from kb.providers.chat import OfflineChatModel
 from kb.settings import IngestSettings
@@ -22,6 +22,7 @@ from tests.pdfgen import (
     Sec,
     make_corrupt_pdf,
     make_encrypted_pdf,
+    make_glyph_code_pdf,
     make_image_only_pdf,
     make_report_pdf,
     make_truncated_pdf,
@@ -65,7 +66,7 @@ def check_invariants(tree: DocumentTree, pages: list[str]) -> None:
 async def build(path: Path, chat: Any = OFFLINE, **kw: Any) -> tuple[DocumentTree, list[str]]:
     parsed = read_pdf(path)
     tree = await build_pdf_tree(parsed, chat, IngestSettings(**kw))
-    pages = [p.text for p in parsed.pages]
+    pages = [parsed.body_text(p.number) for p in parsed.pages]
     check_invariants(tree, pages)
     return tree, pages
 
@@ -133,7 +134,6 @@ def test_numbering_patterns() -> None:
         (make_encrypted_pdf, "encrypted PDF; password required"),
         (make_corrupt_pdf, "corrupt or unreadable PDF"),
         (make_zero_page_pdf, "zero pages"),
-        (make_image_only_pdf, "no text layer; OCR not configured"),
     ],
 )
 def test_read_pdf_rejects_bad_files(tmp_path: Path, maker: Any, reason: str) -> None:
@@ -141,6 +141,21 @@ def test_read_pdf_rejects_bad_files(tmp_path: Path, maker: Any, reason: str) -> 
     with pytest.raises(IngestError) as err:
         read_pdf(path)
     assert reason in err.value.detail
+
+
+@pytest.mark.parametrize("maker", [make_image_only_pdf, make_glyph_code_pdf], ids=["scan", "type3-glyph-codes"])
+async def test_no_text_layer_gives_a_node_per_page_and_a_warning(tmp_path: Path, maker: Any) -> None:
+    """A scan, or Type 3 glyphs whose codes are not characters: a page-per-node tree, never an exception."""
+    path = maker(tmp_path / "scan.pdf", pages=3)
+    with pymupdf.open(path) as doc:
+        raw = "".join(p.get_text() for p in doc)
+    assert sum(c.isalpha() for c in raw) <= 0.3 * len("".join(raw.split()))  # its own text layer: no words
+    parsed = read_pdf(path)
+    assert parsed.warnings == (NO_TEXT_LAYER,) and parsed.page_count == 3
+    assert all(p.text == "" for p in parsed.pages)
+    tree, _ = await build(path)
+    assert [(n.title, n.start, n.end) for n in tree.nodes] == [(f"Page {p}", p, p) for p in (1, 2, 3)]
+    assert NO_TEXT_LAYER in tree.warnings and tree.source_mode == "pages"
 
 
 def test_read_pdf_rejects_truncated_and_missing(tmp_path: Path) -> None:
@@ -452,3 +467,46 @@ async def test_llm_call_budget_is_bounded(tmp_path: Path) -> None:
     chat = ScriptedChat.same_reply({"entries": []})
     tree, _ = await build(layout.path, chat)
     assert tree.llm_calls == len(chat.calls) <= max(4, 14 * layout.page_count // 100)
+
+
+async def test_llm_decides_an_ambiguous_page_range(tmp_path: Path) -> None:
+    """An outline naming chapters only; one chapter holds subsection headings no layout rule takes (issue 27
+    item 4). Offline the tree keeps the outline; with an LLM, one ``tree.headings`` call for that range alone
+    decides, and its picks (not the lines it leaves out) become subsections with their pages."""
+    sections = [Sec("Overview of the Year", 1, 12), Sec("Markets and Prices", 2, 12, new_page=False),
+                Sec("Funding Conditions", 2, 12, new_page=False), Sec("A Note on Method", 2, 4, new_page=False),
+                Sec("Operations", 1, 20), Sec("Governance", 1, 20), Sec("Accounts", 1, 20)]
+    layout = make_report_pdf(tmp_path / "r.pdf", sections)
+    with pymupdf.open(layout.path) as doc:
+        doc.set_toc([[1, s.title, s.page] for s in layout.sections if s.level == 1])
+        doc.save(tmp_path / "outlined.pdf")
+    offline, _ = await build(tmp_path / "outlined.pdf")
+    assert offline.source_mode == "outline" and "Markets and Prices" not in titled(offline)
+
+    def decide(prompt: str) -> dict[str, list[int]]:
+        listed = dict(re.findall(r"^\[(\d+)\] p\.\d+ [\d.]+pt \w+: (.+)$", prompt, re.M))
+        return {"headings": [int(k) for k, text in listed.items() if text != "A Note on Method"]}
+
+    chat = ScriptedChat({HEADINGS: decide}, default=LLMError("unexpected call"))
+    tree, _ = await build(tmp_path / "outlined.pdf", chat)
+    assert [p for p, _ in chat.calls] == ["tree.headings"]  # one range was ambiguous, one call
+    assert "Overview of the Year" in chat.calls[0][1] and "A Note on Method" in chat.calls[0][1]
+    nodes = titled(tree)
+    for s in layout.sections[1:3]:
+        assert nodes[s.title].start == s.page and nodes[s.title].level == 2
+    assert "A Note on Method" not in nodes and tree.llm_calls == 1
+
+
+def test_a_page_of_figures_has_a_text_layer(tmp_path: Path) -> None:
+    """Mostly figures, few letters: still text (the no-text-layer test counts letters against symbols)."""
+    doc = pymupdf.open()
+    page = doc.new_page()
+    page.insert_text((72, 46), "Price list of the spare parts catalogue, in US dollars", fontsize=12)
+    for k in range(40):
+        page.insert_text((72, 80 + 16 * k), f"{k + 1:>3}   {1000 + 37 * k:,}.00   ({k * 3.5:.1f})%   $12,{k:03d}", fontsize=9)
+    doc.save(tmp_path / "figures.pdf")
+    doc.close()
+    parsed = read_pdf(tmp_path / "figures.pdf")
+    text = parsed.pages[0].text
+    assert sum(c.isalpha() for c in text) < 0.3 * sum(not c.isspace() for c in text)  # letters are few
+    assert parsed.warnings == () and "1,000.00" in text

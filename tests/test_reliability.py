@@ -29,7 +29,7 @@ def _client(rt: Runtime):
     return app_client(create_app(runtime=rt, bound_host="127.0.0.1", run_worker=False))
 
 
-async def test_malformed_bodies_are_400_not_500(runtime: Runtime) -> None:
+async def test_malformed_bodies_are_400_not_500(runtime: Runtime, tmp_path: Path) -> None:
     deep_object = '{"a":' * 990 + "1" + "}" * 990
     async with _client(runtime) as client:
         for path in ("/kb/query", "/kb/collections", "/kb/admin/ingest"):
@@ -51,6 +51,11 @@ async def test_malformed_bodies_are_400_not_500(runtime: Runtime) -> None:
         # a query within bounds passes validation and reaches the (empty) collection: nothing to search
         r = await client.post("/kb/query", json={"query": "revenue", "history": [{"role": "user", "content": "hi"}]})
         assert r.status_code == 400 and "holds no documents" in r.json()["detail"], r.text
+    (tmp_path / "memo.md").write_text("# Kite project\n\nRevenue of the Kite project was $4.2 million in 2023.\n")
+    assert (await ingest(runtime, tmp_path)).status == "done"
+    async with _client(runtime) as client:  # and once there is something to search, it answers
+        r = await client.post("/kb/query", json={"query": "revenue", "history": [{"role": "user", "content": "hi"}]})
+        assert r.status_code == 200 and "4.2" in r.json()["answer"], r.text
 
 
 async def test_hostile_paths_are_400(runtime: Runtime, tmp_path: Path) -> None:
@@ -311,8 +316,8 @@ async def test_page_and_chunk_limits_fail_the_file_alone(runtime: Runtime, tmp_p
 
 
 def test_cli_query_leaves_no_postgres_running(tmp_path: Path) -> None:
-    """`kb query` starts the embedded Postgres for itself and stops it when it ends (here on an empty collection:
-    it says there is nothing to search, with a non-zero exit)."""
+    """`kb query` starts the embedded Postgres for itself and stops it when it ends: on an empty collection it
+    says there is nothing to search, with a non-zero exit; after `kb ingest` it answers."""
     from kb.db import embedded_status
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
@@ -322,6 +327,14 @@ def test_cli_query_leaves_no_postgres_running(tmp_path: Path) -> None:
     assert out.returncode != 0 and "holds no documents" in out.stderr, out.stderr[-2000:]
     assert embedded_status(tmp_path / "data")["initialised"] is True
     assert embedded_status(tmp_path / "data")["running"] is False
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "memo.md").write_text("# Kite project\n\nRevenue of the Kite project was $4.2 million.\n")
+    env["KB_INGEST_ROOT"] = str(tmp_path)
+    for args in (["ingest", str(tmp_path / "docs")], ["query", "What was the revenue of the Kite project?"]):
+        out = subprocess.run([sys.executable, "-m", "kb.cli", *args], env=env, capture_output=True, text=True,
+                             timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+    assert "4.2" in out.stdout and embedded_status(tmp_path / "data")["running"] is False
 
 
 def test_killed_server_leaves_no_parser_processes(tmp_path: Path) -> None:

@@ -227,3 +227,11 @@ async def test_llm_scope_from_the_metadata_call_upgrades_a_single_question(sampl
                                                                  "northwind-energy-2023-annual-report"}
     metadata_call = next(r for r in fake_openai.requests if r.step is METADATA)
     assert "scope" in metadata_call.response_format["json_schema"]["schema"]["properties"]
+
+
+async def test_titles_name_the_company_not_a_first_heading(samples_rt: Runtime) -> None:
+    """A PDF whose first section is "Letter to shareholders" is titled by its company, type and year; a title
+    that names the company is kept."""
+    titles = {r["name"]: r["title"] for r in await samples_rt.pool.fetch("SELECT name, title FROM documents")}
+    assert titles["northwind-energy-2023-annual-report.pdf"] == "Northwind Energy annual report 2023", titles
+    assert titles["helios-robotics-2022-annual-report.md"] == "Helios Robotics — Annual Report 2022", titles

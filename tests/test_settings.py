@@ -90,9 +90,14 @@ def test_kb_config_formats(kb_env: dict[str, str], set_env: SetEnv, capsys: pyte
     assert lines["KB_DATABASE_URL"] == "postgresql://u:***@db/kb" and lines["KB_LLM_CACHE"] == "true"
     assert main(["config", "--format", "markdown"]) == 0
     assert capsys.readouterr().out == settings_table()
-    assert main(["config"]) == 0
+    assert main(["config", "--format", "json"]) == 0
     out = capsys.readouterr().out
     assert '"port": 8123' in out and "adm-secret-1" not in out and "pw@" not in out
+    assert main(["config"]) == 0  # for people: every variable by name, with its value and meaning
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith("KB_")}
+    assert set(rows) == {d.env for d in setting_docs()}
+    assert rows["KB_PORT"].split()[1] == "8123" and "  # " in rows["KB_PORT"]
+    assert rows["KB_ADMIN_TOKEN"].split()[1] == "***" and rows["KB_API_TOKEN"].split()[1] == "(unset)"
 
 
 class RecordingEmbedder:

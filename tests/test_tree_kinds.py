@@ -20,12 +20,15 @@ MODES = {
     "lecture_notes_toc": "toc_pages",
     "lecture_notes_book": "no_toc",
     "lecture_notes_book_toc": "toc_pages",
+    "tex_article": "no_toc",
     "research_paper": "no_toc",
     "annual_report": "toc_pages",
     "annual_report_number_first": "toc_pages",
     "annual_report_no_toc": "no_toc",
     "regulatory_release": "no_toc",
     "earnings_release": "no_toc",
+    "earnings_release_tables": "no_toc",
+    "institutional_report": "toc_pages",
 }
 
 
@@ -81,3 +84,31 @@ async def test_unnumbered_back_matter_joins_the_numbered_sections(tmp_path: Path
     conclusion = _node(tree, made, "6 Conclusion")
     assert refs.level == conclusion.level == 1 and refs.parent_id is None
     assert conclusion.end <= refs.start
+
+
+async def test_tex_titles_read_as_printed(tmp_path: Path) -> None:
+    """TeX through dvips and Ghostscript (OT1 ligatures and dashes, words cut at kerns, every font at 0.1 Tf):
+    every numbered section, subsection and subsubsection with its exact title, level and start page."""
+    made = KINDS["tex_article"](tmp_path / "notes.pdf")
+    tree = await _tree(made)
+    assert [(n.title, n.level, n.start) for n in tree.nodes] == [(t.title, t.level, t.page) for t in made.truth]
+    assert any("fi" in t.title for t in made.truth) and any("\u2013" in t.title for t in made.truth)
+
+
+async def test_table_titles_are_sections_and_table_rows_are_not(tmp_path: Path) -> None:
+    """An earnings release: every bold or display-size heading is a node, table titles included
+    ("Reconciliation of GAAP to Non-GAAP …"); bold group labels and total rows are not."""
+    made = KINDS["earnings_release_tables"](tmp_path / "release.pdf")
+    tree = await _tree(made)
+    assert sorted((n.title, n.start) for n in tree.nodes) == sorted((t.title, t.page) for t in made.truth)
+
+
+async def test_institutional_report_sections_from_contents_and_body(tmp_path: Path) -> None:
+    """A long institutional report: parts and chapters from the contents (over two pages), the unnumbered
+    sections inside each chapter from the body; no running head or sidebar box becomes a section."""
+    made = KINDS["institutional_report"](tmp_path / "report.pdf")
+    tree = await _tree(made)
+    assert made.page_count >= 100
+    assert [(n.title, n.level, n.start) for n in tree.nodes if n.title != "Preface"] == [
+        (t.title, t.level, t.page) for t in made.truth
+    ]

@@ -86,8 +86,7 @@ async def test_page_image_highlights_the_cited_chunk(runtime: Runtime, tmp_path:
         assert [again.headers[h] for h in ("x-highlights", "x-highlight-top")] == \
             [marked.headers[h] for h in ("x-highlights", "x-highlight-top")]
         folder = runtime.settings.database.data_dir / "pages" / str(pdf_id)
-        assert {p.name for p in folder.rglob("*.png")} == {f"p{page}-c{cite['chunk_id']}-d110.png",
-                                                           f"p{page}-c0-d110.png"}
+        assert {p.name for p in folder.rglob("*.png")} == {f"p{page}-d110.png"}  # highlights drawn on it
         assert not list(folder.rglob("*.part"))
         assert (await client.delete(f"/kb/documents/{pdf_id}")).status_code == 204
         assert not folder.exists()  # a deleted document's pages leave the cache
@@ -213,3 +212,115 @@ def test_static_files_ship_in_the_package(name: str) -> None:
     from importlib.resources import files
 
     assert (files("kb") / "ui" / "static" / name).is_file()
+
+
+async def test_ingest_reports_stages_and_failed_files_can_be_retried_or_removed(
+        runtime: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ingest import jobs
+    from ingest.pipeline import ingest_file
+    from kb.runtime import build_ingest_context
+    from tests.conftest import finish_job
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    make_report_pdf(docs / "report.pdf", [Sec("Revenue", paragraphs=6), Sec("Risks", paragraphs=6)])
+    (docs / "notes.pdf").write_text("Minutes of the board meeting.\nNothing about revenue.\n")
+    (docs / "memo.docx").write_text("<!doctype html><html><body><p>memo</p></body></html>")
+
+    seen: list[tuple[str, int, int]] = []  # the pipeline reports each stage as it starts
+    ctx = build_ingest_context(runtime, processes=False)
+    make_report_pdf(tmp_path / "direct.pdf", [Sec("Outlook", paragraphs=8)])
+    outcome = await ingest_file(ctx, tmp_path / "direct.pdf", name="direct.pdf", collection_id=1,
+                                progress=lambda *at: seen.append(at))
+    assert outcome.status == "ok"
+    stages = [s for s, _, _ in seen]
+    assert stages[0] == "reading" and stages[-1] == "storing" and {"tree", "embedding"} <= set(stages)
+    assert ("tree", outcome.pages, outcome.pages) in seen and seen[-1] == ("storing", outcome.chunks, outcome.chunks)
+
+    monkeypatch.setattr(jobs, "PROGRESS_S", 0.01)
+    job = await ingest(runtime, docs, allowed_root=tmp_path)
+    assert job.status == "done" and job.counts == {"ok": 1, "failed": 2}, job.counts
+    errors = {i.name: i.error for i in job.items}
+    assert errors["notes.pdf"].startswith("This file is not a PDF; it looks like plain text")
+    assert errors["memo.docx"].startswith("This file is not a .docx document; it looks like an HTML page")
+    row = await runtime.pool.fetchrow("SELECT stage, stage_total FROM ingest_job_items WHERE name = 'report.pdf'")
+    assert row["stage"] in {"reading", "tree", "embedding", "storing"}, row  # the worker wrote where it was
+    assert all(i.stage is None for i in job.items)  # shown only while a file runs
+
+    ids = {i.name: i.id for i in job.items}
+    async with _client(runtime) as client:
+        base = f"/kb/admin/jobs/{job.id}/items"
+        _is_problem(await client.post(f"{base}/{ids['report.pdf']}/retry"), 409)  # an ingested file is not retried
+        _is_problem(await client.post(f"{base}/999999/retry"), 404)
+        again = await client.post(f"{base}/{ids['notes.pdf']}/retry")
+        assert again.status_code == 200, again.text
+        assert again.json()["status"] in {"queued", "running"}
+        assert {i["name"]: i["status"] for i in again.json()["items"]}["notes.pdf"] == "pending"
+        _is_problem(await client.delete(f"{base}/{ids['notes.pdf']}"), 409)  # queued: not removed
+        rerun = await finish_job(runtime, job.id)
+        assert rerun.status == "done" and rerun.counts == {"ok": 1, "failed": 2}
+        assert (await client.delete(f"{base}/{ids['notes.pdf']}")).status_code == 204
+        left = (await client.get(f"/kb/admin/jobs/{job.id}")).json()
+        assert [i["name"] for i in left["items"]] == ["memo.docx", "report.pdf"] and left["status"] == "done"
+
+
+@pytest.mark.parametrize("labels", [True, False])
+async def test_citations_carry_the_printed_page_number(runtime: Runtime, tmp_path: Path, labels: bool) -> None:
+    """A report with two front-matter pages (i, ii): physical page 3 prints "1" — from the PDF's page labels,
+    or read from its footer when it has none."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    make_report_pdf(docs / "front.pdf", [Sec("Revenue", paragraphs=5), Sec("Liquidity", paragraphs=12)],
+                    front_matter_pages=2, page_labels=labels, outline=True)
+    (docs / "orion.md").write_text(MD)
+    job = await ingest(runtime, docs, allowed_root=tmp_path)
+    assert job.counts == {"ok": 2}
+    async with _client(runtime) as client:
+        r = await client.post("/kb/query", json={"query": "What does the report say about liquidity?",
+                                                 "strategy": "semantic", "top_docs": 2})
+        assert r.status_code == 200, r.text
+        cites = r.json()["citations"]
+        pdf = [c for c in cites if c["unit"] == "page"]
+        assert pdf, cites
+        for c in pdf:
+            assert c["printed_page"] == (str(c["pages"][0] - 2) if c["pages"][0] > 2 else "i" * c["pages"][0]), c
+        assert all(c["printed_page"] is None for c in cites if c["unit"] != "page")
+        streamed = await client.post("/kb/query", json={"query": "What does the report say about liquidity?",
+                                                        "strategy": "semantic", "top_docs": 2, "stream": True})
+        assert "event: citations" in streamed.text, streamed.text[:300]
+        assert '"printed_page":"' in streamed.text.split("event: citations", 1)[1].split("event:", 1)[0]
+
+
+async def test_original_file_section_chunks_and_overview(runtime: Runtime, tmp_path: Path) -> None:
+    ids, docs = await _ingest(runtime, tmp_path)
+    async with _client(runtime) as client:
+        pdf = await client.get(f"/kb/documents/{ids['report.pdf']}/file")
+        assert pdf.status_code == 200 and pdf.headers["content-type"] == "application/pdf"
+        assert pdf.content == (docs / "report.pdf").read_bytes()
+        assert pdf.headers["content-security-policy"] == "sandbox" and "inline" in pdf.headers["content-disposition"]
+        html = await client.get(f"/kb/documents/{ids['lynx.html']}/file")  # never served as a page to run
+        assert html.headers["content-type"].startswith("text/plain") and "<h1>Lynx" in html.text
+
+        tree = (await client.get(f"/kb/documents/{ids['orion.md']}")).json()["tree"]
+        root = next(n for n in tree if n["parent_id"] is None)
+        section = await client.get(f"/kb/documents/{ids['orion.md']}/chunks", params={"node": root["node_id"]})
+        assert section.status_code == 200, section.text
+        body = section.json()
+        stored = await runtime.pool.fetchval("SELECT count(*) FROM chunks WHERE document_id = $1", ids["orion.md"])
+        assert len(body["chunks"]) == stored and not body["truncated"]  # the root holds every chunk
+        assert any("412 thousand tonnes" in c["text"] for c in body["chunks"])
+        pdf_tree = (await client.get(f"/kb/documents/{ids['report.pdf']}")).json()["tree"]
+        leaf = next(n for n in pdf_tree if n["title"] == "Liquidity")
+        pages = (await client.get(f"/kb/documents/{ids['report.pdf']}/chunks", params={"node": leaf["node_id"]})).json()
+        assert pages["title"] == "Liquidity" and pages["chunks"]
+        assert all(leaf["start_index"] <= c["page"] <= leaf["end_index"] for c in pages["chunks"])  # with their pages
+        _is_problem(await client.get(f"/kb/documents/{ids['orion.md']}/chunks", params={"node": "nope"}), 404)
+
+        overview = (await client.get("/kb/collections/default/overview")).json()
+        assert overview["documents"] == 3 and overview["source"] == "documents"  # not the samples
+        assert overview["summary"].startswith("3 documents (") and "PDF" in overview["summary"]
+        assert 1 <= len(overview["examples"]) <= 4
+        _is_problem(await client.get("/kb/collections/nowhere/overview"), 404)
+
+        (docs / "report.pdf").write_bytes(b"%PDF-1.7 changed")
+        _is_problem(await client.get(f"/kb/documents/{ids['report.pdf']}/file"), 409)

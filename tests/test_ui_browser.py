@@ -114,6 +114,7 @@ async def page(browser, server: Server):
 
 
 async def _ask(page, question: str, strategy: str = "auto") -> None:
+    await page.locator("#advanced").evaluate("d => { d.open = true; }")  # strategy and sizes are under Advanced
     await page.select_option("#strategy", strategy)
     await page.fill("#question", question)
     await page.click("#ask-btn")
@@ -177,20 +178,21 @@ async def test_citation_opens_the_highlighted_page_and_markdown_lines(page, shot
     await _ask(page, "What was Aurora Pharma total revenue in 2023?", "metadata")
     await _wait_answer(page, 1)
     await page.locator(".citation", has_text=".pdf").first.locator("button").click()
-    await page.wait_for_selector("#preview[open] #page-image")
+    await page.wait_for_selector(".viewer #page-image")  # beside the answer, not in a modal over it
+    assert await page.locator("#preview[open]").count() == 0
     size = await page.evaluate("(() => { const i = document.getElementById('page-image');"
                                " return i.decode().then(() => [i.naturalWidth, i.naturalHeight]); })()")
     assert size[0] > 500 and size[1] > size[0]
     assert (await page.get_attribute("#page-image", "src")).startswith("blob:")
     await page.screenshot(path=str(shots / "citation-page.png"))
-    await page.keyboard.press("Escape")
-    assert await page.locator("#preview[open]").count() == 0
+    await page.click(".viewer button[aria-label='Close the source']")
+    assert await page.locator(".viewer:not([hidden])").count() == 0
 
     await page.click("#new-chat")
     await _ask(page, QUESTION, "metadata")
     await _wait_answer(page, 1)
     await page.locator(".turn .citation", has_text=".md").first.locator("button").click()
-    await page.wait_for_selector("#preview[open] #source-lines")
+    await page.wait_for_selector(".viewer #source-lines")
     assert await page.locator("#source-lines .cited").count() >= 1
     await page.screenshot(path=str(shots / "citation-lines.png"))
 
@@ -200,7 +202,7 @@ async def test_documents_tree_pages_and_not_found(page, shots: Path) -> None:
     await page.wait_for_selector(".doc-table")
     assert await page.locator(".doc-table tbody tr").count() == 6
     await page.screenshot(path=str(shots / "documents.png"), full_page=True)
-    await page.click("text=aurora-pharma-2023-annual-report.pdf")
+    await page.get_by_role("link", name="Aurora Pharma Annual Report 2023").click()
     await page.wait_for_selector(".outline")
     assert "pages" in await page.inner_text(".page-head")
     nodes = page.locator(".node-btn")
@@ -292,7 +294,7 @@ async def test_folder_ingest_under_the_ingest_root(page, server: Server, shots: 
     await job.locator(".job-head .chip", has_text="done").wait_for()
     statuses = dict(zip(await job.locator("tbody td:first-child").all_inner_texts(),
                         await job.locator("tbody td .chip").all_inner_texts(), strict=True))
-    assert statuses == {"kestrel.md": "ok", "notes.xyz": "unsupported"}, statuses
+    assert statuses == {"memos/kestrel.md": "ok", "memos/notes.xyz": "unsupported"}, statuses  # under the root
     await page.screenshot(path=str(shots / "ingest-folder.png"), full_page=True)
 
 
@@ -302,11 +304,12 @@ async def test_api_error_shows_a_readable_message(page, shots: Path) -> None:
     await page.wait_for_selector(".turn-a .alert")
     text = await page.inner_text(".turn-a .alert")
     assert "Invalid request (400)" in text and "4000" in text and "query" in text  # the API's own words
-    await page.locator("details.more summary").click()
+    await page.locator("#advanced").evaluate("d => { d.open = true; }")  # filters are under Advanced
     await page.fill("#filters", "{not json")
     await page.fill("#question", QUESTION)
     await page.click("#ask-btn")
     assert "Filters are not valid JSON" in await page.inner_text("#form-error")
+    assert await page.input_value("#question") == QUESTION  # nothing was sent: the question stays
     await page.screenshot(path=str(shots / "ask-errors.png"), full_page=True)
 
 
@@ -364,10 +367,10 @@ async def test_labels_and_keyboard_only_use(page) -> None:
     await page.focus("#answer-1 a.cite")
     await page.keyboard.press("Enter")  # a marker moves focus to its citation's button
     assert await page.evaluate("document.activeElement.closest('li.citation') !== null")
-    await page.keyboard.press("Enter")  # … which opens the page or lines preview
-    await page.wait_for_selector("#preview[open] #page-image, #preview[open] #source-lines")
+    await page.keyboard.press("Enter")  # … which opens the page or lines beside the answer
+    await page.wait_for_selector(".viewer #page-image, .viewer #source-lines")
     await page.keyboard.press("Escape")
-    assert await page.locator("#preview[open]").count() == 0
+    assert await page.locator(".viewer:not([hidden])").count() == 0
 
 
 async def test_document_text_is_never_markup(page, tmp_path: Path) -> None:
@@ -389,9 +392,8 @@ async def test_document_text_is_never_markup(page, tmp_path: Path) -> None:
     assert await cite.count() >= 1
     assert "<img src=x" in await cite.first.inner_text()  # shown as text …
     await cite.first.locator("button").click()
-    await page.wait_for_selector("#preview[open] #source-lines .cited")
+    await page.wait_for_selector(".viewer #source-lines .cited")
     assert "<script>" in await page.inner_text("#source-lines")
-    await page.keyboard.press("Escape")
     await page.goto("/ui/#/documents")
     row = page.locator(".doc-table tbody tr", has_text="quokka-notes")
     await row.locator("a").click()
@@ -430,9 +432,9 @@ async def filings(server: Server) -> dict[str, int]:
             assert status["status"] in ("queued", "running") and time.monotonic() < deadline, status
             await asyncio.sleep(0.5)
         assert {i["name"]: i["status"] for i in status["items"]} == dict.fromkeys(
-            ("acme-2023.txt", "bolt-2023.txt", "delta-2023.pdf", "memo.md"), "ok"), status
+            ("filings/acme-2023.txt", "filings/bolt-2023.txt", "filings/delta-2023.pdf", "filings/memo.md"), "ok"), status
         docs = (await client.get("/kb/documents", params={"collection": "filings"})).json()
-    return {d["name"]: d["id"] for d in docs}
+    return {d["name"].removeprefix("filings/"): d["id"] for d in docs}  # named by their path under the root
 
 
 async def test_document_page_lists_the_facts_with_links_to_their_lines(page, server: Server, filings: dict[str, int],
@@ -522,6 +524,291 @@ async def test_answer_from_facts_shows_the_table_it_used(page, filings: dict[str
     await marker.click()  # the same target as the marker in the text: the citation, whose button opens the line
     assert await page.evaluate("document.activeElement.closest('li.citation').id") == f"cite-1-{n}"
     await page.keyboard.press("Enter")
-    await page.wait_for_selector("#preview[open] #source-lines .cited")
+    await page.wait_for_selector(".viewer #source-lines .cited")
     assert (await page.locator("#source-lines .cited span").nth(1).inner_text()).startswith("Total liabilities")
     await page.screenshot(path=str(shots / "ask-facts-line.png"))
+
+
+# ---------------------------------------------------------------- issue 24: the second pass
+
+SHOTS_24 = Path(os.environ.get("KB_UI_SHOTS_24", "")) if os.environ.get("KB_UI_SHOTS_24") else None
+
+
+def _shot(shots: Path, name: str) -> str:
+    """Where a screenshot goes (also under KB_UI_SHOTS_24 when set, for looking at them)."""
+    if SHOTS_24 is not None:
+        SHOTS_24.mkdir(parents=True, exist_ok=True)
+        return str(SHOTS_24 / name)
+    return str(shots / name)
+
+
+async def test_first_screen_offers_the_collection_and_its_example_questions(page, shots: Path) -> None:
+    await page.goto("/ui/#/ask")
+    examples = page.locator("#examples button.example")
+    await examples.first.wait_for()
+    summary = await page.inner_text("#collection-summary")
+    assert " documents (" in summary and "PDF" in summary and "Markdown" in summary, summary
+    first = await examples.first.inner_text()
+    assert first == "What was Helios Robotics' revenue in fiscal 2022?"  # samples/QUESTIONS.md, Q1
+    assert await page.locator("#advanced").get_attribute("open") is None  # strategy and sizes under Advanced
+    labels = await page.locator("#advanced label").all_text_contents()
+    assert {"How to pick documents", "Documents to read", "Passages to cite"} <= set(labels), labels
+    assert await page.inner_text("#answer-mode") == "Offline · extractive answers"
+    await page.locator(".mode-help summary").click()
+    assert "KB_LLM_BASE_URL" in await page.inner_text(".mode-pop")
+    await page.screenshot(path=_shot(shots, "ask-first-screen.png"), full_page=True)
+    async with page.expect_request(lambda r: r.url.endswith("/kb/query")) as req:
+        await examples.first.click()
+    sent = (await req.value).post_data_json
+    assert sent["query"] == first and sent["strategy"] == "metadata"  # the strategy the sample question shows
+    await _wait_answer(page, 1)
+    assert "412.6" in await page.inner_text("#answer-1")
+
+
+async def test_sources_beside_the_answer_with_a_page_viewer(page, shots: Path) -> None:
+    await page.goto("/ui/#/ask")
+    await _ask(page, "What was Aurora Pharma total revenue in 2023?", "metadata")
+    await _wait_answer(page, 1)
+    main_box = await page.locator(".answer-main").bounding_box()
+    side_box = await page.locator(".answer-side").bounding_box()
+    assert side_box["x"] >= main_box["x"] + main_box["width"] - 1  # two columns at 1,280 px
+    marker = page.locator("#answer-1 a.cite").first
+    n = await marker.inner_text()
+    await marker.scroll_into_view_if_needed()
+    await marker.hover()  # hover previews the source card with a page thumbnail
+    pop = page.locator("#cite-pop")
+    await pop.wait_for()
+    assert (await pop.locator(".doc").inner_text()).startswith(f"[{n}] ")
+    await pop.locator("img.thumb[src^='blob:']").wait_for()
+    await page.screenshot(path=_shot(shots, "ask-hover-preview.png"))
+    await marker.focus()  # … and so does keyboard focus
+    assert await pop.is_visible()
+    await marker.click()  # the marker opens its page beside the answer
+    await page.wait_for_selector(".viewer:not([hidden]) #page-image")
+    assert await page.locator("#preview[open]").count() == 0
+    cite = await page.evaluate(f"document.getElementById('cite-1-{n}').querySelector('.chip').textContent")
+    label = await page.inner_text("#page-label")
+    physical = int(label.split()[1])
+    assert cite.startswith(f"p. {physical}") and "printed" in cite and "printed" in label, (cite, label)
+    for _ in range(50):  # the document's page count arrives with its details
+        if " of " in (label := await page.inner_text("#page-label")):
+            break
+        await page.wait_for_timeout(100)
+    assert " of 8 " in label, label
+    width = (await page.locator("#page-image").bounding_box())["width"]
+    await page.click("button[aria-label='Zoom in']")
+    assert await page.inner_text(".viewer .zoom") == "125%"
+    assert (await page.locator("#page-image").bounding_box())["width"] > width * 1.2
+    await page.click("button[aria-label='Next page']")
+    for _ in range(50):
+        if (await page.inner_text("#page-label")).startswith(f"p. {physical + 1} "):
+            break
+        await page.wait_for_timeout(100)
+    assert (await page.inner_text("#page-label")).startswith(f"p. {physical + 1} ")
+    await page.locator("#page-image").wait_for()
+    await page.screenshot(path=_shot(shots, "ask-two-columns.png"))
+    async with page.expect_popup() as popup:
+        await page.click("#open-original")
+    assert (await popup.value).url.startswith("blob:")  # the original PDF, fetched with the token
+
+
+async def test_narrow_screen_stacks_without_horizontal_overflow(browser, server: Server, shots: Path) -> None:
+    context = await browser.new_context(viewport={"width": 390, "height": 844}, base_url=server.url)
+    tab = await context.new_page()
+    tab.set_default_timeout(TIMEOUT_MS)
+    try:
+        for route in ("/ui/#/ask", "/ui/#/documents", "/ui/#/ingest"):
+            await tab.goto(route)
+            await tab.wait_for_selector("select option", state="attached")
+            await tab.wait_for_timeout(300)
+            assert await tab.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0, route
+        await tab.goto("/ui/#/ask")
+        await _ask(tab, QUESTION)
+        await _wait_answer(tab, 1)
+        await tab.locator("#answer-1 a.cite").first.click()
+        await tab.wait_for_selector(".viewer:not([hidden]) #page-image, .viewer:not([hidden]) #source-lines")
+        await tab.wait_for_timeout(300)
+        main_box = await tab.locator(".answer-main").bounding_box()
+        side_box = await tab.locator(".answer-side").bounding_box()
+        assert side_box["y"] >= main_box["y"] + main_box["height"] - 1  # stacked: sources below the answer
+        assert await tab.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
+        await tab.screenshot(path=_shot(shots, "ask-narrow.png"), full_page=True)
+    finally:
+        await context.close()
+
+
+async def test_not_found_says_why_and_retries_with_another_strategy(page, shots: Path) -> None:
+    await page.goto("/ui/#/ask")
+    await _ask(page, "What was the revenue of Zanzibar Widgets in 2019?", "metadata")
+    await _wait_answer(page, 1)
+    box = page.locator(".turn-a .not-found")
+    await box.wait_for()
+    assert "Zanzibar Widgets" in await box.locator(".reason").inner_text()
+    retry = box.locator(".retry-with button")
+    names = await retry.all_inner_texts()
+    assert "Semantic" in names and "Metadata" not in names, names
+    await page.screenshot(path=_shot(shots, "ask-not-found.png"), full_page=True)
+    async with page.expect_request(lambda r: r.url.endswith("/kb/query")) as req:
+        await retry.filter(has_text="Semantic").click()
+    sent = (await req.value).post_data_json
+    assert sent["strategy"] == "semantic" and sent["query"].startswith("What was the revenue of Zanzibar")
+    await _wait_answer(page, 2)
+
+
+async def test_not_stated_shows_its_reason_and_citations_highlight_the_quote(page, shots: Path) -> None:
+    """A measure the report never states: the answer's own reason (``not_found``) beside its cited closest
+    passage; an answered question's citation shows the sentence it cites highlighted in its passage."""
+    await page.goto("/ui/#/ask")
+    await _ask(page, "What was Bluefin Foods' goodwill impairment in the third quarter of 2023?")
+    await _wait_answer(page, 1)
+    box = page.locator(".turn-a .not-found")
+    await box.wait_for()
+    assert "goodwill impairment" in await box.locator(".reason").inner_text()
+    assert await page.locator("#cite-1-1").count() == 1  # what was read is still cited
+    await page.reload()  # a new conversation (no history from the first question)
+    await _ask(page, "What was Helios Robotics revenue in fiscal 2022?")
+    await _wait_answer(page, 1)
+    mark = page.locator("#cite-1-1 .excerpt mark.quote").first
+    await mark.wait_for(state="attached")
+    quote = await mark.text_content()
+    assert len(quote) > 20 and " ".join(quote.split()) in " ".join((await page.inner_text("#answer-1")).split())
+    await page.screenshot(path=_shot(shots, "ask-not-stated-and-quote.png"), full_page=True)
+
+
+async def test_a_failed_question_is_kept_with_a_retry(page, shots: Path) -> None:
+    await page.goto("/ui/#/ask")
+    await page.wait_for_selector("#collection option", state="attached")
+    await page.route("**/kb/query", lambda route: route.abort())
+    await _ask(page, QUESTION)
+    await page.wait_for_selector(".turn-a .alert")
+    assert "Server unreachable" in await page.inner_text(".turn-a .alert")
+    assert await page.input_value("#question") == QUESTION  # not cleared before it was answered
+    await page.screenshot(path=_shot(shots, "ask-failed-retry.png"), full_page=True)
+    await page.unroute("**/kb/query")
+    await page.click(".turn-a button.retry")
+    await _wait_answer(page, 1)
+    assert await page.locator(".turn").count() == 1 and await page.locator(".turn-a .alert").count() == 0
+    assert len(await page.inner_text("#answer-1")) > 40
+    r = await page.request.get("/some/unknown/page", headers={"Accept": "text/html"})
+    assert r.status == 404 and r.headers["content-type"].startswith("text/html")
+    await page.goto("/some/unknown/page")  # outside /ui and the API: the UI's page, not JSON
+    assert "Page not found" in await page.inner_text("main")
+    api = await page.request.get("/kb/unknown", headers={"Accept": "text/html"})
+    assert api.status == 404 and api.headers["content-type"].startswith("application/problem+json")
+
+
+async def test_ingest_shows_stages_failed_files_and_refreshes_counts(page, shots: Path, tmp_path: Path) -> None:
+    from tests.pdfgen import Sec, make_report_pdf
+
+    big = tmp_path / "tall-report.pdf"
+    make_report_pdf(big, [Sec(f"Section {i}", paragraphs=30) for i in range(40)], outline=True)
+    fake = tmp_path / "minutes.pdf"
+    fake.write_text("Minutes of the board meeting.\nNothing was decided.\n")
+    await page.goto("/ui/#/ingest")
+    await page.click("#token-btn")
+    await page.fill("#token-input", ADMIN)
+    await page.press("#token-input", "Enter")
+    accept = await page.get_attribute("#upload-files", "accept") or ""
+    for suffix in (".pdf", ".md", ".txt", ".docx", ".html"):  # from the formats registry
+        assert suffix in accept.split(","), accept
+    await page.wait_for_selector("#upload-collection option[value='default']", state="attached")
+    before = await page.locator("#upload-collection option[value='default']").inner_text()
+    await page.set_input_files("#upload-files", [str(big), str(fake)])
+    await page.click("#upload-btn")
+    job = page.locator(".job", has_text="tall-report")
+    stages: set[str] = set()
+    shot = False
+    for _ in range(600):  # the worker reports where it is inside the file, shown live
+        stages.update(await job.locator(".stage").all_inner_texts())
+        if await job.locator(".job-head .chip", has_text="done").count():
+            break
+        if not shot and any(s for s in stages if s not in ("starting", "")):
+            await page.screenshot(path=_shot(shots, "ingest-stage.png"), full_page=True)
+            shot = True
+        await page.wait_for_timeout(100)
+    assert any(s.startswith(("reading", "building the tree", "embedding", "storing")) for s in stages), stages
+    failed = page.locator(".job", has_text="minutes")
+    chip = failed.locator(".job-head .chip")
+    await chip.filter(has_text="done · 1 failed").wait_for()
+    assert "warn" in (await chip.get_attribute("class")).split()  # amber, not a green "done"
+    assert "warn" in (await failed.locator(".progressbar > div").get_attribute("class")).split()
+    reason = await failed.locator(".item-error").inner_text()
+    assert reason.startswith("This file is not a PDF; it looks like plain text"), reason
+    after = page.locator("#upload-collection option[value='default']")
+    for _ in range(50):  # collection counts refresh once the jobs are done
+        if await after.inner_text() != before:
+            break
+        await page.wait_for_timeout(100)
+    assert await after.inner_text() != before, before
+    await page.screenshot(path=_shot(shots, "ingest-failed-file.png"), full_page=True)
+    async with page.expect_response(lambda r: r.url.endswith("/retry")) as retried:
+        await failed.get_by_role("button", name="Retry").click()  # retried: it fails again, for the same reason
+    job_id = (await (await retried.value).json())["id"]
+    assert (await (await retried.value).json())["status"] in ("queued", "running")
+    for _ in range(300):
+        status = await (await page.request.get(f"/kb/admin/jobs/{job_id}", headers={"Authorization": f"Bearer {ADMIN}"})).json()
+        if status["status"] == "done":
+            break
+        await page.wait_for_timeout(100)
+    assert status["counts"] == {"failed": 1} and status["items"][0]["attempts"] == 1, status
+    await page.reload()
+    await failed.locator(".job-head .chip", has_text="done · 1 failed").wait_for()
+    await failed.get_by_role("button", name="Remove").click()
+    await failed.locator("tbody tr").first.wait_for(state="detached")
+    assert await failed.locator("tbody tr").count() == 0
+
+
+async def test_documents_page_search_filters_and_chunk_view(page, shots: Path) -> None:
+    await page.goto("/ui/#/documents")
+    await page.wait_for_selector(".doc-table tbody tr")
+    total = await page.locator(".doc-table tbody tr").count()
+    await page.fill("#doc-search", "helios")
+    assert await page.locator(".doc-table tbody tr").count() == 2
+    assert (await page.inner_text("#doc-count")).startswith(f"2 of {total}")
+    await page.fill("#doc-search", "")
+    await page.select_option("#filter-year", "2023")
+    years = await page.locator(".doc-table tbody td:nth-child(3)").all_inner_texts()
+    assert years and set(years) == {"2023"}, years
+    await page.select_option("#filter-year", "")
+    await page.select_option("#filter-type", "pdf")
+    assert await page.locator(".doc-table tbody tr").count() >= 3
+    await page.select_option("#filter-type", "")
+    await page.locator("th[data-key=company] button").click()
+    companies = [c for c in await page.locator(".doc-table tbody td:nth-child(2)").all_inner_texts() if c != "—"]
+    assert companies == sorted(companies), companies
+    assert await page.locator("th[data-key=company]").get_attribute("aria-sort") == "ascending"
+    northwind = page.locator(".doc-table tbody tr", has_text="northwind-energy-2023-annual-report.pdf")
+    assert (await northwind.locator("td.name a").inner_text()).startswith("Northwind Energy")  # not "Letter to …"
+    assert "ready" in await northwind.locator("td .chip.ok").inner_text()
+    chips = await northwind.locator(".meta .chip").all_inner_texts()
+    assert len(chips) >= 8 and any(c.startswith("sector:") for c in chips)  # every metadata field
+    more = northwind.get_by_role("button", name="Show the whole description of northwind-energy-2023-annual-report.pdf")
+    if await more.count():
+        await more.click()
+        assert await more.get_attribute("aria-expanded") == "true"
+    delete = await northwind.get_by_role("button", name="Delete northwind-energy-2023-annual-report.pdf").bounding_box()
+    assert delete["width"] > delete["height"] and delete["height"] < 40  # on one line
+    await page.screenshot(path=_shot(shots, "documents-page.png"), full_page=True)
+
+    await northwind.locator("td.name a").click()
+    await page.wait_for_selector(".outline")
+    await page.locator(".node-btn").nth(1).click()
+    await page.wait_for_selector("#node-pane .page-img")
+    await page.click("#show-chunks")
+    chunks = page.locator("#chunk-list .chunk")
+    await chunks.first.wait_for()
+    assert (await chunks.first.locator(".chip").inner_text()).startswith("p. ")
+    assert len(await chunks.first.locator(".chunk-text").inner_text()) > 40
+    assert all("...." not in s for s in await page.locator(".node-summary").all_inner_texts())
+    await page.screenshot(path=_shot(shots, "document-chunks.png"), full_page=True)
+
+    await page.goto("/ui/#/documents")
+    await page.click("#token-btn")
+    await page.fill("#token-input", ADMIN)
+    await page.press("#token-input", "Enter")
+    await page.click("#new-collection")
+    await page.fill("#collection-name", "drafts")
+    await page.fill("#collection-description", "Work in progress")
+    await page.click("dialog.new-collection button[type=submit]")
+    await page.get_by_text("This collection is empty").wait_for()
+    assert await page.locator("#doc-collection").input_value() == "drafts"

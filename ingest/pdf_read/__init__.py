@@ -20,13 +20,14 @@ from ingest.pdf_read.columns import page_lines
 from ingest.pdf_read.headings import DISPLAY_SIZE, HeadingCandidate, numbering_of
 from ingest.pdf_read.lines import LineInfo, clean_text
 from ingest.pdf_read.margins import printed_page_number
-from ingest.pdf_read.reader import LAYOUT_PAGES, ParsedPdf, read_pdf
+from ingest.pdf_read.reader import LAYOUT_PAGES, NO_TEXT_LAYER, ParsedPdf, read_pdf
 
 __all__ = [
     "DISPLAY_SIZE",
     "HeadingCandidate",
     "LAYOUT_PAGES",
     "LineInfo",
+    "NO_TEXT_LAYER",
     "ParsedPdf",
     "clean_text",
     "numbering_of",

@@ -47,12 +47,45 @@ _NUMBERING = [
 
 _KEYWORD_KINDS = frozenset({"part", "item", "note", "chapter", "section", "appendix"})
 
+# Chinese report headings: 第一节 (chapter), 一、 (zhsec) and （一） (zhsub), which restart under each parent, and
+# 1.1 glued to its title (dec); Chinese numerals become (zero-padded) digits so the numbering keys order them
+_ZH_DIGIT = {c: i for i, c in enumerate("零一二三四五六七八九")} | {"〇": 0}
+_ZH_NUMERAL = "零〇一二三四五六七八九十"
+_ZH_NUMBERING = [
+    ("chapter", re.compile(rf"^第([{_ZH_NUMERAL}]{{1,3}}|\d{{1,2}})(?:[节章篇]|部分)")),
+    ("zhsec", re.compile(rf"^([{_ZH_NUMERAL}]{{1,3}})[、．]\s*(?=[\u4e00-\u9fff])")),
+    ("zhsub", re.compile(rf"^[（(]([{_ZH_NUMERAL}]{{1,3}})[）)]\s*(?=[\u4e00-\u9fff])")),
+    ("dec", re.compile(r"^(\d{1,2}(?:\.\d{1,2}){1,4})\s*(?=[\u4e00-\u9fff])")),
+]
+
+
+def _zh_int(numeral: str) -> int:
+    """一 → 1, 十二 → 12, 二十 → 20, 二十三 → 23 (digits pass through)."""
+    if numeral.isdigit():
+        return int(numeral)
+    if "十" in numeral:
+        tens, _, ones = numeral.partition("十")
+        return _ZH_DIGIT.get(tens, 1) * 10 + _ZH_DIGIT.get(ones, 0)
+    return int("".join(str(_ZH_DIGIT[c]) for c in numeral))
+
+
+def _zh_numbering(t: str) -> str:
+    for kind, rx in _ZH_NUMBERING:
+        m = rx.match(t)
+        if m:
+            value = m.group(1) if kind == "dec" else _zh_int(m.group(1))
+            return f"{kind}:{value:02d}" if kind.startswith("zh") else f"{kind}:{value}"
+    return ""
+
 
 def numbering_of(text: str) -> str:
     """Numbering prefix of a heading as ``kind:value`` (e.g. ``item:7A``, ``dec:1.2``), or ""."""
     t = text.strip().replace("\u00a0", " ")
     if not t or t[0].islower():  # "section 1.2 of the Act …" is a sentence, not a heading
         return ""
+    if "\u4e00" <= t[0] <= "\u9fff" or t[0] in "（(" or re.match(r"\d{1,2}\.\d{1,2}\s*[\u4e00-\u9fff]", t):
+        if zh := _zh_numbering(t):
+            return zh
     for kind, rx in _NUMBERING:
         m = rx.match(t)
         if m and m.group(1):

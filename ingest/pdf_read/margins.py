@@ -42,7 +42,18 @@ def _margin_key(text: str, edge: str) -> str:
     if printed_page_number(text):
         return "#pagenumber#"
     norm = normalize_title(text)
-    return re.sub(r"\d+", "#", norm) if edge == "bottom" and len(norm) <= 60 else norm
+    if len(norm) > 60:
+        return norm
+    if edge == "bottom":
+        return re.sub(r"\d+", "#", norm)
+    # a running head with the page number at either end ("Annual Report 2023 | 12"), not "EXHIBIT 10.32"
+    if len(norm.split()) < 3 or _NUMBERED_HEAD.search(norm) or not _HEAD_PAGE_NUMBER.search(text.strip()):
+        return norm  # "Item 7", "Note 3 Revenue": a numbered heading, not a page number
+    return normalize_title(_HEAD_PAGE_NUMBER.sub("", text.strip())) + " #"
+
+
+_HEAD_PAGE_NUMBER = re.compile(r"^\d{1,3}(?=\s+[^\d\s])|(?<=[^\d.,\s])\s+\d{1,3}$")
+_NUMBERED_HEAD = re.compile(r"\b(?:item|note|part|chapter|section|article|exhibit|schedule|appendix|annex)\s+\d", re.I)
 
 
 def _margin_lines(records: list[_PageRecord]) -> list[list[int]]:
@@ -71,6 +82,32 @@ def _margin_lines(records: list[_PageRecord]) -> list[list[int]]:
             if norm == "#pagenumber#" or (many and n >= _MIN_REPEAT and norm):
                 idx.append(j)
         out.append(idx)
+    return out
+
+
+_OUTER_BAND = 0.09  # running heads and footers sit in the outer 9% of the page; a table's head starts lower
+_TABLE_HEAD = re.compile(
+    r"\b(?:in (?:millions|thousands|billions)|unaudited|(?:months|weeks|years?|quarters?) ended|as of|% change)\b"
+    r"|^[\d\s,.$%()\-–]*(?:19|20)\d\d[\d\s,.$%()\-–]*$",
+    re.I,
+)
+
+
+def running_lines(records: list[_PageRecord], margins: list[list[int]]) -> list[list[int]]:
+    """The margin lines that are running heads, footers or page numbers, to keep out of the text that is read.
+
+    A repeated edge line is one only in the outer band of the page and when it is not a table's head (a scale
+    "(in millions)", a period "Three Months Ended", a row of years), which repeats at the top of statement pages.
+    """
+    out: list[list[int]] = []
+    for r, idx in zip(records, margins, strict=True):
+        keep = []
+        for j in idx:
+            ln = r.kept[j]
+            outer = ln.yc < _OUTER_BAND * r.height or ln.yc > (1 - _OUTER_BAND) * r.height
+            if printed_page_number(ln.text) or (outer and not _TABLE_HEAD.search(ln.text)):
+                keep.append(j)
+        out.append(keep)
     return out
 
 

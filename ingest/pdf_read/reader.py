@@ -12,13 +12,17 @@ import structlog
 from ingest.pdf_read.columns import page_lines
 from ingest.pdf_read.headings import HeadingCandidate, _candidate, _page_headings
 from ingest.pdf_read.lines import LineInfo, _letters, _Line, _PageRecord, clean_text
-from ingest.pdf_read.margins import _edge_kind, _margin_lines, _printed_label
+from ingest.pdf_read.margins import _edge_kind, _margin_lines, _printed_label, running_lines
 from kb.errors import IngestError
 from kb.text import count_tokens
 from kb.types import PageText
 
 log = structlog.get_logger("ingest.pdf_read")
 
+NO_TEXT_LAYER = "no text layer: OCR not configured"
+_MIN_LETTERS = 40  # fewer letters than this in the whole file: a scan
+_MIN_LETTER_SHARE = 0.3  # fewer of the visible characters being letters: glyph codes that are not characters
+_FIGURE_CHARS = frozenset("0123456789.,$%()-–")  # a table of figures is text too: these do not count as visible
 LAYOUT_PAGES = 40  # pages whose full line layout is kept (printed-TOC detection)
 _MuPdfError = pymupdf.mupdf.FzErrorBase
 
@@ -32,12 +36,24 @@ class ParsedPdf(msgspec.Struct, frozen=True):
     body_font_size: float
     page_labels: tuple[str, ...] = ()  # per page: PDF page label, else printed page number, else ""
     margins: tuple[tuple[int, ...], ...] = ()  # per page: indexes of running header/footer lines
+    running: tuple[tuple[int, ...], ...] = ()  # per page: those of them kept out of the text read (body_text)
     layout: tuple[tuple[LineInfo, ...], ...] = ()  # line layout of the first LAYOUT_PAGES pages
     total_pages: int = 0  # pages in the file (may exceed len(pages) with max_pages)
+    warnings: tuple[str, ...] = ()  # e.g. NO_TEXT_LAYER: the pages' text is empty, the tree is one node per page
 
     @property
     def page_count(self) -> int:
         return len(self.pages)
+
+    def body_text(self, number: int) -> str:
+        """Page ``number``'s text without its running header/footer lines and printed page number: the text
+        that nodes, chunks, answers and highlights hold (the page image keeps them)."""
+        text = self.pages[number - 1].text
+        running = self.running[number - 1] if number - 1 < len(self.running) else ()
+        if not running:
+            return text
+        drop = set(running)
+        return "\n".join(ln for j, ln in enumerate(text.split("\n")) if j not in drop)
 
 
 def _record(lines: list[_Line], height: float, width: float) -> _PageRecord:
@@ -71,8 +87,9 @@ def read_pdf(
 ) -> ParsedPdf:
     """Read a PDF (a path, or its bytes) into a :class:`ParsedPdf`, one page at a time.
 
-    Raises :class:`IngestError` for a corrupt/unreadable or encrypted PDF, a PDF with zero
-    pages, and a PDF without a text layer.
+    Raises :class:`IngestError` for a corrupt/unreadable or encrypted PDF and a PDF with zero pages.
+    A PDF without a usable text layer (a scan; Type 3 glyphs whose codes are not characters) is read
+    as empty pages with the warning :data:`NO_TEXT_LAYER`.
     """
     if isinstance(source, bytes):
         label, doc = "(bytes)", _open(source)
@@ -86,7 +103,7 @@ def read_pdf(
     layout: list[tuple[LineInfo, ...]] = []
     pdf_labels: list[str] = []
     size_chars: Counter[float] = Counter()
-    letters = 0
+    letters = visible = 0
     try:
         total = doc.page_count
         if total == 0:
@@ -115,14 +132,20 @@ def read_pdf(
             for ln in lines:
                 size_chars[round(ln.size * 2) / 2] += len(ln.text)
                 letters += _letters(ln.text)
+                visible += sum(1 for c in ln.text if not c.isspace() and c not in _FIGURE_CHARS)
             if i < layout_pages:
                 layout.append(tuple(LineInfo(ln.text, round(ln.x0, 1), ln.size, ln.bold) for ln in lines))
             pdf_labels.append(label or "")
             records.append(_record(lines, rect.height or 792.0, rect.width or 612.0))
     finally:
         doc.close()
-    if letters < 40:
-        raise IngestError("no text layer; OCR not configured")
+    if letters < _MIN_LETTERS or letters < _MIN_LETTER_SHARE * visible:
+        log.warning("ingest.pdf_no_text_layer", file=label, pages=len(pages), letters=letters, visible=visible)
+        return ParsedPdf(
+            pages=tuple(PageText(number=p.number, text="", tokens=0) for p in pages),
+            outline=(), headings=(), body_font_size=10.0, page_labels=tuple(pdf_labels),
+            margins=tuple(() for _ in pages), layout=(), total_pages=total, warnings=(NO_TEXT_LAYER,),
+        )
     body = max(size_chars.items(), key=lambda kv: kv[1])[0] if size_chars else 10.0
     margins = _margin_lines(records)
     headings: list[HeadingCandidate] = []
@@ -135,6 +158,7 @@ def read_pdf(
         body_font_size=body,
         page_labels=tuple(pdf_labels[i] or _printed_label(r, margins[i]) for i, r in enumerate(records)),
         margins=tuple(tuple(m) for m in margins),
+        running=tuple(tuple(m) for m in running_lines(records, margins)),
         layout=tuple(layout),
         total_pages=total,
     )

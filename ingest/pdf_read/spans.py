@@ -8,6 +8,7 @@ spans into horizontal bands (visual lines) by vertical centre.
 from __future__ import annotations
 
 import re
+import statistics
 from dataclasses import dataclass
 
 import pymupdf
@@ -70,17 +71,49 @@ def _dict_spans(data: dict) -> list[tuple[dict, dict]]:
     return [(ln, s) for b in data.get("blocks", []) for ln in b.get("lines", []) for s in ln.get("spans", [])]
 
 
-def _glyph_spans(s: dict) -> list[_Span]:
-    """A span whose size is wrong, as one span per glyph sized by the box and set on the baseline.
+# OT1, the TeX text encoding, as dvips leaves it in a Type 3 font without a ToUnicode map: ligatures
+# in the control slots, the dashes in the brace slots (and ≤ from the symbol font's slot 0x14).
+_OT1 = str.maketrans({"\x0b": "ff", "\x0c": "fi", "\x0d": "fl", "\x0e": "ffi", "\x0f": "ffl",
+                      "\x14": "\u2264", "{": "\u2013", "|": "\u2014"})
+# Advance widths in em of Computer Modern Roman (cmr10): a glyph's advance over its width here is the
+# size its font is set in. Bold (cmbx) is about 15% wider and so reads a little larger, as it looks.
+_EM_WIDTHS = dict(zip("abcdefghijklmnopqrstuvwxyz0123456789", (
+    0.5, 0.5556, 0.4444, 0.5556, 0.4444, 0.3056, 0.5, 0.5556, 0.2778, 0.3056, 0.5278, 0.2778, 0.8333,
+    0.5556, 0.5, 0.5556, 0.5278, 0.3917, 0.3944, 0.3889, 0.5556, 0.5278, 0.7222, 0.5278, 0.5278, 0.4444,
+    *[0.5] * 10), strict=True))
+_EM_WIDTHS.update({"\x0b": 0.5833, "\x0c": 0.5556, "\x0d": 0.5556, "\x0e": 0.8333, "\x0f": 0.8333})
+_MIN_SIZED_GLYPHS = 3  # glyphs of a font with a known width needed to size it from its advances
 
-    MuPDF's spaces inside such a span are guesses made with the wrong size; they are dropped,
-    and :func:`_make_line` puts spaces back from the gaps between glyphs.
+
+def _glyph_sizes(spans: list[dict]) -> dict[str, float]:
+    """Per font (MuPDF's name, unique per font object): the size its glyphs are set in, from their advances.
+
+    A Type 3 font's box is the union of its glyphs' boxes (a heading font without descenders gets a
+    short box), so the advances size it better: the median of advance / Computer Modern width over its
+    lower-case letters and digits. Fonts with fewer such glyphs are left out (sized by their box).
+    """
+    ratios: dict[str, list[float]] = {}
+    for s in spans:
+        for ch in s.get("chars", []):
+            em = _EM_WIDTHS.get(ch["c"])
+            if em:
+                ratios.setdefault(str(s.get("font", "")), []).append((ch["bbox"][2] - ch["bbox"][0]) / em)
+    return {
+        font: round(statistics.median(r), 1) for font, r in ratios.items() if len(r) >= _MIN_SIZED_GLYPHS
+    }
+
+
+def _glyph_spans(s: dict, size: float | None) -> list[_Span]:
+    """A span whose size is wrong, as one span per glyph sized by ``size`` (else its box) on the baseline.
+
+    MuPDF's spaces inside such a span are guesses made with the wrong size; they are dropped, and
+    :func:`_make_line` puts spaces back from the gaps between glyphs. OT1 codes become letters.
     """
     height = s["bbox"][3] - s["bbox"][1]
-    size, bold = round(height, 1), _is_bold(s)
+    size, bold = size or round(height, 1), _is_bold(s)
     out: list[_Span] = []
     for ch in s.get("chars", []):
-        text = _CONTROL.sub("", ch["c"])
+        text = _CONTROL.sub("", ch["c"].translate(_OT1))
         if text.strip():
             x0, _, x1, _ = ch["bbox"]
             base = ch["origin"][1]
@@ -92,12 +125,14 @@ def _collect_spans(page: pymupdf.Page) -> list[_Span]:
     """Text spans of a page; a page with wrongly sized spans is read again glyph by glyph."""
     spans = _dict_spans(page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT))
     glyphs = any(_size_is_wrong(ln, s) for ln, s in spans)
+    sizes: dict[str, float] = {}
     if glyphs:  # the same spans, with their glyphs instead of their text
         spans = _dict_spans(page.get_text("rawdict", flags=pymupdf.TEXTFLAGS_TEXT))
+        sizes = _glyph_sizes([s for ln, s in spans if _size_is_wrong(ln, s)])
     out: list[_Span] = []
     for ln, s in spans:
         if glyphs and _size_is_wrong(ln, s):
-            out.extend(_glyph_spans(s))
+            out.extend(_glyph_spans(s, sizes.get(str(s.get("font", "")))))
             continue
         text = _CONTROL.sub("", _span_text(s))  # NUL and friends: Postgres text rejects \x00
         if text.strip():

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field, replace
 
 import structlog
 
-from ingest.pdf_read import ParsedPdf, clean_text
+from ingest.pdf_read import NO_TEXT_LAYER, HeadingCandidate, ParsedPdf, clean_text
 from ingest.pdf_tree.entries import DetectedToc, FlatEntry, codes_from_levels, neighbour_range
-from ingest.pdf_tree.headings import no_toc_entries, split_entries
+from ingest.pdf_tree.headings import heading_styles, no_toc_entries, split_entries
 from ingest.pdf_tree.llm import TreeLlm
 from ingest.pdf_tree.matching import PageLines, compact
 from ingest.pdf_tree.toc import detect_toc_offline, parse_toc_items
@@ -23,6 +23,8 @@ from kb.types import DocumentTree, TreeNode
 log = structlog.get_logger("ingest.pdf_tree")
 
 MAX_DEPTH = 8
+AMBIGUOUS_PAGES = 3  # a leaf this long with unadopted heading-like lines is a range the LLM decides
+AMBIGUOUS_MAX_LINES = 40  # heading-like lines listed for one range
 PREFACE = "Preface"
 
 
@@ -53,13 +55,22 @@ class _Builder:
     # ------------------------------------------------------------------ main flow
 
     async def build(self) -> DocumentTree:
+        if NO_TEXT_LAYER in self.parsed.warnings:  # nothing to read: one node per page, and say so
+            self.warnings.extend(self.parsed.warnings)
+            nodes = self.emit([_Node(f"Page {p}", p, p) for p in range(1, self.n + 1)])
+            log.warning("ingest.tree_pages_only", pages=self.n, reason=NO_TEXT_LAYER)
+            return DocumentTree(nodes=tuple(nodes), page_count=self.n, source_mode="pages", unit="page",
+                                warnings=tuple(self.warnings))
         entries, mode = await self.flat_list()
         entries = self.with_preface(entries)
         entries = self.appear_start(entries)
         roots = self.to_tree(entries, self.n)
         if not roots:
             roots = [_Node(self._doc_title(), 1, self.n)]
+        if mode in ("toc_pages", "toc_no_pages"):
+            self.refine_leaves(roots)
         await asyncio.gather(*(self.subdivide(r, 0) for r in roots))
+        await self.decide_ambiguous(roots)  # after the steps that split large nodes: they spend the budget first
         nodes = self.emit(roots)
         log.info(
             "ingest.tree_built",
@@ -384,6 +395,83 @@ class _Builder:
             or self._tokens(start, end) > self.settings.max_token_num_each_node
         )
 
+    def refine_leaves(self, roots: list[_Node]) -> None:
+        """Sections a contents list leaves out but the body shows (issue 27 item 2): when one unnumbered heading
+        style a point or more above the body recurs inside at least half of the contents' leaf sections (two
+        pages or more), and is not the style of those sections' own titles, its headings become their children.
+        (Bold headings at body size, as SEC filings set their sub-headings, are left to subdivision by size.)"""
+        leaves = [n for n in _walk(roots) if not n.children and n.end > n.start]
+        if len(leaves) < 3:
+            return
+        titles = {compact(n.title) for n in _walk(roots)}
+        best: tuple[int, list[list[FlatEntry]]] | None = None
+        for style in heading_styles(self.parsed, self.body_start, self.n, after=None, skip_pages=self.toc_pages):
+            first = style[0]
+            if (
+                not first.style.startswith("plain")
+                or first.h.size < self.parsed.body_font_size + 1.0  # bold at body size: a filing's run-in labels
+                or sum(_names_a_node(compact(c.title), titles) for c in style) > 0.2 * len(style)
+            ):
+                continue
+            per_leaf = [
+                [
+                    FlatEntry(str(i + 1), c.title, c.h.page, c.h.line, verified=True)
+                    for i, c in enumerate(x for x in style if _inside(x.h.page, x.h.line, leaf))
+                ]
+                for leaf in leaves
+            ]
+            covered = sum(1 for e in per_leaf if e)
+            pages = sum(leaf.end - leaf.start + 1 for leaf, e in zip(leaves, per_leaf, strict=True) if e)
+            if covered >= 0.5 * len(leaves) and sum(map(len, per_leaf)) <= 2 * pages and (
+                best is None or covered > best[0]
+            ):
+                best = (covered, per_leaf)
+        if best is None:
+            return
+        added = sum(self._attach(leaf, entries) for leaf, entries in zip(leaves, best[1], strict=True))
+        log.info("ingest.tree_refined", leaves=best[0], nodes=added)
+
+    def _attach(self, leaf: _Node, entries: list[FlatEntry]) -> int:
+        """``entries`` as the leaf's subsections (the leaf's own span ends where the first begins); how many."""
+        if not entries:
+            return 0
+        entries = self.appear_start(entries)
+        children = self.to_tree(entries, leaf.end, leaf.stop)
+        if children:
+            first = entries[0]
+            leaf.end = max(leaf.start, int(first.page or leaf.start) - (1 if first.appear_start else 0))
+            leaf.children = children
+        return len(children)
+
+    async def decide_ambiguous(self, roots: list[_Node]) -> None:
+        """Where the layout cannot tell (issue 27 item 4): a leaf section of ``AMBIGUOUS_PAGES`` pages or more,
+        within the node limits, holding two or more bold or larger heading-like lines that no rule took as
+        sections. With an LLM configured, one ``tree.headings`` call per such range decides which head
+        subsections (within the tree's LLM budget; verified: the line is on its page). Offline nothing changes."""
+        if not self.llm.available:
+            return
+        body = self.parsed.body_font_size
+        titles = {compact(n.title) for n in _walk(roots)}
+        ranges: list[tuple[_Node, list[HeadingCandidate]]] = []
+        for leaf in _walk(roots):
+            if leaf.children or leaf.end - leaf.start + 1 < AMBIGUOUS_PAGES or self._too_big(leaf.start, leaf.end):
+                continue
+            cands = [
+                h for h in self.parsed.headings
+                if _inside(h.page, h.line, leaf) and h.page not in self.toc_pages and (h.bold or h.size >= body + 0.5)
+                and not _names_a_node(compact(h.text), titles)
+            ][:AMBIGUOUS_MAX_LINES]
+            if len(cands) >= 2:
+                ranges.append((leaf, cands))
+        ranges = ranges[: self.llm.steps.remaining]
+        picks = await asyncio.gather(*(self.llm.pick_headings(leaf.title, leaf.start, leaf.end, cands)
+                                       for leaf, cands in ranges))
+        for (leaf, _), picked in zip(ranges, picks, strict=True):
+            self._attach(leaf, [FlatEntry(str(i + 1), h.text, h.page, h.line, verified=True)
+                                for i, h in enumerate(picked or [])])
+        if ranges:
+            log.info("ingest.tree_ambiguous_decided", ranges=len(ranges), decided=sum(p is not None for p in picks))
+
     async def subdivide(self, node: _Node, depth: int) -> None:
         """Split a node over the page or token limit on its own range, then recurse (spec 3.6)."""
         if self._too_big(node.start, node.end) and depth < MAX_DEPTH:
@@ -466,12 +554,11 @@ class _Builder:
 
     def emit(self, roots: list[_Node]) -> list[TreeNode]:
         out: list[TreeNode] = []
-        pages = self.parsed.pages
 
         def walk(node: _Node, parent_id: str | None, level: int, path: tuple[str, ...]) -> None:
             node_id = f"{len(out):04d}"
             my_path = (*path, node.title)
-            text = "\n\n".join(pages[p - 1].text for p in range(node.start, node.end + 1))
+            text = "\n\n".join(self.parsed.body_text(p) for p in range(node.start, node.end + 1))
             out.append(
                 TreeNode(
                     node_id=node_id,
@@ -494,6 +581,25 @@ class _Builder:
         for r in roots:
             walk(r, None, 1, ())
         return out
+
+
+def _walk(nodes: list[_Node]) -> list[_Node]:
+    out: list[_Node] = []
+    for n in nodes:
+        out.append(n)
+        out.extend(_walk(n.children))
+    return out
+
+
+def _names_a_node(key: str, titles: set[str]) -> bool:
+    """Is this heading (compacted) a node's title, also without its number ("1 Title" / "Title")?"""
+    return bool(key) and any(t == key or (t.endswith(key) and len(key) >= 0.6 * len(t)) for t in titles)
+
+
+def _inside(page: int, line: int, node: _Node) -> bool:
+    """Is (page, line) within ``node``'s range: after its title line and before the next section starts?"""
+    start = (node.start, node.line if node.line is not None else -1)
+    return start < (page, line) and page <= node.end and (node.stop is None or (page, line) < node.stop)
 
 
 def _title(text: str) -> str:

@@ -50,7 +50,8 @@ def neighbour_range(entries: list[FlatEntry], i: int, first: int, last: int) -> 
 # ============================================================================ structure codes
 
 
-_RANKS = {"part": 0, "chapter": 1, "appendix": 1, "roman": 2, "item": 2, "section": 3, "note": 5, "alpha": 6}
+_RANKS = {"part": 0, "chapter": 1, "appendix": 1, "roman": 2, "item": 2, "section": 3, "note": 5, "alpha": 6,
+          "zhsec": 2, "zhsub": 3}  # Chinese 一、 and （一）
 
 
 def style_rank(numbering: str) -> int | None:

@@ -82,7 +82,7 @@ def _look(h: HeadingCandidate) -> tuple[float, bool]:
     return (round(h.size * 2) / 2, h.bold)
 
 
-RESTARTING = frozenset({"alpha"})
+RESTARTING = frozenset({"alpha", "zhsec", "zhsub"})
 """Numbering kinds that start again under each parent ("I. Background / A. Scope / B. … / II. … / A. …")."""
 
 
@@ -239,6 +239,12 @@ def _below(styles: list[list[_Cand]], numbered: list[list[_Cand]], body: float) 
     return sorted(below, key=lambda s: -len(s))[:1]
 
 
+def _has_parent(numbering: str, decimals: set[str]) -> bool:
+    """A lone "2.3.1" heading is a section when "2.3" is a heading too (a single subsection is still one)."""
+    parent = numbering.rpartition(".")[0]
+    return numbering.startswith("dec:") and "." in numbering and parent in decimals
+
+
 def no_toc_entries(
     parsed: ParsedPdf,
     lo: int,
@@ -273,6 +279,9 @@ def no_toc_entries(
         body = parsed.body_font_size
         big = [s for s in styles if s[0].style.startswith("plain") and s[0].h.size >= body + 0.5]
         chosen = (big or styles)[:max_levels]
+    decimals = {c.h.numbering for s in chosen for c in s if c.h.numbering.startswith("dec:")}
+    lone = [s for s in every if len(s) == 1 and s not in styles and _has_parent(s[0].h.numbering, decimals)]
+    chosen += lone[: max(0, max_levels - len(chosen))]  # a single "2.3.1" under a chosen "2.3", when there is room
     cands = sorted([*(c for s in chosen for c in s), *_same_look(every, chosen, parsed.body_font_size)],
                    key=lambda c: (c.h.page, c.h.line))
     styled = [

@@ -15,16 +15,18 @@ from typing import TypeVar
 import msgspec
 import structlog
 
-from ingest.pdf_read import ParsedPdf, clean_text
+from ingest.pdf_read import HeadingCandidate, ParsedPdf, clean_text
 from ingest.pdf_tree.entries import DetectedToc, FlatEntry, TocItem, codes_from_levels, neighbour_range
 from ingest.pdf_tree.matching import PageLines, compact
 from ingest.prompts import (
     GENERATE,
+    HEADINGS,
     LOCATE,
     TOC_DETECT,
     TOC_TRANSFORM,
     GenEntry,
     generate_prompt,
+    headings_prompt,
     locate_prompt,
     toc_detect_prompt,
     toc_transform_prompt,
@@ -295,3 +297,17 @@ class TreeLlm:
             return None
         codes = codes_from_levels([e.structure.strip().count(".") + 1 for e in raw])
         return [FlatEntry(c, clean_text(e.title), e.physical_index) for c, e in zip(codes, raw, strict=True)]
+
+    async def pick_headings(
+        self, section: str, lo: int, hi: int, cands: Sequence[HeadingCandidate]
+    ) -> list[HeadingCandidate] | None:
+        """One call for one ambiguous page range: which of its heading-like lines head subsections (None: no answer)."""
+        listing = "\n".join(
+            f"[{k}] p.{h.page} {h.size:g}pt {'bold' if h.bold else 'regular'}: {h.text}" for k, h in enumerate(cands)
+        )
+        body = f"body text: {self.parsed.body_font_size:g}pt\n{listing}"
+        reply = await self.steps.ask(HEADINGS, headings_prompt(section, f"{lo}-{hi}", body))
+        if reply is None:
+            self.warn(f"LLM heading decision failed for pages {lo}-{hi}; kept the layout's sections")
+            return None
+        return [cands[k] for k in sorted(set(reply.headings)) if 0 <= k < len(cands)]

@@ -11,13 +11,23 @@ from pathlib import Path
 from typing import Annotated
 
 import msgspec
-from litestar import Controller, get, post
+from litestar import Controller, delete, get, post
 from litestar.datastructures import UploadFile
 from litestar.enums import RequestEncodingType
-from litestar.params import Body
+from litestar.params import Body, Parameter
 
 from ingest.formats import SUPPORTED, format_of
-from ingest.jobs import JobStatus, cancel_job, create_job, get_job, list_jobs, resolve_ingest_path
+from ingest.jobs import (
+    JobStatus,
+    cancel_job,
+    count_jobs,
+    create_job,
+    get_job,
+    list_jobs,
+    remove_item,
+    resolve_ingest_path,
+    retry_item,
+)
 from kb.api.common import (
     BEARER,
     COLLECTION_NAME,
@@ -47,11 +57,18 @@ def upload_name(filename: str, content: bytes) -> str:
     return f"{slug}-{hashlib.sha256(content).hexdigest()[:10]}{_UNSAFE.sub('', suffix)}"
 
 
-def _save(target: Path, content: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(target.suffix + ".part")
+def _save(folder: Path, name: str, content: bytes) -> Path:
+    """Store an upload in ``folder`` (one per content): the file already there when the same bytes were
+    uploaded before (under any name), else ``folder/name``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for existing in sorted(folder.iterdir()):
+        if existing.is_file() and not existing.name.endswith(".part"):
+            return existing
+    target = folder / name
+    tmp = target.with_suffix(f"{target.suffix}.{uuid.uuid4().hex[:8]}.part")
     tmp.write_bytes(content)
     tmp.replace(target)
+    return target
 
 
 def _public_job(job: JobStatus, settings: Settings) -> JobStatus:
@@ -69,6 +86,13 @@ class IngestIn(msgspec.Struct, frozen=True):
     collection: Annotated[str, msgspec.Meta(pattern=COLLECTION_NAME)] = "default"
     recursive: bool = False
     metadata: str | None = None
+
+
+class JobPage(msgspec.Struct, frozen=True):
+    jobs: list[JobStatus]
+    total: int  # all jobs
+    limit: int
+    offset: int
 
 
 class JobCreated(msgspec.Struct, frozen=True):
@@ -93,23 +117,50 @@ class AdminController(Controller):
         path = resolve_ingest_path(root, data.path)
         meta = resolve_ingest_path(root, data.metadata) if data.metadata else None
         job_id = await create_job(rt.pool, collection_id=coll.id, path=path, recursive=data.recursive,
-                                  metadata_path=meta, allowed_root=root)
+                                  metadata_path=meta, allowed_root=root, name_root=root)
         return JobCreated(job_id=job_id, status_url=f"/kb/admin/jobs/{job_id}")
 
-    @get("/jobs", responses=errors(401, 403))
-    async def jobs(self, rt: Runtime) -> list[JobStatus]:
-        return [_public_job(j, rt.settings) for j in await list_jobs(rt.pool)]
+    @get("/jobs", responses=errors(400, 401, 403))
+    async def jobs(
+        self, rt: Runtime, limit: int = Parameter(default=20, ge=1, le=200),
+        offset: int = Parameter(default=0, ge=0, le=10**9),
+        items: int = Parameter(default=100, ge=0, le=10_000, description="items shown per job (files: all)"),
+    ) -> JobPage:
+        """The newest jobs first, ``limit`` from ``offset`` (``total``: all jobs); each job's totals count all
+        its files, its ``items`` the first ``items`` of them (``GET /kb/admin/jobs/{id}`` pages through them)."""
+        listed = await list_jobs(rt.pool, limit, offset, items_limit=items)
+        return JobPage(jobs=[_public_job(j, rt.settings) for j in listed], total=await count_jobs(rt.pool),
+                       limit=limit, offset=offset)
 
     @get("/jobs/{job_id:int}", responses=errors(400, 401, 403, 404))
-    async def job(self, rt: Runtime, job_id: DbId) -> JobStatus:
-        return _public_job(await get_job(rt.pool, job_id), rt.settings)
+    async def job(
+        self, rt: Runtime, job_id: DbId, items_limit: int = Parameter(default=1000, ge=0, le=10_000),
+        items_offset: int = Parameter(default=0, ge=0, le=10**9),
+    ) -> JobStatus:
+        """A job with its totals and its items, ``items_limit`` from ``items_offset`` in file order (``files``:
+        how many there are)."""
+        return _public_job(await get_job(rt.pool, job_id, items_limit=items_limit, items_offset=items_offset),
+                           rt.settings)
 
     @post("/jobs/{job_id:int}/cancel", status_code=200, responses=errors(400, 401, 403, 404, 409))
     async def cancel(self, rt: Runtime, job_id: DbId) -> JobStatus:
-        """Cancel a job: pending files become ``cancelled`` now; a file being ingested stops within a
-        heartbeat and stores nothing. 409 when the job has already finished."""
+        """Cancel a job: pending files become ``cancelled`` now; a file being ingested stops within 2 s (its
+        parser process killed) and stores nothing. 409 when the job has already finished."""
         await cancel_job(rt.pool, job_id)
-        return _public_job(await get_job(rt.pool, job_id), rt.settings)
+        return _public_job(await get_job(rt.pool, job_id, items_limit=1000), rt.settings)
+
+    @post("/jobs/{job_id:int}/items/{item_id:int}/retry", status_code=200,
+          responses=errors(400, 401, 403, 404, 409))
+    async def retry_file(self, rt: Runtime, job_id: DbId, item_id: DbId) -> JobStatus:
+        """Queue a failed or cancelled file of the job again (``items[].id``); 409 for a file in another state."""
+        await retry_item(rt.pool, job_id, item_id)
+        return _public_job(await get_job(rt.pool, job_id, items_limit=1000), rt.settings)
+
+    @delete("/jobs/{job_id:int}/items/{item_id:int}", status_code=204, responses=errors(400, 401, 403, 404, 409))
+    async def remove_file(self, rt: Runtime, job_id: DbId, item_id: DbId) -> None:
+        """Remove a finished file from the job's list (a failed file stored nothing); 409 while it is queued
+        or running."""
+        await remove_item(rt.pool, job_id, item_id)
 
     @post("/documents", status_code=202, responses=errors(400, 401, 403, 404, 413))
     async def upload(
@@ -121,10 +172,11 @@ class AdminController(Controller):
             raise ValidationError(f"unsupported or missing file name {data.file.filename!r}; "
                                   f"supported: {', '.join(sorted(SUPPORTED))}")
         content = await data.file.read()
-        # one folder per upload: two uploads never overwrite each other's file before ingest
+        # one folder per content: the same bytes uploaded again are stored once; the worker removes an
+        # upload no document keeps (skipped, failed, cancelled), and deleting its document removes it too
         uploads = rt.settings.database.data_dir / "uploads"
         name = await asyncio.to_thread(upload_name, data.file.filename or "", content)
-        target = uploads / coll.name / uuid.uuid4().hex[:12] / name
-        await asyncio.to_thread(_save, target, content)
-        job_id = await create_job(rt.pool, collection_id=coll.id, path=target, allowed_root=uploads)
+        folder = uploads / coll.name / hashlib.sha256(content).hexdigest()[:32]
+        target = await asyncio.to_thread(_save, folder, name, content)
+        job_id = await create_job(rt.pool, collection_id=coll.id, path=target, allowed_root=uploads, upload=True)
         return JobCreated(job_id=job_id, status_url=f"/kb/admin/jobs/{job_id}")

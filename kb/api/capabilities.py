@@ -55,6 +55,9 @@ class Capabilities(msgspec.Struct, frozen=True):
     default_strategy: str
     answer_mode: Literal["offline", "llm"]  # offline: extractive cited answers, no LLM
     max_upload_mb: int
+    chat_model: str | None = None  # the configured LLM's name (KB_LLM_MODEL) in llm mode
+    read_token: bool = False  # KB_API_TOKEN is set: reading needs it
+    admin_token: bool = False  # KB_ADMIN_TOKEN is set: ingest and delete need it
 
 
 def default_strategy() -> str:
@@ -70,7 +73,10 @@ def capabilities(rt: Runtime) -> Capabilities:
     concepts = [ConceptInfo(name=c.name, label=c.label, statements=list(c.kinds), unit=c.unit) for c in CONCEPTS]
     return Capabilities(formats=formats, strategies=strategies, concepts=concepts, default_strategy=default_strategy(),
                         answer_mode="offline" if rt.chat.offline else "llm",
-                        max_upload_mb=rt.settings.ingest.max_upload_mb)
+                        max_upload_mb=rt.settings.ingest.max_upload_mb,
+                        chat_model=None if rt.chat.offline else getattr(rt.chat, "model_id", None),
+                        read_token=rt.settings.server.api_token is not None,
+                        admin_token=rt.settings.server.admin_token is not None)
 
 
 class CapabilitiesController(Controller):

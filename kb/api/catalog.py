@@ -8,18 +8,23 @@ from typing import Annotated, Any, Literal
 import msgspec
 import structlog
 from litestar import Controller, Response, delete, get, post
+from litestar.datastructures import State
+from litestar.openapi import ResponseSpec
 from litestar.params import Parameter
 
+from ingest.jobs import finish_document_delete
 from ingest.pageindex import export_pageindex
-from ingest.render import PageCache
+from ingest.render import LinesCache, PageCache
 from ingest.store import (
+    DELETE_BATCH_ROWS,
+    Deleting,
     DocumentInfo,
     FactRow,
     NodeInfo,
-    delete_document,
     document_facts,
     get_document,
     list_documents,
+    start_delete,
 )
 from kb.api.common import (
     BEARER,
@@ -59,8 +64,10 @@ class DocumentDetail(msgspec.Struct, frozen=True):
 
 
 @get("/health", responses=errors(503))
-async def health(rt: Runtime) -> Response[dict[str, Any]]:
-    """200 when ready; 503 (with Retry-After) while the database cannot be reached within 2 s."""
+async def health(rt: Runtime, state: State) -> Response[dict[str, Any]]:
+    """200 when ready; 503 (with Retry-After) while the database cannot be reached within 2 s, or while the
+    stored vectors come from an embedder other than this server's (``kb reembed`` since it started). What
+    this says, the other endpoints do: a 200 here lets queries through at once (and a 503 stops them)."""
     version, db_ok = 0, False
     if await rt.probe_database():
         try:
@@ -68,20 +75,40 @@ async def health(rt: Runtime) -> Response[dict[str, Any]]:
             db_ok = True
         except Exception as exc:  # noqa: BLE001 - health reports instead of failing
             log.warning("health.db_unreachable", error=f"{type(exc).__name__}: {exc}"[:300])
+    if db_ok != rt.db_available:  # seen before the database watcher's next round
+        (log.info if db_ok else log.warning)("db.available" if db_ok else "db.unavailable", seen_by="health")
+        rt.db_available = db_ok
+    embedder_problem = state.get("embedder_problem")
     body = {
-        "status": "ok" if db_ok else "unavailable",
+        "status": "ok" if db_ok and not embedder_problem else "unavailable",
         "database": db_ok,
         "schema_version": version,
         "embedder": {"loaded": rt.embedder.dimension > 0, "model": rt.embedder.model_id,
-                     "dimension": rt.embedder.dimension},
+                     "dimension": rt.embedder.dimension, "matches_database": not embedder_problem},
         "llm": {"offline": rt.chat.offline, "model": rt.chat.model_id},
     }
-    if db_ok:
+    if db_ok and not embedder_problem:
         return Response(body)
     # not ready: problem details (RFC 9457) with the health fields as extension members
-    down = UnavailableError()
+    down = UnavailableError(embedder_problem) if db_ok and embedder_problem else UnavailableError()
     problem = problem_body(down.status_code, down.title, down.detail, body)
     return Response(problem, status_code=503, media_type=PROBLEM_JSON, headers={"Retry-After": str(RETRY_AFTER_S)})
+
+
+class DeleteAccepted(msgspec.Struct, frozen=True):
+    document_id: int
+    status: str  # "deleting"
+    chunks: int  # chunks to remove
+
+
+_DELETES: set[asyncio.Task[None]] = set()  # background deletes in flight (kept referenced until done)
+
+
+async def _finish_delete(rt: Runtime, deleting: Deleting) -> None:
+    try:
+        await finish_document_delete(rt.pool, deleting)
+    except Exception as exc:  # noqa: BLE001 - a background task: logged; a worker resumes the delete later
+        log.warning("documents.delete_interrupted", doc_id=deleting.id, error=f"{type(exc).__name__}: {exc}"[:300])
 
 
 class CatalogController(Controller):
@@ -124,7 +151,23 @@ class CatalogController(Controller):
         column (``concept``: only that vocabulary measure, e.g. ``revenue``; see ``GET /kb/capabilities``)."""
         return await document_facts(rt.pool, doc_id, concept or None)
 
-    @delete("/documents/{doc_id:int}", guards=[admin_guard], status_code=204, responses=errors(400, 401, 403, 404))
-    async def remove(self, rt: Runtime, pages: PageCache, doc_id: DbId) -> None:
-        await delete_document(rt.pool, doc_id)
+    @delete("/documents/{doc_id:int}", guards=[admin_guard], status_code=202,
+            responses={**errors(400, 401, 403, 404),
+                       204: ResponseSpec(None, description="deleted within the request")})
+    async def remove(self, rt: Runtime, pages: PageCache, lines: LinesCache,
+                     doc_id: DbId) -> Response[DeleteAccepted | None]:
+        """Delete a document: it leaves listings and the collection's statistics at once, and its rows go in
+        batches. 204 when that is done within the request (at most one batch of chunks); 202 for a larger
+        one, whose rows are removed in the background (a worker finishes a delete the server did not)."""
+        deleting = await start_delete(rt.pool, doc_id)
         await asyncio.to_thread(pages.drop, doc_id)
+        lines.drop(doc_id)
+        if deleting.chunks <= DELETE_BATCH_ROWS:
+            await finish_document_delete(rt.pool, deleting)
+            return Response(None, status_code=204)
+        task = asyncio.create_task(_finish_delete(rt, deleting))
+        _DELETES.add(task)
+        task.add_done_callback(_DELETES.discard)
+        return Response(DeleteAccepted(document_id=doc_id, status="deleting", chunks=deleting.chunks),
+                        status_code=202)
+

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
 import re
@@ -31,7 +32,7 @@ from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from ingest.render import PageCache
+from ingest.render import LinesCache, PageCache
 from kb.db import is_db_unavailable
 from kb.errors import (
     AuthError,
@@ -41,6 +42,7 @@ from kb.errors import (
     UnsupportedMediaTypeError,
     ValidationError,
 )
+from kb.logging import requests_at_info
 from kb.runtime import Runtime
 from kb.settings import Settings
 from router.pipeline import QueryPipeline
@@ -66,6 +68,7 @@ _ERRORS = {
     403: "Admin access refused (no KB_ADMIN_TOKEN and not a local, non-browser request)",
     404: "Not found",
     409: "Conflict",
+    408: "The request body did not arrive in time (KB_BODY_TIMEOUT_S)",
     413: "Request body too large (KB_MAX_JSON_KB; uploads: KB_MAX_UPLOAD_MB)",
     415: "Content-Type must be application/json",
     503: "The database is unreachable right now (Retry-After)",
@@ -98,14 +101,20 @@ def _provide_pipeline(state: State) -> QueryPipeline:
 
 
 def _provide_pages(state: State) -> PageCache:
-    return state.runtime.page_cache
+    return state.pages
+
+
+def _provide_lines(state: State) -> LinesCache:
+    return state.lines
 
 
 DEPENDENCIES = {"rt": Provide(_provide_runtime, sync_to_thread=False),
                 "pipeline": Provide(_provide_pipeline, sync_to_thread=False),
-                "pages": Provide(_provide_pages, sync_to_thread=False)}
+                "pages": Provide(_provide_pages, sync_to_thread=False),
+                "lines": Provide(_provide_lines, sync_to_thread=False)}
 """What handlers are given by name: ``rt`` (the runtime: pool, settings, providers), ``pipeline`` (the query
-pipeline) and ``pages`` (the rendered-page cache); the lifespan puts the runtime on ``app.state``."""
+pipeline), ``pages`` (the rendered-page cache) and ``lines`` (parsed text sources); the lifespan puts them on
+``app.state``."""
 
 
 def problem_body(status: int, title: str, detail: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -156,6 +165,13 @@ def _settings_of(request: ASGIConnection[Any, Any, Any, Any]) -> Settings | None
     return rt.settings if rt is not None else None
 
 
+def db_unreachable(exc: BaseException) -> bool:
+    """``kb.db.is_db_unavailable``, and asyncpg's "cannot switch to state" of a connection whose server was
+    killed in the middle of a statement (a 503 to retry, not a 500)."""
+    return is_db_unavailable(exc) or (isinstance(exc, asyncpg.InternalClientError)
+                                      and "cannot switch to state" in str(exc))
+
+
 def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     """The one handler: KBError → its status; framework errors → their status; anything else → 500."""
     if isinstance(exc, KBError):
@@ -167,7 +183,7 @@ def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Respon
             headers = {"Retry-After": str(RETRY_AFTER_S)}
         return problem(exc.status_code, exc.title, scrub_paths(exc.detail, settings) if settings else exc.detail,
                        headers)
-    if is_db_unavailable(exc):
+    if db_unreachable(exc):
         log.warning("api.db_unavailable", path=request.url.path, error=f"{type(exc).__name__}: {exc}"[:300])
         down = UnavailableError()
         return problem(down.status_code, down.title, down.detail, {"Retry-After": str(RETRY_AFTER_S)})
@@ -283,11 +299,23 @@ __all__ = ["NotAuthorizedException", "PermissionDeniedException", "admin_guard",
 _NO_DATABASE = ("/health", "/metrics", "/schema", "/kb/capabilities")
 
 
+def unavailable_reason(state: State, path: str) -> str | None:
+    """Why a request to ``path`` gets a 503 at once: the database is known to be unreachable, or the stored
+    vectors now come from another embedder (``kb reembed`` since this process started); None: neither."""
+    rt = state.get("runtime")
+    if rt is None or path.startswith(_NO_DATABASE):
+        return None
+    if not rt.db_available:
+        return UnavailableError().detail
+    return state.get("embedder_problem")
+
+
 async def before_request(request: Request[Any, Any, Any]) -> None:
-    """Every request: a 503 at once while the database is known to be unreachable, then the strict body check."""
-    rt = request.app.state.get("runtime")
-    if rt is not None and not rt.db_available and not request.url.path.startswith(_NO_DATABASE):
-        raise UnavailableError
+    """Every request: a 503 at once while the database is known to be unreachable (or the embedder record
+    changed under this process), then the strict body check."""
+    reason = unavailable_reason(request.app.state, request.url.path)
+    if reason is not None:
+        raise UnavailableError(reason)
     await strict_json_body(request)
 
 
@@ -344,9 +372,65 @@ def request_id_middleware(app: ASGIApp) -> ASGIApp:
         try:
             await app(scope, receive, send_wrapper)
         finally:
-            log.info("http.request", method=scope.get("method"), path=scope.get("path"), status=status["code"],
-                     duration_ms=round((time.perf_counter() - started) * 1000, 1))
+            (log.info if requests_at_info() else log.debug)(
+                "http.request", method=scope.get("method"), path=scope.get("path"), status=status["code"],
+                duration_ms=round((time.perf_counter() - started) * 1000, 1))
             structlog.contextvars.clear_contextvars()
+
+    return middleware
+
+
+def _host_name(host: str) -> str:
+    """The name of a ``Host`` header value, without its port (``[::1]:8000`` → ``::1``)."""
+    name = host.strip().lower()
+    if name.startswith("["):
+        return name[1 : name.find("]")] if "]" in name else name
+    return name.rsplit(":", 1)[0] if name.count(":") == 1 else name
+
+
+def host_allowed(host: str, bound_host: str, allowed: str) -> bool:
+    """Whether a ``Host`` header names this server: an IP address (a page on another site cannot make a
+    browser send one for its own origin: DNS rebinding needs a name), ``localhost`` (and ``*.localhost``),
+    the bound host, or a name of ``KB_ALLOWED_HOSTS`` (``*``: any; ``.example.org``: it and its subdomains)."""
+    name = _host_name(host).rstrip(".")
+    if not name:
+        return True  # no Host header (HTTP/1.0): not a browser
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        pass
+    if name == "localhost" or name.endswith(".localhost") or name == bound_host.lower():
+        return True
+    for entry in (e.strip().lower() for e in allowed.split(",")):
+        if entry == "*" or entry == name or (entry.startswith(".") and (name == entry[1:] or name.endswith(entry))):
+            return True
+    return False
+
+
+def host_check_middleware(app: ASGIApp, *, bound_host: str) -> ASGIApp:
+    """Every route: a request whose ``Host`` is not a name of this server gets a 421 (DNS rebinding: a page on
+    another site whose name now points here would read the knowledge base), unless ``KB_API_TOKEN`` guards
+    the reads (such a page cannot send the token)."""
+
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        rt = scope["litestar_app"].state.get("runtime")
+        server = rt.settings.server if rt is not None else None
+        host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+        if server is not None and not server.api_token and not host_allowed(host, bound_host, server.allowed_hosts):
+            log.warning("http.host_refused", host=host[:100], path=scope.get("path"))
+            body = problem_bytes(421, "Misdirected request",
+                                 f"Host {host[:100]!r} is not a name of this server (DNS rebinding protection); "
+                                 "list it in KB_ALLOWED_HOSTS, or set KB_API_TOKEN")
+            await send({"type": "http.response.start", "status": 421,
+                        "headers": [(b"content-type", PROBLEM_JSON.encode()),
+                                    (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await app(scope, receive, send)
 
     return middleware
 
@@ -356,16 +440,20 @@ def problem_bytes(status: int, title: str, detail: str) -> bytes:
     return msgspec.json.encode(problem_body(status, title, detail))
 
 
-def body_limit(app: ASGIApp, *, json_bytes: int, upload_bytes: int, upload_paths: frozenset[str]) -> ASGIApp:
+def body_limit(app: ASGIApp, *, json_bytes: int, upload_bytes: int, upload_paths: frozenset[str],
+               timeout_s: float = 30.0) -> ASGIApp:
     """Per-endpoint request body limits: uploads get ``KB_MAX_UPLOAD_MB``, every other endpoint
     ``KB_MAX_JSON_KB``. A declared ``Content-Length`` over the limit is refused before the body is read;
-    a chunked body is counted as it arrives."""
+    a chunked body is counted as it arrives. A body is read in time (``KB_BODY_TIMEOUT_S``): an upload may
+    pause at most that long between two pieces, any other body must be complete within it; otherwise a 408
+    and the connection is closed (a slow body cannot hold a connection for ever)."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
-        limit = upload_bytes if scope.get("path") in upload_paths else json_bytes
+        upload = scope.get("path") in upload_paths
+        limit = upload_bytes if upload else json_bytes
         declared = dict(scope.get("headers") or []).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > limit:
             body = problem_bytes(413, "Request body too large", f"the body exceeds {limit} bytes for this endpoint")
@@ -374,10 +462,23 @@ def body_limit(app: ASGIApp, *, json_bytes: int, upload_bytes: int, upload_paths
             await send({"type": "http.response.body", "body": body})
             return
         received = 0
+        deadline: float | None = None
+        body_done = False
 
         async def limited() -> Message:
-            nonlocal received
-            message = await receive()
+            nonlocal received, deadline, body_done
+            if body_done:  # e.g. waiting for a disconnect while a response streams: no limit
+                return await receive()
+            now = time.monotonic()
+            if deadline is None or upload:
+                deadline = now + timeout_s
+            try:
+                message = await asyncio.wait_for(receive(), timeout=max(0.0, deadline - now))
+            except TimeoutError:
+                log.info("http.body_timeout", path=scope.get("path"), received=received)
+                raise ClientException(status_code=408, detail=f"the request body did not arrive within "
+                                      f"{timeout_s:g} s (KB_BODY_TIMEOUT_S)", headers={"connection": "close"}) from None
+            body_done = message["type"] != "http.request" or not message.get("more_body", False)
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > limit:

@@ -1,4 +1,5 @@
-"""The MCP streamable-HTTP endpoint at ``/mcp``, behind the same guard as the read endpoints."""
+"""The MCP streamable-HTTP endpoint at ``/mcp``, behind the same guard as the read endpoints: POST only
+(stateless, so no ``GET`` event stream to hold a connection), a 503 at once while the database is down."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from mcp.server import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
-from kb.api.common import LOOPBACK, read_guard
+from kb.api.common import LOOPBACK, PROBLEM_JSON, RETRY_AFTER_S, problem_bytes, read_guard, unavailable_reason
 
 _HOST_NAMES = ("127.0.0.1", "localhost", "[::1]")  # as they appear in Host and Origin headers
 
@@ -36,6 +37,24 @@ def mcp_route(manager: StreamableHTTPSessionManager) -> ASGIRouteHandler:
 
     @asgi(path="/mcp", guards=[read_guard], copy_scope=True)  # a plain route: the path stays "/mcp" in logs
     async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("method") == "GET":  # stateless: no server-initiated messages, so no endless SSE stream
+            await _send_problem(send, 405, "Method not allowed",
+                                "GET /mcp (an event stream) is not offered by this stateless server; POST requests",
+                                [(b"allow", b"POST")])
+            return
+        reason = unavailable_reason(scope["litestar_app"].state, "/mcp")
+        if reason is not None:  # as the REST endpoints: a 503 at once, not a wait on a frozen database
+            await _send_problem(send, 503, "Service unavailable", reason,
+                                [(b"retry-after", str(RETRY_AFTER_S).encode())])
+            return
         await manager.handle_request(scope, receive, send)
 
     return mcp_endpoint
+
+
+async def _send_problem(send: Send, status: int, title: str, detail: str, headers: list[tuple[bytes, bytes]]) -> None:
+    body = problem_bytes(status, title, detail)
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", PROBLEM_JSON.encode()), (b"content-length", str(len(body)).encode()),
+                            *headers]})
+    await send({"type": "http.response.body", "body": body})

@@ -16,6 +16,7 @@ from litestar.params import Parameter
 from ingest.pipeline import max_file_bytes
 from ingest.render import (
     MAX_LINES,
+    LinesCache,
     PageCache,
     SourceLines,
     check_page,
@@ -52,7 +53,7 @@ class PagesController(Controller):
     async def page_image(self, rt: Runtime, pages: PageCache, doc_id: DbId, page_file: PageFile,
                          highlight: Highlight = None) -> Response[bytes]:
         """Physical page ``n`` (1-based, as in citations) of a PDF document as a PNG, rendered once and
-        cached; ``highlight``: a chunk of this document whose text is marked on the page. ``X-Highlights``:
+        cached (``KB_PAGE_CACHE_MB``); ``highlight``: a chunk of this document whose text is marked on the page. ``X-Highlights``:
         the rectangles marked; ``X-Highlight-Top``: where the first one starts (0..1 of the page height)."""
         page = page_number(page_file)
         doc = await load_source(rt.pool, doc_id)
@@ -66,12 +67,13 @@ class PagesController(Controller):
         return Response(image.png, media_type="image/png", headers=headers)
 
     @get("/{doc_id:int}/lines", responses=errors(400, 401, 404, 409))
-    async def lines(self, rt: Runtime, doc_id: DbId,
+    async def lines(self, rt: Runtime, lines: LinesCache, doc_id: DbId,
                     start: Annotated[int | None, Parameter(ge=1, le=10**9, description="first line (1-based)")] = None,
                     count: Annotated[int, Parameter(ge=1, le=MAX_LINES, description="lines to return")] = MAX_LINES,
                     highlight: Highlight = None) -> SourceLines:
         """Lines of a Markdown/text document, or paragraphs of a .docx/HTML one (1-based; at most 400); with
-        ``highlight`` and no ``start``, those of the chunk's section, the chunk's own marked ``cited``."""
+        ``highlight`` and no ``start``, those of the chunk's section, the chunk's own marked ``cited``. A source
+        is parsed once (then kept in memory by its sha256); 503 while too many others wait for theirs."""
         doc = await load_source(rt.pool, doc_id)
         if doc.is_pdf:
             raise NotFoundError(f"document {doc_id} is a PDF: it has pages, not lines; preview them at "
@@ -82,5 +84,5 @@ class PagesController(Controller):
             count = min(count, max(1, node_end - start + 1))
         start = start or 1
         limit = max_file_bytes(rt.settings.ingest)
-        source = await asyncio.to_thread(lambda: source_lines(doc, read_source(doc), limit))
+        source = await lines.get(doc, lambda: source_lines(doc, read_source(doc), limit))
         return cited_lines(doc, source, start, start + count - 1, chunk)

@@ -12,8 +12,10 @@ import structlog
 from litestar import Controller, post
 from litestar.response import ServerSentEvent
 
-from kb.api.common import BEARER, errors, read_guard
-from kb.errors import KBError
+from ingest.page_labels import with_printed_pages
+from kb.api.common import BEARER, db_unreachable, errors, read_guard
+from kb.errors import KBError, UnavailableError
+from kb.runtime import Runtime
 from router.pipeline import QueryPipeline
 from router.trace import QueryResult
 from router.types import QueryRequest, checked
@@ -36,14 +38,21 @@ class QueryController(Controller):
     security = BEARER
 
     @post("/query", status_code=200, responses=errors(400, 401, 404))
-    async def query(self, pipeline: QueryPipeline, data: QueryRequest) -> QueryResult | ServerSentEvent:
+    async def query(self, rt: Runtime, pipeline: QueryPipeline, data: QueryRequest) -> QueryResult | ServerSentEvent:
         req = checked(data)
         if not req.stream:
-            return await pipeline.run(req)
-        return EventStream(_stream(pipeline, req))
+            return await _printed(rt, await pipeline.run(req))
+        return EventStream(_stream(pipeline, req, rt))
 
 
-async def _stream(pipeline: Any, req: QueryRequest) -> AsyncGenerator[dict[str, str], None]:
+async def _printed(rt: Runtime | None, result: QueryResult) -> QueryResult:
+    """The result with each PDF citation's printed page number (``printed_page``) next to the physical one."""
+    if rt is None or not any(c.unit == "page" for c in result.citations):
+        return result
+    return msgspec.structs.replace(result, citations=await with_printed_pages(rt.pool, result.citations))
+
+
+async def _stream(pipeline: Any, req: QueryRequest, rt: Runtime | None = None) -> AsyncGenerator[dict[str, str], None]:
     """routing → nodes → answer deltas → citations → done (the documents, the trace and the facts used; errors
     become an ``error`` event)."""
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
@@ -53,11 +62,16 @@ async def _stream(pipeline: Any, req: QueryRequest) -> AsyncGenerator[dict[str, 
 
     async def run() -> None:
         try:
-            result = await pipeline.run(req, on_event)
+            result = await _printed(rt, await pipeline.run(req, on_event))
             await queue.put(("result", result))
         except KBError as exc:
             await queue.put(("error", {"status": exc.status_code, "title": exc.title, "detail": exc.detail}))
         except Exception as exc:  # noqa: BLE001 - reported to the client as an event, and logged
+            if db_unreachable(exc):  # the database went away mid-stream: retry, as a 503 says
+                log.warning("api.db_unavailable", error=f"{type(exc).__name__}: {exc}"[:300])
+                down = UnavailableError()
+                await queue.put(("error", {"status": down.status_code, "title": down.title, "detail": down.detail}))
+                return
             log.exception("api.stream_failed")
             await queue.put(("error", {"status": 500, "title": "Internal error", "detail": type(exc).__name__}))
 
@@ -77,7 +91,8 @@ async def _stream(pipeline: Any, req: QueryRequest) -> AsyncGenerator[dict[str, 
                 yield {"event": "answer", "data": json.dumps({"delta": " ".join(words[i : i + 8]) + " "})}
             yield {"event": "citations", "data": msgspec.json.encode(result.citations).decode()}
             yield {"event": "done", "data": msgspec.json.encode(
-                {"documents": result.documents, "trace": result.trace, "facts": result.facts}).decode()}
+                {"documents": result.documents, "trace": result.trace, "facts": result.facts,
+                 "not_found": result.not_found}).decode()}
             break
     finally:
         if not task.done():

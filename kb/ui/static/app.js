@@ -201,10 +201,26 @@ async function streamQuery(body, onEvent, signal) {
 
 /* ------------------------------------------------------------------ Ask */
 
+/** The answer-mode badge: "Offline · extractive answers" or the configured model, with how to change it
+    (README.md, "Using an LLM"). */
+function modeBadge(caps) {
+  const llm = caps.answer_mode === "llm";
+  const text = llm ? `LLM · ${caps.chat_model || "configured model"}` : "Offline · extractive answers";
+  return el("span", { class: "mode-row" },
+    el("span", { class: `chip mode ${llm ? "blue" : ""}`, id: "answer-mode", text,
+      title: llm ? "Answers are written by the configured LLM from the cited evidence."
+        : "Answers are cited sentences of the evidence; no LLM is configured." }),
+    el("details", { class: "mode-help" }, el("summary", { text: llm ? "About LLM answers" : "Use an LLM" }),
+      el("div", { class: "mode-pop small" },
+        el("p", {}, "Start the server with an OpenAI-compatible endpoint (OpenAI, vLLM, Ollama…):"),
+        el("pre", { text: "KB_LLM_BASE_URL=https://api.openai.com/v1\nKB_LLM_API_KEY=sk-…\nKB_LLM_MODEL=gpt-4o-mini" }),
+        el("p", {}, "See ", el("strong", { text: "README.md → Configuration → Using an LLM" }), "."))));
+}
+
 function renderAsk(view) {
   const strategy = el("select", { id: "strategy", name: "strategy" });
-  const answerMode = el("span", { id: "answer-mode" });
-  const topDocs = el("input", { id: "top-docs", name: "top_docs", type: "number", min: 1, max: 20, placeholder: "auto" });
+  const modeSlot = el("span", { class: "mode-slot" });
+  const topDocs = el("input", { id: "top-docs", name: "top_docs", type: "number", min: 1, max: 20, placeholder: "automatic" });
   const topK = el("input", { id: "top-k", name: "top_k", type: "number", min: 1, max: 50, value: 5 });
   const filters = el("textarea", { id: "filters", name: "filters", rows: 2, spellcheck: "false",
     placeholder: '{"company": "Helios Robotics", "year": 2023}' });
@@ -220,30 +236,37 @@ function renderAsk(view) {
 
   const form = el("form", { class: "panel stack", id: "ask-form", "aria-label": "Ask a question" },
     el("div", { class: "question-box" },
-      el("div", { style: null, class: "grow" }, el("label", { for: "question", class: "sr-label", text: "Question" }), question),
+      el("div", { class: "grow" }, el("label", { for: "question", class: "sr-label", text: "Question" }), question),
       ask),
-    el("div", { class: "grid cols-4" }, colSlot, field("Strategy", strategy),
-      field("Documents (top_docs)", topDocs), field("Evidence (top_k)", topK)),
-    el("details", { class: "more" }, el("summary", { text: "Filters and expert knowledge" }),
+    el("div", { class: "grid cols-ask" }, colSlot),
+    el("details", { class: "more", id: "advanced" }, el("summary", { text: "Advanced" }),
+      el("div", { class: "grid cols-3" },
+        field("How to pick documents", strategy, "Auto tries metadata filters first, then similarity."),
+        field("Documents to read", topDocs, "Empty: as many as the question needs."),
+        field("Passages to cite", topK, "Evidence passages the answer is built from.")),
       el("div", { class: "grid cols-2" },
         field("Metadata filters (JSON)", filters, "Only documents whose metadata match, e.g. company and year."),
-        field("Expert knowledge", expert, "Domain hints passed to document and node selection."))),
+        field("Expert knowledge", expert, "Domain hints passed to document and section selection."))),
     formError);
 
   view.replaceChildren(
     el("div", { class: "page-head" },
       el("div", {}, el("h1", { text: "Ask" }),
-        el("p", { class: "muted" }, "Answers cite the page they come from. Click a citation to check it on the page. ",
-          answerMode)),
+        el("p", { class: "muted" }, "Answers cite the page they come from; sources open beside the answer. ", modeSlot)),
       reset),
     form, conversation);
-  fillStrategies(strategy).then((caps) => {
-    if (caps) answerMode.textContent = caps.answer_mode === "llm" ? "Answers are written by the configured LLM."
-      : "Answers are extractive: cited sentences of the evidence, no LLM.";
-  });
-  collectionSelect("collection").then((select) => colSlot.append(field("Collection", select)));
+  const askAgain = (q, strat) => {
+    question.value = q;
+    if (strat && [...strategy.options].some((o) => o.value === strat)) strategy.value = strat;
+    form.requestSubmit();
+  };
+  state.askAgain = askAgain;
+  fillStrategies(strategy).then((caps) => { if (caps) modeSlot.replaceChildren(modeBadge(caps)); });
+  collectionSelect("collection", () => {
+    if (!state.turns.length) conversation.replaceChildren(emptyConversation(askAgain));
+  }).then((select) => colSlot.append(field("Collection", select)));
   for (const turn of state.turns) conversation.append(turn.node);
-  if (!state.turns.length) conversation.append(emptyConversation());
+  if (!state.turns.length) conversation.append(emptyConversation(askAgain));
 
   question.addEventListener("keydown", (e) => {
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey || !e.shiftKey)) {
@@ -253,7 +276,7 @@ function renderAsk(view) {
   });
   reset.addEventListener("click", () => {
     state.turns = [];
-    conversation.replaceChildren(emptyConversation());
+    conversation.replaceChildren(emptyConversation(askAgain));
     question.focus();
   });
   form.addEventListener("submit", async (e) => {
@@ -278,10 +301,10 @@ function renderAsk(view) {
     body.history = state.turns.filter((t) => t.answer).flatMap((t) => [
       { role: "user", content: t.question }, { role: "assistant", content: t.answer }]);
     if (!state.turns.length) conversation.replaceChildren();
-    question.value = "";
     ask.disabled = true;
     try {
-      await runTurn(body, conversation);
+      // the question stays in the box until it was answered: a failed request loses nothing
+      if (await runTurn(body, conversation, strategy) && question.value.trim() === q) question.value = "";
     } finally {
       ask.disabled = false;
       question.focus();
@@ -290,16 +313,49 @@ function renderAsk(view) {
   question.focus();
 }
 
-function emptyConversation() {
-  return el("div", { class: "state", id: "empty-conversation" },
-    el("h2", { text: "No questions yet" }),
-    el("p", { text: "Try “What was Helios Robotics revenue in fiscal 2023?” or compare two companies." }));
+/** The first screen: what the collection holds and example questions to click. */
+function emptyConversation(askAgain) {
+  const summary = el("p", { class: "muted", id: "collection-summary" }, loading("Reading the collection…"));
+  const examples = el("div", { class: "examples", id: "examples" });
+  const box = el("section", { class: "state first-screen", id: "empty-conversation", "aria-label": "Getting started" },
+    el("h2", { text: `Ask the “${state.collection}” collection` }), summary, examples);
+  api(`/kb/collections/${encodeURIComponent(state.collection)}/overview`).then((o) => {
+    summary.textContent = o.summary;
+    if (!o.examples.length) {
+      examples.replaceChildren(el("p", {}, "Add documents on the ", el("a", { href: "#/ingest", text: "Ingest page" }), " first."));
+      return;
+    }
+    examples.replaceChildren(el("p", { class: "small muted", text: "Try one of these:" }),
+      el("ul", { class: "example-list" }, o.examples.map((x) => el("li", {},
+        el("button", { type: "button", class: "example", text: x.question,
+          onclick: () => askAgain(x.question, x.strategy) })))));
+  }).catch((err) => {
+    summary.replaceChildren(err.status === 401 ? "Set an access token (top right) to see this collection."
+      : "Type a question above, e.g. about a company's revenue in a given year.");
+  });
+  return box;
 }
 
 const STAGES = [["routing", "Choosing documents"], ["nodes", "Reading sections"], ["answer", "Writing the answer"],
   ["citations", "Citations"]];
 
-async function runTurn(body, conversation) {
+/** Why an answer found nothing: the answer's own reason when it gives one, else what the trace shows. */
+function notFoundReason(done) {
+  const trace = done.trace || {};
+  const given = done.not_found || done.not_found_reason || done.reason || trace.not_found_reason || (trace.answer && trace.answer.reason);
+  if (given) return given;
+  const scope = trace.scope || {};
+  if (scope.missing_entities && scope.missing_entities.length) {
+    return `No document of this collection is about ${scope.missing_entities.join(", ")}.`;
+  }
+  if (scope.nothing_found && scope.nothing_found.length) return `Nothing relevant was read in ${scope.nothing_found.join(", ")}.`;
+  const cands = (trace.routing && trace.routing.candidates) || [];
+  if (!cands.length) return "No document matched the question (with these filters).";
+  return "The documents picked did not contain evidence for this question.";
+}
+
+/** Run one question as a turn of the conversation; true when it was answered (no error, not stopped). */
+async function runTurn(body, conversation, strategySelect) {
   const turnNo = state.turns.length + 1;
   const progress = el("ol", { class: "progress", "aria-label": "Progress" },
     STAGES.map(([key, label]) => el("li", { dataset: { stage: key }, text: label })));
@@ -307,17 +363,23 @@ async function runTurn(body, conversation) {
   const answer = el("div", { class: "answer", id: `answer-${turnNo}` });
   const citeList = el("ol", { class: "citations", "aria-label": "Citations" });
   const citeHead = el("h3", { text: "Sources", hidden: true });
+  const viewer = el("section", { class: "viewer", id: `viewer-${turnNo}`, hidden: true, "aria-label": "Source page" });
   const traceSlot = el("div", {});
   const factsSlot = el("div", {});
   const errorSlot = el("div", {});
+  const notFoundSlot = el("div", {});
   const controller = new AbortController();
   const stop = el("button", { type: "button", class: "ghost small stop", text: "Stop", "aria-label": `Stop answer ${turnNo}`,
     onclick: () => controller.abort() });
+  const side = el("aside", { class: "answer-side", "aria-label": `Sources of answer ${turnNo}` }, viewer, citeHead, citeList);
+  const grid = el("div", { class: "answer-grid" },
+    el("div", { class: "answer-main" }, el("div", { class: "row between" }, progress, stop), routed, answer, notFoundSlot,
+      factsSlot, errorSlot, traceSlot),
+    side);
   const node = el("div", { class: "turn" },
     el("div", { class: "turn-q", text: body.query }),
-    el("article", { class: "turn-a", "aria-busy": "true", "aria-label": `Answer ${turnNo}` },
-      el("div", { class: "row between" }, progress, stop), routed, answer, factsSlot, errorSlot, citeHead, citeList, traceSlot));
-  const turn = { question: body.query, answer: "", node };
+    el("article", { class: "turn-a", "aria-busy": "true", "aria-label": `Answer ${turnNo}` }, grid));
+  const turn = { question: body.query, answer: "", node, citations: new Map(), viewer };
   state.turns.push(turn);
   conversation.append(node);
   node.scrollIntoView({ behavior: "smooth", block: "start" });
@@ -331,11 +393,13 @@ async function runTurn(body, conversation) {
   };
   let text = "";
   let citations = [];
+  let strategyUsed = body.strategy || "";
   const docNames = new Map();
   stage("routing");
   try {
     await streamQuery(body, (name, data) => {
       if (name === "routing") {
+        strategyUsed = data.strategy_used || strategyUsed;
         for (const d of [...(data.candidates || []), ...(data.documents || [])]) docNames.set(d.doc_id, d.name);
         routed.replaceChildren(`${data.strategy_used} routing → `,
           ...(data.documents || []).map((d) => el("span", { class: "chip blue", text: d.name })));
@@ -345,54 +409,93 @@ async function runTurn(body, conversation) {
         stage("answer");
       } else if (name === "answer") {
         text += data.delta;
-        answer.replaceChildren(...linkMarkers(text.trimEnd(), turnNo));
+        answer.replaceChildren(...linkMarkers(text.trimEnd(), turn));
       } else if (name === "citations") {
         citations = data;
+        turn.citations = new Map(citations.map((c) => [c.marker, c]));
         stage("citations");
         citeHead.hidden = citations.length === 0;
-        citeList.replaceChildren(...citations.map((c) => citationItem(c, turnNo)));
-        answer.replaceChildren(...linkMarkers(text.trimEnd(), turnNo, new Set(citations.map((c) => c.marker))));
+        grid.classList.toggle("has-sources", citations.length > 0);
+        citeList.replaceChildren(...citations.map((c) => citationItem(c, turn, turnNo)));
+        answer.replaceChildren(...linkMarkers(text.trimEnd(), turn));
       } else if (name === "done") {
         for (const li of progress.children) li.className = "done";
         if (data.facts && data.facts.length) factsSlot.replaceChildren(answerFacts(data.facts, citations, turnNo));
         if (data.trace) traceSlot.replaceChildren(traceView(data.trace, docNames, data.documents || []));
+        if (!citations.length || data.not_found) notFoundSlot.replaceChildren(notFound(data, body, strategyUsed, strategySelect));
       } else if (name === "error") {
         throw new ApiError(data.status, data.title, data.detail);
       }
     }, controller.signal);
     turn.answer = text.trim();
     if (!text.trim()) answer.textContent = "No answer was produced.";
+    return true;
   } catch (err) {
     progress.remove();
     if (err.name === "AbortError") errorSlot.replaceChildren(el("p", { class: "muted", role: "status", text: "Stopped." }));
-    else errorSlot.replaceChildren(alertBox(err));
+    else {
+      errorSlot.replaceChildren(alertBox(err), el("div", { class: "row" },
+        el("button", { type: "button", class: "primary small retry", text: "Retry", "aria-label": `Retry question ${turnNo}`,
+          onclick: async () => {
+            node.remove();
+            state.turns = state.turns.filter((t) => t !== turn);
+            await runTurn(body, conversation, strategySelect);
+          } })));
+    }
     if (!text) answer.remove();
+    return false;
   } finally {
     stop.remove();
     node.querySelector(".turn-a").setAttribute("aria-busy", "false");
   }
 }
 
-/** The answer as text nodes, with every [n] marker a link to citation n of this turn. */
-function linkMarkers(text, turnNo, known) {
+/** A "not found" answer: the reason, and one click to ask again with another strategy. */
+function notFound(done, body, used, strategySelect) {
+  const others = strategySelect ? [...strategySelect.options].filter((o) => o.value && o.value !== used && o.value !== body.strategy) : [];
+  return el("div", { class: "not-found", role: "status" },
+    el("strong", { text: "Not found. " }), el("span", { class: "reason", text: notFoundReason(done) }),
+    others.length ? el("div", { class: "row retry-with" }, el("span", { class: "small muted", text: "Try again with:" }),
+      others.map((o) => el("button", { type: "button", class: "small", text: o.textContent.split(" — ")[0],
+        "aria-label": `Ask again with the ${o.textContent.split(" — ")[0]} strategy`,
+        onclick: () => state.askAgain && state.askAgain(body.query, o.value) }))) : null);
+}
+
+/** The answer as text nodes, with every [n] marker a link to citation n of this turn (once citations are known,
+    only those that exist): hover or focus previews its source, activating it opens the page beside the answer. */
+function linkMarkers(text, turn) {
   const parts = [];
   let last = 0;
+  const turnNo = state.turns.indexOf(turn) + 1;
   for (const m of text.matchAll(/\[(\d{1,3})\]/g)) {
     const n = Number(m[1]);
-    if (known && !known.has(n)) continue;
+    if (turn.citations.size && !turn.citations.has(n)) continue;
     parts.push(text.slice(last, m.index));
-    parts.push(el("a", { class: "cite", href: `#cite-${turnNo}-${n}`, "aria-label": `Citation ${n}`, text: `${n}`,
-      onclick: (e) => { e.preventDefault(); focusCitation(turnNo, n); } }));
+    parts.push(markerLink(turn, turnNo, n));
     last = m.index + m[0].length;
   }
   parts.push(text.slice(last));
   return parts;
 }
 
+function markerLink(turn, turnNo, n) {
+  const show = (e) => { const c = turn.citations.get(n); if (c) citePopover.show(e.currentTarget, c); };
+  return el("a", { class: "cite", href: `#cite-${turnNo}-${n}`, "aria-label": `Citation ${n}`, text: `${n}`,
+    "aria-describedby": "cite-pop",
+    onmouseenter: show, onfocus: show, onmouseleave: () => citePopover.hide(), onblur: () => citePopover.hide(),
+    onclick: (e) => {
+      e.preventDefault();
+      citePopover.hide();
+      const c = turn.citations.get(n);
+      if (c) openSource(c, turn.viewer);
+      focusCitation(turnNo, n);
+    } });
+}
+
 function focusCitation(turnNo, n) {
   const item = document.getElementById(`cite-${turnNo}-${n}`);
   if (!item) return;
-  item.scrollIntoView({ behavior: "smooth", block: "center" });
+  item.scrollIntoView({ behavior: "smooth", block: "nearest" });
   item.classList.remove("flash");
   void item.offsetWidth;
   item.classList.add("flash");
@@ -400,15 +503,190 @@ function focusCitation(turnNo, n) {
   if (btn) btn.focus({ preventScroll: true });
 }
 
-function citationItem(c, turnNo) {
+/** "p. 3 · printed 2": the physical page of a citation and, when the page prints one, its own number. */
+function citePages(c) {
+  const label = pagesLabel(c.unit, c.pages);
+  return c.printed_page && c.unit === "page" ? `${label} · printed ${c.printed_page}` : label;
+}
+
+function citationItem(c, turn, turnNo) {
   const open = el("button", { type: "button", class: "small", text: c.unit === "page" ? "View page" : "View source",
-    "aria-label": `View source of citation ${c.marker}`, onclick: () => openPreview(c) });
+    "aria-label": `View source of citation ${c.marker}`, onclick: () => openSource(c, turn.viewer) });
   return el("li", { class: "citation", id: `cite-${turnNo}-${c.marker}`, tabindex: "-1" },
     el("span", { class: "num", text: `[${c.marker}]` }),
     el("div", {}, el("div", { class: "doc", text: c.doc_name }),
-      el("div", { class: "path" }, `${c.section_path || "—"} · `, el("span", { class: "chip", text: pagesLabel(c.unit, c.pages) }))),
+      el("div", { class: "path" }, `${c.section_path || "—"} · `, el("span", { class: "chip", text: citePages(c) }))),
     open,
-    el("div", { class: "excerpt", text: c.text.replace(/^#{1,6}\s+/gm, "").replace(/\n{2,}/g, "\n").trim() }));
+    el("div", { class: "excerpt" }, ...quoted(c.text.replace(/^#{1,6}\s+/gm, "").replace(/\n{2,}/g, "\n").trim(), c.quote)));
+}
+
+/** The passage as text nodes, the parts the answer cites (``quote``, " … "-separated) in <mark>. */
+function quoted(text, quote) {
+  const parts = (quote || "").split(" … ").map((q) => q.trim()).filter((q) => q.length > 3);
+  const spans = [];
+  for (const q of parts) {  // sentences are quoted with their line breaks rejoined: any whitespace matches
+    const pattern = q.split(/\s+/).map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("\\s+");
+    const m = new RegExp(pattern).exec(text);
+    if (m) spans.push([m.index, m.index + m[0].length]);
+  }
+  spans.sort((a, b) => a[0] - b[0]);
+  const out = [];
+  let pos = 0;
+  for (const [a, b] of spans) {
+    if (a < pos) continue;
+    if (a > pos) out.push(text.slice(pos, a));
+    out.push(el("mark", { class: "quote", text: text.slice(a, b) }));
+    pos = b;
+  }
+  if (pos < text.length) out.push(text.slice(pos));
+  return out;
+}
+
+/* ------------------------------------------------------------------ citation preview on hover / focus */
+
+const thumbs = new Map();  // "doc/page/chunk" → promise of a blob URL (kept for the tab's life)
+
+function thumbnail(c) {
+  const key = `${c.doc_id}/${c.pages[0]}/${c.chunk_id || 0}`;
+  if (!thumbs.has(key)) {
+    const q = c.chunk_id ? `?highlight=${encodeURIComponent(c.chunk_id)}` : "";
+    thumbs.set(key, pageImage(`/kb/documents/${c.doc_id}/pages/${c.pages[0]}.png${q}`).then((r) => r.url)
+      .catch((err) => { thumbs.delete(key); throw err; }));
+  }
+  return thumbs.get(key);
+}
+
+const citePopover = {
+  node: null,
+  timer: null,
+  show(anchor, c) {
+    clearTimeout(this.timer);
+    if (!this.node) {
+      this.node = el("div", { id: "cite-pop", class: "cite-pop", role: "tooltip" });
+      document.body.append(this.node);
+    }
+    const img = c.unit === "page" ? el("img", { class: "thumb", alt: `Page ${c.pages[0]} of ${c.doc_name}` }) : null;
+    this.node.replaceChildren(
+      el("div", { class: "doc", text: `[${c.marker}] ${c.doc_name}` }),
+      el("div", { class: "path small muted", text: `${c.section_path || "—"} · ${citePages(c)}` }),
+      el("div", { class: "pop-body" }, img,
+        el("div", { class: "excerpt small", text: c.text.replace(/^#{1,6}\s+/gm, "").replace(/\s+/g, " ").trim().slice(0, 320) })));
+    if (img) thumbnail(c).then((url) => { img.src = url; }, () => img.remove());
+    const r = anchor.getBoundingClientRect();
+    this.node.hidden = false;
+    const w = Math.min(420, window.innerWidth - 16);
+    this.node.style.width = `${w}px`;
+    this.node.style.left = `${Math.max(8, Math.min(r.left + window.scrollX - 20, window.scrollX + window.innerWidth - w - 8))}px`;
+    const below = r.bottom + 6;  // below the marker, or above it when the window has no room there
+    const height = this.node.offsetHeight || 180;
+    const top = below + height > window.innerHeight && r.top - height - 6 > 0 ? r.top - height - 6 : below;
+    this.node.style.top = `${top + window.scrollY}px`;
+  },
+  hide() {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => { if (this.node) this.node.hidden = true; }, 120);
+  },
+};
+
+/* ------------------------------------------------------------------ source viewer (beside the answer) */
+
+const docPages = new Map();  // doc id → promise of its page count (null when unknown)
+
+function pageCount(docId) {
+  if (!docPages.has(docId)) {
+    docPages.set(docId, api(`/kb/documents/${docId}`).then((d) => d.document.page_count, () => null));
+  }
+  return docPages.get(docId);
+}
+
+/** Fetch the original file (with the token) and open it in a new tab, a PDF at ``page``. */
+async function openOriginal(docId, page, btn) {
+  btn.disabled = true;
+  try {
+    const res = await api(`/kb/documents/${docId}/file`, { raw: true, headers: { Accept: "*/*" } });
+    const url = URL.createObjectURL(await res.blob());
+    const win = window.open(`${url}${page ? `#page=${page}` : ""}`, "_blank", "noopener");
+    if (!win) {  // a blocked pop-up: a link to click instead
+      btn.after(el("a", { href: url, target: "_blank", rel: "noopener", class: "small", text: "Open the file" }));
+    }
+  } catch (err) {
+    btn.after(alertBox(err));
+  } finally {
+    btn.disabled = false;
+  }
+}
+
+/** Show citation ``c`` in the viewer ``box``: its page (zoom, previous/next page, open original, printed page
+    number) or its lines. One viewer is open at a time. */
+function openSource(c, box) {
+  for (const other of document.querySelectorAll(".viewer")) {
+    if (other !== box) { other.replaceChildren(); other.hidden = true; }
+  }
+  preview.clear();
+  box.hidden = false;
+  const shut = () => { box.replaceChildren(); box.hidden = true; };
+  const close = el("button", { type: "button", class: "ghost small", text: "Close ✕", "aria-label": "Close the source",
+    onclick: shut });
+  (box.closest(".answer-side") || box).onkeydown = (e) => { if (e.key === "Escape" && !box.hidden) shut(); };
+  const tools = el("div", { class: "viewer-tools", role: "toolbar", "aria-label": "Page viewer" });
+  const body = el("div", { class: "viewer-body" });
+  box.replaceChildren(
+    el("div", { class: "viewer-head" },
+      el("div", {}, el("strong", { class: "viewer-doc", text: c.doc_name }),
+        el("div", { class: "muted small", text: `${c.section_path || ""}${c.marker ? ` · citation [${c.marker}]` : ""}` })),
+      close),
+    tools, body);
+  const original = el("button", { type: "button", class: "small", text: "Open original ↗", id: "open-original",
+    "aria-label": `Open the original ${c.doc_name}` });
+  if (c.unit !== "page") {
+    original.addEventListener("click", () => openOriginal(c.doc_id, null, original));
+    tools.append(el("span", { class: "small muted", text: pagesLabel(c.unit, c.pages) }), original);
+    if (c.chunk_id) showLines(c.doc_id, { highlight: c.chunk_id }, body);
+    else showLines(c.doc_id, contextWindow(c.pages[0], c.pages[1]), body, c.pages);
+    reveal(box);
+    return;
+  }
+  let page = c.pages[0];
+  let zoom = 1;
+  let total = null;
+  const label = el("span", { class: "page-label", id: "page-label", "aria-live": "polite" });
+  const prev = el("button", { type: "button", class: "small", text: "‹", "aria-label": "Previous page" });
+  const next = el("button", { type: "button", class: "small", text: "›", "aria-label": "Next page" });
+  const out = el("button", { type: "button", class: "small", text: "−", "aria-label": "Zoom out" });
+  const zin = el("button", { type: "button", class: "small", text: "+", "aria-label": "Zoom in" });
+  const zoomText = el("span", { class: "small muted zoom", text: "100%" });
+  const applyZoom = () => {
+    zoomText.textContent = `${Math.round(zoom * 100)}%`;
+    const img = body.querySelector("img");
+    if (img) img.style.width = `${zoom * 100}%`;
+    out.disabled = zoom <= 0.5;
+    zin.disabled = zoom >= 3;
+  };
+  const paint = async () => {
+    const printed = page === c.pages[0] && c.printed_page ? ` · printed ${c.printed_page}` : "";
+    label.textContent = `p. ${page}${total ? ` of ${total}` : ""}${printed}`;
+    prev.disabled = page <= 1;
+    next.disabled = total !== null && page >= total;
+    const cited = page >= c.pages[0] && page <= c.pages[1];
+    await showPage(c.doc_id, page, cited ? c.chunk_id : null, body);
+    applyZoom();
+  };
+  prev.addEventListener("click", () => { if (page > 1) { page -= 1; paint(); } });
+  next.addEventListener("click", () => { if (total === null || page < total) { page += 1; paint(); } });
+  out.addEventListener("click", () => { zoom = Math.max(0.5, zoom - 0.25); applyZoom(); });
+  zin.addEventListener("click", () => { zoom = Math.min(3, zoom + 0.25); applyZoom(); });
+  original.addEventListener("click", () => openOriginal(c.doc_id, page, original));
+  tools.append(prev, label, next, el("span", { class: "sep", "aria-hidden": "true" }), out, zoomText, zin, original);
+  pageCount(c.doc_id).then((n) => { total = n; label.textContent = label.textContent.replace(/^p\. \d+( of \d+)?/, `p. ${page}${n ? ` of ${n}` : ""}`); next.disabled = n !== null && page >= n; });
+  paint();
+  reveal(box);
+}
+
+/** Bring an opened viewer into sight: the top of its (scrolling) sources column, and the column in the window. */
+function reveal(box) {
+  const side = box.closest(".answer-side");
+  if (side) side.scrollTop = 0;
+  box.scrollIntoView({ block: "nearest" });
 }
 
 /* ------------------------------------------------------------------ source preview */
@@ -693,11 +971,13 @@ function answerFacts(facts, citations, turnNo) {
 async function renderDocuments(view) {
   const list = el("div", {}, loading("Loading documents…"));
   const colSlot = el("div", { class: "col-select" });
+  const newCol = el("button", { type: "button", class: "small", id: "new-collection", text: "New collection",
+    "aria-haspopup": "dialog" });
   view.replaceChildren(
     el("div", { class: "page-head" },
       el("div", {}, el("h1", { text: "Documents" }),
         el("p", { class: "muted", text: "Every document with its metadata and the tree it is searched by." })),
-      colSlot),
+      el("div", { class: "row head-tools" }, colSlot, newCol)),
     list);
   const load = async () => {
     list.replaceChildren(loading("Loading documents…"));
@@ -711,38 +991,167 @@ async function renderDocuments(view) {
   };
   const select = await collectionSelect("doc-collection", load);
   colSlot.append(field("Collection", select));
+  newCol.addEventListener("click", () => newCollectionDialog(async (name) => {
+    state.collection = name;
+    sessionStorage.setItem("kb.collection", name);
+    renderDocuments(view);
+  }));
   await load();
 }
 
+/** A dialog that creates a collection (admin); ``done(name)`` after it was created. */
+function newCollectionDialog(done) {
+  const name = el("input", { id: "collection-name", name: "name", required: true, pattern: "[A-Za-z0-9_.\\-]{1,64}",
+    autocomplete: "off", placeholder: "e.g. filings-2024" });
+  const desc = el("input", { id: "collection-description", name: "description", autocomplete: "off",
+    placeholder: "optional: what it holds" });
+  const msg = el("div", {});
+  const dialog = el("dialog", { class: "new-collection", "aria-labelledby": "new-collection-title" });
+  const form = el("form", { class: "dialog-body", method: "dialog" },
+    el("h2", { id: "new-collection-title", text: "New collection" }),
+    field("Name", name, "Letters, digits, '_', '.' and '-'."), field("Description", desc), msg,
+    el("div", { class: "row end" },
+      el("button", { type: "button", class: "ghost", text: "Cancel", onclick: () => dialog.close() }),
+      el("button", { type: "submit", class: "primary", text: "Create" })));
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    try {
+      await api("/kb/collections", { method: "POST", json: { name: name.value.trim(), description: desc.value.trim() } });
+      dialog.close();
+      done(name.value.trim());
+    } catch (err) {
+      msg.replaceChildren(alertBox(err));
+    }
+  });
+  dialog.append(form);
+  dialog.addEventListener("close", () => dialog.remove());
+  document.body.append(dialog);
+  dialog.showModal();
+  name.focus();
+}
+
 function metaChips(metadata) {
-  return el("div", { class: "meta" }, Object.entries(metadata || {}).slice(0, 8).map(([k, v]) =>
+  return el("div", { class: "meta" }, Object.entries(metadata || {}).map(([k, v]) =>
     el("span", { class: "chip", text: `${k}: ${typeof v === "object" ? JSON.stringify(v) : v}` })));
 }
 
+const DOC_TYPES = { annual_report: "annual report", "10k": "10-K", "10q": "10-Q quarterly report", "8k": "8-K" };
+
+/** A document's title for people: its own title when it names the company, else company, type and period
+    ("Northwind Energy annual report FY2023", not a first heading like "Letter to shareholders"). */
+function displayTitle(d) {
+  const m = d.metadata || {};
+  const company = m.company ? String(m.company) : "";
+  const title = (d.title || "").trim();
+  if (!company || (title.toLowerCase().includes(company.toLowerCase()) && title !== company)) return title || d.name;
+  const type = DOC_TYPES[m.doc_type] || (m.doc_type ? String(m.doc_type).replace(/_/g, " ") : "");
+  return [company, type, m.period || m.fiscal_year].filter(Boolean).join(" ");
+}
+
+const FILE_TYPES = { pdf: "PDF", markdown: "Markdown", text: "Text", docx: "Word", html: "HTML" };
+
+/** Documents with search, filters (company, year, type, status) and sortable columns. */
 function documentTable(docs, reload) {
-  const rows = docs.map((d) => [
-    el("div", {}, el("a", { href: `#/documents/${d.id}`, text: d.name }),
-      d.title && d.title !== d.name ? el("div", { class: "muted small", text: d.title }) : null, metaChips(d.metadata)),
-    el("div", { text: d.description || "—" }),
-    el("span", {}, d.page_count, el("span", { class: "muted", text: ` ${sizeUnit(d.file_type)}` })),
-    el("span", { class: "chip", text: d.tree_mode || "—" }),
-    el("button", { type: "button", class: "danger small", text: "Delete", "aria-label": `Delete ${d.name}`,
-      onclick: async (e) => {
-        if (!window.confirm(`Delete “${d.name}” and its tree, chunks and embeddings?`)) return;
-        const btn = e.currentTarget;
-        btn.disabled = true;
-        try {
-          await api(`/kb/documents/${d.id}`, { method: "DELETE" });
-          await reload();
-        } catch (err) {
-          btn.disabled = false;
-          btn.closest("td").append(alertBox(err));
-        }
-      } }),
-  ]);
-  const t = table([["Document", "name"], ["Description", "desc"], ["Size", "num"], ["Tree"], [""]], rows);
-  t.classList.add("doc-table");
-  return el("div", { class: "panel" }, el("p", { class: "muted small", text: plural(docs.length, "document") }), t);
+  const values = (key) => [...new Set(docs.map((d) => (d.metadata || {})[key]).filter((v) => v !== undefined && v !== null && v !== ""))]
+    .map(String).sort();
+  const search = el("input", { id: "doc-search", type: "search", name: "search", placeholder: "Name, title, description, metadata…",
+    autocomplete: "off" });
+  const pick = (id, label, options) => {
+    const s = el("select", { id, name: id }, el("option", { value: "", text: `All` }),
+      options.map(([v, t]) => el("option", { value: v, text: t })));
+    return [s, field(label, s)];
+  };
+  const [company, companyField] = pick("filter-company", "Company", values("company").map((v) => [v, v]));
+  const [year, yearField] = pick("filter-year", "Year", values("fiscal_year").map((v) => [v, v]));
+  const [type, typeField] = pick("filter-type", "Type", [...new Set(docs.map((d) => d.file_type))].sort()
+    .map((v) => [v, FILE_TYPES[v] || v]));
+  const [status, statusField] = pick("filter-status", "Status", [...new Set(docs.map((d) => d.status))].sort()
+    .map((v) => [v, v]));
+  const count = el("p", { class: "muted small", id: "doc-count", role: "status" });
+  const body = el("tbody", {});
+  const sort = { key: "name", dir: 1 };
+  const columns = [["name", "Document", "name"], ["company", "Company"], ["year", "Year", "num"], ["description", "Description", "desc"],
+    ["size", "Size", "num"], ["status", "Status"], ["tree", "Tree"], ["", ""]];
+  const keyOf = {
+    name: (d) => displayTitle(d).toLowerCase(), company: (d) => String((d.metadata || {}).company || "").toLowerCase(),
+    year: (d) => Number((d.metadata || {}).fiscal_year || 0), description: (d) => (d.description || "").toLowerCase(),
+    size: (d) => d.page_count, status: (d) => d.status, tree: (d) => d.tree_mode || "",
+  };
+  const heads = columns.map(([key, label, cls]) => {
+    if (!key) return el("th", { scope: "col" }, el("span", { class: "sr-label", text: "Actions" }));
+    const btn = el("button", { type: "button", class: "sort", text: label, onclick: () => {
+      sort.dir = sort.key === key ? -sort.dir : 1;
+      sort.key = key;
+      paint();
+    } });
+    return el("th", { scope: "col", class: cls, dataset: { key } }, btn);
+  });
+  const row = (d) => {
+    const desc = d.description || "—";
+    const long = desc.length > 160;
+    const descBox = el("div", { class: long ? "clamp" : null, text: desc });
+    const more = long ? el("button", { type: "button", class: "link small", text: "more", "aria-expanded": "false",
+      "aria-label": `Show the whole description of ${d.name}`, onclick: (e) => {
+        const open = e.currentTarget.getAttribute("aria-expanded") !== "true";
+        e.currentTarget.setAttribute("aria-expanded", String(open));
+        e.currentTarget.textContent = open ? "less" : "more";
+        descBox.classList.toggle("clamp", !open);
+      } }) : null;
+    const m = d.metadata || {};
+    return el("tr", {},
+      el("td", { class: "name" }, el("a", { href: `#/documents/${d.id}`, text: displayTitle(d) }),
+        el("div", { class: "muted small file-name", text: d.name }), metaChips(d.metadata)),
+      el("td", { text: m.company || "—" }),
+      el("td", { class: "num", text: m.fiscal_year || "—" }),
+      el("td", { class: "desc" }, descBox, more),
+      el("td", { class: "num" }, `${d.page_count}`, el("span", { class: "muted", text: ` ${sizeUnit(d.file_type)}` }),
+        el("div", { class: "muted small", text: FILE_TYPES[d.file_type] || d.file_type })),
+      el("td", {}, el("span", { class: `chip ${d.status === "ready" ? "ok" : "warn"}`, text: d.status })),
+      el("td", {}, el("span", { class: "chip", text: d.tree_mode || "—" })),
+      el("td", {}, el("button", { type: "button", class: "danger small", text: "Delete", "aria-label": `Delete ${d.name}`,
+        onclick: async (e) => {
+          if (!window.confirm(`Delete “${d.name}” and its tree, chunks and embeddings?`)) return;
+          const btn = e.currentTarget;
+          btn.disabled = true;
+          try {
+            await api(`/kb/documents/${d.id}`, { method: "DELETE" });
+            await reload();
+            refreshCollections();
+          } catch (err) {
+            btn.disabled = false;
+            btn.closest("td").append(alertBox(err));
+          }
+        } })));
+  };
+  const paint = () => {
+    const words = search.value.toLowerCase().split(/\s+/).filter(Boolean);
+    const shown = docs.filter((d) => {
+      const m = d.metadata || {};
+      if (company.value && String(m.company) !== company.value) return false;
+      if (year.value && String(m.fiscal_year) !== year.value) return false;
+      if (type.value && d.file_type !== type.value) return false;
+      if (status.value && d.status !== status.value) return false;
+      const hay = `${d.name} ${d.title} ${displayTitle(d)} ${d.description} ${JSON.stringify(m)}`.toLowerCase();
+      return words.every((w) => hay.includes(w));
+    }).sort((a, b) => {
+      const x = keyOf[sort.key](a);
+      const y = keyOf[sort.key](b);
+      return (x < y ? -1 : x > y ? 1 : 0) * sort.dir;
+    });
+    for (const th of heads) {
+      if (th.dataset.key) th.setAttribute("aria-sort", th.dataset.key === sort.key ? (sort.dir > 0 ? "ascending" : "descending") : "none");
+    }
+    body.replaceChildren(...shown.map(row));
+    count.textContent = shown.length === docs.length ? plural(docs.length, "document")
+      : `${shown.length} of ${plural(docs.length, "document")}`;
+  };
+  for (const input of [company, year, type, status]) input.addEventListener("change", paint);
+  search.addEventListener("input", paint);
+  paint();
+  const t = el("table", { class: "doc-table" }, el("thead", {}, el("tr", {}, heads)), body);
+  return el("div", { class: "panel" },
+    el("div", { class: "grid doc-filters" }, field("Search", search), companyField, yearField, typeField, statusField),
+    count, el("div", { class: "table-scroll" }, t));
 }
 
 async function renderDocument(view, id, tab) {
@@ -783,7 +1192,7 @@ async function renderDocument(view, id, tab) {
   });
   view.replaceChildren(
     el("p", {}, el("a", { href: "#/documents", text: "← All documents" })),
-    el("div", { class: "page-head" }, el("div", {}, el("h1", { text: d.title || d.name }),
+    el("div", { class: "page-head" }, el("div", {}, el("h1", { text: displayTitle(d) }),
       el("p", { class: "muted", text: `${d.name} · ${d.page_count} ${sizeUnit(d.file_type)} · ${d.tree_mode} tree · ${plural(d.node_count, "node")} · ${plural(d.chunk_count, "chunk")}` }))),
     el("div", { class: "panel" }, el("p", { text: d.description || "No description." }), metaChips(d.metadata),
       d.warnings && d.warnings.length ? el("ul", { class: "small muted" }, d.warnings.map((w) => el("li", { text: w }))) : null),
@@ -858,25 +1267,62 @@ function buildOutline(nodes, onPick) {
       if (sub) sub.hidden = depth >= 1;
       return el("li", {},
         el("div", { class: "node-row" }, toggle, btn, el("span", { class: "pages", text: pagesLabel(n.unit, [n.start_index, n.end_index]) })),
-        n.summary ? el("p", { class: "node-summary", text: n.summary.length > 220 ? `${n.summary.slice(0, 220)}…` : n.summary }) : null,
+        n.summary ? el("p", { class: "node-summary", text: ((t) => (t.length > 220 ? `${t.slice(0, 220)}…` : t))(readable(n.summary)) }) : null,
         sub);
     }));
   };
   return build("", 0) || el("p", { class: "empty", text: "Empty tree." });
 }
 
+/** A summary as people read it: no dot leaders of a contents page ("Revenue ........ 12" → "Revenue 12"). */
+function readable(text) {
+  return (text || "").replace(/(?:\s*[.·…]\s*){4,}/g, " … ").replace(/[ \t]{2,}/g, " ").trim();
+}
+
 function showNode(doc, node, pane) {
   const nav = el("div", { class: "preview-nav" });
   const body = el("div", {});
+  const views = el("div", { class: "row node-views", role: "group", "aria-label": "Section view" });
+  const showSource = () => {
+    if (doc.file_type === "pdf") {
+      const pages = range(node.start_index, node.end_index);
+      pageButtons(nav, pages, (p) => showPage(doc.id, p, null, body));
+      showPage(doc.id, pages[0], null, body);
+    } else {
+      nav.replaceChildren();
+      showLines(doc.id, lineWindow(node.start_index, node.end_index), body);
+    }
+  };
+  const sourceBtn = el("button", { type: "button", class: "small", text: doc.file_type === "pdf" ? "Pages" : "Text",
+    "aria-pressed": "true" });
+  const chunksBtn = el("button", { type: "button", class: "small", id: "show-chunks", text: "Chunks as stored",
+    "aria-pressed": "false" });
+  const press = (on) => { sourceBtn.setAttribute("aria-pressed", String(!on)); chunksBtn.setAttribute("aria-pressed", String(on)); };
+  sourceBtn.addEventListener("click", () => { press(false); showSource(); });
+  chunksBtn.addEventListener("click", () => { press(true); nav.replaceChildren(); showChunks(doc, node, body); });
+  views.append(sourceBtn, chunksBtn);
   pane.replaceChildren(el("h2", { text: node.title }),
     el("p", { class: "muted small", text: pagesLabel(node.unit, [node.start_index, node.end_index]) }),
-    node.summary ? el("p", { class: "small", text: node.summary }) : null, nav, body);
-  if (doc.file_type === "pdf") {
-    const pages = range(node.start_index, node.end_index);
-    pageButtons(nav, pages, (p) => showPage(doc.id, p, null, body));
-    showPage(doc.id, pages[0], null, body);
-  } else {
-    showLines(doc.id, lineWindow(node.start_index, node.end_index), body);
+    node.summary ? el("p", { class: "small", text: readable(node.summary) }) : null, views, nav, body);
+  showSource();
+}
+
+/** The section's chunks as they were stored and embedded, with their pages or lines. */
+async function showChunks(doc, node, body) {
+  body.replaceChildren(loading("Loading chunks…"));
+  try {
+    const data = await api(`/kb/documents/${doc.id}/chunks?node=${encodeURIComponent(node.node_id)}`);
+    const unit = node.unit;
+    body.replaceChildren(
+      el("p", { class: "muted small", text: `${plural(data.chunks.length, "chunk")}${data.truncated ? " (the first ones)" : ""} in this section and its subsections` }),
+      el("ol", { class: "chunk-list", id: "chunk-list" }, data.chunks.map((c) => el("li", { class: "chunk" },
+        el("div", { class: "chunk-head small" },
+          el("span", { class: "chip", text: c.page === null ? "—" : pagesLabel(unit, [c.page, c.page_end || c.page]) }),
+          el("span", { class: "muted", text: ` #${c.id} · ${c.heading_path || "—"} · ${c.token_count} tokens` })),
+        c.context ? el("div", { class: "chunk-context small muted", text: c.context }) : null,
+        el("div", { class: "chunk-text", text: c.text })))));
+  } catch (err) {
+    body.replaceChildren(alertBox(err));
   }
 }
 
@@ -922,7 +1368,7 @@ async function renderIngest(view) {
   folderForm.addEventListener("submit", async (e) => {
     e.preventDefault();
     folderMsg.replaceChildren();
-    const body = { path: folderPath.value.trim(), collection: $("#folder-collection").value, recursive: recursive.checked };
+    const body = { path: folderPath.value.trim(), collection: ($("#folder-collection") || { value: state.collection }).value, recursive: recursive.checked };
     if (metaPath.value.trim()) body.metadata = metaPath.value.trim();
     try {
       const job = await api("/kb/admin/ingest", { method: "POST", json: body });
@@ -945,7 +1391,7 @@ async function renderIngest(view) {
     for (const f of files.files) {
       const form = new FormData();
       form.append("file", f, f.name);
-      form.append("collection", $("#upload-collection").value);
+      form.append("collection", ($("#upload-collection") || { value: state.collection }).value);
       try {
         const job = await api("/kb/admin/documents", { method: "POST", body: form });
         started.push(job.job_id);
@@ -964,46 +1410,111 @@ async function renderIngest(view) {
 }
 
 let pollTimer = null;
+let jobsRunning = false;  // whether the last poll saw a job at work (its end refreshes collection counts)
 
 async function pollJobs(box) {
   clearTimeout(pollTimer);
   if (!document.body.contains(box)) return;
   try {
-    const jobs = await api("/kb/admin/jobs");
-    box.replaceChildren(jobs.length ? el("div", {}, jobs.slice(0, 20).map(jobCard))
+    const { jobs } = await api("/kb/admin/jobs?limit=20&items=200");
+    const reload = () => pollJobs(box);
+    box.replaceChildren(jobs.length ? el("div", {}, jobs.map((j) => jobCard(j, reload)))
       : stateBox("empty", "No jobs yet", "Start a folder ingest or upload files above."));
-    if (jobs.some((j) => j.status === "queued" || j.status === "running")) pollTimer = setTimeout(() => pollJobs(box), 1000);
+    const running = jobs.some((j) => j.status === "queued" || j.status === "running");
+    if (jobsRunning && !running) refreshCollections();
+    jobsRunning = running;
+    if (running) pollTimer = setTimeout(reload, 1000);
   } catch (err) {
     box.replaceChildren(alertBox(err));
   }
 }
 
-const STATUS_CHIP = { done: "ok", ok: "ok", failed: "err", running: "blue", queued: "", pending: "", skipped: "warn",
-  unsupported: "warn" };
+/** Re-read every collection selector's counts (after an ingest finished or a document was deleted). */
+async function refreshCollections() {
+  let cols;
+  try {
+    cols = await api("/kb/collections");
+  } catch (_) {
+    return;
+  }
+  const count = new Map(cols.map((c) => [c.name, c.documents]));
+  for (const option of document.querySelectorAll("select[name='collection'] option")) {
+    if (count.has(option.value)) option.textContent = `${option.value} (${plural(count.get(option.value), "document")})`;
+  }
+}
 
-function jobCard(job) {
-  const done = job.items.filter((i) => !["pending", "running"].includes(i.status)).length;
+const STATUS_CHIP = { done: "ok", ok: "ok", replaced: "ok", failed: "err", running: "blue", queued: "", pending: "", skipped: "warn",
+  unsupported: "warn", cancelled: "warn" };
+const STAGE_LABEL = { reading: "reading the file", tree: "building the tree", summaries: "writing summaries",
+  embedding: "embedding", storing: "storing" };
+
+/** Where a running file is: "embedding 120/400 chunks", "building the tree · 12 pages". */
+function stageText(item) {
+  if (item.status !== "running") return "";
+  const label = STAGE_LABEL[item.stage] || "starting";
+  if (item.stage === "embedding") return `${label} ${item.stage_done}/${item.stage_total} chunks`;
+  if (item.stage === "storing") return `${label} ${plural(item.stage_total, "chunk")}`;
+  if (item.stage_total) return `${label} · ${plural(item.stage_total, "page")}`;
+  return label;
+}
+
+/** What a job's chip says: "done · 1 failed" (amber) rather than a green "done" when files failed. */
+function jobState(job) {
+  const failed = (job.counts.failed || 0) + (job.counts.unsupported || 0);
+  if (job.status === "done" && failed) {
+    return { text: `done · ${failed} failed`, cls: "warn" };
+  }
+  return { text: job.status, cls: STATUS_CHIP[job.status] || "" };
+}
+
+function jobCard(job, reload) {
+  const finished = job.files - (job.counts.pending || 0) - (job.counts.running || 0);  // items: the first 200 only
   const total = job.files || job.items.length;
-  const bar = el("div", {});
+  // a running file counts by its stage's share, so the bar moves inside a long file
+  const inFile = job.items.filter((i) => i.status === "running")
+    .reduce((sum, i) => sum + (i.stage === "embedding" && i.stage_total ? 0.3 + 0.6 * (i.stage_done / i.stage_total)
+      : ({ reading: 0.05, tree: 0.15, summaries: 0.25, storing: 0.95 }[i.stage] || 0)), 0);
+  const done = finished + inFile;
+  const chip = jobState(job);
+  const bar = el("div", { class: chip.cls === "warn" || chip.cls === "err" ? chip.cls : null });
+  const action = (label, item, run) => el("button", { type: "button", class: "small", text: label,
+    "aria-label": `${label} ${item.name}`, onclick: async (e) => {
+      const btn = e.currentTarget;
+      btn.disabled = true;
+      try {
+        await run();
+        reload();
+      } catch (err) {
+        btn.disabled = false;
+        btn.closest("td").append(alertBox(err));
+      }
+    } });
   const card = el("section", { class: "panel job", "aria-label": `Job ${job.id}`, dataset: { status: job.status } },
     el("div", { class: "job-head" },
       el("h2", { class: "job-title", text: `Job ${job.id} · ${job.collection}` }),
-      el("span", { class: `chip ${STATUS_CHIP[job.status] || ""}`, text: job.status })),
+      el("span", { class: `chip job-state ${chip.cls}`, text: chip.text })),
     el("p", { class: "muted small", text: job.root_path }),
-    el("div", { class: "progressbar", role: "progressbar", "aria-valuemin": 0, "aria-valuemax": total, "aria-valuenow": done,
+    el("div", { class: "progressbar", role: "progressbar", "aria-valuemin": 0, "aria-valuemax": total,
+      "aria-valuenow": finished, "aria-valuetext": `${finished} of ${plural(total, "file")} finished`,
       "aria-label": `Job ${job.id} progress` }, bar),
     el("div", { class: "stats" },
-      el("span", {}, el("b", { text: `${done}/${total}` }), " files"),
+      el("span", {}, el("b", { text: `${finished}/${total}` }), " files"),
       el("span", {}, el("b", { text: job.pages }), " pages"),
       el("span", {}, el("b", { text: job.pages_per_s === null ? "—" : job.pages_per_s.toFixed(1) }), " pages/s"),
       el("span", {}, el("b", { text: job.chunks }), " chunks")),
     job.error ? alertBox(new ApiError(0, "Job failed", job.error)) : null,
-    job.items.length ? table([["File"], ["Status"], ["Pages", "num"], ["Seconds", "num"], ["Error"]],
+    job.items.length ? el("div", { class: "table-scroll" }, table([["File"], ["Status"], ["Pages", "num"], ["Seconds", "num"], ["Details"]],
       job.items.map((i) => [
         i.document_id ? el("a", { href: `#/documents/${i.document_id}`, text: i.name }) : i.name,
         el("span", { class: `chip ${STATUS_CHIP[i.status] || ""}`, text: i.status }),
-        i.pages, i.seconds === null ? "—" : i.seconds.toFixed(1),
-        el("span", { class: i.error ? "item-error err" : "muted", text: i.error || "" })])) : null);
+        i.pages || "—", i.seconds === null ? "—" : i.seconds.toFixed(1),
+        i.status === "running" ? el("span", { class: "stage", role: "status", text: stageText(i) })
+          : el("div", {}, el("span", { class: i.error ? `item-error ${i.status === "failed" ? "err" : "muted"}` : "muted",
+            text: i.error || "" }),
+          ["failed", "cancelled", "unsupported"].includes(i.status) ? el("div", { class: "row item-actions" },
+            i.status !== "unsupported" ? action("Retry", i, () => api(`/kb/admin/jobs/${job.id}/items/${i.id}/retry`,
+              { method: "POST" })) : null,
+            action("Remove", i, () => api(`/kb/admin/jobs/${job.id}/items/${i.id}`, { method: "DELETE" }))) : null)]))) : null);
   bar.style.width = `${total ? (100 * done) / total : 0}%`;
   return card;
 }
@@ -1050,6 +1561,9 @@ function setupToken() {
     paint();
     route();
   });
+  // no token configured on the server (and none kept here): the button stays, but quiet
+  capabilities().then((caps) => btn.classList.toggle("quiet", !caps.read_token && !caps.admin_token && !token()),
+    () => btn.classList.remove("quiet"));
   $("#token-clear").addEventListener("click", () => {
     sessionStorage.removeItem(TOKEN_KEY);
     input.value = "";

@@ -1,0 +1,95 @@
+"""What the API process watches while it runs: the embedder record (``kb reembed`` run by another process)
+and, once the server listens, where it really is bound (the start-up log names that host, not ``KB_HOST``,
+when uvicorn was started by hand on another address)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import structlog
+
+from kb.embedder_record import mismatch_message, read_record
+from kb.runtime import Runtime
+
+log = structlog.get_logger("kb.app")
+
+EMBEDDER_CHECK_S = 2.0
+
+
+async def watch_embedder(rt: Runtime, on_problem: Callable[[str | None], None], stop: asyncio.Event,
+                         interval_s: float = EMBEDDER_CHECK_S) -> None:
+    """Until ``stop``: read the embedder record every ``interval_s``. A record this process's embedder no
+    longer matches (``kb reembed`` to another model) is reported through ``on_problem(reason)`` (queries
+    would compare vectors of two embedders); the same embedder at a new generation is adopted."""
+    problem: str | None = None
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=interval_s)
+            return
+        if not rt.db_available:
+            continue
+        try:
+            record = await asyncio.wait_for(read_record(rt.pool), timeout=interval_s)
+        except Exception as exc:  # noqa: BLE001 - the database watcher reports an unreachable database
+            log.debug("embedder.check_failed", error=f"{type(exc).__name__}: {exc}"[:200])
+            continue
+        if record is None:
+            continue
+        now: str | None = None
+        if not record.matches(rt.embedder.model_id, rt.embedder.dimension):
+            now = (mismatch_message(record, rt.embedder.model_id, rt.embedder.dimension)
+                   + "; then restart this server")
+        elif record.generation != rt.embedder_record.generation:
+            log.info("embedder.regenerated", generation=record.generation)
+            rt.embedder_record = record
+        if now != problem:
+            (log.error if now else log.info)("embedder.changed" if now else "embedder.matches", detail=now)
+            problem = now
+            on_problem(now)
+
+
+def listening_hosts(port: int | None = None) -> list[str]:
+    """The addresses this process's listening TCP sockets are bound to (Linux ``/proc``; else empty)."""
+    inodes = set()
+    with contextlib.suppress(OSError):
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                link = os.readlink(f"/proc/self/fd/{fd}")
+                if link.startswith("socket:["):
+                    inodes.add(link[8:-1])
+    hosts: list[str] = []
+    for table, width in (("tcp", 4), ("tcp6", 16)):
+        try:
+            rows = Path(f"/proc/self/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if len(cols) < 10 or cols[3] != "0A" or cols[9] not in inodes:  # 0A: LISTEN
+                continue
+            addr_hex, port_hex = cols[1].split(":")
+            if port is not None and int(port_hex, 16) != port:
+                continue
+            raw = bytes.fromhex(addr_hex)
+            # /proc prints each 32-bit word in host (little-endian) order
+            raw = b"".join(raw[i : i + 4][::-1] for i in range(0, width, 4))
+            hosts.append(str(ipaddress.ip_address(raw)))
+    return sorted(set(hosts))
+
+
+async def bound_hosts(configured: str, wait_s: float = 10.0) -> list[str]:
+    """Where the server listens, once it does (uvicorn binds after the lifespan has started); the configured
+    host when that cannot be seen within ``wait_s``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    while loop.time() < deadline:
+        found = await asyncio.to_thread(listening_hosts)
+        if found:
+            return found
+        await asyncio.sleep(0.2)
+    return [configured]

@@ -1,0 +1,242 @@
+"""Table rows in evidence, read as a person reads them (issue 22 item 4).
+
+A statement or table line ("Merchandise inventories 5,409 5,209", "| Net sales | 32,765 | 30,109 |") is a
+label and its figures; the column header above it in the same passage ("February 2, 2019 February 3, 2018",
+"2018 2017 2016") says which period each figure is for, and a scale line ("$ in millions", "(in thousands)")
+the unit. ``best_row`` finds the row that states the asked measure for the asked period and ``render`` writes
+it readably: "Merchandise inventories, February 2, 2019: $5,409 million".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kb.text import tokenize
+from kb.vocab import DATE_RE, line_concept, question_concept, question_years
+
+_CELL = re.compile(r"^\(?-?\$?\(?\d[\d,]*(?:\.\d+)?\)?%?\)?$|^[—–-]$")
+_YEAR = re.compile(r"\b((?:19|20)\d{2})\b")
+_SCALE = re.compile(r"\bin\s+(thousands|millions|billions)\b|\b(thousands|millions|billions) of (?:u\.s\. )?dollars\b"
+                    r"|\(\s*(?:\$|dollars|usd|us\$)?\s*(thousands?|millions?|billions?)\b"
+                    r"|单位\s*[:：]\s*(?:人民币)?(万元|亿元|千元|元)", re.I)
+_SCALE_WORD = {"thousands": "thousand", "millions": "million", "billions": "billion"}  # and the singular as is
+# words of a question that ask how, not what: they never name the measure
+_ASKING = frozenset(tokenize(
+    "what how much many was were is are the of for in at end year years fiscal fy total amount value figure "
+    "answer response question usd dollars millions billions thousands units unit round decimal place places "
+    "based base basis information provided shown primarily details judgments rely relying using statement "
+    "statements balance sheet income cash flow flows consolidated report reported annual quarterly company "
+    "please give state calculate compute assume analyst public equities line item quarter quarters first second "
+    "third fourth three six nine twelve month months ended ending period periods date", keep_stopwords=True))
+
+
+@dataclass(frozen=True)
+class Row:
+    """One table row: its label, its figures, and (when found) the column headers and unit over it."""
+
+    label: str
+    cells: tuple[str, ...]
+    headers: tuple[str, ...]  # one per cell, or ()
+    scale: str  # "million", "thousand", "万元", … or ""
+    currency: bool
+    line: str  # the row as printed
+
+
+def _split_row(line: str) -> tuple[str, tuple[str, ...]] | None:
+    """(label, figures) of a table line, or None when the line is not one."""
+    if "|" in line:
+        parts = [p.strip() for p in line.strip().strip("|").split("|")]
+        label = next((p for p in parts if p and not _CELL.match(p.replace(" ", ""))), "")
+        cells = tuple(p.replace(" ", "") for p in parts[parts.index(label) + 1:] if p) if label else ()
+        cells = tuple(c for c in cells if _CELL.match(c))
+    else:
+        toks = line.split()
+        cells_rev: list[str] = []
+        i = len(toks)
+        while i > 0 and (_CELL.match(toks[i - 1]) or toks[i - 1] == "$"):
+            if toks[i - 1] != "$":
+                cells_rev.append(toks[i - 1])
+            i -= 1
+        label = " ".join(toks[:i])
+        cells = tuple(reversed(cells_rev))
+    label = label.strip(" .:$")
+    if not cells or not re.search(r"[^\W\d_]{2}", label) or len(label) > 120:
+        return None
+    if all(_YEAR.fullmatch(c) for c in cells):  # a header row ("2019 2018"), not figures
+        return None
+    return label, cells
+
+
+def _headers(line: str) -> tuple[str, ...]:
+    """The period columns a header line names: written dates, else years."""
+    dates = [m.group(0) for m in DATE_RE.finditer(line)]
+    if dates and len(dates) >= len(_YEAR.findall(line)):
+        return tuple(dates)
+    if "|" in line:  # a pipe table's header: every column after the label's, when one names a period
+        cells = [p.strip() for p in line.strip().strip("|").split("|")][1:]
+        return tuple(cells) if any(_YEAR.search(c) and len(c) <= 40 for c in cells) else ()
+    rest = DATE_RE.sub(" ", line) if not dates else line
+    years = _YEAR.findall(rest)
+    # a header line is mostly its years ("2018 2017 2016", "Fiscal 2019 Fiscal 2018")
+    if years and len(re.findall(r"[^\W\d_]+", rest)) <= 2 * len(years) + 2:
+        return tuple(years)
+    return ()
+
+
+def rows_of(text: str) -> list[Row]:
+    """Every table row of a passage, each with the nearest header above it that has one period per figure."""
+    lines = text.splitlines()
+    scale, currency = "", "$" in text or "dollar" in text.lower()
+    out: list[Row] = []
+    header: tuple[str, ...] = ()
+    for line in lines:
+        if m := _SCALE.search(line):
+            word = next(g for g in m.groups() if g)
+            scale = _SCALE_WORD.get(word.lower(), word.lower() if word.isascii() else word)
+        h = _headers(line)
+        if h and (not re.search(r"\d", _YEAR.sub(" ", DATE_RE.sub(" ", line))) or "|" in line and _split_row(line) is None):
+            header = h
+            continue
+        split = _split_row(line)
+        if split is None:
+            if len(line.split()) > 12:  # prose between tables: the next table prints its own header
+                header = ()
+            continue
+        label, cells = split
+        heads = header if len(header) == len(cells) else ()
+        out.append(Row(label=label, cells=cells, headers=heads, scale=scale, currency=currency, line=line.strip()))
+    return out
+
+
+_QUOTED = re.compile(r"['‘’\"“”]([^'‘’\"“”]{3,80})['‘’\"“”]")
+_WORD = re.compile(r"[A-Za-z][\w&.-]*(?:['’]s)?")
+
+
+def question_names(question: str) -> set[str]:
+    """Tokens of the question's names: a possessive ("AMCOR's"), and capitalised words inside a sentence
+    ("Best Buy") unless the question is written in title case; acronyms ("EBITDA", "GAAP") are measures."""
+    words = _WORD.findall(question)
+    title_case = sum(w[0].isupper() for w in words) > len(words) / 2
+    out = []
+    for i, w in enumerate(words):
+        if re.search(r"['’]s$", w):
+            out.append(w)
+        elif not title_case and i > 0 and w[0].isupper() and not w.isupper():
+            out.append(w)
+    return set(tokenize(" ".join(out)))
+
+
+def measure_words(question: str, naming: set[str]) -> set[str]:
+    """The question's words that may name the measure: not asking words, not the documents' names, no periods,
+    not a name (``question_names``) unless quoted as the measure."""
+    quoted = " ".join(m.group(1) for m in _QUOTED.finditer(question))
+    names = question_names(_QUOTED.sub(" ", question)) - set(tokenize(quoted))
+    out = set()
+    for t in tokenize(question):
+        if t in names:
+            continue
+        t = re.sub(r"['’]s$", "", t)
+        if t not in _ASKING and t not in naming and not any(ch.isdigit() for ch in t):
+            out.add(t)
+    return out
+
+
+@dataclass(frozen=True)
+class RowMatch:
+    chunk: int  # index of the evidence chunk
+    row: Row
+    column: int
+    score: float
+
+
+def best_row(question: str, texts: Sequence[str], naming: set[str]) -> RowMatch | None:
+    """The row of the evidence that states the asked measure (its label's words are the question's, or it
+    prints the asked vocabulary concept), in the asked period's column when the header says which."""
+    words = measure_words(question, naming)
+    concept = question_concept(question)
+    if not words and not concept:
+        return None
+    years = question_years(question)
+    best: RowMatch | None = None
+    for ci, text in enumerate(texts):
+        for row in rows_of(text):
+            label = set(tokenize(row.label))
+            if not label:
+                continue
+            hit = len(words & label)
+            same = bool(concept) and line_concept(row.label) == concept
+            if not same and (hit == 0 or hit / len(label) < 0.5
+                             or (hit < 2 and hit < len(label) and hit / len(words) < 0.5)):
+                continue
+            column, dated = 0, False
+            if years and row.headers:
+                for i, h in enumerate(row.headers):
+                    if any(str(y) in h for y in years):
+                        column, dated = i, True
+                        break
+                if not dated:
+                    continue  # the table is of other periods
+            score = hit + (2.0 if same else 0.0) + hit / len(label) + (0.5 if dated else 0.0) + 0.3 / (1 + ci)
+            if best is None or score > best.score:
+                best = RowMatch(chunk=ci, row=row, column=column, score=score)
+    return best
+
+
+def render(match: RowMatch) -> str:
+    """"Net sales, 2018: $32,765 million (2017: $30,109 million)" — the label, the column's period, the figure with
+    its unit, then the other periods the row prints (at most two); a row
+    whose header was not found keeps all its figures as printed ("Widgets shipped: 1,200, 900")."""
+    row = match.row
+    if not row.headers:
+        return f"{row.label}: " + ", ".join(_figure(row, i) for i in range(len(row.cells)))
+    others = [f"{row.headers[i]}: {_figure(row, i)}" for i in range(len(row.cells))
+              if i != match.column and _YEAR.search(row.headers[i])][:2]  # the periods beside it, for comparison
+    beside = f" ({'; '.join(others)})" if others else ""
+    return f"{row.label}, {row.headers[match.column]}: {_figure(row, match.column)}{beside}"
+
+
+def _figure(row: Row, i: int) -> str:
+    cell = row.cells[i]
+    negative = cell.startswith("(") and cell.endswith(")")
+    figure = cell.strip("()$")
+    if figure in "—–-":
+        figure = "—"
+    elif row.currency and not figure.endswith("%") and not row.scale.endswith("元"):
+        figure = f"${figure}"
+    if negative:
+        figure = f"−{figure}"
+    if row.scale and figure != "—" and not figure.endswith("%"):
+        figure = f"{figure}{row.scale}" if row.scale.endswith("元") else f"{figure} {row.scale}"
+    return figure
+
+
+_MULTIPLIER = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "千元": 1e3, "万元": 1e4, "亿元": 1e8, "元": 1.0}
+
+
+def value(match: RowMatch) -> float | None:
+    """The chosen figure in base units (scale applied, parentheses negative), or None for a dash or a percent."""
+    cell = match.row.cells[match.column]
+    body = cell.strip("()$%")
+    if not body or body in "—–-" or cell.endswith("%"):
+        return None
+    try:
+        number = float(body.replace(",", ""))
+    except ValueError:
+        return None
+    sign = -1.0 if cell.startswith("(") and cell.endswith(")") or cell.startswith("-") else 1.0
+    return sign * abs(number) * _MULTIPLIER.get(match.row.scale, 1.0)
+
+
+def amount(x: float, like: RowMatch) -> str:
+    """``x`` (base units) written in the scale and currency of the row it compares."""
+    scale = like.row.scale
+    shown = x / _MULTIPLIER.get(scale, 1.0)
+    digits = 0 if abs(shown) >= 100 or shown == int(shown) else 2
+    text = f"{abs(shown):,.{digits}f}"
+    if like.row.currency and not scale.endswith("元"):
+        text = f"${text}"
+    if scale:
+        text = f"{text}{scale}" if scale.endswith("元") else f"{text} {scale}"
+    return text

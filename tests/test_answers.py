@@ -1,0 +1,199 @@
+"""Answers a reader can use (issue 22): the asked figure first, table rows read out, "not stated" when the
+evidence does not state the asked measure, and evidence given as passages under a token budget."""
+
+from __future__ import annotations
+
+import pytest
+
+from kb.runtime import Runtime
+from router.passages import join_overlapping, passages
+from router.rows import best_row, render, rows_of
+from router.synthesize import extractive_answer, synthesize
+from router.types import RetrievedChunk
+from tests.fake_openai import FakeOpenAI, FakeReply, fake_openai_fixture  # noqa: F401
+from tests.test_llm_openai import make_model
+
+BALANCE = """Consolidated Balance Sheets
+$ in millions, except per share and share amounts
+February 2, 2019 February 3, 2018
+Assets
+Cash and cash equivalents $ 1,980 $ 1,101
+Receivables, net 1,015 1,049
+Merchandise inventories 5,409 5,209
+Other current assets 466 438
+Total current assets 8,870 9,829"""
+
+PIPE = """Net sales by year (in thousands)
+| Item | 2018 | 2017 |
+|---|---|---|
+| Net sales | 32,765 | 30,109 |
+| Cost of sales | (16,682) | (15,118) |"""
+
+
+def _chunk(i: int, text: str, doc: str = "acme-2019.pdf", doc_id: int = 1) -> RetrievedChunk:
+    return RetrievedChunk(chunk_id=i, doc_id=doc_id, doc_name=doc, node_id="0001", section_path="Financial statements",
+                          text=text, page=i, pages=(i, i), unit="page", dense=0.5, bm25=1.0, fused=0.5, score=0.5)
+
+
+def test_a_statement_row_is_read_with_its_column_and_unit() -> None:
+    m = best_row("What were Acme's inventories at the end of FY2019?", [BALANCE], {"acme"})
+    assert m is not None and m.row.label == "Merchandise inventories"
+    assert render(m) == ("Merchandise inventories, February 2, 2019: $5,409 million "
+                         "(February 3, 2018: $5,209 million)")
+    m = best_row("What were inventories in 2018?", [BALANCE], set())
+    assert m is not None and render(m).startswith("Merchandise inventories, February 3, 2018: $5,209 million")
+    m = best_row("What was cost of sales in 2017?", [PIPE], set())
+    assert m is not None and render(m) == "Cost of sales, 2017: −15,118 thousand (2018: −16,682 thousand)"
+    m = best_row("What was revenue in 2022?", ["| (in millions of US$, except per-share data) | 2022 | 2021 | Change |\n"
+                                               "|---|--:|--:|--:|\n| Revenue | 412.6 | 348.5 | 18.4% |"], set())
+    assert m is not None and render(m) == "Revenue, 2022: $412.6 million (2021: $348.5 million)"
+    # a period the table does not print is not read from another column
+    assert best_row("What were inventories in 2016?", [BALANCE], set()) is None
+
+
+def test_a_table_without_header_keeps_its_row_without_invented_labels() -> None:
+    rows = rows_of("Widgets shipped 1,200 900\nGadgets shipped 300 250")
+    assert [r.headers for r in rows] == [(), ()]
+    m = best_row("How many widgets were shipped?", ["Widgets shipped 1,200 900\nGadgets shipped 300 250"], set())
+    assert m is not None and render(m) == "Widgets shipped: 1,200, 900"
+    assert rows_of("2019 2018\nThe year was good.") == []  # a header line and prose are not rows
+
+
+def test_the_offline_answer_leads_with_the_asked_row_then_at_most_two_supporting_sentences() -> None:
+    chunks = [_chunk(1, "Inventory levels rose because we stocked up before the holiday season. Our stores are "
+                        "large and well lit. Inventories are valued at the lower of cost or net realizable value."),
+              _chunk(2, BALANCE)]
+    ans = extractive_answer("What is the year end FY2019 total amount of inventories for Acme? Answer in USD "
+                            "millions.", chunks)
+    first = ans.text.splitlines()[0]
+    assert first.startswith("Merchandise inventories, February 2, 2019: $5,409 million (February 3, 2018: $5,209 "
+                            "million) [2]"), ans.text
+    assert sum(1 for line in ans.text.splitlines() if line.startswith("- ")) <= 2
+    assert {c.marker for c in ans.citations} >= {2}
+    cited = next(c for c in ans.citations if c.chunk_id == 2)
+    parts = cited.quote.split(" … ")  # what the answer cites of the passage, shown highlighted in it
+    flat = " ".join(cited.text.split())  # sentences are quoted with their line breaks rejoined
+    assert parts[0] == "Merchandise inventories 5,409 5,209" and all(" ".join(p.split()) in flat for p in parts)
+    assert ans.mode == "extractive" and not ans.not_found
+
+
+def test_a_question_without_a_figure_gets_a_sentence() -> None:
+    chunks = [_chunk(1, "Acme designs and sells packaging for food and healthcare customers. It has 200 plants."),
+              _chunk(2, BALANCE)]
+    ans = extractive_answer("What industry does Acme primarily operate in?", chunks)
+    assert ans.text.startswith("Acme designs and sells packaging"), ans.text
+
+
+async def test_not_stated_is_an_answer_that_cites_what_was_read() -> None:
+    """Asking a meeting notice for its revenue: the answer says the document does not state it and cites the
+    passage it read, with the reason in ``not_found`` (offline), in English and Chinese."""
+    from kb.providers.chat import OfflineChatModel
+
+    notice = [_chunk(1, "Notice of annual general meeting. The meeting will be held on July 1, 2022 at 10 a.m. "
+                        "Shareholders will vote on the election of directors.", doc="acme-8k-2022.pdf")]
+    ans = await synthesize(OfflineChatModel(), "What was Acme's revenue in 2022?", notice)
+    assert ans.mode == "not_found" and "revenue" in ans.not_found
+    assert ans.text.startswith("acme-8k-2022.pdf does not state revenue for 2022"), ans.text
+    assert "[1]" in ans.text and [c.marker for c in ans.citations] == [1]
+    zh = await synthesize(OfflineChatModel(), "该公司2022年的营业收入是多少？",
+                          [_chunk(1, "关于召开2022年第一次临时股东大会的通知。会议将于2022年7月1日召开。", doc="通知.txt")])
+    assert zh.mode == "not_found" and "未载明" in zh.text and "营业收入" in zh.text, zh.text
+    # the same document asked about something it does state answers it
+    ans = await synthesize(OfflineChatModel(), "When will Acme's annual general meeting be held?", notice)
+    assert ans.mode == "extractive" and "July 1, 2022" in ans.text
+
+
+async def test_an_llm_reply_saying_not_stated_is_marked_not_found(fake_openai: FakeOpenAI) -> None:
+    """The prompt asks for "Not stated in the evidence" and the reply is checked for it."""
+    fake_openai.script(FakeReply.text("Not stated in the evidence: the document is a meeting notice [1]."))
+    chat = make_model(fake_openai)
+    ans = await synthesize(chat, "What was Acme's revenue in 2022?", [_chunk(1, "Notice of annual meeting.")])
+    assert ans.mode == "not_found" and ans.not_found and ans.citations
+    assert "Not stated in the evidence" in fake_openai.requests[0].messages[0]["content"]
+
+
+def test_overlapping_chunk_texts_join_without_repeating() -> None:
+    a = "First sentence here. Second sentence is shared by both chunks."
+    b = "Second sentence is shared by both chunks. Third sentence only in b."
+    assert join_overlapping(a, b) == "First sentence here. Second sentence is shared by both chunks. Third " \
+                                     "sentence only in b."
+    assert join_overlapping("Alpha beta gamma delta.", "Epsilon zeta eta theta.") == \
+        "Alpha beta gamma delta.\nEpsilon zeta eta theta."
+
+
+@pytest.mark.slow
+async def test_evidence_chunks_grow_into_passages_within_the_budget(samples_rt: Runtime) -> None:
+    """A ranked chunk brings its neighbours of the same section (no text twice) while the token budget lasts;
+    budget 0 leaves the chunks as they are; two evidence chunks of one section that meet become one passage."""
+    pool = samples_rt.pool
+    row = await pool.fetchrow(
+        "SELECT c.document_id, c.node_id, min(c.ordinal) + 1 AS mid FROM chunks c GROUP BY c.document_id, c.node_id "
+        "HAVING count(*) >= 3 ORDER BY count(*) DESC LIMIT 1")
+    assert row is not None
+    stored = await pool.fetch("SELECT id, ordinal, text, page, token_count FROM chunks WHERE document_id = $1 AND "
+                              "node_id = $2 ORDER BY ordinal", row["document_id"], row["node_id"])
+    mid = next(r for r in stored if r["ordinal"] == row["mid"])
+    unit = "page" if mid["page"] is not None else "line"
+    core = RetrievedChunk(chunk_id=mid["id"], doc_id=row["document_id"], doc_name="d", node_id=row["node_id"],
+                          section_path="s", text=mid["text"], page=mid["page"], pages=(mid["page"] or 1,) * 2,
+                          unit=unit, dense=0.5, bm25=1.0, fused=0.5, score=0.5)
+    assert await passages(pool, [core], 0) == (core,)
+    assert await passages(pool, [core], mid["token_count"]) == (core,)  # no room: the chunk alone
+    (grown,) = await passages(pool, [core], 5000)
+    before = next(r for r in stored if r["ordinal"] == row["mid"] - 1)
+    after = next(r for r in stored if r["ordinal"] == row["mid"] + 1)
+    assert mid["text"] in grown.text and before["text"][:60] in grown.text and after["text"][-60:] in grown.text
+    assert grown.text.index(before["text"][:60]) < grown.text.index(mid["text"][:60])
+    assert len(grown.text) < len(before["text"]) + len(mid["text"]) + len(after["text"]) + 3 * len(stored) + 400
+    neighbour = RetrievedChunk(**{**{f: getattr(core, f) for f in core.__struct_fields__},
+                                  "chunk_id": after["id"], "text": after["text"]})
+    merged = await passages(pool, [core, neighbour], 5000)
+    assert len(merged) == 1 and merged[0].chunk_id == core.chunk_id
+
+
+def test_a_comparison_of_two_documents_states_each_figure_and_the_difference() -> None:
+    """A measure outside the facts vocabulary ("backlog") compared across two reports: each report's row read
+    out with its citation, then the difference in one unit and in %."""
+    from router.synthesize import per_document_answer
+    from router.types import QuestionScope, ScopePlan, SubQuestion
+
+    a = _chunk(1, "Order book (in millions)\n2023 2022\nBacklog 1,250 1,100", doc="aurora-2023.pdf", doc_id=1)
+    b = _chunk(2, "Order book (in millions)\n2023 2022\nBacklog 800 950", doc="northwind-2023.pdf", doc_id=2)
+    plan = ScopePlan(scope=QuestionScope(kind="multi", reason="comparison", entities=("Aurora", "Northwind")),
+                     needed=(1, 2), sub_questions=(
+                         SubQuestion(doc_id=1, doc_name="aurora-2023.pdf", question="What was the backlog of Aurora in 2023?",
+                                     entity="Aurora", period="2023"),
+                         SubQuestion(doc_id=2, doc_name="northwind-2023.pdf",
+                                     question="What was the backlog of Northwind in 2023?", entity="Northwind", period="2023")))
+    ans = per_document_answer("Compare the 2023 backlog of Aurora and Northwind.", [a, b], plan)
+    assert "Backlog, 2023: 1,250 million (2022: 1,100 million) [1]" in ans.text \
+        and "Backlog, 2023: 800 million (2022: 950 million) [2]" in ans.text, ans.text
+    assert "Difference: Aurora 2023 is 450 million higher than Northwind 2023 (56.2%)." in ans.text, ans.text
+
+
+def test_a_comparison_from_sentences_computes_the_difference() -> None:
+    """Without table rows, each report's sentence stating the measure gives its figure."""
+    from router.synthesize import per_document_answer
+    from router.types import QuestionScope, ScopePlan, SubQuestion
+
+    a = _chunk(1, "The United States generated 61% of revenue. Total revenue increased 9.4% to $2,146.8 million "
+                  "and net income rose to $402.5 million.", doc="aurora-2023.pdf", doc_id=1)
+    b = _chunk(2, "Revenue rose 11.2% to $1,284.6 million, and net income was $187.3 million.",
+               doc="northwind-2023.pdf", doc_id=2)
+    subs = tuple(SubQuestion(doc_id=i, doc_name=n, question=f"What was the revenue of {e} in 2023?", entity=e,
+                             period="FY2023")
+                 for i, n, e in ((1, "aurora-2023.pdf", "Aurora"), (2, "northwind-2023.pdf", "Northwind")))
+    plan = ScopePlan(scope=QuestionScope(kind="multi", reason="comparison", entities=("Aurora", "Northwind")),
+                     needed=(1, 2), sub_questions=subs)
+    ans = per_document_answer("Compare the 2023 revenue of Aurora and Northwind.", [a, b], plan)
+    assert "Difference: Aurora FY2023 is $862.2 million higher than Northwind FY2023 (67.1%)." in ans.text, ans.text
+    assert "(Aurora, FY2023): Total revenue increased" in ans.text, ans.text  # the stating sentence first
+
+
+def test_a_measure_the_evidence_never_mentions_is_not_stated() -> None:
+    chunks = [_chunk(1, "Net sales for the third quarter rose 6.6% to $268.4 million. Gross margin was 24.7%.")]
+    ans = extractive_answer("What was Bluefin Foods' goodwill impairment in the third quarter of 2023?", chunks)
+    assert ans.mode == "not_found" and ans.text.startswith("acme-2019.pdf does not state goodwill impairment"), \
+        ans.text
+    ans = extractive_answer("What were net sales in the third quarter?", chunks)
+    assert ans.mode == "extractive" and "268.4" in ans.text
