@@ -14,7 +14,8 @@ $(BIN)/python:
 # dependency resolution could pull a newer multi-GB CUDA build
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev]'
+	@# setuptools' editable-install banner is not something a user can act on
+	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[dev]'
 	@touch $(STAMP)
 
 install: $(STAMP)
