@@ -579,7 +579,7 @@ async def test_the_token_button_is_quiet_when_no_token_is_configured(page) -> No
     await page.route("**/kb/capabilities", no_tokens)
     await page.evaluate("localStorage.clear()")
     await page.reload()
-    await page.wait_for_function("document.querySelector('#token-btn').classList.contains('quiet')")
+    await page.locator("#token-btn.quiet").wait_for(state="attached")  # (the page's CSP forbids eval'd waits)
 
 
 async def test_sources_beside_the_answer_with_a_page_viewer(page, shots: Path) -> None:
