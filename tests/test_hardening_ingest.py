@@ -103,7 +103,7 @@ async def test_cancel_kills_the_parser_process(runtime: Runtime, tmp_path: Path,
     runtime.settings = set_env(KB_INGEST_WORKERS="1")
     (tmp_path / "slow").mkdir()
     path = make_text_pdf(tmp_path / "slow" / "slow.pdf",
-                         [f"Section {i}. " + paragraph(f"ops-{i}", 14) for i in range(150)])
+                         [f"Section {i}. " + paragraph(f"ops-{i}", 14) for i in range(600)])
     job_id = await create_job(runtime.pool, collection_id=1, path=path)
     with build_ingest_context(runtime) as ctx:
         old = ctx.executor
