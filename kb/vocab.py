@@ -501,6 +501,11 @@ CONCEPTS: tuple[Concept, ...] = (
     Concept("cash", "cash and cash equivalents", (
         "cash and cash equivalents", "cash", "cash and equivalents", "cash and cash equivalents at carrying value"),
         ("货币资金",), ("cash and cash equivalents", "cash balance", "cash"), _BS, flow=False),
+    Concept("short_term_investments", "short-term investments", (
+        "short term investments", "short term marketable securities", "marketable securities",
+        "marketable securities current", "current marketable securities", "short term investments current",
+        "investments short term"),
+        (), ("short-term investments", "marketable securities"), _BS, flow=False),
     Concept("accounts_receivable", "accounts receivable", (
         "accounts receivable", "accounts receivable net", "trade receivables", "trade accounts receivable",
         "receivables", "trade receivables net", "accounts receivable trade"),
@@ -596,6 +601,17 @@ CONCEPTS: tuple[Concept, ...] = (
         "payments for property and equipment", "acquisition of property and equipment",
         "purchases of fixed assets", "purchase of fixed assets", "capital expenditure"),
         ("购建固定资产、无形资产和其他长期资产支付的现金",), ("capex", "capital expenditure", "capital expenditures"), _CF),
+    Concept("depreciation_amortization", "depreciation and amortization", (
+        "depreciation and amortization", "depreciation amortization and impairment", "depreciation",
+        "depreciation and amortization expense", "depreciation depletion and amortization",
+        "depreciation amortization and depletion", "depreciation and amortization of property and equipment",
+        "depreciation of property plant and equipment"),
+        (), ("d and a", "depreciation and amortization"), _CF + _IS),
+    Concept("dividends_paid", "dividends paid", (
+        "dividends paid", "cash dividends paid", "dividends paid to shareholders", "dividends paid to stockholders",
+        "payments of dividends", "payment of dividends", "dividends paid on common stock",
+        "cash dividends paid to shareholders", "cash dividends paid to stockholders"),
+        (), ("dividends paid",), _CF),
     Concept("net_change_in_cash", "net change in cash", (
         "net increase decrease in cash and cash equivalents", "net decrease increase in cash and cash equivalents",
         "net increase in cash and cash equivalents", "net decrease in cash and cash equivalents",
@@ -676,7 +692,20 @@ def line_concept(label: str) -> str:
         found = _BY_PRINTED.get(concept_label(m.group(1)), "")
     if not found and "(" in label:  # "Total liabilities and partners' capital (net asset value)"
         found = _BY_PRINTED.get(concept_label(re.sub(r"\([^)]*\)", " ", label)), "")
+    if not found:
+        found = next((name for pattern, name in _LABEL_PATTERNS if pattern.match(concept_label(label))), "")
     return found
+
+
+_LABEL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^net (?:income|earnings|loss|income loss|loss income) attributable to (?!.*\b(?:non ?controlling|minority|participating|redeemable|preferred)\b)"
+                r"(?:\w+ ){0,7}\w+$"), "net_income_parent"),
+    (re.compile(r"^net (?:income|earnings|loss) including non ?controlling interests?$"), "net_income"),
+    (re.compile(r"^depreciation(?: and|,)? amortization(?: and \w+)?(?: of [a-z ]{3,60})?$"), "depreciation_amortization"),
+)
+"""Printed labels that name a company or an asset list ("Net earnings attributable to Best Buy Co., Inc.
+shareholders", "Depreciation and amortization of property, equipment and intangibles"), matched after
+``concept_label`` normalisation when no whole label matches."""
 
 
 _HEAD = re.compile(r"^([^,;(]{3,60})[,;(]\s*(?:net\b|par value|\$|no par|less\b|at cost|including|excluding|see note"
@@ -699,7 +728,7 @@ def _phrases() -> list[tuple[str, str]]:
     for c in CONCEPTS:
         for p in (*c.printed, *c.asked, c.label):
             n = _norm(p).strip()
-            if n and n not in ("basic", "diluted", "cash", "sales", "profit", "earnings", "liabilities", "equity",
+            if n and n not in ("basic", "diluted", "cash", "sales", "profit", "earnings", "liabilities", "equity", "depreciation",
                                "beginning of period", "end of period", "beginning of year", "end of year"):
                 out.append((n, c.name))
         for p in c.chinese:

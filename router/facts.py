@@ -126,6 +126,11 @@ class FactsAnswer(msgspec.Struct, frozen=True):
             out.append(RetrievedChunk(chunk_id=-c.marker, doc_id=c.doc_id, doc_name=c.doc_name, node_id=c.node_id,
                                       section_path=c.section_path, text=c.text, page=c.pages[0], pages=c.pages,
                                       unit=c.unit, dense=0.0, bm25=0.0, fused=0.0, score=1.0, source="fact"))
+        if out:  # the computed result: not a source, but what the figures add up to
+            out.append(RetrievedChunk(chunk_id=0, doc_id=out[0].doc_id, doc_name="computed from the fact rows above",
+                                      node_id="", section_path="statement facts", text=self.text, page=None,
+                                      pages=(0, 0), unit="page", dense=0.0, bm25=0.0, fused=0.0, score=1.0,
+                                      source="fact"))
         return out
 
 

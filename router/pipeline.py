@@ -22,6 +22,7 @@ from kb.types import LLMUsage
 from router.catalog import Catalogs
 from router.facts import FactsAnswer, answer_from_facts, facts_table
 from router.locate import Searched, documents_to_read, locate, read_more, search_trees
+from router.metrics import answer_metric, restate
 from router.passages import passages
 from router.planning import plan_documents
 from router.ranking import Ranked, rank
@@ -111,7 +112,11 @@ class QueryPipeline:
 async def facts_or_none(state: QueryState, plan: ScopePlan) -> FactsAnswer | None:
     """The facts answer, or none when reading the facts fails: the question takes the text path (logged)."""
     try:
-        return await answer_from_facts(state.pool, state.catalog, state.question, plan, within=state.within)
+        metric = await answer_metric(state.pool, state.catalog, state.question, plan)
+        if metric is not None:
+            return metric
+        return restate(await answer_from_facts(state.pool, state.catalog, state.question, plan,
+                                               within=state.within), state.question)
     except (asyncpg.PostgresError, ValueError, KeyError, ZeroDivisionError) as exc:
         log.warning("router.facts_failed", error=f"{type(exc).__name__}: {exc}")
         return None

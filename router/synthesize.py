@@ -168,12 +168,7 @@ async def _facts_answer(chat: ChatModel, question: str, chunks: Sequence[Retriev
                         plan: ScopePlan | None, facts: FactsAnswer) -> Answer:
     k, w = len(facts.citations), words(question)
     if not chat.offline:
-        rows = facts.evidence()
-        computed = RetrievedChunk(chunk_id=0, doc_id=rows[0].doc_id, doc_name="computed from the fact rows above",
-                                  node_id="", section_path="statement facts", text=facts.text, page=None,
-                                  pages=(0, 0), unit="page", dense=0.0, bm25=0.0, fused=0.0, score=1.0,
-                                  source="fact")
-        ans = await _answer(chat, question, [*rows, computed, *chunks], history, plan)
+        ans = await _answer(chat, question, [*facts.evidence(), *chunks], history, plan)  # rows, then computed
         if ans.mode == "llm":
             cites = tuple(c for c in ans.citations if c.marker != k + 1)  # the computed block is not a source
             return msgspec.structs.replace(ans, mode="facts_llm", citations=cites)

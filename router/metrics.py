@@ -1,0 +1,609 @@
+"""Financial metrics computed from stored statement facts: a formula the question defines ("DPO is defined as:
+365 * (average accounts payable between FY2019 and FY2020) / (FY2020 COGS + change in inventory between FY2019
+and FY2020)") or a standard one it names (quick ratio, working capital, EBITDA margin, effective tax rate,
+inventory turnover, days payable outstanding, "<measure> % margin", "<A> as a % of <B>", …), for one company,
+for a stated year, an N-year average or a change between two years.
+
+Every input is a printed statement line of the company's reports (``facts``, ``ingest.facts``), cited; the
+answer leads with the computed figure, then the formula with each input. A money figure is also restated in
+the unit the question asks for ("Answer in USD millions"). Offline and deterministic; with an LLM the inputs
+and the computed result are its first evidence (``router.synthesize``). Questions outside (several companies,
+Chinese questions, a term no vocabulary measure names) take the ``router.facts`` or text path.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import asyncpg
+import msgspec
+
+from kb.vocab import CONCEPT_BY_NAME, Concept, line_concept, question_concept, question_years
+from router.catalog import Catalog
+from router.facts import (
+    DERIVED,
+    RATIO_BY_NAME,
+    SQL_DOC_LINES,
+    SQL_NODE_PATHS,
+    FactsAnswer,
+    MeasureAsk,
+    _Doc,
+    _entity,
+    _fiscal_year,
+    _period,
+    _Row,
+    _rows,
+    _where,
+    _Writer,
+    derive,
+    money,
+)
+from router.types import ScopePlan
+from router.wording import EN
+
+
+class Metric(msgspec.Struct, frozen=True):
+    """A metric: how a question names it (regex), its formula over vocabulary measures and its unit.
+
+    Formula language: ``v(c)`` the measure in the year (``opt(c)``: 0 when the statements print no such line),
+    ``avg(c)`` its mean over the year and the one before,
+    ``chg(c)`` its change from the year before, ``abs(x)``, numbers, ``+ - * /`` and parentheses."""
+
+    name: str
+    label: str
+    asked: str
+    formula: str
+    unit: str  # "%" | "x" | "days" | "money"
+
+
+CATALOG: tuple[Metric, ...] = (
+    Metric("dpo", "days payable outstanding", r"\bdays payables? outstanding\b|\bdpo\b",
+           "365 * avg(accounts_payable) / v(cost_of_revenue)", "days"),
+    Metric("dso", "days sales outstanding", r"\bdays sales outstanding\b|\bdso\b",
+           "365 * avg(accounts_receivable) / v(revenue)", "days"),
+    Metric("dio", "days inventory outstanding", r"\bdays (?:of )?inventory outstanding\b|\bdays in inventory\b|\bdio\b",
+           "365 * avg(inventory) / v(cost_of_revenue)", "days"),
+    Metric("ccc", "cash conversion cycle", r"\bcash conversion cycle\b",
+           "365 * avg(inventory) / v(cost_of_revenue) + 365 * avg(accounts_receivable) / v(revenue)"
+           " - 365 * avg(accounts_payable) / v(cost_of_revenue)", "days"),
+    Metric("inventory_turnover", "inventory turnover", r"\binventory turnover\b",
+           "v(cost_of_revenue) / avg(inventory)", "x"),
+    Metric("receivables_turnover", "receivables turnover", r"\b(?:accounts )?receivables? turnover\b",
+           "v(revenue) / avg(accounts_receivable)", "x"),
+    Metric("fixed_asset_turnover", "fixed asset turnover", r"\bfixed assets? turnover\b",
+           "v(revenue) / avg(ppe_net)", "x"),
+    Metric("asset_turnover", "total asset turnover", r"\b(?:total )?assets? turnover\b",
+           "v(revenue) / avg(total_assets)", "x"),
+    Metric("quick_ratio", "quick ratio", r"\bquick ratio\b|\bacid[- ]test\b",
+           "(v(cash) + opt(short_term_investments) + v(accounts_receivable)) / v(current_liabilities)", "x"),
+    Metric("current_ratio", "current ratio", r"\bcurrent ratio\b", "v(current_assets) / v(current_liabilities)", "x"),
+    Metric("working_capital", "working capital", r"\bworking capital\b",
+           "v(current_assets) - v(current_liabilities)", "money"),
+    Metric("ebitda_margin", "EBITDA margin", r"\bebitda\b.{0,12}\bmargin\b",
+           "(v(operating_income) + v(depreciation_amortization)) / v(revenue) * 100", "%"),
+    Metric("ebitda", "EBITDA", r"\bebitda\b", "v(operating_income) + v(depreciation_amortization)", "money"),
+    Metric("effective_tax_rate", "effective tax rate", r"\beffective (?:income )?tax rate\b",
+           "v(income_tax) / v(pretax_income) * 100", "%"),
+    Metric("interest_coverage", "interest coverage", r"\binterest coverage\b|\btimes interest earned\b",
+           "v(operating_income) / v(interest_expense)", "x"),
+    Metric("free_cash_flow", "free cash flow", r"\bfree cash flows?\b", "v(cfo) - abs(v(capex))", "money"),
+    Metric("capex_to_revenue", "capital expenditure as a % of revenue",
+           r"\bcapex\b.{0,30}\b(?:revenue|sales)\b|\bcapital expenditures?\b.{0,30}\b(?:revenue|sales)\b",
+           "abs(v(capex)) / v(revenue) * 100", "%"),
+    Metric("capital_intensity", "capital intensity (total assets ÷ revenue)", r"\bcapital[- ]intensi(?:ty|ve)\b",
+           "v(total_assets) / v(revenue)", "x"),
+    Metric("dividend_payout", "dividend payout ratio", r"\bdividend payout\b|\bpayout ratio\b",
+           "abs(v(dividends_paid)) / v(net_income) * 100", "%"),
+    Metric("gross_margin", "gross margin", r"\bgross (?:profit )?(?:%\s*)?margins?\b",
+           "v(gross_profit) / v(revenue) * 100", "%"),
+    Metric("operating_margin", "operating margin", r"\boperating (?:profit |income )?(?:%\s*)?margins?\b",
+           "v(operating_income) / v(revenue) * 100", "%"),
+    Metric("net_margin", "net profit margin", r"\bnet (?:profit |income )?(?:%\s*)?margins?\b",
+           "v(net_income) / v(revenue) * 100", "%"),
+    Metric("return_on_assets", "return on assets", r"\breturn on (?:average )?(?:total )?assets\b|\broa\b",
+           "v(net_income) / avg(total_assets) * 100", "%"),
+    Metric("return_on_equity", "return on equity",
+           r"\breturn on (?:average )?(?:shareholders'?|stockholders'?|total )?\s*equity\b|\broe\b",
+           "v(net_income) / avg(total_equity) * 100", "%"),
+)
+"""Standard definitions (averages over the year and the one before where analysts use them); a definition the
+question states wins over these."""
+
+STAND_INS = {"net_income": "net_income_parent"}
+"""A measure read from another line when a statement prints no line of its own."""
+
+_LABELS = {"v": "", "opt": "", "avg": "average ", "chg": "change in "}
+
+
+class Term(msgspec.Struct, frozen=True):
+    """One input of a formula: a measure in the asked year (``v``), averaged with the year before (``avg``) or
+    changed from it (``chg``); ``years`` when the question states them ("between FY2019 and FY2020")."""
+
+    fn: str
+    concept: str
+    years: tuple[int, ...] = ()
+
+
+class Formula(msgspec.Struct, frozen=True):
+    """A parsed formula: the expression with its terms as names ``t0``, ``t1``, … and what they stand for."""
+
+    name: str
+    label: str
+    expr: str
+    terms: dict[str, Term]
+    unit: str
+    defined: bool = False  # stated by the question
+
+
+class MetricAsk(msgspec.Struct, frozen=True):
+    """What the question asks: the formula, the years, the aggregation and how to show the figure."""
+
+    formula: Formula
+    years: tuple[int, ...]
+    aggregate: str  # "each" | "average" | "change" | "history" (every year stated, as a change)
+    decimals: int | None
+    scale: float | None  # a money figure in the asked unit (1e6 for "in USD millions")
+
+
+# ------------------------------------------------------------------------------------------- the question
+
+_DEFINED = re.compile(r"(?i)\b(?:is|are|be)\s+(?:defined|calculated|computed|measured)\s+as\s*:?\s*"
+                      r"|\bdefine\s+(?:the\s+)?(?P<name>[\w% &/-]{2,50}?)\s+as\s*:?\s*")
+_DEF_END = re.compile(r"(?<![\d.])\.(?:\s+|$)(?![\d])|\?|;|\n")
+_OPS = re.compile(r"(\*|×|/|÷|\+|(?<=\s)-(?=\s)|−|–|\(|\))")
+_YEAR_IN = re.compile(r"(?i)\b(?:fy|fiscal(?: year)?)?\s*'?((?:19|20)\d{2})\b")
+_FROM = re.compile(r"(?i)\s*(?:from|on|in|of)\s+the\s+(?:cash flows?|income|balance sheet|p&l)[\w ]*$|\s*\([^)]*\)\s*$")
+_SCALE_ASKED = re.compile(r"(?i)\b(?:in|answer in|in units of)\s+(?:usd|us\$|\$|dollars)?\s*(thousands|millions|billions)\b"
+                          r"|\b(?:usd|us\$|\$)\s*(thousands|millions|billions)\b")
+_DECIMALS = re.compile(r"(?i)\bround(?:ed)?\s+(?:your\s+answer\s+|the\s+answer\s+|it\s+)?to\s+"
+                       r"(one|two|three|four|zero|no|\d)\s+decimal")
+_WORD_NUM = {"zero": 0, "no": 0, "one": 1, "two": 2, "three": 3, "four": 4}
+_AVERAGE = re.compile(r"(?i)\b(?:\d+|two|three|four|five)[- ]years?\s+average\b|\baverage\b")
+_CHANGE = re.compile(r"(?i)\b(?:chang\w*|improv\w*|declin\w*|increas\w*|decreas\w*|compare\w*|between|trend|"
+                     r"deteriorat\w*|grow\w*|fell|rose)\b")
+_MARGIN_OF = re.compile(r"(?i)\b((?:[a-z&]+\s+){0,4}?[a-z&]+)\s*(?:%|percent(?:age)?)\s*margins?\b")
+_COMPANY_DEFINED = re.compile(r"(?i)(?<!un)\badjusted\b|\bnon[- ]?gaap\b|\borganic\b|\bsegment\b")
+_HISTORY = re.compile(r"(?i)\bhistoric(?:al(?:ly)?)?\b|\bconsistent\b|\bover the (?:last|past) (?:few|several|\w+) years\b"
+                      r"|\bfluctuat\w*\b|\bover time\b")
+_SHARE_OF = re.compile(r"(?i)\b((?:[a-z&]+\s+){0,5}?[a-z&]+)\s+as\s+an?\s+(?:%|percent(?:age)?|share|proportion)"
+                       r"\s+of\s+((?:total\s+)?(?:[a-z&]+\s+){0,3}?[a-z&]+)\b")
+
+
+def _term_concept(phrase: str) -> str:
+    """The vocabulary measure a formula term names ("FY2020 COGS" → cost_of_revenue), "" when none."""
+    text = re.sub(r"(?i)\b(?:unadjusted|reported|total|gaap|net|the|of|year[- ]end|fiscal)\b", " ", phrase)
+    return question_concept(phrase) or question_concept(text)
+
+
+def _term(phrase: str) -> Term | None:
+    phrase = _FROM.sub("", phrase.strip())
+    years = tuple(sorted({int(y) for y in _YEAR_IN.findall(phrase)}))
+    body = _YEAR_IN.sub(" ", phrase)
+    body = re.sub(r"(?i)\b(?:between|and|from|to)\s*$|\bbetween\b.*$", " ", body).strip()
+    fn = "v"
+    if re.match(r"(?i)(?:the\s+)?(?:average|mean)\b", body):
+        fn, body = "avg", re.sub(r"(?i)^(?:the\s+)?(?:average|mean)\s+(?:of\s+)?", "", body)
+    elif re.match(r"(?i)(?:the\s+)?(?:change|increase|decrease)\s+in\b", body):
+        fn, body = "chg", re.sub(r"(?i)^(?:the\s+)?(?:change|increase|decrease)\s+in\s+", "", body)
+    concept = _term_concept(body)
+    if not concept:
+        return None
+    if fn == "v" and len(years) > 1:
+        return None
+    return Term(fn, concept, years)
+
+
+def parse_formula(text: str, name: str = "metric", label: str = "", unit: str = "x") -> Formula | None:
+    """A formula written in words ("365 * (average accounts payable between FY2019 and FY2020) / (FY2020 COGS +
+    change in inventory between FY2019 and FY2020)"), or None when a term names no vocabulary measure."""
+    parts = [p for p in _OPS.split(text) if p and p.strip()]
+    expr: list[str] = []
+    terms: dict[str, Term] = {}
+    for p in parts:
+        p = p.strip()
+        if p in ("*", "×"):
+            expr.append("*")
+        elif p in ("/", "÷"):
+            expr.append("/")
+        elif p in ("+",):
+            expr.append("+")
+        elif p in ("-", "−", "–"):
+            expr.append("-")
+        elif p in ("(", ")"):
+            expr.append(p)
+        elif re.fullmatch(r"[\d,]*\d(?:\.\d+)?%?", p):
+            expr.append(str(float(p.rstrip("%").replace(",", "")) / (100 if p.endswith("%") else 1)))
+        else:
+            t = _term(p)
+            if t is None:
+                return None
+            key = f"t{len(terms)}"
+            terms[key] = t
+            expr.append(key)
+    if not terms:
+        return None
+    source = " ".join(expr)
+    try:
+        _check(ast.parse(source, mode="eval"), set(terms))
+    except (SyntaxError, ValueError):
+        return None
+    return Formula(name, label or name, source, terms, unit, defined=True)
+
+
+def _check(node: ast.AST, names: set[str]) -> None:
+    """Only arithmetic over numbers and the formula's own terms (``abs`` and the term functions)."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and n.id not in names and n.id != "abs":
+            raise ValueError(n.id)
+        if not isinstance(n, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Call, ast.Load,
+                              ast.Add, ast.Sub, ast.Mult, ast.Div, ast.USub, ast.UAdd)):
+            raise ValueError(type(n).__name__)
+
+
+def _catalog_formula(m: Metric) -> Formula:
+    terms: dict[str, Term] = {}
+
+    def term(match: re.Match[str]) -> str:
+        key = f"t{len(terms)}"
+        terms[key] = Term(match.group(1), match.group(2))
+        return key
+
+    expr = re.sub(r"\b(v|opt|avg|chg)\((\w+)\)", term, m.formula)
+    return Formula(m.name, m.label, expr, terms, m.unit)
+
+
+def _definitions(question: str) -> tuple[dict[str, Formula], str]:
+    """The formulas the question states, by the name they define ("" for "X is defined as: …"), and the question
+    without them."""
+    found: dict[str, Formula] = {}
+    rest = question
+    for m in list(_DEFINED.finditer(question)):
+        end = _DEF_END.search(question, m.end())
+        body = question[m.end(): end.start() if end else len(question)]
+        label = (m.group("name") or "").strip()
+        if not label:  # "DPO is defined as": the words before
+            before = re.findall(r"([\w%&/-]+(?:\s+[\w%&/-]+){0,5})\s*$", question[:m.start()])
+            label = before[0] if before else ""
+        name = label.lower()
+        f = parse_formula(body, name=re.sub(r"\W+", "_", name)[:40] or "metric", label=label or "the defined metric",
+                          unit=_defined_unit(name, body))
+        if f is not None and f.unit == "%" and not re.search(r"\b100\b", body):
+            f = msgspec.structs.replace(f, expr=f"({f.expr}) * 100")
+        if f is not None:
+            found[name] = f
+            rest = rest.replace(question[m.start(): end.end() if end else len(question)], " ")
+    return found, rest
+
+
+def _defined_unit(name: str, body: str) -> str:
+    """The unit of a defined metric: days for a "365 × …" or "days …" metric, percent for a margin or rate,
+    money for a sum or difference of money measures, else a plain ratio."""
+    if re.search(r"\bdays?\b|\bd[psi]o\b", name) or re.match(r"\s*\(?\s*36[05]\b", body):
+        return "days"
+    if re.search(r"%|\bmargin\b|\bpercent|\brate\b|\breturn on\b", name):
+        return "%"
+    if not re.search(r"[/÷]", body):
+        return "money"
+    return "x"
+
+
+def _named_metric(text: str, defined: Mapping[str, Formula]) -> Formula | None:
+    """The metric the question names: a defined one, a catalogue one, "<measure> % margin" or "<A> as a % of
+    <B>"."""
+    low = text.lower()
+    for name, f in defined.items():
+        if name and re.search(rf"\b{re.escape(name)}\s*(?:%\s*)?margin\b", low) and "margin" not in name:
+            return _margin_of(f)
+    for name, f in defined.items():
+        if name and name in low:
+            return f
+    if m := _SHARE_OF.search(text):
+        num, den = _term_concept(m.group(1)), _term_concept(m.group(2))
+        if num and den and num != den:
+            return Formula(f"{num}/{den}", f"{CONCEPT_BY_NAME[num].label} as a % of {CONCEPT_BY_NAME[den].label}",
+                           "t0 / t1 * 100", {"t0": Term("v", num), "t1": Term("v", den)}, "%")
+    company_defined = bool(_COMPANY_DEFINED.search(text))  # "adjusted EBITDA" is the company's own measure
+    for metric in CATALOG:
+        if not company_defined and re.search(metric.asked, text, re.I):
+            return _catalog_formula(metric)
+    if m := _MARGIN_OF.search(text):
+        num = _term_concept(m.group(1))
+        if num and num != "revenue" and CONCEPT_BY_NAME[num].flow:
+            return Formula(f"{num}_margin", f"{CONCEPT_BY_NAME[num].label} margin", "t0 / t1 * 100",
+                           {"t0": Term("v", num), "t1": Term("v", "revenue")}, "%")
+    if len(defined) == 1 and "" in defined:
+        return defined[""]
+    return None
+
+
+def _margin_of(f: Formula) -> Formula:
+    terms = {**f.terms, "rev": Term("v", "revenue")}
+    return Formula(f"{f.name}_margin", f"{f.label} margin", f"({f.expr}) / rev * 100", terms, "%", defined=True)
+
+
+def metric_ask(question: str) -> MetricAsk | None:
+    """The metric a (non-Chinese) question asks for, its years and aggregation; None when it names none."""
+    if re.search(r"[\u4e00-\u9fff]", question):
+        return None
+    defined, rest = _definitions(question)
+    formula = _named_metric(rest, defined) or (_named_metric(question, {}) if defined else None)
+    if formula is None:
+        return None
+    if not formula.defined and formula.name in RATIO_BY_NAME and len(question_years(rest)) <= 1 \
+            and not _CHANGE.search(rest) and not _HISTORY.search(rest):
+        return None  # one period of a simple ratio: router.facts answers it (and compares companies)
+    years = sorted(question_years(rest))
+    explicit = sorted({y for t in formula.terms.values() for y in t.years})
+    if not years and explicit:
+        years = [max(explicit)]
+    aggregate = "each"
+    if len(years) >= 2 and _AVERAGE.search(rest):
+        years, aggregate = list(range(years[0], years[-1] + 1)), "average"
+    elif len(years) >= 2 and _CHANGE.search(rest):
+        aggregate = "change"
+    elif len(years) == 1 and _CHANGE.search(rest) and not explicit:  # "improving as of FY2023": against FY2022
+        years, aggregate = [years[0] - 1, years[0]], "change"
+    elif not years and _HISTORY.search(rest):
+        aggregate = "history"
+    dec = _DECIMALS.search(question)
+    decimals = (_WORD_NUM.get(dec.group(1).lower()) if not dec.group(1).isdigit() else int(dec.group(1))) if dec \
+        else None
+    scale_m = _SCALE_ASKED.search(question)
+    scale = {"thousands": 1e3, "millions": 1e6, "billions": 1e9}[(scale_m.group(1) or scale_m.group(2)).lower()] \
+        if scale_m else None
+    return MetricAsk(formula, tuple(years), aggregate, decimals, scale)
+
+
+# ------------------------------------------------------------------------------------------- the values
+
+
+class _Values:
+    """The company's printed lines by measure and fiscal year, the routed report's first."""
+
+    def __init__(self, rows: Sequence[_Row], metas: Mapping[int, Mapping[str, Any]], order: Sequence[int]) -> None:
+        self.metas = metas
+        self.rank = {d: i for i, d in enumerate(order)}
+        self.rows: dict[str, list[_Row]] = {}
+        for r in rows:
+            concept = r.concept or line_concept(r.line_item)
+            if concept:
+                self.rows.setdefault(concept, []).append(msgspec.structs.replace(r, concept=concept))
+        for name in DERIVED:
+            if name not in self.rows:
+                operands = [r for c in DERIVED[name] for r in self.rows.get(c, [])]
+                if operands:
+                    self.rows[name] = derive(name, operands)
+
+    def get(self, concept: str, year: int) -> _Row | None:
+        """The line stating ``concept`` for fiscal ``year`` (a flow over the year, a balance at its end); net
+        income is the parent's share when no consolidated line is printed."""
+        found = self._get(concept, year)
+        if found is None and concept in STAND_INS:
+            found = self._get(STAND_INS[concept], year)
+        return found
+
+    def years(self, concept: str) -> list[int]:
+        """The fiscal years the routed report states ``concept`` for."""
+        first = min(self.rank, key=lambda d: self.rank[d]) if self.rank else None
+        spec = CONCEPT_BY_NAME[concept]
+        return sorted({_fiscal_year(r, self.metas.get(r.doc_id, {})) for r in self.rows.get(concept, [])
+                       if r.doc_id == first and (r.months == 12 if spec.flow else r.months == 0)})
+
+    def _get(self, concept: str, year: int) -> _Row | None:
+        spec = CONCEPT_BY_NAME[concept]
+        candidates = [r for r in self.rows.get(concept, [])
+                      if _fiscal_year(r, self.metas.get(r.doc_id, {})) == year
+                      and (r.months == 12 if spec.flow else r.months == 0)
+                      and (not spec.kinds or r.statement in spec.kinds or r.parts)]
+        if not candidates:
+            return None
+
+        def key(r: _Row) -> tuple[int, int, int]:
+            own = self.metas.get(r.doc_id, {}).get("fiscal_year")
+            return (self.rank.get(r.doc_id, 99), abs(own - year) if isinstance(own, int) else 99, r.ordinal)
+        return min(candidates, key=key)
+
+
+class _Computed(msgspec.Struct, frozen=True):
+    year: int
+    value: float | None
+    inputs: tuple[tuple[Term, tuple[_Row, ...]], ...]
+    missing: tuple[str, ...]
+
+
+def _evaluate(formula: Formula, year: int, values: _Values) -> _Computed:
+    inputs: list[tuple[Term, tuple[_Row, ...]]] = []
+    missing: list[str] = []
+
+    def term_value(t: Term) -> float | None:
+        if t.fn in ("v", "opt"):
+            ys = t.years or (year,)
+        else:
+            ys = t.years if len(t.years) == 2 else (year - 1, year)
+        rows = [values.get(t.concept, y) for y in ys]
+        if t.fn == "opt" and rows[0] is None:
+            return 0.0
+        if any(r is None for r in rows):
+            missing.extend(f"{CONCEPT_BY_NAME[t.concept].label} (FY{y})" for y, r in zip(ys, rows, strict=True)
+                           if r is None)
+            return None
+        got = tuple(r for r in rows if r is not None)
+        inputs.append((t, got))
+        if t.fn in ("v", "opt"):
+            return got[0].value
+        if t.fn == "avg":
+            return sum(r.value for r in got) / len(got)
+        return got[-1].value - got[0].value
+
+    def walk(node: ast.AST) -> float | None:
+        if isinstance(node, ast.Expression):
+            return walk(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            return float(node.value)
+        if isinstance(node, ast.Name):
+            return term_value(formula.terms[node.id])
+        if isinstance(node, ast.UnaryOp):
+            x = walk(node.operand)
+            return None if x is None else (-x if isinstance(node.op, ast.USub) else x)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "abs":
+            x = walk(node.args[0])
+            return None if x is None else abs(x)
+        if isinstance(node, ast.BinOp):
+            a, b = walk(node.left), walk(node.right)
+            if a is None or b is None:
+                return None
+            ops: dict[type, Callable[[float, float], float | None]] = {
+                ast.Add: lambda x, y: x + y, ast.Sub: lambda x, y: x - y, ast.Mult: lambda x, y: x * y,
+                ast.Div: lambda x, y: x / y if y else None}
+            return ops[type(node.op)](a, b)
+        raise ValueError(f"unsupported formula node {type(node).__name__}")
+
+    value = walk(ast.parse(formula.expr, mode="eval"))
+    return _Computed(year, value, tuple(inputs), tuple(dict.fromkeys(missing)))
+
+
+# ------------------------------------------------------------------------------------------- the answer
+
+
+def _shown(value: float, a: MetricAsk, unit: str, like: _Row | None) -> str:
+    if unit == "%":
+        return f"{value:.{2 if a.decimals is None else a.decimals}f}%"
+    if unit in ("x", "days"):
+        text = f"{value:,.{2 if a.decimals is None else a.decimals}f}"
+        return f"{text} days" if unit == "days" else text
+    return in_asked_unit(value, like, a.scale, a.decimals)
+
+
+def in_asked_unit(value: float, like: _Row | None, scale: float | None, decimals: int | None = None) -> str:
+    """A money figure in the unit asked ("$5,466 million" for "in USD millions"), else as its lines print it."""
+    if scale is None:
+        if like is None:
+            return f"${value:,.0f}"
+        return money(value, msgspec.structs.replace(like, printed="", unit=like.unit or "USD"))
+    shown = value / scale
+    digits = decimals if decimals is not None else (2 if abs(shown) < 100 else 0)
+    word = {1e3: "thousand", 1e6: "million", 1e9: "billion"}[scale]
+    sign = "−" if value < 0 else ""
+    return f"{sign}${abs(shown):,.{digits}f} {word}"
+
+
+def _input_text(t: Term, rows: Sequence[_Row], w: _Writer) -> str:
+    label = _LABELS[t.fn] + CONCEPT_BY_NAME[t.concept].label
+    shown = "; ".join(f"{money(r.value, r)} {_period(r)} {w.cite(r)} ({_where(r)})" for r in rows)
+    return f"- {label}: {shown}"
+
+
+def compose_metric(a: MetricAsk, entity: str, computed: Sequence[_Computed], w: _Writer) -> str:
+    """The answer text: the asked figure first, then how it is computed, then each input cited."""
+    f = a.formula
+    done = [c for c in computed if c.value is not None]
+    like = next((rows[0] for c in done for _, rows in c.inputs), None)
+    lines: list[str] = []
+    if a.aggregate == "average" and len(done) == len(computed) and done:
+        mean = sum(c.value for c in done if c.value is not None) / len(done)
+        each = "; ".join(f"FY{c.year} {_shown(c.value, a, f.unit, like)}" for c in done if c.value is not None)
+        lines.append(f"{entity} — {len(done)}-year average {f.label}, FY{done[0].year}–FY{done[-1].year}: "
+                     f"{_shown(mean, a, f.unit, like)} ({each}).")
+    elif a.aggregate == "change" and len(done) >= 2:
+        first, last = done[0], done[-1]
+        assert first.value is not None and last.value is not None
+        delta = last.value - first.value
+        verb = "increased" if delta > 0 else "decreased" if delta < 0 else "was unchanged"
+        by = f" by {_shown(abs(delta), a, f.unit if f.unit != '%' else '%', like)}" if delta else ""
+        if f.unit == "%" and delta:
+            by = f" by {abs(delta):.2f} percentage points"
+        lines.append(f"{entity} — {f.label} {verb}{by}: FY{first.year} {_shown(first.value, a, f.unit, like)} → "
+                     f"FY{last.year} {_shown(last.value, a, f.unit, like)}.")
+        for c in done[1:-1]:
+            assert c.value is not None
+            lines.append(f"FY{c.year}: {_shown(c.value, a, f.unit, like)}.")
+    else:
+        for c in done:
+            assert c.value is not None
+            lines.append(f"{entity} — {f.label}, FY{c.year}: {_shown(c.value, a, f.unit, like)}.")
+    if not lines:
+        return ""
+    lines.append(f"Computed as {'the question defines it' if f.defined else 'usual'}: {_formula_text(f)}.")
+    for c in computed:
+        if len(computed) > 1:
+            lines.append(f"FY{c.year}:")
+        lines += [_input_text(t, rows, w) for t, rows in c.inputs]
+    gaps = [m for c in computed for m in c.missing]
+    if gaps:
+        lines.append("Not stated in the statements read: " + ", ".join(dict.fromkeys(gaps)) + ".")
+    return "\n".join(lines)
+
+
+def _formula_text(f: Formula) -> str:
+    text = f.expr
+    for key, t in sorted(f.terms.items(), key=lambda kv: -len(kv[0])):
+        years = f" between FY{t.years[0]} and FY{t.years[-1]}" if len(t.years) == 2 else \
+            f" FY{t.years[0]}" if t.years else ""
+        text = re.sub(rf"\b{key}\b", _LABELS[t.fn] + CONCEPT_BY_NAME[t.concept].label + years, text)
+    text = re.sub(r"\b(\d+)\.0\b", r"\1", text)
+    return text.replace("*", "×").replace("/", "÷").replace("( ", "(").replace(" )", ")")
+
+
+async def answer_metric(pool: asyncpg.Pool, catalog: Catalog, question: str, plan: ScopePlan) -> FactsAnswer | None:
+    """The metric's answer for a question about one company, or None (another path answers)."""
+    a = metric_ask(question)
+    if a is None or not plan.needed or len({catalog.known.entity(str(m.get("company") or ""))
+                                             for m in catalog.metadata(list(plan.needed)).values()}) > 1:
+        return None
+    first = plan.needed[0]
+    ids = list(dict.fromkeys([*plan.needed, *catalog.company_reports(first)]))
+    metas = catalog.metadata(ids)
+    names = catalog.names(ids)
+    rows = _rows(await pool.fetch(SQL_DOC_LINES, ids))
+    values = _Values(rows, metas, ids)
+    years = list(a.years)
+    if not years and a.aggregate == "history":  # every year the routed report's statements show
+        stated = [set(values.years(t.concept)) for t in a.formula.terms.values() if t.fn != "opt"]
+        years = sorted(set.intersection(*stated)) if stated else []
+        a = msgspec.structs.replace(a, aggregate="change")
+    if not years:
+        own = metas.get(first, {}).get("fiscal_year")
+        if not isinstance(own, int):
+            return None
+        years = [own]
+    if a.aggregate == "each" and len(years) > 1:
+        years = years[-1:]
+    computed = [_evaluate(a.formula, y, values) for y in years]
+    if not any(c.value is not None for c in computed):
+        return None
+    docs = {d: _Doc(d, names.get(d, str(d)), _entity(d, plan, metas, names, catalog), dict(metas.get(d, {})))
+            for d in ids}
+    used_rows = [r for c in computed for _, rs in c.inputs for r in rs]
+    keys = list({(r.doc_id, r.node_id) for r in used_rows if r.node_id})
+    paths = {(r["document_id"], r["node_id"]): " › ".join(r["path"]) for r in
+             await pool.fetch(SQL_NODE_PATHS, [k[0] for k in keys], [k[1] for k in keys])} if keys else {}
+    spec = Concept(name=f"metric:{a.formula.name}", label=a.formula.label, printed=(), unit="ratio")
+    w = _Writer(spec, docs, paths, EN)
+    text = compose_metric(a, docs[first].entity, computed, w)
+    if not text:
+        return None
+    ask_ = MeasureAsk(concept=spec.name, operation="metric", years=tuple(years), question=question)
+    return FactsAnswer(ask=ask_, text=text, citations=tuple(w.cites), used=tuple(w.used), missing=())
+
+
+def restate(facts: FactsAnswer | None, question: str) -> FactsAnswer | None:
+    """A one-figure look-up in the unit the question asks for ("in USD millions": "$5,466,312 thousand" is also
+    "$5,466 million")."""
+    if facts is None or facts.ask.operation != "lookup" or len(facts.used) != 1:
+        return facts
+    m = _SCALE_ASKED.search(question)
+    used = facts.used[0]
+    if m is None or used.unit.endswith("/share") or used.unit in ("%", "x", "shares"):
+        return facts
+    scale = {"thousands": 1e3, "millions": 1e6, "billions": 1e9}[(m.group(1) or m.group(2)).lower()]
+    if used.scale == scale:
+        return facts
+    dec = _DECIMALS.search(question)
+    decimals = (_WORD_NUM.get(dec.group(1).lower()) if not dec.group(1).isdigit() else int(dec.group(1))) if dec \
+        else None
+    line = f"In {m.group(1) or m.group(2)}, as asked: {in_asked_unit(used.value, None, scale, decimals)}."
+    return msgspec.structs.replace(facts, text=f"{facts.text}\n{line}")
+

@@ -1,0 +1,143 @@
+"""Financial metrics computed from stored statement facts (``router.metrics``): a formula the question defines or
+a standard one it names, over the company's reports (prior-year columns included), for a year, an N-year average
+or a change — each input cited to its statement line; money restated in the unit asked. The parsing is checked
+on its own; the answers end to end over generated text filings in the embedded Postgres, over HTTP, offline."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from kb.app import create_app
+from kb.runtime import Runtime, open_runtime
+from kb.settings import get_settings
+from router.metrics import metric_ask, parse_formula
+from tests.conftest import ingest, module_env
+from tests.factgen import figures, text_filing
+from tests.http import app_client
+
+
+def _year(revenue: float, cogs: float, net_income: float, da: float, inventory: float, ap: float) -> dict[str, float]:
+    return {**figures(revenue, net_income, cash=700, liabilities=5_000), "cogs": cogs, "da": da,
+            "inventory": inventory, "ap": ap}
+
+
+FY2023 = _year(10_000, 6_000, 1_000, 300, 1_100, 900)  # operating income 1,200; current assets 4,000, liabilities 2,500
+FY2022 = _year(8_100, 5_000, 800, 250, 900, 700)  # operating income 960
+FY2021 = _year(7_000, 4_500, 500, 200, 800, 650)  # operating income 600
+
+
+# ------------------------------------------------------------------------------------------- parsing
+
+
+@pytest.mark.unit
+def test_a_defined_formula_is_parsed_into_cited_terms() -> None:
+    f = parse_formula("365 * (average accounts payable between FY2019 and FY2020) / "
+                      "(FY2020 COGS + change in inventory between FY2019 and FY2020)")
+    assert f is not None
+    terms = sorted((t.fn, t.concept, t.years) for t in f.terms.values())
+    assert terms == [("avg", "accounts_payable", (2019, 2020)), ("chg", "inventory", (2019, 2020)),
+                     ("v", "cost_of_revenue", (2020,))]
+    assert parse_formula("365 * (average happiness between FY2019 and FY2020)") is None  # no such measure
+    assert parse_formula("__import__('os') + revenue") is None
+
+
+@pytest.mark.unit
+def test_what_a_question_asks_of_a_metric() -> None:
+    a = metric_ask("What is the FY2018 - FY2020 3 year average unadjusted EBITDA % margin for Walmart? Define "
+                   "unadjusted EBITDA as unadjusted operating income + depreciation and amortization from the cash "
+                   "flow statement. Answer in units of percents and round to one decimal place.")
+    assert a is not None and a.formula.defined and a.formula.unit == "%"
+    assert (a.years, a.aggregate, a.decimals) == ((2018, 2019, 2020), "average", 1)
+    assert {t.concept for t in a.formula.terms.values()} == {"operating_income", "depreciation_amortization",
+                                                             "revenue"}
+    a = metric_ask("Has the quick ratio improved or declined between FY2023 and FY2022?")
+    assert a is not None and (a.formula.name, a.years, a.aggregate) == ("quick_ratio", (2022, 2023), "change")
+    a = metric_ask("Does the company have an improving gross margin profile as of FY2023?")
+    assert a is not None and (a.years, a.aggregate) == ((2022, 2023), "change")
+    a = metric_ask("what is the three year average of cost of goods sold as a % of revenue from FY2016 to FY2018?")
+    assert a is not None and a.formula.name == "cost_of_revenue/revenue" and a.years == (2016, 2017, 2018)
+    a = metric_ask("What is the FY2022 working capital? Answer in USD millions.")
+    assert a is not None and a.scale == 1e6
+    assert metric_ask("What was the Adjusted Non GAAP EBITDA for FY 2023?") is None  # the company's own measure
+    assert metric_ask("What is the current ratio of Bolt Corp?") is None  # one period: router.facts answers
+    assert metric_ask("公司2023年的毛利率是多少？") is None
+    assert metric_ask("Who are the company's primary customers?") is None
+
+
+# ------------------------------------------------------------------------------------------- end to end
+
+
+@pytest.fixture(scope="module")
+async def delta(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Runtime]:
+    folder = tmp_path_factory.mktemp("metrics")
+    (folder / "delta-2023.txt").write_text(text_filing("Delta Corp", 2023, FY2023, FY2022))
+    (folder / "delta-2022.txt").write_text(text_filing("Delta Corp", 2022, FY2022, FY2021))
+    async with module_env(pg_uri, "metrics", folder / ".kb", KB_INGEST_ROOT=str(folder)), \
+            open_runtime(get_settings()) as rt:
+        job = await ingest(rt, folder)
+        assert job.counts.get("ok") == 2, [(i.name, i.status, i.error) for i in job.items]
+        yield rt
+
+
+async def _ask(rt: Runtime, query: str) -> dict[str, Any]:
+    async with app_client(create_app(runtime=rt, run_worker=False)) as client:
+        r = await client.post("/kb/query", json={"query": query})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+
+@pytest.mark.slow
+async def test_a_defined_formula_is_computed_from_cited_lines(delta: Runtime) -> None:
+    body = await _ask(delta, "What is the FY2023 inventory turnover ratio for Delta Corp? Inventory turnover ratio "
+                             "is defined as: (FY2023 COGS) / (average inventory between FY2022 and FY2023). Round "
+                             "your answer to two decimal places.")
+    answer = body["answer"]
+    assert answer.startswith("Delta Corp — Inventory turnover ratio, FY2023: 6.00."), answer  # 6,000 / 1,000
+    assert "Computed as the question defines it" in answer
+    used = sorted((f["line_item"], f["value"]) for f in body["facts"])
+    assert used == [("Cost of sales", 6_000_000), ("Inventories", 900_000), ("Inventories", 1_100_000)], used
+    assert all(f["marker"] > 0 for f in body["facts"])
+    body = await _ask(delta, "What is FY2023 days payable outstanding (DPO) for Delta Corp? DPO is defined as: 365 * "
+                             "(average accounts payable between FY2022 and FY2023) / (FY2023 COGS + change in "
+                             "inventory between FY2022 and FY2023).")
+    assert body["answer"].startswith("Delta Corp — DPO, FY2023: 47.10 days."), body["answer"]  # 365*800/6,200
+
+
+@pytest.mark.slow
+async def test_a_standard_metric_averaged_over_stated_years(delta: Runtime) -> None:
+    body = await _ask(delta, "What is the FY2022 - FY2023 2 year average EBITDA % margin for Delta Corp?")
+    answer = body["answer"]
+    # FY2022 (960 + 250) / 8,100 = 14.938%; FY2023 (1,200 + 300) / 10,000 = 15.00%
+    assert answer.startswith("Delta Corp — 2-year average EBITDA margin, FY2022–FY2023: 14.97% "
+                             "(FY2022 14.94%; FY2023 15.00%)."), answer
+    assert "Depreciation and amortization of property and equipment" in answer
+
+
+@pytest.mark.slow
+async def test_a_change_reads_the_prior_years_from_the_older_report(delta: Runtime) -> None:
+    body = await _ask(delta, "Has Delta Corp's operating margin improved between FY2021 and FY2023?")
+    answer = body["answer"]
+    assert answer.startswith("Delta Corp — operating margin increased by 3.43 percentage points: FY2021 8.57% → "
+                             "FY2023 12.00%."), answer  # 600 / 7,000 → 1,200 / 10,000
+    assert {f["doc_name"] for f in body["facts"] if f["period_end"].startswith("2021")} == {"delta-2022.txt"}
+
+
+@pytest.mark.slow
+async def test_money_in_the_unit_asked_and_inputs_not_stated(delta: Runtime) -> None:
+    body = await _ask(delta, "What is Delta Corp's working capital in FY2023? Answer in USD millions.")
+    assert body["answer"].startswith("Delta Corp — working capital, FY2023: $1.50 million."), body["answer"]
+    body = await _ask(delta, "What is Delta Corp's total assets in FY2023? Answer in USD millions.")
+    assert "In millions, as asked: $10.00 million." in body["answer"], body["answer"]
+    body = await _ask(delta, "What is the FY2021 - FY2022 2 year average days inventory outstanding for Delta Corp?")
+    answer = body["answer"]  # FY2021 needs the FY2020 inventory, which no report prints
+    assert "Delta Corp — days inventory outstanding, FY2022: 62.05 days." in answer, answer  # 365 × 850 / 5,000
+    assert "Not stated in the statements read: inventories (FY2020)." in answer, answer
+
+
+@pytest.mark.slow
+async def test_a_company_defined_measure_is_not_computed(delta: Runtime) -> None:
+    body = await _ask(delta, "What was Delta Corp's adjusted EBITDA for FY2023?")
+    assert "Computed as" not in body["answer"], body["answer"]
