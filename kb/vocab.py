@@ -536,6 +536,14 @@ CONCEPTS: tuple[Concept, ...] = (
             ("其他流动负债",), (), _BS, flow=False),
     Concept("current_liabilities", "total current liabilities", ("total current liabilities",),
             ("流动负债合计",), ("current liabilities",), _BS, flow=False),
+    Concept("short_term_debt", "short-term debt", (
+        "short term debt", "short term borrowings", "short term notes payable", "commercial paper"),
+        (), ("short-term debt", "short-term borrowings"), _BS, flow=False),
+    Concept("current_debt", "current portion of long-term debt", (
+        "current portion of long term debt", "current maturities of long term debt", "debt maturing within one year",
+        "current portion of long term borrowings", "long term debt current portion", "long term debt current",
+        "current portion of long term debt and finance leases"),
+        (), ("current portion of long-term debt",), _BS, flow=False),
     Concept("long_term_debt", "long-term debt", (
         "long term debt", "long term debt net of current portion", "long term debt less current portion",
         "long term borrowings", "long term debt net", "notes payable net of current portion",

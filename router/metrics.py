@@ -80,6 +80,9 @@ CATALOG: tuple[Metric, ...] = (
     Metric("quick_ratio", "quick ratio", r"\bquick ratio\b|\bacid[- ]test\b",
            "(v(cash) + opt(short_term_investments) + v(accounts_receivable)) / v(current_liabilities)", "x"),
     Metric("current_ratio", "current ratio", r"\bcurrent ratio\b", "v(current_assets) / v(current_liabilities)", "x"),
+    Metric("total_debt", "total debt (short-term, current and long-term)",
+           r"\btotal debt\b|\b(?:its|their|the company's|company's) debt\b|\bdebt on (?:the |its )?balance sheet\b",
+           "v(long_term_debt) + opt(short_term_debt) + opt(current_debt)", "money"),
     Metric("working_capital", "working capital", r"\bworking capital\b",
            "v(current_assets) - v(current_liabilities)", "money"),
     Metric("ebitda_margin", "EBITDA margin", r"\bebitda\b.{0,12}\bmargin\b",
@@ -343,7 +346,7 @@ def metric_ask(question: str) -> MetricAsk | None:
     if len(years) >= 2 and _AVERAGE.search(rest):
         years, aggregate = list(range(years[0], years[-1] + 1)), "average"
     elif len(years) >= 2 and _CHANGE.search(rest):
-        aggregate = "change"
+        years, aggregate = (list(range(years[0], years[-1] + 1)) if years[-1] - years[0] <= 5 else years), "change"
     elif len(years) == 1 and _CHANGE.search(rest) and not explicit:  # "improving as of FY2023": against FY2022
         years, aggregate = [years[0] - 1, years[0]], "change"
     elif not years and _HISTORY.search(rest):
@@ -371,11 +374,14 @@ class _Values:
             concept = r.concept or line_concept(r.line_item)
             if concept:
                 self.rows.setdefault(concept, []).append(msgspec.structs.replace(r, concept=concept))
-        for name in DERIVED:
-            if name not in self.rows:
-                operands = [r for c in DERIVED[name] for r in self.rows.get(c, [])]
-                if operands:
-                    self.rows[name] = derive(name, operands)
+        for name in DERIVED:  # computed per report: each report's own lines
+            printed_in = {r.doc_id for r in self.rows.get(name, [])}
+            operands: dict[int, list[_Row]] = {}
+            for r in (r for c in DERIVED[name] for r in self.rows.get(c, [])):
+                if r.doc_id not in printed_in:
+                    operands.setdefault(r.doc_id, []).append(r)
+            for rows_of_doc in operands.values():
+                self.rows.setdefault(name, []).extend(derive(name, rows_of_doc))
 
     def get(self, concept: str, year: int) -> _Row | None:
         """The line stating ``concept`` for fiscal ``year`` (a flow over the year, a balance at its end); net
@@ -510,16 +516,14 @@ def compose_metric(a: MetricAsk, entity: str, computed: Sequence[_Computed], w: 
     elif a.aggregate == "change" and len(done) >= 2:
         first, last = done[0], done[-1]
         assert first.value is not None and last.value is not None
-        delta = last.value - first.value
-        verb = "increased" if delta > 0 else "decreased" if delta < 0 else "was unchanged"
-        by = f" by {_shown(abs(delta), a, f.unit if f.unit != '%' else '%', like)}" if delta else ""
-        if f.unit == "%" and delta:
-            by = f" by {abs(delta):.2f} percentage points"
-        lines.append(f"{entity} — {f.label} {verb}{by}: FY{first.year} {_shown(first.value, a, f.unit, like)} → "
+        lines.append(f"{entity} — {f.label} {_moved(first.value, last.value, a, f.unit, like)}: "
+                     f"FY{first.year} {_shown(first.value, a, f.unit, like)} → "
                      f"FY{last.year} {_shown(last.value, a, f.unit, like)}.")
-        for c in done[1:-1]:
-            assert c.value is not None
-            lines.append(f"FY{c.year}: {_shown(c.value, a, f.unit, like)}.")
+        if len(done) > 2:  # each year's step
+            for old, new in zip(done, done[1:], strict=False):
+                assert old.value is not None and new.value is not None
+                lines.append(f"- FY{old.year} → FY{new.year}: {_moved(old.value, new.value, a, f.unit, like)} "
+                             f"({_shown(old.value, a, f.unit, like)} → {_shown(new.value, a, f.unit, like)})")
     else:
         for c in done:
             assert c.value is not None
@@ -535,6 +539,18 @@ def compose_metric(a: MetricAsk, entity: str, computed: Sequence[_Computed], w: 
     if gaps:
         lines.append("Not stated in the statements read: " + ", ".join(dict.fromkeys(gaps)) + ".")
     return "\n".join(lines)
+
+
+def _moved(old: float, new: float, a: MetricAsk, unit: str, like: _Row | None) -> str:
+    """"increased by 0.12 percentage points", "decreased by $413 million", "was unchanged"."""
+    delta = new - old
+    if not delta:
+        return "was unchanged"
+    verb = "increased" if delta > 0 else "decreased"
+    if unit == "%":
+        return f"{verb} by {abs(delta):.2f} percentage points"
+    pct = f" ({delta / abs(old) * 100:+.1f}%)" if old else ""
+    return f"{verb} by {_shown(abs(delta), a, unit, like)}{pct}"
 
 
 def _formula_text(f: Formula) -> str:

@@ -61,6 +61,8 @@ def test_what_a_question_asks_of_a_metric() -> None:
     assert a is not None and a.formula.name == "cost_of_revenue/revenue" and a.years == (2016, 2017, 2018)
     a = metric_ask("What is the FY2022 working capital? Answer in USD millions.")
     assert a is not None and a.scale == 1e6
+    a = metric_ask("Has the company increased its debt on balance sheet between FY2023 and the FY2022 period?")
+    assert a is not None and (a.formula.name, a.aggregate) == ("total_debt", "change")
     assert metric_ask("What was the Adjusted Non GAAP EBITDA for FY 2023?") is None  # the company's own measure
     assert metric_ask("What is the current ratio of Bolt Corp?") is None  # one period: router.facts answers
     assert metric_ask("公司2023年的毛利率是多少？") is None
@@ -122,6 +124,7 @@ async def test_a_change_reads_the_prior_years_from_the_older_report(delta: Runti
     answer = body["answer"]
     assert answer.startswith("Delta Corp — operating margin increased by 3.43 percentage points: FY2021 8.57% → "
                              "FY2023 12.00%."), answer  # 600 / 7,000 → 1,200 / 10,000
+    assert "- FY2021 → FY2022: increased by 3.28 percentage points (8.57% → 11.85%)" in answer  # 960 / 8,100
     assert {f["doc_name"] for f in body["facts"] if f["period_end"].startswith("2021")} == {"delta-2022.txt"}
 
 
@@ -141,3 +144,11 @@ async def test_money_in_the_unit_asked_and_inputs_not_stated(delta: Runtime) -> 
 async def test_a_company_defined_measure_is_not_computed(delta: Runtime) -> None:
     body = await _ask(delta, "What was Delta Corp's adjusted EBITDA for FY2023?")
     assert "Computed as" not in body["answer"], body["answer"]
+
+
+@pytest.mark.slow
+async def test_a_history_without_stated_years(delta: Runtime) -> None:
+    body = await _ask(delta, "Are Delta Corp's gross margins historically consistent?")
+    answer = body["answer"]  # the routed report's years, gross profit computed as revenue − cost of sales
+    assert answer.startswith("Delta Corp — gross margin ") and "percentage points: FY20" in answer, answer
+    assert any(f["line_item"] == "Cost of sales" for f in body["facts"]), body["facts"]
