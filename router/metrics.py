@@ -360,6 +360,77 @@ def metric_ask(question: str) -> MetricAsk | None:
     return MetricAsk(formula, tuple(years), aggregate, decimals, scale)
 
 
+_LIST = re.compile(r"(?i)\b((?:[a-z&-]+ ){0,3}[a-z&-]+), ((?:[a-z&-]+ ){0,3}[a-z&-]+)(?:, ((?:[a-z&-]+ ){0,3}[a-z&-]+))?,?"
+                   r" (?:and|or) ((?:[a-z&-]+ ){0,3}[a-z&-]+)")
+_LEAD = re.compile(r"(?i)^(?:(?:among|between|of|the|from|in|which|whether|its|their)\s+)+")
+_MOST = re.compile(r"(?i)\b(?:most|highest|largest|biggest|greatest|best)\b")
+_LEAST = re.compile(r"(?i)\b(?:least|lowest|smallest|worst)\b")
+
+
+def _stem_concept(item: str) -> str:
+    """A vocabulary measure a list item names, word stems compared ("operations activities" → operating
+    activities → cfo)."""
+    found = _term_concept(item)
+    if found:
+        return found
+    stems = tuple(w[:5] for w in re.findall(r"[a-z]+", item.lower()))
+    for c in CONCEPT_BY_NAME.values():
+        for phrase in (*c.asked, *c.printed, c.label):
+            if tuple(w[:5] for w in re.findall(r"[a-z]+", phrase.lower())) == stems:
+                return c.name
+    return ""
+
+
+def named_measures(question: str) -> list[str]:
+    """The vocabulary measures a list in the question names ("operations, investing, and financing activities":
+    the last item's head noun applies to each), when it names two or more."""
+    m = _LIST.search(question)
+    if m is None:
+        return []
+    items = [_LEAD.sub("", g.strip()) for g in m.groups() if g]
+    head = items[-1].split()[-1] if len(items[-1].split()) > 1 else ""
+    out = []
+    for item in items:
+        concept = _stem_concept(item) or (_stem_concept(f"{item} {head}") if head else "")
+        if not concept:
+            return []
+        out.append(concept)
+    return list(dict.fromkeys(out)) if len(set(out)) >= 2 else []
+
+
+async def answer_which(pool: asyncpg.Pool, catalog: Catalog, question: str, plan: ScopePlan) -> FactsAnswer | None:
+    """"Which of A, B and C is the largest / lost the least" for one company: each measure's figure for the
+    year, cited, and the verdict."""
+    most, least = bool(_MOST.search(question)), bool(_LEAST.search(question))
+    concepts = named_measures(question) if (most or least) and not re.search(r"[\u4e00-\u9fff]", question) else []
+    if not concepts or len({CONCEPT_BY_NAME[c].flow for c in concepts}) > 1:
+        return None
+    first = plan.needed[0]
+    ids = list(dict.fromkeys([*plan.needed, *catalog.company_reports(first)]))
+    metas, names = catalog.metadata(ids), catalog.names(ids)
+    values = _Values(_rows(await pool.fetch(SQL_DOC_LINES, ids)), metas, ids)
+    years = sorted(question_years(question)) or [metas.get(first, {}).get("fiscal_year")]
+    if not isinstance(years[-1], int):
+        return None
+    got = [(c, values.get(c, years[-1])) for c in concepts]
+    found = [(c, r) for c, r in got if r is not None]
+    if len(found) < 2:
+        return None
+    docs = {d: _Doc(d, names.get(d, str(d)), _entity(d, plan, metas, names, catalog), dict(metas.get(d, {})))
+            for d in ids}
+    spec = Concept(name="which", label="measure", printed=())
+    w = _Writer(spec, docs, {}, EN)
+    best = max(found, key=lambda x: x[1].value) if most else min(found, key=lambda x: x[1].value)
+    word = "the highest" if most else "the lowest"
+    lines = [f"{docs[first].entity}, FY{years[-1]}: {CONCEPT_BY_NAME[best[0]].label} is {word}: "
+             f"{money(best[1].value, best[1])} {w.cite(best[1])}."]
+    for c, r in sorted(found, key=lambda x: -x[1].value):
+        lines.append(f"- {CONCEPT_BY_NAME[c].label}: {money(r.value, r)} {_period(r)} {w.cite(r)} ({_where(r)})")
+    lines += [f"- {CONCEPT_BY_NAME[c].label}: not stated for FY{years[-1]}" for c, r in got if r is None]
+    ask_ = MeasureAsk(concept="which", operation="metric", years=(years[-1],), question=question)
+    return FactsAnswer(ask=ask_, text="\n".join(lines), citations=tuple(w.cites), used=tuple(w.used), missing=())
+
+
 # ------------------------------------------------------------------------------------------- the values
 
 
@@ -565,10 +636,12 @@ def _formula_text(f: Formula) -> str:
 
 async def answer_metric(pool: asyncpg.Pool, catalog: Catalog, question: str, plan: ScopePlan) -> FactsAnswer | None:
     """The metric's answer for a question about one company, or None (another path answers)."""
+    if not plan.needed or len({catalog.known.entity(str(m.get("company") or ""))
+                               for m in catalog.metadata(list(plan.needed)).values()}) > 1:
+        return None  # several companies: router.facts compares them
     a = metric_ask(question)
-    if a is None or not plan.needed or len({catalog.known.entity(str(m.get("company") or ""))
-                                             for m in catalog.metadata(list(plan.needed)).values()}) > 1:
-        return None
+    if a is None:
+        return await answer_which(pool, catalog, question, plan)
     first = plan.needed[0]
     ids = list(dict.fromkeys([*plan.needed, *catalog.company_reports(first)]))
     metas = catalog.metadata(ids)

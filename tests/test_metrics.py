@@ -13,7 +13,7 @@ import pytest
 from kb.app import create_app
 from kb.runtime import Runtime, open_runtime
 from kb.settings import get_settings
-from router.metrics import metric_ask, parse_formula
+from router.metrics import metric_ask, named_measures, parse_formula
 from tests.conftest import ingest, module_env
 from tests.factgen import figures, text_filing
 from tests.http import app_client
@@ -67,6 +67,15 @@ def test_what_a_question_asks_of_a_metric() -> None:
     assert metric_ask("What is the current ratio of Bolt Corp?") is None  # one period: router.facts answers
     assert metric_ask("公司2023年的毛利率是多少？") is None
     assert metric_ask("Who are the company's primary customers?") is None
+
+
+@pytest.mark.unit
+def test_a_list_of_measures_shares_its_head_noun() -> None:
+    assert named_measures("Among operations, investing, and financing activities, which brought in the most?") == \
+        ["cfo", "cfi", "cff"]
+    assert named_measures("Which is larger: revenue, cost of sales or operating income?") == \
+        ["revenue", "cost_of_revenue", "operating_income"]
+    assert named_measures("Which company has the highest revenue, Acme or Bolt?") == []
 
 
 # ------------------------------------------------------------------------------------------- end to end
@@ -152,3 +161,13 @@ async def test_a_history_without_stated_years(delta: Runtime) -> None:
     answer = body["answer"]  # the routed report's years, gross profit computed as revenue − cost of sales
     assert answer.startswith("Delta Corp — gross margin ") and "percentage points: FY20" in answer, answer
     assert any(f["line_item"] == "Cost of sales" for f in body["facts"]), body["facts"]
+
+
+@pytest.mark.slow
+async def test_which_of_several_measures_is_highest(delta: Runtime) -> None:
+    body = await _ask(delta, "Among operating, investing and financing activities, which brought in the most cash "
+                             "for Delta Corp in FY2023?")
+    answer = body["answer"]  # operating 1,500; financing 100; investing −30 (thousands)
+    assert answer.startswith("Delta Corp, FY2023: net cash from operating activities is the highest: "
+                             "$1,500 thousand [1]."), answer
+    assert answer.index("financing activities: $100 thousand") < answer.index("investing activities: −$30 thousand")
