@@ -709,6 +709,12 @@ _LABEL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^net (?:income|earnings|loss|income loss|loss income) attributable to (?!.*\b(?:non ?controlling|minority|participating|redeemable|preferred)\b)"
                 r"(?:\w+ ){0,7}\w+$"), "net_income_parent"),
     (re.compile(r"^net (?:income|earnings|loss) including non ?controlling interests?$"), "net_income"),
+    (re.compile(r"^(?:total |net )?(?:cash|cash flows?) (?:provided|used|generated|from|by|in|for|\s)*operating activities"
+                r"(?: total)?$"), "cfo"),
+    (re.compile(r"^(?:total |net )?(?:cash|cash flows?) (?:provided|used|generated|from|by|in|for|\s)*investing activities"
+                r"(?: total)?$"), "cfi"),
+    (re.compile(r"^(?:total |net )?(?:cash|cash flows?) (?:provided|used|generated|from|by|in|for|\s)*financing activities"
+                r"(?: total)?$"), "cff"),
     (re.compile(r"^depreciation(?: and|,)? amortization(?: and \w+)?(?: of [a-z ]{3,60})?$"), "depreciation_amortization"),
 )
 """Printed labels that name a company or an asset list ("Net earnings attributable to Best Buy Co., Inc.
