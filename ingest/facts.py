@@ -259,6 +259,8 @@ class _Table:
         self.periods: list[Period] = []
         self.pending: list[str] = []
         self.context = ""  # the last label-only line ("Net loss per share:"), for "Basic" / "Diluted" rows
+        self.section: list[list[float]] = []  # the figures of the rows under ``context`` (an unlabelled total)
+        self.unlabelled: set[int] = set()  # indexes in ``facts`` of unlabelled totals
         self.facts: list[FactDraft] = []
 
     def feed(self, line: str, *, page: int | None, line_no: int | None, node_id: str) -> None:
@@ -286,7 +288,7 @@ class _Table:
             return
         if count == 0:
             if re.search(r"[A-Za-z]", stripped) and not re.search(r"\d", stripped):
-                self.context = stripped
+                self.context, self.section = stripped, []
             if re.search(r"(?i)(?:,|\b(?:of|as of|at|and|in|to|for|from|through))$", stripped):
                 self.wrapped = True  # a label running on over lines: what follows continues it
             return
@@ -302,11 +304,42 @@ class _Table:
         row = split_row(stripped, len(self.periods))
         self.wrapped = False
         if row is None:
+            self._unlabelled_total(stripped, page=page, line_no=line_no, node_id=node_id)
             return
         self.wrapped = bool(re.search(r"(?i)(?:,|\b(?:of|as of|at|and|in|to|for|from|through))$", row[0])) \
             or row[0].count("(") > row[0].count(")")
         label, values = row
         self._add(label, values, self.periods, stripped, page=page, line_no=line_no, node_id=node_id)
+        self.section.append([_number(v) or 0.0 for v in values])
+
+    def _unlabelled_total(self, line: str, *, page: int | None, line_no: int | None, node_id: str) -> None:
+        """A row of figures without a label under a section line ending in a colon ("Operating revenues:" /
+        "Fee revenue 26,738" / "Reimbursable revenue 4,846" / "31,584"): stored as "Total <section>" when, in
+        every column, it is the sum of the section's rows (to one printed unit); else not stored."""
+        label, values = _split(line)
+        rows, section = self.section, self.context.rstrip(" $").strip()
+        self.section = []
+        if not section.endswith(":"):  # a heading without a colon may be a sub-section of one that has one
+            return
+        section = section.rstrip(" :")
+        if label or len(values) != len(self.periods) or len(rows) < 2 or not section or len(section.split()) > 6 \
+                or re.search(r"(?i)\b(?:is|are|were|follows|following)\b", section) \
+                or section.lower().startswith("total") or _PER_SHARE.search(section):
+            return
+        numbers = [_number(v) for v in values]
+        if any(n is None for n in numbers) or any(
+                abs(sum(r[i] for r in rows) - (n or 0.0)) > 1.0 for i, n in enumerate(numbers)):
+            return
+        before = len(self.facts)
+        self._add(f"Total {section[0].lower()}{section[1:]}", values, self.periods, line, page=page,
+                  line_no=line_no, node_id=node_id)
+        self.unlabelled.update(range(before, len(self.facts)))
+
+    def result(self) -> list[FactDraft]:
+        """The statement's facts; an unlabelled total is dropped when a printed line of the statement states its
+        measure (a subtotal above "Less treasury stock" is not the "Total shareholders' equity" printed below)."""
+        printed = {f.concept for i, f in enumerate(self.facts) if i not in self.unlabelled and f.concept}
+        return [f for i, f in enumerate(self.facts) if i not in self.unlabelled or f.concept not in printed]
 
     def _resolve(self, count: int) -> list[Period]:
         """The header lines' periods that match the first row's figure count: the whole header, else its last
@@ -513,7 +546,7 @@ def _facts_of_lines(lines: Sequence[tuple[str, int | None, int | None]], tree: D
         title = _title(text)
         if title is not None:
             if table is not None:
-                out.extend(table.facts)
+                out.extend(table.result())
                 last_end = table.end or last_end
             table, since_title = None, 0
             if title:
@@ -528,13 +561,13 @@ def _facts_of_lines(lines: Sequence[tuple[str, int | None, int | None]], tree: D
         if text.strip():
             since_title += 1
         if since_title > MAX_ROWS or (not table.periods and since_title > MAX_HEADER_GAP):
-            out.extend(table.facts)
+            out.extend(table.result())
             table = None
             continue
         position = page if unit_is_page else line_no
         table.feed(text, page=page, line_no=line_no, node_id=_node_at(tree, position or 0))
     if table is not None:
-        out.extend(table.facts)
+        out.extend(table.result())
     return out
 
 

@@ -240,3 +240,31 @@ def test_review_findings_operations_dates_and_blank_rows() -> None:
     facts = _facts(blank_section, period_end="2024-03-31")  # an impossible date line is ignored, not raised
     assert {(f.concept, f.value) for f in facts if f.concept} == {("cash", 1000.0), ("cash", 900.0),
                                                                   ("total_assets", 5000.0), ("total_assets", 4000.0)}
+
+
+def _statement(*rows: str) -> str:
+    return "\n".join(["FORM 10-Q", "CONDENSED STATEMENTS OF OPERATIONS", "(in thousands)",
+                      "Three Months Ended March 31,", "2024     2023", *rows,
+                      "Notes to Condensed Financial Statements"])
+
+
+def test_an_unlabelled_total_under_a_section_line_is_stored_when_it_sums_the_section() -> None:
+    """"Revenues:" / two revenue lines / a row of figures with no label: the row is the section's total when it
+    is their sum in every column; a row that is not their sum, a section without a colon and a subtotal whose
+    measure a printed line of the statement states are not stored."""
+    text = _statement("Revenues:", "Product revenue   $ 1,200   $ 1,000", "Service revenue   345   290",
+                      "   1,545   1,290", "Operating costs:", "Cost of products   700   650", "Selling   100   90",
+                      "   805   740", "Net loss   (40)   (30)")
+    facts = _facts(text, period_end="2024-03-31", doc_type="10q")
+    assert _get(facts, "revenue", "2024-03-31") == [1_545_000] and _get(facts, "revenue", "2023-03-31") == [1_290_000]
+    revenue = next(f for f in facts if f.concept == "revenue")
+    assert revenue.line_item == "Total revenues" and revenue.printed in text.split("\n")[revenue.line - 1]
+    assert not [f for f in facts if f.value in (805_000, 740_000)]  # 700 + 100 ≠ 805: not a total
+    no_colon = _facts(text.replace("Revenues:", "Revenues"), period_end="2024-03-31", doc_type="10q")
+    assert not _get(no_colon, "revenue", "2024-03-31")
+    printed_total = _statement("Shareholders' equity:", "Common stock   10   10", "Retained earnings   90   80",
+                               "   100   90", "Less treasury stock   (20)   (20)",
+                               "Total shareholders' equity   80   70")
+    equity = _facts(printed_total.replace("STATEMENTS OF OPERATIONS", "BALANCE SHEETS"), period_end="2024-03-31",
+                    doc_type="10q")
+    assert [f.value for f in equity if f.concept == "total_equity"] == [80_000, 70_000]
