@@ -534,7 +534,10 @@ CONCEPTS: tuple[Concept, ...] = (
     Concept("long_term_debt", "long-term debt", (
         "long term debt", "long term debt net of current portion", "long term debt less current portion",
         "long term borrowings", "long term debt net", "notes payable net of current portion",
-        "long term notes payable"), ("长期借款",), ("long-term borrowings", "long-term debt"), _BS, flow=False),
+        "long term notes payable", "mortgage and other indebtedness", "mortgages and other indebtedness",
+        "mortgage notes payable", "mortgages payable", "mortgage loans payable", "mortgages and notes payable",
+        "mortgage notes payable net", "mortgages payable net"),
+        ("长期借款",), ("long-term borrowings", "long-term debt"), _BS, flow=False),
     Concept("noncurrent_liabilities", "total non-current liabilities", (
         "total non current liabilities", "total noncurrent liabilities", "total long term liabilities"),
         ("非流动负债合计",), ("non-current liabilities", "noncurrent liabilities", "long-term liabilities"),

@@ -309,11 +309,26 @@ DERIVED: dict[str, tuple[str, str]] = {
     "gross_profit": ("revenue", "cost_of_revenue"),
 }
 """Measures a statement may not print, computed as the difference of two it prints (cited to both)."""
-STANDS_FOR: dict[str, tuple[str, str]] = {
-    "net_income_continuing": ("net_income", "no discontinued operations line printed: net income"),
+class StandsFor(msgspec.Struct, frozen=True):
+    """A line that states a measure a document does not print: ``other``, when the document prints none of
+    ``unless`` either; ``note`` says so beside the line item."""
+
+    other: str
+    note: str
+    unless: tuple[str, ...] = ()
+
+
+STANDS_FOR: dict[str, StandsFor] = {
+    "net_income_continuing": StandsFor("net_income", "no discontinued operations line printed: net income"),
+    "cash_end": StandsFor("cash", "no end-of-period line of a cash flow statement: the balance sheet's cash"),
+    "current_liabilities": StandsFor(
+        "total_liabilities", "an unclassified balance sheet (no current and non-current split): total liabilities",
+        ("current_assets", "noncurrent_liabilities")),
 }
-"""A measure a statement without it states by another line (a company without discontinued operations prints
-no "income from continuing operations": its net income is that)."""
+"""A measure a statement without it states by another line: a company without discontinued operations prints
+no "income from continuing operations" (its net income is that); a fund that presents no cash flow statement
+states its cash at the period end on its balance sheet; a balance sheet that classifies nothing as current
+(funds, real estate companies) owes all its liabilities as one total."""
 
 
 class Ratio(msgspec.Struct, frozen=True):
@@ -756,7 +771,7 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, question: str,
     a = msgspec.structs.replace(a, question=question, lang=words(question).lang)
     ratio = RATIO_BY_NAME.get(a.concept[6:]) or (question_ratio(question) if a.concept.startswith("ratio:") else None)
     measures = [ratio.numerator, ratio.denominator] if ratio else [a.concept]
-    concepts = list(dict.fromkeys(c for m in measures for c in (m, *DERIVED.get(m, ()), *STANDS_FOR.get(m, ())[:1])))
+    concepts = list(dict.fromkeys(c for m in measures for c in (m, *DERIVED.get(m, ()), *_stands_for(m))))
     corpus = plan.scope.kind == "list" and not plan.scope.entities and a.operation in (
         "max", "min", "rank", "categories", "screen")
     if corpus:
@@ -773,7 +788,7 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, question: str,
     rows_by_doc: dict[int, list[_Row]] = {}
     for d, doc_rows in printed.items():
         if ratio is None:
-            rows_by_doc[d] = measure_rows(a.concept, doc_rows)
+            rows_by_doc[d] = measure_rows(a.concept, doc_rows, question)
         else:
             operands = measure_rows(ratio.numerator, doc_rows) + measure_rows(ratio.denominator, doc_rows)
             rows_by_doc[d] = ratio_rows(ratio, operands)
@@ -809,16 +824,36 @@ def _one_per_company(doc_ids: Sequence[int], rows_by_doc: Mapping[int, list[_Row
     return out
 
 
-def measure_rows(concept: str, rows: Sequence[_Row]) -> list[_Row]:
+def _stands_for(concept: str) -> tuple[str, ...]:
+    """The further measures a document's rows of ``concept`` are read with (``STANDS_FOR``, the balance sheet's
+    cash beside an end-of-period cash line)."""
+    spec = STANDS_FOR.get(concept)
+    return (spec.other, *spec.unless) if spec is not None else ()
+
+
+_RESTRICTED = re.compile(r"(?i)\brestricted\b")
+
+
+def measure_rows(concept: str, rows: Sequence[_Row], question: str = "") -> list[_Row]:
     """A document's rows of a measure: as printed, else computed (``DERIVED``), else the line that states it
-    (``STANDS_FOR``)."""
+    (``STANDS_FOR``). A question asking for the cash at the end of a period without naming restricted cash
+    is answered by the balance sheet's "cash and cash equivalents" at the same dates when the cash flow
+    statement's end-of-period line includes restricted cash."""
     own = [r for r in rows if r.concept == concept]
+    if own and concept == "cash_end" and not _RESTRICTED.search(question) \
+            and all(_RESTRICTED.search(r.line_item) for r in own):
+        dates = {r.period_end for r in own}
+        balance = [msgspec.structs.replace(r, concept=concept, line_item=f"{r.line_item} (balance sheet; the cash "
+                                           "flow statement's end-of-period line includes restricted cash)")
+                   for r in rows if r.concept == "cash" and r.statement == "balance" and r.period_end in dates]
+        if {r.period_end for r in balance} == dates:
+            return balance
     if not own and concept in DERIVED:
         own = derive(concept, rows)
-    if not own and concept in STANDS_FOR:
-        other, note = STANDS_FOR[concept]
-        own = [msgspec.structs.replace(r, concept=concept, line_item=f"{r.line_item} ({note})")
-               for r in rows if r.concept == other]
+    spec = STANDS_FOR.get(concept)
+    if not own and spec is not None and not any(r.concept in spec.unless for r in rows):
+        own = [msgspec.structs.replace(r, concept=concept, line_item=f"{r.line_item} ({spec.note})")
+               for r in rows if r.concept == spec.other]
     return own
 
 

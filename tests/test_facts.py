@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+import msgspec
 
 from ingest.facts import extract_facts, split_row
 from ingest.formats import parse_file
@@ -268,3 +271,61 @@ def test_an_unlabelled_total_under_a_section_line_is_stored_when_it_sums_the_sec
     equity = _facts(printed_total.replace("STATEMENTS OF OPERATIONS", "BALANCE SHEETS"), period_end="2024-03-31",
                     doc_type="10q")
     assert [f.value for f in equity if f.concept == "total_equity"] == [80_000, 70_000]
+
+
+def _rows(text: str, period_end: str = "2024-12-31") -> list[Any]:
+    from router.facts import _Row
+    facts = _facts(text, period_end=period_end, doc_type="10k")
+    return [_Row(doc_id=1, ordinal=i, **msgspec.structs.asdict(f)) for i, f in enumerate(facts)]
+
+
+def _filing(*statements: tuple[str, list[str]]) -> str:
+    lines = ["FORM 10-K", "For the fiscal year ended December 31, 2024"]
+    for title, rows in statements:
+        lines += [title, "(in thousands)", "December 31,", "2024     2023", *rows, ""]
+    return "\n".join([*lines, "Notes to Financial Statements"])
+
+
+def test_a_measure_an_unclassified_balance_sheet_or_a_fund_does_not_print_is_stated_by_its_line() -> None:
+    """A fund's statement of financial condition (no cash flow statement, nothing classified as current):
+    the cash at the end of the period is its balance sheet cash and its current liabilities its total
+    liabilities, each said so; a classified balance sheet gets no such stand-in."""
+    from router.facts import measure_rows
+    fund = _rows(_filing(("Statements of Financial Condition", [
+        "Cash and cash equivalents   7,963   7,731", "Investments   25,000   24,100", "Total assets   32,963   31,831",
+        "Redemptions payable   600   250", "Accrued expenses   231   106", "Total liabilities   831   356",
+        "Total partners' capital   32,132   31,475"])))
+    cash = measure_rows("cash_end", fund, "Categorize by 'Cash and Cash Equivalents at End of Period'")
+    assert [(r.value, r.period_end.year) for r in cash] == [(7_963_000, 2024), (7_731_000, 2023)]
+    assert all("balance sheet" in r.line_item for r in cash)
+    current = measure_rows("current_liabilities", fund)
+    assert [r.value for r in current] == [831_000, 356_000] and "unclassified" in current[0].line_item
+    classified = _rows(_filing(("Balance Sheets", [
+        "Cash and cash equivalents   500   400", "Total current assets   900   800", "Total assets   2,000   1,900",
+        "Total liabilities   1,200   1,100"])))
+    assert measure_rows("current_liabilities", classified) == []
+
+
+def test_cash_at_end_of_period_asked_without_restricted_cash_is_the_balance_sheet_cash() -> None:
+    """The cash flow statement ends with "Cash, cash equivalents and restricted cash at end of year"; a question
+    asking for cash and cash equivalents at the end of the period gets the balance sheet's line of the same
+    dates, one naming restricted cash the cash flow line."""
+    from router.facts import measure_rows
+    rows = _rows(_filing(
+        ("Balance Sheets", ["Cash and cash equivalents   8,204   101,639", "Restricted cash   1,000   1,000",
+                            "Total assets   180,000   210,000"]),
+        ("Statements of Cash Flows", ["Net cash used in operating activities   (25,000)   (20,000)",
+                                      "Cash, cash equivalents and restricted cash at end of year   9,204   102,639"])))
+    plain = measure_rows("cash_end", rows, "What is the trend in 'Cash and Cash Equivalents at End of Period'?")
+    assert [r.value for r in plain] == [8_204_000, 101_639_000] and all(r.statement == "balance" for r in plain)
+    restricted = measure_rows("cash_end", rows, "What was the cash, cash equivalents and restricted cash at end "
+                                                "of year?")
+    assert [r.value for r in restricted] == [9_204_000, 102_639_000]
+
+
+def test_real_estate_debt_lines_are_long_term_debt() -> None:
+    for label in ("Mortgage and other indebtedness, net (includes $13,435 and $16,187, respectively, at fair "
+                  "value under the fair value option)", "Mortgages payable, net", "Mortgage notes payable"):
+        assert line_concept(label) == "long_term_debt", label
+    assert line_concept("Mortgage notes payable, current portion") == ""
+    assert question_concept("Which company has the highest long-term borrowings?") == "long_term_debt"
