@@ -86,6 +86,7 @@ class MeasureAsk(msgspec.Struct, frozen=True):
     average: bool = False  # trend: the mean over the periods is asked
     lang: str = "en"  # the question's language: the answer's connecting words (router.wording)
     bounds: dict[str, float] = {}  # a stated screen: {"gt": 1e9} for "revenue above $1 billion" (operation screen)
+    extreme: str = ""  # trend: the period asked for — "increase"/"decrease" (largest change), "max"/"min" (value)
 
 
 class FactUsed(msgspec.Struct, frozen=True):
@@ -143,6 +144,9 @@ _TREND_ZH = re.compile(r"变化|趋势|增长|下降|波动|如何")
 _PERCENT = re.compile(r"(?i)\bpercent(?:age)?\b|%|百分比|增长率")
 _NOT_EXTREME = re.compile(r"(?i)\bat (?:least|most)\b|\bmost recent(?:ly)?\b|\btop[- ]line\b|\bno (?:less|more) than\b")
 _ASCENDING = re.compile(r"(?i)\bascending\b|\blowest (?:to|first)\b|\bsmallest (?:to|first)\b|从低到高|从小到大|升序")
+_WHICH_PERIOD = re.compile(r"(?i)\bwhich (?:fiscal )?(?:year|quarter|period)\b|哪一?年|哪个?季度|哪一?期")
+_DECREASE = re.compile(r"(?i)\b(?:decrease|decline|drop|fall|reduction)|下降|减少|降幅")
+_INCREASE = re.compile(r"(?i)\b(?:increase|growth|grow|rise|gain)|增长|增加|增幅")
 _CHANGE_GROUPS = re.compile(r"(?i)\b(?:changed?|change) compared to\b|\bcompared (?:to|with) the previous\b")
 
 
@@ -168,6 +172,10 @@ def operation(question: str, concept: str, *, series: bool = False) -> MeasureAs
     if (cond := fact_condition(question)) is not None and cond.value["concept"] == concept and not (most or least):
         bounds = {k: v for k, v in cond.value.items() if k in ("gt", "gte", "lt", "lte")}
         return MeasureAsk(concept, "screen", years, bounds=bounds)
+    if (most or least) and not (most and least) and _WHICH_PERIOD.search(question):  # the extreme is over periods
+        extreme = "decrease" if _DECREASE.search(plain) else "increase" if _INCREASE.search(plain) else \
+            "max" if most else "min"
+        return MeasureAsk(concept, "trend", years, percent=bool(_PERCENT.search(question)), extreme=extreme)
     if (_RANK.search(question) and not (most or least)) or (most and least) or (
             (most or least) and _ASCENDING.search(question) and _RANK.search(question)):
         return MeasureAsk(concept, "rank", years)
@@ -613,7 +621,7 @@ def compose(ask_: MeasureAsk, docs: Sequence[_Doc], rows_by_doc: Mapping[int, li
     lines: list[str] = []
     if ask_.operation in ("max", "min", "rank"):
         ordered = sorted(picked, key=lambda x: x[1].value, reverse=ask_.operation != "min")
-        if ask_.operation != "rank" and len(ordered) > 1:
+        if ask_.operation != "rank" and (len(ordered) > 1 or len(docs) > 1):  # the others lack it: said below
             top = ordered[0]
             tied = [x[0].entity for x in ordered if x[1].value == top[1].value]
             lines.append(ww.verdict.format(
@@ -732,12 +740,33 @@ def _trend_lines(ask_: MeasureAsk, picked: Sequence[tuple[_Doc, _Row, list[_Row]
         if len(points) > 2:
             lines.append(ww.overall.format(y1=points[0].period_end.year, y2=points[-1].period_end.year,
                                            change=_change(points[0], points[-1], w=ww)))
+        lines += _extreme_lines(ask_, points, w)
         if ask_.average and len(points) > 1:
             mean = sum(p.value for p in points) / len(points)
             lines.append(ww.average.format(n=len(points), value=money(mean, points[-1], ww)))
         if len(points) == 1:
             lines.append(ww.one_period)
     return lines
+
+
+def _extreme_lines(ask_: MeasureAsk, points: Sequence[_Row], w: _Writer) -> list[str]:
+    """The period a "which year saw the largest decrease / had the highest …" question asks for."""
+    ww = w.w
+    steps = list(zip(points, points[1:], strict=False))
+    if ask_.extreme in ("increase", "decrease") and steps:
+        sign = 1 if ask_.extreme == "increase" else -1
+        a, b = max(steps, key=lambda ab: sign * (ab[1].value - ab[0].value))
+        if sign * (b.value - a.value) <= 0:
+            return []  # no step went that way
+        what = ww.increase if sign > 0 else ww.decrease
+        return [ww.largest_step.format(what=what, y2=b.period_end.year, y1=a.period_end.year,
+                                       change=_change(a, b, w=ww))]
+    if ask_.extreme in ("max", "min") and len(points) > 1:
+        top = (max if ask_.extreme == "max" else min)(points, key=lambda p: p.value)
+        label = w.spec.chinese[0] if ww.lang == "zh" and w.spec.chinese else w.spec.label
+        return [ww.extreme_point.format(word=ww.highest if ask_.extreme == "max" else ww.lowest, label=label,
+                                        value=w.value(top), period=w.period(top), cite=w.cite(top))]
+    return []
 
 
 def facts_table(facts: FactsAnswer | None, answer: Answer) -> list[FactUsed]:
@@ -779,6 +808,8 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, question: str,
                                    list(within) if within is not None else None)
     else:
         ids = _reading(plan, catalog, a.operation)
+        if a.operation == "trend" and not plan.scope.entities and len(set(a.years)) >= 2:
+            ids = _covering(catalog, a.years, ids)
         if not ids:
             return None
         records = await pool.fetch(SQL_DOC_FACTS, ids, concepts)
@@ -834,6 +865,23 @@ def _stands_for(concept: str) -> tuple[str, ...]:
 _RESTRICTED = re.compile(r"(?i)\brestricted\b")
 
 
+def _covers(catalog: Catalog, reports: Sequence[int], years: Sequence[int]) -> bool:
+    """Do a company's reports reach the first and the last stated year (a report of fiscal year Y or Y − 1: a
+    "2024 report" is often about fiscal 2023)?"""
+    own = {fy for d in reports if (f := catalog.docs.get(d)) is not None
+           and isinstance(fy := f.metadata.get("fiscal_year"), int)}
+    return len(reports) >= 2 and all(y in own or y - 1 in own for y in (min(years), max(years)))
+
+
+def _covering(catalog: Catalog, years: Sequence[int], ids: Sequence[int]) -> list[int]:
+    """The reports a change over stated years that names no company reads: the routed company's when its reports
+    cover the years, else those of the one company of the collection whose reports do (several: as routed)."""
+    if any(_covers(catalog, catalog.company_reports(d), years) for d in ids):
+        return list(ids)
+    found = [r for r in catalog.reports.values() if _covers(catalog, r, years)]
+    return list(found[0]) if len(found) == 1 else list(ids)
+
+
 def measure_rows(concept: str, rows: Sequence[_Row], question: str = "") -> list[_Row]:
     """A document's rows of a measure: as printed, else computed (``DERIVED``), else the line that states it
     (``STANDS_FOR``). A question asking for the cash at the end of a period without naming restricted cash
@@ -852,8 +900,10 @@ def measure_rows(concept: str, rows: Sequence[_Row], question: str = "") -> list
         own = derive(concept, rows)
     spec = STANDS_FOR.get(concept)
     if not own and spec is not None and not any(r.concept in spec.unless for r in rows):
-        own = [msgspec.structs.replace(r, concept=concept, line_item=f"{r.line_item} ({spec.note})")
-               for r in rows if r.concept == spec.other]
+        other = [r for r in rows if r.concept == spec.other]
+        named = concept_label(CONCEPT_BY_NAME[spec.other].label)  # "Cash and cash equivalents" over a "Cash" part
+        other = [r for r in other if concept_label(r.line_item) == named] or other
+        own = [msgspec.structs.replace(r, concept=concept, line_item=f"{r.line_item} ({spec.note})") for r in other]
     return own
 
 
@@ -875,6 +925,10 @@ async def _compose(pool: asyncpg.Pool, catalog: Catalog, plan: ScopePlan, a: Mea
     metas, names = catalog.metadata(doc_ids), catalog.names(doc_ids)
     docs = [_Doc(d, names.get(d, str(d)), _entity(d, plan, metas, names, catalog), dict(metas.get(d, {})))
             for d in doc_ids]
+    if a.operation == "trend":  # a renamed company's reports are one series, named as its latest report names it
+        entity = {d.doc_id: d.entity for d in docs}
+        docs = [msgspec.structs.replace(d, entity=next((entity[r] for r in catalog.company_reports(d.doc_id)
+                                                        if r in entity), d.entity)) for d in docs]
     keys = list({(r.doc_id, r.node_id) for rows in rows_by_doc.values() for r in rows if r.node_id})
     paths = {(r["document_id"], r["node_id"]): " › ".join(r["path"]) for r in
              await pool.fetch(SQL_NODE_PATHS, [k[0] for k in keys], [k[1] for k in keys])} if keys else {}

@@ -288,10 +288,13 @@ def _filing(*statements: tuple[str, list[str]]) -> str:
 
 def test_a_measure_an_unclassified_balance_sheet_or_a_fund_does_not_print_is_stated_by_its_line() -> None:
     """A fund's statement of financial condition (no cash flow statement, nothing classified as current):
-    the cash at the end of the period is its balance sheet cash and its current liabilities its total
-    liabilities, each said so; a classified balance sheet gets no such stand-in."""
+    the cash at the end of the period is its balance sheet cash and cash equivalents (not the cash part of a
+    broker account above it) and its current liabilities its total liabilities, each said so; a classified
+    balance sheet gets no such stand-in."""
     from router.facts import measure_rows
     fund = _rows(_filing(("Statements of Financial Condition", [
+        "Equity in brokers' trading accounts:", "Cash   4,970   6,110", "Net unrealized gain   1,480   885",
+        "Total equity in brokers' trading accounts   6,450   6,995",
         "Cash and cash equivalents   7,963   7,731", "Investments   25,000   24,100", "Total assets   32,963   31,831",
         "Redemptions payable   600   250", "Accrued expenses   231   106", "Total liabilities   831   356",
         "Total partners' capital   32,132   31,475"])))
@@ -329,3 +332,17 @@ def test_real_estate_debt_lines_are_long_term_debt() -> None:
         assert line_concept(label) == "long_term_debt", label
     assert line_concept("Mortgage notes payable, current portion") == ""
     assert question_concept("Which company has the highest long-term borrowings?") == "long_term_debt"
+
+
+def test_which_period_questions_are_trends_with_the_asked_extreme() -> None:
+    """"Which year saw the largest decrease" asks for a period of one series, not for a company."""
+    cases = {
+        "Considering the Total Current Liabilities from 2020 to 2024, which year saw the largest decrease in "
+        "Total Current Liabilities compared to the previous year?": ("trend", "decrease"),
+        "In which year between 2021 and 2023 did Acme's revenue grow the most?": ("trend", "increase"),
+        "Which year had the lowest net income for Acme from 2021 to 2023?": ("trend", "min"),
+        "Which company has the highest revenue?": ("max", ""),
+    }
+    for question, (op, extreme) in cases.items():
+        a = ask(question)
+        assert a is not None and (a.operation, a.extreme) == (op, extreme), question

@@ -192,3 +192,15 @@ async def test_a_company_whose_statements_lack_the_measure_is_said_so_with_what_
     lines = [ln for ln in answer.split("\n") if "its statements do not state it" in ln]
     assert len(lines) == 2 and all(re.search(r"\[\d+\]$", ln) for ln in lines), answer
     assert {c["doc_name"] for c in body["citations"]} == {"acme-2023.txt", "bolt-2023.txt", "cinder-2023.txt"}
+
+
+async def test_which_year_question_naming_no_company_reads_the_company_whose_reports_cover_the_years(
+        filings: Runtime) -> None:
+    """"Which year saw the largest increase … from 2022 to 2023" names no company: the one company whose reports
+    reach both years (Acme, two annual reports) is read, every year's figure cited and the year named."""
+    body = await _ask(filings, "Considering the revenue from 2022 to 2023, which year saw the largest increase in "
+                               "revenue compared to the previous year?")
+    answer = body["answer"]
+    assert "- The largest increase: 2023 vs 2022, increased by $300 thousand (+25.00%)" in answer, answer
+    assert "$1,000 thousand for the year ended December 31, 2021" in answer
+    assert {c["doc_name"] for c in body["citations"]} == {"acme-2022.txt", "acme-2023.txt"}
