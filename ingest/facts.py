@@ -75,6 +75,11 @@ _ZH_DATE = re.compile(r"((?:19|20)\d{2})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*�
 _SHARES = re.compile(r"(?i)^weighted[- ]average\b|\bshares outstanding\b|\bnumber of (?:common )?shares\b"
                      r"|加权平均股数|股本总数")
 _PER_SHARE = re.compile(r"per (?:common )?share|每股|per unit\b", re.I)
+_WEIGHTED = re.compile(r"(?i)\bweighted[- ]average\b.*\b(?:shares|units)\b|\b(?:shares|units)\b.*\bweighted[- ]average\b"
+                       r"|加权平均股数")
+_WEIGHTED_CONTEXT = re.compile(r"(?i)\bweighted[- ]average\b.*\bshares\b|\bshares outstanding\b|\bnumber of (?:common )?shares\b")
+_NOT_A_COUNT = re.compile(r"(?i)\b(?:value|price|remaining|term|exercise|fair|rate)\b")
+_BASIC_DILUTED = {"basic", "diluted", "basic and diluted", "basic & diluted", "basic and fully diluted"}
 
 
 class Period(msgspec.Struct, frozen=True):
@@ -422,6 +427,13 @@ class _Table:
     def _concepts(self, label: str) -> tuple[str, ...]:
         bare = label.strip().lower().rstrip(":").strip()
         per_share_context = bool(_PER_SHARE.search(self.context))
+        if self.kind == "income" and not _NOT_A_COUNT.search(label) and (_WEIGHTED.search(label) or (
+                bare in _BASIC_DILUTED and _WEIGHTED_CONTEXT.search(self.context) and not per_share_context)):
+            # "Weighted average shares outstanding – basic", "Basic" under "Weighted average number of … shares:"
+            basic, diluted = bool(re.search(r"\bbasic\b", bare)), bool(re.search(r"\bdilut(?:ed|ion|ive)\b", bare))
+            if basic and diluted:
+                return ("weighted_shares_basic", "weighted_shares_diluted")
+            return ("weighted_shares_diluted",) if diluted else ("weighted_shares_basic",)
         if re.fullmatch(r"basic (?:and|&) diluted", bare) or (
                 _PER_SHARE.search(label) and re.search(r"\bbasic\b", bare) and re.search(r"\bdiluted\b", bare)):
             if re.search(r"(?i)continuing|discontinued", label + " " + self.context):
@@ -451,10 +463,12 @@ class _Table:
             return  # a ratio row, not an amount
         concepts = self._concepts(label)
         spec = CONCEPT_BY_NAME.get(concepts[0]) if concepts else None
-        per_share = (spec is not None and spec.unit == "per_share") or bool(_PER_SHARE.search(label)) \
-            or (bool(_PER_SHARE.search(self.context)) and label.strip().lower().startswith(("basic", "diluted")))
+        count = spec is not None and spec.unit == "shares"  # a share count, even "… for basic earnings per share"
+        per_share = not count and ((spec is not None and spec.unit == "per_share") or bool(_PER_SHARE.search(label))
+                                   or (bool(_PER_SHARE.search(self.context))
+                                       and label.strip().lower().startswith(("basic", "diluted"))))
         scale = 1.0 if per_share else self.scale
-        shares = not per_share and bool(_SHARES.search(label)) and "share_capital" not in concepts
+        shares = count or (not per_share and bool(_SHARES.search(label)) and "share_capital" not in concepts)
         unit = "shares" if shares else ("CNY" if self.chinese else "USD") + ("/share" if per_share else "")
         for column, (printed, period) in enumerate(zip(values, periods, strict=True)):
             number = _number(printed)

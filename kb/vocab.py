@@ -498,6 +498,17 @@ CONCEPTS: tuple[Concept, ...] = (
         "earnings per share diluted", "net income per share diluted", "net loss per share diluted",
         "diluted earnings loss per share", "diluted income per share", "diluted loss per share"),
         ("稀释每股收益",), ("diluted eps", "diluted earnings per share"), _IS, "per_share"),
+    Concept("weighted_shares_basic", "weighted average basic shares outstanding", (), (),
+            ("weighted average shares", "weighted average shares outstanding", "weighted average basic shares",
+             "weighted average number of shares", "basic weighted average shares"), _IS, "shares"),
+    Concept("weighted_shares_diluted", "weighted average diluted shares outstanding", (), (),
+            ("weighted average diluted shares", "diluted weighted average shares", "diluted shares outstanding"),
+            _IS, "shares"),
+    Concept("shares_outstanding", "shares outstanding", (
+        "shares outstanding", "common shares outstanding", "number of shares outstanding",
+        "shares of common stock outstanding", "total shares outstanding"), (),
+        ("shares outstanding", "outstanding shares", "share count"), (*_IS, *_BS), "shares",
+        flow=False),
     Concept("cash", "cash and cash equivalents", (
         "cash and cash equivalents", "cash", "cash and equivalents", "cash and cash equivalents at carrying value"),
         ("货币资金",), ("cash and cash equivalents", "cash balance", "cash"), _BS, flow=False),

@@ -329,6 +329,8 @@ class StandsFor(msgspec.Struct, frozen=True):
 STANDS_FOR: dict[str, StandsFor] = {
     "net_income_continuing": StandsFor("net_income", "no discontinued operations line printed: net income"),
     "cash_end": StandsFor("cash", "no end-of-period line of a cash flow statement: the balance sheet's cash"),
+    "shares_outstanding": StandsFor(
+        "weighted_shares_basic", "no period-end share count printed in the statements: weighted average basic shares"),
     "current_liabilities": StandsFor(
         "total_liabilities", "an unclassified balance sheet (no current and non-current split): total liabilities",
         ("current_assets", "noncurrent_liabilities")),

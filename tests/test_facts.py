@@ -346,3 +346,25 @@ def test_which_period_questions_are_trends_with_the_asked_extreme() -> None:
     for question, (op, extreme) in cases.items():
         a = ask(question)
         assert a is not None and (a.operation, a.extreme) == (op, extreme), question
+
+
+def test_weighted_average_share_counts_are_counts_and_answer_shares_outstanding() -> None:
+    """Weighted average shares — printed as one label or as "Basic"/"Diluted" under a "Weighted average number of
+    common shares outstanding:" line — are share counts (scaled, never EPS, even "… used in basic and diluted per
+    share amounts"); with no period-end count printed they answer "shares outstanding", said so."""
+    from router.facts import measure_rows
+    text = _filing(("Statements of Operations", [
+        "Net income   2,500   1,900", "Net income per share:", "Basic   $ 0.25   $ 0.19", "Diluted   $ 0.24   $ 0.18",
+        "Weighted average number of common shares outstanding:", "Basic   10,140   10,230",
+        "Diluted   10,410   10,500",
+        "Weighted-average number of shares used in computing basic and diluted per share amounts   10,140   10,230",
+        "Weighted average equivalent common shares outstanding - assuming dilution   10,410   10,500"]))
+    facts = _facts(text, period_end="2024-12-31", doc_type="10k")
+    assert _get(facts, "eps_basic", "2024-12-31") == [0.25] and _get(facts, "eps_diluted", "2024-12-31") == [0.24]
+    assert _get(facts, "weighted_shares_basic", "2024-12-31") == [10_140_000, 10_140_000]
+    assert _get(facts, "weighted_shares_diluted", "2023-12-31") == [10_500_000, 10_230_000, 10_500_000]
+    assert {f.unit for f in facts if f.concept.startswith("weighted_shares")} == {"shares"}
+    assert question_concept("What can be deduced about the change in Total Shares Outstanding for Acme?") \
+        == "shares_outstanding"
+    shares = measure_rows("shares_outstanding", _rows(text))
+    assert [r.value for r in shares][:2] == [10_140_000, 10_230_000] and "weighted average" in shares[0].line_item
