@@ -142,9 +142,11 @@ async def test_an_unknown_company_written_in_capitals_is_reported(filings: Runti
     assert body["answer"].strip().split("\n")[-1].startswith("Bolt Corp has the highest revenue")
 
 
-async def test_a_printed_line_outside_the_vocabulary_is_answered_from_its_facts(filings: Runtime) -> None:
+async def test_weighted_average_shares_are_answered_from_their_printed_line(filings: Runtime) -> None:
+    """A share count (a vocabulary measure since weighted average shares were added to it) is answered in
+    shares, scaled, from its statement line."""
     body = await _ask(filings, "What is the weighted average shares outstanding of Bolt Corp?")
-    assert body["answer"].startswith("Weighted average shares outstanding of Bolt Corp: 5,000 thousand shares "
+    assert body["answer"].startswith("Weighted average basic shares outstanding of Bolt Corp: 5,000 thousand shares "
                                      "for the year ended December 31, 2023"), body["answer"]
     assert [f["line_item"] for f in body["facts"]] == ["Weighted average shares outstanding"]
 
