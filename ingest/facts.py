@@ -79,6 +79,8 @@ _WEIGHTED = re.compile(r"(?i)\bweighted[- ]average\b.*\b(?:shares|units)\b|\b(?:
                        r"|加权平均股数")
 _WEIGHTED_CONTEXT = re.compile(r"(?i)\bweighted[- ]average\b.*\bshares\b|\bshares outstanding\b|\bnumber of (?:common )?shares\b")
 _NOT_A_COUNT = re.compile(r"(?i)\b(?:value|price|remaining|term|exercise|fair|rate)\b")
+_CONTINUING = re.compile(r"(?i)^(.*?\bactivities)[\s,:–—-]*(?:from |of |in )?continuing operations\s*$")
+"""A cash flow total split by operations ("Net cash provided by operating activities - continuing operations")."""
 _BASIC_DILUTED = {"basic", "diluted", "basic and diluted", "basic & diluted", "basic and fully diluted"}
 
 
@@ -440,6 +442,8 @@ class _Table:
                 return ("",)
             return ("eps_basic", "eps_diluted") if per_share_context or _PER_SHARE.search(label) else ("",)
         concept = line_concept(label)
+        if not concept and (part := _CONTINUING.match(label)) and line_concept(part.group(1)) in ("cfo", "cfi", "cff"):
+            concept = line_concept(part.group(1))  # the continuing-operations part; answers prefer the total
         if not concept and _PER_SHARE.search(label) and not re.search(r"(?i)weighted|dividend|book value|cash flow",
                                                                         label):
             # "Earnings per share attributable to 3M common shareholders — basic", "Basic income per share of …"

@@ -463,9 +463,13 @@ def _pick(rows: Sequence[_Row], meta: Mapping[str, Any], years: Sequence[int],
         want = (12 if 12 in months and meta.get("doc_type") in ("10k", "annual_report") else min(months)) \
             if months else 0
         at = [r for r in at if r.months == want] or at
-    best = min(at, key=lambda r: r.ordinal)
+    best = min(at, key=lambda r: (bool(_PART.search(r.line_item)), r.ordinal))  # the total over a part of it
     others = [r for r in at if r is not best and abs(r.value - best.value) > 1e-9 and not r.parts]
     return best, others
+
+
+_PART = re.compile(r"(?i)\bactivities\b.*\bcontinuing operations\b")
+"""A cash flow line of continuing operations only, printed beside the total."""
 
 
 def _comparative(rows: Sequence[_Row], best: _Row) -> _Row | None:
@@ -713,8 +717,10 @@ def _trend_lines(ask_: MeasureAsk, picked: Sequence[tuple[_Doc, _Row, list[_Row]
     change."""
     lines: list[str] = []
     by_entity: dict[str, list[tuple[_Doc, _Row]]] = {}
-    for d, r, _ in picked:
+    also: dict[tuple[int, int], list[_Row]] = {}  # a report's own figure: the other values it prints for it
+    for d, r, o in picked:
         by_entity.setdefault(d.entity, []).append((d, r))
+        also[(r.doc_id, r.ordinal)] = o
     for entity, items in by_entity.items():
         annual = [(d, r) for d, r in items if r.months == 12 or d.meta.get("doc_type") in ("10k", "annual_report")]
         items = annual or items
@@ -736,7 +742,9 @@ def _trend_lines(ask_: MeasureAsk, picked: Sequence[tuple[_Doc, _Row, list[_Row]
         if ww.lang == "zh":
             lines += [f"- {w.value(p)}{w.period(p)}{w.cite(p)}（{_where(p, ww)}）" for p in points]
         else:
-            lines += [f"- {w.value(p)} {w.period(p)} {w.cite(p)} ({_where(p, ww)})" for p in points]
+            lines += [f"- {w.value(p)} {w.period(p)} {w.cite(p)} ({_where(p, ww)})" + "".join(
+                ww.also.format(value=w.value(o), cite=w.cite(o), where=_where(o, ww))
+                for o in also.get((p.doc_id, p.ordinal), ())) for p in points]
         for a, b in zip(points, points[1:], strict=False):
             lines.append(ww.step.format(y2=b.period_end.year, y1=a.period_end.year, change=_change(a, b, w=ww)))
         if len(points) > 2:

@@ -368,3 +368,17 @@ def test_weighted_average_share_counts_are_counts_and_answer_shares_outstanding(
         == "shares_outstanding"
     shares = measure_rows("shares_outstanding", _rows(text))
     assert [r.value for r in shares][:2] == [10_140_000, 10_230_000] and "weighted average" in shares[0].line_item
+
+
+def test_a_cash_flow_split_by_continuing_operations_answers_with_the_total_and_names_the_part() -> None:
+    """"… operating activities - continuing operations" is the measure's continuing part: stored under the measure,
+    the discontinued part is not; an answer takes the total and names the continuing figure beside it."""
+    from router.facts import _pick, measure_rows
+    text = _filing(("Statements of Cash Flows", [
+        "Net cash provided by (used in) operating activities - continuing operations   6,644   (5,262)",
+        "Net cash provided by operating activities - discontinued operations   16,434   10,839",
+        "Net cash provided by operating activities   23,078   5,577"]))
+    rows = measure_rows("cfo", _rows(text))
+    assert sorted(r.value for r in rows if r.period_end.year == 2024) == [6_644_000, 23_078_000]
+    best, others = _pick(rows, {"doc_type": "10k"}, (), True)
+    assert best is not None and best.value == 23_078_000 and [o.value for o in others] == [6_644_000]
