@@ -75,6 +75,13 @@ _ZH_DATE = re.compile(r"((?:19|20)\d{2})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*�
 _SHARES = re.compile(r"(?i)^weighted[- ]average\b|\bshares outstanding\b|\bnumber of (?:common )?shares\b"
                      r"|加权平均股数|股本总数")
 _PER_SHARE = re.compile(r"per (?:common )?share|每股|per unit\b", re.I)
+_WEIGHTED = re.compile(r"(?i)\bweighted[- ]average\b.*\b(?:shares|units)\b|\b(?:shares|units)\b.*\bweighted[- ]average\b"
+                       r"|加权平均股数")
+_WEIGHTED_CONTEXT = re.compile(r"(?i)\bweighted[- ]average\b.*\bshares\b|\bshares outstanding\b|\bnumber of (?:common )?shares\b")
+_NOT_A_COUNT = re.compile(r"(?i)\b(?:value|price|remaining|term|exercise|fair|rate)\b")
+_CONTINUING = re.compile(r"(?i)^(.*?\bactivities)[\s,:–—-]*(?:from |of |in )?continuing operations\s*$")
+"""A cash flow total split by operations ("Net cash provided by operating activities - continuing operations")."""
+_BASIC_DILUTED = {"basic", "diluted", "basic and diluted", "basic & diluted", "basic and fully diluted"}
 
 
 class Period(msgspec.Struct, frozen=True):
@@ -259,6 +266,8 @@ class _Table:
         self.periods: list[Period] = []
         self.pending: list[str] = []
         self.context = ""  # the last label-only line ("Net loss per share:"), for "Basic" / "Diluted" rows
+        self.section: list[list[float]] = []  # the figures of the rows under ``context`` (an unlabelled total)
+        self.unlabelled: set[int] = set()  # indexes in ``facts`` of unlabelled totals
         self.facts: list[FactDraft] = []
 
     def feed(self, line: str, *, page: int | None, line_no: int | None, node_id: str) -> None:
@@ -286,7 +295,7 @@ class _Table:
             return
         if count == 0:
             if re.search(r"[A-Za-z]", stripped) and not re.search(r"\d", stripped):
-                self.context = stripped
+                self.context, self.section = stripped, []
             if re.search(r"(?i)(?:,|\b(?:of|as of|at|and|in|to|for|from|through))$", stripped):
                 self.wrapped = True  # a label running on over lines: what follows continues it
             return
@@ -302,11 +311,42 @@ class _Table:
         row = split_row(stripped, len(self.periods))
         self.wrapped = False
         if row is None:
+            self._unlabelled_total(stripped, page=page, line_no=line_no, node_id=node_id)
             return
         self.wrapped = bool(re.search(r"(?i)(?:,|\b(?:of|as of|at|and|in|to|for|from|through))$", row[0])) \
             or row[0].count("(") > row[0].count(")")
         label, values = row
         self._add(label, values, self.periods, stripped, page=page, line_no=line_no, node_id=node_id)
+        self.section.append([_number(v) or 0.0 for v in values])
+
+    def _unlabelled_total(self, line: str, *, page: int | None, line_no: int | None, node_id: str) -> None:
+        """A row of figures without a label under a section line ending in a colon ("Operating revenues:" /
+        "Fee revenue 26,738" / "Reimbursable revenue 4,846" / "31,584"): stored as "Total <section>" when, in
+        every column, it is the sum of the section's rows (to one printed unit); else not stored."""
+        label, values = _split(line)
+        rows, section = self.section, self.context.rstrip(" $").strip()
+        self.section = []
+        if not section.endswith(":"):  # a heading without a colon may be a sub-section of one that has one
+            return
+        section = section.rstrip(" :")
+        if label or len(values) != len(self.periods) or len(rows) < 2 or not section or len(section.split()) > 6 \
+                or re.search(r"(?i)\b(?:is|are|were|follows|following)\b", section) \
+                or section.lower().startswith("total") or _PER_SHARE.search(section):
+            return
+        numbers = [_number(v) for v in values]
+        if any(n is None for n in numbers) or any(
+                abs(sum(r[i] for r in rows) - (n or 0.0)) > 1.0 for i, n in enumerate(numbers)):
+            return
+        before = len(self.facts)
+        self._add(f"Total {section[0].lower()}{section[1:]}", values, self.periods, line, page=page,
+                  line_no=line_no, node_id=node_id)
+        self.unlabelled.update(range(before, len(self.facts)))
+
+    def result(self) -> list[FactDraft]:
+        """The statement's facts; an unlabelled total is dropped when a printed line of the statement states its
+        measure (a subtotal above "Less treasury stock" is not the "Total shareholders' equity" printed below)."""
+        printed = {f.concept for i, f in enumerate(self.facts) if i not in self.unlabelled and f.concept}
+        return [f for i, f in enumerate(self.facts) if i not in self.unlabelled or f.concept not in printed]
 
     def _resolve(self, count: int) -> list[Period]:
         """The header lines' periods that match the first row's figure count: the whole header, else its last
@@ -389,12 +429,21 @@ class _Table:
     def _concepts(self, label: str) -> tuple[str, ...]:
         bare = label.strip().lower().rstrip(":").strip()
         per_share_context = bool(_PER_SHARE.search(self.context))
+        if self.kind == "income" and not _NOT_A_COUNT.search(label) and (_WEIGHTED.search(label) or (
+                bare in _BASIC_DILUTED and _WEIGHTED_CONTEXT.search(self.context) and not per_share_context)):
+            # "Weighted average shares outstanding – basic", "Basic" under "Weighted average number of … shares:"
+            basic, diluted = bool(re.search(r"\bbasic\b", bare)), bool(re.search(r"\bdilut(?:ed|ion|ive)\b", bare))
+            if basic and diluted:
+                return ("weighted_shares_basic", "weighted_shares_diluted")
+            return ("weighted_shares_diluted",) if diluted else ("weighted_shares_basic",)
         if re.fullmatch(r"basic (?:and|&) diluted", bare) or (
                 _PER_SHARE.search(label) and re.search(r"\bbasic\b", bare) and re.search(r"\bdiluted\b", bare)):
             if re.search(r"(?i)continuing|discontinued", label + " " + self.context):
                 return ("",)
             return ("eps_basic", "eps_diluted") if per_share_context or _PER_SHARE.search(label) else ("",)
         concept = line_concept(label)
+        if not concept and (part := _CONTINUING.match(label)) and line_concept(part.group(1)) in ("cfo", "cfi", "cff"):
+            concept = line_concept(part.group(1))  # the continuing-operations part; answers prefer the total
         if not concept and _PER_SHARE.search(label) and not re.search(r"(?i)weighted|dividend|book value|cash flow",
                                                                         label):
             # "Earnings per share attributable to 3M common shareholders — basic", "Basic income per share of …"
@@ -418,10 +467,12 @@ class _Table:
             return  # a ratio row, not an amount
         concepts = self._concepts(label)
         spec = CONCEPT_BY_NAME.get(concepts[0]) if concepts else None
-        per_share = (spec is not None and spec.unit == "per_share") or bool(_PER_SHARE.search(label)) \
-            or (bool(_PER_SHARE.search(self.context)) and label.strip().lower().startswith(("basic", "diluted")))
+        count = spec is not None and spec.unit == "shares"  # a share count, even "… for basic earnings per share"
+        per_share = not count and ((spec is not None and spec.unit == "per_share") or bool(_PER_SHARE.search(label))
+                                   or (bool(_PER_SHARE.search(self.context))
+                                       and label.strip().lower().startswith(("basic", "diluted"))))
         scale = 1.0 if per_share else self.scale
-        shares = not per_share and bool(_SHARES.search(label)) and "share_capital" not in concepts
+        shares = count or (not per_share and bool(_SHARES.search(label)) and "share_capital" not in concepts)
         unit = "shares" if shares else ("CNY" if self.chinese else "USD") + ("/share" if per_share else "")
         for column, (printed, period) in enumerate(zip(values, periods, strict=True)):
             number = _number(printed)
@@ -513,7 +564,7 @@ def _facts_of_lines(lines: Sequence[tuple[str, int | None, int | None]], tree: D
         title = _title(text)
         if title is not None:
             if table is not None:
-                out.extend(table.facts)
+                out.extend(table.result())
                 last_end = table.end or last_end
             table, since_title = None, 0
             if title:
@@ -528,13 +579,13 @@ def _facts_of_lines(lines: Sequence[tuple[str, int | None, int | None]], tree: D
         if text.strip():
             since_title += 1
         if since_title > MAX_ROWS or (not table.periods and since_title > MAX_HEADER_GAP):
-            out.extend(table.facts)
+            out.extend(table.result())
             table = None
             continue
         position = page if unit_is_page else line_no
         table.feed(text, page=page, line_no=line_no, node_id=_node_at(tree, position or 0))
     if table is not None:
-        out.extend(table.facts)
+        out.extend(table.result())
     return out
 
 

@@ -286,14 +286,17 @@ _CORP_WORDS = (
 _NAME_LINE = re.compile(
     rf"^(?!(?:Our|Your|This|That|A|An|Each|Every|About|Why|How|What)\b)([A-Z0-9][\w.&'’-]*(?:,?\s+[A-Z0-9&][\w.&'’-]*){{0,5}}),?\s+({_CORP_WORDS})$"
 )
-_SUFFIX_ONLY = re.compile(rf"^(?:{_CORP_WORDS}|INC\.?|CORPORATION|COMPANY|CORP\.?|LIMITED|LTD\.?)$", re.I)
+_SUFFIX_WORD = rf"(?:{_CORP_WORDS}|INC\.?|CORPORATION|COMPANY|CORP\.?|LIMITED|LTD\.?|PARTNERSHIP|L\.?L\.?C\.?|LP|TRUST)"
+_SUFFIX_ONLY = re.compile(rf"^{_SUFFIX_WORD}(?:,?\s+{_SUFFIX_WORD})*,?$", re.I)
+"""A cover line holding only legal-form words ("LIMITED PARTNERSHIP", "Inc."): the end of a name wrapped over
+lines, which the line above begins."""
 _NOT_TICKER = {
     "YES", "NO", "USA", "US", "ADS", "ADR", "NV", "SA", "AG", "LP", "NYSE", "NASDAQ", "LLC", "INC", "N/A", "NONE",
     "THE", "PLC", "AND", "CLASS", "ARCA", "CBOE", "NA", "NEW", "YORK", "STOCK", "EXCHANGE", "GLOBAL", "SELECT",
     "MARKET", "PAR", "VALUE", "PER", "SHARE", "NOTES", "DUE", "OF", "ON", "EACH", "NAME", "TITLE", "CORP", "CO",
 }
 _KEEP_UPPER = {"PLC", "LLC", "LP", "USA", "US", "NV", "SA", "AG", "SE", "UK", "II", "III", "IV", "IBM", "N.V.",
-               "S.A.", "L.P.", "U.S.", "AT&T"}
+               "S.A.", "L.P.", "L.L.C.", "U.S.", "AT&T"}
 
 
 def _nominal_month(d: dt.date) -> tuple[int, int]:

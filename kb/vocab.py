@@ -498,6 +498,17 @@ CONCEPTS: tuple[Concept, ...] = (
         "earnings per share diluted", "net income per share diluted", "net loss per share diluted",
         "diluted earnings loss per share", "diluted income per share", "diluted loss per share"),
         ("稀释每股收益",), ("diluted eps", "diluted earnings per share"), _IS, "per_share"),
+    Concept("weighted_shares_basic", "weighted average basic shares outstanding", (), (),
+            ("weighted average shares", "weighted average shares outstanding", "weighted average basic shares",
+             "weighted average number of shares", "basic weighted average shares"), _IS, "shares"),
+    Concept("weighted_shares_diluted", "weighted average diluted shares outstanding", (), (),
+            ("weighted average diluted shares", "diluted weighted average shares", "diluted shares outstanding"),
+            _IS, "shares"),
+    Concept("shares_outstanding", "shares outstanding", (
+        "shares outstanding", "common shares outstanding", "number of shares outstanding",
+        "shares of common stock outstanding", "total shares outstanding"), (),
+        ("shares outstanding", "outstanding shares", "share count"), (*_IS, *_BS), "shares",
+        flow=False),
     Concept("cash", "cash and cash equivalents", (
         "cash and cash equivalents", "cash", "cash and equivalents", "cash and cash equivalents at carrying value"),
         ("货币资金",), ("cash and cash equivalents", "cash balance", "cash"), _BS, flow=False),
@@ -547,7 +558,10 @@ CONCEPTS: tuple[Concept, ...] = (
     Concept("long_term_debt", "long-term debt", (
         "long term debt", "long term debt net of current portion", "long term debt less current portion",
         "long term borrowings", "long term debt net", "notes payable net of current portion",
-        "long term notes payable"), ("长期借款",), ("long-term borrowings", "long-term debt"), _BS, flow=False),
+        "long term notes payable", "mortgage and other indebtedness", "mortgages and other indebtedness",
+        "mortgage notes payable", "mortgages payable", "mortgage loans payable", "mortgages and notes payable",
+        "mortgage notes payable net", "mortgages payable net"),
+        ("长期借款",), ("long-term borrowings", "long-term debt"), _BS, flow=False),
     Concept("noncurrent_liabilities", "total non-current liabilities", (
         "total non current liabilities", "total noncurrent liabilities", "total long term liabilities"),
         ("非流动负债合计",), ("non-current liabilities", "noncurrent liabilities", "long-term liabilities"),

@@ -86,6 +86,7 @@ class MeasureAsk(msgspec.Struct, frozen=True):
     average: bool = False  # trend: the mean over the periods is asked
     lang: str = "en"  # the question's language: the answer's connecting words (router.wording)
     bounds: dict[str, float] = {}  # a stated screen: {"gt": 1e9} for "revenue above $1 billion" (operation screen)
+    extreme: str = ""  # trend: the period asked for — "increase"/"decrease" (largest change), "max"/"min" (value)
 
 
 class FactUsed(msgspec.Struct, frozen=True):
@@ -148,6 +149,9 @@ _TREND_ZH = re.compile(r"变化|趋势|增长|下降|波动|如何")
 _PERCENT = re.compile(r"(?i)\bpercent(?:age)?\b|%|百分比|增长率")
 _NOT_EXTREME = re.compile(r"(?i)\bat (?:least|most)\b|\bmost recent(?:ly)?\b|\btop[- ]line\b|\bno (?:less|more) than\b")
 _ASCENDING = re.compile(r"(?i)\bascending\b|\blowest (?:to|first)\b|\bsmallest (?:to|first)\b|从低到高|从小到大|升序")
+_WHICH_PERIOD = re.compile(r"(?i)\bwhich (?:fiscal )?(?:year|quarter|period)\b|哪一?年|哪个?季度|哪一?期")
+_DECREASE = re.compile(r"(?i)\b(?:decrease|decline|drop|fall|reduction)|下降|减少|降幅")
+_INCREASE = re.compile(r"(?i)\b(?:increase|growth|grow|rise|gain)|增长|增加|增幅")
 _CHANGE_GROUPS = re.compile(r"(?i)\b(?:changed?|change) compared to\b|\bcompared (?:to|with) the previous\b")
 
 
@@ -173,6 +177,10 @@ def operation(question: str, concept: str, *, series: bool = False) -> MeasureAs
     if (cond := fact_condition(question)) is not None and cond.value["concept"] == concept and not (most or least):
         bounds = {k: v for k, v in cond.value.items() if k in ("gt", "gte", "lt", "lte")}
         return MeasureAsk(concept, "screen", years, bounds=bounds)
+    if (most or least) and not (most and least) and _WHICH_PERIOD.search(question):  # the extreme is over periods
+        extreme = "decrease" if _DECREASE.search(plain) else "increase" if _INCREASE.search(plain) else \
+            "max" if most else "min"
+        return MeasureAsk(concept, "trend", years, percent=bool(_PERCENT.search(question)), extreme=extreme)
     if (_RANK.search(question) and not (most or least)) or (most and least) or (
             (most or least) and _ASCENDING.search(question) and _RANK.search(question)):
         return MeasureAsk(concept, "rank", years)
@@ -314,11 +322,28 @@ DERIVED: dict[str, tuple[str, str]] = {
     "gross_profit": ("revenue", "cost_of_revenue"),
 }
 """Measures a statement may not print, computed as the difference of two it prints (cited to both)."""
-STANDS_FOR: dict[str, tuple[str, str]] = {
-    "net_income_continuing": ("net_income", "no discontinued operations line printed: net income"),
+class StandsFor(msgspec.Struct, frozen=True):
+    """A line that states a measure a document does not print: ``other``, when the document prints none of
+    ``unless`` either; ``note`` says so beside the line item."""
+
+    other: str
+    note: str
+    unless: tuple[str, ...] = ()
+
+
+STANDS_FOR: dict[str, StandsFor] = {
+    "net_income_continuing": StandsFor("net_income", "no discontinued operations line printed: net income"),
+    "cash_end": StandsFor("cash", "no end-of-period line of a cash flow statement: the balance sheet's cash"),
+    "shares_outstanding": StandsFor(
+        "weighted_shares_basic", "no period-end share count printed in the statements: weighted average basic shares"),
+    "current_liabilities": StandsFor(
+        "total_liabilities", "an unclassified balance sheet (no current and non-current split): total liabilities",
+        ("current_assets", "noncurrent_liabilities")),
 }
-"""A measure a statement without it states by another line (a company without discontinued operations prints
-no "income from continuing operations": its net income is that)."""
+"""A measure a statement without it states by another line: a company without discontinued operations prints
+no "income from continuing operations" (its net income is that); a fund that presents no cash flow statement
+states its cash at the period end on its balance sheet; a balance sheet that classifies nothing as current
+(funds, real estate companies) owes all its liabilities as one total."""
 
 
 class Ratio(msgspec.Struct, frozen=True):
@@ -443,9 +468,13 @@ def _pick(rows: Sequence[_Row], meta: Mapping[str, Any], years: Sequence[int],
         want = (12 if 12 in months and meta.get("doc_type") in ("10k", "annual_report") else min(months)) \
             if months else 0
         at = [r for r in at if r.months == want] or at
-    best = min(at, key=lambda r: r.ordinal)
+    best = min(at, key=lambda r: (bool(_PART.search(r.line_item)), r.ordinal))  # the total over a part of it
     others = [r for r in at if r is not best and abs(r.value - best.value) > 1e-9 and not r.parts]
     return best, others
+
+
+_PART = re.compile(r"(?i)\bactivities\b.*\bcontinuing operations\b")
+"""A cash flow line of continuing operations only, printed beside the total."""
 
 
 def _comparative(rows: Sequence[_Row], best: _Row) -> _Row | None:
@@ -603,7 +632,7 @@ def compose(ask_: MeasureAsk, docs: Sequence[_Doc], rows_by_doc: Mapping[int, li
     lines: list[str] = []
     if ask_.operation in ("max", "min", "rank"):
         ordered = sorted(picked, key=lambda x: x[1].value, reverse=ask_.operation != "min")
-        if ask_.operation != "rank" and len(ordered) > 1:
+        if ask_.operation != "rank" and (len(ordered) > 1 or len(docs) > 1):  # the others lack it: said below
             top = ordered[0]
             tied = [x[0].entity for x in ordered if x[1].value == top[1].value]
             lines.append(ww.verdict.format(
@@ -693,8 +722,10 @@ def _trend_lines(ask_: MeasureAsk, picked: Sequence[tuple[_Doc, _Row, list[_Row]
     change."""
     lines: list[str] = []
     by_entity: dict[str, list[tuple[_Doc, _Row]]] = {}
-    for d, r, _ in picked:
+    also: dict[tuple[int, int], list[_Row]] = {}  # a report's own figure: the other values it prints for it
+    for d, r, o in picked:
         by_entity.setdefault(d.entity, []).append((d, r))
+        also[(r.doc_id, r.ordinal)] = o
     for entity, items in by_entity.items():
         annual = [(d, r) for d, r in items if r.months == 12 or d.meta.get("doc_type") in ("10k", "annual_report")]
         items = annual or items
@@ -716,18 +747,41 @@ def _trend_lines(ask_: MeasureAsk, picked: Sequence[tuple[_Doc, _Row, list[_Row]
         if ww.lang == "zh":
             lines += [f"- {w.value(p)}{w.period(p)}{w.cite(p)}（{_where(p, ww)}）" for p in points]
         else:
-            lines += [f"- {w.value(p)} {w.period(p)} {w.cite(p)} ({_where(p, ww)})" for p in points]
+            lines += [f"- {w.value(p)} {w.period(p)} {w.cite(p)} ({_where(p, ww)})" + "".join(
+                ww.also.format(value=w.value(o), cite=w.cite(o), where=_where(o, ww))
+                for o in also.get((p.doc_id, p.ordinal), ())) for p in points]
         for a, b in zip(points, points[1:], strict=False):
             lines.append(ww.step.format(y2=b.period_end.year, y1=a.period_end.year, change=_change(a, b, w=ww)))
         if len(points) > 2:
             lines.append(ww.overall.format(y1=points[0].period_end.year, y2=points[-1].period_end.year,
                                            change=_change(points[0], points[-1], w=ww)))
+        lines += _extreme_lines(ask_, points, w)
         if ask_.average and len(points) > 1:
             mean = sum(p.value for p in points) / len(points)
             lines.append(ww.average.format(n=len(points), value=money(mean, points[-1], ww)))
         if len(points) == 1:
             lines.append(ww.one_period)
     return lines
+
+
+def _extreme_lines(ask_: MeasureAsk, points: Sequence[_Row], w: _Writer) -> list[str]:
+    """The period a "which year saw the largest decrease / had the highest …" question asks for."""
+    ww = w.w
+    steps = list(zip(points, points[1:], strict=False))
+    if ask_.extreme in ("increase", "decrease") and steps:
+        sign = 1 if ask_.extreme == "increase" else -1
+        a, b = max(steps, key=lambda ab: sign * (ab[1].value - ab[0].value))
+        if sign * (b.value - a.value) <= 0:
+            return []  # no step went that way
+        what = ww.increase if sign > 0 else ww.decrease
+        return [ww.largest_step.format(what=what, y2=b.period_end.year, y1=a.period_end.year,
+                                       change=_change(a, b, w=ww))]
+    if ask_.extreme in ("max", "min") and len(points) > 1:
+        top = (max if ask_.extreme == "max" else min)(points, key=lambda p: p.value)
+        label = w.spec.chinese[0] if ww.lang == "zh" and w.spec.chinese else w.spec.label
+        return [ww.extreme_point.format(word=ww.highest if ask_.extreme == "max" else ww.lowest, label=label,
+                                        value=w.value(top), period=w.period(top), cite=w.cite(top))]
+    return []
 
 
 def facts_table(facts: FactsAnswer | None, answer: Answer) -> list[FactUsed]:
@@ -761,7 +815,7 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, question: str,
     a = msgspec.structs.replace(a, question=question, lang=words(question).lang)
     ratio = RATIO_BY_NAME.get(a.concept[6:]) or (question_ratio(question) if a.concept.startswith("ratio:") else None)
     measures = [ratio.numerator, ratio.denominator] if ratio else [a.concept]
-    concepts = list(dict.fromkeys(c for m in measures for c in (m, *DERIVED.get(m, ()), *STANDS_FOR.get(m, ())[:1])))
+    concepts = list(dict.fromkeys(c for m in measures for c in (m, *DERIVED.get(m, ()), *_stands_for(m))))
     corpus = plan.scope.kind == "list" and not plan.scope.entities and a.operation in (
         "max", "min", "rank", "categories", "screen")
     if corpus:
@@ -769,6 +823,8 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, question: str,
                                    list(within) if within is not None else None)
     else:
         ids = _reading(plan, catalog, a.operation)
+        if a.operation == "trend" and not plan.scope.entities and len(set(a.years)) >= 2:
+            ids = _covering(catalog, a.years, ids)
         if not ids:
             return None
         records = await pool.fetch(SQL_DOC_FACTS, ids, concepts)
@@ -778,7 +834,7 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, question: str,
     rows_by_doc: dict[int, list[_Row]] = {}
     for d, doc_rows in printed.items():
         if ratio is None:
-            rows_by_doc[d] = measure_rows(a.concept, doc_rows)
+            rows_by_doc[d] = measure_rows(a.concept, doc_rows, question)
         else:
             operands = measure_rows(ratio.numerator, doc_rows) + measure_rows(ratio.denominator, doc_rows)
             rows_by_doc[d] = ratio_rows(ratio, operands)
@@ -814,16 +870,55 @@ def _one_per_company(doc_ids: Sequence[int], rows_by_doc: Mapping[int, list[_Row
     return out
 
 
-def measure_rows(concept: str, rows: Sequence[_Row]) -> list[_Row]:
+def _stands_for(concept: str) -> tuple[str, ...]:
+    """The further measures a document's rows of ``concept`` are read with (``STANDS_FOR``, the balance sheet's
+    cash beside an end-of-period cash line)."""
+    spec = STANDS_FOR.get(concept)
+    return (spec.other, *spec.unless) if spec is not None else ()
+
+
+_RESTRICTED = re.compile(r"(?i)\brestricted\b")
+
+
+def _covers(catalog: Catalog, reports: Sequence[int], years: Sequence[int]) -> bool:
+    """Do a company's reports reach the first and the last stated year (a report of fiscal year Y or Y − 1: a
+    "2024 report" is often about fiscal 2023)?"""
+    own = {fy for d in reports if (f := catalog.docs.get(d)) is not None
+           and isinstance(fy := f.metadata.get("fiscal_year"), int)}
+    return len(reports) >= 2 and all(y in own or y - 1 in own for y in (min(years), max(years)))
+
+
+def _covering(catalog: Catalog, years: Sequence[int], ids: Sequence[int]) -> list[int]:
+    """The reports a change over stated years that names no company reads: the routed company's when its reports
+    cover the years, else those of the one company of the collection whose reports do (several: as routed)."""
+    if any(_covers(catalog, catalog.company_reports(d), years) for d in ids):
+        return list(ids)
+    found = [r for r in catalog.reports.values() if _covers(catalog, r, years)]
+    return list(found[0]) if len(found) == 1 else list(ids)
+
+
+def measure_rows(concept: str, rows: Sequence[_Row], question: str = "") -> list[_Row]:
     """A document's rows of a measure: as printed, else computed (``DERIVED``), else the line that states it
-    (``STANDS_FOR``)."""
+    (``STANDS_FOR``). A question asking for the cash at the end of a period without naming restricted cash
+    is answered by the balance sheet's "cash and cash equivalents" at the same dates when the cash flow
+    statement's end-of-period line includes restricted cash."""
     own = [r for r in rows if r.concept == concept]
+    if own and concept == "cash_end" and not _RESTRICTED.search(question) \
+            and all(_RESTRICTED.search(r.line_item) for r in own):
+        dates = {r.period_end for r in own}
+        balance = [msgspec.structs.replace(r, concept=concept, line_item=f"{r.line_item} (balance sheet; the cash "
+                                           "flow statement's end-of-period line includes restricted cash)")
+                   for r in rows if r.concept == "cash" and r.statement == "balance" and r.period_end in dates]
+        if {r.period_end for r in balance} == dates:
+            return balance
     if not own and concept in DERIVED:
         own = derive(concept, rows)
-    if not own and concept in STANDS_FOR:
-        other, note = STANDS_FOR[concept]
-        own = [msgspec.structs.replace(r, concept=concept, line_item=f"{r.line_item} ({note})")
-               for r in rows if r.concept == other]
+    spec = STANDS_FOR.get(concept)
+    if not own and spec is not None and not any(r.concept in spec.unless for r in rows):
+        other = [r for r in rows if r.concept == spec.other]
+        named = concept_label(CONCEPT_BY_NAME[spec.other].label)  # "Cash and cash equivalents" over a "Cash" part
+        other = [r for r in other if concept_label(r.line_item) == named] or other
+        own = [msgspec.structs.replace(r, concept=concept, line_item=f"{r.line_item} ({spec.note})") for r in other]
     return own
 
 
@@ -845,6 +940,10 @@ async def _compose(pool: asyncpg.Pool, catalog: Catalog, plan: ScopePlan, a: Mea
     metas, names = catalog.metadata(doc_ids), catalog.names(doc_ids)
     docs = [_Doc(d, names.get(d, str(d)), _entity(d, plan, metas, names, catalog), dict(metas.get(d, {})))
             for d in doc_ids]
+    if a.operation == "trend":  # a renamed company's reports are one series, named as its latest report names it
+        entity = {d.doc_id: d.entity for d in docs}
+        docs = [msgspec.structs.replace(d, entity=next((entity[r] for r in catalog.company_reports(d.doc_id)
+                                                        if r in entity), d.entity)) for d in docs]
     keys = list({(r.doc_id, r.node_id) for rows in rows_by_doc.values() for r in rows if r.node_id})
     paths = {(r["document_id"], r["node_id"]): " › ".join(r["path"]) for r in
              await pool.fetch(SQL_NODE_PATHS, [k[0] for k in keys], [k[1] for k in keys])} if keys else {}

@@ -57,6 +57,10 @@ class Words(msgspec.Struct, frozen=True):
     higher: str
     lower: str
     statements: dict[str, str]
+    largest_step: str = "- The largest {what}: {y2} vs {y1}, {change}."  # "which year saw the largest decrease"
+    extreme_point: str = "- The {word} {label}: {value} {period} {cite}."  # "which year had the highest revenue"
+    decrease: str = "decrease"
+    increase: str = "increase"
 
 
 EN = Words(
@@ -107,6 +111,8 @@ ZH = Words(
     difference="- 差额：{a}比{b}{direction}{delta}{pct}。", higher="高", lower="低",
     statements={"income": "利润表", "balance": "资产负债表", "cash_flow": "现金流量表",
                 "comprehensive_income": "综合收益表", "equity": "所有者权益变动表"},
+    largest_step="- {what}最大的是{y2}年较{y1}年：{change}。", extreme_point="- {label}{word}的是{period}：{value}{cite}。",
+    decrease="降幅", increase="增幅",
 )
 
 

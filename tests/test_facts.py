@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+import msgspec
 
 from ingest.facts import extract_facts, split_row
 from ingest.formats import parse_file
@@ -240,3 +243,142 @@ def test_review_findings_operations_dates_and_blank_rows() -> None:
     facts = _facts(blank_section, period_end="2024-03-31")  # an impossible date line is ignored, not raised
     assert {(f.concept, f.value) for f in facts if f.concept} == {("cash", 1000.0), ("cash", 900.0),
                                                                   ("total_assets", 5000.0), ("total_assets", 4000.0)}
+
+
+def _statement(*rows: str) -> str:
+    return "\n".join(["FORM 10-Q", "CONDENSED STATEMENTS OF OPERATIONS", "(in thousands)",
+                      "Three Months Ended March 31,", "2024     2023", *rows,
+                      "Notes to Condensed Financial Statements"])
+
+
+def test_an_unlabelled_total_under_a_section_line_is_stored_when_it_sums_the_section() -> None:
+    """"Revenues:" / two revenue lines / a row of figures with no label: the row is the section's total when it
+    is their sum in every column; a row that is not their sum, a section without a colon and a subtotal whose
+    measure a printed line of the statement states are not stored."""
+    text = _statement("Revenues:", "Product revenue   $ 1,200   $ 1,000", "Service revenue   345   290",
+                      "   1,545   1,290", "Operating costs:", "Cost of products   700   650", "Selling   100   90",
+                      "   805   740", "Net loss   (40)   (30)")
+    facts = _facts(text, period_end="2024-03-31", doc_type="10q")
+    assert _get(facts, "revenue", "2024-03-31") == [1_545_000] and _get(facts, "revenue", "2023-03-31") == [1_290_000]
+    revenue = next(f for f in facts if f.concept == "revenue")
+    assert revenue.line_item == "Total revenues" and revenue.printed in text.split("\n")[revenue.line - 1]
+    assert not [f for f in facts if f.value in (805_000, 740_000)]  # 700 + 100 ≠ 805: not a total
+    no_colon = _facts(text.replace("Revenues:", "Revenues"), period_end="2024-03-31", doc_type="10q")
+    assert not _get(no_colon, "revenue", "2024-03-31")
+    printed_total = _statement("Shareholders' equity:", "Common stock   10   10", "Retained earnings   90   80",
+                               "   100   90", "Less treasury stock   (20)   (20)",
+                               "Total shareholders' equity   80   70")
+    equity = _facts(printed_total.replace("STATEMENTS OF OPERATIONS", "BALANCE SHEETS"), period_end="2024-03-31",
+                    doc_type="10q")
+    assert [f.value for f in equity if f.concept == "total_equity"] == [80_000, 70_000]
+
+
+def _rows(text: str, period_end: str = "2024-12-31") -> list[Any]:
+    from router.facts import _Row
+    facts = _facts(text, period_end=period_end, doc_type="10k")
+    return [_Row(doc_id=1, ordinal=i, **msgspec.structs.asdict(f)) for i, f in enumerate(facts)]
+
+
+def _filing(*statements: tuple[str, list[str]]) -> str:
+    lines = ["FORM 10-K", "For the fiscal year ended December 31, 2024"]
+    for title, rows in statements:
+        lines += [title, "(in thousands)", "December 31,", "2024     2023", *rows, ""]
+    return "\n".join([*lines, "Notes to Financial Statements"])
+
+
+def test_a_measure_an_unclassified_balance_sheet_or_a_fund_does_not_print_is_stated_by_its_line() -> None:
+    """A fund's statement of financial condition (no cash flow statement, nothing classified as current):
+    the cash at the end of the period is its balance sheet cash and cash equivalents (not the cash part of a
+    broker account above it) and its current liabilities its total liabilities, each said so; a classified
+    balance sheet gets no such stand-in."""
+    from router.facts import measure_rows
+    fund = _rows(_filing(("Statements of Financial Condition", [
+        "Equity in brokers' trading accounts:", "Cash   4,970   6,110", "Net unrealized gain   1,480   885",
+        "Total equity in brokers' trading accounts   6,450   6,995",
+        "Cash and cash equivalents   7,963   7,731", "Investments   25,000   24,100", "Total assets   32,963   31,831",
+        "Redemptions payable   600   250", "Accrued expenses   231   106", "Total liabilities   831   356",
+        "Total partners' capital   32,132   31,475"])))
+    cash = measure_rows("cash_end", fund, "Categorize by 'Cash and Cash Equivalents at End of Period'")
+    assert [(r.value, r.period_end.year) for r in cash] == [(7_963_000, 2024), (7_731_000, 2023)]
+    assert all("balance sheet" in r.line_item for r in cash)
+    current = measure_rows("current_liabilities", fund)
+    assert [r.value for r in current] == [831_000, 356_000] and "unclassified" in current[0].line_item
+    classified = _rows(_filing(("Balance Sheets", [
+        "Cash and cash equivalents   500   400", "Total current assets   900   800", "Total assets   2,000   1,900",
+        "Total liabilities   1,200   1,100"])))
+    assert measure_rows("current_liabilities", classified) == []
+
+
+def test_cash_at_end_of_period_asked_without_restricted_cash_is_the_balance_sheet_cash() -> None:
+    """The cash flow statement ends with "Cash, cash equivalents and restricted cash at end of year"; a question
+    asking for cash and cash equivalents at the end of the period gets the balance sheet's line of the same
+    dates, one naming restricted cash the cash flow line."""
+    from router.facts import measure_rows
+    rows = _rows(_filing(
+        ("Balance Sheets", ["Cash and cash equivalents   8,204   101,639", "Restricted cash   1,000   1,000",
+                            "Total assets   180,000   210,000"]),
+        ("Statements of Cash Flows", ["Net cash used in operating activities   (25,000)   (20,000)",
+                                      "Cash, cash equivalents and restricted cash at end of year   9,204   102,639"])))
+    plain = measure_rows("cash_end", rows, "What is the trend in 'Cash and Cash Equivalents at End of Period'?")
+    assert [r.value for r in plain] == [8_204_000, 101_639_000] and all(r.statement == "balance" for r in plain)
+    restricted = measure_rows("cash_end", rows, "What was the cash, cash equivalents and restricted cash at end "
+                                                "of year?")
+    assert [r.value for r in restricted] == [9_204_000, 102_639_000]
+
+
+def test_real_estate_debt_lines_are_long_term_debt() -> None:
+    for label in ("Mortgage and other indebtedness, net (includes $13,435 and $16,187, respectively, at fair "
+                  "value under the fair value option)", "Mortgages payable, net", "Mortgage notes payable"):
+        assert line_concept(label) == "long_term_debt", label
+    assert line_concept("Mortgage notes payable, current portion") == ""
+    assert question_concept("Which company has the highest long-term borrowings?") == "long_term_debt"
+
+
+def test_which_period_questions_are_trends_with_the_asked_extreme() -> None:
+    """"Which year saw the largest decrease" asks for a period of one series, not for a company."""
+    cases = {
+        "Considering the Total Current Liabilities from 2020 to 2024, which year saw the largest decrease in "
+        "Total Current Liabilities compared to the previous year?": ("trend", "decrease"),
+        "In which year between 2021 and 2023 did Acme's revenue grow the most?": ("trend", "increase"),
+        "Which year had the lowest net income for Acme from 2021 to 2023?": ("trend", "min"),
+        "Which company has the highest revenue?": ("max", ""),
+    }
+    for question, (op, extreme) in cases.items():
+        a = ask(question)
+        assert a is not None and (a.operation, a.extreme) == (op, extreme), question
+
+
+def test_weighted_average_share_counts_are_counts_and_answer_shares_outstanding() -> None:
+    """Weighted average shares — printed as one label or as "Basic"/"Diluted" under a "Weighted average number of
+    common shares outstanding:" line — are share counts (scaled, never EPS, even "… used in basic and diluted per
+    share amounts"); with no period-end count printed they answer "shares outstanding", said so."""
+    from router.facts import measure_rows
+    text = _filing(("Statements of Operations", [
+        "Net income   2,500   1,900", "Net income per share:", "Basic   $ 0.25   $ 0.19", "Diluted   $ 0.24   $ 0.18",
+        "Weighted average number of common shares outstanding:", "Basic   10,140   10,230",
+        "Diluted   10,410   10,500",
+        "Weighted-average number of shares used in computing basic and diluted per share amounts   10,140   10,230",
+        "Weighted average equivalent common shares outstanding - assuming dilution   10,410   10,500"]))
+    facts = _facts(text, period_end="2024-12-31", doc_type="10k")
+    assert _get(facts, "eps_basic", "2024-12-31") == [0.25] and _get(facts, "eps_diluted", "2024-12-31") == [0.24]
+    assert _get(facts, "weighted_shares_basic", "2024-12-31") == [10_140_000, 10_140_000]
+    assert _get(facts, "weighted_shares_diluted", "2023-12-31") == [10_500_000, 10_230_000, 10_500_000]
+    assert {f.unit for f in facts if f.concept.startswith("weighted_shares")} == {"shares"}
+    assert question_concept("What can be deduced about the change in Total Shares Outstanding for Acme?") \
+        == "shares_outstanding"
+    shares = measure_rows("shares_outstanding", _rows(text))
+    assert [r.value for r in shares][:2] == [10_140_000, 10_230_000] and "weighted average" in shares[0].line_item
+
+
+def test_a_cash_flow_split_by_continuing_operations_answers_with_the_total_and_names_the_part() -> None:
+    """"… operating activities - continuing operations" is the measure's continuing part: stored under the measure,
+    the discontinued part is not; an answer takes the total and names the continuing figure beside it."""
+    from router.facts import _pick, measure_rows
+    text = _filing(("Statements of Cash Flows", [
+        "Net cash provided by (used in) operating activities - continuing operations   6,644   (5,262)",
+        "Net cash provided by operating activities - discontinued operations   16,434   10,839",
+        "Net cash provided by operating activities   23,078   5,577"]))
+    rows = measure_rows("cfo", _rows(text))
+    assert sorted(r.value for r in rows if r.period_end.year == 2024) == [6_644_000, 23_078_000]
+    best, others = _pick(rows, {"doc_type": "10k"}, (), True)
+    assert best is not None and best.value == 23_078_000 and [o.value for o in others] == [6_644_000]

@@ -142,9 +142,11 @@ async def test_an_unknown_company_written_in_capitals_is_reported(filings: Runti
     assert body["answer"].strip().split("\n")[-1].startswith("Bolt Corp has the highest revenue")
 
 
-async def test_a_printed_line_outside_the_vocabulary_is_answered_from_its_facts(filings: Runtime) -> None:
+async def test_weighted_average_shares_are_answered_from_their_printed_line(filings: Runtime) -> None:
+    """A share count (a vocabulary measure since weighted average shares were added to it) is answered in
+    shares, scaled, from its statement line."""
     body = await _ask(filings, "What is the weighted average shares outstanding of Bolt Corp?")
-    assert body["answer"].startswith("Weighted average shares outstanding of Bolt Corp: 5,000 thousand shares "
+    assert body["answer"].startswith("Weighted average basic shares outstanding of Bolt Corp: 5,000 thousand shares "
                                      "for the year ended December 31, 2023"), body["answer"]
     assert [f["line_item"] for f in body["facts"]] == ["Weighted average shares outstanding"]
 
@@ -192,3 +194,15 @@ async def test_a_company_whose_statements_lack_the_measure_is_said_so_with_what_
     lines = [ln for ln in answer.split("\n") if "its statements do not state it" in ln]
     assert len(lines) == 2 and all(re.search(r"\[\d+\]$", ln) for ln in lines), answer
     assert {c["doc_name"] for c in body["citations"]} == {"acme-2023.txt", "bolt-2023.txt", "cinder-2023.txt"}
+
+
+async def test_which_year_question_naming_no_company_reads_the_company_whose_reports_cover_the_years(
+        filings: Runtime) -> None:
+    """"Which year saw the largest increase … from 2022 to 2023" names no company: the one company whose reports
+    reach both years (Acme, two annual reports) is read, every year's figure cited and the year named."""
+    body = await _ask(filings, "Considering the revenue from 2022 to 2023, which year saw the largest increase in "
+                               "revenue compared to the previous year?")
+    answer = body["answer"]
+    assert "- The largest increase: 2023 vs 2022, increased by $300 thousand (+25.00%)" in answer, answer
+    assert "$1,000 thousand for the year ended December 31, 2021" in answer
+    assert {c["doc_name"] for c in body["citations"]} == {"acme-2022.txt", "acme-2023.txt"}

@@ -293,3 +293,16 @@ def test_a_company_named_by_its_web_address_is_found_by_its_name() -> None:
     kv = KnownValues(values={"company": {"Amazon.com, Inc.": 4, "Apple Inc.": 4}}, doc_count=8)
     match = match_offline("What was Amazon's gross margin in the most recent 10-Q?", kv)
     assert [c.value for c in match.conditions if c.key == "company"] == [["Amazon.com, Inc."]]
+
+
+@pytest.mark.parametrize(("lines", "company"), [
+    ("NORTHWIND HARVEST FUND\nLIMITED PARTNERSHIP", "Northwind Harvest Fund Limited Partnership"),
+    ("BLUE HERON CAPITAL TRUST\nL.L.C.", "Blue Heron Capital Trust L.L.C."),
+    ("SILVER MAPLE PARTNERS,\nLP", "Silver Maple Partners, LP"),
+    ("REDWOOD HOLDINGS\nCORPORATION", "Redwood Holdings Corporation"),
+])
+def test_a_name_wrapped_before_its_legal_form_words_is_read_whole(lines: str, company: str) -> None:
+    """A cover whose name breaks before its legal form ("… FUND" / "LIMITED PARTNERSHIP") names the whole
+    company, not the legal form alone."""
+    meta = extract_metadata(cover_10q(company=lines), file_name="x.txt")
+    assert meta["company"] == company
