@@ -36,7 +36,7 @@ from kb.api.mcp import http_session_manager, mcp_route
 from kb.api.metrics import PROMETHEUS, MetricsController
 from kb.api.pages import PagesController
 from kb.api.query import QueryController
-from kb.api.ui import OverviewController, SourceFileController, not_found_handler, ui_root, ui_router
+from kb.api.ui import OverviewController, SourceFileController, not_found_handler, ui_help, ui_root, ui_router
 from kb.mcp_server import Services, build_mcp_server
 from kb.runtime import Runtime, build_ingest_context, open_runtime
 from kb.settings import ServerSettings, Settings, get_settings
@@ -196,7 +196,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
 
     app = Litestar(
         route_handlers=[health, CatalogController, CapabilitiesController, PagesController, QueryController,
-                        AdminController, MetricsController, mcp_route(mcp_manager), ui_root, ui_router(),
+                        AdminController, MetricsController, mcp_route(mcp_manager), ui_root, ui_help, ui_router(),
                         SourceFileController, OverviewController],
         lifespan=[lifespan],
         dependencies=DEPENDENCIES,

@@ -207,6 +207,25 @@ async def test_ui_is_served_with_a_content_security_policy(runtime: Runtime) -> 
         assert "content-security-policy" not in api.headers  # the API's own responses are unchanged
 
 
+async def test_the_readme_is_a_help_page_with_heading_anchors(runtime: Runtime) -> None:
+    async with _client(runtime) as client:
+        r = await client.get("/ui/help")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html"), r.text[:200]
+    assert "default-src 'self'" in r.headers["content-security-policy"]
+    assert '<h3 id="using-an-llm">Using an LLM</h3>' in r.text  # the answer-mode badge links here
+    assert "KB_LLM_BASE_URL" in r.text and "<script" not in r.text
+
+
+@pytest.mark.unit
+def test_the_help_page_escapes_html_and_slugs_headings() -> None:
+    from kb.api.ui import help_page, slug
+
+    page = help_page("# Using an LLM\n\n<script>alert(1)</script>\n\n| a | b |\n|---|---|\n| 1 | 2 |\n").decode()
+    assert '<h1 id="using-an-llm">' in page and "<script>" not in page and "&lt;script&gt;" in page
+    assert "<table>" in page
+    assert slug("Languages: Chinese and other scripts") == "languages-chinese-and-other-scripts"
+
+
 @pytest.mark.parametrize("name", ["index.html", "app.js", "app.css", "404.html", "favicon.svg"])
 def test_static_files_ship_in_the_package(name: str) -> None:
     from importlib.resources import files

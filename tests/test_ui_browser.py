@@ -556,6 +556,7 @@ async def test_first_screen_offers_the_collection_and_its_example_questions(page
     assert await page.inner_text("#answer-mode") == "Offline · extractive answers"
     await page.locator(".mode-help summary").click()
     assert "KB_LLM_BASE_URL" in await page.inner_text(".mode-pop")
+    assert await page.get_attribute("#llm-help", "href") == "/ui/help#using-an-llm"
     await page.screenshot(path=_shot(shots, "ask-first-screen.png"), full_page=True)
     async with page.expect_request(lambda r: r.url.endswith("/kb/query")) as req:
         await examples.first.click()

@@ -4,6 +4,8 @@ response with a content-security policy that allows only this server's own scrip
 from __future__ import annotations
 
 import asyncio
+import functools
+import importlib.metadata
 import re
 from collections import Counter
 from pathlib import Path
@@ -18,6 +20,7 @@ from litestar.params import Parameter
 from litestar.response import Redirect
 from litestar.static_files import create_static_files_router
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
+from markdown_it import MarkdownIt
 
 from ingest.chunk_view import SectionChunks, section_chunks
 from ingest.render import load_source, read_source
@@ -67,6 +70,45 @@ def not_found_handler(request: Request[Any, Any, Any], exc: NotFoundException) -
 @get("/", include_in_schema=False, middleware=[csp_middleware])
 async def ui_root() -> Redirect:
     return Redirect("/ui/")
+
+
+README = Path(__file__).resolve().parent.parent.parent / "README.md"
+_SLUG_DROP = re.compile(r"[^\w\- ]", re.UNICODE)
+
+
+def readme_text() -> str:
+    """The README of this checkout, else the one the package was installed with (its long description)."""
+    if README.is_file():
+        return README.read_text("utf-8")
+    return importlib.metadata.metadata("kb-router").get_payload() or ""  # type: ignore[attr-defined]
+
+
+def slug(title: str) -> str:
+    """A heading's anchor as GitHub writes it ("Using an LLM" → "using-an-llm")."""
+    return _SLUG_DROP.sub("", title.strip().lower()).replace(" ", "-")
+
+
+@functools.lru_cache(maxsize=1)
+def help_page(text: str) -> bytes:
+    """The README as one HTML page of the UI: raw HTML in it is escaped, headings carry their anchors."""
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    tokens = md.parse(text)
+    for i, tok in enumerate(tokens):
+        if tok.type == "heading_open" and i + 1 < len(tokens):
+            tok.attrSet("id", slug(tokens[i + 1].content))
+    body = md.renderer.render(tokens, md.options, {})
+    return ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>kb — help</title>"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            "<link rel=\"stylesheet\" href=\"/ui/app.css\"></head><body><main class=\"help\">"
+            "<p><a href=\"/ui/\">← back to the knowledge base</a></p>" + body + "</main></body></html>").encode()
+
+
+@get("/ui/help", include_in_schema=False, middleware=[csp_middleware], media_type="text/html")
+async def ui_help() -> Response[bytes]:
+    """The README (configuration, strategies, what an answer looks like) as a page of the UI, so the answer-mode
+    badge can link to "Using an LLM"."""
+    text = await asyncio.to_thread(readme_text)
+    return Response(help_page(text), media_type="text/html")
 
 
 def ui_router() -> Router:

@@ -214,7 +214,8 @@ function modeBadge(caps) {
       el("div", { class: "mode-pop small" },
         el("p", {}, "Start the server with an OpenAI-compatible endpoint (OpenAI, vLLM, Ollama…):"),
         el("pre", { text: "KB_LLM_BASE_URL=https://api.openai.com/v1\nKB_LLM_API_KEY=sk-…\nKB_LLM_MODEL=gpt-4o-mini" }),
-        el("p", {}, "See ", el("strong", { text: "README.md → Configuration → Using an LLM" }), "."))));
+        el("p", {}, "See ", el("a", { href: "/ui/help#using-an-llm", target: "_blank", rel: "noopener",
+          id: "llm-help", text: "Using an LLM" }), " in the README (Configuration)."))));
 }
 
 function renderAsk(view) {
