@@ -117,13 +117,22 @@ def retrieval_query(req: QueryRequest) -> str:
     return q
 
 
-async def prepare(services: Services, req: QueryRequest, chat: ChatModel) -> QueryState:
-    """The one place that embeds the question, reads the collection's catalog and applies the filters."""
-    pool = services.pool
+async def preflight(pool: asyncpg.Pool, req: QueryRequest) -> int:
+    """What a request must pass before any work (and before a streamed answer starts, so that it fails with
+    its status, not an error event): an existing collection (its id), a question in words, well-formed filters."""
     collection_id = await lookup_collection_id(pool, req.collection)
     if len(re.findall(r"\w", req.query)) < 2:
         raise ValidationError("the question has nothing to search for: ask in words (at least two letters or "
                               "digits)")
+    if req.filters:
+        conditions_from_filters(req.filters)
+    return collection_id
+
+
+async def prepare(services: Services, req: QueryRequest, chat: ChatModel) -> QueryState:
+    """The one place that embeds the question, reads the collection's catalog and applies the filters."""
+    pool = services.pool
+    collection_id = await preflight(pool, req)
     catalog = await services.catalogs.get(collection_id)
     if not catalog.docs:
         raise ValidationError(f"collection {req.collection!r} holds no documents: nothing to search; ingest "

@@ -144,6 +144,10 @@ async def test_cross_reference_is_followed(corpus: tuple[Runtime, Path]) -> None
         ({"query": "x", "top_k": "5"}, 400),  # strict types: no string → int
         ({"query": "x", "stream": 0}, 400),  # no int → bool
         ({"query": "x", "top_docs": 2.0}, 400),
+        # a streamed answer fails with its status before the stream starts, not as a 200 with an error event
+        ({"query": "x", "collection": "missing", "stream": True}, 404),
+        ({"query": "x", "stream": True}, 400),
+        ({"query": "what was the revenue", "stream": True, "filters": {"k": {}}}, 400),
     ],
 )
 async def test_query_validation(corpus: tuple[Runtime, Path], body: dict[str, Any], status: int) -> None:

@@ -17,6 +17,7 @@ from kb.api.common import BEARER, db_unreachable, errors, read_guard
 from kb.errors import KBError, UnavailableError
 from kb.runtime import Runtime
 from router.pipeline import QueryPipeline
+from router.state import preflight
 from router.trace import QueryResult
 from router.types import QueryRequest, checked
 
@@ -42,6 +43,8 @@ class QueryController(Controller):
         req = checked(data)
         if not req.stream:
             return await _printed(rt, await pipeline.run(req))
+        if rt is not None:
+            await preflight(rt.pool, req)  # a bad request fails with its status before the stream starts
         return EventStream(_stream(pipeline, req, rt))
 
 
