@@ -14,6 +14,7 @@ Chinese questions, a term no vocabulary measure names) take the ``router.facts``
 from __future__ import annotations
 
 import ast
+import datetime as dt
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -431,6 +432,94 @@ async def answer_which(pool: asyncpg.Pool, catalog: Catalog, question: str, plan
     return FactsAnswer(ask=ask_, text="\n".join(lines), citations=tuple(w.cites), used=tuple(w.used), missing=())
 
 
+_QUARTER_OF = re.compile(r"(?i)\bQ([1-4])\s*(?:of\s+)?(?:FY\s*|fiscal(?:\s+year)?\s*)?'?((?:19|20)\d{2})\b"
+                         r"|\b(first|second|third|fourth) quarter of (?:FY\s*|fiscal(?:\s+year)?\s*)?((?:19|20)\d{2})\b")
+_FY_OF = re.compile(r"(?i)\b(?:FY|fiscal(?:\s+year)?)\s*'?((?:19|20)\d{2})\b")
+_ORDINAL = {"first": 1, "second": 2, "third": 3, "fourth": 4}
+_MOVE = re.compile(r"(?i)\b(?:chang\w*|drop\w*|declin\w*|decreas\w*|increas\w*|grow\w*|rise|rose|fell|fall\w*"
+                   r"|between|from)\b")
+
+
+class Period(msgspec.Struct, frozen=True):
+    """A period a question names: fiscal year ``year`` (``quarter`` 0) or its quarter."""
+
+    year: int
+    quarter: int = 0
+
+    def text(self) -> str:
+        return f"Q{self.quarter} FY{self.year}" if self.quarter else f"FY{self.year}"
+
+
+def question_periods(question: str) -> list[Period]:
+    """The fiscal years and quarters a question names, in the order it names them ("between FY 2023 and Q2 of
+    FY2024" → FY2023, Q2 FY2024)."""
+    found: list[tuple[int, Period]] = []
+    taken: list[tuple[int, int]] = []
+    for m in _QUARTER_OF.finditer(question):
+        q = int(m.group(1)) if m.group(1) else _ORDINAL[m.group(3).lower()]
+        found.append((m.start(), Period(int(m.group(2) or m.group(4)), q)))
+        taken.append(m.span())
+    for m in _FY_OF.finditer(question):
+        if not any(a <= m.start() < b for a, b in taken):
+            found.append((m.start(), Period(int(m.group(1)))))
+    return list(dict.fromkeys(p for _, p in sorted(found, key=lambda x: x[0])))
+
+
+async def answer_period_change(pool: asyncpg.Pool, catalog: Catalog, question: str,
+                               plan: ScopePlan) -> FactsAnswer | None:
+    """A balance compared between a fiscal year's end and a quarter's ("any drop in cash between FY2023 and Q2 of
+    FY2024?"): each period's end date from the company's own report for it (annual or quarterly), the balance
+    at each date from any of its reports' columns, cited, and the change (absolute and %)."""
+    periods = question_periods(question)
+    concept = question_concept(question)
+    if len(periods) != 2 or not any(p.quarter for p in periods) or not concept or CONCEPT_BY_NAME[concept].flow \
+            or not _MOVE.search(question) or re.search(r"[\u4e00-\u9fff]", question):
+        return None
+    first = plan.needed[0]
+    ids = list(dict.fromkeys([*plan.needed, *catalog.company_reports(first)]))
+    metas, names = catalog.metadata(ids), catalog.names(ids)
+
+    def end_of(p: Period) -> dt.date | None:
+        for d in ids:
+            m = metas.get(d, {})
+            annual = str(m.get("doc_type") or "") in ("10k", "annual_report")
+            if m.get("fiscal_year") == p.year and (annual if not p.quarter else m.get("fiscal_quarter") == p.quarter):
+                try:
+                    return dt.date.fromisoformat(str(m.get("period_end_date"))[:10])
+                except ValueError:
+                    return None
+        return None
+
+    ends = [end_of(p) for p in periods]
+    if any(e is None for e in ends):
+        return None
+    values = _Values(_rows(await pool.fetch(SQL_DOC_LINES, ids)), metas, ids)
+    rank = {d: i for i, d in enumerate(ids)}
+    rows: list[_Row] = []
+    for end in ends:
+        at = [r for r in values.rows.get(concept, []) if r.period_end == end and r.months == 0
+              and r.statement in CONCEPT_BY_NAME[concept].kinds]
+        if not at:
+            return None
+        rows.append(min(at, key=lambda r: (rank.get(r.doc_id, 99), r.ordinal)))
+    docs = {d: _Doc(d, names.get(d, str(d)), _entity(d, plan, metas, names, catalog), dict(metas.get(d, {})))
+            for d in ids}
+    spec = CONCEPT_BY_NAME[concept]
+    w = _Writer(spec, docs, {}, EN)
+    old, new = rows
+    delta = new.value - old.value
+    verb = "increased" if delta > 0 else "decreased" if delta < 0 else "was unchanged"
+    by = f" by {money(abs(delta), new)}" + (f" ({delta / abs(old.value) * 100:+.1f}%)" if old.value else "") \
+        if delta else ""
+    lines = [f"{docs[first].entity} — {spec.label} {verb}{by} from {periods[0].text()} to {periods[1].text()}: "
+             f"{money(old.value, old)} {_period(old)} {w.cite(old)} → {money(new.value, new)} {_period(new)} "
+             f"{w.cite(new)}.",
+             f"- {periods[0].text()}: {money(old.value, old)} ({_where(old)})",
+             f"- {periods[1].text()}: {money(new.value, new)} ({_where(new)})"]
+    ask_ = MeasureAsk(concept=concept, operation="metric", question=question)
+    return FactsAnswer(ask=ask_, text="\n".join(lines), citations=tuple(w.cites), used=tuple(w.used), missing=())
+
+
 # ------------------------------------------------------------------------------------------- the values
 
 
@@ -641,7 +730,8 @@ async def answer_metric(pool: asyncpg.Pool, catalog: Catalog, question: str, pla
         return None  # several companies: router.facts compares them
     a = metric_ask(question)
     if a is None:
-        return await answer_which(pool, catalog, question, plan)
+        return await answer_which(pool, catalog, question, plan) or \
+            await answer_period_change(pool, catalog, question, plan)
     first = plan.needed[0]
     ids = list(dict.fromkeys([*plan.needed, *catalog.company_reports(first)]))
     metas = catalog.metadata(ids)

@@ -6,6 +6,7 @@ on its own; the answers end to end over generated text filings in the embedded P
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -171,3 +172,50 @@ async def test_which_of_several_measures_is_highest(delta: Runtime) -> None:
     assert answer.startswith("Delta Corp, FY2023: net cash from operating activities is the highest: "
                              "$1,500 thousand [1]."), answer
     assert answer.index("financing activities: $100 thousand") < answer.index("investing activities: −$30 thousand")
+
+
+def _quarterly_filing(company: str, cash: float, prior_cash: float) -> str:
+    """A 10-Q for the quarter ended June 30, 2024 with a condensed balance sheet against December 31, 2023."""
+    def row(label: str, a: str, b: str) -> str:
+        return f"{label:<60}{a:>16}{b:>16}"
+    return "\n".join([
+        "UNITED STATES SECURITIES AND EXCHANGE COMMISSION", "FORM 10-Q",
+        "For the quarterly period ended June 30, 2024", company.upper(),
+        "(Exact name of registrant as specified in its charter)", "", "Item 1. Financial Statements", "",
+        company, "Condensed Consolidated Balance Sheets", "(in thousands)", "",
+        row("", "June 30,", "December 31,"), row("", "2024", "2023"),
+        row("Cash and cash equivalents", f"$ {cash:,.0f}", f"$ {prior_cash:,.0f}"),
+        row("Total current assets", "3,500", "4,000"), row("Total assets", "$ 9,800", "$ 10,000"),
+        row("Total current liabilities", "2,400", "2,500"), row("Total liabilities", "4,900", "5,000"),
+        row("Total stockholders' equity", "4,900", "5,000"),
+        row("Total liabilities and stockholders' equity", "$ 9,800", "$ 10,000"), "",
+        "Notes to Condensed Consolidated Financial Statements", f"{company} makes things.", ""]) + "\n"
+
+
+@pytest.mark.unit
+def test_the_periods_a_question_names() -> None:
+    from router.metrics import Period, question_periods
+
+    assert question_periods("Was there any drop in cash between FY 2023 and Q2 of FY2024?") == \
+        [Period(2023), Period(2024, 2)]
+    assert question_periods("How did inventories change from fiscal 2022 to the third quarter of fiscal 2023?") == \
+        [Period(2022), Period(2023, 3)]
+
+
+@pytest.mark.slow
+async def test_a_balance_between_a_year_end_and_a_quarter_end(pg_uri: str, tmp_path: Path) -> None:
+    folder = tmp_path / "quarters"
+    folder.mkdir()
+    (folder / "delta-2023.txt").write_text(text_filing("Delta Corp", 2023, FY2023, FY2022))
+    (folder / "delta-2024-q2.txt").write_text(_quarterly_filing("Delta Corp", 450, 700))
+    async with module_env(pg_uri, "metrics_quarters", folder / ".kb", KB_INGEST_ROOT=str(folder)), \
+            open_runtime(get_settings()) as rt:
+        job = await ingest(rt, folder)
+        assert job.counts.get("ok") == 2, [(i.name, i.status, i.error) for i in job.items]
+        body = await _ask(rt, "Was there any drop in Delta Corp's cash and cash equivalents between FY 2023 and "
+                              "Q2 of FY2024?")
+    answer = body["answer"]
+    assert answer.startswith("Delta Corp — cash and cash equivalents decreased by $250 thousand (-35.7%) from "
+                             "FY2023 to Q2 FY2024: $700 thousand at December 31, 2023 [1] → $450 thousand at "
+                             "June 30, 2024 [2]."), answer
+    assert {f["doc_name"] for f in body["facts"]} <= {"delta-2023.txt", "delta-2024-q2.txt"}
