@@ -42,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--docs", type=int, default=1000, help="latency: synthetic documents")
     parser.add_argument("--chunks-per-doc", type=int, default=200, help="latency: chunks per document")
     parser.add_argument("--queries", type=int, default=50, help="latency: queries per strategy")
+    parser.add_argument("--drop", action="store_true", help="latency: delete the generated collection after measuring")
     parser.add_argument("--url", help="load: the running server (default http://127.0.0.1:8000)")
     parser.add_argument("--clients", type=int, default=50, help="load: concurrent clients")
     parser.add_argument("--duration", type=float, default=30.0, help="load: seconds")
