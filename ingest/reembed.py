@@ -323,6 +323,8 @@ async def convert_vector_type(pool: asyncpg.Pool, target: str) -> VectorTypeChan
     concurrent starts convert once). None when the database already stores ``target``."""
     if target not in ("vector", "halfvec"):
         raise ConfigError(f"KB_VECTOR_TYPE must be vector or halfvec, got {target!r}")
+    if all(r["type_name"] == target for r in await pool.fetch(SQL_VECTOR_COLUMN_TYPES)):
+        return None  # every start asks: no lock when there is nothing to do
     started = time.perf_counter()
     async with pool.acquire() as conn:
         await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY, timeout=LONG_STATEMENT_S)

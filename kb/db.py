@@ -322,6 +322,13 @@ def parse_lsn(text: str | None) -> int:
     return (int(hi, 16) << 32) + int(lo, 16)
 
 
+def replica_gone(exc: BaseException) -> bool:
+    """Whether ``exc`` says the server went away: ``is_db_unavailable``, or asyncpg's "cannot switch to state"
+    of a connection whose server was stopped in the middle of a statement."""
+    return is_db_unavailable(exc) or (isinstance(exc, asyncpg.InternalClientError)
+                                      and "cannot switch to state" in str(exc))
+
+
 def url_label(url: str) -> str:
     """A database URL without its password, for logs and warnings."""
     return re.sub(r"(//[^:/@]*):[^@/]*@", r"\1@", url)
@@ -478,7 +485,7 @@ class PinnedReads:
     def _lost(self, exc: BaseException) -> bool:
         """Whether ``exc`` is the leased replica going away (then marked down; later reads use the primary)."""
         replica = self.lease.replica
-        if replica is None or not is_db_unavailable(exc):
+        if replica is None or not replica_gone(exc):
             return False
         self.pools.mark_down(replica, exc)
         self.lease = ReadLease(self.pools.primary, None)
