@@ -92,3 +92,14 @@ async def test_the_report_lists_over_100_documents_and_drop_cleans_up(db_env: st
     async with open_runtime(get_settings()) as rt:
         assert await rt.pool.fetchval("SELECT count(*) FROM collections WHERE name = 'bench-latency'") == 0
         assert await rt.pool.fetchval("SELECT count(*) FROM chunks") == 0
+
+
+def test_ten_thousand_documents_have_a_thousand_distinct_companies() -> None:
+    from kb.bench import synthetic
+
+    many = synthetic.companies(1000, 7)  # --docs 10000
+    assert len({c.name.split()[0] for c in many}) == 1000
+    few = synthetic.companies(520, 7)  # up to 5,200 documents: the corpus of earlier figures, names unchanged
+    assert all(c.name.split()[0].lower().endswith(synthetic._NAME_B) for c in few)
+    with pytest.raises(ConfigError, match="at most 10400 synthetic documents"):
+        synthetic.companies(1041, 7)

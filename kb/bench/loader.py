@@ -128,12 +128,13 @@ SQL_DROP_COLLECTION = "DELETE FROM collections WHERE id = $1"
 
 
 def source_path(cfg: LatencyConfig, index: int, name: str) -> str:
-    """Where a synthetic document says it came from: the seed, chunks per document and its index (resume key)."""
-    return f"synthetic://{cfg.seed}/{cfg.chunks_per_doc}/{index}/{name}"
+    """Where a synthetic document says it came from: the seed, chunks per document, corpus size (the companies
+    depend on it) and its index: the resume key."""
+    return f"synthetic://{cfg.seed}/{cfg.chunks_per_doc}/{cfg.docs}/{index}/{name}"
 
 
 def _index_of(cfg: LatencyConfig, path: str) -> int | None:
-    prefix = f"synthetic://{cfg.seed}/{cfg.chunks_per_doc}/"
+    prefix = f"synthetic://{cfg.seed}/{cfg.chunks_per_doc}/{cfg.docs}/"
     if not path.startswith(prefix):
         return None
     head = path[len(prefix):].split("/", 1)[0]
