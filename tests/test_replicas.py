@@ -17,11 +17,11 @@ import pgserver
 import pytest
 
 from kb.app import create_app
-from kb.db import open_read_pools
+from kb.db import open_read_pools, parse_lsn, url_label
 from kb.runtime import Runtime, open_runtime
 from kb.settings import get_settings
 from router.types import QueryRequest
-from tests.conftest import SAMPLES, _with_db, clean_kb_env, ingest
+from tests.conftest import SAMPLES, SetEnv, _with_db, clean_kb_env, ingest
 from tests.http import app_client
 from tests.replica import resume_replica, start_replica, stop_replica, wait_for_replay
 
@@ -181,3 +181,10 @@ async def test_a_replica_stopped_mid_load_leaves_queries_to_the_primary(cluster:
             await _docs(rt, questions[0])  # queries trigger the background checks
             await asyncio.sleep(0.2)
     assert rt.read_pools.lease().replica is not None
+
+
+def test_replica_urls_lsns_and_labels(kb_env: dict[str, str], set_env: SetEnv) -> None:
+    s = set_env(KB_DATABASE_READ_URLS=" postgresql://kb:pw@r1/kb , ,postgresql://kb@r2:5433/kb")
+    assert s.database.replica_urls == ("postgresql://kb:pw@r1/kb", "postgresql://kb@r2:5433/kb")
+    assert url_label(s.database.replica_urls[0]) == "postgresql://kb@r1/kb"  # never the password in a warning
+    assert parse_lsn("16/B374D848") == (0x16 << 32) + 0xB374D848 and parse_lsn(None) == 0
