@@ -14,7 +14,8 @@ $(BIN)/python:
 # dependency resolution could pull a newer multi-GB CUDA build
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev]'
+	@# setuptools' editable-install banner is not something a user can act on
+	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[dev]'
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -22,10 +23,11 @@ install: $(STAMP)
 run: install
 	$(BIN)/kb run
 
-# every test (what CI runs)
+# every test (what CI runs); temporary files under the checkout (.pytest-tmp), where another pytest session on
+# the machine cannot rotate them away (pytest keeps only its last three /tmp/pytest-of-<user> folders)
 test: install
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q --durations=10
+	$(BIN)/python -m pytest -q --durations=10 --basetemp=.pytest-tmp
 
 # the unit lane: tests that ask for no database and are neither slow nor live (marked in tests/conftest.py)
 test-fast: install
@@ -39,7 +41,7 @@ bench: install
 # the reliability suite (the tests marked live), long form: schemathesis with 200 examples per operation,
 # fault and load tests
 reliability: install
-	KB_SCHEMATHESIS_EXAMPLES=200 $(BIN)/python -m pytest -q -m live
+	KB_SCHEMATHESIS_EXAMPLES=200 $(BIN)/python -m pytest -q -m live --basetemp=.pytest-tmp
 
 clean:
-	rm -rf $(VENV) .kb
+	rm -rf $(VENV) .kb .pytest-tmp

@@ -14,6 +14,7 @@ import msgspec
 
 from kb.errors import ConfigError, KBError
 from kb.logging import configure_logging
+from kb.process import run_async
 from kb.settings import Settings, get_settings, setting_docs, settings_table
 from kb.text import unit_label
 from router.types import STRATEGIES
@@ -147,6 +148,85 @@ def _print_result(result: Any, question: str) -> None:
     print(bar)
 
 
+STDIN_LINE_LIMIT = 64 * 1024 * 1024  # bytes of one line read from a pipe (an MCP message is one line)
+
+
+async def _stdin_stream() -> asyncio.StreamReader | None:
+    """fd 0 read through the event loop, so a stop signal cancels a read at once, when it is a pipe, socket or
+    terminal; None for a regular file (whose reads never wait)."""
+    import os
+    import stat
+
+    mode = os.fstat(sys.stdin.fileno()).st_mode
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
+        return None
+    stream = asyncio.StreamReader(limit=STDIN_LINE_LIMIT)
+    await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stream), sys.stdin)
+    return stream
+
+
+class _StdinLines:
+    """The lines of a stdin stream as ``async for`` gives them (what the MCP stdio transport reads)."""
+
+    def __init__(self, stream: asyncio.StreamReader) -> None:
+        self._stream = stream
+
+    def __aiter__(self) -> _StdinLines:
+        return self
+
+    async def __anext__(self) -> str:
+        raw = await self._stream.readline()
+        if not raw:
+            raise StopAsyncIteration
+        return raw.decode("utf-8", errors="replace")
+
+
+class _LineReader:
+    """``input(prompt)`` that a stop signal interrupts at once. ``asyncio.to_thread(input)`` would make
+    ``asyncio.run`` wait for the line; on a terminal the line is read (with editing) on a daemon thread, from
+    a pipe through the event loop (a daemon thread in a buffered read would crash the interpreter's exit)."""
+
+    def __init__(self) -> None:
+        self._stream: asyncio.StreamReader | None = None
+
+    async def __call__(self, prompt: str) -> str:
+        if sys.stdin.isatty():
+            return await self._terminal(prompt)
+        if self._stream is None:
+            self._stream = await _stdin_stream()
+        if self._stream is None:  # a file
+            return await asyncio.to_thread(input, prompt)
+        print(prompt, end="", flush=True)
+        raw = await self._stream.readline()
+        if not raw:
+            raise EOFError
+        return raw.decode(errors="replace").rstrip("\r\n")
+
+    @staticmethod
+    async def _terminal(prompt: str) -> str:
+        import threading
+
+        loop = asyncio.get_running_loop()
+        line: asyncio.Future[str] = loop.create_future()
+
+        def settle(value: str | None, exc: BaseException | None) -> None:
+            if not line.done():
+                line.set_exception(exc) if exc is not None else line.set_result(value or "")
+
+        def read() -> None:
+            try:
+                value, exc = input(prompt), None
+            except BaseException as e:  # noqa: BLE001 - EOFError and the like go to the awaiting task
+                value, exc = None, e
+            try:
+                loop.call_soon_threadsafe(settle, value, exc)
+            except RuntimeError:  # the loop has closed: nobody waits for the line any more
+                pass
+
+        threading.Thread(target=read, name="kb-input", daemon=True).start()
+        return await line
+
+
 async def _query(args: argparse.Namespace) -> int:
     from kb.runtime import build_pipeline, open_runtime
     from router.types import QueryRequest
@@ -155,11 +235,12 @@ async def _query(args: argparse.Namespace) -> int:
         pipeline = build_pipeline(rt)
         questions = [args.question] if args.question else []
         interactive = args.interactive or not questions
+        read_line = _LineReader()
         history: list[Any] = []
         while True:
             if interactive:
                 try:
-                    q = (await asyncio.to_thread(input, "kb> ")).strip()
+                    q = (await read_line("kb> ")).strip()
                 except EOFError:
                     break
                 if q in {"", "exit", "quit"}:
@@ -254,13 +335,19 @@ async def _mcp_stdio() -> int:
     """Serve the MCP tools over stdin/stdout until the client closes the pipe."""
     import contextlib
 
+    from mcp.server.stdio import stdio_server
+
     from kb.mcp_server import Services, build_mcp_server
     from kb.runtime import build_pipeline, open_runtime
 
     with contextlib.redirect_stdout(sys.stderr):  # stdout carries the protocol and nothing else
         rt = await open_runtime()
     try:
-        await build_mcp_server(Services(rt, build_pipeline(rt))).run_stdio_async()
+        server = build_mcp_server(Services(rt, build_pipeline(rt)))
+        stream = await _stdin_stream()  # read through the loop: a stop signal is not kept waiting for a line
+        async with stdio_server(_StdinLines(stream) if stream else None) as (read, write):  # type: ignore[arg-type]
+            low = server._lowlevel_server  # what run_stdio_async runs; it takes no stdin of ours
+            await low.run(read, write, low.create_initialization_options())
         return 0
     finally:
         await rt.close()
@@ -276,12 +363,9 @@ async def _preflight() -> None:
 
 def _serve(host: str, port: int, banner: str = "", workers: int = 1) -> None:
     from kb.app import create_app
-    from kb.db import embedded_status, stop_embedded
     from kb.serve import serve
 
-    settings = get_settings()
-    was_running = settings.database.url is None and bool(embedded_status(settings.database.data_dir)["running"])
-    asyncio.run(_preflight())
+    run_async(_preflight())
 
     def ready() -> None:
         base = f"http://{host}:{port}"
@@ -291,15 +375,9 @@ def _serve(host: str, port: int, banner: str = "", workers: int = 1) -> None:
             print(banner, flush=True)
 
     if workers > 1:  # each worker process builds its own app; say "ready" once, here
-        db = settings.database
-        owner = db.url is None and not was_running  # this process started the embedded Postgres
         ready()
-        try:
-            serve(None, host, port, get_settings().server, workers=workers)
-        finally:
-            if owner:  # the worker processes have exited: the embedded Postgres stops with its last user
-                stop_embedded(db.data_dir)
-        return
+        serve(None, host, port, get_settings().server, workers=workers)
+        return  # the embedded Postgres this process started stops in main() once the workers are gone
     app = create_app(bound_host=host, on_ready=ready)
     serve(app, host, port, get_settings().server)
 
@@ -314,9 +392,9 @@ async def _samples_ingested(collection: str) -> bool:
 def cmd_run(args: argparse.Namespace) -> int:
     """make run: embedded Postgres, schema, sample reports (first time), then the API with a ready curl."""
     s = get_settings()
-    if not asyncio.run(_samples_ingested("default")):
+    if not run_async(_samples_ingested("default")):
         print(f"kb: first start — ingesting the sample reports from {SAMPLES_DIR}", flush=True)
-        asyncio.run(_ingest(SAMPLES_DIR, "default", False, SAMPLES_DIR.parent / "metadata.jsonl", by_root=False))
+        run_async(_ingest(SAMPLES_DIR, "default", False, SAMPLES_DIR.parent / "metadata.jsonl", by_root=False))
     host, port = args.host or s.server.host, args.port or s.server.port
     banner = (f"\nReady. Open the web UI at http://{host}:{port}/ or try:\n"
               f"  curl -s http://{host}:{port}/kb/query -H 'Content-Type: application/json' \\\n"
@@ -347,6 +425,7 @@ def cmd_worker(_: argparse.Namespace) -> int:
         import signal
 
         from ingest.jobs import STOP_GRACE_S, Worker
+        from kb.process import STOP_SIGNALS, note_signal
         from kb.runtime import build_ingest_context, open_runtime
 
         async with open_runtime() as rt:
@@ -354,13 +433,17 @@ def cmd_worker(_: argparse.Namespace) -> int:
                 worker = Worker(ctx, concurrency=rt.settings.ingest.workers)
                 stop = asyncio.Event()
                 loop = asyncio.get_running_loop()
-                for sig in (signal.SIGTERM, signal.SIGINT):  # graceful: a file being ingested is handed back
-                    loop.add_signal_handler(sig, stop.set)
+                def on_signal(sig: signal.Signals) -> None:
+                    note_signal(sig)
+                    stop.set()
+
+                for sig in STOP_SIGNALS:  # graceful: a file being ingested is handed back
+                    loop.add_signal_handler(sig, on_signal, sig)
                 print(f"kb: worker {worker.name} waiting for ingest jobs (Ctrl-C to stop)", flush=True)
                 await worker.run(stop, grace_s=STOP_GRACE_S)
 
     try:
-        asyncio.run(run())
+        run_async(run())
     except KeyboardInterrupt:
         pass
     return 0
@@ -451,7 +534,58 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``kb`` program. Called with ``argv`` (in-process, tests), the signal handlers are restored after
+    and the caller's other child processes are left alone."""
+    import signal
+
+    from kb.process import STOP_SIGNALS, install_stop_signals, received_signal
+
     args = build_parser().parse_args(argv)
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    install_stop_signals()  # SIGTERM and SIGHUP stop every command the way Ctrl-C does
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:
+        return 128 + (received_signal() or signal.SIGINT)
+    finally:
+        _finish(args.command, end_all_children=argv is None)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _finish(command: str, *, end_all_children: bool) -> None:
+    """After every command: end the child processes left, stop the embedded Postgres this process started
+    (not one it found running and shared) and, after a stop signal, say so in one line."""
+    import signal
+
+    from kb.db import stop_owned_embedded
+    from kb.process import STOP_SIGNALS, end_children, received_signal, seconds_since_signal, signal_name
+
+    for sig in STOP_SIGNALS:  # a second Ctrl-C must not leave the database half stopped
+        signal.signal(sig, signal.SIG_IGN)
+    children = end_children() if end_all_children else 0
+    stopped = stop_owned_embedded()
+    sig = received_signal()
+    if sig is None:
+        return
+    if stopped:
+        db = f"stopped the embedded Postgres it started ({stopped[0]})"
+    elif _embedded_db():
+        db = "left the embedded Postgres it did not start as it was"
+    else:
+        db = "external database untouched"
+    print(f"kb {command}: stopped by {signal_name(sig)} in {seconds_since_signal():.1f} s; {db}; "
+          f"{children} child process{'es' if children != 1 else ''} ended", file=sys.stderr, flush=True)
+
+
+def _embedded_db() -> bool:
+    try:
+        return get_settings().database.url is None
+    except ConfigError:
+        return False
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     try:
         settings = get_settings()
         configure_logging(settings.server.log_format, settings.server.log_level)
@@ -478,19 +612,19 @@ def main(argv: list[str] | None = None) -> int:
             if not args.path.exists():
                 raise ConfigError(f"path {args.path} does not exist")
             meta = args.metadata.resolve() if args.metadata else None
-            return asyncio.run(_ingest(args.path.resolve(), args.collection, args.recursive, meta))
+            return run_async(_ingest(args.path.resolve(), args.collection, args.recursive, meta))
         if args.command == "query":
-            return asyncio.run(_query(args))
+            return run_async(_query(args))
         if args.command == "export":
-            return asyncio.run(_export(args.doc_id))
+            return run_async(_export(args.doc_id))
         if args.command == "reembed":
-            return asyncio.run(_reembed(args.collection, max(1, args.batch)))
+            return run_async(_reembed(args.collection, max(1, args.batch)))
         if args.command == "reindex":
-            return asyncio.run(_reindex(args.all))
+            return run_async(_reindex(args.all))
         if args.command == "facts":
-            return asyncio.run(_facts(args.collection))
+            return run_async(_facts(args.collection))
         if args.command == "mcp":
-            return asyncio.run(_mcp_stdio())
+            return run_async(_mcp_stdio())
         if args.command == "bench":
             from kb.bench_cli import run_bench
 
@@ -501,8 +635,6 @@ def main(argv: list[str] | None = None) -> int:
     except KBError as exc:
         print(f"kb: {exc.title.lower()}: {exc.detail}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        return 130
     return 0
 
 

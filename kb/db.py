@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.resources
+import json
+import os
 import re
 import time
 import warnings
@@ -34,6 +36,8 @@ if not SQL_DIR.is_dir():  # installed from a wheel
     SQL_DIR = Path(str(importlib.resources.files("kb.sql")))
 MIGRATION_LOCK_KEY = 7_351_100_001  # pg_advisory_lock key for migrations
 LONG_STATEMENT_S = 6 * 3600.0  # migrations (index builds) are exempt from KB_DB_COMMAND_TIMEOUT_S
+OWNER_FILE = "embedded-owner.json"  # in KB_DATA_DIR: the kb process that stops the embedded server on exit
+_owned: set[Path] = set()  # data dirs whose embedded server this process stops when it exits
 _MIGRATION_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 SQL_CREATE_MIGRATIONS = """
@@ -80,20 +84,82 @@ def check_pgdata_version(pgdata: Path) -> None:
         )
 
 
+def _owner_file(data_dir: Path) -> Path:
+    return data_dir / OWNER_FILE
+
+
+def _process_tag(pid: int) -> float | None:
+    """The start time of process ``pid`` (None if it is gone): a pid plus its start time names one process."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def embedded_owner(data_dir: Path) -> int | None:
+    """The pid of the live ``kb`` process that started the embedded server in ``data_dir`` and stops it when
+    it exits; None when nobody does (started by ``kb db start``, or its starter was killed)."""
+    try:
+        owner = json.loads(_owner_file(data_dir).read_text())
+        pid, started = int(owner["pid"]), float(owner["started"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    tag = _process_tag(pid)
+    return pid if tag is not None and abs(tag - started) < 1.0 else None
+
+
+def _claim(data_dir: Path) -> None:
+    """Record this process as the one that stops the embedded server in ``data_dir`` when it exits."""
+    pid = os.getpid()
+    _owner_file(data_dir).write_text(json.dumps({"pid": pid, "started": _process_tag(pid)}))
+    _owned.add(data_dir)
+
+
 def start_embedded(data_dir: Path, *, keep_running: bool = True) -> str:
-    """Start (or attach to) the embedded Postgres in ``data_dir``; return its URI."""
-    if not keep_running and embedded_status(data_dir)["running"]:
-        keep_running = True  # someone else started it (e.g. `kb db start`): leave it running
+    """Start (or attach to) the embedded Postgres in ``data_dir``; return its URI.
+
+    Unless ``keep_running`` (``kb db start``), a server started here is this process's to stop when it exits
+    (``stop_owned_embedded``). One found running is shared and left alone, except one whose starter is gone
+    (killed with SIGKILL, OOM): that one is adopted, and stops when this process exits.
+    """
     import pgserver
 
+    data_dir = data_dir.expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     pgdata = _embedded_pgdata(data_dir)
     check_pgdata_version(pgdata)
-    try:
-        server = pgserver.get_server(pgdata, cleanup_mode=None if keep_running else "stop")
+    was_running = bool(embedded_status(data_dir)["running"])
+    try:  # never pgserver's own clean-up: it trusts a list of pids that a killed process never leaves
+        server = pgserver.get_server(pgdata, cleanup_mode=None)
     except Exception as exc:  # noqa: BLE001 - turned into one readable line
         raise ConfigError(f"KB_DATA_DIR={data_dir}: embedded Postgres failed to start: {exc}") from exc
+    if keep_running:
+        _owner_file(data_dir).unlink(missing_ok=True)  # kept running: nobody stops it on exit
+        _owned.discard(data_dir)
+    elif not was_running:
+        _claim(data_dir)
+    elif data_dir not in _owned and _owner_file(data_dir).exists() and embedded_owner(data_dir) is None:
+        _claim(data_dir)  # its starter died without stopping it
+        log.warning("db.embedded_adopted", data_dir=str(data_dir), pid=server.get_pid())
     return server.get_uri()
+
+
+def stop_owned_embedded() -> list[Path]:
+    """Stop every embedded server this process started (or adopted) and still owns; the data dirs stopped.
+    One found running and shared is left running."""
+    stopped = []
+    for data_dir in sorted(_owned):
+        _owned.discard(data_dir)
+        if embedded_owner(data_dir) != os.getpid():
+            continue  # another process has taken it over
+        try:
+            if stop_embedded(data_dir):
+                stopped.append(data_dir)
+        except Exception as exc:  # noqa: BLE001 - reported; the other servers are still stopped
+            log.error("db.embedded_stop_failed", data_dir=str(data_dir), error=str(exc))
+    return stopped
 
 
 def embedded_status(data_dir: Path) -> dict[str, object]:
@@ -112,45 +178,61 @@ def embedded_status(data_dir: Path) -> dict[str, object]:
     }
 
 
-def stop_embedded(data_dir: Path) -> bool:
-    """Stop the embedded server if it runs. Returns True when it was stopped."""
-    import os
-    import pwd
+def stop_embedded(data_dir: Path, timeout_s: float = 8.0) -> bool:
+    """Stop the embedded server if it runs (a fast shutdown: clients are disconnected, nothing is lost).
+    Returns True when it was stopped.
 
-    import pgserver
+    The postmaster is signalled directly rather than through ``pg_ctl``: run as root, pgserver runs
+    ``pg_ctl`` as its own user, which fails once a parent folder has lost the traversal right it was given.
+    A server that has not stopped after ``timeout_s`` is shut down immediately (SIGQUIT), then killed.
+    """
+    import signal
 
-    pgdata = _embedded_pgdata(data_dir)
-    if not embedded_status(data_dir)["running"]:
+    import psutil
+
+    status = embedded_status(data_dir)
+    if not status["running"] or status["pid"] is None:
         return False
-    user = "pgserver" if os.geteuid() == 0 else None
-    if user:
-        pwd.getpwnam(user)
-    pgserver.pg_ctl(["-w", "stop", "-m", "fast"], pgdata=pgdata, user=user)
+    try:
+        proc = psutil.Process(int(status["pid"]))  # type: ignore[call-overload]
+        for sig, wait_s in ((signal.SIGINT, timeout_s), (signal.SIGQUIT, 2.0), (signal.SIGKILL, 2.0)):
+            proc.send_signal(sig)
+            try:
+                proc.wait(timeout=wait_s)
+                break
+            except psutil.TimeoutExpired:
+                log.warning("db.embedded_stop_slow", data_dir=str(data_dir), signal=sig.name)
+    except psutil.NoSuchProcess:
+        pass
+    _owner_file(data_dir.expanduser().resolve()).unlink(missing_ok=True)
     return True
 
 
 def restart_embedded_if_down(data_dir: Path) -> bool:
     """Start the embedded server again when its postmaster died (``kill -9``); True when it was restarted.
 
-    The server keeps its socket folder, so the URI and the pool stay valid.
+    The server keeps its socket folder, so the URI and the pool stay valid. This process started it, so it
+    stops it when it exits.
     """
     if embedded_status(data_dir)["running"]:
         return False
     from pgserver.postgres_server import PostgresServer
 
-    server = PostgresServer._instances.get(_embedded_pgdata(data_dir).expanduser().resolve())
+    data_dir = data_dir.expanduser().resolve()
+    server = PostgresServer._instances.get(_embedded_pgdata(data_dir))
     if server is None:
         start_embedded(data_dir, keep_running=False)
     else:
         server.ensure_postgres_running()
+        _claim(data_dir)
     return True
 
 
 def resolve_database_url(settings: DatabaseSettings, *, keep_running: bool = False) -> str:
     """``KB_DATABASE_URL`` if set, else the embedded server's URI (started if needed).
 
-    An embedded server started here stops when the last process using it exits, unless
-    ``keep_running`` (``kb db start``) or it was already running.
+    An embedded server started here is stopped by ``stop_owned_embedded`` when this process exits, unless
+    ``keep_running`` (``kb db start``) or it was already running (see ``start_embedded``).
     """
     if settings.url:
         return settings.url

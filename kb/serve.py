@@ -17,11 +17,14 @@ import h11
 import structlog
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.supervisors.multiprocess import Multiprocess
 
 from kb.api.common import problem_bytes
+from kb.process import STOP_SIGNALS, die_with_parent, note_signal
 from kb.settings import ServerSettings, get_settings
 
 log = structlog.get_logger("kb.serve")
+_SUPERVISOR_ENV = "_KB_SUPERVISOR_PID"  # internal, not a setting: the supervisor pid for its workers
 
 
 _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/problem+json\r\nretry-after: 5\r\n"
@@ -113,6 +116,12 @@ class KBH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
 
+GRACEFUL_SHUTDOWN_S = 5  # requests still running this long after a stop signal are cancelled
+# a --workers process not answering the supervisor's ping this long is killed and replaced; uvicorn's 5 s
+# killed workers still importing on a busy machine, over and over
+WORKER_HEALTHCHECK_S = 30
+
+
 def uvicorn_options(server: ServerSettings) -> dict[str, Any]:
     """The uvicorn keyword arguments that enforce the server's connection limits."""
     return {
@@ -120,21 +129,52 @@ def uvicorn_options(server: ServerSettings) -> dict[str, Any]:
         "h11_max_incomplete_event_size": server.max_header_kb * 1024,
         "limit_concurrency": server.max_connections,
         "timeout_keep_alive": 5,
+        "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S,
         "log_level": "warning",
         "access_log": False,
     }
 
 
+class Supervisor(Multiprocess):
+    """uvicorn's worker supervisor, except that SIGHUP stops the server (as it does with one process)
+    instead of restarting the workers, and the stop signal is recorded for the line saying so."""
+
+    def handle_signals(self) -> None:
+        for sig in tuple(self.signal_queue):
+            if sig in STOP_SIGNALS:
+                note_signal(sig)
+        super().handle_signals()
+
+    def handle_hup(self) -> None:
+        self.should_exit.set()
+
+
+def worker_app() -> Any:
+    """The app of one ``--workers`` process (a uvicorn factory): it dies with the supervisor, even one killed
+    with SIGKILL or by the OOM killer (so a restart finds the port free), and logs as the supervisor does
+    (kb's structlog set-up: redaction, plain tracebacks, ``KB_LOG_FORMAT``)."""
+    from kb.app import create_app
+    from kb.logging import configure_logging
+
+    supervisor = os.environ.get(_SUPERVISOR_ENV)
+    die_with_parent(int(supervisor) if supervisor else None)
+    settings = get_settings()
+    configure_logging(settings.server.log_format, settings.server.log_level)
+    return create_app(settings, bound_host=settings.server.host)
+
+
 def serve(app: Any, host: str, port: int, server: ServerSettings, workers: int = 1) -> None:
     """Run ``app`` on ``host:port`` until interrupted. ``workers`` > 1: that many processes, each building
-    the app from the environment (``kb.app:create_app``), sharing the port; the embedded Postgres belongs
-    to this (the supervising) process."""
-    if workers > 1:
-        os.environ["KB_HOST"], os.environ["KB_PORT"] = host, str(port)
-        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # one BLAS thread per process: no oversubscription
-            os.environ.setdefault(var, "1")
-        get_settings.cache_clear()
-        uvicorn.run("kb.app:create_app", factory=True, host=host, port=port, workers=workers,
-                    **uvicorn_options(server))
+    the app from the environment (``worker_app``), sharing the port; the embedded Postgres belongs to this
+    (the supervising) process."""
+    if workers <= 1:
+        uvicorn.run(app, host=host, port=port, **uvicorn_options(server))
         return
-    uvicorn.run(app, host=host, port=port, **uvicorn_options(server))
+    os.environ["KB_HOST"], os.environ["KB_PORT"] = host, str(port)
+    os.environ[_SUPERVISOR_ENV] = str(os.getpid())
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # one BLAS thread per process: no oversubscription
+        os.environ.setdefault(var, "1")
+    get_settings.cache_clear()
+    config = uvicorn.Config("kb.serve:worker_app", factory=True, host=host, port=port, workers=workers,
+                            timeout_worker_healthcheck=WORKER_HEALTHCHECK_S, **uvicorn_options(server))
+    Supervisor(config, sockets=[config.bind_socket()]).run()

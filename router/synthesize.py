@@ -455,7 +455,8 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
     for ci, c in enumerate(chunks):
         body = _HEADING_LINE.sub("", c.text)
         for si, s in enumerate(split_sentences(body)):
-            if len(s) < 12 or (len(s.split()) < 4 and not _CJK_RUN.search(s)):  # Chinese has no spaces
+            # Chinese has no spaces; a short table row ("2024 1,097 862") counts when it prints figures
+            if len(s) < 12 or (len(s.split()) < 4 and not _CJK_RUN.search(s) and len(_NUMBER.findall(s)) < 3):
                 continue
             sentences.append((ci, si, s))
             for t in set(tokenize(s)):

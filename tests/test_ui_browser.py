@@ -565,6 +565,23 @@ async def test_first_screen_offers_the_collection_and_its_example_questions(page
     assert "412.6" in await page.inner_text("#answer-1")
 
 
+async def test_the_token_button_is_quiet_when_no_token_is_configured(page) -> None:
+    """With tokens configured the access-token button is a normal button; a server that has none (its
+    capabilities say so) shows it quietly."""
+    await page.goto("/ui/#/ask")
+    await page.wait_for_selector("#collection option", state="attached")
+    assert "quiet" not in (await page.get_attribute("#token-btn", "class") or "")  # this server has tokens
+
+    async def no_tokens(route) -> None:  # noqa: ANN001 - playwright's Route
+        caps = await (await route.fetch()).json()
+        await route.fulfill(json={**caps, "read_token": False, "admin_token": False})
+
+    await page.route("**/kb/capabilities", no_tokens)
+    await page.evaluate("localStorage.clear()")
+    await page.reload()
+    await page.locator("#token-btn.quiet").wait_for(state="attached")  # (the page's CSP forbids eval'd waits)
+
+
 async def test_sources_beside_the_answer_with_a_page_viewer(page, shots: Path) -> None:
     await page.goto("/ui/#/ask")
     await _ask(page, "What was Aurora Pharma total revenue in 2023?", "metadata")

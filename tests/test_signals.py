@@ -1,0 +1,247 @@
+"""Every way of stopping a ``kb`` command leaves nothing running (issue 25): SIGTERM, SIGINT and SIGHUP of each
+long-running command stop, within 10 s, the embedded Postgres it started and every child it had, and one
+line says so; one found running is left alone; a ``--workers`` supervisor killed with SIGKILL takes its
+workers with it, and the next start finds the port free and adopts the Postgres left behind.
+
+Real processes on one embedded Postgres data dir shared by the module (initialised, with the sample reports
+ingested, once); each case starts the stopped database again by itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from tests.live import free_port
+
+pytestmark = pytest.mark.live  # about 10 minutes on a busy 2-core machine (27 cases, each starting Postgres)
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = REPO / "samples"
+STOP_LIMIT_S = 10.0
+SIGNALS = {"TERM": signal.SIGTERM, "INT": signal.SIGINT, "HUP": signal.SIGHUP}
+
+
+@dataclass(frozen=True)
+class Shared:
+    root: Path  # KB_INGEST_ROOT
+    data: Path  # KB_DATA_DIR
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
+        env.update({"KB_DATA_DIR": str(self.data), "KB_INGEST_ROOT": str(self.root), "KB_EMBEDDING_MODEL": "hash:384",
+                    "KB_INGEST_WORKERS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO), **extra})
+        return env
+
+    def postmaster(self) -> psutil.Process | None:
+        """The embedded Postgres running on the shared data dir, if any."""
+        try:
+            pid = int((self.data / "pg" / "postmaster.pid").read_text().split()[0])
+            proc = psutil.Process(pid)
+            return proc if proc.name() == "postgres" else None
+        except (OSError, ValueError, IndexError, psutil.Error):
+            return None
+
+    def owner(self) -> int | None:
+        try:
+            return int(json.loads((self.data / "embedded-owner.json").read_text())["pid"])
+        except (OSError, ValueError, KeyError):
+            return None
+
+
+def _kb(shared: Shared, *args: str, log: Path, stdin: int = subprocess.DEVNULL, **env: str) -> subprocess.Popen:
+    with open(log, "wb") as out:
+        return subprocess.Popen([sys.executable, "-m", "kb.cli", *args], env=shared.env(**env), stdin=stdin,
+                                stdout=out, stderr=subprocess.STDOUT, cwd=shared.root, start_new_session=True)
+
+
+def _wait(what: str, ready: Callable[[], bool], proc: subprocess.Popen, log: Path, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        assert proc.poll() is None, f"exited before {what}:\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, f"not {what} in {timeout_s} s:\n{log.read_text()[-3000:]}"
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
+    root = tmp_path_factory.mktemp("signals")
+    s = Shared(root=root, data=root / "data")
+    many = root / "many"
+    many.mkdir()
+    for i in range(300):  # enough files that an ingest is still running when the signal comes
+        body = "\n\n".join(f"## Part {j}\n\n" + f"Line {i}.{j} of a long note about item {i}. " * 40 for j in range(30))
+        (many / f"note-{i:03d}.md").write_text(f"# Note {i}\n\n{body}\n")
+    log = root / "setup.log"
+    proc = _kb(s, "ingest", str(SAMPLES / "reports"), "--metadata", str(SAMPLES / "metadata.jsonl"), log=log)
+    assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
+    assert s.postmaster() is None, "the ingest did not stop the Postgres it started"
+    yield s
+    _stop_leftovers(s)  # after a failed case: leave nothing behind
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _end_session(proc: subprocess.Popen) -> None:
+    """After a failed case: SIGKILL whatever the command left in its session."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if os.getsid(p.pid) == proc.pid:
+                p.kill()
+        except (OSError, psutil.Error):
+            pass
+
+
+def _stop_leftovers(shared: Shared) -> None:
+    """A Postgres left by an earlier failed case is stopped, so that every case starts its own."""
+    if (pm := shared.postmaster()) is not None:
+        pm.send_signal(signal.SIGINT)
+        pm.wait(timeout=30)
+
+
+def _http_ready(port: int) -> Callable[[], bool]:
+    def ready() -> bool:
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+    return ready
+
+
+def _case(name: str, shared: Shared, log: Path, tag: str) -> tuple[subprocess.Popen, Callable[[], bool]]:
+    """Start command ``name`` and return it with the condition meaning "it is at work"."""
+    port = free_port()
+
+    def text() -> str:
+        return log.read_text(errors="replace")
+
+    if name in {"serve", "serve-workers", "run"}:
+        args = ["serve", "--port", str(port)] if name != "run" else ["run", "--port", str(port)]
+        proc = _kb(shared, *args, *(["--workers", "2"] if name == "serve-workers" else []), log=log)
+        return proc, _http_ready(port)
+    if name == "worker":
+        return _kb(shared, "worker", log=log), lambda: "waiting for ingest jobs" in text()
+    if name == "ingest":
+        proc = _kb(shared, "ingest", str(shared.root / "many"), "--collection", f"sig-{tag}", log=log)
+        return proc, lambda: shared.owner() == proc.pid and bool(psutil.Process(proc.pid).children())
+    if name == "bench":
+        proc = _kb(shared, "bench", "latency", "--docs", "300", "--chunks-per-doc", "30", "--queries", "100000",
+                   "--collection", f"bench-{tag}", log=log)
+        return proc, lambda: "runtime.ready" in text()
+    if name == "query":
+        proc = _kb(shared, "query", "--interactive", log=log, stdin=subprocess.PIPE)
+        return proc, lambda: "kb> " in text()
+    if name == "mcp":
+        proc = _kb(shared, "mcp", log=log, stdin=subprocess.PIPE)
+        return proc, lambda: "runtime.ready" in text()
+    if name == "reembed":  # another embedder: every stored vector is computed again, one per batch
+        proc = _kb(shared, "reembed", "--batch", "1", log=log, KB_EMBEDDING_MODEL="hash:256")
+        return proc, lambda: "runtime.ready" in text()
+    raise AssertionError(name)
+
+
+COMMANDS = ["serve", "serve-workers", "run", "worker", "ingest", "bench", "query", "mcp", "reembed"]
+
+
+@pytest.mark.parametrize("sig", list(SIGNALS))
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_stop_signal_leaves_nothing_running(shared: Shared, command: str, sig: str) -> None:
+    _stop_leftovers(shared)
+    log = shared.root / f"{command}-{sig}.log"
+    proc, at_work = _case(command, shared, log, f"{command}-{sig}".lower())
+    try:
+        _wait("at work", at_work, proc, log)
+        postmaster = shared.postmaster()
+        assert postmaster is not None and shared.owner() == proc.pid  # this command started it
+        started = [*psutil.Process(proc.pid).children(recursive=True), postmaster, *postmaster.children()]
+        sent = time.monotonic()
+        proc.send_signal(SIGNALS[sig])
+        code = proc.wait(timeout=STOP_LIMIT_S)
+        _, alive = psutil.wait_procs(started, timeout=max(0.1, sent + STOP_LIMIT_S - time.monotonic()))
+        alive = [p for p in alive if _running(p)]  # a zombie has ended; only its parent has not reaped it yet
+        elapsed = time.monotonic() - sent
+    finally:
+        _end_session(proc)
+    out = log.read_text(errors="replace")
+    assert not alive, f"still running {elapsed:.1f} s after SIG{sig}: {alive}\n{out[-2000:]}"
+    assert shared.postmaster() is None
+    lines = [ln for ln in out.splitlines() if f"kb {command.split('-')[0]}: stopped by SIG{sig} " in ln]
+    assert len(lines) == 1 and "stopped the embedded Postgres" in lines[0], out[-2000:]
+    assert code in {0, 128 + SIGNALS[sig]}, (code, out[-2000:])
+    print(f"{command} SIG{sig}: exit {code}, everything gone {elapsed:.1f} s after the signal")
+
+
+def test_a_shared_postgres_is_left_running(shared: Shared) -> None:
+    """A Postgres started by ``kb db start`` is not the server's to stop; ``kb db stop`` stops it."""
+    log = shared.root / "shared.log"
+    assert subprocess.run([sys.executable, "-m", "kb.cli", "db", "start"], env=shared.env(), cwd=shared.root,
+                          capture_output=True, timeout=60).returncode == 0
+    postmaster = shared.postmaster()
+    assert postmaster is not None and shared.owner() is None
+    try:
+        proc, at_work = _case("serve", shared, log, "shared")
+        _wait("serving", at_work, proc, log)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=STOP_LIMIT_S) == 0
+        assert postmaster.is_running() and shared.postmaster() is not None
+        assert "left the embedded Postgres it did not start as it was" in log.read_text()
+    finally:
+        subprocess.run([sys.executable, "-m", "kb.cli", "db", "stop"], env=shared.env(), cwd=shared.root, timeout=60)
+    assert not postmaster.is_running()
+
+
+def test_workers_die_with_a_killed_supervisor_and_the_next_start_adopts_postgres(shared: Shared) -> None:
+    port = free_port()
+    log = shared.root / "kill9.log"
+    proc = _kb(shared, "serve", "--port", str(port), "--workers", "2", log=log, KB_LOG_FORMAT="json")
+    try:
+        _wait("serving", _http_ready(port), proc, log)
+        workers = psutil.Process(proc.pid).children(recursive=True)
+        assert len([w for w in workers if w.name().startswith("python")]) >= 2
+        proc.kill()  # SIGKILL, as the OOM killer does: no clean-up of its own
+        proc.wait()
+        _, alive = psutil.wait_procs(workers, timeout=STOP_LIMIT_S)
+        assert not [p for p in alive if _running(p)], alive
+        postmaster = shared.postmaster()
+        assert postmaster is not None  # left for the next start (documented)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    # the workers logged through kb's set-up: JSON lines (KB_LOG_FORMAT=json), pgserver's INFO chatter silenced
+    worker_pids = {str(w.pid) for w in workers}
+    events = [json.loads(ln) for ln in log.read_text().splitlines() if ln.startswith("{")]
+    assert sum(e.get("event") == "runtime.ready" for e in events) >= 3, log.read_text()[-2000:]
+    assert any(e.get("event") == "worker.started" and e.get("worker", "").split(":")[1] in worker_pids
+               for e in events)
+    assert "pgserver" not in log.read_text()
+    log2 = shared.root / "restart.log"
+    again = _kb(shared, "serve", "--port", str(port), log=log2)  # the same port: free again
+    try:
+        _wait("serving on the same port", _http_ready(port), again, log2)
+        assert shared.postmaster() is not None and shared.postmaster().pid == postmaster.pid
+        assert shared.owner() == again.pid and "db.embedded_adopted" in log2.read_text()
+        again.send_signal(signal.SIGTERM)
+        assert again.wait(timeout=STOP_LIMIT_S) == 0
+    finally:
+        if again.poll() is None:
+            again.kill()
+    assert psutil.wait_procs([postmaster], timeout=STOP_LIMIT_S)[1] == []
+    assert "stopped the embedded Postgres" in log2.read_text()
