@@ -9,6 +9,7 @@ import asyncio
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Coroutine
 from types import FrameType
@@ -76,8 +77,9 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
             note_signal(sig)
             task.cancel()
 
-        for sig in STOP_SIGNALS:
-            loop.add_signal_handler(sig, stop, sig)
+        if threading.current_thread() is threading.main_thread():  # signals reach only the main thread
+            for sig in STOP_SIGNALS:
+                loop.add_signal_handler(sig, stop, sig)
         try:
             return await coro
         except asyncio.CancelledError:
@@ -85,6 +87,8 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
                 raise
             raise KeyboardInterrupt from None
 
+    if threading.current_thread() is not threading.main_thread():  # a benchmark run in a test's thread
+        return asyncio.run(main())
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     try:
         return asyncio.run(main())

@@ -30,6 +30,7 @@ from kb.bench.environment import git_commit, machine, pgvector_version, utc_seco
 from kb.bench.metrics import QuestionRun, aggregate, metric_names, question_metrics
 from kb.bench.strategies import BENCH_STRATEGIES, FLAT, ROUTED, parse_strategies
 from kb.errors import KBError, ValidationError
+from kb.process import run_async
 from kb.providers.chat import CountingChat
 from kb.runtime import Runtime
 
@@ -517,7 +518,7 @@ def run_cli(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     config = config_from_args(args)
-    report = asyncio.run(_main(config))
+    report = run_async(_main(config))
     print(format_table(report, config.ks))
     if args.json_out is not None:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from kb.process import run_async
 from kb.settings import get_settings
 from kb.types import ChatResult, ChatUsage
 
@@ -108,9 +109,9 @@ def run_cli(args: argparse.Namespace) -> int:
         files = files[: args.limit]
     workers = max(1, get_settings().ingest.workers)
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        offline = asyncio.run(_profile(files, OfflineChatModel(), pool))
+        offline = run_async(_profile(files, OfflineChatModel(), pool))
         fake = CountingFakeLLM()
-        with_llm = asyncio.run(_profile(files, fake, pool))
+        with_llm = run_async(_profile(files, fake, pool))
     calls = sum(fake.calls.values())
     report = {
         "data": str(folder), "offline": offline,

@@ -21,7 +21,6 @@ This module is the entry point; the jobs live in ``kb.bench.synthetic`` (corpus 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import math
 import time
@@ -46,6 +45,7 @@ from kb.bench.measure import (
 )
 from kb.bench.synthetic import DOCS_PER_COMPANY, bench_questions, companies
 from kb.errors import ConfigError
+from kb.process import run_async
 
 log = structlog.get_logger("kb.bench.latency")
 
@@ -165,7 +165,7 @@ async def run_latency(cfg: LatencyConfig) -> LatencyReport:
 def run_cli(args: argparse.Namespace) -> int:
     """``kb bench latency``: print the table, write ``bench/results/latency.md`` and ``--json``."""
     cfg = config_from_args(args)
-    report = asyncio.run(run_latency(cfg))
+    report = run_async(run_latency(cfg))
     for line in summary_lines(report):
         print(line)
     RESULTS_MD.parent.mkdir(parents=True, exist_ok=True)

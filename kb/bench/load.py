@@ -21,6 +21,7 @@ import numpy as np
 
 from kb.bench.environment import load_average, machine, utc_minutes
 from kb.bench.markdown import table
+from kb.process import run_async
 from router.types import STRATEGIES
 
 SAMPLES_QUESTIONS = Path(__file__).resolve().parents[2] / "samples" / "QUESTIONS.md"
@@ -116,7 +117,7 @@ def report(result: LoadResult, *, url: str, workers: str, command: str) -> str:
 
 def run_cli(args: argparse.Namespace) -> int:
     url = args.url or "http://127.0.0.1:8000"
-    result = asyncio.run(run_load(url, clients=args.clients, duration_s=args.duration,
+    result = run_async(run_load(url, clients=args.clients, duration_s=args.duration,
                                   token=os.environ.get("KB_API_TOKEN"), collection=args.collection or "default"))
     text = report(result, url=url, workers=args.server_note or "kb serve",
                   command=f"kb bench load --url {url} --clients {args.clients} --duration {args.duration:g}")
