@@ -42,8 +42,10 @@ BENCH_MARK = "kb bench ingest --workers"  # the description of a collection this
 READY_LINE = "waiting for ingest jobs"  # what `kb worker` prints once it can claim files
 READY_TIMEOUT_S = 300.0
 STOP_TIMEOUT_S = 20.0
-SQL_LOCK_WAITERS = """
-SELECT a.wait_event, a.query ILIKE '%ingest_job%' AS job_table FROM pg_stat_activity a
+SQL_LOCK_WAITERS = r"""
+SELECT a.wait_event, a.query ILIKE '%ingest_job%' AS job_table,
+       left(regexp_replace(a.query, '\s+', ' ', 'g'), 72) AS statement
+FROM pg_stat_activity a
 WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND a.wait_event_type = 'Lock'"""
 SQL_BENCH_COLLECTION = "SELECT id, description FROM collections WHERE name = $1"
 SQL_JOB_WORKERS = "SELECT count(DISTINCT worker) FROM ingest_job_items WHERE job_id = $1"
@@ -82,6 +84,7 @@ class LockWaits(msgspec.Struct, frozen=True):
     other_samples: int  # lock waits on other statements (documents, chunks, ...)
     other_waiter_s: float
     by_event: dict[str, int]  # wait_event (tuple, transactionid, relation, advisory ...) → waiter samples
+    by_statement: dict[str, int]  # the waiting statement's first 72 characters → waiter samples
 
 
 class WorkerRun(msgspec.Struct, frozen=True):
@@ -157,6 +160,7 @@ class LockSampler:
         self.job = Counter[int]()  # waiters → samples
         self.other = Counter[int]()
         self.by_event = Counter[str]()
+        self.by_statement = Counter[str]()
 
     async def run(self, stop: asyncio.Event) -> None:
         conn = await asyncpg.connect(self.url)
@@ -168,6 +172,7 @@ class LockSampler:
                 self.job[job] += 1
                 self.other[len(rows) - job] += 1
                 self.by_event.update(str(r["wait_event"]) for r in rows)
+                self.by_statement.update(str(r["statement"]).strip() for r in rows)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), self.interval_s)
         finally:
@@ -181,7 +186,7 @@ class LockSampler:
                          job_table_samples=sum(k for n, k in self.job.items() if n),
                          job_table_waiter_s=waiter_s(self.job), job_table_max_waiters=max(self.job, default=0),
                          other_samples=sum(k for n, k in self.other.items() if n), other_waiter_s=waiter_s(self.other),
-                         by_event=dict(self.by_event))
+                         by_event=dict(self.by_event), by_statement=dict(self.by_statement.most_common(10)))
 
 
 async def _ready(proc: asyncio.subprocess.Process, timeout_s: float) -> None:
