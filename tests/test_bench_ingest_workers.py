@@ -3,6 +3,7 @@ database, the job's figures, the lock-wait sampler, the embeddings server; not t
 
 from __future__ import annotations
 
+import argparse
 import re
 import threading
 from collections.abc import Iterator
@@ -12,6 +13,8 @@ import numpy as np
 import pytest
 
 from kb.bench import ingest_scale
+from kb.bench.cli import add_arguments
+from kb.bench.cli import run as run_bench
 from kb.bench.embed_server import make_handler
 from kb.bench.ingest_scale import BENCH_MARK, ScaleConfig, parse_workers, run_scale, summary_lines
 from kb.collections import create_collection
@@ -48,6 +51,11 @@ def test_worker_counts_are_checked() -> None:
     for bad in ("", "0,2", "two"):
         with pytest.raises(ConfigError, match="--workers"):
             parse_workers(bad)
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["ingest", "--workers", "0,2"])
+    with pytest.raises(ConfigError, match="--workers"):  # `kb bench ingest --workers` is this benchmark
+        run_bench(args)  # refused before any database is opened
 
 
 @pytest.mark.slow

@@ -195,12 +195,15 @@ async def _ready(proc: asyncio.subprocess.Process, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
         left = deadline - time.monotonic()
-        line = await asyncio.wait_for(proc.stdout.readline(), max(left, 0.01)) if left > 0 else b""
+        try:
+            line = await asyncio.wait_for(proc.stdout.readline(), left) if left > 0 else b""
+        except TimeoutError:
+            line = b""
         if READY_LINE.encode() in line:
             return
         if not line:
-            raise ConfigError(f"kb bench ingest: a worker process (pid {proc.pid}) did not start "
-                              f"(exit {proc.returncode}); see its log beside the corpus")
+            raise ConfigError(f"kb bench ingest: a worker process (pid {proc.pid}) was not ready within "
+                              f"{timeout_s:.0f} s (exit code {proc.returncode}); see its log beside the corpus")
 
 
 @contextlib.asynccontextmanager
@@ -354,6 +357,8 @@ def summary_lines(report: ScaleReport) -> list[str]:
 
 
 def config_from_args(args: argparse.Namespace) -> ScaleConfig:
+    if args.files < 1 or args.pages_per_file < 1:
+        raise ConfigError("kb bench ingest --workers: --files and --pages-per-file must be at least 1")
     return ScaleConfig(workers=parse_workers(args.workers), files=args.files, pages_per_file=args.pages_per_file,
                        serve_embeddings=args.serve_embeddings, json_out=args.json_out)
 
