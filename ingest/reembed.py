@@ -14,6 +14,7 @@ recomputes every vector instead of reading the cache (the point is to replace su
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ import structlog
 from ingest.embedding import CachedEmbedder
 from ingest.pipeline import doc_label, embed_text_for_chunk, embed_text_for_description, embed_text_for_node
 from kb.collections import get_collection
-from kb.db import LONG_STATEMENT_S
+from kb.db import LONG_STATEMENT_S, MIGRATION_LOCK_KEY
 from kb.embedder_record import SQL_COLUMN_DIM, UNRECORDED, EmbedderRecord, read_record
 from kb.errors import ConfigError, ConflictError, DatabaseError
 from kb.providers import Embedder
@@ -217,6 +218,7 @@ async def _retype(conn: asyncpg.Connection, plan: ReembedPlan) -> None:
     """Replace every vector and retype the columns to the new dimension (indexes dropped, rebuilt)."""
     await conn.execute(SQL_HNSW_MEMORY, timeout=LONG_STATEMENT_S)
     indexes = await conn.fetch(SQL_VECTOR_INDEXES, timeout=LONG_STATEMENT_S)
+    stored = {(r["table_name"], r["column_name"]): r["type_name"] for r in await conn.fetch(SQL_VECTOR_COLUMN_TYPES)}
     for ix in indexes:
         await conn.execute(f'DROP INDEX "{ix["indexname"]}"', timeout=LONG_STATEMENT_S)
     for table, column in VECTOR_COLUMNS:
@@ -224,7 +226,8 @@ async def _retype(conn: asyncpg.Connection, plan: ReembedPlan) -> None:
     for sql in (SQL_APPLY_CHUNKS, SQL_APPLY_NODES, SQL_APPLY_DOCUMENTS):
         await conn.execute(sql, plan.model_id, plan.dimension, timeout=LONG_STATEMENT_S)
     for table, column in VECTOR_COLUMNS:  # fails (and rolls everything back) if any old vector was left
-        await conn.execute(f"ALTER TABLE {table} ALTER COLUMN {column} TYPE vector({int(plan.dimension)})", timeout=LONG_STATEMENT_S)
+        typ = f"{stored.get((table, column), 'vector')}({int(plan.dimension)})"  # KB_VECTOR_TYPE is kept
+        await conn.execute(f"ALTER TABLE {table} ALTER COLUMN {column} TYPE {typ}", timeout=LONG_STATEMENT_S)
     for ix in indexes:
         await conn.execute(ix["indexdef"], timeout=LONG_STATEMENT_S)
 
@@ -287,3 +290,65 @@ async def reembed(pool: asyncpg.Pool, embedder: Embedder, *, collection: str | N
                            seconds=round(time.perf_counter() - started, 2), swap_seconds=swap_seconds)
     log.info("reembed.done", **msgspec.structs.asdict(result))
     return result
+
+
+# ---- KB_VECTOR_TYPE: the stored vectors as `vector` (float32) or `halfvec` (float16)
+SQL_VECTOR_COLUMN_TYPES = """
+SELECT c.relname AS table_name, a.attname AS column_name, t.typname AS type_name, a.atttypmod AS dim
+FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_type t ON t.oid = a.atttypid
+WHERE c.relnamespace = current_schema()::regnamespace AND NOT a.attisdropped
+  AND (c.relname, a.attname) IN (('chunks', 'embedding'), ('nodes', 'embedding'),
+                                 ('documents', 'description_embedding'))"""
+_OPCLASS = re.compile(r"\b(?:vector|halfvec)_(cosine|l2|ip|l1)_ops\b")
+
+
+class VectorTypeChange(msgspec.Struct, frozen=True):
+    """What ``convert_vector_type`` did: the columns retyped, the indexes rebuilt, how long it took."""
+
+    vector_type: str
+    columns: tuple[str, ...]
+    indexes: tuple[str, ...]
+    seconds: float
+
+
+async def vector_type(pool: asyncpg.Pool) -> str:
+    """The stored type of ``chunks.embedding`` (``vector`` or ``halfvec``)."""
+    rows = await pool.fetch(SQL_VECTOR_COLUMN_TYPES)
+    return next(r["type_name"] for r in rows if r["table_name"] == "chunks")
+
+
+async def convert_vector_type(pool: asyncpg.Pool, target: str) -> VectorTypeChange | None:
+    """Retype every stored vector column to ``target`` (``vector`` ↔ ``halfvec``) and rebuild its HNSW index
+    with the matching operator class, in ONE transaction under the migration lock (readers wait for it;
+    concurrent starts convert once). None when the database already stores ``target``."""
+    if target not in ("vector", "halfvec"):
+        raise ConfigError(f"KB_VECTOR_TYPE must be vector or halfvec, got {target!r}")
+    if all(r["type_name"] == target for r in await pool.fetch(SQL_VECTOR_COLUMN_TYPES)):
+        return None  # every start asks: no lock when there is nothing to do
+    started = time.perf_counter()
+    async with pool.acquire() as conn:
+        await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY, timeout=LONG_STATEMENT_S)
+        try:
+            async with conn.transaction():
+                columns = [r for r in await conn.fetch(SQL_VECTOR_COLUMN_TYPES) if r["type_name"] != target]
+                if not columns:
+                    return None
+                log.info("db.vector_type_converting", target=target, columns=len(columns))
+                await conn.execute(SQL_HNSW_MEMORY, timeout=LONG_STATEMENT_S)
+                indexes = await conn.fetch(SQL_VECTOR_INDEXES, timeout=LONG_STATEMENT_S)
+                for ix in indexes:
+                    await conn.execute(f'DROP INDEX "{ix["indexname"]}"', timeout=LONG_STATEMENT_S)
+                for r in columns:
+                    typ = f"{target}({int(r['dim'])})" if r["dim"] > 0 else target
+                    await conn.execute(f'ALTER TABLE "{r["table_name"]}" ALTER COLUMN "{r["column_name"]}" '
+                                       f"TYPE {typ} USING \"{r['column_name']}\"::{typ}", timeout=LONG_STATEMENT_S)
+                for ix in indexes:
+                    await conn.execute(_OPCLASS.sub(lambda m: f"{target}_{m.group(1)}_ops", ix["indexdef"]),
+                                       timeout=LONG_STATEMENT_S)
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
+    change = VectorTypeChange(vector_type=target, columns=tuple(f"{r['table_name']}.{r['column_name']}" for r in columns),
+                              indexes=tuple(ix["indexname"] for ix in indexes),
+                              seconds=round(time.perf_counter() - started, 2))
+    log.info("db.vector_type_converted", **msgspec.structs.asdict(change))
+    return change

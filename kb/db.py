@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib.resources
 import json
 import os
 import re
+import time
 import warnings
+from collections import deque
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import numpy as np
 import structlog
-from pgvector import Vector
+from pgvector import HalfVector, Vector
 from pgvector.asyncpg import register_vector
 
 from kb.errors import ConfigError, DatabaseError
@@ -241,10 +248,21 @@ def _encode_vector(value: object) -> bytes:
     return (value if isinstance(value, Vector) else Vector(value)).to_binary()
 
 
+def _decode_halfvec(data: bytes) -> np.ndarray:
+    return HalfVector.from_binary(data).to_numpy().astype(np.float32)
+
+
+def _encode_halfvec(value: object) -> bytes:
+    return (value if isinstance(value, HalfVector) else HalfVector(value)).to_binary()
+
+
 async def _init_connection(conn: asyncpg.Connection) -> None:
-    """pgvector codec on every connection; vectors come back as float32 numpy arrays."""
+    """pgvector codecs on every connection; vectors (``vector`` and ``halfvec``, ``KB_VECTOR_TYPE``) come back
+    as float32 numpy arrays."""
     await register_vector(conn)
     await conn.set_type_codec("vector", schema="public", encoder=_encode_vector, decoder=_decode_vector,
+                              format="binary")
+    await conn.set_type_codec("halfvec", schema="public", encoder=_encode_halfvec, decoder=_decode_halfvec,
                               format="binary")
 
 
@@ -368,3 +386,241 @@ async def supports_iterative_scan(pool: asyncpg.Pool) -> bool:
     version = await pool.fetchval(SQL_VECTOR_EXT) or "0"
     parts = [int(x) for x in re.findall(r"\d+", version)[:2]] + [0, 0]
     return (parts[0], parts[1]) >= (0, 8)
+
+
+# ---------------------------------------------------------------- read replicas (KB_DATABASE_READ_URLS)
+SQL_IN_RECOVERY = "SELECT pg_is_in_recovery()"
+SQL_REPLICA_STATE = """
+SELECT pg_is_in_recovery() AS standby, pg_last_wal_replay_lsn()::text AS replay_lsn,
+       extract(epoch FROM now() - pg_last_xact_replay_timestamp()) AS replay_age_s"""
+SQL_PRIMARY_LSN = "SELECT pg_current_wal_lsn()::text"
+
+
+def parse_lsn(text: str | None) -> int:
+    """A ``pg_lsn`` (``16/B374D848``) as an integer byte position (0 when unknown)."""
+    if not text:
+        return 0
+    hi, _, lo = text.partition("/")
+    return (int(hi, 16) << 32) + int(lo, 16)
+
+
+def replica_gone(exc: BaseException) -> bool:
+    """Whether ``exc`` says the server went away: ``is_db_unavailable``, or asyncpg's "cannot switch to state"
+    of a connection whose server was stopped in the middle of a statement."""
+    return is_db_unavailable(exc) or (isinstance(exc, asyncpg.InternalClientError)
+                                      and "cannot switch to state" in str(exc))
+
+
+def url_label(url: str) -> str:
+    """A database URL without its password, for logs and warnings."""
+    return re.sub(r"(//[^:/@]*):[^@/]*@", r"\1@", url)
+
+
+@dataclass
+class Replica:
+    """One read replica: its pool (made at the first health check that reaches it) and whether it is used."""
+
+    url: str
+    pool: asyncpg.Pool | None = None
+    healthy: bool = False
+    reason: str = "not checked yet"
+
+    @property
+    def label(self) -> str:
+        return url_label(self.url)
+
+
+@dataclass(frozen=True)
+class ReadLease:
+    """The pool one query reads from: a replica's, or the primary's (``replica`` None)."""
+
+    pool: asyncpg.Pool
+    replica: Replica | None
+
+
+class ReadPools:
+    """The query path's reads over Postgres streaming replicas: round robin among the healthy ones, the
+    primary when none is. A replica is healthy when it answers, is a standby (``pg_is_in_recovery()``) and
+    has replayed what the primary had written ``max_lag_s`` ago; checks run every ``check_s`` in the
+    background (never in a request's way). A call that finds a replica gone marks it down and runs on the
+    primary. Writes, admin reads and read-your-write never come here: they use the primary's pool.
+
+    Quacks like the asyncpg pool for what the router calls (``fetch``, ``fetchrow``, ``fetchval``,
+    ``acquire``); ``lease()`` pins one query to one pool."""
+
+    def __init__(self, primary: asyncpg.Pool, urls: Sequence[str], *, max_lag_s: float = 10.0, check_s: float = 5.0,
+                 pool_max: int = 10, connect_timeout: float = 5.0, command_timeout: float | None = None) -> None:
+        self.primary = primary
+        self.replicas = [Replica(u) for u in urls]
+        self.max_lag_s, self.check_s = max_lag_s, check_s
+        self._pool_args = {"max_size": pool_max, "timeout": connect_timeout, "command_timeout": command_timeout}
+        self._samples: deque[tuple[float, int]] = deque(maxlen=max(8, int(4 * max_lag_s / max(check_s, 0.05)) + 4))
+        self._next = 0
+        self._checked_at = 0.0
+        self._check_task: asyncio.Task[None] | None = None
+
+    # -------- health
+    async def check(self) -> None:
+        """Check every replica now (the primary's WAL position first)."""
+        now = time.monotonic()
+        primary_lsn = parse_lsn(await self.primary.fetchval(SQL_PRIMARY_LSN))
+        self._samples.append((now, primary_lsn))
+        old = [lsn for t, lsn in self._samples if t <= now - self.max_lag_s]
+        await asyncio.gather(*(self._check_one(r, primary_lsn, old[-1] if old else None) for r in self.replicas))
+        self._checked_at = time.monotonic()
+
+    async def _check_one(self, r: Replica, primary_lsn: int, lsn_then: int | None) -> None:
+        try:
+            if r.pool is None:
+                r.pool = await asyncpg.create_pool(r.url, min_size=0, init=_init_connection, reset=_keep_session,
+                                                   **self._pool_args)
+            row = await r.pool.fetchrow(SQL_REPLICA_STATE, timeout=self._pool_args["timeout"])
+        except Exception as exc:  # noqa: BLE001 - any failure means: not usable now (said in the warning)
+            self._set(r, False, f"unreachable ({type(exc).__name__}: {exc})")
+            return
+        replay = parse_lsn(row["replay_lsn"])
+        age = row["replay_age_s"]
+        if not row["standby"]:
+            self._set(r, False, "not a standby (read-write): never used")
+        elif lsn_then is not None and replay < lsn_then:
+            self._set(r, False, f"lagging: has not replayed what the primary wrote {self.max_lag_s:g} s ago")
+        elif lsn_then is None and replay < primary_lsn and age is not None and float(age) > self.max_lag_s:
+            self._set(r, False, f"lagging: last replayed {float(age):.0f} s ago, behind the primary")
+        else:
+            self._set(r, True, "ok")
+
+    def _set(self, r: Replica, healthy: bool, reason: str) -> None:
+        if (healthy, reason) != (r.healthy, r.reason):
+            if healthy:
+                log.info("db.replica_ok", replica=r.label)
+            else:
+                log.warning("db.replica_skipped", replica=r.label, reason=reason)
+        r.healthy, r.reason = healthy, reason
+
+    def mark_down(self, r: Replica, exc: BaseException) -> None:
+        """A call found ``r`` gone: skip it until a check finds it back."""
+        self._set(r, False, f"unreachable ({type(exc).__name__}: {exc})")
+
+    def _maybe_check(self) -> None:
+        if time.monotonic() - self._checked_at < self.check_s:
+            return
+        if self._check_task is not None and not self._check_task.done():
+            return
+        self._checked_at = time.monotonic()  # one check at a time, however many queries arrive
+        self._check_task = asyncio.get_running_loop().create_task(self._check_logged())
+
+    async def _check_logged(self) -> None:
+        try:
+            await self.check()
+        except Exception as exc:  # noqa: BLE001 - the primary itself is down: reads fail on it anyway
+            log.warning("db.replica_check_failed", error=f"{type(exc).__name__}: {exc}")
+
+    # -------- routing
+    def lease(self) -> ReadLease:
+        """The pool for one query: the next healthy replica (round robin), else the primary."""
+        self._maybe_check()
+        healthy = [r for r in self.replicas if r.healthy and r.pool is not None]
+        if not healthy:
+            return ReadLease(self.primary, None)
+        self._next = (self._next + 1) % len(healthy)
+        r = healthy[self._next]
+        assert r.pool is not None
+        return ReadLease(r.pool, r)
+
+    def pin(self) -> PinnedReads:
+        """One query's reads, all on the pool ``lease()`` chose (one replica's state, never two)."""
+        return PinnedReads(self, self.lease())
+
+    async def fetch(self, query: str, *args: Any, **kwargs: Any) -> list[asyncpg.Record]:
+        return await self.pin().fetch(query, *args, **kwargs)
+
+    async def fetchrow(self, query: str, *args: Any, **kwargs: Any) -> asyncpg.Record | None:
+        return await self.pin().fetchrow(query, *args, **kwargs)
+
+    async def fetchval(self, query: str, *args: Any, **kwargs: Any) -> Any:
+        return await self.pin().fetchval(query, *args, **kwargs)
+
+    def acquire(self) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
+        return self.pin().acquire()
+
+    def status(self) -> list[dict[str, object]]:
+        """Each replica: its URL (no password), whether it is used, and why not."""
+        return [{"url": r.label, "healthy": r.healthy, "reason": r.reason} for r in self.replicas]
+
+    async def close(self) -> None:
+        """Close the replicas' pools (the primary's belongs to the runtime)."""
+        if self._check_task is not None:
+            self._check_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._check_task
+        await asyncio.gather(*(r.pool.close() for r in self.replicas if r.pool is not None), return_exceptions=True)
+
+
+class PinnedReads:
+    """The reads of one query on one pool. A replica that turns out gone is marked down and the primary takes
+    over: a statement is run again there; a connection whose body failed raises ``ReplicaLostError`` (the
+    caller runs the query again)."""
+
+    def __init__(self, pools: ReadPools, lease: ReadLease) -> None:
+        self.pools, self.lease = pools, lease
+
+    def _lost(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the leased replica going away (then marked down; later reads use the primary)."""
+        replica = self.lease.replica
+        if replica is None or not replica_gone(exc):
+            return False
+        self.pools.mark_down(replica, exc)
+        self.lease = ReadLease(self.pools.primary, None)
+        return True
+
+    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await getattr(self.lease.pool, method)(*args, **kwargs)
+        except Exception as exc:
+            if not self._lost(exc):
+                raise
+            return await getattr(self.lease.pool, method)(*args, **kwargs)
+
+    async def fetch(self, query: str, *args: Any, **kwargs: Any) -> list[asyncpg.Record]:
+        return await self._call("fetch", query, *args, **kwargs)
+
+    async def fetchrow(self, query: str, *args: Any, **kwargs: Any) -> asyncpg.Record | None:
+        return await self._call("fetchrow", query, *args, **kwargs)
+
+    async def fetchval(self, query: str, *args: Any, **kwargs: Any) -> Any:
+        return await self._call("fetchval", query, *args, **kwargs)
+
+    @contextlib.asynccontextmanager
+    async def acquire(self) -> AsyncIterator[asyncpg.Connection]:
+        """A connection on the pinned pool (the primary's when the replica cannot give one)."""
+        cm = self.lease.pool.acquire()
+        try:
+            conn = await cm.__aenter__()
+        except Exception as exc:
+            if not self._lost(exc):
+                raise
+            cm = self.lease.pool.acquire()
+            conn = await cm.__aenter__()
+        replica = self.lease.replica
+        try:
+            yield conn
+        except BaseException as exc:
+            lost = self._lost(exc)
+            await cm.__aexit__(type(exc), exc, exc.__traceback__)
+            if lost and replica is not None:
+                raise ReplicaLostError(f"read replica {replica.label} went away: {exc}") from exc
+            raise
+        await cm.__aexit__(None, None, None)
+
+
+class ReplicaLostError(ConnectionError):
+    """A read replica went away under a query's connection (marked down: run the query again, on the primary;
+    left alone, it is a 503 like any unreachable database)."""
+
+
+async def open_read_pools(primary: asyncpg.Pool, urls: Sequence[str], **kwargs: Any) -> ReadPools:
+    """``ReadPools`` over ``urls``, checked once (a replica that is down, lagging or read-write is skipped
+    with a warning; the primary serves until it is back)."""
+    pools = ReadPools(primary, urls, **kwargs)
+    await pools.check()
+    return pools

@@ -15,15 +15,23 @@ import structlog
 
 from ingest.embedding import CachedEmbedder
 from ingest.pipeline import IngestContext, make_executor
+from ingest.reembed import convert_vector_type
 from ingest.reindex import ensure_tokens
 from ingest.render import PageCache
-from kb.db import create_pool, migrate, resolve_database_url, restart_embedded_if_down
+from kb.db import (
+    ReadPools,
+    create_pool,
+    migrate,
+    open_read_pools,
+    resolve_database_url,
+    restart_embedded_if_down,
+)
 from kb.embedder_record import EmbedderRecord, ensure_embedder
 from kb.llm_store import PgLLMStore
 from kb.providers import ChatModel, Embedder, get_chat_model, get_embedder, get_reranker
 from kb.settings import Settings, get_settings
 from kb.telemetry import observe_query
-from router.pipeline import QueryPipeline
+from router.pipeline import QueryPipeline, ReplicaPipeline
 
 log = structlog.get_logger("kb.runtime")
 
@@ -37,6 +45,7 @@ class Runtime:
     database_url: str
     embedder_record: EmbedderRecord  # what the stored vectors came from when this process started
     db_available: bool = True  # kept by watch_database: False while the database is unreachable
+    read_pools: ReadPools | None = None  # KB_DATABASE_READ_URLS: the query path's replicas (None: the primary)
     _pipeline: QueryPipeline | None = field(default=None, init=False, repr=False)
 
     @property
@@ -52,6 +61,8 @@ class Runtime:
         return PageCache(self.settings.database.data_dir / "pages")
 
     async def close(self) -> None:
+        if self.read_pools is not None:
+            await self.read_pools.close()
         await self.pool.close()
 
     async def __aenter__(self) -> Runtime:
@@ -142,6 +153,10 @@ async def _open_runtime(settings: Settings | None, embedder: Embedder | None, ch
         await migrate(pool, embedding_dim=emb.dimension)
         record = await ensure_embedder(pool, emb.model_id, emb.dimension, allow_change=allow_embedder_change)
         await ensure_tokens(pool)  # chunks stored before the tokens column / by an older tokenizer (issue 23)
+        await convert_vector_type(pool, db.vector_type)  # KB_VECTOR_TYPE changed: retype, rebuild the index
+        reads = await open_read_pools(pool, db.replica_urls, max_lag_s=db.read_max_lag_s, check_s=db.read_check_s,
+                                      pool_max=db.pool_max, connect_timeout=db.connect_timeout_s,
+                                      command_timeout=db.command_timeout_s) if db.replica_urls else None
     except BaseException:
         await pool.close()
         raise
@@ -150,11 +165,15 @@ async def _open_runtime(settings: Settings | None, embedder: Embedder | None, ch
                                              embedded_db=settings.database.url is None)
     _READY_SAID.append(True)  # once per process at info: `kb serve` opens a runtime to check, then its own
     return Runtime(settings=settings, pool=pool, embedder=emb, chat=model, database_url=url,
-                   embedder_record=record)
+                   embedder_record=record, read_pools=reads)
 
 
 def build_pipeline(rt: Runtime) -> QueryPipeline:
-    """A query pipeline over the runtime's pool and providers (the API's is ``rt.pipeline``)."""
+    """A query pipeline over the runtime's pool (its reads on the replicas when there are) and providers (the
+    API's is ``rt.pipeline``)."""
+    if rt.read_pools is not None:  # ReadPools has the reads the router calls
+        return ReplicaPipeline(rt.read_pools, rt.embedder, rt.chat, rt.settings.retrieval,  # type: ignore[arg-type]
+                               reranker=get_reranker(rt.settings), observe=observe_query)
     return QueryPipeline(rt.pool, rt.embedder, rt.chat, rt.settings.retrieval, reranker=get_reranker(rt.settings),
                          observe=observe_query)
 

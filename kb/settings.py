@@ -52,6 +52,21 @@ class DatabaseSettings:
                                        "(a frozen database is a 503, not a hang)")
     command_timeout_s: float = setting("KB_DB_COMMAND_TIMEOUT_S", 30.0,
                                        "one SQL statement waits at most this (not an ingest transaction)")
+    read_urls: str | None = setting("KB_DATABASE_READ_URLS", None,
+                                    "comma-separated Postgres streaming replicas for the query path's reads "
+                                    "(round robin; down, lagging or read-write ones are skipped; the primary "
+                                    "serves when none is healthy)")
+    read_max_lag_s: float = setting("KB_DATABASE_READ_MAX_LAG_S", 10.0,
+                                    "a replica that has not replayed what the primary wrote this long ago is skipped")
+    read_check_s: float = setting("KB_DATABASE_READ_CHECK_S", 5.0, "replica health check interval (background)")
+    vector_type: str = setting("KB_VECTOR_TYPE", "vector",
+                               "`vector` (float32) or `halfvec` (float16: half the vector storage and HNSW "
+                               "index); a database storing the other type is converted at start")
+
+    @property
+    def replica_urls(self) -> tuple[str, ...]:
+        """``KB_DATABASE_READ_URLS`` split on commas."""
+        return tuple(u.strip() for u in (self.read_urls or "").split(",") if u.strip())
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 import structlog
 
-from kb.db import supports_iterative_scan
+from kb.db import ReplicaLostError, supports_iterative_scan
 from kb.providers import ChatModel, Embedder
 from kb.providers.chat import CountingChat
 from kb.settings import RetrievalSettings
@@ -107,6 +107,22 @@ class QueryPipeline:
                  total_ms=round(clock.ms["total"], 1))
         return QueryResult(answer=answer.text, citations=list(answer.citations), documents=list(out.routing.documents),
                            facts=facts_table(out.facts, answer), not_found=answer.not_found, trace=trace)
+
+
+class ReplicaPipeline(QueryPipeline):
+    """The query pipeline over read replicas (``KB_DATABASE_READ_URLS``, ``kb.db.ReadPools``): each query's reads
+    pinned to one pool, a replica's or the primary's; a query whose replica goes away under it runs again
+    (the replica is marked down, so on another one or the primary)."""
+
+    async def services(self) -> Services:
+        return (await super().services()).for_query()
+
+    async def retrieve(self, req: QueryRequest, on_event: Event | None = None, **kwargs: Any) -> RetrievalOutcome:
+        try:
+            return await super().retrieve(req, on_event, **kwargs)
+        except ReplicaLostError as exc:
+            log.warning("router.replica_lost", error=str(exc))
+            return await super().retrieve(req, on_event, **kwargs)
 
 
 async def facts_or_none(state: QueryState, plan: ScopePlan) -> FactsAnswer | None:

@@ -14,6 +14,7 @@ import asyncpg
 import numpy as np
 
 from kb.collections import lookup_collection_id
+from kb.db import ReadPools
 from kb.errors import ValidationError
 from kb.providers import ChatModel, Embedder
 from kb.settings import RetrievalSettings
@@ -57,6 +58,11 @@ class Services:
     vectors: QueryVectors
     catalogs: Catalogs
     iterative_scan: bool
+
+    def for_query(self) -> Services:
+        """The services of one query: with read replicas (``KB_DATABASE_READ_URLS``), its reads pinned to one
+        pool, a replica's or the primary's (one replica's state for the whole query)."""
+        return replace(self, pool=self.pool.pin()) if isinstance(self.pool, ReadPools) else self
 
 
 @dataclass(frozen=True)

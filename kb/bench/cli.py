@@ -42,6 +42,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--docs", type=int, default=1000, help="latency: synthetic documents")
     parser.add_argument("--chunks-per-doc", type=int, default=200, help="latency: chunks per document")
     parser.add_argument("--queries", type=int, default=50, help="latency: queries per strategy")
+    parser.add_argument("--drop", action="store_true", help="latency: delete the generated collection after measuring")
+    parser.add_argument("--workers", help="ingest: worker process counts against one database, e.g. 1,2,4 "
+                                          "(measures the job queue; see the README, Scaling)")
+    parser.add_argument("--files", type=int, default=40, help="ingest --workers: synthetic PDFs per run")
+    parser.add_argument("--pages-per-file", type=int, default=8, help="ingest --workers: pages per PDF")
+    parser.add_argument("--serve-embeddings", action="store_true",
+                        help="ingest --workers: the workers embed through an OpenAI-compatible server "
+                             "(the local model in its own process)")
     parser.add_argument("--url", help="load: the running server (default http://127.0.0.1:8000)")
     parser.add_argument("--clients", type=int, default=50, help="load: concurrent clients")
     parser.add_argument("--duration", type=float, default=30.0, help="load: seconds")

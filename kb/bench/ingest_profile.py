@@ -99,6 +99,10 @@ async def _profile(files: list[Path], chat: Any, executor: ProcessPoolExecutor) 
 def run_cli(args: argparse.Namespace) -> int:
     from kb.providers.chat import OfflineChatModel
 
+    if getattr(args, "workers", None):  # N worker processes against one database (kb.bench.ingest_scale)
+        from kb.bench.ingest_scale import run_cli as run_scale_cli
+
+        return run_scale_cli(args)
     if args.data is None:
         raise SystemExit("kb bench ingest: --data DIR is required")
     folder = args.data / "pdfs" if (args.data / "pdfs").is_dir() else args.data

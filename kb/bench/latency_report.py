@@ -95,6 +95,10 @@ Questions asked (one per measured question, chosen by its text):
 """
 
 
+def _targets(report: LatencyReport) -> str:
+    return "; ".join(f"{k}: {'yes' if v else 'NO'}" for k, v in report.targets.items()) or "–"
+
+
 def render_markdown(report: LatencyReport, notes: str) -> str:
     m, pg, c, ld = report.machine, report.postgres, report.collection, report.load
     rel = c.relations
@@ -120,11 +124,15 @@ after {cfg['warmup']} warm-up questions; strategies interleaved per question. Th
 
 ## Results ({cfg['queries']} questions per strategy, top_docs=3, top_k=5)
 
-The last row is a list question ("Which of these companies …?") routed to 20 documents (`auto`,
-top_docs=20, top_k=5): tree search and in-node retrieval run for each of the 20 documents with its own
+The last rows are a list question ("Which of these companies …?") routed to 20 and to 100 documents
+(`auto`, top_docs=20 / 100, top_k=5): tree search and in-node retrieval run for each document with its own
 sub-question, and each gets one evidence piece.
 
 {latency_table(report)}
+
+Targets (issue 26 item 1, 2 cores): {_targets(report)}
+
+RAM: {", ".join(f"{k} {v}" for k, v in report.memory.items()) or "not measured"}
 
 Reproduce: `KB_EMBEDDING_MODEL={cfg['embedding_model']} KB_DATA_DIR=/tmp/kblat KB_LOG_LEVEL=warning kb bench latency
 --docs {cfg['docs']} --chunks-per-doc {cfg['chunks_per_doc']} --queries {cfg['queries']} [--reuse] [--json OUT]`.
@@ -141,7 +149,7 @@ documents include one of that company's filings.
   `{cfg['collection']}` (synthetic 10-K/10-Q/8-K filings of {math.ceil(c.docs / DOCS_PER_COMPANY)} fictional companies,
   {cfg['chunks_per_doc']} chunks each, embedded with `{cfg['embedding_model']}`; each 10-K and 10-Q prints its income
   statement, balance sheet and cash flow statement for its period and the comparative one, stored as facts;
-  written with `ingest.store.write_document`)
+  written with `ingest.store.write_document`; vectors stored as `{cfg.get('vector_type', 'vector')}`)
 - `chunks` table + indexes + TOAST: {_mb(chunks_total)} (heap {_mb(rel.get('chunks', {}).get('bytes'))});
   `nodes` {_mb(rel.get('nodes', {}).get('total_bytes'))}; `documents` {_mb(rel.get('documents', {}).get('total_bytes'))};
   `facts` {_mb(rel.get('facts', {}).get('total_bytes'))}
@@ -196,6 +204,13 @@ def summary_lines(report: LatencyReport) -> Iterator[str]:
            f"{report.postgres['server_version']}, pgvector {report.postgres['pgvector']}; "
            f"{report.machine['nproc']} cores, {report.machine['ram_gb']} GB RAM")
     yield latency_table(report)
+    if report.targets:
+        yield "targets (issue 26): " + "; ".join(f"{k}: {'yes' if v else 'NO'}" for k, v in report.targets.items())
+    build = ", ".join(f"{k} {v:.0f} s" for k, v in report.load.seconds_index_build.items())
+    if build:
+        yield f"index builds: {build}; vector type {report.config.get('vector_type', 'vector')}"
+    if report.memory:
+        yield "RAM: " + ", ".join(f"{k} {v}" for k, v in report.memory.items())
     if report.facts_question is not None:
         yield "corpus-wide facts question, whole query (retrieval + offline synthesis):"
         yield facts_table(report)

@@ -19,6 +19,7 @@ class LatencyConfig:
     collection: str
     json_out: Path | None
     reuse: bool
+    drop: bool = False  # delete the collection after measuring
     warmup: int = 5
     seed: int = 7
 
@@ -75,6 +76,7 @@ class LoadReport:
     seconds_index_build: dict[str, float] = field(default_factory=dict)
     seconds_vacuum_analyze: float = 0.0
     indexes_dropped_for_load: bool = False
+    resumed_docs: int = 0  # documents an interrupted run had written (kept)
 
 
 @dataclass(frozen=True)
@@ -103,4 +105,6 @@ class LatencyReport:
     wall_seconds: float
     facts_question: FactsLatency | None = None
     facts_goal_ms: float = 500.0
+    targets: dict[str, bool] = field(default_factory=dict)  # issue 26: p50/p95 targets → met
+    memory: dict[str, Any] = field(default_factory=dict)  # RAM: machine, Postgres processes, this process
 

@@ -16,6 +16,7 @@ import json
 import math
 import multiprocessing
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,9 @@ import asyncpg
 import structlog
 
 from kb.bench.latency_types import LatencyConfig, LoadReport
-from kb.bench.synthetic import DOCS_PER_COMPANY, generate_batch, synthetic_fact_count
+from kb.bench.synthetic import DOCS_PER_COMPANY, generate_batch
 from kb.db import LONG_STATEMENT_S
+from kb.errors import ConfigError
 
 log = structlog.get_logger("kb.bench.loader")
 
@@ -62,6 +64,23 @@ async def collection_size(pool: asyncpg.Pool, collection_id: int) -> tuple[int, 
     return int(row["docs"]), int(row["nodes"]), int(row["chunks"]), int(row["facts"])
 
 
+SQL_VECTOR_BYTES = """
+SELECT count(*) * (SELECT CASE WHEN t.typname = 'halfvec' THEN 2 ELSE 4 END * a.atttypmod
+                   FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+                   WHERE a.attrelid = 'chunks'::regclass AND a.attname = 'embedding') FROM chunks"""
+
+
+async def build_memory_mb(conn: asyncpg.Connection) -> int:
+    """``maintenance_work_mem`` for the HNSW build: enough for the graph to stay in memory (vectors plus about
+    as much again for the graph, measured: 390 MB for 200,000 384-d float32 vectors), at least 1 GB and at
+    most a quarter of this machine's RAM (a 2-million-chunk build that spills to disk takes hours)."""
+    import os
+
+    vectors = int(await conn.fetchval(SQL_VECTOR_BYTES) or 0)
+    ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return int(max(1024, min(2.2 * vectors / 2**20, ram / 4 / 2**20)))
+
+
 def _stash_path(data_dir: Path) -> Path:
     return data_dir / INDEX_STASH
 
@@ -74,7 +93,7 @@ async def restore_indexes(pool: asyncpg.Pool, data_dir: Path) -> dict[str, float
     defs: dict[str, str] = json.loads(stash.read_text())
     seconds: dict[str, float] = {}
     async with pool.acquire() as conn:
-        await conn.execute("SET maintenance_work_mem = '1GB'")
+        await conn.execute(f"SET maintenance_work_mem = '{await build_memory_mb(conn)}MB'")
         try:
             for name, ddl in defs.items():
                 if await conn.fetchval(SQL_INDEX_EXISTS, name):
@@ -104,65 +123,123 @@ async def drop_bulk_indexes(pool: asyncpg.Pool, data_dir: Path) -> None:
     log.info("bench.indexes_dropped", indexes=sorted(defs))
 
 
+SQL_COLLECTION_SOURCES = "SELECT id, source_path FROM documents WHERE collection_id = $1"
+SQL_DROP_COLLECTION = "DELETE FROM collections WHERE id = $1"
+
+
+def source_path(cfg: LatencyConfig, index: int, name: str) -> str:
+    """Where a synthetic document says it came from: the seed, chunks per document, corpus size (the companies
+    depend on it) and its index: the resume key."""
+    return f"synthetic://{cfg.seed}/{cfg.chunks_per_doc}/{cfg.docs}/{index}/{name}"
+
+
+def _index_of(cfg: LatencyConfig, path: str) -> int | None:
+    prefix = f"synthetic://{cfg.seed}/{cfg.chunks_per_doc}/{cfg.docs}/"
+    if not path.startswith(prefix):
+        return None
+    head = path[len(prefix):].split("/", 1)[0]
+    return int(head) if head.isdigit() and int(head) < cfg.docs else None
+
+
 async def load_collection(pool: asyncpg.Pool, cfg: LatencyConfig, data_dir: Path, dim: int) -> LoadReport:
-    """Make the collection hold exactly the configured synthetic documents (or reuse it)."""
-    from ingest.store import NewDocument, delete_document, write_document
+    """Make the collection hold exactly the configured synthetic documents. With ``--reuse`` a complete load is
+    reused and an interrupted one resumes (the documents already written are kept; one transaction each);
+    without, the collection is written afresh. A collection holding anything the bench did not write is
+    refused."""
+    from ingest.store import delete_document
     from kb.collections import ensure_collection
 
     coll = await ensure_collection(pool, cfg.collection)
-    await restore_indexes(pool, data_dir)  # a previous run may have been interrupted mid-load
-    docs, _, chunks, facts = await collection_size(pool, coll.id)
-    want_chunks = cfg.docs * cfg.chunks_per_doc
-    if cfg.reuse and docs == cfg.docs and chunks == want_chunks and facts == synthetic_fact_count(cfg.docs):
-        log.info("bench.collection_reused", collection=cfg.collection, docs=docs, chunks=chunks, facts=facts)
-        return LoadReport(generated=False)
+    rows = await pool.fetch(SQL_COLLECTION_SOURCES, coll.id)
+    foreign = [r for r in rows if not r["source_path"].startswith("synthetic://")]
+    if foreign:
+        raise ConfigError(f"kb bench latency: collection {cfg.collection!r} holds {len(foreign)} documents the "
+                          "benchmark did not write; refusing to overwrite it (choose another --collection)")
+    kept = {i: r["id"] for r in rows if (i := _index_of(cfg, r["source_path"])) is not None} if cfg.reuse else {}
+    stale = [r["id"] for r in rows if r["id"] not in set(kept.values())]
+    todo = [i for i in range(cfg.docs) if i not in kept]
+    if not todo and not stale:
+        built = await restore_indexes(pool, data_dir)  # a run interrupted after its last document
+        log.info("bench.collection_reused", collection=cfg.collection, docs=len(kept))
+        return LoadReport(generated=bool(built), seconds_index_build=built)
     alone = not await pool.fetchval(SQL_OTHER_DATA, coll.id)
     t = time.perf_counter()
     if alone:
         await drop_bulk_indexes(pool, data_dir)
-        if docs:
+        if stale and not kept:
             derived = [r[0] for r in await pool.fetch(SQL_DERIVED_TABLES)]
             tables = ", ".join(["chunks", "nodes", "documents", *derived])
             await pool.execute(f"TRUNCATE {tables}", timeout=LONG_STATEMENT_S)
-    elif docs:
-        for doc_id in [r[0] for r in await pool.fetch(SQL_COLLECTION_DOC_IDS, coll.id)]:
-            await delete_document(pool, doc_id)  # the production delete keeps per-collection statistics right
+            stale = []
+    for doc_id in stale:
+        await delete_document(pool, doc_id)  # the production delete keeps per-collection statistics right
     t_clear = time.perf_counter() - t
+    if kept:
+        log.info("bench.load_resumed", collection=cfg.collection, kept=len(kept), to_write=len(todo))
 
-    n_companies = math.ceil(cfg.docs / DOCS_PER_COMPANY)
-    batches = [list(range(i, min(i + 8, cfg.docs))) for i in range(0, cfg.docs, 8)]
     t0 = time.perf_counter()
-    loop = asyncio.get_running_loop()
-    written = 0
-    index_seconds: dict[str, float] = {}
-    ctx = multiprocessing.get_context("spawn")
-    try:
-        with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as ex:
-            futures = [loop.run_in_executor(ex, generate_batch, b, cfg.chunks_per_doc, cfg.seed, n_companies, dim)
-                       for b in batches]
-            for fut in futures:
-                for doc in await fut:
-                    sha = hashlib.sha256(f"{cfg.seed}/{doc.name}/{cfg.chunks_per_doc}".encode()).hexdigest()
-                    await write_document(pool, NewDocument(
-                        collection_id=coll.id, name=doc.name, source_path=f"synthetic://{doc.name}", sha256=sha,
-                        file_type="pdf", metadata=doc.metadata, title=doc.title, description=doc.description,
-                        description_embedding=doc.desc_vec, tree=doc.tree, node_embeddings=doc.node_vecs,
-                        chunks=doc.chunks, chunk_embeddings=doc.chunk_vecs, facts=doc.facts))
-                    written += 1
-                if written % 100 < 8:
-                    log.info("bench.load_progress", docs=written, of=cfg.docs,
-                             seconds=round(time.perf_counter() - t0, 1))
-        t_write = time.perf_counter() - t0
-    finally:
-        index_seconds = await restore_indexes(pool, data_dir)
+    await write_synthetic(pool, cfg, coll.id, dim, todo)
+    t_write = time.perf_counter() - t0
+    index_seconds = await restore_indexes(pool, data_dir)  # not after an interruption: the next run resumes
     t = time.perf_counter()
     for table in ("documents", "nodes", "chunks", "facts"):
         await pool.execute(f"VACUUM (ANALYZE) {table}", timeout=LONG_STATEMENT_S)
     t_vac = time.perf_counter() - t
     return LoadReport(generated=True, seconds_generate_and_write=round(t_write, 1), seconds_clear=round(t_clear, 1),
                       seconds_index_build=index_seconds, seconds_vacuum_analyze=round(t_vac, 1),
-                      indexes_dropped_for_load=alone)
+                      indexes_dropped_for_load=alone, resumed_docs=len(kept))
 
+
+async def write_synthetic(pool: asyncpg.Pool, cfg: LatencyConfig, collection_id: int, dim: int,
+                          todo: list[int]) -> None:
+    """Generate (in a worker process) and write documents ``todo`` through ``ingest.store.write_document``
+    (rows by COPY, one transaction per document), with a progress bar."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from ingest.store import NewDocument, write_document
+
+    n_companies = math.ceil(cfg.docs / DOCS_PER_COMPANY)
+    batches = [todo[i:i + 8] for i in range(0, len(todo), 8)]
+    loop = asyncio.get_running_loop()
+    ctx = multiprocessing.get_context("spawn")
+    columns = (TextColumn("writing documents"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, transient=False) as bar, \
+            concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as ex:
+        task = bar.add_task("load", total=cfg.docs, completed=cfg.docs - len(todo))
+
+        def submit(b: list[int]) -> asyncio.Future[list[Any]]:
+            return loop.run_in_executor(ex, generate_batch, b, cfg.chunks_per_doc, cfg.seed, n_companies, dim)
+
+        ahead = deque(submit(b) for b in batches[:2])  # generated ahead while writing: two batches at most
+        for k, batch in enumerate(batches):
+            docs = await ahead.popleft()
+            if k + 2 < len(batches):
+                ahead.append(submit(batches[k + 2]))
+            for index, doc in zip(batch, docs, strict=True):
+                sha = hashlib.sha256(f"{cfg.seed}/{doc.name}/{cfg.chunks_per_doc}".encode()).hexdigest()
+                await write_document(pool, NewDocument(
+                    collection_id=collection_id, name=doc.name, source_path=source_path(cfg, index, doc.name),
+                    sha256=sha, file_type="pdf", metadata=doc.metadata, title=doc.title,
+                    description=doc.description, description_embedding=doc.desc_vec, tree=doc.tree,
+                    node_embeddings=doc.node_vecs, chunks=doc.chunks, chunk_embeddings=doc.chunk_vecs,
+                    facts=doc.facts))
+                bar.advance(task)
+            if k % 12 == 0:
+                log.info("bench.load_progress", written=cfg.docs - len(todo) + sum(map(len, batches[:k + 1])),
+                         of=cfg.docs)
+
+
+async def drop_collection(pool: asyncpg.Pool, collection: str) -> None:
+    """``--drop``: remove the benchmark's collection (TRUNCATE when the database holds nothing else)."""
+    coll_id = await pool.fetchval("SELECT id FROM collections WHERE name = $1", collection)
+    if coll_id is None:
+        return
+    if not await pool.fetchval(SQL_OTHER_DATA, coll_id):
+        derived = [r[0] for r in await pool.fetch(SQL_DERIVED_TABLES)]
+        await pool.execute(f"TRUNCATE {', '.join(['chunks', 'nodes', 'documents', *derived])}",
+                           timeout=LONG_STATEMENT_S)
+    await pool.execute(SQL_DROP_COLLECTION, coll_id, timeout=LONG_STATEMENT_S)
+    log.info("bench.collection_dropped", collection=collection)
 
 
 async def relation_sizes(pool: asyncpg.Pool) -> dict[str, dict[str, Any]]:

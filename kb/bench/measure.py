@@ -25,7 +25,11 @@ log = structlog.get_logger("kb.bench.measure")
 STAGES: tuple[str, ...] = ("route", "tree_search", "retrieve")
 LIST20 = "auto, list over 20 docs"
 """A list question ("Which of these companies …?") routed to 20 documents, each with its sub-question."""
-MEASURED: tuple[str, ...] = (*STRATEGIES, LIST20)
+LIST100 = "auto, list over 100 docs"
+"""The same list question routed to 100 documents (issue 26: past the API's ``top_docs`` limit of 20, as a
+catalog-wide list would be)."""
+LISTS = {LIST20: 20, LIST100: 100}
+MEASURED: tuple[str, ...] = (*STRATEGIES, LIST20, LIST100)
 FACTS_RANK = "auto, corpus-wide facts question"
 """A ranking question over a vocabulary measure that names no company ("Which companies have the highest
 revenue in 2023?"), answered whole: ``QueryPipeline.run`` (retrieval with the facts stage over every document
@@ -88,8 +92,9 @@ async def measure(pipeline: Any, pool: asyncpg.Pool, collection: str, questions:
     async def one(q: SyntheticQuestion, strategy: str) -> QuerySample:
         if strategy == FACTS_RANK:
             return await whole(q)
-        if strategy == LIST20:
-            req = QueryRequest(query=list_question(q), collection=collection, strategy="auto", top_docs=20, top_k=5)
+        if strategy in LISTS:
+            req = QueryRequest(query=list_question(q), collection=collection, strategy="auto",
+                               top_docs=LISTS[strategy], top_k=5)
         else:
             req = QueryRequest(query=q.text, collection=collection, strategy=strategy, top_docs=3, top_k=5)
         t = time.perf_counter()
@@ -97,7 +102,7 @@ async def measure(pipeline: Any, pool: asyncpg.Pool, collection: str, questions:
         wall = (time.perf_counter() - t) * 1000
         return QuerySample(strategy, wall, {k: out.timings_ms.get(k, math.nan) for k in STAGES},
                            len(out.routing.documents), len(out.chunks),
-                           None if strategy == LIST20 else _company_hit(q, [d.name for d in out.routing.documents]))
+                           None if strategy in LISTS else _company_hit(q, [d.name for d in out.routing.documents]))
 
     async def reference(vec: np.ndarray) -> float:
         t = time.perf_counter()

@@ -39,6 +39,8 @@ _NAME_A = ("Bel", "Cor", "Dra", "Fen", "Gal", "Hal", "Ister", "Jor", "Kel", "Lum
            "Pel", "Quen", "Ros", "Sel", "Tor", "Ulm", "Val", "Wen", "Xan", "Yor", "Zel", "Ash", "Bram")
 _NAME_B = ("adyne", "arix", "bridge", "crest", "dale", "field", "gate", "haven", "lith", "mont", "nova",
            "quist", "rath", "stone", "tek", "vane", "wick", "wyn", "moor", "ford")
+_NAME_B_MORE = ("ampton", "bury", "cliff", "dor", "ell", "olm", "grove", "hurst", "ion", "kirk", "ley", "mark",
+                "ness", "ora", "port", "ridge", "shaw", "ton", "usk", "worth")
 _INDUSTRIES = (("Semiconductors", "semiconductor"), ("Foods", "packaged food"), ("Energy", "energy"),
                ("Logistics", "freight and logistics"), ("Pharmaceuticals", "pharmaceutical"), ("Retail", "retail"),
                ("Software", "enterprise software"), ("Aerospace", "aerospace"), ("Materials", "specialty materials"),
@@ -425,6 +427,8 @@ def companies(n: int, seed: int) -> list[Company]:
     """``n`` fictional companies with distinct first words (the metadata matcher keys on them)."""
     rng = random.Random(f"companies-{seed}")
     firsts = [a + b for a in _NAME_A for b in _NAME_B]
+    if n > len(firsts):  # past 5,200 documents (issue 26: 10,000); smaller corpora stay as they were
+        firsts += [a + b for a in _NAME_A for b in _NAME_B_MORE]
     if n > len(firsts):
         raise ConfigError(f"at most {len(firsts) * DOCS_PER_COMPANY} synthetic documents are supported")
     out = []
