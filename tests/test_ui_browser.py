@@ -415,9 +415,11 @@ async def filings(server: Server) -> dict[str, int]:
 
     folder = server.root / "filings"
     folder.mkdir()
-    (folder / "acme-2023.txt").write_text(text_filing(
-        "Acme Holdings, Inc.", 2023, figures(1_500, -250, cash=320, liabilities=900, eps=-0.05),
-        figures(1_200, 80, cash=410, liabilities=700, eps=0.02)))
+    acme = text_filing("Acme Holdings, Inc.", 2023, figures(1_500, -250, cash=320, liabilities=900, eps=-0.05),
+                       figures(1_200, 80, cash=410, liabilities=700, eps=0.02))
+    total = next(ln for ln in acme.splitlines() if ln.startswith("Total current liabilities"))
+    deposits = "Customer deposits".ljust(len(total) - 36) + f"{'25':>18}{'20':>18}"  # a line outside the vocabulary
+    (folder / "acme-2023.txt").write_text(acme.replace(total, f"{deposits}\n{total}", 1))
     (folder / "bolt-2023.txt").write_text(text_filing(
         "Bolt Corp", 2023, figures(8_000, 900, cash=2_500, liabilities=4_000, eps=1.25),
         figures(7_000, 700, cash=2_000, liabilities=3_500, eps=1.01)))
@@ -474,7 +476,7 @@ async def test_document_page_lists_the_facts_with_links_to_their_lines(page, ser
 
     await page.check("#facts-all")  # every statement line, those outside the vocabulary too
     assert await page.locator(".facts-table tbody tr").count() == len(everything) > named
-    assert await page.locator(".facts-table tbody tr", has_text="Weighted average shares").count() >= 1
+    assert await page.locator(".facts-table tbody tr", has_text="Customer deposits").count() >= 1
     assert await page.evaluate(UNLABELLED) == []
     await tab.focus()
     await page.keyboard.press("ArrowLeft")  # keyboard: arrows move between the tabs
