@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import importlib.resources
 import json
@@ -114,6 +115,8 @@ def _claim(data_dir: Path) -> None:
     """Record this process as the one that stops the embedded server in ``data_dir`` when it exits."""
     pid = os.getpid()
     _owner_file(data_dir).write_text(json.dumps({"pid": pid, "started": _process_tag(pid)}))
+    if not _owned:  # any program that starts it (uvicorn on the app factory, a script) stops it on a normal exit
+        atexit.register(stop_owned_embedded)
     _owned.add(data_dir)
 
 

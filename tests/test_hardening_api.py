@@ -314,6 +314,9 @@ def test_start_up_log_names_the_real_bind_address(tmp_path: Path) -> None:
     assert listening and "host=0.0.0.0" in listening[0] and "loopback=False" in listening[0], listening
     warning = [line for line in text.splitlines() if "auth.no_admin_token" in line]
     assert warning and "loopback=False" in warning[0] and "127.0.0.1" not in warning[0], warning
+    from kb.db import embedded_status
+
+    assert not embedded_status(tmp_path / "data")["running"]  # the app's process stopped the Postgres it started
 
 
 async def test_query_filter_values_in_the_schema_are_the_ones_accepted(runtime: Runtime, tmp_path: Path) -> None:
