@@ -352,13 +352,25 @@ def metric_ask(question: str) -> MetricAsk | None:
         years, aggregate = [years[0] - 1, years[0]], "change"
     elif not years and _HISTORY.search(rest):
         aggregate = "history"
-    dec = _DECIMALS.search(question)
-    decimals = (_WORD_NUM.get(dec.group(1).lower()) if not dec.group(1).isdigit() else int(dec.group(1))) if dec \
-        else None
-    scale_m = _SCALE_ASKED.search(question)
-    scale = {"thousands": 1e3, "millions": 1e6, "billions": 1e9}[(scale_m.group(1) or scale_m.group(2)).lower()] \
-        if scale_m else None
-    return MetricAsk(formula, tuple(years), aggregate, decimals, scale)
+    return MetricAsk(formula, tuple(years), aggregate, asked_decimals(question), asked_scale(question)[0])
+
+
+def asked_decimals(question: str) -> int | None:
+    """The decimals a question asks for ("round to one decimal place" → 1), else None."""
+    m = _DECIMALS.search(question)
+    if m is None:
+        return None
+    word = m.group(1).lower()
+    return int(word) if word.isdigit() else _WORD_NUM[word]
+
+
+def asked_scale(question: str) -> tuple[float | None, str]:
+    """The money unit a question asks for ("Answer in USD millions" → (1e6, "millions")), else (None, "")."""
+    m = _SCALE_ASKED.search(question)
+    if m is None:
+        return None, ""
+    word = (m.group(1) or m.group(2)).lower()
+    return {"thousands": 1e3, "millions": 1e6, "billions": 1e9}[word], word
 
 
 _LIST = re.compile(r"(?i)\b((?:[a-z&-]+ ){0,3}[a-z&-]+), ((?:[a-z&-]+ ){0,3}[a-z&-]+)(?:, ((?:[a-z&-]+ ){0,3}[a-z&-]+))?,?"
@@ -406,24 +418,18 @@ async def answer_which(pool: asyncpg.Pool, catalog: Catalog, question: str, plan
     concepts = named_measures(question) if (most or least) and not re.search(r"[\u4e00-\u9fff]", question) else []
     if not concepts or len({CONCEPT_BY_NAME[c].flow for c in concepts}) > 1:
         return None
-    first = plan.needed[0]
-    ids = list(dict.fromkeys([*plan.needed, *catalog.company_reports(first)]))
-    metas, names = catalog.metadata(ids), catalog.names(ids)
-    values = _Values(_rows(await pool.fetch(SQL_DOC_LINES, ids)), metas, ids)
-    years = sorted(question_years(question)) or [metas.get(first, {}).get("fiscal_year")]
+    co = await _Company.read(pool, catalog, plan)
+    years = sorted(question_years(question)) or [co.metas.get(co.first, {}).get("fiscal_year")]
     if not isinstance(years[-1], int):
         return None
-    got = [(c, values.get(c, years[-1])) for c in concepts]
+    got = [(c, co.values.get(c, years[-1])) for c in concepts]
     found = [(c, r) for c, r in got if r is not None]
     if len(found) < 2:
         return None
-    docs = {d: _Doc(d, names.get(d, str(d)), _entity(d, plan, metas, names, catalog), dict(metas.get(d, {})))
-            for d in ids}
-    spec = Concept(name="which", label="measure", printed=())
-    w = _Writer(spec, docs, {}, EN)
+    w = _Writer(Concept(name="which", label="measure", printed=()), co.docs, {}, EN)
     best = max(found, key=lambda x: x[1].value) if most else min(found, key=lambda x: x[1].value)
     word = "the highest" if most else "the lowest"
-    lines = [f"{docs[first].entity}, FY{years[-1]}: {CONCEPT_BY_NAME[best[0]].label} is {word}: "
+    lines = [f"{co.entity}, FY{years[-1]}: {CONCEPT_BY_NAME[best[0]].label} is {word}: "
              f"{money(best[1].value, best[1])} {w.cite(best[1])}."]
     for c, r in sorted(found, key=lambda x: -x[1].value):
         lines.append(f"- {CONCEPT_BY_NAME[c].label}: {money(r.value, r)} {_period(r)} {w.cite(r)} ({_where(r)})")
@@ -475,9 +481,8 @@ async def answer_period_change(pool: asyncpg.Pool, catalog: Catalog, question: s
     if len(periods) != 2 or not any(p.quarter for p in periods) or not concept or CONCEPT_BY_NAME[concept].flow \
             or not _MOVE.search(question) or re.search(r"[\u4e00-\u9fff]", question):
         return None
-    first = plan.needed[0]
-    ids = list(dict.fromkeys([*plan.needed, *catalog.company_reports(first)]))
-    metas, names = catalog.metadata(ids), catalog.names(ids)
+    ids = company_reports(catalog, plan)
+    metas = catalog.metadata(ids)
 
     def end_of(p: Period) -> dt.date | None:
         for d in ids:
@@ -493,25 +498,22 @@ async def answer_period_change(pool: asyncpg.Pool, catalog: Catalog, question: s
     ends = [end_of(p) for p in periods]
     if any(e is None for e in ends):
         return None
-    values = _Values(_rows(await pool.fetch(SQL_DOC_LINES, ids)), metas, ids)
-    rank = {d: i for i, d in enumerate(ids)}
+    co = await _Company.read(pool, catalog, plan)
     rows: list[_Row] = []
     for end in ends:
-        at = [r for r in values.rows.get(concept, []) if r.period_end == end and r.months == 0
+        at = [r for r in co.values.rows.get(concept, []) if r.period_end == end and r.months == 0
               and r.statement in CONCEPT_BY_NAME[concept].kinds]
         if not at:
             return None
-        rows.append(min(at, key=lambda r: (rank.get(r.doc_id, 99), r.ordinal)))
-    docs = {d: _Doc(d, names.get(d, str(d)), _entity(d, plan, metas, names, catalog), dict(metas.get(d, {})))
-            for d in ids}
+        rows.append(min(at, key=lambda r: (co.values.rank.get(r.doc_id, 99), r.ordinal)))
     spec = CONCEPT_BY_NAME[concept]
-    w = _Writer(spec, docs, {}, EN)
+    w = _Writer(spec, co.docs, {}, EN)
     old, new = rows
     delta = new.value - old.value
     verb = "increased" if delta > 0 else "decreased" if delta < 0 else "was unchanged"
     by = f" by {money(abs(delta), new)}" + (f" ({delta / abs(old.value) * 100:+.1f}%)" if old.value else "") \
         if delta else ""
-    lines = [f"{docs[first].entity} — {spec.label} {verb}{by} from {periods[0].text()} to {periods[1].text()}: "
+    lines = [f"{co.entity} — {spec.label} {verb}{by} from {periods[0].text()} to {periods[1].text()}: "
              f"{money(old.value, old)} {_period(old)} {w.cite(old)} → {money(new.value, new)} {_period(new)} "
              f"{w.cite(new)}.",
              f"- {periods[0].text()}: {money(old.value, old)} ({_where(old)})",
@@ -529,6 +531,7 @@ class _Values:
     def __init__(self, rows: Sequence[_Row], metas: Mapping[int, Mapping[str, Any]], order: Sequence[int]) -> None:
         self.metas = metas
         self.rank = {d: i for i, d in enumerate(order)}
+        self.first = order[0] if order else None
         self.rows: dict[str, list[_Row]] = {}
         for r in rows:
             concept = r.concept or line_concept(r.line_item)
@@ -553,10 +556,9 @@ class _Values:
 
     def years(self, concept: str) -> list[int]:
         """The fiscal years the routed report states ``concept`` for."""
-        first = min(self.rank, key=lambda d: self.rank[d]) if self.rank else None
         spec = CONCEPT_BY_NAME[concept]
         return sorted({_fiscal_year(r, self.metas.get(r.doc_id, {})) for r in self.rows.get(concept, [])
-                       if r.doc_id == first and (r.months == 12 if spec.flow else r.months == 0)})
+                       if r.doc_id == self.first and (r.months == 12 if spec.flow else r.months == 0)})
 
     def _get(self, concept: str, year: int) -> _Row | None:
         spec = CONCEPT_BY_NAME[concept]
@@ -571,6 +573,30 @@ class _Values:
             own = self.metas.get(r.doc_id, {}).get("fiscal_year")
             return (self.rank.get(r.doc_id, 99), abs(own - year) if isinstance(own, int) else 99, r.ordinal)
         return min(candidates, key=key)
+
+
+class _Company:
+    """One company's reports for a question: the routed report first, then the company's others; their
+    statement lines (``_Values``) and how the answer names and cites them."""
+
+    def __init__(self, catalog: Catalog, plan: ScopePlan, rows: Sequence[_Row], ids: Sequence[int]) -> None:
+        self.first = ids[0]
+        self.ids = list(ids)
+        self.metas, names = catalog.metadata(self.ids), catalog.names(self.ids)
+        self.values = _Values(rows, self.metas, self.ids)
+        self.docs = {d: _Doc(d, names.get(d, str(d)), _entity(d, plan, self.metas, names, catalog),
+                             dict(self.metas.get(d, {}))) for d in self.ids}
+        self.entity = self.docs[self.first].entity
+
+    @classmethod
+    async def read(cls, pool: asyncpg.Pool, catalog: Catalog, plan: ScopePlan) -> _Company:
+        ids = company_reports(catalog, plan)
+        return cls(catalog, plan, _rows(await pool.fetch(SQL_DOC_LINES, ids)), ids)
+
+
+def company_reports(catalog: Catalog, plan: ScopePlan) -> list[int]:
+    """The routed report first, then the company's other reports."""
+    return list(dict.fromkeys([*plan.needed, *catalog.company_reports(plan.needed[0])]))
 
 
 class _Computed(msgspec.Struct, frozen=True):
@@ -732,36 +758,29 @@ async def answer_metric(pool: asyncpg.Pool, catalog: Catalog, question: str, pla
     if a is None:
         return await answer_which(pool, catalog, question, plan) or \
             await answer_period_change(pool, catalog, question, plan)
-    first = plan.needed[0]
-    ids = list(dict.fromkeys([*plan.needed, *catalog.company_reports(first)]))
-    metas = catalog.metadata(ids)
-    names = catalog.names(ids)
-    rows = _rows(await pool.fetch(SQL_DOC_LINES, ids))
-    values = _Values(rows, metas, ids)
+    co = await _Company.read(pool, catalog, plan)
     years = list(a.years)
     if not years and a.aggregate == "history":  # every year the routed report's statements show
-        stated = [set(values.years(t.concept)) for t in a.formula.terms.values() if t.fn != "opt"]
+        stated = [set(co.values.years(t.concept)) for t in a.formula.terms.values() if t.fn != "opt"]
         years = sorted(set.intersection(*stated)) if stated else []
         a = msgspec.structs.replace(a, aggregate="change")
     if not years:
-        own = metas.get(first, {}).get("fiscal_year")
+        own = co.metas.get(co.first, {}).get("fiscal_year")
         if not isinstance(own, int):
             return None
         years = [own]
     if a.aggregate == "each" and len(years) > 1:
         years = years[-1:]
-    computed = [_evaluate(a.formula, y, values) for y in years]
+    computed = [_evaluate(a.formula, y, co.values) for y in years]
     if not any(c.value is not None for c in computed):
         return None
-    docs = {d: _Doc(d, names.get(d, str(d)), _entity(d, plan, metas, names, catalog), dict(metas.get(d, {})))
-            for d in ids}
     used_rows = [r for c in computed for _, rs in c.inputs for r in rs]
     keys = list({(r.doc_id, r.node_id) for r in used_rows if r.node_id})
     paths = {(r["document_id"], r["node_id"]): " › ".join(r["path"]) for r in
              await pool.fetch(SQL_NODE_PATHS, [k[0] for k in keys], [k[1] for k in keys])} if keys else {}
     spec = Concept(name=f"metric:{a.formula.name}", label=a.formula.label, printed=(), unit="ratio")
-    w = _Writer(spec, docs, paths, EN)
-    text = compose_metric(a, docs[first].entity, computed, w)
+    w = _Writer(spec, co.docs, paths, EN)
+    text = compose_metric(a, co.entity, computed, w)
     if not text:
         return None
     ask_ = MeasureAsk(concept=spec.name, operation="metric", years=tuple(years), question=question)
@@ -773,16 +792,10 @@ def restate(facts: FactsAnswer | None, question: str) -> FactsAnswer | None:
     "$5,466 million")."""
     if facts is None or facts.ask.operation != "lookup" or len(facts.used) != 1:
         return facts
-    m = _SCALE_ASKED.search(question)
+    scale, word = asked_scale(question)
     used = facts.used[0]
-    if m is None or used.unit.endswith("/share") or used.unit in ("%", "x", "shares"):
+    if scale is None or used.scale == scale or used.unit.endswith("/share") or used.unit in ("%", "x", "shares"):
         return facts
-    scale = {"thousands": 1e3, "millions": 1e6, "billions": 1e9}[(m.group(1) or m.group(2)).lower()]
-    if used.scale == scale:
-        return facts
-    dec = _DECIMALS.search(question)
-    decimals = (_WORD_NUM.get(dec.group(1).lower()) if not dec.group(1).isdigit() else int(dec.group(1))) if dec \
-        else None
-    line = f"In {m.group(1) or m.group(2)}, as asked: {in_asked_unit(used.value, None, scale, decimals)}."
+    line = f"In {word}, as asked: {in_asked_unit(used.value, None, scale, asked_decimals(question))}."
     return msgspec.structs.replace(facts, text=f"{facts.text}\n{line}")
 

@@ -35,3 +35,13 @@ async def wait_for_job(client: httpx.AsyncClient, job_id: int, timeout_s: float 
             if job["status"] in {"done", "failed", "cancelled"}:
                 return job
             await asyncio.sleep(0.25)
+
+
+async def ask_json(rt: Any, query: str) -> dict[str, Any]:
+    """``POST /kb/query`` on the app of runtime ``rt`` (no worker): the JSON answer of a 200."""
+    from kb.app import create_app
+
+    async with app_client(create_app(runtime=rt, run_worker=False)) as client:
+        r = await client.post("/kb/query", json={"query": query})
+        assert r.status_code == 200, r.text
+        return r.json()

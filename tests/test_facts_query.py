@@ -15,7 +15,7 @@ from kb.runtime import Runtime, open_runtime
 from kb.settings import get_settings
 from tests.conftest import ingest, module_env
 from tests.factgen import figures, text_filing
-from tests.http import app_client
+from tests.http import app_client, ask_json
 
 pytestmark = pytest.mark.slow
 
@@ -45,12 +45,6 @@ async def filings(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> Asyn
         yield rt
 
 
-async def _ask(rt: Runtime, query: str) -> dict[str, Any]:
-    async with app_client(create_app(runtime=rt, run_worker=False)) as client:
-        r = await client.post("/kb/query", json={"query": query})
-        assert r.status_code == 200, r.text
-        return r.json()
-
 
 def _cited_lines(body: dict[str, Any]) -> set[tuple[str, str]]:
     """(document, cited line text) of every citation."""
@@ -58,7 +52,7 @@ def _cited_lines(body: dict[str, Any]) -> set[tuple[str, str]]:
 
 
 async def test_highest_among_named_companies_is_computed_and_cited(filings: Runtime) -> None:
-    body = await _ask(filings, "Companies: ACME HOLDINGS, INC., Bolt Corp and Cinder Ltd. "
+    body = await ask_json(filings, "Companies: ACME HOLDINGS, INC., Bolt Corp and Cinder Ltd. "
                                "Which company has the highest 'Total Liabilities'?")
     answer = body["answer"]
     verdict = answer.strip().split("\n")[-1]
@@ -71,7 +65,7 @@ async def test_highest_among_named_companies_is_computed_and_cited(filings: Runt
 
 
 async def test_groups_with_stated_bounds(filings: Runtime) -> None:
-    body = await _ask(filings, "Companies: Acme Holdings, Inc., Bolt Corp and Cinder Ltd. Please categorize the "
+    body = await ask_json(filings, "Companies: Acme Holdings, Inc., Bolt Corp and Cinder Ltd. Please categorize the "
                                "companies by 'Cash and Cash Equivalents' into the following groups: high (over "
                                "$10,000 in thousands), medium (over $1,000 in thousands and below $10,000 in "
                                "thousands), and low (below $1,000 in thousands). Place companies into the same "
@@ -81,7 +75,7 @@ async def test_groups_with_stated_bounds(filings: Runtime) -> None:
 
 
 async def test_trend_over_two_annual_reports_states_the_change(filings: Runtime) -> None:
-    body = await _ask(filings, "How did Acme Holdings' revenue change from 2022 to 2023?")
+    body = await ask_json(filings, "How did Acme Holdings' revenue change from 2022 to 2023?")
     answer = body["answer"]
     assert "$1,200 thousand for the year ended December 31, 2022" in answer, answer
     assert "$1,500 thousand for the year ended December 31, 2023" in answer
@@ -90,13 +84,13 @@ async def test_trend_over_two_annual_reports_states_the_change(filings: Runtime)
 
 
 async def test_lookup_of_one_company(filings: Runtime) -> None:
-    body = await _ask(filings, "What is the basic earnings per share of Bolt Corp?")
+    body = await ask_json(filings, "What is the basic earnings per share of Bolt Corp?")
     assert body["answer"].startswith("Basic earnings per share of Bolt Corp: $1.25 per share"), body["answer"]
     assert [f["doc_name"] for f in body["facts"]] == ["bolt-2023.txt"]
 
 
 async def test_question_outside_the_vocabulary_takes_the_text_path(filings: Runtime) -> None:
-    body = await _ask(filings, "Which class do employees book for short flights?")
+    body = await ask_json(filings, "Which class do employees book for short flights?")
     assert body["facts"] == [] and "economy" in body["answer"].lower()
 
 
@@ -127,7 +121,7 @@ async def test_fact_filters_and_screens(filings: Runtime) -> None:
                     {"concept": "revenue", "period": "last spring"}):
             r = await client.post("/kb/query", json={"query": "revenue?", "filters": {"fact": bad}})
             assert r.status_code == 400, (bad, r.text)
-    body = await _ask(filings, "Which companies had revenue above $1 million in 2023?")
+    body = await ask_json(filings, "Which companies had revenue above $1 million in 2023?")
     answer = body["answer"]
     assert answer.startswith("2 of the 3 companies with a revenue figure in 2023 have revenue above $1,000,000:"), \
         answer
@@ -135,7 +129,7 @@ async def test_fact_filters_and_screens(filings: Runtime) -> None:
 
 
 async def test_an_unknown_company_written_in_capitals_is_reported(filings: Runtime) -> None:
-    body = await _ask(filings, "Companies: ACME HOLDINGS, INC., ZORBLAX INDUSTRIES CORP and Bolt Corp. "
+    body = await ask_json(filings, "Companies: ACME HOLDINGS, INC., ZORBLAX INDUSTRIES CORP and Bolt Corp. "
                                "Which company has the highest revenue?")
     assert "No document about ZORBLAX INDUSTRIES" in body["answer"], body["answer"]
     assert {f["doc_name"] for f in body["facts"]} == {"acme-2023.txt", "bolt-2023.txt"}
@@ -145,7 +139,7 @@ async def test_an_unknown_company_written_in_capitals_is_reported(filings: Runti
 async def test_weighted_average_shares_are_answered_from_their_printed_line(filings: Runtime) -> None:
     """A share count (a vocabulary measure since weighted average shares were added to it) is answered in
     shares, scaled, from its statement line."""
-    body = await _ask(filings, "What is the weighted average shares outstanding of Bolt Corp?")
+    body = await ask_json(filings, "What is the weighted average shares outstanding of Bolt Corp?")
     assert body["answer"].startswith("Weighted average basic shares outstanding of Bolt Corp: 5,000 thousand shares "
                                      "for the year ended December 31, 2023"), body["answer"]
     assert [f["line_item"] for f in body["facts"]] == ["Weighted average shares outstanding"]
@@ -172,21 +166,21 @@ async def test_streamed_answer_carries_the_facts_table(filings: Runtime) -> None
 
 
 async def test_ratios_are_computed_from_both_lines(filings: Runtime) -> None:
-    body = await _ask(filings, "What is the current ratio of Bolt Corp?")
+    body = await ask_json(filings, "What is the current ratio of Bolt Corp?")
     assert body["answer"].startswith("Current ratio of Bolt Corp: 1.60 at December 31, 2023"), body["answer"]
     assert {f["line_item"] for f in body["facts"]} == {"Total current assets", "Total current liabilities"}
-    body = await _ask(filings, "What was the net margin of Bolt Corp in 2022?")
+    body = await ask_json(filings, "What was the net margin of Bolt Corp in 2022?")
     assert body["answer"].startswith("Net margin of Bolt Corp: 10.00% for the year ended December 31, 2022"), \
         body["answer"]  # 700 / 7,000
 
 
 async def test_average_over_stated_years(filings: Runtime) -> None:
-    body = await _ask(filings, "What is the average revenue of Bolt Corp over FY2022 and FY2023?")
+    body = await ask_json(filings, "What is the average revenue of Bolt Corp over FY2022 and FY2023?")
     assert "Average over the 2 periods: $7,500 thousand." in body["answer"], body["answer"]
 
 
 async def test_a_company_whose_statements_lack_the_measure_is_said_so_with_what_was_read(filings: Runtime) -> None:
-    body = await _ask(filings, "Companies: Acme Holdings, Inc., Bolt Corp and Cinder Ltd. "
+    body = await ask_json(filings, "Companies: Acme Holdings, Inc., Bolt Corp and Cinder Ltd. "
                                "Which company has the highest inventories?")
     answer = body["answer"]
     assert "Bolt Corp: $610 thousand" in answer, answer
@@ -200,7 +194,7 @@ async def test_which_year_question_naming_no_company_reads_the_company_whose_rep
         filings: Runtime) -> None:
     """"Which year saw the largest increase … from 2022 to 2023" names no company: the one company whose reports
     reach both years (Acme, two annual reports) is read, every year's figure cited and the year named."""
-    body = await _ask(filings, "Considering the revenue from 2022 to 2023, which year saw the largest increase in "
+    body = await ask_json(filings, "Considering the revenue from 2022 to 2023, which year saw the largest increase in "
                                "revenue compared to the previous year?")
     answer = body["answer"]
     assert "- The largest increase: 2023 vs 2022, increased by $300 thousand (+25.00%)" in answer, answer

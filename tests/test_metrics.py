@@ -7,17 +7,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from kb.app import create_app
 from kb.runtime import Runtime, open_runtime
 from kb.settings import get_settings
 from router.metrics import metric_ask, named_measures, parse_formula
 from tests.conftest import ingest, module_env
 from tests.factgen import figures, text_filing
-from tests.http import app_client
+from tests.http import ask_json
 
 
 def _year(revenue: float, cogs: float, net_income: float, da: float, inventory: float, ap: float) -> dict[str, float]:
@@ -94,16 +92,10 @@ async def delta(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncI
         yield rt
 
 
-async def _ask(rt: Runtime, query: str) -> dict[str, Any]:
-    async with app_client(create_app(runtime=rt, run_worker=False)) as client:
-        r = await client.post("/kb/query", json={"query": query})
-        assert r.status_code == 200, r.text
-        return r.json()
-
 
 @pytest.mark.slow
 async def test_a_defined_formula_is_computed_from_cited_lines(delta: Runtime) -> None:
-    body = await _ask(delta, "What is the FY2023 inventory turnover ratio for Delta Corp? Inventory turnover ratio "
+    body = await ask_json(delta, "What is the FY2023 inventory turnover ratio for Delta Corp? Inventory turnover ratio "
                              "is defined as: (FY2023 COGS) / (average inventory between FY2022 and FY2023). Round "
                              "your answer to two decimal places.")
     answer = body["answer"]
@@ -112,7 +104,7 @@ async def test_a_defined_formula_is_computed_from_cited_lines(delta: Runtime) ->
     used = sorted((f["line_item"], f["value"]) for f in body["facts"])
     assert used == [("Cost of sales", 6_000_000), ("Inventories", 900_000), ("Inventories", 1_100_000)], used
     assert all(f["marker"] > 0 for f in body["facts"])
-    body = await _ask(delta, "What is FY2023 days payable outstanding (DPO) for Delta Corp? DPO is defined as: 365 * "
+    body = await ask_json(delta, "What is FY2023 days payable outstanding (DPO) for Delta Corp? DPO is defined as: 365 * "
                              "(average accounts payable between FY2022 and FY2023) / (FY2023 COGS + change in "
                              "inventory between FY2022 and FY2023).")
     assert body["answer"].startswith("Delta Corp — DPO, FY2023: 47.10 days."), body["answer"]  # 365*800/6,200
@@ -120,7 +112,7 @@ async def test_a_defined_formula_is_computed_from_cited_lines(delta: Runtime) ->
 
 @pytest.mark.slow
 async def test_a_standard_metric_averaged_over_stated_years(delta: Runtime) -> None:
-    body = await _ask(delta, "What is the FY2022 - FY2023 2 year average EBITDA % margin for Delta Corp?")
+    body = await ask_json(delta, "What is the FY2022 - FY2023 2 year average EBITDA % margin for Delta Corp?")
     answer = body["answer"]
     # FY2022 (960 + 250) / 8,100 = 14.938%; FY2023 (1,200 + 300) / 10,000 = 15.00%
     assert answer.startswith("Delta Corp — 2-year average EBITDA margin, FY2022–FY2023: 14.97% "
@@ -130,7 +122,7 @@ async def test_a_standard_metric_averaged_over_stated_years(delta: Runtime) -> N
 
 @pytest.mark.slow
 async def test_a_change_reads_the_prior_years_from_the_older_report(delta: Runtime) -> None:
-    body = await _ask(delta, "Has Delta Corp's operating margin improved between FY2021 and FY2023?")
+    body = await ask_json(delta, "Has Delta Corp's operating margin improved between FY2021 and FY2023?")
     answer = body["answer"]
     assert answer.startswith("Delta Corp — operating margin increased by 3.43 percentage points: FY2021 8.57% → "
                              "FY2023 12.00%."), answer  # 600 / 7,000 → 1,200 / 10,000
@@ -140,11 +132,11 @@ async def test_a_change_reads_the_prior_years_from_the_older_report(delta: Runti
 
 @pytest.mark.slow
 async def test_money_in_the_unit_asked_and_inputs_not_stated(delta: Runtime) -> None:
-    body = await _ask(delta, "What is Delta Corp's working capital in FY2023? Answer in USD millions.")
+    body = await ask_json(delta, "What is Delta Corp's working capital in FY2023? Answer in USD millions.")
     assert body["answer"].startswith("Delta Corp — working capital, FY2023: $1.50 million."), body["answer"]
-    body = await _ask(delta, "What is Delta Corp's total assets in FY2023? Answer in USD millions.")
+    body = await ask_json(delta, "What is Delta Corp's total assets in FY2023? Answer in USD millions.")
     assert "In millions, as asked: $10.00 million." in body["answer"], body["answer"]
-    body = await _ask(delta, "What is the FY2021 - FY2022 2 year average days inventory outstanding for Delta Corp?")
+    body = await ask_json(delta, "What is the FY2021 - FY2022 2 year average days inventory outstanding for Delta Corp?")
     answer = body["answer"]  # FY2021 needs the FY2020 inventory, which no report prints
     assert "Delta Corp — days inventory outstanding, FY2022: 62.05 days." in answer, answer  # 365 × 850 / 5,000
     assert "Not stated in the statements read: inventories (FY2020)." in answer, answer
@@ -152,13 +144,13 @@ async def test_money_in_the_unit_asked_and_inputs_not_stated(delta: Runtime) -> 
 
 @pytest.mark.slow
 async def test_a_company_defined_measure_is_not_computed(delta: Runtime) -> None:
-    body = await _ask(delta, "What was Delta Corp's adjusted EBITDA for FY2023?")
+    body = await ask_json(delta, "What was Delta Corp's adjusted EBITDA for FY2023?")
     assert "Computed as" not in body["answer"], body["answer"]
 
 
 @pytest.mark.slow
 async def test_a_history_without_stated_years(delta: Runtime) -> None:
-    body = await _ask(delta, "Are Delta Corp's gross margins historically consistent?")
+    body = await ask_json(delta, "Are Delta Corp's gross margins historically consistent?")
     answer = body["answer"]  # the routed report's years, gross profit computed as revenue − cost of sales
     assert answer.startswith("Delta Corp — gross margin ") and "percentage points: FY20" in answer, answer
     assert any(f["line_item"] == "Cost of sales" for f in body["facts"]), body["facts"]
@@ -166,7 +158,7 @@ async def test_a_history_without_stated_years(delta: Runtime) -> None:
 
 @pytest.mark.slow
 async def test_which_of_several_measures_is_highest(delta: Runtime) -> None:
-    body = await _ask(delta, "Among operating, investing and financing activities, which brought in the most cash "
+    body = await ask_json(delta, "Among operating, investing and financing activities, which brought in the most cash "
                              "for Delta Corp in FY2023?")
     answer = body["answer"]  # operating 1,500; financing 100; investing −30 (thousands)
     assert answer.startswith("Delta Corp, FY2023: net cash from operating activities is the highest: "
@@ -212,7 +204,7 @@ async def test_a_balance_between_a_year_end_and_a_quarter_end(pg_uri: str, tmp_p
             open_runtime(get_settings()) as rt:
         job = await ingest(rt, folder)
         assert job.counts.get("ok") == 2, [(i.name, i.status, i.error) for i in job.items]
-        body = await _ask(rt, "Was there any drop in Delta Corp's cash and cash equivalents between FY 2023 and "
+        body = await ask_json(rt, "Was there any drop in Delta Corp's cash and cash equivalents between FY 2023 and "
                               "Q2 of FY2024?")
     answer = body["answer"]
     assert answer.startswith("Delta Corp — cash and cash equivalents decreased by $250 thousand (-35.7%) from "
