@@ -26,7 +26,8 @@ SQL_CREATE_COLLECTION = """
 INSERT INTO collections (name, description) VALUES ($1, $2)
 ON CONFLICT (name) DO NOTHING RETURNING id, name, description, created_at"""
 SQL_COLLECTION_STAMP = """
-SELECT count(*) AS n, coalesce(max(id), 0) AS max_id, coalesce(max(updated_at), 'epoch'::timestamptz) AS updated
+SELECT count(*) AS n, coalesce(max(id), 0) AS max_id, coalesce(max(updated_at), 'epoch'::timestamptz) AS updated,
+       coalesce(sum(chunk_count), 0) AS chunks
 FROM documents WHERE collection_id = $1"""
 
 
@@ -44,6 +45,8 @@ class CollectionStamp(msgspec.Struct, frozen=True):
     documents: int
     max_id: int
     updated: datetime
+    chunks: int = 0
+    """The documents' chunks (read with the stamp: what DocScore's hit count scales with)."""
 
 
 async def list_collections(pool: asyncpg.Pool) -> list[Collection]:
@@ -88,6 +91,7 @@ async def ensure_collection(pool: asyncpg.Pool, name: str) -> Collection:
 
 
 async def collection_stamp(pool: asyncpg.Pool | asyncpg.Connection, collection_id: int) -> CollectionStamp:
-    """The collection's change stamp: document count, newest document id, last update."""
+    """The collection's change stamp: document count, newest document id, last update, chunk count."""
     r = await pool.fetchrow(SQL_COLLECTION_STAMP, collection_id)
-    return CollectionStamp(documents=int(r["n"]), max_id=int(r["max_id"]), updated=r["updated"])
+    return CollectionStamp(documents=int(r["n"]), max_id=int(r["max_id"]), updated=r["updated"],
+                           chunks=int(r["chunks"]))

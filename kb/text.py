@@ -33,6 +33,9 @@ _TOKEN = regex.compile(
     regex.V1,
 )
 _LATIN = regex.compile(r"\p{Latin}+")
+_WORD = regex.compile(rf"{_START}(?:[{_OTHER}\-.%$']*[{_OTHER}%])?", regex.V1)
+"""``_TOKEN``'s ``word`` alternative alone: all it can match in a text without Han, kana or Hangul."""
+_CJK = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}ー]", regex.V1)
 
 STOPWORDS = frozenset(
     """a an and are as at be been but by can could did do does for from had has have how i if in into is it its
@@ -119,19 +122,34 @@ def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
     words and their parts (rjieba search mode: 金融资产 → 金融, 资产, 金融资产), Japanese kana and Korean as
     character bigrams. English (Latin) words lose plural endings (``light_stem``); stopwords are dropped
     unless ``keep_stopwords``."""
+    norm = unicodedata.normalize("NFKC", text).lower()
+    fold = _fold_keep if keep_stopwords else _fold
+    if not _CJK.search(norm):  # words only: no match objects, each distinct word folded once
+        return [w for w in map(fold, _WORD.findall(norm)) if w]
     out: list[str] = []
-    for m in _TOKEN.finditer(unicodedata.normalize("NFKC", text).lower()):
+    for m in _TOKEN.finditer(norm):
         kind, tok = m.lastgroup, m.group(0)
         if kind == "han":
             out.extend(t for t in _segmenter()(tok) if keep_stopwords or t not in ZH_STOPWORDS)
         elif kind in ("kana", "hangul"):
             out.extend(_bigrams(tok))
-        else:
-            tok = tok.strip(".'-")
-            if not tok or (not keep_stopwords and tok in STOPWORDS):
-                continue
-            out.append(light_stem(tok) if _LATIN.fullmatch(tok) else tok)
+        elif w := fold(tok):
+            out.append(w)
     return out
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def _fold_keep(word: str) -> str:
+    """A matched word as a token: trimmed of ``.'-``, Latin plurals folded ("" when nothing is left)."""
+    tok = word.strip(".'-")
+    return light_stem(tok) if tok and _LATIN.fullmatch(tok) else tok
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def _fold(word: str) -> str:
+    """``_fold_keep``, and "" for a stopword."""
+    tok = word.strip(".'-")
+    return "" if tok in STOPWORDS else _fold_keep(word)
 
 
 _ABBREVIATIONS = frozenset(

@@ -13,14 +13,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import asyncpg
+import numpy as np
 import structlog
-from rank_bm25 import BM25Okapi
 
 from kb.collections import CollectionStamp, collection_stamp
 from kb.text import tokenize
 from kb.vocab import company_core
 from router import store
 from router.metadata import COMPANY_KEYS, KnownValues, company_index, renamed_companies
+from router.scoring import PostingsBM25
 from router.store import DocFields
 
 log = structlog.get_logger("router.catalog")
@@ -28,11 +29,25 @@ log = structlog.get_logger("router.catalog")
 
 @dataclass(frozen=True)
 class DescriptionIndex:
-    """BM25 over ``name + title + description`` of every document of a collection, by id."""
+    """Every document of a collection by id: BM25 over ``name + title + description`` and the description
+    embeddings (cosine read in memory: exact, where Postgres scanned every row of ``documents`` per query)."""
 
     ids: list[int]
     names: list[str]
-    bm25: BM25Okapi | None
+    bm25: PostingsBM25 | None
+    vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
+    """Unit-normalised description embeddings, one row per id (zeros where a document has none)."""
+    has_vector: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+
+    def nearest(self, qvec: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """(doc id, cosine) of the ``k`` descriptions nearest the question, nearest first."""
+        if not self.has_vector.any():
+            return []
+        q = np.asarray(qvec, dtype=np.float32)
+        sims = self.vectors @ (q / (np.linalg.norm(q) or 1.0))
+        rows = np.flatnonzero(self.has_vector)
+        order = rows[np.argsort(-sims[rows], kind="stable")[:k]]
+        return [(self.ids[i], float(sims[i])) for i in order]
 
 
 @dataclass(frozen=True)
@@ -118,5 +133,14 @@ def _reports(docs: dict[int, DocFields], known: KnownValues) -> dict[str, tuple[
 
 def _description_index(rows: Sequence[asyncpg.Record]) -> DescriptionIndex:
     corpus = [tokenize(f"{r['name']} {r['title']} {r['description']}") or ["\u2205"] for r in rows]
+    embedded = [r["description_embedding"] for r in rows if r["description_embedding"] is not None]
+    dim = len(embedded[0]) if embedded else 0
+    vectors = np.zeros((len(rows), dim), dtype=np.float32)
+    has_vector = np.zeros(len(rows), dtype=bool)
+    for i, r in enumerate(rows):
+        if r["description_embedding"] is not None and len(r["description_embedding"]) == dim:
+            v = np.asarray(r["description_embedding"], dtype=np.float32)
+            vectors[i] = v / (np.linalg.norm(v) or 1.0)
+            has_vector[i] = True
     return DescriptionIndex(ids=[r["id"] for r in rows], names=[r["name"] for r in rows],
-                            bm25=BM25Okapi(corpus) if corpus else None)
+                            bm25=PostingsBM25(corpus) if corpus else None, vectors=vectors, has_vector=has_vector)

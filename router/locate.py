@@ -54,7 +54,8 @@ async def search_trees(state: QueryState, docs: Sequence[DocCandidate], oracle: 
     async def search_doc(doc_id: int, name: str) -> Searched:
         async with sem:
             q = state.doc_q[doc_id]
-            terms = state.terms if q == state.question else await store.query_terms(state.pool, state.collection_id, q)
+            terms = state.terms if q == state.question else await store.query_terms(
+                state.pool, state.collection_id, q, n_docs=state.catalog.stamp.documents)
             tree = await load_tree(state.pool, doc_id, name, state.vectors[q])
             res = await searcher.search(tree, q, state.vectors[q], terms=terms, statements=state.statements)
             return Searched(tree, res)

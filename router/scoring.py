@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import functools
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Hashable, Iterable, Sequence
+from itertools import chain
 
+import numpy as np
 from rank_bm25 import BM25Okapi
 
 from kb.text import tokenize
@@ -43,9 +45,41 @@ def group_scores(pairs: Iterable[tuple[Hashable, float]]) -> dict[Hashable, floa
 
 
 @functools.lru_cache(maxsize=20_000)
-def _text_tokens(text: str) -> tuple[str, ...]:
-    """A chunk's tokens, computed once per text: the same chunks come back query after query."""
-    return tuple(tokenize(text)) or ("\u2205",)
+def _text_counts(text: str) -> Counter[str]:
+    """A chunk's token counts (first occurrence first), computed once per text: the same chunks come back
+    query after query."""
+    return Counter(tokenize(text) or ("\u2205",))
+
+
+class PostingsBM25:
+    """``rank_bm25.BM25Okapi`` scores (its idf, floor and formula: the same floats) read from postings, so a
+    query costs the documents holding its terms, not a pass over every document (10,000 descriptions)."""
+
+    def __init__(self, corpus: Sequence[Sequence[str]]) -> None:
+        okapi = BM25Okapi([list(d) for d in corpus])
+        self.size = okapi.corpus_size
+        self.idf: dict[str, float] = okapi.idf
+        self.k1 = okapi.k1
+        doc_len = np.array(okapi.doc_len)
+        self._norm = okapi.k1 * (1 - okapi.b + okapi.b * doc_len / okapi.avgdl)  # BM25Okapi.get_scores' terms
+        docs: dict[str, list[int]] = defaultdict(list)
+        freqs: dict[str, list[int]] = defaultdict(list)
+        for i, counts in enumerate(okapi.doc_freqs):
+            for word, f in counts.items():
+                docs[word].append(i)
+                freqs[word].append(f)
+        self._postings = {w: (np.array(docs[w], dtype=np.int64), np.array(freqs[w])) for w in docs}
+
+    def get_scores(self, query: Sequence[str]) -> np.ndarray:
+        """A score per document of the corpus, in corpus order (BM25Okapi.get_scores)."""
+        score = np.zeros(self.size)
+        for q in query:
+            post = self._postings.get(q)
+            if post is None:
+                continue
+            idx, tf = post
+            score[idx] += (self.idf.get(q) or 0) * (tf * (self.k1 + 1) / (tf + self._norm[idx]))
+        return score
 
 
 def bm25_scores(query: str, texts: Sequence[str]) -> list[float]:
@@ -55,6 +89,28 @@ def bm25_scores(query: str, texts: Sequence[str]) -> list[float]:
     q = tokenize(query)
     if not q:
         return [0.0] * len(texts)
-    corpus = [list(_text_tokens(t)) for t in texts]
-    scores = BM25Okapi(corpus).get_scores(q)
+    scores = okapi_scores([_text_counts(t) for t in texts], q)
     return [max(0.0, float(s)) for s in scores]
+
+
+def okapi_scores(counts: Sequence[Counter[str]], query: Sequence[str], k1: float = 1.5, b: float = 0.75,
+                 epsilon: float = 0.25) -> np.ndarray:
+    """``BM25Okapi(corpus).get_scores(query)`` (the same floats: its idf with the ``epsilon`` floor over the
+    average idf, summed in its order) from each document's token counts, without building its per-word
+    tables: a query's in-node BM25 runs over a few hundred chunks."""
+    n = len(counts)
+    doc_len = np.array([c.total() for c in counts])
+    avgdl = int(doc_len.sum()) / n
+    df = Counter(chain.from_iterable(counts))  # words in first-occurrence order, as BM25Okapi counts them
+    idf_sum = sum(math.log(n - f + 0.5) - math.log(f + 0.5) for f in df.values())
+    eps = epsilon * (idf_sum / len(df))
+    score = np.zeros(n)
+    for q in query:
+        f = df.get(q)
+        if f is None:
+            continue
+        idf = math.log(n - f + 0.5) - math.log(f + 0.5)
+        idf = eps if idf < 0 else idf
+        q_freq = np.array([c.get(q) or 0 for c in counts])
+        score += (idf or 0) * (q_freq * (k1 + 1) / (q_freq + k1 * (1 - b + b * doc_len / avgdl)))
+    return score

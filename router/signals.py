@@ -40,7 +40,7 @@ async def chunk_hits(state: QueryState, within: Sequence[int] | None, k: int) ->
 async def doc_scores(state: QueryState, within: Sequence[int] | None = None) -> dict[int, tuple[float, int]]:
     """DocScore = sum(chunk scores) / sqrt(N + 1) over the top chunks (pgvector cosine plus full-text hits),
     with the number of hits, per document."""
-    total = await store.collection_chunk_count(state.pool, state.collection_id)
+    total = state.catalog.stamp.chunks
     k = min(state.settings.semantic_top_k, max(20, total // 20))  # small collections: fewer hits
     hits = await chunk_hits(state, within, k)
     w_d, w_b = state.settings.dense_weight, state.settings.bm25_weight
@@ -52,25 +52,39 @@ async def doc_scores(state: QueryState, within: Sequence[int] | None = None) -> 
 
 async def description_shortlist(state: QueryState, within: Sequence[int] | None, n: int) -> list[DocCandidate]:
     """The ``n`` documents whose description (embedding) and name/title/description (BM25) match best."""
-    rows = await store.nearest_descriptions(state.pool, state.qvec, state.collection_id, max(n * 4, 200))
     index = state.catalog.descriptions
-    allowed = set(within) if within is not None else None
-    positions = [i for i, d in enumerate(index.ids) if allowed is None or d in allowed]
+    nearest = index.nearest(state.qvec, max(n * 4, 200))
+    ids = np.asarray(index.ids, dtype=np.int64)
+    mask = np.isin(ids, np.asarray(list(within), dtype=np.int64)) if within is not None else np.ones(len(ids), bool)
+    positions = np.flatnonzero(mask)
     q = tokenize(state.question)
-    raw = index.bm25.get_scores(q) if (index.bm25 is not None and q) else np.zeros(len(index.ids))
-    bm_norm = min_max([max(0.0, float(raw[i])) for i in positions])
-    bm_by_id = {index.ids[i]: v for i, v in zip(positions, bm_norm, strict=True)}
-    dense_vals = {r["id"]: float(r["sim"]) for r in rows if allowed is None or r["id"] in allowed}
+    raw = index.bm25.get_scores(q) if (index.bm25 is not None and q) else np.zeros(len(ids))
+    bm = _min_max(np.maximum(raw[positions], 0.0))
+    allowed = set(ids[positions].tolist()) if within is not None else None
+    dense_vals = {d: s for d, s in nearest if allowed is None or d in allowed}
     d_norm = dict(zip(dense_vals, min_max(list(dense_vals.values())), strict=True))
-    scored = []
-    for i in positions:
-        d = index.ids[i]
-        w = ROUTING.description_dense
-        s = w * d_norm.get(d, 0.0) + (1 - w) * bm_by_id.get(d, 0.0)
-        scored.append((s, d, index.names[i]))
-    scored.sort(key=lambda x: (-x[0], x[1]))
-    return [DocCandidate(d, name, round(s, 4), f"description match {s:.3f} (dense {d_norm.get(d, 0.0):.2f}, "
-                         f"bm25 {bm_by_id.get(d, 0.0):.2f})") for s, d, name in scored[:n]]
+    dense = np.zeros(len(positions))
+    if d_norm:  # ids are in ascending order (the catalog reads them by id)
+        dense[np.searchsorted(ids[positions], np.fromiter(d_norm, dtype=np.int64))] = list(d_norm.values())
+    w = ROUTING.description_dense
+    scores = w * dense + (1 - w) * bm
+    top = np.lexsort((ids[positions], -scores))[:n]  # best first, then by id
+    out = []
+    for j in top:
+        d, s = int(ids[positions[j]]), float(scores[j])
+        out.append(DocCandidate(d, index.names[positions[j]], round(s, 4), f"description match {s:.3f} (dense "
+                                f"{float(dense[j]):.2f}, bm25 {float(bm[j]):.2f})"))
+    return out
+
+
+def _min_max(values: np.ndarray) -> np.ndarray:
+    """``scoring.min_max`` over an array (the same floats)."""
+    if not len(values):
+        return values
+    lo, hi = float(values.min()), float(values.max())
+    if hi - lo < 1e-12:
+        return np.full(len(values), 1.0 if hi > 0 else 0.0)
+    return (values - lo) / (hi - lo)
 
 
 async def metadata_match(state: QueryState) -> MetadataMatch:

@@ -152,7 +152,7 @@ async def prepare(services: Services, req: QueryRequest, chat: ChatModel) -> Que
         within = tuple(d for d, _ in await store.run_filter(pool, collection_id, conditions_from_filters(req.filters)))
     return QueryState(
         req=req, chat=chat, services=services, collection_id=collection_id, catalog=catalog, question=question,
-        vectors=vectors, terms=await store.query_terms(pool, collection_id, question), within=within, scope=scope,
+        vectors=vectors, terms=await store.query_terms(pool, collection_id, question, n_docs=catalog.stamp.documents), within=within, scope=scope,
         missing=missing, top_docs=effective_top_docs(req.top_docs, scope, catalog.known), policy=policy_for(chat),
         statements=question_statements(question))
 

@@ -67,11 +67,6 @@ SQL_NODE_DENSE_HITS_EXACT = """
 SELECT node_id, 1 - (embedding <=> $2) AS sim FROM chunks WHERE document_id = $1
 ORDER BY 1 - (embedding <=> $2) DESC LIMIT $3"""
 SQL_CHUNK_SIMS = "SELECT c.id, 1 - (c.embedding <=> $1) AS sim FROM chunks c WHERE c.id = ANY($2::bigint[])"
-# descriptions nearest the question (index)
-SQL_DESCRIPTIONS_DENSE_INDEX = """
-SELECT id, name, description, 1 - (description_embedding <=> $1) AS sim
-FROM documents WHERE collection_id = $2 AND description_embedding IS NOT NULL
-ORDER BY description_embedding <=> $1 LIMIT $3"""
 SQL_SET_EF = "SELECT set_config('hnsw.ef_search', $1, true)"
 SQL_SET_ITERATIVE = "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"
 
@@ -84,18 +79,28 @@ top AS (
     SELECT c.id, c.document_id,
            (SELECT coalesce(sum(w.idf), 0) FROM unnest($1::text[], $5::float8[]) AS w(lx, idf)
             WHERE c.tsv @@ quote_literal(w.lx)::tsquery) AS score
-    FROM chunks c, q WHERE {where} AND c.tsv @@ q.q
-    ORDER BY score DESC LIMIT $4
+    FROM {from_}, q WHERE {where}c.tsv @@ q.q
+    ORDER BY score DESC, c.id LIMIT $4
 )
 SELECT t.id, t.document_id, 1 - (c.embedding <=> $3) AS sim, t.score FROM top t JOIN chunks c ON c.id = t.id"""
-SQL_TEXT_CHUNKS = {"collection": _TEXT_CHUNKS.format(where="c.collection_id = $2"),
-                   "documents": _TEXT_CHUNKS.format(where="c.document_id = ANY($2::bigint[])")}
+# A few documents' chunks are read by document first (the subquery's OFFSET 0 keeps the planner from
+# intersecting them with the GIN index: a common lexeme matches a million chunks of a large collection, and
+# the bitmap of those cost 130 ms where a document's 200 chunks cost 1.5 ms); many documents use the index.
+_DOC_CHUNKS = "(SELECT id, document_id, node_id, tsv FROM chunks WHERE document_id = ANY($2::bigint[]) OFFSET 0) c"
+SQL_TEXT_CHUNKS = {
+    "collection": _TEXT_CHUNKS.format(from_="chunks c", where="c.collection_id = $2 AND "),
+    "documents": _TEXT_CHUNKS.format(from_="chunks c", where="c.document_id = ANY($2::bigint[]) AND "),
+    "few documents": _TEXT_CHUNKS.format(from_=_DOC_CHUNKS, where=""),
+}
+FEW_DOCUMENTS = 2000
+"""Up to this many documents, full text reads their chunks by document (``_DOC_CHUNKS``), not by the index."""
 SQL_NODE_TEXT_HITS = """
 WITH q AS (SELECT string_agg(quote_literal(x), ' | ')::tsquery AS q FROM unnest($2::text[]) AS x)
 SELECT c.node_id,
        (SELECT coalesce(sum(w.idf), 0) FROM unnest($2::text[], $4::float8[]) AS w(lx, idf)
         WHERE c.tsv @@ quote_literal(w.lx)::tsquery) AS score
-FROM chunks c, q WHERE c.document_id = $1 AND c.tsv @@ q.q ORDER BY score DESC LIMIT $3"""
+FROM (SELECT id, node_id, tsv FROM chunks WHERE document_id = $1 OFFSET 0) c, q
+WHERE c.tsv @@ q.q ORDER BY score DESC, c.id LIMIT $3"""
 # the question's tokens ($2: kb.text.tokenize, the tokens chunks are indexed by) with their document counts
 SQL_QUERY_LEXEMES = """
 SELECT q.lexeme, coalesce(l.df, 0) AS df
@@ -126,7 +131,6 @@ SQL_COLLECTION_TEXTS = "SELECT c.id, c.text FROM chunks c WHERE c.collection_id 
 
 # documents
 SQL_COLLECTION_DOCS = "SELECT count(*) FROM documents WHERE collection_id = $1"
-SQL_COLLECTION_CHUNKS = "SELECT coalesce(sum(chunk_count), 0) FROM documents WHERE collection_id = $1"
 SQL_METADATA_VALUES = """
 SELECT kv.key, kv.value, count(*) AS n
 FROM documents d, jsonb_each_text(d.metadata) kv
@@ -140,7 +144,7 @@ LEFT JOIN lexeme_df l ON l.collection_id = $1 AND l.lexeme = x.lexeme
 GROUP BY x.phrase"""
 SQL_FILTER_BASE = "SELECT d.id, d.name FROM documents d WHERE d.collection_id = $1"
 SQL_COLLECTION_DOCUMENTS = """
-SELECT id, name, title, description, metadata FROM documents WHERE collection_id = $1 ORDER BY id"""
+SELECT id, name, title, description, metadata, description_embedding FROM documents WHERE collection_id = $1 ORDER BY id"""
 
 
 # --------------------------------------------------------------------------- vectors
@@ -185,12 +189,6 @@ async def chunk_sims(pool: asyncpg.Pool, qvec: np.ndarray, chunk_ids: Sequence[i
     return {int(r["id"]): float(r["sim"]) for r in await pool.fetch(SQL_CHUNK_SIMS, qvec, list(chunk_ids))}
 
 
-async def nearest_descriptions(pool: asyncpg.Pool, qvec: np.ndarray, collection_id: int,
-                               k: int) -> list[asyncpg.Record]:
-    """Documents whose description is nearest the question (``id``, ``name``, ``description``, ``sim``)."""
-    return await pool.fetch(SQL_DESCRIPTIONS_DENSE_INDEX, qvec, collection_id, k)
-
-
 # --------------------------------------------------------------------------- full text
 
 
@@ -213,14 +211,17 @@ class QueryTerms:
         return sum(w for lx, w in zip(self.lexemes, self.idf, strict=True) if lx not in sel)
 
 
-async def query_terms(pool: asyncpg.Pool, collection_id: int, question: str, max_terms: int = 10) -> QueryTerms:
+async def query_terms(pool: asyncpg.Pool, collection_id: int, question: str, max_terms: int = 10, *,
+                      n_docs: int | None = None) -> QueryTerms:
     """Tokens of the question (``kb.text.tokenize``, as chunks are indexed) weighted by document-level IDF.
 
     Lexemes found in no document are dropped, and so are those in most documents of a larger
-    collection (they cannot discriminate and make full-text scans slow).
+    collection (they cannot discriminate and make full-text scans slow). ``n_docs``: the collection's
+    document count when the caller has it.
     """
     rows = await pool.fetch(SQL_QUERY_LEXEMES, collection_id, list(dict.fromkeys(tokenize(question))))
-    n_docs = int(await pool.fetchval(SQL_COLLECTION_DOCS, collection_id))
+    if n_docs is None:  # the caller's catalog knows it
+        n_docs = int(await pool.fetchval(SQL_COLLECTION_DOCS, collection_id))
     scored: list[tuple[float, str, int]] = []
     for r in rows:
         df = int(r["df"])
@@ -244,7 +245,11 @@ async def text_chunks(conn: asyncpg.Connection, terms: QueryTerms, qvec: np.ndar
     """Top-``k`` chunks by IDF-weighted lexeme matches (``id``, ``document_id``, ``sim``, ``score``)."""
     if not terms.lexemes:
         return []
-    scope, arg = ("collection", collection_id) if doc_ids is None else ("documents", list(doc_ids))
+    if doc_ids is None:
+        scope, arg = "collection", collection_id
+    else:
+        arg = list(doc_ids)
+        scope = "few documents" if len(arg) <= FEW_DOCUMENTS else "documents"
     sql = SQL_TEXT_CHUNKS[scope]
     rows = await conn.fetch(sql, terms.lexemes, arg, qvec, k, terms.idf, terms.selective)
     exact = len(rows) >= k and min(float(r["score"]) for r in rows) >= terms.unused_weight
@@ -291,12 +296,9 @@ async def collection_texts(pool: asyncpg.Pool, collection_id: int) -> list[async
 # --------------------------------------------------------------------------- documents
 
 
-async def collection_chunk_count(pool: asyncpg.Pool, collection_id: int) -> int:
-    return int(await pool.fetchval(SQL_COLLECTION_CHUNKS, collection_id))
-
-
 async def collection_documents(pool: asyncpg.Pool, collection_id: int) -> list[asyncpg.Record]:
-    """(``id``, ``name``, ``title``, ``description``, ``metadata``) of every document of a collection, by id."""
+    """(``id``, ``name``, ``title``, ``description``, ``metadata``, ``description_embedding``) of every document
+    of a collection, by id."""
     return await pool.fetch(SQL_COLLECTION_DOCUMENTS, collection_id)
 
 
