@@ -50,8 +50,11 @@ RETURNING i.id, i.job_id, i.path, i.name, i.attempts"""
 SQL_JOB_FOR_ITEM = """
 SELECT j.id, j.collection_id, j.root_path, j.metadata_path, j.allowed_root, j.status, j.upload
 FROM ingest_jobs j WHERE j.id = $1"""
+# once per job, not per file: a job already running (or cancelled meanwhile) is not written, so workers
+# claiming its files one after another never queue on its row lock
 SQL_JOB_RUNNING = """
-UPDATE ingest_jobs SET status = 'running', started_at = coalesce(started_at, now()) WHERE id = $1"""
+UPDATE ingest_jobs SET status = 'running', started_at = coalesce(started_at, now())
+WHERE id = $1 AND status NOT IN ('running', 'cancelled')"""
 SQL_HEARTBEAT = """
 UPDATE ingest_job_items i SET heartbeat_at = now() WHERE i.id = $1 AND i.worker = $2
 RETURNING (SELECT j.status FROM ingest_jobs j WHERE j.id = i.job_id)"""

@@ -302,3 +302,28 @@ async def test_folder_metadata_swapped_for_a_link_is_refused(runtime: Runtime, t
     assert item.status == "failed" and "outside the ingest root" in (item.error or ""), item
     rows = await runtime.pool.fetch("SELECT metadata::text AS m FROM documents")
     assert not any("31337" in r["m"] for r in rows)
+
+
+async def test_a_running_job_row_is_written_once_not_per_file(runtime: Runtime, tmp_path: Path) -> None:
+    """Workers taking a job's files one after another mark it running once: its row is not rewritten (no row
+    lock to queue on) per file, and a job cancelled meanwhile stays cancelled."""
+    from ingest.jobs import SQL_JOB_RUNNING
+
+    folder = tmp_path / "once"
+    folder.mkdir()
+    for r in REPORTS[:3]:
+        write_markdown(r, folder)
+    coll = await ensure_collection(runtime.pool, "default")
+    job_id = await create_job(runtime.pool, collection_id=coll.id, path=folder)
+    version = "SELECT xmin::text || ctid::text FROM ingest_jobs WHERE id = $1"
+    await runtime.pool.execute(SQL_JOB_RUNNING, job_id)
+    first = await runtime.pool.fetchval(version, job_id)
+    started = await runtime.pool.fetchval("SELECT started_at FROM ingest_jobs WHERE id = $1", job_id)
+    await runtime.pool.execute(SQL_JOB_RUNNING, job_id)
+    assert await runtime.pool.fetchval(version, job_id) == first  # no new row version: nothing written
+    assert await runtime.pool.fetchval("SELECT started_at FROM ingest_jobs WHERE id = $1", job_id) == started
+    job = await finish_job(runtime, job_id)
+    assert job.status == "done" and job.counts == {"ok": 3}, job
+    await runtime.pool.execute("UPDATE ingest_jobs SET status = 'cancelled' WHERE id = $1", job_id)
+    await runtime.pool.execute(SQL_JOB_RUNNING, job_id)
+    assert (await get_job(runtime.pool, job_id)).status == "cancelled"
