@@ -80,17 +80,20 @@ top AS (
            (SELECT coalesce(sum(w.idf), 0) FROM unnest($1::text[], $5::float8[]) AS w(lx, idf)
             WHERE c.tsv @@ quote_literal(w.lx)::tsquery) AS score
     FROM {from_}, q WHERE {where}c.tsv @@ q.q
-    ORDER BY score DESC, c.id LIMIT $4
+    ORDER BY {order} LIMIT $4
 )
 SELECT t.id, t.document_id, 1 - (c.embedding <=> $3) AS sim, t.score FROM top t JOIN chunks c ON c.id = t.id"""
 # A few documents' chunks are read by document first (the subquery's OFFSET 0 keeps the planner from
 # intersecting them with the GIN index: a common lexeme matches a million chunks of a large collection, and
 # the bitmap of those cost 130 ms where a document's 200 chunks cost 1.5 ms); many documents use the index.
 _DOC_CHUNKS = "(SELECT id, document_id, node_id, tsv FROM chunks WHERE document_id = ANY($2::bigint[]) OFFSET 0) c"
+# Ties on the score (chunks matching the same lexemes) go to the earlier chunk: the order the document scan
+# returned them in, which the whole-collection search (index order, unchanged) keeps.
 SQL_TEXT_CHUNKS = {
-    "collection": _TEXT_CHUNKS.format(from_="chunks c", where="c.collection_id = $2 AND "),
-    "documents": _TEXT_CHUNKS.format(from_="chunks c", where="c.document_id = ANY($2::bigint[]) AND "),
-    "few documents": _TEXT_CHUNKS.format(from_=_DOC_CHUNKS, where=""),
+    "collection": _TEXT_CHUNKS.format(from_="chunks c", where="c.collection_id = $2 AND ", order="score DESC"),
+    "documents": _TEXT_CHUNKS.format(from_="chunks c", where="c.document_id = ANY($2::bigint[]) AND ",
+                                     order="score DESC, c.id"),
+    "few documents": _TEXT_CHUNKS.format(from_=_DOC_CHUNKS, where="", order="score DESC, c.id"),
 }
 FEW_DOCUMENTS = 2000
 """Up to this many documents, full text reads their chunks by document (``_DOC_CHUNKS``), not by the index."""
