@@ -23,6 +23,7 @@ from typing import Any
 import asyncpg
 import structlog
 
+from ingest.reembed import build_memory_mb
 from kb.bench.latency_types import LatencyConfig, LoadReport
 from kb.bench.synthetic import DOCS_PER_COMPANY, generate_batch
 from kb.db import LONG_STATEMENT_S
@@ -62,23 +63,6 @@ async def collection_size(pool: asyncpg.Pool, collection_id: int) -> tuple[int, 
     """Documents, tree nodes, chunks and fact rows of the collection."""
     row = await pool.fetchrow(SQL_SIZE, collection_id)
     return int(row["docs"]), int(row["nodes"]), int(row["chunks"]), int(row["facts"])
-
-
-SQL_VECTOR_BYTES = """
-SELECT count(*) * (SELECT CASE WHEN t.typname = 'halfvec' THEN 2 ELSE 4 END * a.atttypmod
-                   FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
-                   WHERE a.attrelid = 'chunks'::regclass AND a.attname = 'embedding') FROM chunks"""
-
-
-async def build_memory_mb(conn: asyncpg.Connection) -> int:
-    """``maintenance_work_mem`` for the HNSW build: enough for the graph to stay in memory (vectors plus about
-    as much again for the graph, measured: 390 MB for 200,000 384-d float32 vectors), at least 1 GB and at
-    most a quarter of this machine's RAM (a 2-million-chunk build that spills to disk takes hours)."""
-    import os
-
-    vectors = int(await conn.fetchval(SQL_VECTOR_BYTES) or 0)
-    ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return int(max(1024, min(2.2 * vectors / 2**20, ram / 4 / 2**20)))
 
 
 def _stash_path(data_dir: Path) -> Path:
