@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pymupdf
@@ -15,7 +16,7 @@ from kb.app import create_app
 from kb.collections import ensure_collection
 from kb.runtime import Runtime
 from tests.conftest import finish_job, ingest
-from tests.corpus import REPORTS, write_markdown, write_pdf
+from tests.corpus import REPORTS, Report, write_markdown, write_pdf
 from tests.http import app_client, wait_for_job
 
 
@@ -43,6 +44,20 @@ def _bad_files(folder: Path) -> dict[str, str]:
 async def _run_job(rt: Runtime, folder: Path, *, recursive: bool = False) -> JobStatus:
     coll = await ensure_collection(rt.pool, "default")
     return await ingest(rt, folder, collection_id=coll.id, recursive=recursive)
+
+
+def _write_markdown(folder: Path, reports: Sequence[Report]) -> Path:
+    folder.mkdir()
+    for r in reports:
+        write_markdown(r, folder)
+    return folder
+
+
+async def _markdown_job(rt: Runtime, folder: Path, reports: Sequence[Report]) -> int:
+    """A job (not yet run) over Markdown versions of ``reports`` written into ``folder``."""
+    _write_markdown(folder, reports)
+    coll = await ensure_collection(rt.pool, "default")
+    return await create_job(rt.pool, collection_id=coll.id, path=folder)
 
 
 async def test_bad_input_fails_alone_with_reasons(runtime: Runtime, tmp_path: Path) -> None:
@@ -117,12 +132,7 @@ async def test_file_vanishing_mid_job(runtime: Runtime, tmp_path: Path) -> None:
 
 
 async def test_job_resumes_after_a_killed_worker(runtime: Runtime, tmp_path: Path) -> None:
-    folder = tmp_path / "k"
-    folder.mkdir()
-    for r in REPORTS[:2]:
-        write_markdown(r, folder)
-    coll = await ensure_collection(runtime.pool, "default")
-    job_id = await create_job(runtime.pool, collection_id=coll.id, path=folder)
+    job_id = await _markdown_job(runtime, tmp_path / "k", REPORTS[:2])
     # a worker claimed the first item and died (no heartbeat since)
     await runtime.pool.execute(
         "UPDATE ingest_job_items SET status='running', worker='dead:1', attempts=1, "
@@ -135,12 +145,7 @@ async def test_job_resumes_after_a_killed_worker(runtime: Runtime, tmp_path: Pat
 
 
 async def test_concurrent_workers_never_ingest_a_file_twice(runtime: Runtime, tmp_path: Path) -> None:
-    folder = tmp_path / "c"
-    folder.mkdir()
-    for r in REPORTS:
-        write_markdown(r, folder)
-    coll = await ensure_collection(runtime.pool, "default")
-    job_id = await create_job(runtime.pool, collection_id=coll.id, path=folder)
+    job_id = await _markdown_job(runtime, tmp_path / "c", REPORTS)
     ends = await asyncio.gather(*(finish_job(runtime, job_id) for _ in range(3)))  # three workers
     job = await get_job(runtime.pool, job_id)
     assert [j.status for j in ends] == ["done"] * 3 and {i.status for i in job.items} == {"ok"}
@@ -309,12 +314,7 @@ async def test_a_running_job_row_is_written_once_not_per_file(runtime: Runtime, 
     lock to queue on) per file, and a job cancelled meanwhile stays cancelled."""
     from ingest.jobs import SQL_JOB_RUNNING
 
-    folder = tmp_path / "once"
-    folder.mkdir()
-    for r in REPORTS[:3]:
-        write_markdown(r, folder)
-    coll = await ensure_collection(runtime.pool, "default")
-    job_id = await create_job(runtime.pool, collection_id=coll.id, path=folder)
+    job_id = await _markdown_job(runtime, tmp_path / "once", REPORTS[:3])
     version = "SELECT xmin::text || ctid::text FROM ingest_jobs WHERE id = $1"
     await runtime.pool.execute(SQL_JOB_RUNNING, job_id)
     first = await runtime.pool.fetchval(version, job_id)
