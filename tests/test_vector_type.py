@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ingest.reembed import SQL_VECTOR_COLUMN_TYPES, reembed, vector_type
+from ingest.reembed import SQL_VECTOR_COLUMN_TYPES, reembed, set_build_memory, vector_type
 from kb.errors import ConfigError
 from kb.runtime import Runtime, open_runtime
 from kb.settings import get_settings
@@ -58,6 +58,9 @@ async def test_an_existing_database_is_converted_and_back(db_env: str, set_env: 
                 assert np.allclose(half[kind][key], vec, atol=2e-3), (kind, key)
                 assert not np.array_equal(half[kind][key], vec) or not vec.any()
         assert await answer_cites(rt)
+        async with rt.pool.acquire() as conn, conn.transaction():  # the rebuild's memory: 1 GB at least
+            assert await set_build_memory(conn) == 1024
+            assert await conn.fetchval("SHOW maintenance_work_mem") == "1GB"
         result = await reembed(rt.pool, B)  # another dimension: the stored type is kept
         assert result.dimension == 256
         types, indexes = await stored(rt)
