@@ -20,7 +20,7 @@ import tiktoken
 
 log = structlog.get_logger("kb.text")
 
-TOKENIZER_VERSION = "2"
+TOKENIZER_VERSION = "3"
 """Stored with the full-text index (``kb reindex``): a change re-tokenises every stored chunk at start."""
 
 # one match per word of any script: a Han run (segmented), a kana or Hangul run (character n-grams), or a word
@@ -120,9 +120,9 @@ def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
     """The one tokenizer of BM25 and full-text search (ingest and query), NFKC-normalised and lowercased:
     words of every script with their accents ("société"), numbers ("3.5%", "10-k"), Chinese segmented into
     words and their parts (rjieba search mode: 金融资产 → 金融, 资产, 金融资产), Japanese kana and Korean as
-    character bigrams. English (Latin) words lose plural endings (``light_stem``); stopwords are dropped
-    unless ``keep_stopwords``."""
-    norm = unicodedata.normalize("NFKC", text).lower()
+    character bigrams. A typographic apostrophe reads as ``'``; English (Latin) words lose a possessive
+    ``'s`` and plural endings (``light_stem``); stopwords are dropped unless ``keep_stopwords``."""
+    norm = unicodedata.normalize("NFKC", text).lower().replace("\u2019", "'")
     fold = _fold_keep if keep_stopwords else _fold
     if not _CJK.search(norm):  # words only: no match objects, each distinct word folded once
         return [w for w in map(fold, _WORD.findall(norm)) if w]
@@ -138,18 +138,26 @@ def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
     return out
 
 
+def _trim(word: str) -> str:
+    """A matched word trimmed of ``.'-`` and of a possessive ``'s`` ("apple's" → "apple", "companies'" →
+    "companies")."""
+    tok = word.strip(".'-")
+    if tok.endswith("'s") and len(tok) > 2:
+        tok = tok[:-2].rstrip(".'-")
+    return tok
+
+
 @functools.lru_cache(maxsize=1 << 18)
 def _fold_keep(word: str) -> str:
-    """A matched word as a token: trimmed of ``.'-``, Latin plurals folded ("" when nothing is left)."""
-    tok = word.strip(".'-")
+    """A matched word as a token: trimmed (``_trim``), Latin plurals folded ("" when nothing is left)."""
+    tok = _trim(word)
     return light_stem(tok) if tok and _LATIN.fullmatch(tok) else tok
 
 
 @functools.lru_cache(maxsize=1 << 18)
 def _fold(word: str) -> str:
-    """``_fold_keep``, and "" for a stopword."""
-    tok = word.strip(".'-")
-    return "" if tok in STOPWORDS else _fold_keep(word)
+    """``_fold_keep``, and "" for a stopword ("it's" too)."""
+    return "" if _trim(word) in STOPWORDS else _fold_keep(word)
 
 
 _ABBREVIATIONS = frozenset(

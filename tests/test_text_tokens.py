@@ -27,6 +27,14 @@ def test_english_tokens_keep_todays_behaviour() -> None:
         "company", "reported", "revenue", "3.5", "billion", "fy2023", "10-k", "4.2%"]
 
 
+def test_possessives_match_the_name() -> None:
+    # "Apple's Q3 2023 10-Q" must find chunks saying "Apple" (whatever the apostrophe)
+    assert tokenize("Apple's Q3 revenue") == tokenize("Apple’s Q3 revenue") == ["apple", "q3", "revenue"]
+    assert tokenize("the companies' debts; Société Générale's bonds") == [
+        "company", "debt", "société", "générale", "bond"]
+    assert tokenize("It's O'Brien's rock'n'roll") == ["o'brien", "rock'n'roll"]  # "it's": a stopword
+
+
 def test_nfkc_folds_full_width_forms() -> None:
     assert tokenize("ＡＢＣ　１２３") == tokenize("ABC 123") == ["abc", "123"]
 
