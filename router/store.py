@@ -87,10 +87,13 @@ SELECT t.id, t.document_id, 1 - (c.embedding <=> $3) AS sim, t.score FROM top t 
 # intersecting them with the GIN index: a common lexeme matches a million chunks of a large collection, and
 # the bitmap of those cost 130 ms where a document's 200 chunks cost 1.5 ms); many documents use the index.
 _DOC_CHUNKS = "(SELECT id, document_id, node_id, tsv FROM chunks WHERE document_id = ANY($2::bigint[]) OFFSET 0) c"
-# Ties on the score (chunks matching the same lexemes) go to the earlier chunk: the order the document scan
-# returned them in, which the whole-collection search (index order, unchanged) keeps.
+# Ties on the score (chunks matching the same lexemes) are common. Over the whole collection they go to the
+# chunk with fewer distinct words (the match is a larger share of it, as BM25's length normalisation has it),
+# then the earlier one; inside a few documents to the earlier chunk. Never to the order rows happen to be
+# stored in, which every rewrite of the table changes.
 SQL_TEXT_CHUNKS = {
-    "collection": _TEXT_CHUNKS.format(from_="chunks c", where="c.collection_id = $2 AND ", order="score DESC"),
+    "collection": _TEXT_CHUNKS.format(from_="chunks c", where="c.collection_id = $2 AND ",
+                                      order="score DESC, length(c.tsv), c.id"),
     "documents": _TEXT_CHUNKS.format(from_="chunks c", where="c.document_id = ANY($2::bigint[]) AND ",
                                      order="score DESC, c.id"),
     "few documents": _TEXT_CHUNKS.format(from_=_DOC_CHUNKS, where="", order="score DESC, c.id"),
