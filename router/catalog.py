@@ -39,15 +39,16 @@ class DescriptionIndex:
     """Unit-normalised description embeddings, one row per id (zeros where a document has none)."""
     has_vector: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
-    def nearest(self, qvec: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """(doc id, cosine) of the ``k`` descriptions nearest the question, nearest first."""
-        if not self.has_vector.any():
-            return []
-        q = np.asarray(qvec, dtype=np.float32)
-        sims = self.vectors @ (q / (np.linalg.norm(q) or 1.0))
+    def nearest(self, qvec: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The positions (in ``ids``) of the ``k`` descriptions nearest the question, nearest first, and their
+        cosines."""
         rows = np.flatnonzero(self.has_vector)
-        order = rows[np.argsort(-sims[rows], kind="stable")[:k]]
-        return [(self.ids[i], float(sims[i])) for i in order]
+        if not len(rows):
+            return rows, np.zeros(0)
+        q = np.asarray(qvec, dtype=np.float32)
+        sims = (self.vectors @ (q / (np.linalg.norm(q) or 1.0)))[rows]
+        order = np.argsort(-sims, kind="stable")[:k]
+        return rows[order], sims[order].astype(np.float64)
 
 
 @dataclass(frozen=True)

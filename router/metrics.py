@@ -498,7 +498,7 @@ async def answer_period_change(pool: asyncpg.Pool, catalog: Catalog, question: s
     ends = [end_of(p) for p in periods]
     if any(e is None for e in ends):
         return None
-    co = await _Company.read(pool, catalog, plan)
+    co = await _Company.read(pool, catalog, plan, ids)
     rows: list[_Row] = []
     for end in ends:
         at = [r for r in co.values.rows.get(concept, []) if r.period_end == end and r.months == 0
@@ -589,8 +589,10 @@ class _Company:
         self.entity = self.docs[self.first].entity
 
     @classmethod
-    async def read(cls, pool: asyncpg.Pool, catalog: Catalog, plan: ScopePlan) -> _Company:
-        ids = company_reports(catalog, plan)
+    async def read(cls, pool: asyncpg.Pool, catalog: Catalog, plan: ScopePlan,
+                   ids: Sequence[int] | None = None) -> _Company:
+        """``ids``: ``company_reports(catalog, plan)`` when the caller already has them."""
+        ids = company_reports(catalog, plan) if ids is None else ids
         return cls(catalog, plan, _rows(await pool.fetch(SQL_DOC_LINES, ids)), ids)
 
 

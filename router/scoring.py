@@ -16,12 +16,17 @@ from kb.text import tokenize
 
 def min_max(values: Sequence[float]) -> list[float]:
     """Scale to [0, 1]; all-equal input maps to 1.0 when positive, else 0.0."""
-    if not values:
-        return []
-    lo, hi = min(values), max(values)
+    return min_max_array(np.asarray(values, dtype=np.float64)).tolist()
+
+
+def min_max_array(values: np.ndarray) -> np.ndarray:
+    """``min_max`` over an array of floats."""
+    if not len(values):
+        return values
+    lo, hi = float(values.min()), float(values.max())
     if hi - lo < 1e-12:
-        return [1.0 if hi > 0 else 0.0 for _ in values]
-    return [(v - lo) / (hi - lo) for v in values]
+        return np.full(len(values), 1.0 if hi > 0 else 0.0)
+    return (values - lo) / (hi - lo)
 
 
 def fuse(dense: Sequence[float], bm25: Sequence[float], dense_weight: float, bm25_weight: float) -> list[float]:

@@ -12,7 +12,7 @@ from kb.text import tokenize
 from router import store
 from router.metadata import MetadataMatch, match_question
 from router.policy import ROUTING
-from router.scoring import aggregate_score, min_max
+from router.scoring import aggregate_score, min_max_array
 from router.state import QueryState
 from router.types import DocCandidate
 
@@ -53,38 +53,23 @@ async def doc_scores(state: QueryState, within: Sequence[int] | None = None) -> 
 async def description_shortlist(state: QueryState, within: Sequence[int] | None, n: int) -> list[DocCandidate]:
     """The ``n`` documents whose description (embedding) and name/title/description (BM25) match best."""
     index = state.catalog.descriptions
-    nearest = index.nearest(state.qvec, max(n * 4, 200))
     ids = np.asarray(index.ids, dtype=np.int64)
-    mask = np.isin(ids, np.asarray(list(within), dtype=np.int64)) if within is not None else np.ones(len(ids), bool)
-    positions = np.flatnonzero(mask)
+    allowed = np.isin(ids, np.fromiter(within, dtype=np.int64)) if within is not None else np.ones(len(ids), bool)
+    near, sims = index.nearest(state.qvec, max(n * 4, 200))
+    dense = np.zeros(len(ids))
+    dense[near[allowed[near]]] = min_max_array(sims[allowed[near]])
     q = tokenize(state.question)
     raw = index.bm25.get_scores(q) if (index.bm25 is not None and q) else np.zeros(len(ids))
-    bm = _min_max(np.maximum(raw[positions], 0.0))
-    allowed = set(ids[positions].tolist()) if within is not None else None
-    dense_vals = {d: s for d, s in nearest if allowed is None or d in allowed}
-    d_norm = dict(zip(dense_vals, min_max(list(dense_vals.values())), strict=True))
-    dense = np.zeros(len(positions))
-    if d_norm:  # ids are in ascending order (the catalog reads them by id)
-        dense[np.searchsorted(ids[positions], np.fromiter(d_norm, dtype=np.int64))] = list(d_norm.values())
+    positions = np.flatnonzero(allowed)
+    bm, dense = min_max_array(np.maximum(raw[positions], 0.0)), dense[positions]
     w = ROUTING.description_dense
     scores = w * dense + (1 - w) * bm
-    top = np.lexsort((ids[positions], -scores))[:n]  # best first, then by id
     out = []
-    for j in top:
-        d, s = int(ids[positions[j]]), float(scores[j])
-        out.append(DocCandidate(d, index.names[positions[j]], round(s, 4), f"description match {s:.3f} (dense "
+    for j in np.lexsort((ids[positions], -scores))[:n]:  # best first, then by id
+        i, s = positions[j], float(scores[j])
+        out.append(DocCandidate(int(ids[i]), index.names[i], round(s, 4), f"description match {s:.3f} (dense "
                                 f"{float(dense[j]):.2f}, bm25 {float(bm[j]):.2f})"))
     return out
-
-
-def _min_max(values: np.ndarray) -> np.ndarray:
-    """``scoring.min_max`` over an array (the same floats)."""
-    if not len(values):
-        return values
-    lo, hi = float(values.min()), float(values.max())
-    if hi - lo < 1e-12:
-        return np.full(len(values), 1.0 if hi > 0 else 0.0)
-    return (values - lo) / (hi - lo)
 
 
 async def metadata_match(state: QueryState) -> MetadataMatch:

@@ -61,9 +61,9 @@ async def test_descriptions_rank_in_memory_as_postgres_ranks_them(samples_rt: Ru
         rows = await rt.pool.fetch(
             "SELECT id, 1 - (description_embedding <=> $1) AS sim FROM documents WHERE collection_id = 1 "
             "AND description_embedding IS NOT NULL ORDER BY description_embedding <=> $1", qvec)
-        nearest = catalog.descriptions.nearest(qvec, 100)
-        assert [d for d, _ in nearest] == [r["id"] for r in rows]
-        assert np.allclose([s for _, s in nearest], [float(r["sim"]) for r in rows], atol=1e-5)
+        near, sims = catalog.descriptions.nearest(qvec, 100)
+        assert [catalog.descriptions.ids[i] for i in near] == [r["id"] for r in rows]
+        assert np.allclose(sims, [float(r["sim"]) for r in rows], atol=1e-5)
 
 
 class _Rollback(Exception):
@@ -97,3 +97,21 @@ async def test_a_few_documents_full_text_reads_them_by_document(samples_rt: Runt
     assert await rt.pool.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = 'chunks_doc_node_idx'") == 1
     hits = await store.node_text_hits(rt.pool, docs[0], terms, 40)
     assert hits and [r["score"] for r in hits] == sorted((r["score"] for r in hits), reverse=True)
+
+
+async def test_whole_collection_ties_go_to_fewer_words_then_the_earlier_chunk(samples_rt: Runtime) -> None:
+    """Not to the order rows happen to be stored in (a rewrite of the table changed which tied chunks won)."""
+    rt = samples_rt
+    # the words found in a few of the six reports (the common ones are left out of full text)
+    few = [r["lexeme"] for r in await rt.pool.fetch(
+        "SELECT lexeme FROM lexeme_df WHERE collection_id = 1 AND df BETWEEN 2 AND 3 ORDER BY lexeme LIMIT 8")]
+    terms = await store.query_terms(rt.pool, 1, " ".join(few))
+    assert terms.lexemes
+    qvec = rt.embedder.embed_batch(["revenue"])[0]
+    rows = await rt.pool.fetch(store.SQL_TEXT_CHUNKS["collection"], terms.lexemes, 1, qvec, 40, terms.idf,
+                               terms.lexemes)
+    words = dict(await rt.pool.fetch("SELECT id, length(tsv) FROM chunks WHERE id = ANY($1::bigint[])",
+                                     [r["id"] for r in rows]))
+    keys = [(-float(r["score"]), words[r["id"]], r["id"]) for r in rows]
+    assert len({k[0] for k in keys}) < len(keys)  # there are ties to break
+    assert keys == sorted(keys)
