@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncpg
 import msgspec
 
-from kb.errors import NotFoundError
+from kb.core.errors import NotFoundError
 
 MAX_CHUNKS = 500
 SQL_NODE = "SELECT title FROM nodes WHERE document_id = $1 AND node_id = $2"

@@ -23,9 +23,9 @@ import msgspec
 import structlog
 import tiktoken
 
-from kb.settings import IngestSettings
-from kb.text import count_tokens, normalize_title
-from kb.types import ChunkDraft, DocumentTree, TreeNode
+from kb.core.settings import IngestSettings
+from kb.core.text import count_tokens, normalize_title
+from kb.core.types import ChunkDraft, DocumentTree, TreeNode
 
 log = structlog.get_logger("ingest.chunker")
 

@@ -10,12 +10,12 @@ from typing import Any
 import structlog
 
 from ingest.prompts import DOC_DESCRIPTION, description_prompt
-from kb import vocab
-from kb.errors import LLMError
-from kb.providers import ChatModel
-from kb.providers.steps import ask
-from kb.text import truncate_tokens
-from kb.types import DocumentTree, TreeNode
+from kb.core import vocab
+from kb.core.errors import LLMError
+from kb.core.providers import ChatModel
+from kb.core.providers.steps import ask
+from kb.core.text import truncate_tokens
+from kb.core.types import DocumentTree, TreeNode
 
 log = structlog.get_logger("ingest.describe")
 

@@ -39,7 +39,7 @@ from ingest.outline import (
     one_line,
     table_row,
 )
-from kb.errors import IngestError
+from kb.core.errors import IngestError
 
 log = structlog.get_logger("ingest.docx_read")
 

@@ -12,7 +12,7 @@ import asyncpg
 import numpy as np
 import structlog
 
-from kb.providers import Embedder
+from kb.core.providers import Embedder
 
 log = structlog.get_logger("ingest.embedding")
 

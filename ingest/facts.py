@@ -1,6 +1,6 @@
 """Financial facts at ingest (issue 21): one row per statement line item and period column.
 
-A statement is found by its title (``kb.vocab.statement_title``; Chinese 合并资产负债表 / 合并利润表 /
+A statement is found by its title (``kb.core.vocab.statement_title``; Chinese 合并资产负债表 / 合并利润表 /
 合并现金流量表): on a PDF statement page (``ingest.statements``), or in a text filing from the title line
 until the next statement title or notes. Inside it:
 
@@ -13,7 +13,7 @@ until the next statement title or notes. Inside it:
   empty). A row with another count of figures (merged or shifted columns) is not stored, so no value is ever
   filed under a wrong period.
 
-The label is matched whole against the concept vocabulary (``kb.vocab.line_concept``); lines outside it are
+The label is matched whole against the concept vocabulary (``kb.core.vocab.line_concept``); lines outside it are
 kept with an empty concept (they still answer "what does line X say"). Tables that are not statements (a
 five-year summary, segment tables) have no statement title and are not read; a statement of equity is
 skipped (its columns are components, not periods). Offline and deterministic.
@@ -27,8 +27,15 @@ from collections.abc import Sequence
 
 import msgspec
 
-from kb.types import DocumentTree, FactDraft, PageText
-from kb.vocab import CONCEPT_BY_NAME, MONTH_NAMES, line_concept, parse_date, statement_title, zh_report_period
+from kb.core.types import DocumentTree, FactDraft, PageText
+from kb.core.vocab import (
+    CONCEPT_BY_NAME,
+    MONTH_NAMES,
+    line_concept,
+    parse_date,
+    statement_title,
+    zh_report_period,
+)
 
 MAX_ROWS = 400
 """Lines read after a statement title in a text filing before the statement is taken to have ended."""

@@ -6,7 +6,7 @@ import os
 import stat
 from pathlib import Path
 
-from kb.errors import IngestError
+from kb.core.errors import IngestError
 
 OUTSIDE_ROOT = "outside the ingest root (symbolic link)"
 

@@ -16,16 +16,16 @@ from typing import Any
 import msgspec
 
 from ingest.docx_read import read_docx
+from ingest.front_matter import parse_front_matter
 from ingest.html_read import read_html
 from ingest.markdown_tree import build_markdown_tree, build_text_tree, decode_text_file
-from ingest.metadata import parse_front_matter
 from ingest.outline import UNIT as OUTLINE_UNIT
 from ingest.outline import Outline, outline_tree
 from ingest.pdf_tree import ParsedPdf, build_pdf_tree, read_pdf
-from kb.errors import IngestError
-from kb.providers import ChatModel
-from kb.settings import IngestSettings
-from kb.types import DocumentTree
+from kb.core.errors import IngestError
+from kb.core.providers import ChatModel
+from kb.core.settings import IngestSettings
+from kb.core.types import DocumentTree
 
 
 class ParsedFile(msgspec.Struct, frozen=True):

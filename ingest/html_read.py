@@ -20,7 +20,7 @@ from lxml import etree
 
 from ingest.markdown_tree import decode_text_file
 from ingest.outline import Block, Outline, date_fields, keyword_list, make_outline, one_line, table_row
-from kb.errors import IngestError
+from kb.core.errors import IngestError
 
 log = structlog.get_logger("ingest.html_read")
 

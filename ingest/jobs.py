@@ -23,8 +23,8 @@ from ingest.metadata import load_folder_metadata
 from ingest.pageindex import TREE_SIDECAR_SUFFIX
 from ingest.pipeline import IngestContext, IngestOutcome, ingest_file
 from ingest.store import Deleting, finish_delete, stalled_deletes
-from kb.db import is_db_unavailable
-from kb.errors import ConflictError, IngestError, NotFoundError, ValidationError
+from kb.core.db import is_db_unavailable
+from kb.core.errors import ConflictError, IngestError, NotFoundError, ValidationError
 
 log = structlog.get_logger("ingest.jobs")
 

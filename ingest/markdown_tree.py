@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 import structlog
 from markdown_it import MarkdownIt
 
-from ingest.metadata import split_front_matter
-from kb.errors import IngestError
-from kb.settings import IngestSettings
-from kb.text import count_tokens
-from kb.types import DocumentTree, TreeNode
+from ingest.front_matter import split_front_matter
+from kb.core.errors import IngestError
+from kb.core.settings import IngestSettings
+from kb.core.text import count_tokens
+from kb.core.types import DocumentTree, TreeNode
 
 log = structlog.get_logger("ingest.markdown_tree")
 

@@ -17,9 +17,9 @@ from typing import Any
 import msgspec
 
 from ingest.markdown_tree import tree_from_headings
-from kb.errors import IngestError
-from kb.settings import IngestSettings
-from kb.types import DocumentTree
+from kb.core.errors import IngestError
+from kb.core.settings import IngestSettings
+from kb.core.types import DocumentTree
 
 UNIT = "paragraph"
 MAX_HEADING_LEVEL = 6

@@ -17,7 +17,7 @@ import msgspec
 import pymupdf
 
 from ingest.render import load_source, read_source
-from kb.errors import KBError
+from kb.core.errors import KBError
 
 EDGE = 0.1  # header / footer: the top and bottom tenth of the page
 _NUMBER = r"(\d{1,4}|[ivxlcdm]{1,7})"

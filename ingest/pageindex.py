@@ -18,8 +18,8 @@ import structlog
 from ingest.files import read_confined
 from ingest.markdown_tree import _split_lines
 from ingest.store import NodeInfo, get_document
-from kb.errors import IngestError
-from kb.types import DocumentTree, TreeNode
+from kb.core.errors import IngestError
+from kb.core.types import DocumentTree, TreeNode
 
 log = structlog.get_logger("ingest.pageindex")
 

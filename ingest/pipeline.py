@@ -44,13 +44,13 @@ from ingest.store import (
     write_document,
 )
 from ingest.summaries import summarize_tree
-from kb.collections import get_collection
-from kb.errors import IngestError, LLMError
-from kb.providers import ChatModel
-from kb.providers.chat import CountingChat, OfflineChatModel
-from kb.settings import IngestSettings
-from kb.types import DocumentTree, FactDraft, TreeNode
-from kb.vocab import company_core, description_label
+from kb.core.collections import get_collection
+from kb.core.errors import IngestError, LLMError
+from kb.core.providers import ChatModel
+from kb.core.providers.chat import CountingChat, OfflineChatModel
+from kb.core.settings import IngestSettings
+from kb.core.types import DocumentTree, FactDraft, TreeNode
+from kb.core.vocab import company_core, description_label
 
 log = structlog.get_logger("ingest.pipeline")
 
@@ -140,8 +140,8 @@ def _init_parser_process() -> None:
         import signal
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
-    from kb.logging import configure_logging
-    from kb.settings import get_settings
+    from kb.core.logging import configure_logging
+    from kb.core.settings import get_settings
 
     server = get_settings().server
     configure_logging(server.log_format, server.log_level)

@@ -2,7 +2,7 @@
 
 Tree building (spec 000): tree.toc_detect, tree.toc_transform, tree.toc_index / tree.toc_locate / tree.fix
 (locating titles on pages), tree.generate (structure from text without a table of contents); then
-node_summary and doc_description. The JSON schema comes from the reply type (``kb.providers.steps``).
+node_summary and doc_description. The JSON schema comes from the reply type (``kb.core.providers.steps``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from kb.providers.steps import LLMStep
+from kb.core.providers.steps import LLMStep
 
 # --------------------------------------------------------------------------- replies
 

@@ -28,11 +28,11 @@ import structlog
 
 from ingest.embedding import CachedEmbedder
 from ingest.pipeline import doc_label, embed_text_for_chunk, embed_text_for_description, embed_text_for_node
-from kb.collections import get_collection
-from kb.db import LONG_STATEMENT_S, MIGRATION_LOCK_KEY
-from kb.embedder_record import SQL_COLUMN_DIM, UNRECORDED, EmbedderRecord, read_record
-from kb.errors import ConfigError, ConflictError, DatabaseError
-from kb.providers import Embedder
+from kb.core.collections import get_collection
+from kb.core.db import LONG_STATEMENT_S, MIGRATION_LOCK_KEY
+from kb.core.embedder_record import SQL_COLUMN_DIM, UNRECORDED, EmbedderRecord, read_record
+from kb.core.errors import ConfigError, ConflictError, DatabaseError
+from kb.core.providers import Embedder
 
 log = structlog.get_logger("ingest.reembed")
 

@@ -1,8 +1,8 @@
 """Re-tokenise stored chunks for full-text search (``kb reindex``, and at start when needed), without
 re-embedding.
 
-``chunks.tokens`` holds ``kb.text.index_tokens`` of each chunk (Postgres derives ``tsv`` from it). Chunks
-stored before the tokens column existed have none, and a new ``kb.text.TOKENIZER_VERSION`` makes every stored
+``chunks.tokens`` holds ``kb.core.text.index_tokens`` of each chunk (Postgres derives ``tsv`` from it). Chunks
+stored before the tokens column existed have none, and a new ``kb.core.text.TOKENIZER_VERSION`` makes every stored
 token list stale: :func:`ensure_tokens` (run by every process at start) re-tokenises what is missing or stale in
 keyset batches, each committed, then recounts the collections' lexeme document frequencies and records the
 version. One process at a time (advisory lock); the others wait and find the work done.
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import asyncpg
 import structlog
 
-from kb.db import LONG_STATEMENT_S
-from kb.text import TOKENIZER_VERSION, index_tokens
+from kb.core.db import LONG_STATEMENT_S
+from kb.core.text import TOKENIZER_VERSION, index_tokens
 
 log = structlog.get_logger("ingest.reindex")
 

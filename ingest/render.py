@@ -25,7 +25,7 @@ import structlog
 
 from ingest.files import read_confined
 from ingest.pipeline import parse_file
-from kb.errors import ConflictError, IngestError, NotFoundError, UnavailableError, ValidationError
+from kb.core.errors import ConflictError, IngestError, NotFoundError, UnavailableError, ValidationError
 
 log = structlog.get_logger("ingest.render")
 

@@ -2,7 +2,7 @@
 (income statement, balance sheet, cash flow statement, comprehensive income, equity), recognised at ingest.
 
 A page is a statement page when one of its first ``TITLE_LINES`` lines is a statement title
-(``kb.vocab.statement_title``: "Consolidated Statements of Cash Flows", not a contents entry with a page
+(``kb.core.vocab.statement_title``: "Consolidated Statements of Cash Flows", not a contents entry with a page
 number) and at least ``MIN_NUMERIC_SHARE`` of its lines carry figures (the statement table, not the
 auditor's letter that names the statements). A statement running over several pages marks the pages
 that follow it while they stay numeric and start no other title (``MAX_CONTINUATION`` at most).
@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
-from kb.types import ChunkDraft, DocumentTree, PageText
-from kb.vocab import statement_title
+from kb.core.types import ChunkDraft, DocumentTree, PageText
+from kb.core.vocab import statement_title
 
 TITLE_LINES = 6
 """The statement title stands among a page's first lines (after a running header, the company name)."""

@@ -12,11 +12,11 @@ import msgspec
 import numpy as np
 import structlog
 
-from kb.collections import get_collection
-from kb.db import LONG_STATEMENT_S
-from kb.errors import IngestError, NotFoundError
-from kb.text import index_tokens
-from kb.types import ChunkDraft, DocumentTree, FactDraft
+from kb.core.collections import get_collection
+from kb.core.db import LONG_STATEMENT_S
+from kb.core.errors import IngestError, NotFoundError
+from kb.core.text import index_tokens
+from kb.core.types import ChunkDraft, DocumentTree, FactDraft
 
 log = structlog.get_logger("ingest.store")
 
@@ -121,7 +121,7 @@ class DocumentInfo(msgspec.Struct, frozen=True):
 
 
 class NodeInfo(msgspec.Struct, frozen=True):
-    """A tree node as the API lists it: ``kb.types.TreeNode`` without text and path, its range under the
+    """A tree node as the API lists it: ``kb.core.types.TreeNode`` without text and path, its range under the
     wire names ``start_index``/``end_index`` (PageIndex's)."""
 
     node_id: str
@@ -386,7 +386,7 @@ async def replace_facts(pool: asyncpg.Pool, doc_id: int, collection_id: int, fac
 
 
 class FactRow(FactDraft, frozen=True):
-    """A stored fact as the API lists it: ``kb.types.FactDraft`` with its place in the document's facts."""
+    """A stored fact as the API lists it: ``kb.core.types.FactDraft`` with its place in the document's facts."""
 
     ordinal: int
 

@@ -21,12 +21,12 @@ import structlog
 
 from ingest.chunker import section_texts, strip_title_lines
 from ingest.prompts import NODE_SUMMARY, SummaryReply, summary_prompt
-from kb.errors import LLMError
-from kb.providers import ChatModel
-from kb.providers.steps import ask
-from kb.settings import IngestSettings
-from kb.text import count_tokens, split_sentences, tokenize, truncate_tokens
-from kb.types import DocumentTree, TreeNode
+from kb.core.errors import LLMError
+from kb.core.providers import ChatModel
+from kb.core.providers.steps import ask
+from kb.core.settings import IngestSettings
+from kb.core.text import count_tokens, split_sentences, tokenize, truncate_tokens
+from kb.core.types import DocumentTree, TreeNode
 
 log = structlog.get_logger("ingest.summaries")
 

@@ -37,9 +37,9 @@ from kb.api.metrics import PROMETHEUS, MetricsController
 from kb.api.pages import PagesController
 from kb.api.query import QueryController
 from kb.api.ui import OverviewController, SourceFileController, not_found_handler, ui_help, ui_root, ui_router
+from kb.core.settings import ServerSettings, Settings, get_settings
 from kb.mcp_server import Services, build_mcp_server
 from kb.runtime import Runtime, build_ingest_context, open_runtime
-from kb.settings import ServerSettings, Settings, get_settings
 
 log = structlog.get_logger("kb.app")
 

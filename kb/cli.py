@@ -12,11 +12,11 @@ from typing import Any
 
 import msgspec
 
-from kb.errors import ConfigError, KBError
-from kb.logging import configure_logging
-from kb.process import run_async
-from kb.settings import Settings, get_settings, setting_docs, settings_table
-from kb.text import unit_label
+from kb.core.errors import ConfigError, KBError
+from kb.core.logging import configure_logging
+from kb.core.process import run_async
+from kb.core.settings import Settings, get_settings, setting_docs, settings_table
+from kb.core.text import unit_label
 from router.types import STRATEGIES
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples" / "reports"
@@ -49,7 +49,7 @@ async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path |
     from rich.table import Table
 
     from ingest.jobs import JobStatus, create_job, run_job
-    from kb.collections import ensure_collection
+    from kb.core.collections import ensure_collection
     from kb.runtime import build_ingest_context, open_runtime
 
     console = _console()
@@ -383,7 +383,7 @@ def _serve(host: str, port: int, banner: str = "", workers: int = 1) -> None:
 
 
 async def _samples_ingested(collection: str) -> bool:
-    from kb.db import count_documents, resolve_database_url
+    from kb.core.db import count_documents, resolve_database_url
 
     url = await asyncio.to_thread(resolve_database_url, get_settings().database)
     return await count_documents(url, collection) > 0
@@ -404,7 +404,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_db(args: argparse.Namespace) -> int:
-    from kb.db import embedded_status, start_embedded, stop_embedded
+    from kb.core.db import embedded_status, start_embedded, stop_embedded
 
     s = get_settings().database
     if s.url and args.action != "status":
@@ -425,7 +425,7 @@ def cmd_worker(_: argparse.Namespace) -> int:
         import signal
 
         from ingest.jobs import STOP_GRACE_S, Worker
-        from kb.process import STOP_SIGNALS, note_signal
+        from kb.core.process import STOP_SIGNALS, note_signal
         from kb.runtime import build_ingest_context, open_runtime
 
         async with open_runtime() as rt:
@@ -538,7 +538,7 @@ def main(argv: list[str] | None = None) -> int:
     and the caller's other child processes are left alone."""
     import signal
 
-    from kb.process import STOP_SIGNALS, install_stop_signals, received_signal
+    from kb.core.process import STOP_SIGNALS, install_stop_signals, received_signal
 
     args = build_parser().parse_args(argv)
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
@@ -558,8 +558,8 @@ def _finish(command: str, *, end_all_children: bool) -> None:
     (not one it found running and shared) and, after a stop signal, say so in one line."""
     import signal
 
-    from kb.db import stop_owned_embedded
-    from kb.process import STOP_SIGNALS, end_children, received_signal, seconds_since_signal, signal_name
+    from kb.core.db import stop_owned_embedded
+    from kb.core.process import STOP_SIGNALS, end_children, received_signal, seconds_since_signal, signal_name
 
     for sig in STOP_SIGNALS:  # a second Ctrl-C must not leave the database half stopped
         signal.signal(sig, signal.SIG_IGN)

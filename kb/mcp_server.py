@@ -24,8 +24,9 @@ from pydantic import Field
 
 from ingest import store
 from ingest.pageindex import to_pageindex
-from kb import __version__, collections
-from kb.errors import KBError, NotFoundError
+from kb import __version__
+from kb.core import collections
+from kb.core.errors import KBError, NotFoundError
 from kb.runtime import Runtime
 from router.metadata import conditions_from_filters
 from router.pipeline import QueryPipeline

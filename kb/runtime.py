@@ -18,7 +18,7 @@ from ingest.pipeline import IngestContext, make_executor
 from ingest.reembed import convert_vector_type
 from ingest.reindex import ensure_tokens
 from ingest.render import PageCache
-from kb.db import (
+from kb.core.db import (
     ReadPools,
     create_pool,
     migrate,
@@ -26,11 +26,11 @@ from kb.db import (
     resolve_database_url,
     restart_embedded_if_down,
 )
-from kb.embedder_record import EmbedderRecord, ensure_embedder
-from kb.llm_store import PgLLMStore
-from kb.providers import ChatModel, Embedder, get_chat_model, get_embedder, get_reranker
-from kb.settings import Settings, get_settings
-from kb.telemetry import observe_query
+from kb.core.embedder_record import EmbedderRecord, ensure_embedder
+from kb.core.llm_store import PgLLMStore
+from kb.core.providers import ChatModel, Embedder, get_chat_model, get_embedder, get_reranker
+from kb.core.settings import Settings, get_settings
+from kb.core.telemetry import observe_query
 from router.pipeline import QueryPipeline, ReplicaPipeline
 
 log = structlog.get_logger("kb.runtime")

@@ -20,8 +20,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.supervisors.multiprocess import Multiprocess
 
 from kb.api.common import problem_bytes
-from kb.process import STOP_SIGNALS, die_with_parent, note_signal
-from kb.settings import ServerSettings, get_settings
+from kb.core.process import STOP_SIGNALS, die_with_parent, note_signal
+from kb.core.settings import ServerSettings, get_settings
 
 log = structlog.get_logger("kb.serve")
 _SUPERVISOR_ENV = "_KB_SUPERVISOR_PID"  # internal, not a setting: the supervisor pid for its workers
@@ -154,7 +154,7 @@ def worker_app() -> Any:
     with SIGKILL or by the OOM killer (so a restart finds the port free), and logs as the supervisor does
     (kb's structlog set-up: redaction, plain tracebacks, ``KB_LOG_FORMAT``)."""
     from kb.app import create_app
-    from kb.logging import configure_logging
+    from kb.core.logging import configure_logging
 
     supervisor = os.environ.get(_SUPERVISOR_ENV)
     die_with_parent(int(supervisor) if supervisor else None)

@@ -16,9 +16,9 @@ import asyncpg
 import numpy as np
 import structlog
 
-from kb.collections import CollectionStamp, collection_stamp
-from kb.text import tokenize
-from kb.vocab import company_core
+from kb.core.collections import CollectionStamp, collection_stamp
+from kb.core.text import tokenize
+from kb.core.vocab import company_core
 from router import store
 from router.metadata import COMPANY_KEYS, KnownValues, company_index, renamed_companies
 from router.scoring import PostingsBM25

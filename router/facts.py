@@ -1,5 +1,5 @@
 """Answers from stored financial facts (issue 21): when a question asks for a measure of the concept
-vocabulary (``kb.vocab.CONCEPTS``) — a look-up, a comparison, the highest or lowest, a ranking, categories
+vocabulary (``kb.core.vocab.CONCEPTS``) — a look-up, a comparison, the highest or lowest, a ranking, categories
 over stated ranges or directions, a change over time — the figures come from the ``facts`` table
 (``ingest.facts``) of the needed documents, and the maximum, ranking, categories and changes are computed
 here, exactly, each figure cited to its statement line. Offline and deterministic; with an LLM the rows and
@@ -21,8 +21,8 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from kb.types import FactDraft
-from kb.vocab import (
+from kb.core.types import FactDraft
+from kb.core.vocab import (
     CONCEPT_BY_NAME,
     STATEMENT_LABELS,
     Concept,

@@ -17,12 +17,12 @@ import numpy as np
 import structlog
 from rank_bm25 import BM25Okapi
 
-from kb.collections import CollectionStamp, collection_stamp, lookup_collection_id
-from kb.db import supports_iterative_scan
-from kb.errors import ValidationError
-from kb.providers import Embedder
-from kb.settings import RetrievalSettings
-from kb.text import cited_span, tokenize
+from kb.core.collections import CollectionStamp, collection_stamp, lookup_collection_id
+from kb.core.db import supports_iterative_scan
+from kb.core.errors import ValidationError
+from kb.core.providers import Embedder
+from kb.core.settings import RetrievalSettings
+from kb.core.text import cited_span, tokenize
 from router import store
 from router.scoring import min_max
 from router.types import FLAT_MODES, RetrievedChunk

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import msgspec
 import numpy as np
 
-from kb.vocab import STATEMENT_LABELS
+from kb.core.vocab import STATEMENT_LABELS
 from router import store
 from router.retrieve import direct_hits, retrieve_in_nodes, statement_hits
 from router.scope import evidence_share

@@ -13,11 +13,11 @@ from typing import Any
 import msgspec
 import structlog
 
-from kb import vocab
-from kb.errors import LLMError, ValidationError
-from kb.providers import ChatModel
-from kb.providers.steps import ask
-from kb.text import normalize_title
+from kb.core import vocab
+from kb.core.errors import LLMError, ValidationError
+from kb.core.providers import ChatModel
+from kb.core.providers.steps import ask
+from kb.core.text import normalize_title
 from router import store
 from router.policy import ROUTING
 from router.prompts import METADATA, metadata_prompt

@@ -22,7 +22,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from kb.vocab import CONCEPT_BY_NAME, Concept, line_concept, question_concept, question_years
+from kb.core.vocab import CONCEPT_BY_NAME, Concept, line_concept, question_concept, question_years
 from router.catalog import Catalog
 from router.facts import (
     DERIVED,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import asyncpg
 import msgspec
 
-from kb.text import count_tokens
+from kb.core.text import count_tokens
 from router.types import RetrievedChunk
 
 SQL_PASSAGE_CHUNKS = """

@@ -14,11 +14,11 @@ from typing import Any
 import asyncpg
 import structlog
 
-from kb.db import ReplicaLostError, supports_iterative_scan
-from kb.providers import ChatModel, Embedder
-from kb.providers.chat import CountingChat
-from kb.settings import RetrievalSettings
-from kb.types import LLMUsage
+from kb.core.db import ReplicaLostError, supports_iterative_scan
+from kb.core.providers import ChatModel, Embedder
+from kb.core.providers.chat import CountingChat
+from kb.core.settings import RetrievalSettings
+from kb.core.types import LLMUsage
 from router.catalog import Catalogs
 from router.facts import FactsAnswer, answer_from_facts, facts_table
 from router.locate import Searched, documents_to_read, locate, read_more, search_trees
@@ -110,7 +110,7 @@ class QueryPipeline:
 
 
 class ReplicaPipeline(QueryPipeline):
-    """The query pipeline over read replicas (``KB_DATABASE_READ_URLS``, ``kb.db.ReadPools``): each query's reads
+    """The query pipeline over read replicas (``KB_DATABASE_READ_URLS``, ``kb.core.db.ReadPools``): each query's reads
     pinned to one pool, a replica's or the primary's; a query whose replica goes away under it runs again
     (the replica is marked down, so on another one or the primary)."""
 

@@ -11,9 +11,9 @@ from typing import Any
 import msgspec
 import structlog
 
-from kb.errors import LLMError
-from kb.providers.steps import ask
-from kb.vocab import ANNUAL_TYPES, FY_SHORT, question_quarters, question_years
+from kb.core.errors import LLMError
+from kb.core.providers.steps import ask
+from kb.core.vocab import ANNUAL_TYPES, FY_SHORT, question_quarters, question_years
 from router import store
 from router.prompts import PLAN, plan_prompt
 from router.scope import (

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kb.providers import ChatModel
+from kb.core.providers import ChatModel
 
 
 @dataclass(frozen=True)

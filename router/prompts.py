@@ -1,6 +1,6 @@
 """Every LLM step of the query side, declared once: purpose, system prompt, reply type and prompt builder.
 
-The JSON schema sent to the model is generated from the reply type (``kb.providers.steps``); ``ask()``
+The JSON schema sent to the model is generated from the reply type (``kb.core.providers.steps``); ``ask()``
 validates the reply against it. Steps: route.metadata, route.description, tree.search, query.plan,
 query.sufficiency, synthesize (free text with evidence markers).
 """
@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from kb.providers.steps import LLMStep
+from kb.core.providers.steps import LLMStep
 from router.types import DocCandidate, Turn
 
 Scope = Literal["single", "multi", "list"]

@@ -10,8 +10,8 @@ import asyncpg
 import msgspec
 import numpy as np
 
-from kb.settings import RetrievalSettings
-from kb.text import cited_span, count_tokens
+from kb.core.settings import RetrievalSettings
+from kb.core.text import cited_span, count_tokens
 from router import store
 from router.scoring import bm25_scores, fuse, min_max
 from router.types import NodePick, RetrievedChunk

@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable, Sequence
 import msgspec
 import structlog
 
-from kb.errors import LLMError
-from kb.providers.steps import ask
+from kb.core.errors import LLMError
+from kb.core.providers.steps import ask
 from router import store
 from router.metadata import COMPANY_KEYS, conditions_from_filters, doc_year, period_prior, question_period
 from router.policy import ROUTING

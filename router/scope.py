@@ -18,8 +18,8 @@ import asyncpg
 import msgspec
 import structlog
 
-from kb import vocab
-from kb.text import normalize_title, tokenize
+from kb.core import vocab
+from kb.core.text import normalize_title, tokenize
 from router import store
 from router.metadata import (
     COMPANY_KEYS,

@@ -11,7 +11,7 @@ from itertools import chain
 import numpy as np
 from rank_bm25 import BM25Okapi
 
-from kb.text import tokenize
+from kb.core.text import tokenize
 
 
 def min_max(values: Sequence[float]) -> list[float]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from kb.text import tokenize
+from kb.core.text import tokenize
 from router import store
 from router.metadata import MetadataMatch, match_question
 from router.policy import ROUTING

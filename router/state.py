@@ -13,12 +13,12 @@ from dataclasses import dataclass, field, replace
 import asyncpg
 import numpy as np
 
-from kb.collections import lookup_collection_id
-from kb.db import ReadPools
-from kb.errors import ValidationError
-from kb.providers import ChatModel, Embedder
-from kb.settings import RetrievalSettings
-from kb.vocab import question_statements
+from kb.core.collections import lookup_collection_id
+from kb.core.db import ReadPools
+from kb.core.errors import ValidationError
+from kb.core.providers import ChatModel, Embedder
+from kb.core.settings import RetrievalSettings
+from kb.core.vocab import question_statements
 from router import store
 from router.catalog import Catalog, Catalogs
 from router.metadata import conditions_from_filters

@@ -24,8 +24,8 @@ from typing import Any, Literal
 import asyncpg
 import numpy as np
 
-from kb.errors import ValidationError
-from kb.text import tokenize
+from kb.core.errors import ValidationError
+from kb.core.text import tokenize
 from router.policy import ROUTING
 from router.types import Condition
 
@@ -107,7 +107,7 @@ SELECT c.node_id,
         WHERE c.tsv @@ quote_literal(w.lx)::tsquery) AS score
 FROM (SELECT id, node_id, tsv FROM chunks WHERE document_id = $1 OFFSET 0) c, q
 WHERE c.tsv @@ q.q ORDER BY score DESC, c.id LIMIT $3"""
-# the question's tokens ($2: kb.text.tokenize, the tokens chunks are indexed by) with their document counts
+# the question's tokens ($2: kb.core.text.tokenize, the tokens chunks are indexed by) with their document counts
 SQL_QUERY_LEXEMES = """
 SELECT q.lexeme, coalesce(l.df, 0) AS df
 FROM unnest($2::text[]) AS q(lexeme)
@@ -219,7 +219,7 @@ class QueryTerms:
 
 async def query_terms(pool: asyncpg.Pool, collection_id: int, question: str, max_terms: int = 10, *,
                       n_docs: int | None = None) -> QueryTerms:
-    """Tokens of the question (``kb.text.tokenize``, as chunks are indexed) weighted by document-level IDF.
+    """Tokens of the question (``kb.core.text.tokenize``, as chunks are indexed) weighted by document-level IDF.
 
     Lexemes found in no document are dropped, and so are those in most documents of a larger
     collection (they cannot discriminate and make full-text scans slow). ``n_docs``: the collection's

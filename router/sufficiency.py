@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 import msgspec
 import structlog
 
-from kb.errors import LLMError
-from kb.providers.steps import ask
-from kb.text import truncate_tokens, unit_label
+from kb.core.errors import LLMError
+from kb.core.providers.steps import ask
+from kb.core.text import truncate_tokens, unit_label
 from router.prompts import SUFFICIENCY, NodeRef, sufficiency_prompt
 from router.state import QueryState
 from router.synthesize import build_evidence

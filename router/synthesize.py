@@ -9,10 +9,10 @@ from collections.abc import Callable, Sequence
 import msgspec
 import structlog
 
-from kb.errors import LLMError
-from kb.providers import ChatModel
-from kb.text import Figure, figures, same_figure, split_sentences, tokenize, unit_label
-from kb.vocab import CONCEPT_BY_NAME, line_concept, question_concept, question_years
+from kb.core.errors import LLMError
+from kb.core.providers import ChatModel
+from kb.core.text import Figure, figures, same_figure, split_sentences, tokenize, unit_label
+from kb.core.vocab import CONCEPT_BY_NAME, line_concept, question_concept, question_years
 from router.facts import FactsAnswer
 from router.prompts import (
     NOT_STATED,

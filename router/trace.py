@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from kb.types import LLMUsage
+from kb.core.types import LLMUsage
 from router.facts import FactsAnswer, FactUsed
 from router.policy import OFFLINE
 from router.scope import evidence_found

@@ -17,13 +17,13 @@ import asyncpg
 import numpy as np
 import structlog
 
-from kb.errors import LLMError
-from kb.providers import ChatModel
-from kb.providers.steps import ask
-from kb.settings import RetrievalSettings
-from kb.text import count_tokens, normalize_title, unit_label
-from kb.types import TreeNode
-from kb.vocab import STATEMENT_LABELS
+from kb.core.errors import LLMError
+from kb.core.providers import ChatModel
+from kb.core.providers.steps import ask
+from kb.core.settings import RetrievalSettings
+from kb.core.text import count_tokens, normalize_title, unit_label
+from kb.core.types import TreeNode
+from kb.core.vocab import STATEMENT_LABELS
 from router import store
 from router.policy import OFFLINE, RankingPolicy
 from router.prompts import TREE_SEARCH, tree_search_prompt

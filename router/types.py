@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal, get_args
 
 import msgspec
 
-from kb.errors import ValidationError
+from kb.core.errors import ValidationError
 
 Strategy = Literal["auto", "metadata", "semantic", "description"]
 """The routing strategies, declared once: ``router.routing.ROUTERS`` must register exactly these, and the API

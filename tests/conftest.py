@@ -17,8 +17,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from ingest.jobs import JobStatus, create_job, run_job  # noqa: E402
+from kb.core.settings import Settings, get_settings  # noqa: E402
 from kb.runtime import Runtime, build_ingest_context  # noqa: E402
-from kb.settings import Settings, get_settings  # noqa: E402
 
 
 @pytest.fixture(scope="session")

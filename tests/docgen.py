@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pymupdf
 
-from kb.types import DocumentTree, TreeNode
+from kb.core.types import DocumentTree, TreeNode
 from tests.pdfgen import PAGE_H, PAGE_W, _Op, _Type3Writer, _width, _wrap, paragraph, roman
 from tests.pdfgen import Sec as Section
 

@@ -15,7 +15,7 @@ callable (``responder(request_json) -> FakeReply | str``). A request with neithe
 with HTTP 500 and counted in ``unscripted``; the fixture fails the test at teardown if any occurred.
 
 To answer by LLM step, ``route({TREE_SEARCH: FakeReply.json(...), SUFFICIENCY: callable}, text=...)``: a request
-is matched to its step by the ``json_schema`` name it carries (the step's purpose, ``kb.providers.chat.
+is matched to its step by the ``json_schema`` name it carries (the step's purpose, ``kb.core.providers.chat.
 schema_name``), never by its prompt's wording; a request without a response format is the free-text answer
 (``text``); a step not listed gets the smallest reply its schema allows. A ``FakeReply.json`` reply must fit
 the step's reply type (``FakeReply.text`` sends anything, e.g. malformed JSON); a misfit fails the test.
@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 
 from kb.bench.ingest_profile import minimal_json
-from kb.providers.steps import LLMStep
+from kb.core.providers.steps import LLMStep
 from tests.fakes import BY_SCHEMA_NAME, checked, step_of
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")

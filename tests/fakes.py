@@ -1,4 +1,4 @@
-"""One scripted chat model for tests, keyed by LLM step (``kb.providers.steps.LLMStep``).
+"""One scripted chat model for tests, keyed by LLM step (``kb.core.providers.steps.LLMStep``).
 
 Every scripted reply is checked against its step's reply type — when the fake is built, or, for a callable,
 when it answers — so a fake cannot drift from the schema the real model is asked to fill. A reply meant to
@@ -22,9 +22,9 @@ from typing import Any
 import msgspec
 
 from ingest import prompts as ingest_prompts
-from kb.providers.chat import schema_name
-from kb.providers.steps import LLMStep
-from kb.types import ChatResult
+from kb.core.providers.chat import schema_name
+from kb.core.providers.steps import LLMStep
+from kb.core.types import ChatResult
 from router import prompts as router_prompts
 
 
@@ -63,7 +63,7 @@ class Malformed:
 
 
 def fits(step: LLMStep[Any], data: Any) -> bool:
-    """Whether ``data`` is a reply of ``step``'s type, as ``kb.providers.steps.ask`` reads it."""
+    """Whether ``data`` is a reply of ``step``'s type, as ``kb.core.providers.steps.ask`` reads it."""
     try:
         msgspec.convert(data, step.reply, strict=False)
     except msgspec.ValidationError:

@@ -10,7 +10,7 @@ from pathlib import Path
 import asyncpg
 import pgserver
 
-from kb.db import parse_lsn
+from kb.core.db import parse_lsn
 
 
 def _system_user() -> str | None:

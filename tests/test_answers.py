@@ -87,7 +87,7 @@ def test_a_question_without_a_figure_gets_a_sentence() -> None:
 async def test_not_stated_is_an_answer_that_cites_what_was_read() -> None:
     """Asking a meeting notice for its revenue: the answer says the document does not state it and cites the
     passage it read, with the reason in ``not_found`` (offline), in English and Chinese."""
-    from kb.providers.chat import OfflineChatModel
+    from kb.core.providers.chat import OfflineChatModel
 
     notice = [_chunk(1, "Notice of annual general meeting. The meeting will be held on July 1, 2022 at 10 a.m. "
                         "Shareholders will vote on the election of directors.", doc="acme-8k-2022.pdf")]

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from kb.app import create_app
+from kb.core.settings import get_settings
 from kb.runtime import Runtime
-from kb.settings import get_settings
 from tests.conftest import SetEnv, finish_job
 from tests.http import app_client
 
@@ -207,7 +207,7 @@ async def test_ingest_path_must_stay_inside_root(runtime: Runtime, tmp_path: Pat
 async def test_json_logs_carry_request_id_and_duration(runtime: Runtime, capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from kb.logging import configure_logging
+    from kb.core.logging import configure_logging
 
     configure_logging("json", "info")
     try:

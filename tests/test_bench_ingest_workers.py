@@ -17,11 +17,11 @@ from kb.bench.cli import add_arguments
 from kb.bench.cli import run as run_bench
 from kb.bench.embed_server import make_handler
 from kb.bench.ingest_scale import BENCH_MARK, ScaleConfig, parse_workers, run_scale, summary_lines
-from kb.collections import create_collection
-from kb.errors import ConfigError, EmbeddingError
-from kb.providers.embed import HashEmbedder, RemoteEmbedder
+from kb.core.collections import create_collection
+from kb.core.errors import ConfigError, EmbeddingError
+from kb.core.providers.embed import HashEmbedder, RemoteEmbedder
+from kb.core.settings import get_settings
 from kb.runtime import open_runtime
-from kb.settings import get_settings
 from tests.conftest import SetEnv
 
 SQL_LEFT = "SELECT count(*) FROM collections WHERE description = $1"

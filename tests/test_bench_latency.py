@@ -24,7 +24,7 @@ from kb.bench.synthetic import (
     synthetic_fact_count,
 )
 from kb.bench.synthetic_facts import FACTS_PER_REPORT
-from kb.types import ChunkDraft
+from kb.core.types import ChunkDraft
 from router.facts import ask
 from router.metadata import KnownValues
 from router.scope import classify_scope
@@ -117,9 +117,9 @@ async def tiny_report(db_env: str, set_env) -> AsyncIterator[LatencyReport]:  # 
 
 @pytest.mark.slow
 async def test_bench_times_the_corpus_wide_facts_question(tiny_report: LatencyReport) -> None:
-    from kb.providers.chat import OfflineChatModel
+    from kb.core.providers.chat import OfflineChatModel
+    from kb.core.settings import get_settings
     from kb.runtime import open_runtime
-    from kb.settings import get_settings
     from router.pipeline import QueryPipeline
     from router.types import QueryRequest
 

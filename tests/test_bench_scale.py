@@ -12,9 +12,9 @@ import ingest.store
 from kb.bench.latency_types import LatencyConfig
 from kb.bench.loader import INDEX_STASH, load_collection
 from kb.bench.measure import LIST20, LIST100
-from kb.errors import ConfigError
+from kb.core.errors import ConfigError
+from kb.core.settings import get_settings
 from kb.runtime import open_runtime
-from kb.settings import get_settings
 from tests.conftest import SetEnv
 from tests.conftest import ingest as ingest_path
 

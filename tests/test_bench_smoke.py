@@ -265,9 +265,9 @@ async def test_bench_llm_mode_reports_calls_tokens_and_cost(runtime: Runtime, tm
     import dataclasses
 
     from kb.bench.ingest_profile import minimal_json
-    from kb.errors import ValidationError
-    from kb.providers.chat import OpenAIChatModel
-    from kb.settings import LLMSettings
+    from kb.core.errors import ValidationError
+    from kb.core.providers.chat import OpenAIChatModel
+    from kb.core.settings import LLMSettings
 
     def respond(body: dict[str, Any]) -> FakeReply:
         rf = body.get("response_format") or {}

@@ -8,10 +8,10 @@ import pymupdf
 from ingest.chunker import chunk_node, chunk_tree, own_text
 from ingest.markdown_tree import build_markdown_tree
 from ingest.summaries import summarize_tree
-from kb.providers.chat import OfflineChatModel
-from kb.settings import IngestSettings
-from kb.text import count_tokens
-from kb.types import DocumentTree, TreeNode
+from kb.core.providers.chat import OfflineChatModel
+from kb.core.settings import IngestSettings
+from kb.core.text import count_tokens
+from kb.core.types import DocumentTree, TreeNode
 
 
 def node(text: str, *, start: int = 1, end: int = 1, unit: str = "line", node_id: str = "0003",

@@ -11,9 +11,9 @@ import pytest
 from ingest.chunker import chunk_tree
 from ingest.pdf_read import read_pdf
 from ingest.pdf_tree import build_pdf_tree
-from kb.providers.chat import OfflineChatModel
-from kb.settings import IngestSettings
-from kb.text import split_sentences
+from kb.core.providers.chat import OfflineChatModel
+from kb.core.settings import IngestSettings
+from kb.core.text import split_sentences
 from tests.pdfgen import MARGIN, PAGE_H, PAGE_W, paragraph, write_column
 
 HEADER = "Northwind Industries | Annual Report 2023"

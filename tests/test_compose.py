@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kb.settings import setting_docs
+from kb.core.settings import setting_docs
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,10 +11,10 @@ import asyncpg
 import numpy as np
 import pytest
 
-from kb.db import check_pgdata_version, create_pool, migrate, migration_files, schema_version
-from kb.embedder_record import ensure_embedder
-from kb.errors import ConfigError
-from kb.settings import get_settings
+from kb.core.db import check_pgdata_version, create_pool, migrate, migration_files, schema_version
+from kb.core.embedder_record import ensure_embedder
+from kb.core.errors import ConfigError
+from kb.core.settings import get_settings
 from tests.conftest import SetEnv
 
 
@@ -136,7 +136,7 @@ def test_bad_integer_setting(kb_env: dict[str, str], set_env: SetEnv) -> None:
 
 
 async def test_count_documents_on_fresh_and_migrated_database(db_url: str) -> None:
-    from kb.db import count_documents
+    from kb.core.db import count_documents
 
     assert await count_documents(db_url, "default") == 0  # not migrated yet: no tables
     pool = await create_pool(db_url)

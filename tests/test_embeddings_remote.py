@@ -12,8 +12,8 @@ import msgspec
 import numpy as np
 import pytest
 
-from kb.errors import EmbeddingError
-from kb.providers.embed import HashEmbedder, RemoteEmbedder
+from kb.core.errors import EmbeddingError
+from kb.core.providers.embed import HashEmbedder, RemoteEmbedder
 from tests.conftest import ingest
 from tests.fake_openai import FakeOpenAI, FakeReply
 
@@ -72,8 +72,8 @@ def test_retries_then_gives_up(fake_openai: FakeOpenAI) -> None:
 
 
 async def test_ingest_and_query_with_remote_embeddings(fake_openai: FakeOpenAI, db_env: str, tmp_path: Path) -> None:
+    from kb.core.settings import get_settings
     from kb.runtime import build_pipeline, open_runtime
-    from kb.settings import get_settings
     from router.types import QueryRequest
 
     def server(body: dict[str, Any]) -> Any:

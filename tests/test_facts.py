@@ -13,8 +13,8 @@ from ingest.facts import extract_facts, split_row
 from ingest.formats import parse_file
 from ingest.statements import statement_pages
 from kb.bench.facts_bench import run_facts
-from kb.types import DocumentTree, FactDraft
-from kb.vocab import line_concept
+from kb.core.types import DocumentTree, FactDraft
+from kb.core.vocab import line_concept
 from router.facts import ask, parse_categories, question_concept
 from tests.factgen import chinese_report, figures, statement_pdf, text_filing
 
@@ -192,7 +192,7 @@ def test_chinese_report_metadata_from_its_cover_and_file_name() -> None:
 
 
 def test_chinese_company_names_periods_trends_and_groups_in_questions() -> None:
-    from kb.vocab import question_quarters, question_years
+    from kb.core.vocab import question_quarters, question_years
     from router.metadata import CompanyIndex, KnownValues, company_index
     from router.scope import classify_scope
 
@@ -228,7 +228,7 @@ def test_markdown_quarter_columns() -> None:
 
 
 def test_review_findings_operations_dates_and_blank_rows() -> None:
-    from kb.vocab import question_quarters
+    from kb.core.vocab import question_quarters
     from router.facts import question_ratio
 
     assert ask("Which companies had revenue of at least $1 billion in 2023?").operation == "screen"  # type: ignore[union-attr]

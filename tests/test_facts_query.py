@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from kb.app import create_app
+from kb.core.settings import get_settings
 from kb.runtime import Runtime, open_runtime
-from kb.settings import get_settings
 from tests.conftest import ingest, module_env
 from tests.factgen import figures, text_filing
 from tests.http import app_client, ask_json

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from kb.app import create_app
+from kb.core.settings import get_settings
 from kb.runtime import Runtime, open_runtime
-from kb.settings import get_settings
 from tests.conftest import ingest, module_env
 from tests.factgen import chinese_report
 from tests.http import app_client

@@ -7,10 +7,10 @@ import pytest
 
 from ingest.prompts import LOCATE, NODE_SUMMARY
 from kb.bench.ingest_profile import minimal_json
-from kb.errors import LLMError
-from kb.providers.chat import OpenAIChatModel
-from kb.providers.steps import ask
-from kb.settings import LLMSettings
+from kb.core.errors import LLMError
+from kb.core.providers.chat import OpenAIChatModel
+from kb.core.providers.steps import ask
+from kb.core.settings import LLMSettings
 from tests.fake_openai import FakeOpenAI, FakeReply
 from tests.fakes import STEPS, Malformed, ScriptedChat, fits
 

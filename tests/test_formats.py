@@ -16,9 +16,9 @@ import pytest
 
 from ingest.pipeline import parse_file
 from kb.app import create_app
-from kb.collections import ensure_collection
+from kb.core.collections import ensure_collection
+from kb.core.settings import get_settings
 from kb.runtime import Runtime
-from kb.settings import get_settings
 from tests.conftest import SetEnv, ingest
 from tests.http import app_client, wait_for_job
 
@@ -272,7 +272,7 @@ def test_word_paragraph_that_looks_like_markdown_stays_a_paragraph(kb_env: dict[
         "# Release notes", "# not a heading", "---", "```", "Setext underline follows", "===",
         "## Known issues", "- Printing fails on A3 paper."]
     from ingest.pipeline import build_tree
-    from kb.providers.chat import OfflineChatModel
+    from kb.core.providers.chat import OfflineChatModel
 
     tree = asyncio.run(build_tree(parsed, OfflineChatModel(), get_settings().ingest, "notes"))
     assert [(n.title, n.level, n.start, n.end) for n in tree.nodes] == [("Release notes", 1, 1, 8),

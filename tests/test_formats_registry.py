@@ -17,11 +17,11 @@ from ingest.formats import FORMATS, SUPPORTED, build_tree, format_of, parse_file
 from ingest.jobs import create_job, get_job
 from ingest.pipeline import IngestContext, file_kind, ingest_file
 from kb.app import create_app
-from kb.collections import ensure_collection
-from kb.errors import IngestError
-from kb.providers.chat import OfflineChatModel
+from kb.core.collections import ensure_collection
+from kb.core.errors import IngestError
+from kb.core.providers.chat import OfflineChatModel
+from kb.core.settings import get_settings
 from kb.runtime import Runtime
-from kb.settings import get_settings
 from tests.http import app_client
 
 BODY = "Revenue grew by twelve percent, driven by the new terminals and a longer season."

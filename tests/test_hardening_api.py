@@ -22,7 +22,7 @@ import pytest
 
 from ingest.render import LinesCache, PageCache, SourceDoc
 from kb.app import create_app
-from kb.errors import UnavailableError
+from kb.core.errors import UnavailableError
 from kb.runtime import Runtime
 from tests.conftest import SetEnv, ingest
 from tests.http import app_client
@@ -158,7 +158,7 @@ async def test_every_route_refuses_a_foreign_host(runtime: Runtime, tmp_path: Pa
 
 async def test_reembed_under_a_running_server_is_a_503_with_the_reason(runtime: Runtime, tmp_path: Path) -> None:
     from ingest.reembed import reembed
-    from kb.providers.embed import HashEmbedder
+    from kb.core.providers.embed import HashEmbedder
 
     await _md_document(runtime, tmp_path)
     query = {"query": "How much copper did Orion produce?"}
@@ -314,7 +314,7 @@ def test_start_up_log_names_the_real_bind_address(tmp_path: Path) -> None:
     assert listening and "host=0.0.0.0" in listening[0] and "loopback=False" in listening[0], listening
     warning = [line for line in text.splitlines() if "auth.no_admin_token" in line]
     assert warning and "loopback=False" in warning[0] and "127.0.0.1" not in warning[0], warning
-    from kb.db import embedded_status
+    from kb.core.db import embedded_status
 
     assert not embedded_status(tmp_path / "data")["running"]  # the app's process stopped the Postgres it started
 

@@ -166,7 +166,7 @@ def test_sidecar_nodes_spanning_the_whole_document_many_times_are_refused() -> N
     import pytest
 
     from ingest.pageindex import MAX_SPAN_FACTOR, PageIndexDocument, tree_from_pageindex
-    from kb.errors import IngestError
+    from kb.core.errors import IngestError
 
     pages = {i: f"page {i} text " * 200 for i in range(1, 41)}
     whole = [{"title": f"All {i}", "start_index": 1, "end_index": 40} for i in range(20_000)]

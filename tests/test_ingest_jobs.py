@@ -13,7 +13,7 @@ import pytest
 from ingest.jobs import JobStatus, create_job, get_job
 from ingest.store import list_documents
 from kb.app import create_app
-from kb.collections import ensure_collection
+from kb.core.collections import ensure_collection
 from kb.runtime import Runtime
 from tests.conftest import finish_job, ingest
 from tests.corpus import REPORTS, Report, write_markdown, write_pdf
@@ -201,7 +201,7 @@ async def test_large_pdf_ingests(runtime: Runtime, tmp_path: Path, pages: int) -
     doc.save(path)
     doc.close()
     runtime_embedder = runtime.embedder
-    from kb.providers.embed import HashEmbedder
+    from kb.core.providers.embed import HashEmbedder
 
     runtime.embedder = HashEmbedder(runtime_embedder.dimension)  # keep the test fast: hashing, same dimension
     try:

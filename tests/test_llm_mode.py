@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from kb.providers.chat import OpenAIChatModel
+from kb.core.providers.chat import OpenAIChatModel
+from kb.core.settings import LLMSettings
 from kb.runtime import Runtime
-from kb.settings import LLMSettings
 from router.pipeline import QueryPipeline
 from router.prompts import METADATA, SUFFICIENCY, TREE_SEARCH
 from router.types import QueryRequest

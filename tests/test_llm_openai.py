@@ -11,11 +11,11 @@ from typing import Any
 import httpx
 import pytest
 
-from kb.errors import LLMError
-from kb.providers.base import ChatModel
-from kb.providers.chat import CountingChat, OpenAIChatModel, prompt_hash
-from kb.settings import LLMSettings
-from kb.types import ChatResult, LLMUsage
+from kb.core.errors import LLMError
+from kb.core.providers.base import ChatModel
+from kb.core.providers.chat import CountingChat, OpenAIChatModel, prompt_hash
+from kb.core.settings import LLMSettings
+from kb.core.types import ChatResult, LLMUsage
 from tests.fake_openai import FakeOpenAI, FakeReply, fake_openai_fixture  # noqa: F401
 
 SCHEMA: dict[str, Any] = {
@@ -292,7 +292,7 @@ async def test_twice_truncated_reply_is_never_parsed_or_cached(fake_openai: Fake
 async def test_declared_step_schema_retry_and_failure(fake_openai: FakeOpenAI) -> None:
     """A step's schema comes from its reply type; a reply of the wrong shape is asked again with the error,
     then fails — never returned half-valid."""
-    from kb.providers.steps import ask
+    from kb.core.providers.steps import ask
     from router.prompts import PLAN, PlanReply
 
     schema = PLAN.schema

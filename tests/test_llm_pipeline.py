@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from kb.core.settings import get_settings
 from kb.runtime import Runtime, build_pipeline, open_runtime
-from kb.settings import get_settings
 from router.prompts import SUFFICIENCY, TREE_SEARCH
 from router.types import QueryRequest
 from tests.conftest import ingest, module_env

@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from kb.bench.load import report, run_load, sample_questions
-from kb.db import embedded_status
+from kb.core.db import embedded_status
 from tests.live import ingest_and_wait, live_server
 
 pytestmark = pytest.mark.live

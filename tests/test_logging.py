@@ -6,7 +6,7 @@ import pytest
 import structlog
 
 from kb.app import create_app
-from kb.logging import configure_logging
+from kb.core.logging import configure_logging
 from kb.runtime import Runtime
 from tests.conftest import SetEnv
 from tests.http import app_client

@@ -10,11 +10,11 @@ import pytest
 from ingest.markdown_tree import build_markdown_tree, build_text_tree, decode_text_file
 from ingest.prompts import NODE_SUMMARY
 from ingest.summaries import extractive_summary, summarize_tree
-from kb.errors import IngestError, LLMError
-from kb.providers.chat import OfflineChatModel
-from kb.settings import IngestSettings
-from kb.text import count_tokens
-from kb.types import DocumentTree
+from kb.core.errors import IngestError, LLMError
+from kb.core.providers.chat import OfflineChatModel
+from kb.core.settings import IngestSettings
+from kb.core.text import count_tokens
+from kb.core.types import DocumentTree
 from tests.fakes import Malformed, ScriptedChat
 
 PROSE = (

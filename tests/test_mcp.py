@@ -19,8 +19,8 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from kb.app import create_app
+from kb.core.settings import get_settings
 from kb.runtime import Runtime, open_runtime
-from kb.settings import get_settings
 from tests.conftest import SetEnv, ingest, module_env
 from tests.corpus import build_corpus
 
@@ -192,7 +192,7 @@ async def test_http_mcp_needs_the_read_token(corpus: Runtime, set_env: SetEnv) -
 
 async def test_http_mcp_requests_are_logged_under_their_path(runtime: Runtime,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    from kb.logging import configure_logging
+    from kb.core.logging import configure_logging
 
     configure_logging("json", "info")
     try:

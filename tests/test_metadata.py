@@ -11,19 +11,19 @@ import pymupdf
 import pytest
 
 from ingest.describe import describe_document, offline_description
+from ingest.front_matter import parse_front_matter
 from ingest.markdown_tree import build_markdown_tree
 from ingest.metadata import (
     extract_metadata,
     load_folder_metadata,
     merge_metadata,
     merge_with_sources,
-    parse_front_matter,
     read_sidecar,
 )
 from ingest.prompts import DOC_DESCRIPTION
-from kb.errors import IngestError, LLMError
-from kb.providers.chat import OfflineChatModel
-from kb.settings import IngestSettings
+from kb.core.errors import IngestError, LLMError
+from kb.core.providers.chat import OfflineChatModel
+from kb.core.settings import IngestSettings
 from tests.fakes import Malformed, ScriptedChat
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from kb.core.settings import get_settings
 from kb.runtime import Runtime, open_runtime
-from kb.settings import get_settings
 from router.metrics import metric_ask, named_measures, parse_formula
 from tests.conftest import ingest, module_env
 from tests.factgen import figures, text_filing

@@ -13,8 +13,8 @@ import pymupdf
 import pytest
 
 from kb.app import create_app
+from kb.core.settings import get_settings
 from kb.runtime import Runtime, build_pipeline, open_runtime
-from kb.settings import get_settings
 from router import store
 from router.types import QueryRequest
 from tests.conftest import finish_job, ingest, module_env

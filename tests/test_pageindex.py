@@ -16,8 +16,8 @@ import pytest
 from ingest.pageindex import parse_pageindex, to_pageindex, tree_from_pageindex
 from ingest.store import NodeInfo
 from kb.app import create_app
-from kb.collections import ensure_collection
-from kb.errors import IngestError
+from kb.core.collections import ensure_collection
+from kb.core.errors import IngestError
 from kb.runtime import Runtime
 from tests.conftest import ingest
 from tests.http import app_client

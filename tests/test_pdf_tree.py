@@ -13,10 +13,10 @@ import pytest
 from ingest.pdf_read import NO_TEXT_LAYER, numbering_of, read_pdf
 from ingest.pdf_tree import build_pdf_tree, page_groups
 from ingest.prompts import GENERATE, HEADINGS, LOCATE, TOC_DETECT, TOC_TRANSFORM
-from kb.errors import IngestError, LLMError
-from kb.providers.chat import OfflineChatModel
-from kb.settings import IngestSettings
-from kb.types import DocumentTree
+from kb.core.errors import IngestError, LLMError
+from kb.core.providers.chat import OfflineChatModel
+from kb.core.settings import IngestSettings
+from kb.core.types import DocumentTree
 from tests.fakes import ScriptedChat
 from tests.pdfgen import (
     Sec,

@@ -11,9 +11,9 @@ import pymupdf
 import pytest
 
 from kb.app import create_app
+from kb.core.settings import get_settings
+from kb.core.text import normalize_title
 from kb.runtime import Runtime, build_pipeline, open_runtime
-from kb.settings import get_settings
-from kb.text import normalize_title
 from router.types import QueryRequest
 from tests.conftest import ingest, module_env
 from tests.corpus import build_corpus
@@ -206,7 +206,7 @@ def _tiny_cross_encoder(folder: Path) -> Path:
 
 
 async def test_cross_encoder_rerank(corpus: tuple[Runtime, Path], tmp_path: Path) -> None:
-    from kb.providers.embed import CrossEncoderReranker
+    from kb.core.providers.embed import CrossEncoderReranker
     from router.pipeline import QueryPipeline
     from router.types import QueryRequest
 

@@ -19,13 +19,13 @@ import pytest
 
 from ingest.pipeline import doc_label, embed_text_for_chunk, embed_text_for_description, embed_text_for_node
 from ingest.reembed import reembed
-from kb.collections import ensure_collection
-from kb.db import create_pool, migrate
-from kb.embedder_record import EmbedderMismatchError, ensure_embedder, read_record
-from kb.errors import ConfigError, EmbeddingError, NotFoundError
-from kb.providers.embed import HashEmbedder, RemoteEmbedder
+from kb.core.collections import ensure_collection
+from kb.core.db import create_pool, migrate
+from kb.core.embedder_record import EmbedderMismatchError, ensure_embedder, read_record
+from kb.core.errors import ConfigError, EmbeddingError, NotFoundError
+from kb.core.providers.embed import HashEmbedder, RemoteEmbedder
+from kb.core.settings import get_settings
 from kb.runtime import Runtime, build_pipeline, open_runtime
-from kb.settings import get_settings
 from router.types import QueryRequest
 from tests import conftest
 from tests.fake_openai import FakeOpenAI, FakeReply

@@ -318,7 +318,7 @@ async def test_page_and_chunk_limits_fail_the_file_alone(runtime: Runtime, tmp_p
 def test_cli_query_leaves_no_postgres_running(tmp_path: Path) -> None:
     """`kb query` starts the embedded Postgres for itself and stops it when it ends: on an empty collection it
     says there is nothing to search, with a non-zero exit; after `kb ingest` it answers."""
-    from kb.db import embedded_status
+    from kb.core.db import embedded_status
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
     env.update({"KB_DATA_DIR": str(tmp_path / "data"), "KB_EMBEDDING_MODEL": "hash:384"})

@@ -17,9 +17,9 @@ import pgserver
 import pytest
 
 from kb.app import create_app
-from kb.db import open_read_pools, parse_lsn, url_label
+from kb.core.db import open_read_pools, parse_lsn, url_label
+from kb.core.settings import get_settings
 from kb.runtime import Runtime, open_runtime
-from kb.settings import get_settings
 from router.types import QueryRequest
 from tests.conftest import SAMPLES, SetEnv, _with_db, clean_kb_env, ingest
 from tests.http import app_client

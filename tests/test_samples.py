@@ -129,8 +129,8 @@ async def test_entity_not_in_the_collection_is_named(samples_rt: Runtime) -> Non
 
 
 def _llm_pipeline(rt: Runtime, fake) -> object:  # noqa: ANN001 - FakeOpenAI
-    from kb.providers.chat import OpenAIChatModel
-    from kb.settings import LLMSettings
+    from kb.core.providers.chat import OpenAIChatModel
+    from kb.core.settings import LLMSettings
     from router.pipeline import QueryPipeline
 
     chat = OpenAIChatModel(LLMSettings(base_url=fake.base_url, model="fake-model", api_key="k", timeout_s=5,

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
+from kb.core.text import tokenize
 from kb.runtime import Runtime
-from kb.text import tokenize
 from router import store
 from router.scoring import PostingsBM25, bm25_scores, okapi_scores
 

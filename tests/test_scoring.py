@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from kb.errors import ValidationError
+from kb.core.errors import ValidationError
 from router.metadata import (
     KnownValues,
     conditions_from_filters,
@@ -119,7 +119,7 @@ async def test_citation_markers_are_numbered_in_reading_order() -> None:
     source is cited (offline answers, and an LLM reply citing blocks out of order or one that does not exist)."""
     import re
 
-    from kb.providers.chat import OfflineChatModel
+    from kb.core.providers.chat import OfflineChatModel
     from router.synthesize import in_reading_order, synthesize
     from router.types import Answer
 

@@ -1,4 +1,4 @@
-"""Settings are declared once (kb/settings.py): every variable is read from the environment by its declaration,
+"""Settings are declared once (kb/core/settings.py): every variable is read from the environment by its declaration,
 documented in the README table rendered from it, printed by `kb config`, and KB_EMBEDDING_BATCH reaches the
 embedder."""
 
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from kb.cli import main
-from kb.errors import ConfigError
-from kb.settings import Settings, get_settings, setting_docs, settings_table
+from kb.core.errors import ConfigError
+from kb.core.settings import Settings, get_settings, setting_docs, settings_table
 from tests.conftest import SetEnv, ingest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,7 +104,7 @@ class RecordingEmbedder:
     """Hash vectors; records how many texts each call carried."""
 
     def __init__(self) -> None:
-        from kb.providers.embed import HashEmbedder
+        from kb.core.providers.embed import HashEmbedder
 
         self.inner = HashEmbedder(384)
         self.model_id, self.dimension = self.inner.model_id, self.inner.dimension

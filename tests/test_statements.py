@@ -11,8 +11,8 @@ import pytest
 from ingest.pdf_read import read_pdf
 from ingest.statements import page_statement, statement_pages
 from kb.app import create_app
+from kb.core.vocab import question_statements, statement_title
 from kb.runtime import Runtime, build_pipeline
-from kb.vocab import question_statements, statement_title
 from router.types import QueryRequest
 from tests.conftest import ingest
 from tests.http import app_client, wire
@@ -134,8 +134,8 @@ def test_hostile_tables_chunk_within_bounds(tmp_path: Path) -> None:
     """Rotated pages, empty columns, merged-looking cells and hundreds of rows: statement detection and chunking
     finish, and no page yields more chunks than its text can fill."""
     from ingest import pipeline
-    from kb.settings import IngestSettings
-    from kb.text import count_tokens
+    from kb.core.settings import IngestSettings
+    from kb.core.text import count_tokens
 
     doc = pymupdf.open()
     for p in range(12):

@@ -14,7 +14,7 @@ import pytest
 from kb.bench.load import sample_questions
 from kb.bench.strategies import FLAT, parse_strategies
 from kb.cli import build_parser
-from kb.errors import ValidationError
+from kb.core.errors import ValidationError
 from router.routing import ROUTERS
 from router.types import QueryRequest, checked
 

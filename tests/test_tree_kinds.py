@@ -10,9 +10,9 @@ import pytest
 
 from ingest.pdf_read import read_pdf
 from ingest.pdf_tree import build_pdf_tree
-from kb.providers.chat import OfflineChatModel
-from kb.settings import IngestSettings
-from kb.types import DocumentTree, TreeNode
+from kb.core.providers.chat import OfflineChatModel
+from kb.core.settings import IngestSettings
+from kb.core.types import DocumentTree, TreeNode
 from tests.docgen import KINDS, Made, find, matched, section_recall
 
 MODES = {

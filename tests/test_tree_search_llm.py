@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from kb.providers.chat import OpenAIChatModel
-from kb.settings import LLMSettings, RetrievalSettings
-from kb.types import TreeNode
+from kb.core.providers.chat import OpenAIChatModel
+from kb.core.settings import LLMSettings, RetrievalSettings
+from kb.core.types import TreeNode
 from router.prompts import TREE_SEARCH
 from router.tree_search import LoadedTree, TreeSearcher
 from tests.fake_openai import FakeOpenAI, FakeReply, fake_openai_fixture  # noqa: F401

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from ingest.reembed import SQL_VECTOR_COLUMN_TYPES, reembed, set_build_memory, vector_type
-from kb.errors import ConfigError
+from kb.core.errors import ConfigError
+from kb.core.settings import get_settings
 from kb.runtime import Runtime, open_runtime
-from kb.settings import get_settings
 from tests.conftest import SetEnv
 from tests.test_reembed import A, B, answer_cites, ingest, vectors, write_corpus
 

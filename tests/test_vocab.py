@@ -10,9 +10,9 @@ import pytest
 
 from ingest.describe import offline_description
 from ingest.metadata import extract_metadata
-from kb import vocab
-from kb.types import DocumentTree, TreeNode
-from kb.vocab import DOC_TYPES, DocType
+from kb.core import vocab
+from kb.core.types import DocumentTree, TreeNode
+from kb.core.vocab import DOC_TYPES, DocType
 from router.metadata import KnownValues, implied_types, match_offline, question_period
 
 _FORM_TYPES = [(t, form) for t in DOC_TYPES for form in t.forms]

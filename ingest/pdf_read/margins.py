@@ -6,7 +6,7 @@ import re
 from collections import Counter
 
 from ingest.pdf_read.lines import _Line, _PageRecord
-from kb.text import normalize_title
+from kb.core.text import normalize_title
 
 _MARGIN_TOP = 0.15
 _MARGIN_BOTTOM = 0.88

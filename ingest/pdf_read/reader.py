@@ -13,9 +13,9 @@ from ingest.pdf_read.columns import page_lines
 from ingest.pdf_read.headings import HeadingCandidate, _candidate, _page_headings
 from ingest.pdf_read.lines import LineInfo, _letters, _Line, _PageRecord, clean_text
 from ingest.pdf_read.margins import _edge_kind, _margin_lines, _printed_label, running_lines
-from kb.errors import IngestError
-from kb.text import count_tokens
-from kb.types import PageText
+from kb.core.errors import IngestError
+from kb.core.text import count_tokens
+from kb.core.types import PageText
 
 log = structlog.get_logger("ingest.pdf_read")
 

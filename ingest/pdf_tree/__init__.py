@@ -27,6 +27,6 @@ Modules: ``entries`` (the flat list and structure codes), ``matching`` (title lo
 from ingest.pdf_read import ParsedPdf, read_pdf
 from ingest.pdf_tree.builder import build_pdf_tree
 from ingest.pdf_tree.llm import page_groups
-from kb.types import DocumentTree
+from kb.core.types import DocumentTree
 
 __all__ = ["DocumentTree", "ParsedPdf", "build_pdf_tree", "page_groups", "read_pdf"]

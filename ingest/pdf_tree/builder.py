@@ -16,9 +16,9 @@ from ingest.pdf_tree.headings import heading_styles, no_toc_entries, split_entri
 from ingest.pdf_tree.llm import TreeLlm
 from ingest.pdf_tree.matching import PageLines, compact
 from ingest.pdf_tree.toc import detect_toc_offline, parse_toc_items
-from kb.providers import ChatModel
-from kb.settings import IngestSettings
-from kb.types import DocumentTree, TreeNode
+from kb.core.providers import ChatModel
+from kb.core.settings import IngestSettings
+from kb.core.types import DocumentTree, TreeNode
 
 log = structlog.get_logger("ingest.pdf_tree")
 

@@ -31,12 +31,12 @@ from ingest.prompts import (
     toc_detect_prompt,
     toc_transform_prompt,
 )
-from kb.errors import LLMError
-from kb.providers import ChatModel
-from kb.providers.chat import CountingChat
-from kb.providers.steps import InvalidReply, LLMStep, ask
-from kb.settings import IngestSettings
-from kb.text import count_tokens, normalize_title, truncate_tokens
+from kb.core.errors import LLMError
+from kb.core.providers import ChatModel
+from kb.core.providers.chat import CountingChat
+from kb.core.providers.steps import InvalidReply, LLMStep, ask
+from kb.core.settings import IngestSettings
+from kb.core.text import count_tokens, normalize_title, truncate_tokens
 
 log = structlog.get_logger("ingest.pdf_tree")
 

@@ -7,7 +7,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from ingest.pdf_read import ParsedPdf
-from kb.text import normalize_title
+from kb.core.text import normalize_title
 
 
 def compact(text: str) -> str:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from ingest.pdf_read import LineInfo, ParsedPdf, clean_text, numbering_of
 from ingest.pdf_tree.entries import DetectedToc, Styled, TocItem, nest_levels, style_rank
 from ingest.pdf_tree.matching import compact
-from kb.text import normalize_title
+from kb.core.text import normalize_title
 
 _CONTENTS = re.compile(r"^(?:table of contents|contents|index|toc|index to .{0,40}|目录|目次)$")
 _TOC_LINE = re.compile(

@@ -37,10 +37,10 @@ from kb.api.common import (
     public_path,
     scrub_paths,
 )
-from kb.collections import get_collection
-from kb.errors import ValidationError
+from kb.core.collections import get_collection
+from kb.core.errors import ValidationError
+from kb.core.settings import Settings
 from kb.runtime import Runtime
-from kb.settings import Settings
 
 _UNSAFE = re.compile(r"[^\w. -]+")  # \w is Unicode: 報告 stays 報告
 

@@ -15,8 +15,8 @@ from litestar import Controller, get
 
 from ingest.formats import FORMATS
 from kb.api.common import BEARER, errors, read_guard
+from kb.core.vocab import CONCEPTS
 from kb.runtime import Runtime
-from kb.vocab import CONCEPTS
 from router.types import STRATEGIES, QueryRequest
 
 STRATEGY_LABELS: dict[str, tuple[str, str]] = {

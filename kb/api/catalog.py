@@ -39,11 +39,11 @@ from kb.api.common import (
     public_path,
     read_guard,
 )
-from kb.collections import Collection, create_collection, list_collections
-from kb.db import schema_version
-from kb.errors import UnavailableError
+from kb.core.collections import Collection, create_collection, list_collections
+from kb.core.db import schema_version
+from kb.core.errors import UnavailableError
+from kb.core.settings import Settings
 from kb.runtime import Runtime
-from kb.settings import Settings
 
 log = structlog.get_logger("kb.api")
 

@@ -33,8 +33,8 @@ from litestar.params import Parameter
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from ingest.render import LinesCache, PageCache
-from kb.db import is_db_unavailable
-from kb.errors import (
+from kb.core.db import is_db_unavailable
+from kb.core.errors import (
     AuthError,
     ForbiddenError,
     KBError,
@@ -42,9 +42,9 @@ from kb.errors import (
     UnsupportedMediaTypeError,
     ValidationError,
 )
-from kb.logging import requests_at_info
+from kb.core.logging import requests_at_info
+from kb.core.settings import Settings
 from kb.runtime import Runtime
-from kb.settings import Settings
 from router.pipeline import QueryPipeline
 
 log = structlog.get_logger("kb.api")
@@ -166,7 +166,7 @@ def _settings_of(request: ASGIConnection[Any, Any, Any, Any]) -> Settings | None
 
 
 def db_unreachable(exc: BaseException) -> bool:
-    """``kb.db.is_db_unavailable``, and asyncpg's "cannot switch to state" of a connection whose server was
+    """``kb.core.db.is_db_unavailable``, and asyncpg's "cannot switch to state" of a connection whose server was
     killed in the middle of a statement (a 503 to retry, not a 500)."""
     return is_db_unavailable(exc) or (isinstance(exc, asyncpg.InternalClientError)
                                       and "cannot switch to state" in str(exc))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import structlog
 
-from kb.embedder_record import mismatch_message, read_record
+from kb.core.embedder_record import mismatch_message, read_record
 from kb.runtime import Runtime
 
 log = structlog.get_logger("kb.app")

@@ -1,5 +1,5 @@
 """GET /metrics in Prometheus text format (prometheus-client): requests by route/status/duration (litestar's
-Prometheus middleware), query stage timings, LLM calls/tokens/errors (``kb.telemetry``), ingest pages/s and queue depth.
+Prometheus middleware), query stage timings, LLM calls/tokens/errors (``kb.core.telemetry``), ingest pages/s and queue depth.
 
 Protected like the read endpoints. Ingest figures are read from Postgres at scrape time, so every API
 replica reports the shared queue.

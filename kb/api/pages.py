@@ -28,7 +28,7 @@ from ingest.render import (
     source_lines,
 )
 from kb.api.common import BEARER, DbId, errors, read_guard
-from kb.errors import NotFoundError, ValidationError
+from kb.core.errors import NotFoundError, ValidationError
 from kb.runtime import Runtime
 
 PAGE_FILE = r"^[1-9][0-9]{0,8}\.png$"  # 1.png … 999999999.png

@@ -14,7 +14,7 @@ from litestar.response import ServerSentEvent
 
 from ingest.page_labels import with_printed_pages
 from kb.api.common import BEARER, db_unreachable, errors, read_guard
-from kb.errors import KBError, UnavailableError
+from kb.core.errors import KBError, UnavailableError
 from kb.runtime import Runtime
 from router.pipeline import QueryPipeline
 from router.state import preflight

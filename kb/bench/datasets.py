@@ -16,8 +16,8 @@ import structlog
 
 from kb.bench.entities import right_entities
 from kb.bench.metrics import QuestionRun, needed_cited, needed_recall
-from kb.errors import ValidationError
-from kb.text import jsonl_objects
+from kb.core.errors import ValidationError
+from kb.core.text import jsonl_objects
 
 log = structlog.get_logger("kb.bench.datasets")
 

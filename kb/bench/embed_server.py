@@ -16,8 +16,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from kb.providers.embed import build_embedder
-from kb.settings import get_settings
+from kb.core.providers.embed import build_embedder
+from kb.core.settings import get_settings
 
 EMBED_PATHS = ("/v1/embeddings", "/embeddings")
 

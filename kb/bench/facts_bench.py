@@ -63,7 +63,7 @@ def extract(path: Path) -> list[Any]:
     from ingest.formats import parse_file
     from ingest.metadata import extract_metadata
     from ingest.statements import statement_pages
-    from kb.types import DocumentTree
+    from kb.core.types import DocumentTree
 
     tree = DocumentTree(nodes=(), page_count=0, source_mode="bench")
     if path.suffix.lower() == ".pdf":

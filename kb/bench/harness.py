@@ -29,9 +29,9 @@ from kb.bench.datasets import DATASETS, BenchDataset, BenchQuestion, default_col
 from kb.bench.environment import git_commit, machine, pgvector_version, utc_seconds
 from kb.bench.metrics import QuestionRun, aggregate, metric_names, question_metrics
 from kb.bench.strategies import BENCH_STRATEGIES, FLAT, ROUTED, parse_strategies
-from kb.errors import KBError, ValidationError
-from kb.process import run_async
-from kb.providers.chat import CountingChat
+from kb.core.errors import KBError, ValidationError
+from kb.core.process import run_async
+from kb.core.providers.chat import CountingChat
 from kb.runtime import Runtime
 
 log = structlog.get_logger("kb.bench.harness")
@@ -205,7 +205,7 @@ async def ingest_dataset(rt: Runtime, ds: BenchDataset, collection: str, *, reus
     """
     from ingest.jobs import create_job, run_job
     from ingest.store import delete_document, list_documents
-    from kb.collections import ensure_collection
+    from kb.core.collections import ensure_collection
     from kb.runtime import build_ingest_context
 
     coll = await ensure_collection(rt.pool, collection)
@@ -287,7 +287,7 @@ class _Runner:
         if any(s in FLAT for s in strategies):
             await self.flat.prepare(self.collection)
         await asyncio.to_thread(self.rt.embedder.embed_batch, [text])
-        from kb.providers.chat import OfflineChatModel
+        from kb.core.providers.chat import OfflineChatModel
 
         warm = build_pipeline(dataclasses.replace(self.rt, chat=OfflineChatModel()))  # no paid warm-up calls
         for s in strategies:
@@ -296,7 +296,7 @@ class _Runner:
                                                  top_docs=self.top_docs, top_k=self.top_k, include_trace=False))
 
     async def run(self, strategy: str, q: BenchQuestion) -> QuestionRun:
-        from kb.providers.chat import OfflineChatModel
+        from kb.core.providers.chat import OfflineChatModel
         from router.synthesize import synthesize
         from router.types import QueryRequest, checked
 
@@ -386,7 +386,7 @@ async def run_benchmark(rt: Runtime, config: BenchConfig,
         raise ValidationError("kb bench --llm needs an LLM endpoint: set KB_LLM_BASE_URL (and KB_LLM_API_KEY, "
                               "KB_LLM_MODEL)")
     if not config.llm and not rt.chat.offline:  # offline figures stay offline, whatever is configured
-        from kb.providers.chat import OfflineChatModel
+        from kb.core.providers.chat import OfflineChatModel
 
         rt = dataclasses.replace(rt, chat=OfflineChatModel())
     ds = await asyncio.to_thread(load_dataset, config.dataset, config.data_dir, config.questions)

@@ -18,9 +18,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from kb.process import run_async
-from kb.settings import get_settings
-from kb.types import ChatResult, ChatUsage
+from kb.core.process import run_async
+from kb.core.settings import get_settings
+from kb.core.types import ChatResult, ChatUsage
 
 
 def minimal_json(schema: dict[str, Any]) -> Any:
@@ -97,7 +97,7 @@ async def _profile(files: list[Path], chat: Any, executor: ProcessPoolExecutor) 
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    from kb.providers.chat import OfflineChatModel
+    from kb.core.providers.chat import OfflineChatModel
 
     if getattr(args, "workers", None):  # N worker processes against one database (kb.bench.ingest_scale)
         from kb.bench.ingest_scale import run_cli as run_scale_cli

@@ -34,7 +34,7 @@ import asyncpg
 import msgspec
 import structlog
 
-from kb.errors import ConfigError
+from kb.core.errors import ConfigError
 
 log = structlog.get_logger("kb.bench.ingest_scale")
 
@@ -253,7 +253,7 @@ def embeddings_server(env: dict[str, str], log_dir: Path) -> Any:
 
 async def _bench_collection(pool: asyncpg.Pool, name: str) -> int:
     """A new collection for one run; one this bench left behind is dropped first, any other is refused."""
-    from kb.collections import create_collection
+    from kb.core.collections import create_collection
 
     row = await pool.fetchrow(SQL_BENCH_COLLECTION, name)
     if row is not None:
@@ -323,8 +323,8 @@ async def measure_workers(rt: Any, cfg: ScaleConfig, n: int, work_dir: Path,
 
 async def run_scale(cfg: ScaleConfig) -> ScaleReport:
     """Every N of ``cfg.workers``, one after another, on the configured database."""
+    from kb.core.settings import get_settings
     from kb.runtime import open_runtime
-    from kb.settings import get_settings
 
     settings = get_settings()
     work_dir = settings.database.data_dir / "bench" / "ingest-workers"
@@ -364,7 +364,7 @@ def config_from_args(args: argparse.Namespace) -> ScaleConfig:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    from kb.process import run_async
+    from kb.core.process import run_async
 
     report = run_async(run_scale(config_from_args(args)))
     print("\n".join(summary_lines(report)))

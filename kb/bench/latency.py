@@ -44,8 +44,8 @@ from kb.bench.measure import (
     summarize_facts,
 )
 from kb.bench.synthetic import DOCS_PER_COMPANY, bench_questions, companies
-from kb.errors import ConfigError
-from kb.process import run_async
+from kb.core.errors import ConfigError
+from kb.core.process import run_async
 
 log = structlog.get_logger("kb.bench.latency")
 
@@ -105,9 +105,9 @@ def memory_facts(pool_pids: list[int]) -> dict[str, Any]:
 
 async def run_latency(cfg: LatencyConfig) -> LatencyReport:
     """Generate (or reuse) the collection, measure, and return the report."""
-    from kb.providers.chat import OfflineChatModel
+    from kb.core.providers.chat import OfflineChatModel
+    from kb.core.settings import get_settings
     from kb.runtime import open_runtime
-    from kb.settings import get_settings
     from router.pipeline import QueryPipeline
 
     started = time.perf_counter()

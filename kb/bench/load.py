@@ -21,7 +21,7 @@ import numpy as np
 
 from kb.bench.environment import load_average, machine, utc_minutes
 from kb.bench.markdown import table
-from kb.process import run_async
+from kb.core.process import run_async
 from router.types import STRATEGIES
 
 SAMPLES_QUESTIONS = Path(__file__).resolve().parents[2] / "samples" / "QUESTIONS.md"

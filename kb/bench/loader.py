@@ -26,8 +26,8 @@ import structlog
 from ingest.reembed import build_memory_mb
 from kb.bench.latency_types import LatencyConfig, LoadReport
 from kb.bench.synthetic import DOCS_PER_COMPANY, generate_batch
-from kb.db import LONG_STATEMENT_S
-from kb.errors import ConfigError
+from kb.core.db import LONG_STATEMENT_S
+from kb.core.errors import ConfigError
 
 log = structlog.get_logger("kb.bench.loader")
 
@@ -131,7 +131,7 @@ async def load_collection(pool: asyncpg.Pool, cfg: LatencyConfig, data_dir: Path
     without, the collection is written afresh. A collection holding anything the bench did not write is
     refused."""
     from ingest.store import delete_document
-    from kb.collections import ensure_collection
+    from kb.core.collections import ensure_collection
 
     coll = await ensure_collection(pool, cfg.collection)
     rows = await pool.fetch(SQL_COLLECTION_SOURCES, coll.id)

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 import msgspec
 import numpy as np
 
-from kb.text import Figure, figures  # the figure reading answers are checked with, too
-from kb.text import same_figure as _matches
+from kb.core.text import Figure, figures  # the figure reading answers are checked with, too
+from kb.core.text import same_figure as _matches
 
 Span = tuple[str, int, int]
 """(document name, first page, last page), 1-based inclusive."""

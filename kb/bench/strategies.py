@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kb.errors import ValidationError
+from kb.core.errors import ValidationError
 from router.types import FLAT_MODES, STRATEGIES
 
 ROUTED: tuple[str, ...] = STRATEGIES

@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 
 from kb.bench.synthetic_facts import FACTS_PER_REPORT, quarter_end, statement_tables
-from kb.errors import ConfigError
-from kb.providers.embed import HashEmbedder
-from kb.text import split_sentences
-from kb.types import ChunkDraft, DocumentTree, FactDraft, TreeNode
+from kb.core.errors import ConfigError
+from kb.core.providers.embed import HashEmbedder
+from kb.core.text import split_sentences
+from kb.core.types import ChunkDraft, DocumentTree, FactDraft, TreeNode
 
 DOCS_PER_COMPANY = 10
 

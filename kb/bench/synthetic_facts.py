@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from kb.types import FactDraft
-from kb.vocab import line_concept
+from kb.core.types import FactDraft
+from kb.core.vocab import line_concept
 
 SCALE = 1e6  # printed in millions
 _QUARTER_SHARE = (0.23, 0.24, 0.25, 0.28)

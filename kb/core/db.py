@@ -23,14 +23,14 @@ import structlog
 from pgvector import HalfVector, Vector
 from pgvector.asyncpg import register_vector
 
-from kb.errors import ConfigError, DatabaseError
-from kb.settings import DatabaseSettings
+from kb.core.errors import ConfigError, DatabaseError
+from kb.core.settings import DatabaseSettings
 
 # pgserver asks platformdirs for a runtime dir it never uses; without XDG_RUNTIME_DIR (containers, CI) that prints
 # a warning nobody can act on at every start (issue 24 item 7)
 warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set", module="platformdirs")
 
-log = structlog.get_logger("kb.db")
+log = structlog.get_logger("kb.core.db")
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"  # the repository's sql/ (packaged as kb.sql)
 if not SQL_DIR.is_dir():  # installed from a wheel
@@ -338,7 +338,7 @@ async def migrate(pool: asyncpg.Pool, *, embedding_dim: int, sql_dir: Path = SQL
     """Apply pending migrations in order under an advisory lock; return versions applied.
 
     The only substitution is ``{{EMBEDDING_DIM}}``, an integer from the configured embedder (used when the
-    vector columns are created); ``kb.embedder_record`` checks the embedder against the database after.
+    vector columns are created); ``kb.core.embedder_record`` checks the embedder against the database after.
     """
     files = migration_files(sql_dir)
     if not files:

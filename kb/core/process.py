@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import psutil
 import structlog
 
-log = structlog.get_logger("kb.process")
+log = structlog.get_logger("kb.core.process")
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 CHILD_GRACE_S = 3.0  # a child that has not exited this long after SIGTERM gets SIGKILL

@@ -13,9 +13,9 @@ import asyncpg
 import msgspec
 import structlog
 
-from kb.errors import ConflictError, NotFoundError, ValidationError
+from kb.core.errors import ConflictError, NotFoundError, ValidationError
 
-log = structlog.get_logger("kb.collections")
+log = structlog.get_logger("kb.core.collections")
 
 SQL_LIST_COLLECTIONS = """
 SELECT c.id, c.name, c.description, c.created_at, count(d.id) AS documents

@@ -1,6 +1,6 @@
 """Provider Protocols (ChatModel, Embedder) and their implementations, with one factory."""
 
-from kb.providers.base import ChatModel, Embedder
-from kb.providers.factory import get_chat_model, get_embedder, get_reranker
+from kb.core.providers.base import ChatModel, Embedder
+from kb.core.providers.factory import get_chat_model, get_embedder, get_reranker
 
 __all__ = ["ChatModel", "Embedder", "get_chat_model", "get_embedder", "get_reranker"]

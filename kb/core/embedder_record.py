@@ -6,9 +6,9 @@ import asyncpg
 import msgspec
 import structlog
 
-from kb.errors import ConfigError
+from kb.core.errors import ConfigError
 
-log = structlog.get_logger("kb.embedder_record")
+log = structlog.get_logger("kb.core.embedder_record")
 
 SQL_READ = "SELECT model_id, dimension, generation FROM embedder_state"
 SQL_ADOPT = """

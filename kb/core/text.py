@@ -18,7 +18,7 @@ import regex
 import structlog
 import tiktoken
 
-log = structlog.get_logger("kb.text")
+log = structlog.get_logger("kb.core.text")
 
 TOKENIZER_VERSION = "3"
 """Stored with the full-text index (``kb reindex``): a change re-tokenises every stored chunk at start."""

@@ -19,7 +19,7 @@ from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from kb.errors import ConfigError
+from kb.core.errors import ConfigError
 
 
 def setting(env: str, default: Any = None, doc: str = "", *, secret: bool = False,

@@ -6,7 +6,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from kb.types import ChatResult
+from kb.core.types import ChatResult
 
 
 @runtime_checkable

@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from kb.errors import LLMError
+from kb.core.errors import LLMError
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")

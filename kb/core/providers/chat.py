@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 import openai
 import structlog
 
-from kb.errors import LLMError
-from kb.providers.jsonparse import parse_json_reply
-from kb.settings import LLMSettings
-from kb.types import ChatResult, ChatUsage, LLMUsage
+from kb.core.errors import LLMError
+from kb.core.providers.jsonparse import parse_json_reply
+from kb.core.settings import LLMSettings
+from kb.core.types import ChatResult, ChatUsage, LLMUsage
 
 if TYPE_CHECKING:
-    from kb.providers.base import ChatModel
+    from kb.core.providers.base import ChatModel
 
 log = structlog.get_logger("kb.llm")
 

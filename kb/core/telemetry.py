@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from prometheus_client import Counter, Histogram
 
-from kb.types import LLMUsage
+from kb.core.types import LLMUsage
 
 QUERY_STAGE = Histogram("kb_query_stage_seconds", "Query pipeline time per stage (LLM time included when used).",
                         ["stage"], buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))

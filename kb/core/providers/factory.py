@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import functools
 
-from kb.providers.base import ChatModel, Embedder
-from kb.providers.chat import LLMStore, OfflineChatModel, OpenAIChatModel
-from kb.providers.embed import CrossEncoderReranker, RemoteEmbedder, build_embedder
-from kb.settings import Settings, get_settings
+from kb.core.providers.base import ChatModel, Embedder
+from kb.core.providers.chat import LLMStore, OfflineChatModel, OpenAIChatModel
+from kb.core.providers.embed import CrossEncoderReranker, RemoteEmbedder, build_embedder
+from kb.core.settings import Settings, get_settings
 
 
 def get_chat_model(settings: Settings | None = None, store: LLMStore | None = None) -> ChatModel:

@@ -11,8 +11,8 @@ import threading
 
 import numpy as np
 
-from kb.errors import ConfigError, EmbeddingError
-from kb.text import tokenize
+from kb.core.errors import ConfigError, EmbeddingError
+from kb.core.text import tokenize
 
 BUNDLED_MINILM = "all-MiniLM-L6-v2"
 MULTILINGUAL_E5 = "multilingual-e5-small-q4"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncpg
 import structlog
 
-from kb.types import ChatResult, ChatUsage
+from kb.core.types import ChatResult, ChatUsage
 
 log = structlog.get_logger("kb.llm")
 
@@ -20,7 +20,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"""
 
 
 class PgLLMStore:
-    """Implements ``kb.providers.chat.LLMStore`` on the shared pool."""
+    """Implements ``kb.core.providers.chat.LLMStore`` on the shared pool."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool

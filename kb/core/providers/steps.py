@@ -15,10 +15,10 @@ from typing import Any, Generic, TypeVar
 import msgspec
 import structlog
 
-from kb.errors import LLMError
-from kb.providers.base import ChatModel
+from kb.core.errors import LLMError
+from kb.core.providers.base import ChatModel
 
-log = structlog.get_logger("kb.providers.steps")
+log = structlog.get_logger("kb.core.providers.steps")
 
 R = TypeVar("R")
 
