@@ -148,6 +148,23 @@ async def runtime(db_env: str) -> AsyncIterator[Runtime]:
     await rt.close()
 
 
+@contextlib.asynccontextmanager
+async def runtime_over(pg_uri: str, dbname: str, folder: Path, *, ok: int, data_dir: Path | None = None,
+                       **job: Any) -> AsyncIterator[Runtime]:
+    """A runtime (bundled embedder, offline chat) on database ``dbname`` created afresh, with ``folder`` ingested
+    through a real job (``create_job`` arguments in ``job``); the ingest root is the folder's parent and the data
+    in ``data_dir`` (default ``folder/.kb``). Asserts every one of ``ok`` files was read and nothing failed."""
+    from kb.runtime import open_runtime
+
+    root = folder.parent
+    async with module_env(pg_uri, dbname, data_dir or folder / ".kb", KB_INGEST_ROOT=str(root)), \
+            open_runtime(get_settings()) as rt:
+        status = await ingest(rt, folder, **job)
+        assert status.status == "done" and status.counts == {"ok": ok}, \
+            [(i.name, i.status, i.error) for i in status.items]
+        yield rt
+
+
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 
 
@@ -155,13 +172,9 @@ SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 async def samples_rt(pg_uri: str, tmp_path_factory: pytest.TempPathFactory,
                      request: pytest.FixtureRequest) -> AsyncIterator[Runtime]:
     """The bundled sample reports ingested offline into a database of their own (once per test module)."""
-    from kb.runtime import open_runtime
-
     dbname = "samples_" + request.module.__name__.rsplit(".", 1)[-1]
-    async with module_env(pg_uri, dbname, tmp_path_factory.mktemp("samples-data")), \
-            open_runtime(get_settings()) as rt:
-        job = await ingest(rt, SAMPLES / "reports", metadata_path=SAMPLES / "metadata.jsonl")
-        assert job.counts == {"ok": 6}, [(i.name, i.error) for i in job.items]
+    async with runtime_over(pg_uri, dbname, SAMPLES / "reports", ok=6, data_dir=tmp_path_factory.mktemp("samples-data"),
+                            metadata_path=SAMPLES / "metadata.jsonl") as rt:
         yield rt
 
 
@@ -169,15 +182,17 @@ pytest_plugins = ["tests.fake_openai"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The test lanes. ``live`` marks whole modules that drive live servers (reliability, load, schemathesis:
-    ``make reliability``). ``unit`` is given here to every test that asks for no database (no ``pg_uri``
-    among its fixtures) and is neither ``live`` nor ``slow``: ``make test-fast`` runs ``-m unit``. A test
-    that starts using the database leaves the fast lane by itself."""
+    """The test lanes, each a marker (``pytest -m unit|db|slow|live``). ``live`` marks whole modules that drive
+    live servers (reliability, load, schemathesis: ``make reliability``); ``slow`` marks longer integration
+    tests. ``db`` is given here to every test whose fixtures reach the session's Postgres (``pg_uri``) and is
+    set by hand on tests that start a Postgres of their own. ``unit`` is every other test (no database, neither
+    slow nor live): ``make test-fast`` runs ``-m unit``. A test that starts using the database leaves the fast
+    lane by itself."""
     for item in items:
-        if "pg_uri" in getattr(item, "fixturenames", ()) or any(item.iter_markers("live")) \
-                or any(item.iter_markers("slow")):
-            continue
-        item.add_marker(pytest.mark.unit)
+        if "pg_uri" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.db)
+        if not any(any(item.iter_markers(lane)) for lane in ("db", "live", "slow")):
+            item.add_marker(pytest.mark.unit)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -33,9 +33,8 @@ from typing import Any
 
 import pytest
 
-from kb.bench.ingest_profile import minimal_json
 from kb.core.providers.steps import LLMStep
-from tests.fakes import BY_SCHEMA_NAME, checked, step_of
+from tests.fakes import BY_SCHEMA_NAME, checked, minimal_json, step_of
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 EMBED_PATHS = ("/v1/embeddings", "/embeddings")

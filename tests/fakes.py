@@ -55,6 +55,21 @@ def step_of(key: LLMStep[Any] | str) -> LLMStep[Any]:
     return STEPS[purpose]
 
 
+def minimal_json(schema: dict[str, Any]) -> Any:
+    """The smallest value valid for a JSON schema (what a terse model might answer)."""
+    t = schema.get("type")
+    if t == "object":
+        props = schema.get("properties", {})
+        return {k: minimal_json(props.get(k, {})) for k in schema.get("required", [])}
+    if t == "array":
+        return []
+    if t in {"number", "integer"}:
+        return 0
+    if t == "boolean":
+        return False
+    return schema.get("enum", [""])[0]
+
+
 @dataclass(frozen=True)
 class Malformed:
     """A reply that deliberately does not fit its step's reply type (checked: it must not fit)."""

@@ -28,7 +28,10 @@ from kb.bench.metrics import (
 )
 from kb.bench.report import render_markdown
 from kb.runtime import Runtime
+from tests.conftest import SetEnv
 from tests.fake_openai import FakeOpenAI, FakeReply
+from tests.fakes import minimal_json
+from tests.pdfgen import make_text_pdf, paragraph
 
 FILL = ("The segment discussion follows the structure of prior filings and covers volumes, pricing, mix and "
         "currency effects in each geography, together with the outlook that management presented to the board "
@@ -264,7 +267,6 @@ async def test_bench_llm_mode_reports_calls_tokens_and_cost(runtime: Runtime, tm
     (and answered), and the report gives calls, tokens and the estimated cost per question."""
     import dataclasses
 
-    from kb.bench.ingest_profile import minimal_json
     from kb.core.errors import ValidationError
     from kb.core.providers.chat import OpenAIChatModel
     from kb.core.settings import LLMSettings
@@ -294,3 +296,32 @@ async def test_bench_llm_mode_reports_calls_tokens_and_cost(runtime: Runtime, tm
     offline = await run_benchmark(dataclasses.replace(runtime, chat=chat),
                                   msgspec.structs.replace(config, llm=False, reuse=True))
     assert offline.strategies["auto"]["llm_calls"] == 0  # without --llm nothing is sent
+
+
+def test_bench_ingest_profiles_offline_and_counts_llm_calls_with_llm(kb_env: dict[str, str], set_env: SetEnv,
+                                                                    tmp_path: Path, fake_openai: FakeOpenAI,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """``kb bench ingest --data DIR`` profiles the files offline; with ``--llm`` it runs them again through the
+    configured endpoint (here the fake OpenAI server) and counts the calls per purpose; ``--llm`` without an
+    endpoint is refused."""
+    from kb.cli import main
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    make_text_pdf(folder / "report.pdf", [f"Section {i}\n\n" + paragraph(f"page {i}", 8) for i in range(1, 7)])
+    (folder / "notes.md").write_text("# Notes\n\n## Revenue\n\nRevenue grew 12%.\n\n## Costs\n\nCosts fell.\n")
+    assert main(["bench", "ingest", "--data", str(folder)]) == 0
+    offline = json.loads(capsys.readouterr().out)
+    assert offline["offline"]["ok"] == 2 and offline["offline"]["pages"] == 6 and "llm" not in offline
+    with pytest.raises(SystemExit, match="needs an LLM endpoint"):
+        main(["bench", "ingest", "--data", str(folder), "--llm"])
+    fake_openai.script(responder=lambda body: FakeReply.json(minimal_json(
+        body["response_format"]["json_schema"]["schema"])) if body.get("response_format") else FakeReply.text("A report."))
+    set_env(KB_LLM_BASE_URL=fake_openai.base_url, KB_LLM_API_KEY="k", KB_LLM_MODEL="fake-model",
+            KB_LLM_MAX_RETRIES="0")
+    assert main(["bench", "ingest", "--data", str(folder), "--llm"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["llm"]["calls"] == len(fake_openai.requests) > 0
+    assert sum(report["llm"]["by_purpose"].values()) == report["llm"]["calls"]
+    assert report["offline"]["chunks_per_100_pages"] == offline["offline"]["chunks_per_100_pages"]
+    assert report["llm"]["calls_per_100_pages"] == round(100 * report["llm"]["calls"] / 6, 2)

@@ -11,9 +11,8 @@ from typing import Any
 import pytest
 
 from kb.app import create_app
-from kb.core.settings import get_settings
-from kb.runtime import Runtime, open_runtime
-from tests.conftest import ingest, module_env
+from kb.runtime import Runtime
+from tests.conftest import runtime_over
 from tests.factgen import figures, text_filing
 from tests.http import app_client, ask_json
 
@@ -38,10 +37,7 @@ async def filings(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> Asyn
     for name, (company, year, now, prior) in REPORTS.items():
         (folder / name).write_text(text_filing(company, year, now, prior))
     (folder / "memo.md").write_text("# Travel policy\n\nEmployees book economy class for flights under six hours.\n")
-    async with module_env(pg_uri, "facts_query", folder / ".kb", KB_INGEST_ROOT=str(folder)), \
-            open_runtime(get_settings()) as rt:
-        job = await ingest(rt, folder)
-        assert job.counts.get("ok") == 5, [(i.name, i.status, i.error) for i in job.items]
+    async with runtime_over(pg_uri, "facts_query", folder, ok=5) as rt:
         yield rt
 
 

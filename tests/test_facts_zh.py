@@ -8,9 +8,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from kb.app import create_app
-from kb.core.settings import get_settings
-from kb.runtime import Runtime, open_runtime
-from tests.conftest import ingest, module_env
+from kb.runtime import Runtime
+from tests.conftest import runtime_over
 from tests.factgen import chinese_report
 from tests.http import app_client
 
@@ -22,10 +21,7 @@ async def reports(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> Asyn
     folder = tmp_path_factory.mktemp("zh")
     (folder / "desay.txt").write_text(chinese_report("德赛电池", "4,094,687,499.12"), encoding="utf-8")
     (folder / "teamsun.txt").write_text(chinese_report("华胜天成", "1,250,000,000.00"), encoding="utf-8")
-    async with module_env(pg_uri, "facts_zh", folder / ".kb", KB_INGEST_ROOT=str(folder)), \
-            open_runtime(get_settings()) as rt:
-        job = await ingest(rt, folder)
-        assert job.counts.get("ok") == 2, [(i.name, i.status, i.error) for i in job.items]
+    async with runtime_over(pg_uri, "facts_zh", folder, ok=2) as rt:
         yield rt
 
 

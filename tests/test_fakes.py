@@ -6,13 +6,12 @@ from __future__ import annotations
 import pytest
 
 from ingest.prompts import LOCATE, NODE_SUMMARY
-from kb.bench.ingest_profile import minimal_json
 from kb.core.errors import LLMError
 from kb.core.providers.chat import OpenAIChatModel
 from kb.core.providers.steps import ask
 from kb.core.settings import LLMSettings
 from tests.fake_openai import FakeOpenAI, FakeReply
-from tests.fakes import STEPS, Malformed, ScriptedChat, fits
+from tests.fakes import STEPS, Malformed, ScriptedChat, fits, minimal_json
 
 
 def test_every_declared_step_is_known_and_its_smallest_reply_fits() -> None:

@@ -19,9 +19,8 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from kb.app import create_app
-from kb.core.settings import get_settings
-from kb.runtime import Runtime, open_runtime
-from tests.conftest import SetEnv, ingest, module_env
+from kb.runtime import Runtime
+from tests.conftest import SetEnv, runtime_over
 from tests.corpus import build_corpus
 
 pytestmark = pytest.mark.slow
@@ -36,10 +35,7 @@ async def corpus(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> Async
     the tests only read it."""
     root = tmp_path_factory.mktemp("mcp")
     build_corpus(root / "corpus")
-    async with module_env(pg_uri, "mcp_corpus", root / "data", KB_INGEST_ROOT=str(root)), \
-            open_runtime(get_settings()) as rt:
-        job = await ingest(rt, root / "corpus")
-        assert job.counts == {"ok": 4}, [(i.name, i.status, i.error) for i in job.items]
+    async with runtime_over(pg_uri, "mcp_corpus", root / "corpus", ok=4, data_dir=root / "data") as rt:
         yield rt
 
 

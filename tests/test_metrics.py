@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from kb.core.settings import get_settings
-from kb.runtime import Runtime, open_runtime
+from kb.runtime import Runtime
 from router.metrics import metric_ask, named_measures, parse_formula
-from tests.conftest import ingest, module_env
+from tests.conftest import runtime_over
 from tests.factgen import figures, text_filing
 from tests.http import ask_json
 
@@ -85,10 +84,7 @@ async def delta(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncI
     folder = tmp_path_factory.mktemp("metrics")
     (folder / "delta-2023.txt").write_text(text_filing("Delta Corp", 2023, FY2023, FY2022))
     (folder / "delta-2022.txt").write_text(text_filing("Delta Corp", 2022, FY2022, FY2021))
-    async with module_env(pg_uri, "metrics", folder / ".kb", KB_INGEST_ROOT=str(folder)), \
-            open_runtime(get_settings()) as rt:
-        job = await ingest(rt, folder)
-        assert job.counts.get("ok") == 2, [(i.name, i.status, i.error) for i in job.items]
+    async with runtime_over(pg_uri, "metrics", folder, ok=2) as rt:
         yield rt
 
 
@@ -200,10 +196,7 @@ async def test_a_balance_between_a_year_end_and_a_quarter_end(pg_uri: str, tmp_p
     folder.mkdir()
     (folder / "delta-2023.txt").write_text(text_filing("Delta Corp", 2023, FY2023, FY2022))
     (folder / "delta-2024-q2.txt").write_text(_quarterly_filing("Delta Corp", 450, 700))
-    async with module_env(pg_uri, "metrics_quarters", folder / ".kb", KB_INGEST_ROOT=str(folder)), \
-            open_runtime(get_settings()) as rt:
-        job = await ingest(rt, folder)
-        assert job.counts.get("ok") == 2, [(i.name, i.status, i.error) for i in job.items]
+    async with runtime_over(pg_uri, "metrics_quarters", folder, ok=2) as rt:
         body = await ask_json(rt, "Was there any drop in Delta Corp's cash and cash equivalents between FY 2023 and "
                               "Q2 of FY2024?")
     answer = body["answer"]

@@ -13,11 +13,10 @@ import pymupdf
 import pytest
 
 from kb.app import create_app
-from kb.core.settings import get_settings
-from kb.runtime import Runtime, build_pipeline, open_runtime
+from kb.runtime import Runtime, build_pipeline
 from router import store
 from router.types import QueryRequest
-from tests.conftest import finish_job, ingest, module_env
+from tests.conftest import finish_job, runtime_over
 from tests.http import app_client
 
 pytestmark = pytest.mark.slow
@@ -124,10 +123,7 @@ async def mixed(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncI
     (folder / "societe-generale-2023.md").write_text(FRENCH)
     (folder / "mueller-ag-2023.md").write_text(GERMAN)
     (folder / "acme-robotics-2023.md").write_text(ENGLISH)
-    async with module_env(pg_uri, "multilingual", folder / ".kb", KB_INGEST_ROOT=str(folder)), \
-            open_runtime(get_settings()) as rt:
-        job = await ingest(rt, folder)
-        assert job.counts == {"ok": 5}, [(i.name, i.status, i.error) for i in job.items]
+    async with runtime_over(pg_uri, "multilingual", folder, ok=5) as rt:
         yield rt
 
 

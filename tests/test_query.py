@@ -11,11 +11,10 @@ import pymupdf
 import pytest
 
 from kb.app import create_app
-from kb.core.settings import get_settings
 from kb.core.text import normalize_title
-from kb.runtime import Runtime, build_pipeline, open_runtime
+from kb.runtime import Runtime, build_pipeline
 from router.types import QueryRequest
-from tests.conftest import ingest, module_env
+from tests.conftest import runtime_over
 from tests.corpus import build_corpus
 from tests.http import app_client, wire
 
@@ -30,11 +29,7 @@ async def corpus(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> Async
     (folder / "metadata.jsonl").write_text(json.dumps(
         {"name": "voltaic-devices-2023", "company": "Voltaic Devices", "fiscal_year": 2023,
          "doc_type": "annual_report"}) + "\n")
-    async with module_env(pg_uri, "query_corpus", folder / ".kb", KB_INGEST_ROOT=str(folder)), \
-            open_runtime(get_settings()) as rt:
-        job = await ingest(rt, folder)
-        assert job.status == "done", job
-        assert job.counts.get("ok") == 4, [(i.name, i.status, i.error) for i in job.items]
+    async with runtime_over(pg_uri, "query_corpus", folder, ok=4) as rt:
         yield rt, folder
 
 

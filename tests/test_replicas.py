@@ -95,6 +95,7 @@ async def _replay(cluster: Cluster, *, paused: bool) -> None:
         await conn.close()
 
 
+@pytest.mark.db  # a primary and a streaming replica of its own
 async def test_queries_read_on_the_replica_admin_reads_on_the_primary(cluster: Cluster, rt: Runtime) -> None:
     assert rt.read_pools is not None
     assert [s["healthy"] for s in rt.read_pools.status()] == [True], rt.read_pools.status()
@@ -123,6 +124,7 @@ async def test_queries_read_on_the_replica_admin_reads_on_the_primary(cluster: C
     assert BLUEFIN.name in await _docs(rt, "Bluefin Foods net sales in the third quarter of 2023")
 
 
+@pytest.mark.db  # a primary and a streaming replica of its own
 async def test_down_lagging_and_read_write_replicas_are_skipped(cluster: Cluster, rt: Runtime) -> None:
     down = _with_db(f"postgresql://postgres:@/postgres?host={cluster.root / 'nowhere'}", "kb")
     pools = await open_read_pools(rt.pool, [cluster.replica, cluster.primary, down], max_lag_s=0.3, check_s=60)
@@ -152,6 +154,7 @@ async def test_down_lagging_and_read_write_replicas_are_skipped(cluster: Cluster
         await rt.pool.execute("DELETE FROM collections WHERE name = 'lag-probe'")
 
 
+@pytest.mark.db  # a primary and a streaming replica of its own
 async def test_a_replica_stopped_mid_load_leaves_queries_to_the_primary(cluster: Cluster, rt: Runtime) -> None:
     assert rt.read_pools is not None
     questions = ["What was Helios Robotics revenue in 2022?", "Bluefin Foods net sales in the third quarter of 2023"]

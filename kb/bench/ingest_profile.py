@@ -1,9 +1,9 @@
 """`kb bench ingest --data DIR`: tree-building figures without the database or embeddings.
 
 For every PDF/Markdown file under ``DIR`` (or ``DIR/pdfs``): parse (process pool), build the tree,
-summaries, description and chunks, offline; then again with a counting fake LLM that answers every
-JSON-schema call with a minimal valid object, to count LLM calls per 100 pages. Prints pages/s,
-the share of tree modes, nodes and chunks per document.
+summaries, description and chunks, offline; with ``--llm``, again with the configured endpoint (``KB_LLM_*``),
+counting its calls per purpose and per 100 pages. Prints pages/s, the share of tree modes, nodes and chunks
+per document.
 """
 
 from __future__ import annotations
@@ -20,41 +20,6 @@ from typing import Any
 
 from kb.core.process import run_async
 from kb.core.settings import get_settings
-from kb.core.types import ChatResult, ChatUsage
-
-
-def minimal_json(schema: dict[str, Any]) -> Any:
-    """The smallest value valid for a JSON schema (what a terse model might answer)."""
-    t = schema.get("type")
-    if t == "object":
-        props = schema.get("properties", {})
-        return {k: minimal_json(props.get(k, {})) for k in schema.get("required", [])}
-    if t == "array":
-        return []
-    if t in {"number", "integer"}:
-        return 0
-    if t == "boolean":
-        return False
-    return schema.get("enum", [""])[0]
-
-
-class CountingFakeLLM:
-    """A ChatModel that answers instantly with minimal valid JSON and counts calls per purpose."""
-
-    model_id = "counting-fake"
-    offline = False
-
-    def __init__(self) -> None:
-        self.calls: Counter[str] = Counter()
-
-    async def complete_json(self, *, purpose: str, system: str, prompt: str, schema: dict[str, Any]) -> ChatResult:
-        self.calls[purpose] += 1
-        data = minimal_json(schema)
-        return ChatResult(text=json.dumps(data), data=data, model=self.model_id, usage=ChatUsage(len(prompt) // 4, 10))
-
-    async def complete_text(self, *, purpose: str, system: str, prompt: str) -> ChatResult:
-        self.calls[purpose] += 1
-        return ChatResult(text="A document.", model=self.model_id, usage=ChatUsage(len(prompt) // 4, 5))
 
 
 async def _profile(files: list[Path], chat: Any, executor: ProcessPoolExecutor) -> dict[str, Any]:
@@ -97,7 +62,8 @@ async def _profile(files: list[Path], chat: Any, executor: ProcessPoolExecutor) 
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    from kb.core.providers.chat import OfflineChatModel
+    from kb.core.providers.chat import CountingChat, OfflineChatModel
+    from kb.core.providers.factory import get_chat_model
 
     if getattr(args, "workers", None):  # N worker processes against one database (kb.bench.ingest_scale)
         from kb.bench.ingest_scale import run_cli as run_scale_cli
@@ -112,17 +78,18 @@ def run_cli(args: argparse.Namespace) -> int:
     if args.limit:
         files = files[: args.limit]
     workers = max(1, get_settings().ingest.workers)
+    chat = get_chat_model() if getattr(args, "llm", False) else None
+    if chat is not None and chat.offline:
+        raise SystemExit("kb bench ingest --llm needs an LLM endpoint: set KB_LLM_BASE_URL (and KB_LLM_API_KEY, "
+                         "KB_LLM_MODEL)")
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        offline = run_async(_profile(files, OfflineChatModel(), pool))
-        fake = CountingFakeLLM()
-        with_llm = run_async(_profile(files, fake, pool))
-    calls = sum(fake.calls.values())
-    report = {
-        "data": str(folder), "offline": offline,
-        "llm": {"calls": calls, "by_purpose": dict(fake.calls),
-                "calls_per_100_pages": round(100 * calls / with_llm["pages"], 2) if with_llm["pages"] else None,
-                "modes": with_llm["modes"]},
-    }
+        report: dict[str, Any] = {"data": str(folder), "offline": run_async(_profile(files, OfflineChatModel(), pool))}
+        if chat is not None:
+            counting = CountingChat(chat)
+            with_llm = run_async(_profile(files, counting, pool))
+            report["llm"] = {"calls": counting.calls, "by_purpose": dict(counting.by_purpose),
+                             "calls_per_100_pages": round(100 * counting.calls / with_llm["pages"], 2)
+                             if with_llm["pages"] else None, "modes": with_llm["modes"]}
     print(json.dumps(report, indent=2))
     if args.json_out:
         args.json_out.write_text(json.dumps(report, indent=2))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import hashlib
 import json
 import random
@@ -212,6 +213,7 @@ class CountingChat:
         self.model_id = inner.model_id
         self.offline = inner.offline
         self.calls = 0
+        self.by_purpose: collections.Counter[str] = collections.Counter()
         self.failed = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
@@ -225,6 +227,7 @@ class CountingChat:
 
     async def complete_json(self, *, purpose: str, system: str, prompt: str, schema: dict[str, Any]) -> ChatResult:
         self.calls += 1
+        self.by_purpose[purpose] += 1
         try:
             return self._count(await self.inner.complete_json(purpose=purpose, system=system, prompt=prompt,
                                                               schema=schema))
@@ -234,6 +237,7 @@ class CountingChat:
 
     async def complete_text(self, *, purpose: str, system: str, prompt: str) -> ChatResult:
         self.calls += 1
+        self.by_purpose[purpose] += 1
         try:
             return self._count(await self.inner.complete_text(purpose=purpose, system=system, prompt=prompt))
         except LLMError:
