@@ -31,30 +31,12 @@ from kb.core.vocab import (
     question_concept,
     question_years,
 )
+from router import store
 from router.catalog import Catalog
 from router.metadata import company_aliases, fact_condition
 from router.scope import doc_entity
 from router.types import Answer, CitationOut, RetrievedChunk, ScopePlan
 from router.wording import EN, ZH, Words, date_text, words
-
-SQL_DOC_FACTS = """
-SELECT f.document_id, f.ordinal, f.statement, f.line_item, f.concept, f.period_end, f.months, f.period_label,
-       f.value, f.printed, f.scale, f.unit, f.page, f.line, f.node_id, f.source, f.col AS column
-FROM facts f WHERE f.document_id = ANY($1::bigint[]) AND f.concept = ANY($2::text[])
-ORDER BY f.document_id, f.ordinal"""
-SQL_COLLECTION_FACTS = """
-SELECT f.document_id, f.ordinal, f.statement, f.line_item, f.concept, f.period_end, f.months, f.period_label,
-       f.value, f.printed, f.scale, f.unit, f.page, f.line, f.node_id, f.source, f.col AS column
-FROM facts f WHERE f.collection_id = $1 AND f.concept = ANY($2::text[])
-  AND ($3::bigint[] IS NULL OR f.document_id = ANY($3::bigint[]))
-ORDER BY f.document_id, f.ordinal"""
-SQL_DOC_LINES = """
-SELECT f.document_id, f.ordinal, f.statement, f.line_item, f.concept, f.period_end, f.months, f.period_label,
-       f.value, f.printed, f.scale, f.unit, f.page, f.line, f.node_id, f.source, f.col AS column
-FROM facts f WHERE f.document_id = ANY($1::bigint[]) ORDER BY f.document_id, f.ordinal"""
-SQL_NODE_PATHS = """
-SELECT n.document_id, n.node_id, n.path FROM nodes n
-JOIN unnest($1::bigint[], $2::text[]) AS k(doc_id, node_id) ON n.document_id = k.doc_id AND n.node_id = k.node_id"""
 
 Operation = str  # lookup | max | min | rank | categories | trend | screen
 MAX_MISSING_NAMED = 12
@@ -819,15 +801,14 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, question: str,
     corpus = plan.scope.kind == "list" and not plan.scope.entities and a.operation in (
         "max", "min", "rank", "categories", "screen")
     if corpus:
-        records = await pool.fetch(SQL_COLLECTION_FACTS, catalog.collection_id, concepts,
-                                   list(within) if within is not None else None)
+        records = await store.collection_facts(pool, catalog.collection_id, concepts, within)
     else:
         ids = _reading(plan, catalog, a.operation)
         if a.operation == "trend" and not plan.scope.entities and len(set(a.years)) >= 2:
             ids = _covering(catalog, a.years, ids)
         if not ids:
             return None
-        records = await pool.fetch(SQL_DOC_FACTS, ids, concepts)
+        records = await store.document_facts(pool, ids, concepts)
     printed: dict[int, list[_Row]] = {}
     for r in _rows(records):
         printed.setdefault(r.doc_id, []).append(r)
@@ -945,8 +926,7 @@ async def _compose(pool: asyncpg.Pool, catalog: Catalog, plan: ScopePlan, a: Mea
         docs = [msgspec.structs.replace(d, entity=next((entity[r] for r in catalog.company_reports(d.doc_id)
                                                         if r in entity), d.entity)) for d in docs]
     keys = list({(r.doc_id, r.node_id) for rows in rows_by_doc.values() for r in rows if r.node_id})
-    paths = {(r["document_id"], r["node_id"]): " › ".join(r["path"]) for r in
-             await pool.fetch(SQL_NODE_PATHS, [k[0] for k in keys], [k[1] for k in keys])} if keys else {}
+    paths = await store.node_paths(pool, keys)
     return compose(a, docs, rows_by_doc, paths, spec)
 
 
@@ -988,7 +968,7 @@ async def _line_answer(pool: asyncpg.Pool, catalog: Catalog, question: str, plan
     ids = _reading(plan, catalog, probe.operation)
     if not ids:
         return None
-    rows = _rows(await pool.fetch(SQL_DOC_LINES, ids))
+    rows = _rows(await store.document_lines(pool, ids))
     keyed = [(line_key(r.line_item), r) for r in rows]
     label = named_line(question, [k for k, _ in keyed])
     if not label:

@@ -23,12 +23,11 @@ import asyncpg
 import msgspec
 
 from kb.core.vocab import CONCEPT_BY_NAME, Concept, line_concept, question_concept, question_years
+from router import store
 from router.catalog import Catalog
 from router.facts import (
     DERIVED,
     RATIO_BY_NAME,
-    SQL_DOC_LINES,
-    SQL_NODE_PATHS,
     FactsAnswer,
     MeasureAsk,
     _Doc,
@@ -593,7 +592,7 @@ class _Company:
                    ids: Sequence[int] | None = None) -> _Company:
         """``ids``: ``company_reports(catalog, plan)`` when the caller already has them."""
         ids = company_reports(catalog, plan) if ids is None else ids
-        return cls(catalog, plan, _rows(await pool.fetch(SQL_DOC_LINES, ids)), ids)
+        return cls(catalog, plan, _rows(await store.document_lines(pool, ids)), ids)
 
 
 def company_reports(catalog: Catalog, plan: ScopePlan) -> list[int]:
@@ -778,8 +777,7 @@ async def answer_metric(pool: asyncpg.Pool, catalog: Catalog, question: str, pla
         return None
     used_rows = [r for c in computed for _, rs in c.inputs for r in rs]
     keys = list({(r.doc_id, r.node_id) for r in used_rows if r.node_id})
-    paths = {(r["document_id"], r["node_id"]): " › ".join(r["path"]) for r in
-             await pool.fetch(SQL_NODE_PATHS, [k[0] for k in keys], [k[1] for k in keys])} if keys else {}
+    paths = await store.node_paths(pool, keys)
     spec = Concept(name=f"metric:{a.formula.name}", label=a.formula.label, printed=(), unit="ratio")
     w = _Writer(spec, co.docs, paths, EN)
     text = compose_metric(a, co.entity, computed, w)

@@ -16,19 +16,8 @@ import asyncpg
 import msgspec
 
 from kb.core.text import count_tokens
+from router import store
 from router.types import RetrievedChunk
-
-SQL_PASSAGE_CHUNKS = """
-SELECT c.id, c.document_id, c.node_id, c.ordinal, c.text, c.page, coalesce(c.page_end, c.page) AS page_end,
-       c.token_count, c.context, c.statement
-FROM chunks c
-WHERE c.id = ANY($1::bigint[])"""
-SQL_NEIGHBOURS = """
-SELECT c.id, c.document_id, c.node_id, c.ordinal, c.text, c.page, coalesce(c.page_end, c.page) AS page_end,
-       c.token_count, c.context, c.statement
-FROM chunks c
-JOIN unnest($1::bigint[], $2::text[], $3::int[], $4::int[]) AS w(doc, node, lo, hi)
-  ON c.document_id = w.doc AND c.node_id = w.node AND c.ordinal BETWEEN w.lo AND w.hi"""
 
 MAX_ROUNDS = 4  # neighbours up to ±4 chunks (with the default chunk size, about two pages of text)
 
@@ -106,7 +95,7 @@ async def passages(pool: asyncpg.Pool, evidence: Sequence[RetrievedChunk], budge
     stored = [c for c in evidence if c.chunk_id > 0]
     if budget <= 0 or not stored:
         return tuple(evidence)
-    rows = {r["id"]: _piece(r) for r in await pool.fetch(SQL_PASSAGE_CHUNKS, [c.chunk_id for c in stored])}
+    rows = {r["id"]: _piece(r) for r in await store.passage_chunks(pool, [c.chunk_id for c in stored])}
     built: list[_Passage | RetrievedChunk] = []
     for c in evidence:
         piece = rows.get(c.chunk_id)
@@ -163,7 +152,7 @@ async def _fetch_around(pool: asyncpg.Pool, live: Sequence[_Passage], reach: int
         his.append(hi + reach)
     out: dict[tuple[int, str], list[Piece]] = {}
     seen: set[int] = set()
-    for r in await pool.fetch(SQL_NEIGHBOURS, docs, nodes, los, his):
+    for r in await store.neighbour_chunks(pool, docs, nodes, los, his):
         if r["id"] not in seen:
             seen.add(r["id"])
             x = _piece(r)

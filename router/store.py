@@ -382,3 +382,84 @@ class DocFields:
 def json_object(value: Any) -> dict[str, Any]:
     """A jsonb value as a dict (asyncpg hands jsonb over as text)."""
     return json.loads(value) if isinstance(value, str) else dict(value or {})
+
+
+# ------------------------------------------------------------------------------ statement facts
+
+SQL_DOC_FACTS = """
+SELECT f.document_id, f.ordinal, f.statement, f.line_item, f.concept, f.period_end, f.months, f.period_label,
+       f.value, f.printed, f.scale, f.unit, f.page, f.line, f.node_id, f.source, f.col AS column
+FROM facts f WHERE f.document_id = ANY($1::bigint[]) AND f.concept = ANY($2::text[])
+ORDER BY f.document_id, f.ordinal"""
+
+
+async def document_facts(pool: asyncpg.Pool, doc_ids: Sequence[int], concepts: Sequence[str]) -> list[asyncpg.Record]:
+    """The facts of these documents under these concepts, in each document's order."""
+    return await pool.fetch(SQL_DOC_FACTS, list(doc_ids), list(concepts))
+
+
+SQL_COLLECTION_FACTS = """
+SELECT f.document_id, f.ordinal, f.statement, f.line_item, f.concept, f.period_end, f.months, f.period_label,
+       f.value, f.printed, f.scale, f.unit, f.page, f.line, f.node_id, f.source, f.col AS column
+FROM facts f WHERE f.collection_id = $1 AND f.concept = ANY($2::text[])
+  AND ($3::bigint[] IS NULL OR f.document_id = ANY($3::bigint[]))
+ORDER BY f.document_id, f.ordinal"""
+
+
+async def collection_facts(pool: asyncpg.Pool, collection_id: int, concepts: Sequence[str],
+                           within: Sequence[int] | None) -> list[asyncpg.Record]:
+    """The facts of a collection under these concepts (of the documents ``within``, when given)."""
+    return await pool.fetch(SQL_COLLECTION_FACTS, collection_id, list(concepts),
+                            list(within) if within is not None else None)
+
+
+SQL_DOC_LINES = """
+SELECT f.document_id, f.ordinal, f.statement, f.line_item, f.concept, f.period_end, f.months, f.period_label,
+       f.value, f.printed, f.scale, f.unit, f.page, f.line, f.node_id, f.source, f.col AS column
+FROM facts f WHERE f.document_id = ANY($1::bigint[]) ORDER BY f.document_id, f.ordinal"""
+
+
+async def document_lines(pool: asyncpg.Pool, doc_ids: Sequence[int]) -> list[asyncpg.Record]:
+    """Every stored statement line (fact) of these documents, in each document's order."""
+    return await pool.fetch(SQL_DOC_LINES, list(doc_ids))
+
+
+SQL_NODE_PATHS = """
+SELECT n.document_id, n.node_id, n.path FROM nodes n
+JOIN unnest($1::bigint[], $2::text[]) AS k(doc_id, node_id) ON n.document_id = k.doc_id AND n.node_id = k.node_id"""
+
+
+async def node_paths(pool: asyncpg.Pool, keys: Sequence[tuple[int, str]]) -> dict[tuple[int, str], str]:
+    """(document id, node id) → the node's section path, "A › B › C" (none asked, none read)."""
+    if not keys:
+        return {}
+    rows = await pool.fetch(SQL_NODE_PATHS, [k[0] for k in keys], [k[1] for k in keys])
+    return {(r["document_id"], r["node_id"]): " › ".join(r["path"]) for r in rows}
+
+
+# ------------------------------------------------------------------------------ passages
+
+SQL_PASSAGE_CHUNKS = """
+SELECT c.id, c.document_id, c.node_id, c.ordinal, c.text, c.page, coalesce(c.page_end, c.page) AS page_end,
+       c.token_count, c.context, c.statement
+FROM chunks c
+WHERE c.id = ANY($1::bigint[])"""
+
+
+async def passage_chunks(pool: asyncpg.Pool, chunk_ids: Sequence[int]) -> list[asyncpg.Record]:
+    """The stored chunks a passage grows from."""
+    return await pool.fetch(SQL_PASSAGE_CHUNKS, list(chunk_ids))
+
+
+SQL_NEIGHBOURS = """
+SELECT c.id, c.document_id, c.node_id, c.ordinal, c.text, c.page, coalesce(c.page_end, c.page) AS page_end,
+       c.token_count, c.context, c.statement
+FROM chunks c
+JOIN unnest($1::bigint[], $2::text[], $3::int[], $4::int[]) AS w(doc, node, lo, hi)
+  ON c.document_id = w.doc AND c.node_id = w.node AND c.ordinal BETWEEN w.lo AND w.hi"""
+
+
+async def neighbour_chunks(pool: asyncpg.Pool, docs: Sequence[int], nodes: Sequence[str], los: Sequence[int],
+                           his: Sequence[int]) -> list[asyncpg.Record]:
+    """The chunks of each (document, node) whose ordinal lies within [lo, hi]."""
+    return await pool.fetch(SQL_NEIGHBOURS, list(docs), list(nodes), list(los), list(his))
