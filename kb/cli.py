@@ -8,7 +8,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -17,7 +17,10 @@ from kb.core.logging import configure_logging
 from kb.core.process import run_async
 from kb.core.settings import Settings, get_settings, setting_docs, settings_table
 from kb.core.text import unit_label
-from router.types import STRATEGIES
+from router.types import DEFAULT_TOP_K, MAX_TOP_DOCS, MAX_TOP_K, STRATEGIES
+
+if TYPE_CHECKING:
+    from router.trace import QueryResult, ScopeTrace
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples" / "reports"
 
@@ -88,64 +91,64 @@ async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path |
         return 1 if job.counts.get("failed") else 0
 
 
-def _print_result(result: Any, question: str) -> None:
-    """Spec 001 step-by-step terminal format."""
+def _print_result(result: QueryResult, question: str) -> None:
+    """Spec 001 step-by-step terminal format, read from the typed trace (``router.trace.Trace``)."""
     bar = "=" * 60
-    trace = msgspec.to_builtins(result.trace) if result.trace is not None else {}
+    trace = result.trace
     print(bar)
     print(f"Query: {question}")
     print(bar)
-    print(f"\n>>> Step 0: Routing ({trace.get('strategy_used', '?')})")
-    for note in trace.get("routing", {}).get("notes", []):
+    print(f"\n>>> Step 0: Routing ({trace.strategy_used if trace else '?'})")
+    for note in trace.routing.notes if trace else ():
         print(f"  note: {note}")
     for d in result.documents:
         print(f"  [{d.doc_id}] {d.name}  score={d.score:.3f}  ({d.why})")
-    scope = trace.get("scope") or {}
-    if scope:
-        print(f"  scope: {scope['kind']} ({scope['reason']}; {scope['mode']})")
-        for m in scope.get("missing_entities", []):
-            print(f"  not in the collection: {m}")
-        for sq in scope.get("sub_questions", []):
-            print(f"  sub-question [{sq['doc_id']}] {sq['doc_name']}: \"{sq['question']}\"")
-        for d in scope.get("nothing_found", []):
-            print(f"  no evidence found in {d}")
-        for note in scope.get("dropped", []):
-            print(f"  dropped: {note}")
-    nodes = trace.get("nodes", [])
+    if trace is not None:
+        _print_scope(trace.scope)
     print("\n>>> Step 1: Node Locating")
-    for s in trace.get("tree_search", []):
-        if s.get("thinking"):
-            print(f"Thinking ({s['doc_id']}): {s['thinking'][:300]}")
+    for s in trace.tree_search if trace else ():
+        if s.thinking:
+            print(f"Thinking ({s.doc_id}): {s.thinking[:300]}")
+    nodes = trace.nodes if trace else ()
     print(f"Located {len(nodes)} nodes:")
     for n in nodes:
-        print(f"  [doc {n['doc_id']} · {n['node_id']}] {n['section_path']}  ({n['reason']})")
-        print(f"    sub_query: \"{n['sub_query']}\"")
+        print(f"  [doc {n.doc_id} · {n.node_id}] {n.section_path}  ({n.reason})")
+        print(f"    sub_query: \"{n.sub_query}\"")
     print("\n>>> Step 2: Hybrid Retrieval + Rerank")
-    print(f"Retrieved {len(result.citations)} cited chunks ({trace.get('rerank', '')}):")
-    scores = {c["chunk_id"]: c for c in trace.get("chunks", [])}
+    print(f"Retrieved {len(result.citations)} cited chunks ({trace.rerank if trace else ''}):")
     for c in result.citations:
         print(f"  #{c.marker} [{c.node_id}] {c.doc_name} › {c.section_path} "
               f"({unit_label(c.unit)} {c.pages[0]}-{c.pages[1]})")
         print(f"     \"{' '.join(c.text.split())[:160]}...\"")
-    if scores:
-        top = list(scores.values())[:5]
-        for c in top:
-            rr = f"  rerank={c['rerank']:.2f}" if c.get("rerank") is not None else ""
-            print(f"     chunk {c['chunk_id']}: dense={c['dense']:.2f}  bm25={c['bm25']:.2f}  fused={c['fused']:.2f}{rr}")
-    rounds = trace.get("iterations", [])
-    if rounds:
-        print(f"\n>>> Step 2b: Sufficiency ({trace.get('ranking', '?')} ranking)")
-        for r in rounds:
-            read = ", ".join(f"doc {d} · {n}" for d, n in r.get("read", [])) or "nothing more"
-            print(f"  round {r['round']}: {r['judgement']} — {r.get('reason', '')[:200]} → read {read}")
-            for note in r.get("dropped", []):
+    scored = list({c.chunk_id: c for c in trace.chunks}.values())[:5] if trace else []
+    for ch in scored:
+        rr = f"  rerank={ch.rerank:.2f}" if ch.rerank is not None else ""
+        print(f"     chunk {ch.chunk_id}: dense={ch.dense:.2f}  bm25={ch.bm25:.2f}  fused={ch.fused:.2f}{rr}")
+    if trace is not None and trace.iterations:
+        print(f"\n>>> Step 2b: Sufficiency ({trace.ranking} ranking)")
+        for r in trace.iterations:
+            read = ", ".join(f"doc {d} · {n}" for d, n in r.read) or "nothing more"
+            print(f"  round {r.round}: {r.judgement} — {r.reason[:200]} → read {read}")
+            for note in r.dropped:
                 print(f"    dropped: {note}")
     print("\n>>> Step 3: Answer")
     print(result.answer)
-    t = trace.get("timings_ms", {})
-    if t:
-        print("\n" + "  ".join(f"{k}={v:.0f}ms" for k, v in t.items()))
+    if trace is not None and trace.timings_ms:
+        print("\n" + "  ".join(f"{k}={v:.0f}ms" for k, v in trace.timings_ms.items()))
     print(bar)
+
+
+def _print_scope(scope: ScopeTrace) -> None:
+    """The scope decision: its kind and reason, companies not found, sub-questions, empty and dropped reads."""
+    print(f"  scope: {scope.kind} ({scope.reason}; {scope.mode})")
+    for m in scope.missing_entities:
+        print(f"  not in the collection: {m}")
+    for sq in scope.sub_questions:
+        print(f"  sub-question [{sq.doc_id}] {sq.doc_name}: \"{sq.question}\"")
+    for d in scope.nothing_found:
+        print(f"  no evidence found in {d}")
+    for note in scope.dropped:
+        print(f"  dropped: {note}")
 
 
 STDIN_LINE_LIMIT = 64 * 1024 * 1024  # bytes of one line read from a pipe (an MCP message is one line)
@@ -512,8 +515,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "question), semantic (document similarity), description (document summaries); default auto")
     q.add_argument("--collection", default="default", help="collection to ask (default: default)")
     q.add_argument("--top-docs", type=int, default=None, metavar="N",
-                   help="documents to route (default: as many as the question's scope needs)")
-    q.add_argument("--top-k", type=int, default=5, metavar="N", help="evidence passages to cite (default 5)")
+                   help=f"documents to route (1-{MAX_TOP_DOCS}; default: as many as the question's scope needs)")
+    q.add_argument("--top-k", type=int, default=DEFAULT_TOP_K, metavar="N",
+                   help=f"evidence passages to cite (1-{MAX_TOP_K}, default {DEFAULT_TOP_K})")
     q.add_argument("--json", action="store_true", help="print the whole result (citations, trace) as JSON")
     q.add_argument("--interactive", action="store_true", help="ask several questions in a row, with history")
     e = sub.add_parser("export", help="print a document's tree as PageIndex JSON (usable as a .tree.json sidecar)")

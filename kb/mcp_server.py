@@ -33,12 +33,13 @@ from router.pipeline import QueryPipeline
 from router.store import run_filter
 from router.types import (
     COLLECTION_PATTERN,
+    DEFAULT_TOP_K,
+    MAX_COLLECTION_CHARS,
     MAX_QUERY_CHARS,
     MAX_TOP_DOCS,
     MAX_TOP_K,
     QueryRequest,
     Strategy,
-    checked,
 )
 
 log = structlog.get_logger("kb.mcp")
@@ -60,7 +61,7 @@ Two ways to answer a question:
    references such as "see Note 7" to other nodes) → answer, citing document name, section and pages.
 Pages are 1-based physical PDF pages; for Markdown and text files the ranges are line numbers."""
 
-Collection = Annotated[str, Field(min_length=1, max_length=64, pattern=COLLECTION_PATTERN,
+Collection = Annotated[str, Field(min_length=1, max_length=MAX_COLLECTION_CHARS, pattern=COLLECTION_PATTERN,
                                   description="collection name; 'default' exists")]
 DocId = Annotated[int, Field(ge=1, le=MAX_DOC_ID, description="document id (the doc_id from list_documents)")]
 
@@ -130,7 +131,7 @@ def build_mcp_server(services: Services) -> MCPServer:
                         "descriptions")] = "auto",
         top_docs: Annotated[int | None, Field(ge=1, le=MAX_TOP_DOCS, description=(
             "how many documents to route to; leave unset to let the question decide"))] = None,
-        top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K, description="evidence passages handed to the answer")] = 5,
+        top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K, description="evidence passages handed to the answer")] = DEFAULT_TOP_K,
     ) -> dict[str, Any]:
         """Answer a question from the documents of a collection, with citations.
 
@@ -143,7 +144,7 @@ def build_mcp_server(services: Services) -> MCPServer:
                                       "top_k": top_k, "include_trace": False}
             if top_docs is not None:
                 fields["top_docs"] = top_docs
-            result = await pipeline.run(checked(QueryRequest(**fields)))
+            result = await pipeline.run(QueryRequest(**fields))
             return {"answer": result.answer, "citations": msgspec.to_builtins(result.citations),
                     "documents": msgspec.to_builtins(result.documents)}
 

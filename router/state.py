@@ -25,7 +25,7 @@ from router.metadata import conditions_from_filters
 from router.policy import RankingPolicy, policy_for
 from router.scope import classify_scope, effective_top_docs, missing_entities
 from router.store import QueryTerms
-from router.types import NodePick, QueryRequest, QuestionScope, RetrievedChunk, ScopePlan
+from router.types import Admitted, NodePick, QueryRequest, QuestionScope, RetrievedChunk, ScopePlan, checked
 
 
 class QueryVectors:
@@ -135,10 +135,18 @@ async def preflight(pool: asyncpg.Pool, req: QueryRequest) -> int:
     return collection_id
 
 
-async def prepare(services: Services, req: QueryRequest, chat: ChatModel) -> QueryState:
+async def admit(pool: asyncpg.Pool, req: QueryRequest | Admitted) -> Admitted:
+    """The one validation of a request (an ``Admitted`` one passes as it is): its bounds (``checked``), then the
+    pre-flight."""
+    if isinstance(req, Admitted):
+        return req
+    req = checked(req)
+    return Admitted(req=req, collection_id=await preflight(pool, req))
+
+
+async def prepare(services: Services, admitted: Admitted, chat: ChatModel) -> QueryState:
     """The one place that embeds the question, reads the collection's catalog and applies the filters."""
-    pool = services.pool
-    collection_id = await preflight(pool, req)
+    pool, req, collection_id = services.pool, admitted.req, admitted.collection_id
     catalog = await services.catalogs.get(collection_id)
     if not catalog.docs:
         raise ValidationError(f"collection {req.collection!r} holds no documents: nothing to search; ingest "

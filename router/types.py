@@ -30,7 +30,9 @@ MAX_FILTER_KEYS = 32
 MAX_FILTER_JSON_CHARS = 8000
 MAX_TOP_DOCS = 20
 MAX_TOP_K = 50
-COLLECTION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+DEFAULT_TOP_K = 5
+MAX_COLLECTION_CHARS = 64
+COLLECTION_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9_.-]{{0,{MAX_COLLECTION_CHARS - 1}}}$"
 
 
 class Turn(msgspec.Struct, frozen=True):
@@ -57,7 +59,7 @@ class QueryRequest(msgspec.Struct, frozen=True, kw_only=True):
     collection: Annotated[str, msgspec.Meta(pattern=COLLECTION_PATTERN)] = "default"
     strategy: Strategy = "auto"
     top_docs: TopDocs = None
-    top_k: TopK = 5
+    top_k: TopK = DEFAULT_TOP_K
     filters: Annotated[dict[str, Any], msgspec.Meta(
         max_length=MAX_FILTER_KEYS,
         description=f"{{key: value | [values] | {{gte, lte}} | {{contains}}}}; at most {MAX_FILTER_KEYS} keys")] = {}
@@ -96,6 +98,15 @@ def checked(req: QueryRequest) -> QueryRequest:
     if "\\u0000" in filters or "\x00" in filters:
         raise ValidationError("NUL characters are not allowed in the request")
     return req
+
+
+class Admitted(msgspec.Struct, frozen=True):
+    """A request admitted once, at the pipeline's entry (``router.state.admit``): within ``QueryRequest``'s
+    bounds (``checked``), its collection found (``collection_id``), its question in words, its filters well
+    formed. The stages take it as it is; nothing validates it again."""
+
+    req: QueryRequest
+    collection_id: int
 
 
 class DocCandidate(msgspec.Struct, frozen=True):

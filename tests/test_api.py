@@ -10,7 +10,7 @@ import pytest
 from kb.app import create_app
 from kb.core.settings import get_settings
 from kb.runtime import Runtime
-from tests.conftest import SetEnv, finish_job
+from tests.conftest import SetEnv, finish_job, ingest
 from tests.http import app_client
 
 
@@ -329,3 +329,26 @@ def test_scrub_paths_keeps_sibling_folders_and_root_slash(kb_env: dict[str, str]
     assert scrub_paths(f"{tmp_path}/data/uploads/default/x.md", s) == "uploads/default/x.md"
     assert public_path(f"{tmp_path}/data/uploads/default/x.md", s) == "uploads/default/x.md"
     assert public_path("/etc/passwd", s) == "passwd" and public_path(str(tmp_path), s) == "."
+
+
+async def test_a_query_request_is_validated_once(runtime: Runtime, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pipeline admits a request once (bounds, collection, words, filters), whether answered, streamed or
+    asked from Python; the stages and the stream reuse what was admitted."""
+    import router.state
+    from kb.runtime import build_pipeline
+    from router.types import QueryRequest
+
+    (tmp_path / "memo.md").write_text("# Memo\n\nThe Falcon project ships in May.\n")
+    assert (await ingest(runtime, tmp_path / "memo.md")).counts == {"ok": 1}
+    calls: list[str] = []
+    real = router.state.checked
+    monkeypatch.setattr(router.state, "checked", lambda req: calls.append(req.query) or real(req))
+    async with _client(runtime) as client:
+        assert (await client.post("/kb/query", json={"query": "When does Falcon ship?"})).status_code == 200
+        r = await client.post("/kb/query", json={"query": "When does Falcon ship?", "stream": True})
+        assert r.status_code == 200 and "event: done" in r.text
+        r = await client.post("/kb/query", json={"query": "Falcon?", "collection": "nope", "stream": True})
+        assert r.status_code == 404  # refused before the stream starts
+    await build_pipeline(runtime).run(QueryRequest(query="When does Falcon ship?"))
+    assert calls == ["When does Falcon ship?", "When does Falcon ship?", "Falcon?", "When does Falcon ship?"]

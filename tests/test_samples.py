@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from kb.runtime import Runtime, build_pipeline
@@ -235,3 +236,29 @@ async def test_titles_name_the_company_not_a_first_heading(samples_rt: Runtime) 
     titles = {r["name"]: r["title"] for r in await samples_rt.pool.fetch("SELECT name, title FROM documents")}
     assert titles["northwind-energy-2023-annual-report.pdf"] == "Northwind Energy annual report 2023", titles
     assert titles["helios-robotics-2022-annual-report.md"] == "Helios Robotics — Annual Report 2022", titles
+
+
+async def test_the_cli_prints_the_typed_trace_step_by_step(samples_rt: Runtime,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """``kb query``'s terminal format (spec 001) reads the typed trace: the strategy used, the scope, each
+    located node with its sub-query, each cited chunk with its scores, the answer and the stage timings."""
+    from kb.cli import _print_result
+
+    q = "Compare the 2023 revenue of Aurora and Northwind"
+    result = await build_pipeline(samples_rt).run(QueryRequest(query=q))
+    assert result.trace is not None and result.trace.nodes and result.trace.chunks
+    _print_result(result, q)
+    out = capsys.readouterr().out
+    trace = result.trace
+    assert f">>> Step 0: Routing ({trace.strategy_used})" in out
+    assert f"  scope: {trace.scope.kind} ({trace.scope.reason}; {trace.scope.mode})" in out
+    assert f"Located {len(trace.nodes)} nodes:" in out
+    for n in trace.nodes:
+        assert f"  [doc {n.doc_id} · {n.node_id}] {n.section_path}" in out and f'sub_query: "{n.sub_query}"' in out
+    first = trace.chunks[0]
+    assert f"     chunk {first.chunk_id}: dense={first.dense:.2f}  bm25={first.bm25:.2f}" in out
+    assert out.count("\n  #") == len(result.citations)
+    assert result.answer in out and f"total={trace.timings_ms['total']:.0f}ms" in out
+    without = msgspec.structs.replace(result, trace=None)
+    _print_result(without, q)
+    assert ">>> Step 0: Routing (?)" in capsys.readouterr().out

@@ -17,9 +17,8 @@ from kb.api.common import BEARER, db_unreachable, errors, read_guard
 from kb.core.errors import KBError, UnavailableError
 from kb.runtime import Runtime
 from router.pipeline import QueryPipeline
-from router.state import preflight
 from router.trace import QueryResult
-from router.types import QueryRequest, checked
+from router.types import Admitted, QueryRequest
 
 log = structlog.get_logger("kb.api")
 
@@ -40,12 +39,10 @@ class QueryController(Controller):
 
     @post("/query", status_code=200, responses=errors(400, 401, 404))
     async def query(self, rt: Runtime, pipeline: QueryPipeline, data: QueryRequest) -> QueryResult | ServerSentEvent:
-        req = checked(data)
-        if not req.stream:
-            return await _printed(rt, await pipeline.run(req))
-        if rt is not None:
-            await preflight(rt.pool, req)  # a bad request fails with its status before the stream starts
-        return EventStream(_stream(pipeline, req, rt))
+        if not data.stream:
+            return await _printed(rt, await pipeline.run(data))
+        admitted = await pipeline.admit(data)  # a bad request fails with its status before the stream starts
+        return EventStream(_stream(pipeline, admitted, rt))
 
 
 async def _printed(rt: Runtime | None, result: QueryResult) -> QueryResult:
@@ -55,7 +52,7 @@ async def _printed(rt: Runtime | None, result: QueryResult) -> QueryResult:
     return msgspec.structs.replace(result, citations=await with_printed_pages(rt.pool, result.citations))
 
 
-async def _stream(pipeline: Any, req: QueryRequest, rt: Runtime | None = None) -> AsyncGenerator[dict[str, str], None]:
+async def _stream(pipeline: Any, req: Admitted, rt: Runtime | None = None) -> AsyncGenerator[dict[str, str], None]:
     """routing → nodes → answer deltas → citations → done (the documents, the trace and the facts used; errors
     become an ``error`` event)."""
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()

@@ -298,7 +298,7 @@ class _Runner:
     async def run(self, strategy: str, q: BenchQuestion) -> QuestionRun:
         from kb.core.providers.chat import OfflineChatModel
         from router.synthesize import synthesize
-        from router.types import QueryRequest, checked
+        from router.types import QueryRequest
 
         if strategy in FLAT:
             t0 = time.perf_counter()
@@ -310,8 +310,8 @@ class _Runner:
             return QuestionRun(qid=q.qid, qtype=q.qtype, docs=docs, chunks=_chunk_spans(top, self.names), nodes=None,
                                latency_ms=latency, **self._evidence(top), **self._answer(answer))
         pipeline = self.pipelines[strategy]
-        req = checked(QueryRequest(query=q.question, collection=self.collection, strategy=strategy,
-                                   top_docs=self.top_docs, top_k=self.top_k, include_trace=False))
+        req = QueryRequest(query=q.question, collection=self.collection, strategy=strategy, top_docs=self.top_docs,
+                           top_k=self.top_k, include_trace=False)
         chat = CountingChat(pipeline.chat)
         oracle = await self._oracle(q) if self.config.oracle else None
         t0 = time.perf_counter()
