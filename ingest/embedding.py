@@ -12,14 +12,10 @@ import asyncpg
 import numpy as np
 import structlog
 
+from ingest import store
 from kb.core.providers import Embedder
 
 log = structlog.get_logger("ingest.embedding")
-
-SQL_CACHE_LOOKUP = "SELECT sha256, embedding FROM embedding_cache WHERE model = $1 AND sha256 = ANY($2::text[])"
-SQL_CACHE_STORE = """
-INSERT INTO embedding_cache (model, sha256, embedding) VALUES ($1, $2, $3)
-ON CONFLICT (model, sha256) DO UPDATE SET embedding = EXCLUDED.embedding"""
 
 
 def text_sha(text: str) -> str:
@@ -53,7 +49,7 @@ class CachedEmbedder:
         model = self.embedder.model_id
         unique = list(dict.fromkeys(shas))
         for i in range(0, 0 if self.refresh else len(unique), 5000):
-            for row in await self.pool.fetch(SQL_CACHE_LOOKUP, model, unique[i : i + 5000]):
+            for row in await store.cached_embeddings(self.pool, model, unique[i : i + 5000]):
                 vec = np.asarray(row["embedding"], dtype=np.float32)
                 if vec.shape == (dim,):
                     found[row["sha256"]] = vec
@@ -66,8 +62,7 @@ class CachedEmbedder:
             vecs = await asyncio.to_thread(self.embedder.embed_batch, [t for _, t in part])
             for (sha, _), vec in zip(part, vecs, strict=True):
                 found[sha] = vec
-            async with self.pool.acquire() as conn:
-                await conn.executemany(SQL_CACHE_STORE, [(model, sha, found[sha]) for sha, _ in part])
+            await store.store_embeddings(self.pool, [(model, sha, found[sha]) for sha, _ in part])
         for i, sha in enumerate(shas):
             out[i] = found[sha]
         return out

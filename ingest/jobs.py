@@ -17,6 +17,7 @@ import asyncpg
 import msgspec
 import structlog
 
+from ingest import store
 from ingest.files import OUTSIDE_ROOT, hard_link
 from ingest.formats import format_of
 from ingest.metadata import load_folder_metadata
@@ -28,96 +29,6 @@ from kb.core.errors import ConflictError, IngestError, NotFoundError, Validation
 
 log = structlog.get_logger("ingest.jobs")
 
-SQL_CREATE_JOB = """
-INSERT INTO ingest_jobs (collection_id, root_path, recursive, metadata_path, allowed_root, upload)
-VALUES ($1, $2, $3, $4, $5, $6) RETURNING id"""
-SQL_ADD_ITEM = """
-INSERT INTO ingest_job_items (job_id, path, name, status, error, finished_at)
-VALUES ($1, $2, $3, $4, $5, CASE WHEN $4 = 'pending' THEN NULL ELSE now() END)"""
-SQL_CLAIM = """
-WITH next AS (
-    SELECT i.id FROM ingest_job_items i
-    WHERE (i.status = 'pending'
-       OR (i.status = 'running' AND i.heartbeat_at < now() - make_interval(secs => $2)))
-      AND i.attempts < $3
-      AND NOT EXISTS (SELECT 1 FROM ingest_jobs j WHERE j.id = i.job_id AND j.status = 'cancelled')
-    ORDER BY i.job_id, i.id
-    FOR UPDATE SKIP LOCKED LIMIT 1
-)
-UPDATE ingest_job_items i SET status = 'running', worker = $1, heartbeat_at = now(), attempts = i.attempts + 1
-FROM next WHERE i.id = next.id
-RETURNING i.id, i.job_id, i.path, i.name, i.attempts"""
-SQL_JOB_FOR_ITEM = """
-SELECT j.id, j.collection_id, j.root_path, j.metadata_path, j.allowed_root, j.status, j.upload
-FROM ingest_jobs j WHERE j.id = $1"""
-# once per job, not per file: a job already running (or cancelled meanwhile) is not written, so workers
-# claiming its files one after another never queue on its row lock
-SQL_JOB_RUNNING = """
-UPDATE ingest_jobs SET status = 'running', started_at = coalesce(started_at, now())
-WHERE id = $1 AND status NOT IN ('running', 'cancelled')"""
-SQL_HEARTBEAT = """
-UPDATE ingest_job_items i SET heartbeat_at = now() WHERE i.id = $1 AND i.worker = $2
-RETURNING (SELECT j.status FROM ingest_jobs j WHERE j.id = i.job_id)"""
-SQL_HAND_BACK = """
-UPDATE ingest_job_items SET status = 'pending', worker = NULL, heartbeat_at = NULL,
-       attempts = greatest(attempts - 1, 0)
-WHERE id = $1 AND worker = $2 AND status = 'running'"""
-SQL_CANCEL_JOB = """
-WITH j AS (UPDATE ingest_jobs SET status = 'cancelled', finished_at = now()
-           WHERE id = $1 AND status IN ('queued', 'running') RETURNING id)
-UPDATE ingest_job_items i SET status = 'cancelled', error = 'cancelled before it was ingested', finished_at = now()
-FROM j WHERE i.job_id = j.id AND i.status = 'pending'
-RETURNING i.id"""
-SQL_JOB_STATE = "SELECT status FROM ingest_jobs WHERE id = $1"
-SQL_FINISH_ITEM = """
-UPDATE ingest_job_items SET status = $2, error = $3, document_id = $4, pages = $5, chunks = $6, seconds = $7,
-       llm_calls = $9, finished_at = now() WHERE id = $1 AND worker = $8"""
-SQL_GIVE_UP = """
-UPDATE ingest_job_items SET status = 'failed', finished_at = now(),
-       error = 'gave up after ' || attempts || ' attempts: the worker died while processing this file'
-WHERE status = 'running' AND attempts >= $2 AND heartbeat_at < now() - make_interval(secs => $1)
-RETURNING job_id"""
-SQL_MAYBE_FINISH_JOB = """
-UPDATE ingest_jobs j SET status = 'done', finished_at = now()
-WHERE j.id = $1 AND j.status NOT IN ('done', 'cancelled')
-  AND NOT EXISTS (SELECT 1 FROM ingest_job_items i WHERE i.job_id = j.id AND i.status IN ('pending', 'running'))"""
-SQL_GET_JOB = """
-SELECT j.id, c.name AS collection, j.root_path, j.recursive, j.status, j.error, j.created_at, j.started_at,
-       j.finished_at
-FROM ingest_jobs j JOIN collections c ON c.id = j.collection_id WHERE j.id = $1"""
-SQL_JOB_ITEMS = """
-SELECT name, path, status, error, document_id, pages, chunks, seconds, attempts, llm_calls,
-       CASE WHEN status = 'running' THEN stage END AS stage, stage_done, stage_total, id
-FROM ingest_job_items WHERE job_id = $1 ORDER BY id"""
-SQL_PROGRESS = """
-UPDATE ingest_job_items SET stage = $3, stage_done = $4, stage_total = $5 WHERE id = $1 AND worker = $2"""
-SQL_JOB_ITEMS_PAGE = SQL_JOB_ITEMS + " LIMIT $2 OFFSET $3"
-SQL_JOB_TOTALS = """
-SELECT status, count(*) AS files, sum(pages) AS pages, sum(chunks) AS chunks, sum(coalesce(seconds, 0)) AS seconds,
-       sum(llm_calls) AS llm_calls
-FROM ingest_job_items WHERE job_id = $1 GROUP BY status"""
-SQL_LIST_JOBS = "SELECT id FROM ingest_jobs ORDER BY id DESC LIMIT $1 OFFSET $2"
-SQL_COUNT_JOBS = "SELECT count(*) FROM ingest_jobs"
-SQL_FROM_UPLOAD = """
-SELECT EXISTS (SELECT 1 FROM ingest_job_items i JOIN ingest_jobs j ON j.id = i.job_id WHERE j.upload AND i.path = $1)"""
-SQL_KEPT = "SELECT EXISTS (SELECT 1 FROM documents WHERE source_path = $1)"
-SQL_ITEM_UPLOAD = """
-SELECT i.path FROM ingest_job_items i JOIN ingest_jobs j ON j.id = i.job_id
-WHERE i.id = $2 AND i.job_id = $1 AND j.upload"""
-SQL_PENDING_WORK = """
-SELECT count(*) FROM ingest_job_items WHERE status = 'pending'
-   OR (status = 'running' AND heartbeat_at < now() - make_interval(secs => $1))"""
-SQL_RETRY_ITEM = """
-UPDATE ingest_job_items SET status = 'pending', error = NULL, worker = NULL, heartbeat_at = NULL, attempts = 0,
-       finished_at = NULL, stage = NULL
-WHERE id = $2 AND job_id = $1 AND status IN ('failed', 'cancelled') RETURNING id"""
-SQL_REOPEN_JOB = """
-UPDATE ingest_jobs SET status = CASE WHEN started_at IS NULL THEN 'queued' ELSE 'running' END, finished_at = NULL,
-       error = NULL
-WHERE id = $1"""
-SQL_REMOVE_ITEM = """
-DELETE FROM ingest_job_items WHERE id = $2 AND job_id = $1 AND status NOT IN ('pending', 'running') RETURNING id"""
-SQL_ITEM_STATUS = "SELECT status FROM ingest_job_items WHERE id = $2 AND job_id = $1"
 MAX_ATTEMPTS = 3
 RETRY = "retry"  # an outcome that is not final: the item goes back to the queue
 FINISHED = frozenset({"done", "failed", "cancelled"})  # job states no worker changes any more
@@ -305,12 +216,10 @@ async def create_job(pool: asyncpg.Pool, *, collection_id: int, path: Path, recu
         status = "pending" if supported and not refused else "unsupported"
         reason = refused or (None if supported else f"unsupported file type {file.suffix or '(none)'}")
         rows.append((str(file), name, status, reason))
-    async with pool.acquire() as conn, conn.transaction():
-        job_id = await conn.fetchval(SQL_CREATE_JOB, collection_id, str(path), recursive,
-                                     str(metadata_path) if metadata_path else None,
-                                     str(allowed) if allowed is not None else None, upload)
-        await conn.executemany(SQL_ADD_ITEM, [(job_id, *r) for r in rows])
-        await conn.execute(SQL_MAYBE_FINISH_JOB, job_id)
+    job_id = await store.insert_job(pool, collection_id=collection_id, root_path=str(path), recursive=recursive,
+                                    metadata_path=str(metadata_path) if metadata_path else None,
+                                    allowed_root=str(allowed) if allowed is not None else None, upload=upload,
+                                    items=rows)
     log.info("jobs.created", job_id=job_id, files=len(files), path=str(path))
     return int(job_id)
 
@@ -319,15 +228,12 @@ async def get_job(pool: asyncpg.Pool, job_id: int, *, items_limit: int | None = 
                   items_offset: int = 0) -> JobStatus:
     """A job's status: totals over all its files, and its items (all, or ``items_limit`` from
     ``items_offset`` in file order; ``files`` is the full count)."""
-    row = await pool.fetchrow(SQL_GET_JOB, job_id)
+    row = await store.job_row(pool, job_id)
     if row is None:
         raise NotFoundError(f"job {job_id} does not exist")
-    if items_limit is None and not items_offset:
-        rows = await pool.fetch(SQL_JOB_ITEMS, job_id)
-    else:
-        rows = await pool.fetch(SQL_JOB_ITEMS_PAGE, job_id, items_limit, items_offset)
+    rows = await store.job_items(pool, job_id, limit=items_limit, offset=items_offset)
     items = [JobItem(**dict(r)) for r in rows]
-    totals = await pool.fetch(SQL_JOB_TOTALS, job_id)
+    totals = await store.job_totals(pool, job_id)
     counts = {t["status"]: int(t["files"]) for t in totals}
     pages = sum(int(t["pages"]) for t in totals if t["status"] in STORED)
     busy = sum(float(t["seconds"]) for t in totals if t["status"] in {*STORED, "failed"})
@@ -347,12 +253,12 @@ async def get_job(pool: asyncpg.Pool, job_id: int, *, items_limit: int | None = 
 async def list_jobs(pool: asyncpg.Pool, limit: int = 20, offset: int = 0,
                     items_limit: int | None = None) -> list[JobStatus]:
     """The newest jobs first (``limit`` from ``offset``), each with at most ``items_limit`` items."""
-    return [await get_job(pool, r["id"], items_limit=items_limit)
-            for r in await pool.fetch(SQL_LIST_JOBS, limit, offset)]
+    return [await get_job(pool, job_id, items_limit=items_limit)
+            for job_id in await store.job_ids(pool, limit, offset)]
 
 
 async def count_jobs(pool: asyncpg.Pool) -> int:
-    return int(await pool.fetchval(SQL_COUNT_JOBS))
+    return await store.count_ingest_jobs(pool)
 
 
 async def finish_document_delete(pool: asyncpg.Pool, deleting: Deleting,
@@ -360,7 +266,7 @@ async def finish_document_delete(pool: asyncpg.Pool, deleting: Deleting,
     """Remove a document taken out by ``ingest.store.start_delete`` in batches, then its uploaded file
     (a file of a folder ingest is never touched)."""
     await finish_delete(pool, deleting.id, on_progress=on_progress)
-    if await pool.fetchval(SQL_FROM_UPLOAD, deleting.source_path):
+    if await store.is_uploaded_file(pool, deleting.source_path):
         await discard_upload(pool, deleting.source_path)
 
 
@@ -377,7 +283,7 @@ def remove_upload(path: Path) -> None:
 async def discard_upload(pool: asyncpg.Pool, path: str) -> bool:
     """Remove an uploaded file no document keeps (its ingest was skipped, failed or cancelled, or its document
     was deleted). Returns whether it was removed."""
-    if await pool.fetchval(SQL_KEPT, path):
+    if await store.is_document_source(pool, path):
         return False
     await asyncio.to_thread(remove_upload, Path(path))
     log.info("jobs.upload_removed", path=Path(path).name)
@@ -395,7 +301,7 @@ async def run_job(ctx: IngestContext, job_id: int, *, workers: int = 1,
     file in hand is handed back and the status as it is then is returned. ``on_progress(status)`` is called
     at most every ``progress_s`` seconds and once at the end. A crash of the worker is raised here. The
     caller owns ``ctx`` (and closes its parser pool)."""
-    if await ctx.pool.fetchval(SQL_JOB_STATE, job_id) is None:
+    if await store.job_state(ctx.pool, job_id) is None:
         raise NotFoundError(f"job {job_id} does not exist")
     worker = Worker(ctx, concurrency=workers, stale_s=stale_s)
     halt = asyncio.Event()
@@ -407,7 +313,7 @@ async def run_job(ctx: IngestContext, job_id: int, *, workers: int = 1,
     try:
         while not running.done() and not stop.is_set():
             worker.changed.clear()  # set again by every file the worker finishes or hands back
-            if await ctx.pool.fetchval(SQL_JOB_STATE, job_id) in FINISHED and not worker.busy[job_id]:
+            if await store.job_state(ctx.pool, job_id) in FINISHED and not worker.busy[job_id]:
                 break
             if on_progress is not None and (reported is None or time.monotonic() - reported >= progress_s):
                 on_progress(await get_job(ctx.pool, job_id))
@@ -486,7 +392,7 @@ class Worker:
         return done
 
     async def pending(self) -> int:
-        return int(await self.ctx.pool.fetchval(SQL_PENDING_WORK, self.stale_s))
+        return await store.pending_work(self.ctx.pool, self.stale_s)
 
     async def run_one(self, stop: asyncio.Event | None = None) -> bool:
         """Claim and process one item. Returns False when there was nothing to claim.
@@ -496,12 +402,12 @@ class Worker:
         handed back as ``pending`` without counting an attempt, for the next worker to take at once.
         """
         pool = self.ctx.pool
-        for row in await pool.fetch(SQL_GIVE_UP, self.stale_s, MAX_ATTEMPTS):
-            await pool.execute(SQL_MAYBE_FINISH_JOB, row["job_id"])
+        for job_id in await store.give_up_items(pool, self.stale_s, MAX_ATTEMPTS):
+            await store.maybe_finish_job(pool, job_id)
         for deleting in await stalled_deletes(pool, self.stale_s):  # its deleter (a server) stopped half-way
             log.info("worker.delete_resumed", doc_id=deleting.id)
             await finish_document_delete(pool, deleting)
-        item = await pool.fetchrow(SQL_CLAIM, self.name, self.stale_s, MAX_ATTEMPTS)
+        item = await store.claim_item(pool, self.name, self.stale_s, MAX_ATTEMPTS)
         if item is None:
             return False
         self.busy[item["job_id"]] += 1
@@ -516,8 +422,8 @@ class Worker:
     async def _process(self, item: asyncpg.Record, stop: asyncio.Event | None) -> bool:
         """Ingest one claimed item and record its outcome (or hand it back)."""
         pool = self.ctx.pool
-        job = await pool.fetchrow(SQL_JOB_FOR_ITEM, item["job_id"])
-        await pool.execute(SQL_JOB_RUNNING, item["job_id"])
+        job = await store.job_for_item(pool, item["job_id"])
+        await store.mark_job_running(pool, item["job_id"])
         log.info("worker.item_claimed", job_id=item["job_id"], name=item["name"], attempt=item["attempts"])
         started = time.perf_counter()
         stage: list[tuple[str, int, int]] = []  # the latest stage reported, written by the flusher
@@ -536,12 +442,12 @@ class Worker:
         if work in done:
             outcome = work.result()
             if outcome.status == RETRY:  # handed back (as soon as the database answers again); nothing is lost
-                await _retry_db(lambda: pool.execute(SQL_HAND_BACK, item["id"], self.name), stop)
+                await _retry_db(lambda: store.hand_back_item(pool, item["id"], self.name), stop)
                 return True
         else:
             await _cancel(work)
             if halt is not None and halt in done:
-                await pool.execute(SQL_HAND_BACK, item["id"], self.name)
+                await store.hand_back_item(pool, item["id"], self.name)
                 log.info("worker.item_handed_back", job_id=item["job_id"], name=item["name"])
                 return True
             if beat in done:
@@ -553,9 +459,10 @@ class Worker:
                 outcome = IngestOutcome(item["name"], "failed", error=f"took longer than {timeout:g} s "
                                         "(KB_FILE_TIMEOUT_S); nothing was stored")
             log.warning("worker.item_stopped", name=item["name"], status=outcome.status, error=outcome.error)
-        await pool.execute(SQL_FINISH_ITEM, item["id"], outcome.status, outcome.error, outcome.document_id,
-                           outcome.pages, outcome.chunks, time.perf_counter() - started, self.name, outcome.llm_calls)
-        await pool.execute(SQL_MAYBE_FINISH_JOB, item["job_id"])
+        await store.finish_item(pool, item["id"], outcome.status, outcome.error, outcome.document_id,
+                                outcome.pages, outcome.chunks, time.perf_counter() - started, self.name,
+                                outcome.llm_calls)
+        await store.maybe_finish_job(pool, item["job_id"])
         if job["upload"] and outcome.status == "skipped":  # a copy of a stored document: not kept (a failed or
             await discard_upload(pool, item["path"])  # cancelled one stays for a retry until its item is removed)
         return True
@@ -570,7 +477,7 @@ class Worker:
             latest = stage[-1]
             del stage[:-1]
             try:
-                await self.ctx.pool.execute(SQL_PROGRESS, item_id, self.name, *latest)
+                await store.write_item_progress(self.ctx.pool, item_id, self.name, *latest)
                 written = latest
             except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.warning("worker.progress_failed", error=str(exc))
@@ -615,10 +522,10 @@ class Worker:
             beat = time.monotonic() - last >= beat_s
             try:
                 if beat:
-                    state = await self.ctx.pool.fetchval(SQL_HEARTBEAT, item_id, self.name)
+                    state = await store.heartbeat_item(self.ctx.pool, item_id, self.name)
                     last = time.monotonic()
                 else:
-                    state = await self.ctx.pool.fetchval(SQL_JOB_STATE, job_id)
+                    state = await store.job_state(self.ctx.pool, job_id)
             except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.warning("worker.heartbeat_failed", error=str(exc))
                 continue
@@ -678,12 +585,12 @@ async def cancel_job(pool: asyncpg.Pool, job_id: int) -> int:
     ``CANCEL_POLL_S`` (its parser process killed) and nothing of it is stored, even when it reaches the store
     first (the write checks the job). Returns the number of files cancelled now."""
     async with pool.acquire() as conn, conn.transaction():
-        state = await conn.fetchval(SQL_JOB_STATE, job_id)
+        state = await store.job_state(conn, job_id)
         if state is None:
             raise NotFoundError(f"job {job_id} does not exist")
         if state in ("done", "failed", "cancelled"):
             raise ConflictError(f"job {job_id} is already {state}")
-        rows = await conn.fetch(SQL_CANCEL_JOB, job_id)
+        rows = await store.cancel_job_rows(conn, job_id)
     log.info("jobs.cancelled", job_id=job_id, pending_cancelled=len(rows))
     return len(rows)
 
@@ -691,9 +598,9 @@ async def cancel_job(pool: asyncpg.Pool, job_id: int) -> int:
 async def retry_item(pool: asyncpg.Pool, job_id: int, item_id: int) -> None:
     """Queue a failed (or cancelled) file of a job again; its job runs again. 409 for a file in another state."""
     async with pool.acquire() as conn, conn.transaction():
-        if await conn.fetchval(SQL_RETRY_ITEM, job_id, item_id) is None:
+        if await store.requeue_item(conn, job_id, item_id) is None:
             await _item_refusal(conn, job_id, item_id, "retried: only a failed or cancelled file is")
-        await conn.execute(SQL_REOPEN_JOB, job_id)
+        await store.reopen_job(conn, job_id)
     log.info("jobs.item_retried", job_id=job_id, item_id=item_id)
 
 
@@ -701,17 +608,17 @@ async def remove_item(pool: asyncpg.Pool, job_id: int, item_id: int) -> None:
     """Remove a finished file from a job's list (nothing of a failed file was stored). 409 while it is queued
     or being ingested."""
     async with pool.acquire() as conn, conn.transaction():
-        upload = await conn.fetchval(SQL_ITEM_UPLOAD, job_id, item_id)
-        if await conn.fetchval(SQL_REMOVE_ITEM, job_id, item_id) is None:
+        upload = await store.item_upload_path(conn, job_id, item_id)
+        if await store.delete_finished_item(conn, job_id, item_id) is None:
             await _item_refusal(conn, job_id, item_id, "removed while it is queued or being ingested")
-        await conn.execute(SQL_MAYBE_FINISH_JOB, job_id)
+        await store.maybe_finish_job(conn, job_id)
     log.info("jobs.item_removed", job_id=job_id, item_id=item_id)
     if upload is not None:  # an uploaded file no document keeps goes with its item
         await discard_upload(pool, upload)
 
 
 async def _item_refusal(conn: asyncpg.Connection, job_id: int, item_id: int, rule: str) -> None:
-    status = await conn.fetchval(SQL_ITEM_STATUS, job_id, item_id)
+    status = await store.item_status(conn, job_id, item_id)
     if status is None:
         raise NotFoundError(f"job {job_id} has no file {item_id}")
     raise ConflictError(f"file {item_id} of job {job_id} is {status}; it cannot be {rule}")

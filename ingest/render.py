@@ -23,6 +23,7 @@ import numpy as np
 import pymupdf
 import structlog
 
+from ingest import store
 from ingest.files import read_confined
 from ingest.pipeline import parse_file
 from kb.core.errors import ConflictError, IngestError, NotFoundError, UnavailableError, ValidationError
@@ -34,18 +35,6 @@ MAX_SIDE_PX = 2400  # a poster-sized page is scaled down to this
 MAX_LINES = 400  # lines returned for one Markdown/text preview
 _FRAGMENT_MIN, _FRAGMENT_MAX, _MAX_FRAGMENTS = 12, 90, 60
 _HIGHLIGHT_RGB = (1.0, 0.85, 0.2)
-
-SQL_DOCUMENT_SOURCE = """
-SELECT d.id, d.name, d.source_path, d.sha256, d.file_type, d.page_count,
-       (SELECT j.allowed_root FROM ingest_job_items i JOIN ingest_jobs j ON j.id = i.job_id
-         WHERE i.document_id = d.id ORDER BY i.id DESC LIMIT 1) AS allowed_root
-  FROM documents d WHERE d.id = $1
-"""
-SQL_CHUNK = "SELECT id, document_id, text, page, COALESCE(page_end, page) AS page_end FROM chunks WHERE id = $1"
-SQL_NODE_OF_CHUNK = """
-SELECT n.start_index, n.end_index FROM chunks c
-  JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id WHERE c.id = $1
-"""
 
 
 class SourceDoc(msgspec.Struct, frozen=True):
@@ -99,7 +88,7 @@ class SourceLines(msgspec.Struct, frozen=True):
 
 
 async def load_source(pool: asyncpg.Pool, doc_id: int) -> SourceDoc:
-    row = await pool.fetchrow(SQL_DOCUMENT_SOURCE, doc_id)
+    row = await store.document_source(pool, doc_id)
     if row is None:
         raise NotFoundError(f"document {doc_id} does not exist")
     return SourceDoc(doc_id=row["id"], name=row["name"], source_path=row["source_path"], sha256=row["sha256"],
@@ -108,7 +97,7 @@ async def load_source(pool: asyncpg.Pool, doc_id: int) -> SourceDoc:
 
 async def load_chunk(pool: asyncpg.Pool, doc: SourceDoc, chunk_id: int) -> ChunkRef:
     """The chunk ``chunk_id`` of ``doc``; one of another document is not found there."""
-    row = await pool.fetchrow(SQL_CHUNK, chunk_id)
+    row = await store.chunk_ref(pool, chunk_id)
     if row is None:
         raise NotFoundError(f"chunk {chunk_id} does not exist")
     if row["document_id"] != doc.doc_id:
@@ -386,7 +375,7 @@ def cited_lines(doc: SourceDoc, lines: list[str], start: int, end: int, chunk: C
 
 async def chunk_lines(pool: asyncpg.Pool, chunk: ChunkRef) -> tuple[int, int]:
     """The line range of the node that holds a Markdown/text chunk."""
-    row = await pool.fetchrow(SQL_NODE_OF_CHUNK, chunk.chunk_id)
+    row = await store.chunk_node_range(pool, chunk.chunk_id)
     if row is None:
         raise NotFoundError(f"chunk {chunk.chunk_id} has no node")
     return row["start_index"], row["end_index"]

@@ -309,12 +309,13 @@ async def _reembed(collection: str | None, batch: int, *, quiet: bool = False) -
 async def _reindex(every: bool) -> int:
     """Re-tokenise stored chunks for full-text search (no re-embedding): those without tokens or from an older
     tokenizer (what every start does), or all of them with ``every``."""
-    from ingest.reindex import SQL_STATE, ensure_tokens
+    from ingest.reindex import ensure_tokens
+    from ingest.store import tokenizer_version
     from kb.runtime import open_runtime
 
     async with open_runtime() as rt:  # the start itself re-tokenises what is missing or stale
         result = await ensure_tokens(rt.pool, force=True) if every else None
-        version = await rt.pool.fetchval(SQL_STATE)
+        version = await tokenizer_version(rt.pool)
     if result is not None:
         print(f"kb: re-tokenised {result.chunks} chunks of {result.collections} collections in {result.seconds:.1f} s")
     print(f"kb: full-text tokens are up to date (tokenizer {version})")

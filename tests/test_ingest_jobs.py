@@ -312,7 +312,7 @@ async def test_folder_metadata_swapped_for_a_link_is_refused(runtime: Runtime, t
 async def test_a_running_job_row_is_written_once_not_per_file(runtime: Runtime, tmp_path: Path) -> None:
     """Workers taking a job's files one after another mark it running once: its row is not rewritten (no row
     lock to queue on) per file, and a job cancelled meanwhile stays cancelled."""
-    from ingest.jobs import SQL_JOB_RUNNING
+    from ingest.store import SQL_JOB_RUNNING
 
     job_id = await _markdown_job(runtime, tmp_path / "once", REPORTS[:3])
     version = "SELECT xmin::text || ctid::text FROM ingest_jobs WHERE id = $1"

@@ -8,6 +8,7 @@ counts, at module level or inside a function, absolute or relative.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -191,3 +192,40 @@ def test_the_query_path_stays_readable() -> None:
                 pipeline_lines = node.end_lineno - node.lineno + 1
     assert sorted(wide) == ["prompts.multi_synthesis_prompt", "retrieve.rank_across_nodes"]
     assert 0 < pipeline_lines <= 60
+
+
+DB_CALLS = frozenset({"fetch", "fetchrow", "fetchval", "execute", "executemany", "copy_records_to_table",
+                      "copy_to_table", "cursor", "prepare"})
+SQL_START = re.compile(r"^\s*(?:SELECT|INSERT|UPDATE|DELETE|WITH|ALTER|CREATE|DROP|SET|LOCK|TRUNCATE|COPY)\s")
+"""How the project writes a statement: its keywords in capitals (a docstring's "Create a job …" is prose)."""
+
+
+def sql_outside_store(path: Path) -> list[str]:
+    """Database calls and SQL text in a library module, each as ``line: what``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in DB_CALLS \
+                and not (isinstance(node.func.value, ast.Name) and node.func.value.id in {"store", "re", "executor"}):
+            found.append(f"{node.lineno}: .{node.func.attr}(…)")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL_START.match(node.value) \
+                and re.search(r"\b(?:FROM|INTO|TABLE|INDEX|SET|WHERE|LOCAL)\b", node.value):
+            found.append(f"{node.lineno}: SQL text {node.value.strip()[:40]!r}")
+    return found
+
+
+LIBRARY_FILES = sorted(p for d in ("ingest", "router") for p in (ROOT / d).rglob("*.py") if p.name != "store.py")
+
+
+@pytest.mark.parametrize("path", LIBRARY_FILES, ids=[str(p.relative_to(ROOT)) for p in LIBRARY_FILES])
+def test_library_sql_lives_in_its_store(path: Path) -> None:
+    """Every statement ``router`` runs is in ``router/store.py``, every statement of ``ingest`` in
+    ``ingest/store.py``: no other module of theirs holds SQL text or calls the database."""
+    bad = sql_outside_store(path)
+    assert not bad, f"{path.relative_to(ROOT)} runs SQL outside its store.py:\n  " + "\n  ".join(bad)
+
+
+def test_the_sql_check_sees_calls_and_statements(tmp_path: Path) -> None:
+    src = tmp_path / "m.py"
+    src.write_text('Q = """\nSELECT id FROM chunks WHERE id = $1"""\n\nasync def f(pool):\n    return await pool.fetch(Q)\n',
+                   encoding="utf-8")
+    assert [x.split(":")[0] for x in sql_outside_store(src)] == ["1", "5"]

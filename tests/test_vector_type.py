@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ingest.reembed import SQL_VECTOR_COLUMN_TYPES, reembed, set_build_memory, vector_type
+from ingest.reembed import reembed, set_build_memory, vector_type
+from ingest.store import SQL_VECTOR_COLUMN_TYPES
 from kb.core.errors import ConfigError
 from kb.core.settings import get_settings
 from kb.runtime import Runtime, open_runtime
