@@ -32,7 +32,7 @@ from router.state import Clock, Evidence, QueryState, QueryVectors, Services, ad
 from router.sufficiency import Judgement, judge
 from router.synthesize import check_figures, synthesize
 from router.trace import QueryResult, RetrievalOutcome, build_trace
-from router.types import Admitted, Oracle, QueryRequest, RoutingResult, ScopePlan
+from router.types import Oracle, Request, RoutingResult, ScopePlan
 
 log = structlog.get_logger("router.pipeline")
 
@@ -56,28 +56,19 @@ class QueryPipeline:
                                       iterative_scan=await supports_iterative_scan(self.pool))
         return self._services
 
-    async def admit(self, req: QueryRequest | Admitted) -> Admitted:
-        """The request validated, once (``router.state.admit``): a streamed answer is admitted before it starts,
-        so that a bad request fails with its status."""
-        return await admit((await self.services()).pool, req)
-
-    async def retrieve(self, req: QueryRequest | Admitted, on_event: Event | None = None, *,
-                       chat: ChatModel | None = None, oracle: Oracle | None = None,
-                       clock: Clock | None = None) -> RetrievalOutcome:
+    async def retrieve(self, req: Request, on_event: Event | None = None, *, chat: ChatModel | None = None,
+                       oracle: Oracle | None = None, clock: Clock | None = None) -> RetrievalOutcome:
         """Every stage but synthesis."""
         chat, clock = chat or CountingChat(self.chat), clock or Clock()
         with clock.stage("route"):
-            services = await self.services()
-            admitted = await admit(services.pool, req)
-            req = admitted.req
-            state = await prepare(services, admitted, chat)
+            state = await prepare(await self.services(), req, chat)
             routing, scope = await route(state, oracle)
             plan, routing = await plan_documents(state, scope, routing)
             docs = documents_to_read(plan, routing)
             state = await state.with_plan(plan, [d.doc_id for d in docs])
         with clock.stage("facts"):
             facts = await facts_or_none(state, plan)
-        log.info("router.docs_selected", strategy=req.strategy, scope=plan.scope.kind,
+        log.info("router.docs_selected", strategy=state.req.strategy, scope=plan.scope.kind,
                  doc_ids=[d.doc_id for d in routing.documents], needed=list(plan.needed))
         if on_event:
             await on_event("routing", routing)
@@ -91,11 +82,10 @@ class QueryPipeline:
                 state, ev, routing, searched, await rank(state, ev, routing, self.reranker), self.reranker))
         return replace(outcome(state, routing, searched, ev, ranked, clock.ms), facts=facts)
 
-    async def run(self, req: QueryRequest | Admitted, on_event: Event | None = None) -> QueryResult:
+    async def run(self, req: Request, on_event: Event | None = None) -> QueryResult:
         """The whole pipeline; the trace when the request asks for it; the observer in every case."""
-        admitted, chat, clock = await self.admit(req), CountingChat(self.chat), Clock()
-        req = admitted.req
-        out = await self.retrieve(admitted, on_event, chat=chat, clock=clock)
+        admitted, chat, clock = await admit((await self.services()).pool, req), CountingChat(self.chat), Clock()
+        req, out = admitted.req, await self.retrieve(admitted, on_event, chat=chat, clock=clock)
         with clock.stage("synthesize"):
             answer = check_figures(await synthesize(chat, req.query, list(out.evidence), req.history,
                                                     plan=out.plan, facts=out.facts),
@@ -121,8 +111,7 @@ class ReplicaPipeline(QueryPipeline):
     async def services(self) -> Services:
         return (await super().services()).for_query()
 
-    async def retrieve(self, req: QueryRequest | Admitted, on_event: Event | None = None,
-                       **kwargs: Any) -> RetrievalOutcome:
+    async def retrieve(self, req: Request, on_event: Event | None = None, **kwargs: Any) -> RetrievalOutcome:
         try:
             return await super().retrieve(req, on_event, **kwargs)
         except ReplicaLostError as exc:

@@ -25,7 +25,16 @@ from router.metadata import conditions_from_filters
 from router.policy import RankingPolicy, policy_for
 from router.scope import classify_scope, effective_top_docs, missing_entities
 from router.store import QueryTerms
-from router.types import Admitted, NodePick, QueryRequest, QuestionScope, RetrievedChunk, ScopePlan, checked
+from router.types import (
+    Admitted,
+    NodePick,
+    QueryRequest,
+    QuestionScope,
+    Request,
+    RetrievedChunk,
+    ScopePlan,
+    checked,
+)
 
 
 class QueryVectors:
@@ -135,7 +144,7 @@ async def preflight(pool: asyncpg.Pool, req: QueryRequest) -> int:
     return collection_id
 
 
-async def admit(pool: asyncpg.Pool, req: QueryRequest | Admitted) -> Admitted:
+async def admit(pool: asyncpg.Pool, req: Request) -> Admitted:
     """The one validation of a request (an ``Admitted`` one passes as it is): its bounds (``checked``), then the
     pre-flight."""
     if isinstance(req, Admitted):
@@ -144,8 +153,10 @@ async def admit(pool: asyncpg.Pool, req: QueryRequest | Admitted) -> Admitted:
     return Admitted(req=req, collection_id=await preflight(pool, req))
 
 
-async def prepare(services: Services, admitted: Admitted, chat: ChatModel) -> QueryState:
-    """The one place that embeds the question, reads the collection's catalog and applies the filters."""
+async def prepare(services: Services, request: Request, chat: ChatModel) -> QueryState:
+    """The one place that admits the request (unless admitted already), embeds the question, reads the
+    collection's catalog and applies the filters."""
+    admitted = await admit(services.pool, request)
     pool, req, collection_id = services.pool, admitted.req, admitted.collection_id
     catalog = await services.catalogs.get(collection_id)
     if not catalog.docs:

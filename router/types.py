@@ -109,6 +109,10 @@ class Admitted(msgspec.Struct, frozen=True):
     collection_id: int
 
 
+Request = QueryRequest | Admitted
+"""What the pipeline's entry points take: a request, admitted there, or one admitted already."""
+
+
 class DocCandidate(msgspec.Struct, frozen=True):
     doc_id: int
     name: str

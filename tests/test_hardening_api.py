@@ -348,14 +348,10 @@ async def test_a_connection_caught_between_states_is_a_503(runtime: Runtime) -> 
     import asyncpg
 
     from router.pipeline import QueryPipeline
-    from router.types import Admitted, QueryRequest, checked
 
     class Broken(QueryPipeline):  # what handlers are given must be a pipeline
         def __init__(self) -> None:
             pass
-
-        async def admit(self, req: QueryRequest | Admitted) -> Admitted:
-            return req if isinstance(req, Admitted) else Admitted(req=checked(req), collection_id=1)
 
         async def run(self, *args: object, **kwargs: object) -> None:  # type: ignore[override]
             raise asyncpg.InternalClientError("cannot switch to state 12; another operation (2) is in progress")

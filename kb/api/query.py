@@ -17,8 +17,9 @@ from kb.api.common import BEARER, db_unreachable, errors, read_guard
 from kb.core.errors import KBError, UnavailableError
 from kb.runtime import Runtime
 from router.pipeline import QueryPipeline
+from router.state import admit
 from router.trace import QueryResult
-from router.types import Admitted, QueryRequest
+from router.types import QueryRequest, Request
 
 log = structlog.get_logger("kb.api")
 
@@ -41,8 +42,8 @@ class QueryController(Controller):
     async def query(self, rt: Runtime, pipeline: QueryPipeline, data: QueryRequest) -> QueryResult | ServerSentEvent:
         if not data.stream:
             return await _printed(rt, await pipeline.run(data))
-        admitted = await pipeline.admit(data)  # a bad request fails with its status before the stream starts
-        return EventStream(_stream(pipeline, admitted, rt))
+        # admitted before the stream starts, so that a bad request fails with its status, not an error event
+        return EventStream(_stream(pipeline, await admit(rt.pool, data) if rt is not None else data, rt))
 
 
 async def _printed(rt: Runtime | None, result: QueryResult) -> QueryResult:
@@ -52,7 +53,7 @@ async def _printed(rt: Runtime | None, result: QueryResult) -> QueryResult:
     return msgspec.structs.replace(result, citations=await with_printed_pages(rt.pool, result.citations))
 
 
-async def _stream(pipeline: Any, req: Admitted, rt: Runtime | None = None) -> AsyncGenerator[dict[str, str], None]:
+async def _stream(pipeline: Any, req: Request, rt: Runtime | None = None) -> AsyncGenerator[dict[str, str], None]:
     """routing → nodes → answer deltas → citations → done (the documents, the trace and the facts used; errors
     become an ``error`` event)."""
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()

@@ -76,7 +76,10 @@ async def measure(pipeline: Any, pool: asyncpg.Pool, collection: str, questions:
                   run_timings: RunTimings) -> tuple[list[QuerySample], list[float]]:
     """Warm up, then time every strategy and the corpus-wide facts question (rotated order per question) and
     the plain pgvector reference. ``run_timings`` is the pipeline's observer."""
-    from router.types import QueryRequest
+    from kb.core.collections import lookup_collection_id
+    from router.types import Admitted, QueryRequest
+
+    collection_id = await lookup_collection_id(pipeline.pool, collection)
 
     async def whole(q: SyntheticQuestion) -> QuerySample:
         text = facts_question(q)
@@ -92,13 +95,13 @@ async def measure(pipeline: Any, pool: asyncpg.Pool, collection: str, questions:
     async def one(q: SyntheticQuestion, strategy: str) -> QuerySample:
         if strategy == FACTS_RANK:
             return await whole(q)
-        if strategy in LISTS:
+        if strategy in LISTS:  # past the request bounds on purpose: admitted as it is (LIST100)
             req = QueryRequest(query=list_question(q), collection=collection, strategy="auto",
                                top_docs=LISTS[strategy], top_k=5)
         else:
             req = QueryRequest(query=q.text, collection=collection, strategy=strategy, top_docs=3, top_k=5)
         t = time.perf_counter()
-        out = await pipeline.retrieve(req)
+        out = await pipeline.retrieve(Admitted(req=req, collection_id=collection_id))
         wall = (time.perf_counter() - t) * 1000
         return QuerySample(strategy, wall, {k: out.timings_ms.get(k, math.nan) for k in STAGES},
                            len(out.routing.documents), len(out.chunks),
