@@ -765,6 +765,11 @@ def _phrases() -> list[tuple[str, str]]:
 
 
 _PHRASES = _phrases()
+
+
+def measure_phrases() -> list[tuple[str, str]]:
+    """Every phrase a question may name a vocabulary concept with (normalised, longest first) and its concept."""
+    return list(_PHRASES)
 _EPS = re.compile(r"(?i)\b(?:earnings|income|loss) per share\b|\beps\b")
 
 

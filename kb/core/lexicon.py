@@ -1,0 +1,346 @@
+"""How questions word operations, periods, ranges and units: the cue words of English and Chinese, as data, in
+one place (``router.question`` reads them). English cues are lemmas (``rose`` finds ``rise``, ``margins``
+``margin``: ``lemmas``); Chinese cues are matched as written. A question shape is an entry here, not a branch
+in code.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+
+import lemminflect
+
+HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+def is_zh(text: str) -> bool:
+    """Whether a text is written in Chinese (holds a Han character)."""
+    return HAN.search(text) is not None
+
+
+@functools.lru_cache(maxsize=50_000)
+def lemmas(word: str) -> frozenset[str]:
+    """The word and every lemma lemminflect gives it, any part of speech ("rose" → rose, rise)."""
+    word = word.lower()
+    found = {word}
+    for forms in lemminflect.getAllLemmas(word).values():
+        found.update(forms)
+    return frozenset(found)
+
+
+SCALES: Mapping[str, float] = {
+    "thousand": 1e3, "thousands": 1e3, "k": 1e3, "million": 1e6, "millions": 1e6, "mn": 1e6, "mm": 1e6, "m": 1e6,
+    "billion": 1e9, "billions": 1e9, "bn": 1e9, "b": 1e9, "trillion": 1e12, "tn": 1e12,
+    "千": 1e3, "万": 1e4, "十万": 1e5, "百万": 1e6, "千万": 1e7, "亿": 1e8, "十亿": 1e9, "百亿": 1e10, "千亿": 1e11,
+    "万亿": 1e12,
+}
+"""Scale words of amounts, English and Chinese ("$1.2bn", "10亿元")."""
+
+# ------------------------------------------------------------------------------------ operation cues
+# Each cue is an English lemma phrase (words separated by spaces, each matched against a word's lemmas) or a
+# Chinese string. A superlative or comparative is read from the word's form ("largest", "higher").
+
+SUPERLATIVE_MAX = frozenset({"high", "large", "big", "great", "much", "many", "top", "strong", "good", "fast",
+                             "rich", "wide", "heavy", "profitable", "leading"})
+SUPERLATIVE_MIN = frozenset({"low", "small", "little", "few", "weak", "bad", "slow", "poor", "light", "narrow", "thin",
+                             "short", "cheap", "lean", "shallow", "tiny", "meager", "meagre", "modest", "slim"})
+NOT_EXTREMES = frozenset({"late", "early", "new", "old", "far", "further", "recent", "other", "over", "under", "after",
+                          "never", "ever", "per", "quarter", "chapter", "order", "number", "member", "paper", "filer",
+                          "owner", "partner", "center", "letter", "customer", "supplier", "provider", "manager",
+                          "interest", "test", "forest", "rest", "west", "best"})
+"""Words with an -er/-est form that ask for no extreme ("latest", "earlier", "newest")."""
+
+
+def adjective_base(word: str) -> str:
+    """The adjective a comparative or superlative is formed from ("heftier" → hefty, "deepest" → deep), or "".
+    Periods and nouns ("latest", "earlier", "quarter") are none."""
+    forms = lemminflect.getAllLemmas(word.lower()).get("ADJ", ())
+    base = next((f for f in forms if f != word.lower()), "")
+    return "" if not base or base in NOT_EXTREMES or word.lower() in NOT_EXTREMES else base
+IRREGULAR_SUPERLATIVE: Mapping[str, str] = {"most": "max", "best": "max", "least": "min", "worst": "min",
+                                            "leader": "max", "fattest": "max", "richest": "max", "on top": "max",
+                                            "maximum": "max", "minimum": "min", "max": "max", "min": "min",
+                                            "highest": "max", "lowest": "min", "largest": "max", "smallest": "min",
+                                            "biggest": "max", "greatest": "max", "fewest": "min", "top": "max",
+                                            "bottom": "min"}
+IRREGULAR_COMPARATIVE: Mapping[str, str] = {"more": "max", "better": "max", "less": "min", "worse": "min",
+                                            "fewer": "min"}
+ZH_MAX = ("最高", "最大", "最多", "最强", "最好", "最快", "最厉害", "最严重", "居首", "位居榜首")
+ZH_MIN = ("最低", "最小", "最少", "最差", "最弱", "最慢", "垫底")
+ZH_MORE = ("更高", "更大", "更多", "较高", "较多", "哪个多", "哪个高", "哪个大", "谁多", "谁高", "谁大", "多一些", "高一些")
+ZH_LESS = ("更低", "更小", "更少", "较低", "较少", "哪个少", "哪个低", "哪个小", "谁少", "谁低", "少一些", "低一些")
+BOUND_PHRASES = ("at least", "at most", "most recent", "most recently", "no less than", "no more than", "not less than",
+                 "not more than", "more than", "less than", "the most recent")
+"""Phrases whose "most"/"least"/"more"/"less" state a bound or a period, not an extreme."""
+
+RANK = ("rank", "ranking", "order", "sort", "league table", "from high to low", "from low to high",
+        "排名", "排序", "排列", "名次", "从高到低", "从低到高", "从大到小", "从小到大", "由高到低", "由低到高")
+ASCENDING = ("ascend", "ascending", "from low to high", "from small to large", "low to high", "small to large",
+             "low first", "small first", "从低到高", "从小到大", "由低到高", "升序")
+DESCENDING = ("descend", "descending", "from high to low", "high to low", "large to small", "high first",
+              "从高到低", "从大到小", "由高到低", "降序")
+COMPARE = ("compare", "comparison", "versus", "vs", "against", "side by side", "relative to", "stack up",
+           "next to each other", "together", "head to head", "比较", "对比", "相比", "比一比", "放在一起")
+GROUP = ("group the", "group them", "group these", "group those", "group each", "group all", "group company",
+         "group by", "categorize", "categorise", "classify", "bucket", "tier", "band", "bracket", "cluster",
+         "segment into", "split", "sort into", "put into", "place into", "divide into", "label", "camp",
+         "分组", "分为", "分成", "划分", "分档", "分类", "归类", "归入", "两组", "三组", "四组", "两类", "三类", "三档", "两档", "四档")
+GROUP_COUNT = re.compile(r"(?i)\binto\s+(?:two|three|four|five|\d)\s+(?:groups|buckets|tiers|bands|categories|"
+                         r"classes|camps|brackets|collections)\b")
+DIRECTIONS: Mapping[str, tuple[str, ...]] = {
+    "positive": ("profitable", "profit making", "in the black", "above zero", "positive", "inflow", "盈利", "为正", "正数"),
+    "negative": ("loss making", "unprofitable", "in the red", "below zero", "negative", "outflow", "亏损", "为负", "负数"),
+}
+"""Groups by sign ("profitable vs loss-making", 盈利和亏损), beside groups by direction of change."""
+SERIES = ("trend", "history", "historical", "over time", "each year", "every year", "year by year", "evolve",
+          "evolution", "develop", "development", "trajectory", "path", "over the year", "over the period", "each of",
+          "quarter by quarter", "each quarter", "heading", "direction", "walk me through", "lay out",
+          "走势", "趋势", "历年", "各年", "逐年", "每年", "变化趋势", "变化情况", "演变", "走向")
+EACH = ("each", "respectively", "各多少", "各是多少", "分别是多少", "分别")
+"""Words asking for one figure per period — a series when the question names several periods."""
+CHANGE = ("change", "grow", "growth", "increase", "decrease", "rise", "fall", "decline", "drop", "go up", "go down",
+          "up or down", "improve", "deteriorate", "shrink", "expand", "jump", "climb", "slide", "swing", "delta",
+          "difference", "move", "movement", "shift", "yoy", "apart", "gap", "better or worse", "变化", "变动", "增长", "下降", "增加",
+          "减少", "增幅", "降幅", "增速", "同比", "环比", "上升", "下滑", "提升", "回落", "多了", "少了", "多出", "高出",
+          "相差", "差额", "差距", "是增是减")
+INCREASE = ("grow", "growth", "increase", "rise", "go up", "improve", "expand", "jump", "climb", "gain", "up",
+            "增长", "增加", "上升", "提升", "增幅", "上涨")
+DECREASE = ("decrease", "decline", "fall", "drop", "go down", "deteriorate", "shrink", "slide", "reduction", "down",
+            "下降", "减少", "下滑", "回落", "降幅", "下跌")
+AMOUNT_ASKED = ("how much", "by how much", "by what", "how many", "what is the change", "多少", "几何")
+"""Words asking for one amount of change rather than a path."""
+LOSS = ("loss", "deficit", "lose", "亏损", "净亏损", "亏")
+"""A profit measure asked as a loss ("the largest net loss"): the sign flips the extreme."""
+
+CHANGE_BASIS: Mapping[str, tuple[str, ...]] = {
+    "cagr": ("cagr", "compound annual", "compounded annual", "复合增长率", "年复合"),
+    "yoy": ("yoy", "year over year", "year-over-year", "year on year", "year-on-year", "versus the prior year",
+            "compared with the prior year", "compared to the prior year", "from the prior year", "over the prior year",
+            "versus last year", "同比"),
+    "qoq": ("qoq", "quarter over quarter", "quarter-over-quarter", "quarter on quarter", "sequential",
+            "sequentially", "环比"),
+    "percent": ("percent", "percentage", "%", "growth rate", "in relative terms", "relative", "增长率", "增速", "百分比",
+                "幅度"),
+}
+"""How a change is measured, most specific first; a change with none of these is absolute."""
+POINTS = ("percentage point", "points", "point", "bps", "basis point", "个百分点")
+"""A change of a ratio in points is absolute ("how many percentage points")."""
+
+COLLECTION = ("which company", "which companies", "which firm", "which firms", "what company", "which one",
+              "which issuer", "which of the company", "which of the companies", "which of them", "who", "whose",
+              "among the company", "among the companies", "among all", "across the company", "across the companies",
+              "in the collection", "of the companies", "every company", "each company", "all company",
+              "all companies", "the companies", "these companies", "those companies",
+              "哪家", "哪些", "哪个公司", "哪一家", "这几家", "上述公司", "以上公司", "各公司", "各家", "所有公司", "哪只")
+"""Words that ask over a set of companies (the named set, or the whole collection when none is named)."""
+
+BOUND_WORDS: Mapping[str, tuple[str, ...]] = {
+    "gte": ("at least", "no less than", "not less than", "or more", "or above", "or higher", ">=", "≥", "不低于", "不少于",
+            "及以上", "以上(含)", "至少"),
+    "lte": ("at most", "no more than", "not more than", "or less", "or below", "or lower", "up to", "<=", "≤", "不高于",
+            "不超过", "及以下", "以下(含)", "至多"),
+    "gt": ("above", "over", "more than", "greater than", "higher than", "exceed", "exceeding", "in excess of",
+           "north of", ">", "超过", "高于", "大于", "多于", "以上"),
+    "lt": ("below", "under", "less than", "lower than", "smaller than", "beneath", "short of", "<", "低于", "小于", "少于",
+           "不足", "不到", "以下"),
+}
+"""A bound a figure must meet, by the words that state it (the inclusive forms first: "at least" before "least")."""
+
+BETWEEN = ("between", "from", "介于", "在")
+RANGE_JOIN = ("to", "and", "-", "–", "—", "~", "through", "thru", "至", "到", "和")
+
+# ------------------------------------------------------------------------------------ periods
+
+SPANS: Mapping[int, tuple[str, ...]] = {
+    9: ("nine months", "9 months", "nine-month", "9-month", "first three quarters", "year to date", "year-to-date",
+        "ytd", "9m", "前三季度", "1-9月", "1至9月", "前三个季度"),
+    6: ("six months", "6 months", "six-month", "6-month", "first half", "h1", "half year", "half-year", "半年度", "上半年",
+        "1-6月", "1至6月", "中期"),
+    3: ("three months", "3 months", "three-month", "3-month", "quarter", "季度"),
+}
+"""Stated spans of a period, in months (a quarter is read with its number: "Q3", "third quarter", 第三季度)."""
+
+LATEST = ("latest", "most recent", "most recently", "newest", "last reported", "最新", "最近一期", "本报告期")
+NEGATED_SPAN = re.compile(r"(?i)(?:\bnot|\brather than|\binstead of|不要|而非|非)\s*(?:the\s+)?$")
+LAST_N = re.compile(r"(?i)\b(?:last|past|previous|prior|recent)\s+(\d+|two|three|four|five|six|seven|eight|nine|ten)"
+                    r"\s+(?:fiscal\s+)?years\b|[近过去最近]+\s*([0-9一二三四五六七八九十两]+)\s*年")
+NUMBER_WORDS: Mapping[str, int] = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+                                   "eight": 8, "nine": 9, "ten": 10, "一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5,
+                                   "六": 6, "七": 7, "八": 8, "九": 9, "十": 10}
+
+# ------------------------------------------------------------------------------------ units and decimals
+
+UNIT_ASKED: Mapping[str, tuple[str, ...]] = {
+    "thousand": ("in thousands", "in thousand", "in usd thousands", "in $ thousands", "($ thousands)", "千元"),
+    "million": ("in millions", "in million", "in usd millions", "in $ millions", "($ millions)", "in $m",
+                "in usd million", "in mn", "how many millions", "百万元"),
+    "billion": ("in billions", "in billion", "in usd billions", "in $ billions", "($ billions)", "in $bn", "in bn"),
+    "亿": ("以亿元", "亿元为单位", "单位：亿元", "单位:亿元", "用亿元"),
+    "万": ("以万元", "万元为单位", "单位：万元", "单位:万元", "用万元", "按万元"),
+}
+DECIMALS = re.compile(r"(?i)\b(?:(?:to|in|with|rounded to|round(?:ed)? to|at)\s+)?(\d|one|two|three|four|zero|no)\s+"
+                      r"decimal(?:\s+places?|s)?\b|保留\s*([0-9一二两三四])\s*位小数")
+DECIMAL_WORDS: Mapping[str, int] = {"zero": 0, "no": 0, "one": 1, "two": 2, "three": 3, "four": 4, "一": 1, "二": 2,
+                                    "两": 2, "三": 3, "四": 4}
+
+# ------------------------------------------------------------------------------------ measures
+
+MEASURE_SYNONYMS: Mapping[str, tuple[str, ...]] = {
+    "revenue": ("revenue", "revenues", "sales", "net sales", "turnover", "top line", "topline", "营收", "营业收入",
+                "营业总收入", "收入"),
+    "net_income": ("net income", "net profit", "net earnings", "bottom line", "net loss", "profit", "earnings",
+                   "lose money", "净利润", "净利"),
+    "net_income_parent": ("net income attributable to shareholders", "net income attributable to the parent", "归母",
+                          "attributable net income", "归母净利润", "归属于母公司股东的净利润", "归属于母公司所有者的净利润",
+                          "归属于上市公司股东的净利润", "归母净利"),
+    "operating_expenses": ("opex", "operating expenses", "operating costs"),
+    "cfo": ("operating cash flow", "cash from operations", "cash flow from operations", "cash from operating activities",
+            "operating cash", "经营现金流", "经营活动现金流", "经营活动产生的现金流量净额", "经营性现金流"),
+    "cash_begin": ("starting cash", "opening cash", "beginning cash", "cash at the start", "cash at the beginning",
+                   "beginning balance of cash", "期初现金", "期初现金及现金等价物余额"),
+    "cash_end": ("ending cash", "closing cash", "end of period cash", "end of the period cash", "cash at the end of the period",
+                 "期末现金", "期末现金及现金等价物余额"),
+    "weighted_shares_basic": ("weighted average basic shares", "weighted average basic share count", "basic share count",
+                              "weighted average shares", "weighted average share count"),
+    "weighted_shares_diluted": ("weighted average diluted shares", "diluted share count"),
+    "noncurrent_assets": ("non current assets", "noncurrent assets", "long term assets", "非流动资产", "非流动资产合计"),
+    "right_of_use_assets": ("right of use assets", "rou assets", "使用权资产"),
+    "cfi": ("investing cash flow", "cash from investing", "cash flow from investing", "investing activities",
+            "投资现金流", "投资活动产生的现金流量净额", "投资活动现金流"),
+    "cff": ("financing cash flow", "cash from financing", "cash flow from financing", "financing activities",
+            "net financing",
+            "筹资现金流", "筹资活动产生的现金流量净额", "筹资活动现金流"),
+    "cash": ("cash", "cash and cash equivalents", "cash balance", "cash pile", "货币资金", "现金及现金等价物"),
+    "total_assets": ("total assets", "assets", "总资产", "资产总计", "资产总额"),
+    "total_liabilities": ("total liabilities", "liabilities", "总负债", "负债合计", "负债总额"),
+    "total_equity": ("total equity", "shareholders equity", "stockholders equity", "equity", "net assets",
+                     "book value", "所有者权益", "股东权益", "净资产"),
+    "eps_basic": ("eps", "earnings per share", "basic eps", "basic earnings per share", "每股收益", "基本每股收益"),
+    "eps_diluted": ("diluted eps", "diluted earnings per share", "稀释每股收益"),
+    "gross_profit": ("gross profit", "毛利", "毛利润"),
+    "operating_income": ("operating income", "operating profit", "income from operations", "ebit", "营业利润"),
+    "capex": ("capex", "capital expenditure", "capital expenditures", "capital spending", "资本开支", "资本支出"),
+    "rd_expense": ("r&d", "research and development", "研发费用", "研发投入", "研发支出"),
+    "accounts_payable": ("accounts payable", "payables", "trade payables", "应付账款"),
+    "accounts_receivable": ("accounts receivable", "receivables", "trade receivables", "应收账款"),
+    "inventory": ("inventory", "inventories", "stock on hand", "存货"),
+    "long_term_debt": ("long-term debt", "long term debt", "long-term borrowings", "long term borrowings", "长期借款"),
+    "short_term_debt": ("short-term debt", "short term debt", "short-term borrowings", "短期借款"),
+    "income_tax": ("income tax", "tax expense", "income taxes", "所得税", "所得税费用"),
+    "dividends_paid": ("dividends paid", "dividends", "分红", "分配股利"),
+}
+"""Words a question names a vocabulary measure with, beyond its printed labels (``kb.core.vocab.CONCEPTS``)."""
+
+METRIC_SYNONYMS: Mapping[str, tuple[str, ...]] = {
+    "return_on_equity": ("roe", "return on equity", "return on shareholders equity", "return on average equity",
+                         "净资产收益率", "加权平均净资产收益率"),
+    "return_on_assets": ("roa", "return on assets", "return on total assets", "总资产收益率", "总资产报酬率"),
+    "gross_margin": ("gross margin", "gross profit margin", "gross margins", "毛利率", "销售毛利率"),
+    "operating_margin": ("operating margin", "operating profit margin", "ebit margin", "营业利润率"),
+    "net_margin": ("net margin", "net profit margin", "net income margin", "profit margin", "净利率", "销售净利率"),
+    "current_ratio": ("current ratio", "流动比率"),
+    "quick_ratio": ("quick ratio", "acid test", "速动比率"),
+    "debt_to_assets": ("debt to assets", "debt-to-assets", "liabilities to assets", "资产负债率"),
+    "debt_to_equity": ("debt to equity", "debt-to-equity", "liabilities to equity", "产权比率"),
+    "dpo": ("days payable outstanding", "payables days", "payable days", "dpo", "payables period", "payable period",
+            "days to pay", "pay its suppliers", "pay suppliers", "pay their suppliers", "应付账款周转天数"),
+    "dso": ("days sales outstanding", "receivables days", "receivable days", "dso", "应收账款周转天数"),
+    "dio": ("days inventory outstanding", "inventory days", "days in inventory", "dio", "存货周转天数"),
+    "ccc": ("cash conversion cycle", "现金转换周期"),
+    "inventory_turnover": ("inventory turnover", "inventory turns", "stock turns", "stock turnover", "turn its stock",
+                           "turn over its inventory", "turn over inventory", "turn its inventory", "存货周转率"),
+    "receivables_turnover": ("receivables turnover", "receivable turnover", "应收账款周转率"),
+    "asset_turnover": ("asset turnover", "total asset turnover", "总资产周转率"),
+    "fixed_asset_turnover": ("fixed asset turnover", "固定资产周转率"),
+    "working_capital": ("working capital", "营运资金", "营运资本"),
+    "total_debt": ("total debt", "debt", "borrowings", "有息负债"),
+    "ebitda": ("ebitda",),
+    "ebitda_margin": ("ebitda margin", "ebitda as a percent of revenue", "ebitda as a percentage of revenue",
+                      "ebitda to revenue"),
+    "effective_tax_rate": ("effective tax rate", "tax rate", "share of pre tax income", "share of pretax income",
+                           "实际税率"),
+    "interest_coverage": ("interest coverage", "times interest earned", "利息保障倍数"),
+    "free_cash_flow": ("free cash flow", "fcf", "自由现金流"),
+    "capex_to_revenue": ("capex to revenue", "capex intensity", "capex as a percentage of revenue"),
+    "capital_intensity": ("capital intensity", "asset heavy", "per dollar of revenue", "assets to revenue"),
+    "dividend_payout": ("dividend payout", "payout ratio", "股利支付率", "分红率"),
+}
+"""Words a question names a ratio or metric with (``router.metrics.CATALOG``)."""
+
+WEAK_MEASURE_WORDS = frozenset({"cash", "assets", "liabilities", "equity", "debt", "profit", "earnings", "收入",
+                                "borrowings", "dividends"})
+"""Single words that name a measure only when nothing fuller does ("cash" in "cash flow from financing")."""
+
+PROFIT_MEASURES = frozenset({"net_income", "net_income_parent", "net_income_continuing", "operating_income",
+                             "gross_profit", "pretax_income"})
+"""Measures a question may ask about as a loss."""
+
+STOP_WORDS = frozenset({"the", "a", "an", "of", "in", "on", "for", "to", "and", "or", "by", "with", "what", "was",
+                        "is", "are", "were", "did", "does", "do", "how", "which", "who", "its", "their", "it", "that",
+                        "this", "these", "those", "from", "at", "as", "be", "been", "has", "had", "have", "report",
+                        "reported", "company", "companies", "year", "fiscal", "please", "tell", "me", "show"})
+
+ZH_PLACES = ("北京", "上海", "天津", "重庆", "广东", "广州", "深圳", "珠海", "佛山", "东莞", "浙江", "杭州", "宁波", "温州",
+             "江苏", "南京", "苏州", "无锡", "常州", "山东", "济南", "青岛", "烟台", "福建", "福州", "厦门", "湖北", "武汉",
+             "湖南", "长沙", "四川", "成都", "陕西", "西安", "河南", "郑州", "河北", "石家庄", "安徽", "合肥", "江西",
+             "南昌", "辽宁", "沈阳", "大连", "吉林", "长春", "黑龙江", "哈尔滨", "山西", "太原", "云南", "昆明", "贵州",
+             "贵阳", "广西", "南宁", "海南", "海口", "甘肃", "兰州", "宁夏", "银川", "青海", "西宁", "新疆", "乌鲁木齐",
+             "内蒙古", "西藏", "中国")
+"""Places a Chinese registered name starts with and its short name (简称) drops (深圳市德赛电池 → 德赛电池)."""
+
+ZH_LINE_ITEMS = (
+    # 资产负债表 (CAS general format)
+    "货币资金", "交易性金融资产", "衍生金融资产", "应收票据", "应收账款", "应收款项融资", "预付款项", "其他应收款", "存货",
+    "合同资产", "持有待售资产", "一年内到期的非流动资产", "其他流动资产", "流动资产合计", "债权投资", "其他债权投资",
+    "长期应收款", "长期股权投资", "其他权益工具投资", "其他非流动金融资产", "投资性房地产", "固定资产", "在建工程",
+    "生产性生物资产", "使用权资产", "无形资产", "开发支出", "商誉", "长期待摊费用", "递延所得税资产", "其他非流动资产",
+    "非流动资产合计", "资产总计", "短期借款", "交易性金融负债", "衍生金融负债", "应付票据", "应付账款", "预收款项",
+    "合同负债", "应付职工薪酬", "应交税费", "其他应付款", "持有待售负债", "一年内到期的非流动负债", "其他流动负债",
+    "流动负债合计", "长期借款", "应付债券", "租赁负债", "长期应付款", "预计负债", "递延收益", "递延所得税负债",
+    "其他非流动负债", "非流动负债合计", "负债合计", "实收资本", "股本", "资本公积", "库存股", "其他综合收益", "专项储备",
+    "盈余公积", "未分配利润", "少数股东权益", "所有者权益合计", "负债和所有者权益总计",
+    # 利润表
+    "营业总收入", "营业收入", "利息收入", "营业总成本", "营业成本", "税金及附加", "销售费用", "管理费用", "研发费用", "财务费用",
+    "利息费用", "其他收益", "投资收益", "对联营企业和合营企业的投资收益", "净敞口套期收益", "公允价值变动收益",
+    "信用减值损失", "资产减值损失", "资产处置收益", "营业利润", "营业外收入", "营业外支出", "利润总额", "所得税费用",
+    "净利润", "持续经营净利润", "终止经营净利润", "归属于母公司股东的净利润", "少数股东损益", "其他综合收益的税后净额",
+    "综合收益总额", "基本每股收益", "稀释每股收益",
+    # 现金流量表
+    "销售商品、提供劳务收到的现金", "收到的税费返还", "收到其他与经营活动有关的现金", "经营活动现金流入小计",
+    "购买商品、接受劳务支付的现金", "支付给职工以及为职工支付的现金", "支付的各项税费", "支付其他与经营活动有关的现金",
+    "经营活动现金流出小计", "经营活动产生的现金流量净额", "收回投资收到的现金", "取得投资收益收到的现金",
+    "处置固定资产、无形资产和其他长期资产收回的现金净额", "投资活动现金流入小计",
+    "购建固定资产、无形资产和其他长期资产支付的现金", "投资支付的现金", "投资活动现金流出小计",
+    "投资活动产生的现金流量净额", "吸收投资收到的现金", "取得借款收到的现金", "筹资活动现金流入小计", "偿还债务支付的现金",
+    "分配股利、利润或偿付利息支付的现金", "筹资活动现金流出小计", "筹资活动产生的现金流量净额",
+    "汇率变动对现金及现金等价物的影响", "现金及现金等价物净增加额", "期初现金及现金等价物余额", "期末现金及现金等价物余额",
+    # 主要会计数据和财务指标
+    "归属于上市公司股东的净利润", "归属于上市公司股东的扣除非经常性损益的净利润", "加权平均净资产收益率",
+    "归属于上市公司股东的净资产", "非经常性损益",
+)
+"""The line items of Chinese statements as the CAS general formats print them (a question names a line outside
+the vocabulary by its printed label: 交易性金融资产, 合同负债)."""
+
+LINE_ALIASES: Mapping[str, str] = {
+    "扣非净利润": "归属于上市公司股东的扣除非经常性损益的净利润", "扣非归母净利润": "归属于上市公司股东的扣除非经常性损益的净利润",
+    "扣非": "归属于上市公司股东的扣除非经常性损益的净利润", "投资净收益": "投资收益", "信用减值": "信用减值损失",
+    "公允价值变动损益": "公允价值变动收益",
+}
+"""Short names analysts give printed lines (扣非净利润) → the printed label."""
+
+EN_LINE_ITEMS = (
+    "goodwill", "intangible assets", "deferred revenue", "accrued liabilities", "accrued expenses", "prepaid expenses",
+    "operating lease liabilities", "finance lease liabilities", "deferred tax assets", "deferred tax liabilities",
+    "additional paid in capital", "accumulated deficit", "accumulated other comprehensive loss", "treasury stock",
+    "contract liabilities", "contract assets", "customer deposits", "notes payable", "convertible notes",
+    "marketable securities", "restricted cash", "other assets", "other liabilities", "warrant liabilities",
+    "derivative liabilities", "stock based compensation", "share based compensation", "impairment", "goodwill impairment",
+    "interest income", "other income", "gain on sale", "loss on extinguishment of debt", "medical costs",
+    "third party medical costs", "selling and marketing expenses", "general and administrative expenses",
+    "sales and marketing", "cost of services", "cost of products", "product revenue", "service revenue",
+    "subscription revenue", "advertising expense", "noncontrolling interests", "preferred stock", "dividends declared",
+    "proceeds from issuance of common stock", "repayments of debt", "purchases of investments",
+)
+"""Common US GAAP line items outside the vocabulary (a question naming one asks for that printed line)."""

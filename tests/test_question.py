@@ -1,0 +1,144 @@
+"""The typed question (``router.question.read_question``): each capability on questions written for these tests
+(not the dev sets' and not ``bench/parse/questions.jsonl``), bad input, and ``kb bench parse``'s scoring."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from kb.bench.parse_bench import ParseCase, compare, load_cases, score
+from router.question import PeriodRef, read_question
+
+FIRMS = ["Harbor Freight Logistics, Inc.", "Quillon Biotherapeutics Corp.", "The Marlow Group Holdings, Inc.",
+         "Tessaract Semiconductor Ltd"]
+ZH_FIRMS = ["上海晨光文具股份有限公司", "浙江龙盛集团股份有限公司", "深圳市汇川技术股份有限公司"]
+
+
+def _q(text: str, companies: list[str] | dict[str, list[str]] = FIRMS):  # noqa: ANN202
+    return read_question(text, companies)
+
+
+@pytest.mark.parametrize(("text", "op", "measure"), [
+    ("Which of Harbor Freight and Quillon had the heftier top line in 2022?", "max", "revenue"),
+    ("Who burned the least cash from operations last fiscal year among Marlow and Tessaract?", "min", "cfo"),
+    ("List every company here from smallest to largest total assets.", "rank", "total_assets"),
+    ("Order the firms by R&D spend, biggest first.", "rank", "rd_expense"),
+    ("Which names reported sales above $2.5bn in 2023?", "screen", "revenue"),
+    ("Tessaract's operating cash flow in Q2 2023 versus Q2 2022 — how much did it swing?", "change", "cfo"),
+    ("Walk me through Quillon's accounts receivable for 2020, 2021 and 2022.", "series", "accounts_receivable"),
+    ("Put Marlow and Harbor Freight's inventories side by side for 2023.", "compare", "inventory"),
+    ("What gross margin did Quillon post in fiscal 2021?", "lookup", "gross_margin"),
+    ("晨光文具2023年的营收是多少？", "lookup", "revenue"),
+    ("这几家公司里哪家2022年归母净利润最高？", "max", "net_income_parent"),
+    ("把这几家公司按2023年经营现金流从低到高排个序", "rank", "cfo"),
+])
+def test_each_operation_is_read_from_its_words(text: str, op: str, measure: str) -> None:
+    q = _q(text, ZH_FIRMS if any("\u4e00" <= ch <= "\u9fff" for ch in text) else FIRMS)
+    assert q.understood, q.unknown
+    assert q.operation == op and [m.name for m in q.measures] == [measure], q
+
+
+def test_a_loss_flips_the_extreme_and_marks_the_sign() -> None:
+    q = _q("Which company posted the deepest net loss in 2023?")
+    assert (q.operation, q.sign, q.measures[0].name) == ("min", "loss", "net_income")
+    zh = _q("这几家里2023年哪家亏损最多？", ZH_FIRMS)
+    assert (zh.operation, zh.sign, zh.measures[0].name) == ("min", "loss", "net_income")
+
+
+def test_spans_quarters_and_ranges_of_years() -> None:
+    assert _q("Harbor Freight revenue for the nine months ended September 30, 2023?").periods == (
+        PeriodRef(year=2023, months=9),)
+    assert _q("汇川技术2023年前三季度营业收入是多少", ZH_FIRMS).periods == (PeriodRef(year=2023, months=9),)
+    assert _q("Tessaract inventories at June 30, 2024?").periods == (PeriodRef(year=2024, quarter=2, months=3),)
+    series = _q("How has Quillon's cash moved over fiscal 2019-2022?")
+    assert series.operation == "series" and [p.year for p in series.periods] == [2019, 2020, 2021, 2022]
+    change = _q("By how much did Quillon's cash grow from fiscal 2019 to fiscal 2022?")
+    assert change.operation == "change" and [p.year for p in change.periods] == [2019, 2022]
+    quarters = _q("Marlow net income in each of Q1, Q2 and Q3 of 2023?")
+    assert [(p.year, p.quarter) for p in quarters.periods] == [(2023, 1), (2023, 2), (2023, 3)]
+    assert _q("晨光文具一季度营收多少", ZH_FIRMS).periods == (PeriodRef(quarter=1, months=3),)  # no year guessed
+    assert _q("Quillon's latest cash balance?").periods == (PeriodRef(relative="latest"),)
+    assert _q("龙盛近三年的净利润走势", ZH_FIRMS).periods == (PeriodRef(relative="last_n", n=3),)
+
+
+def test_groups_and_bounds_in_english_and_chinese() -> None:
+    q = _q("Sort the companies into three buckets by revenue: small (under $500M), mid ($500M to $2B "
+           "inclusive) and large (over $2B).")
+    assert q.operation == "group" and [(r.low, r.high) for r in q.ranges] == [
+        (None, 5e8), (5e8, 2e9), (2e9, None)]
+    assert q.ranges[1].high_inclusive and not q.ranges[0].high_inclusive
+    zh = _q("把这几家按2023年营收分为三档：超过200亿元、50亿元（含）至200亿元、不足50亿元", ZH_FIRMS)
+    assert zh.operation == "group" and sorted((r.low, r.high) for r in zh.ranges if r.low) == [(5e9, 2e10), (2e10, None)]
+    signs = _q("Split the firms into profitable and loss-making camps on 2023 net income.")
+    assert [r.direction for r in signs.ranges] == ["positive", "negative"] and signs.sign == ""
+    screen = _q("Which companies had at least $1 billion of cash at the end of 2023?")
+    assert screen.operation == "screen" and screen.bounds == {"gte": 1e9}  # "at least" is no superlative
+    assert _q("2023年营收不低于50亿元的有哪几家？", ZH_FIRMS).bounds == {"gte": 5e9}  # 不低于, not 低于
+
+
+def test_names_resolve_by_distinctive_words_aliases_and_short_names() -> None:
+    assert _q("Tessaract's revenue in 2023?").entities.names == ("Tessaract Semiconductor Ltd",)
+    assert _q("Marlow Group revenue in 2023?").entities.names == ("The Marlow Group Holdings, Inc.",)
+    assert _q("HFL revenue in 2023?", {n: (["HFL"] if n.startswith("Harbor") else []) for n in FIRMS}) \
+        .entities.names == ("Harbor Freight Logistics, Inc.",)
+    assert _q("晨光和汇川2023年营收对比", ZH_FIRMS).entities.names == ("上海晨光文具股份有限公司", "深圳市汇川技术股份有限公司")
+    which = _q("Which company had the highest revenue in 2023?")
+    assert which.entities.scope == "collection" and not which.entities.names
+
+
+@pytest.mark.parametrize("text", [
+    "Which company has the friendliest culture?",          # no measure the reports state
+    "What was Quillon's revenue in 2021 in fiscal 2023?",  # two periods conflict
+    "Group the companies by revenue: under $5B and under $2B.",  # overlapping groups
+    "what is the the of",                                  # stop words
+    "Rank the firms by revenue and by net income in 2023.",  # two measures compete for one ranking
+    "",
+])
+def test_what_is_not_understood_is_not_a_verdict(text: str) -> None:
+    q = _q(text)
+    assert not q.understood
+
+
+def test_bad_input_is_bounded() -> None:
+    many = [f"Company Number{i} Industries Inc." for i in range(50)]
+    text = "Compare " + ", ".join(f"Number{i}" for i in range(50)) + " on revenue in 2023."
+    started = time.perf_counter()
+    q = read_question(text, many)
+    assert len(q.entities.names) == 50 and q.operation == "compare"
+    long = "revenue " * 3000 + "?"
+    read_question(long, many)
+    assert time.perf_counter() - started < 10
+
+
+def test_scoring_separates_correct_misparsed_and_not_parsed(tmp_path: Path) -> None:
+    lines = [
+        {"id": "a", "capability": "max", "lang": "en", "source": "analyst", "companies": FIRMS,
+         "question": "Which company had the highest revenue in 2023?",
+         "expect": {"operation": "max", "measures": [{"name": "revenue"}], "periods": [{"year": 2023}]}},
+        {"id": "b", "capability": "max", "lang": "en", "source": "analyst", "companies": FIRMS,
+         "question": "Which company had the highest revenue in 2023?",
+         "expect": {"operation": "min", "measures": [{"name": "revenue"}], "periods": [{"year": 2023}]}},
+        {"id": "c", "capability": "abstain", "lang": "en", "source": "bad-input", "companies": FIRMS,
+         "question": "Which company has the friendliest culture?", "expect": {"abstain": True}},
+        {"id": "d", "capability": "abstain", "lang": "en", "source": "bad-input", "companies": FIRMS,
+         "question": "Which company had the highest revenue in 2023?", "expect": {"abstain": True}},
+        {"id": "e", "capability": "lookup", "lang": "en", "source": "analyst", "companies": FIRMS,
+         "question": "Which company has the friendliest culture?", "expect": {"operation": "lookup"}},
+    ]
+    path = tmp_path / "q.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines), encoding="utf-8")
+    outcomes = [score(c).outcome for c in load_cases(path)]
+    assert outcomes == ["correct", "misparsed", "correct", "misparsed", "not_parsed"]
+    assert compare({"operation": "max", "measures": [{"name": "revenue"}], "bounds": {"gt": 1e9}},
+                   {"operation": "max", "measures": [{"name": "revenue", "kind": "concept"}],
+                    "entities": {"scope": "collection", "names": []}, "periods": [], "change": "", "sign": "",
+                    "order": "", "limit": None, "ranges": [], "bounds": {"gt": 1e9 * (1 + 1e-9)}}) == []
+
+
+def test_the_shipped_question_set_reads() -> None:
+    cases = load_cases(Path(__file__).resolve().parents[1] / "bench" / "parse" / "questions.jsonl")
+    assert len(cases) >= 120 and all(isinstance(c, ParseCase) for c in cases)
+    assert sum(c.lang == "zh" for c in cases) >= 40 and sum(c.source == "analyst" for c in cases) >= 60
