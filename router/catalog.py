@@ -9,6 +9,7 @@ is unchanged: a query costs one stamp query, and a change of the collection one 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -78,6 +79,17 @@ class Catalog:
 
     def metadata(self, doc_ids: Sequence[int]) -> dict[int, dict]:
         return {d: f.metadata for d, f in self.fields(doc_ids).items()}
+
+    @functools.cached_property
+    def companies(self) -> dict[str, tuple[str, ...]]:
+        """Each company the documents name → the tickers and other names its documents record (how a question
+        may write it: ``router.question``)."""
+        aliases: dict[str, set[str]] = {}
+        for f in self.docs.values():
+            if company := str(f.metadata.get("company") or ""):
+                found = aliases.setdefault(company, set())
+                found.update(str(v) for v in (f.metadata.get("ticker"), *(f.metadata.get("also_known_as") or ())) if v)
+        return {name: tuple(sorted(a)) for name, a in aliases.items()}
 
 
 class Catalogs:

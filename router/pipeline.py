@@ -25,6 +25,7 @@ from router.locate import Searched, documents_to_read, locate, read_more, search
 from router.metrics import answer_metric, restate
 from router.passages import passages
 from router.planning import plan_documents
+from router.question import Question, read_question
 from router.ranking import Ranked, rank
 from router.retrieve import Reranker
 from router.routing import route
@@ -33,6 +34,7 @@ from router.sufficiency import Judgement, judge
 from router.synthesize import check_figures, synthesize
 from router.trace import QueryResult, RetrievalOutcome, build_trace
 from router.types import Oracle, Request, RoutingResult, ScopePlan
+from router.understood import abstained, disagreement
 
 log = structlog.get_logger("router.pipeline")
 
@@ -67,7 +69,7 @@ class QueryPipeline:
             docs = documents_to_read(plan, routing)
             state = await state.with_plan(plan, [d.doc_id for d in docs])
         with clock.stage("facts"):
-            facts = await facts_or_none(state, plan)
+            facts, reading = await facts_or_none(state, plan)
         log.info("router.docs_selected", strategy=state.req.strategy, scope=plan.scope.kind,
                  doc_ids=[d.doc_id for d in routing.documents], needed=list(plan.needed))
         if on_event:
@@ -80,7 +82,7 @@ class QueryPipeline:
             ev = await locate(state, routing, docs, searched)
             ranked = await as_passages(state, await judge_and_read(
                 state, ev, routing, searched, await rank(state, ev, routing, self.reranker), self.reranker))
-        return replace(outcome(state, routing, searched, ev, ranked, clock.ms), facts=facts)
+        return replace(outcome(state, routing, searched, ev, ranked, clock.ms), facts=facts, reading=reading)
 
     async def run(self, req: Request, on_event: Event | None = None) -> QueryResult:
         """The whole pipeline; the trace when the request asks for it; the observer in every case."""
@@ -119,17 +121,22 @@ class ReplicaPipeline(QueryPipeline):
             return await super().retrieve(req, on_event, **kwargs)
 
 
-async def facts_or_none(state: QueryState, plan: ScopePlan) -> FactsAnswer | None:
-    """The facts answer, or none when reading the facts fails: the question takes the text path (logged)."""
+async def facts_or_none(state: QueryState, plan: ScopePlan) -> tuple[FactsAnswer | None, Question | None]:
+    """The facts answer and the question as read (``router.question``), or none when reading the facts fails:
+    the question takes the text path (logged). An answer the reading disagrees with, or that answers a question
+    the reading could not fully place, states no verdict (``router.understood``)."""
     try:
-        metric = await answer_metric(state.pool, state.catalog, state.question, plan)
-        if metric is not None:
-            return metric
-        return restate(await answer_from_facts(state.pool, state.catalog, state.question, plan,
-                                               within=state.within), state.question)
+        computed = await answer_metric(state.pool, state.catalog, state.question, plan) or restate(
+            await answer_from_facts(state.pool, state.catalog, state.question, plan, within=state.within),
+            state.question)
     except (asyncpg.PostgresError, ValueError, KeyError, ZeroDivisionError) as exc:
         log.warning("router.facts_failed", error=f"{type(exc).__name__}: {exc}")
-        return None
+        return None, None
+    if computed is None:
+        return None, None
+    reading = read_question(state.req.query, state.catalog.companies)
+    why = disagreement(reading, computed)
+    return (abstained(computed, why, reading.lang) if why else computed), reading
 
 
 async def as_passages(state: QueryState, ranked: Ranked) -> Ranked:

@@ -110,6 +110,7 @@ _MONTHS = {m: i for i, names in enumerate((("january", "jan"), ("february", "feb
                                             ("may",), ("june", "jun"), ("july", "jul"), ("august", "aug"),
                                             ("september", "sept", "sep"), ("october", "oct"), ("november", "nov"),
                                             ("december", "dec")), 1) for m in names}
+_MONTH_BEFORE = re.compile(rf"(?i)\b(?:{'|'.join(sorted(_MONTHS, key=len, reverse=True))})\.?\s*$")
 _MASKED: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("masked_cues", default=frozenset())
 _USED: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("used_cues", default=None)
 
@@ -140,6 +141,7 @@ class _Reading:
     @classmethod
     def of(cls, text: str) -> _Reading:
         low = text.lower().replace("’", "'").replace("‘", "'")
+        low = re.sub(r"\((?:or )?(?:decrease|increase|loss|deficit)\)", lambda m: " " * len(m.group(0)), low)
         low = re.sub(r"(?<=[a-z0-9])'s\b", "  ", low)  # possessives: "apple's" → "apple"
         return cls(raw=low, words=[(m.start(), m.end(), m.group(0)) for m in _WORD.finditer(low)])
 
@@ -339,7 +341,18 @@ def _companies(r: _Reading, companies: Mapping[str, Sequence[str]]) -> tuple[lis
 
 
 def _amounts(text: str) -> list[tuple[int, int, float]]:
-    """Amounts in a text: (start, end, value in base units); years are not amounts, "zero" and 零 are 0."""
+    """Amounts in a text: (start, end, value in base units); years are not amounts, "zero" and 零 are 0. A scale
+    written once in a text ("over 100,000 and below 1,000,000 in thousands") applies to its amounts written
+    without one."""
+    found = _scaled_amounts(text)
+    scales = {scale for *_, scale in found if scale != 1.0}
+    if len(scales) == 1:
+        (scale,) = scales
+        return [(a, b, v * scale if s == 1.0 and v else v) for a, b, v, s in found]
+    return [(a, b, v) for a, b, v, _ in found]
+
+
+def _scaled_amounts(text: str) -> list[tuple[int, int, float, float]]:
     text = re.sub(r"(?i)\bzero\b|零", lambda m: "0".ljust(len(m.group(0))), text)
     out = []
     for m in _NUMBER.finditer(text):
@@ -347,34 +360,38 @@ def _amounts(text: str) -> list[tuple[int, int, float]]:
         if re.fullmatch(_YEAR, num) and not (m.group("cur") or m.group("scale") or m.group("unit")):
             continue
         nxt, prev = text[m.end("num"):m.end("num") + 1], text[m.start("num") - 1:m.start("num")]
-        if (nxt and nxt in "年季月") or (prev and prev in "第"):
+        if (nxt and nxt in "年季月日号") or (prev and prev in "第") or _MONTH_BEFORE.search(text, 0, m.start("num")):
             continue
         value = float(num.replace(",", ""))
-        scale = (m.group("scale") or "").lower()
-        if scale:
-            value *= lx.SCALES.get(scale, lx.SCALES.get(scale.rstrip("s"), 1.0))
-        out.append((m.start("num") - len(m.group("cur") or ""), m.end(), value))
+        word = (m.group("scale") or "").lower()
+        scale = lx.SCALES.get(word, lx.SCALES.get(word.rstrip("s"), 1.0)) if word else 1.0
+        out.append((m.start("num") - len(m.group("cur") or ""), m.end(), value * scale, scale))
     return out
 
 
 def _bound_word(before: str, after: str) -> str | None:
-    """The bound an amount is stated with: a word just after it ("or more", 以上, 以下) or the nearest one before
-    it ("above", ">", 高于; the longest of those ending at the same place: 不低于 before 低于)."""
-    head = after.strip()[:10]
-    for op, words in lx.BOUND_WORDS.items():
-        if any(head.startswith(w) for w in words if lx.is_zh(w) or w.startswith("or ")):
-            return op
+    """The bound an amount is stated with: a word right before it ("above", ">", 高于; the longest ending there: 不低于
+    before 低于), else a word right after it ("or more", "and below", 以上, 以下), else the nearest word before it."""
     tail = before.rstrip()[-30:]
-    best: tuple[int, int, str] | None = None
+    head = after.strip()[:10]
+    adjacent: tuple[int, str] | None = None
+    nearest: tuple[int, int, str] | None = None
     for op, words in lx.BOUND_WORDS.items():
         for w in words:
-            if w.startswith("or "):
+            if w.startswith(("or ", "and ")):
                 continue
+            if tail.endswith(w) and (adjacent is None or len(w) > adjacent[0]):
+                adjacent = (len(w), op)
             i = tail.rfind(w)
             if i >= 0 and (lx.is_zh(w) or not tail[i + len(w):i + len(w) + 1].isalpha()):
                 cand = (i + len(w), len(w), op)
-                best = max(best, cand) if best else cand
-    return best[2] if best else None
+                nearest = max(nearest, cand) if nearest else cand
+    if adjacent:
+        return adjacent[1]
+    for op, words in lx.BOUND_WORDS.items():
+        if any(head.startswith(w) for w in words if lx.is_zh(w) or w.startswith(("or ", "and "))):
+            return op
+    return nearest[2] if nearest else None
 
 
 _INCLUSIVE = re.compile(r"(?i)^\s*(?:元|美元)?\s*(?:[(（]\s*含\s*[)）]|inclusive|含两端|\(inclusive\))")
@@ -438,10 +455,10 @@ def _ranges(text: str) -> tuple[list[Range], bool]:
     """The groups a question states, each with its bounds, and whether a stated group could not be read.
     Groups are separated by commas, semicolons or 、 outside parentheses; each is "label (spec)", "label: spec",
     "spec为label" or a bare spec."""
-    cut = re.search(r"(?i)\binto\b|分为|分成|划分成|划分为|归入|分档|归类|[—:：]", text)
-    body = text[cut.end():] if cut else text
-    head = re.match(r"[^:：\d$¥￥]{0,40}[:：]", body)  # "three groups: …", "三组：…"
-    body = body[head.end():] if head else body
+    first = _amounts(text)
+    limit = first[0][0] if first else len(text)
+    cuts = [m for m in re.finditer(r"(?i)\binto\b|分为|分成|划分成|划分为|归入|分档|归类|[—:：]", text) if m.end() <= limit]
+    body = text[cuts[-1].end():] if cuts else text
     body = re.split(r"(?<=[.。])\s+(?=[A-Z\u4e00-\u9fff])|。|(?i:\bplace companies\b)", body, maxsplit=1)[0]
     ranges, unread = [], False
     body = re.sub(r"(?i)\s+and\s+(?=[\w-]+(?:\s+[\w-]+)?\s+(?:if|when)\b)", ", ", body)
@@ -564,7 +581,8 @@ def _periods(r: _Reading) -> tuple[list[PeriodRef], bool, bool]:
         else:
             p = PeriodRef(year=year, quarter=(month - 1) // 3 + 1, months=3)
         add(m.start(), p, m.span())
-    ranged = False
+    ranged = bool(re.search(r"(?i)(?:季度|q[1-4]|quarter)[^,，。;；]{0,8}?(?:到|至|through|to|until|[-–—~])\s*(?:fy\s*)?(?:\d{2,4}|q[1-4])",
+                            text))  # "从2017年第三季度到2024年第一季度"
     for m in _YEAR_RANGE.finditer(text):
         if free(m):
             ranged = True
@@ -701,10 +719,8 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
     basis = _change_basis(r)
     masked = r.masked()
     bounds = _bounds_in(masked) if not grouped else []
-    if not bounds and (d := _direction_groups(r)) and not grouped and (cues["collection"] or len(named) > 1):
-        bounds = [("gt", 0.0)] if d[0].direction == "positive" and not r.any(lx.DIRECTIONS["negative"]) else []
     sign_bound = {"positive": ("gt", 0.0), "negative": ("lt", 0.0)}
-    if not bounds and not grouped and (cues["collection"] or len(named) > 1):
+    if not bounds and not grouped and cues["collection"] and len(named) != 1:
         for side, words in lx.DIRECTIONS.items():
             if r.any(words) and not r.any(lx.DIRECTIONS["negative" if side == "positive" else "positive"]):
                 bounds = [sign_bound[side]]
@@ -733,7 +749,9 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
     elif extreme and (cues["collection"] or len(named) > 1):
         op, used = extreme, {"compare"}
     elif cues["change"] or basis in ("yoy", "qoq", "cagr"):
-        op, used = "change", {"change", "compare"}
+        op, used = "change", {"change", "compare", "series"}
+        if ranged and cues["series"] and not basis:  # "从2017年第三季度到2024年第一季度…的变化趋势": the path
+            op = "series"
         if len([p for p in periods if p.year or p.quarter]) >= 3 and (cues["series"] or not basis
                                                                        and not r.any(lx.AMOUNT_ASKED)):
             op = "series"  # "how have sales moved over 2021-2023": the path, not one difference

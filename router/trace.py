@@ -10,6 +10,7 @@ import msgspec
 from kb.core.types import LLMUsage
 from router.facts import FactsAnswer, FactUsed
 from router.policy import OFFLINE
+from router.question import Question
 from router.scope import evidence_found
 from router.sufficiency import Judgement
 from router.types import (
@@ -90,6 +91,7 @@ class Trace(msgspec.Struct, frozen=True):
     unsupported_figures: tuple[UnsupportedFigure, ...]  # LLM answer sentences stating figures not in their evidence
     timings_ms: dict[str, float]
     llm: LLMUsage
+    question: Question | None = None  # the question as read (router.question), when an answer was computed
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,7 @@ class RetrievalOutcome:
     chosen_chunks: frozenset[int] = frozenset()  # LLM policy: chunks of the model's chosen nodes (others fill)
     rounds: tuple[Judgement, ...] = ()  # sufficiency judgements (LLM mode)
     facts: FactsAnswer | None = None  # the answer computed from stored facts (router.facts), when it applies
+    reading: Question | None = None  # the question as read beside it (router.question)
 
 
 class QueryResult(msgspec.Struct, frozen=True):
@@ -146,4 +149,4 @@ def build_trace(question: str, out: RetrievalOutcome, synthesis: str, timings_ms
                                 c.source, c.statement, llm_ranking and c.chunk_id not in out.chosen_chunks)
                      for c in out.chunks),
         rerank=out.rerank_note, synthesis=synthesis, unsupported_figures=tuple(unsupported), timings_ms={k: round(v, 1) for k, v in timings_ms.items()},
-        llm=usage)
+        llm=usage, question=out.reading)

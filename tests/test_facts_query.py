@@ -196,3 +196,20 @@ async def test_which_year_question_naming_no_company_reads_the_company_whose_rep
     assert "- The largest increase: 2023 vs 2022, increased by $300 thousand (+25.00%)" in answer, answer
     assert "$1,000 thousand for the year ended December 31, 2021" in answer
     assert {c["doc_name"] for c in body["citations"]} == {"acme-2022.txt", "acme-2023.txt"}
+
+
+async def test_a_computed_answer_the_reading_disagrees_with_states_no_verdict(filings: Runtime) -> None:
+    """Right or silent: where the question as read (``router.question``) and the computed answer disagree, or the
+    reading leaves something unplaced, the answer says what it could not determine and lists the figures it
+    found, cited — no verdict; an answer both agree on leads with its verdict and the trace shows the reading."""
+    for question in ("Which of Acme Holdings, Bolt and Cinder posted the deepest net loss in 2023?",
+                     "Group Acme Holdings, Bolt and Cinder by 2023 revenue: under $5 billion and under $2 billion."):
+        body = await ask_json(filings, question)
+        answer = body["answer"]
+        assert answer.startswith("I could not determine this from the statement figures: "), answer
+        assert re.search(r"What the statements show: .*\[1\]", answer) and body["facts"], answer
+        assert body["trace"]["question"]["unknown"] or body["trace"]["question"]["operation"] in ("min", "group")
+    body = await ask_json(filings, "Which of Acme Holdings, Bolt and Cinder had the highest revenue in 2023?")
+    assert "Bolt Corp has the highest revenue" in body["answer"] and "could not determine" not in body["answer"]
+    reading = body["trace"]["question"]
+    assert reading["operation"] == "max" and reading["measures"] == [{"name": "revenue", "kind": "concept"}]

@@ -137,9 +137,11 @@ COLLECTION = ("which company", "which companies", "which firm", "which firms", "
 """Words that ask over a set of companies (the named set, or the whole collection when none is named)."""
 
 BOUND_WORDS: Mapping[str, tuple[str, ...]] = {
-    "gte": ("at least", "no less than", "not less than", "or more", "or above", "or higher", ">=", "≥", "不低于", "不少于",
+    "gte": ("at least", "no less than", "not less than", "or more", "or above", "or higher", "and above", "and over",
+            "and more", "and higher", ">=", "≥", "不低于", "不少于",
             "及以上", "以上(含)", "至少"),
-    "lte": ("at most", "no more than", "not more than", "or less", "or below", "or lower", "up to", "<=", "≤", "不高于",
+    "lte": ("at most", "no more than", "not more than", "or less", "or below", "or lower", "and below", "and under",
+            "and less", "and lower", "up to", "<=", "≤", "不高于",
             "不超过", "及以下", "以下(含)", "至多"),
     "gt": ("above", "over", "more than", "greater than", "higher than", "exceed", "exceeding", "in excess of",
            "north of", ">", "超过", "高于", "大于", "多于", "以上"),

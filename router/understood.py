@@ -1,0 +1,109 @@
+"""Right or silent: whether an answer computed from stored facts answers the question as read.
+
+The computed answer comes from the facts executor (``router.facts``, ``router.metrics``); the typed question
+(``router.question``) is read apart from it. Where the reading leaves something it could not place, or where
+the two disagree on the measure, the operation or the period's span, the answer does not lead with a verdict:
+it says what could not be determined and lists the figures it found, each cited.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+import msgspec
+import structlog
+
+from router.facts import FactsAnswer, FactUsed
+from router.question import Question
+
+log = structlog.get_logger("router.understood")
+
+OPERATIONS: Mapping[str, frozenset[str]] = {
+    "lookup": frozenset({"lookup", "compare"}),
+    "max": frozenset({"max"}),
+    "min": frozenset({"min"}),
+    "rank": frozenset({"rank"}),
+    "categories": frozenset({"group"}),
+    "screen": frozenset({"screen"}),
+    "trend": frozenset({"series", "change", "max", "min"}),  # over periods: "which year saw the largest rise"
+    "metric": frozenset({"lookup", "compare", "series", "change"}),
+}
+"""The executor's operation → the readings it answers."""
+SOFT = ("no measure the reports state was found",)
+"""What the reading may miss that the executor still finds (a printed line of the collection's own reports)."""
+
+
+def _key(name: str) -> str:
+    return " ".join(re.sub(r"[\W_]+", " ", name.split(":", 1)[-1].lower()).split())
+
+
+def _names_one(a: str, b: str) -> bool:
+    """One measure under two names: the same words, or the one's words all among the other's ("inventory
+    turnover" and "inventory turnover ratio", a formula the question names)."""
+    wa, wb = set(a.split()), set(b.split())
+    return a == b or (bool(wa) and bool(wb) and (wa <= wb or wb <= wa))
+
+
+def disagreement(q: Question, computed: FactsAnswer) -> str:
+    """Why the computed answer does not answer the question as read, or "" when it does (or when the reading has
+    nothing to say: no operation on a measure was read)."""
+    hard = [u for u in q.unknown if u not in SOFT]
+    if hard:
+        return "; ".join(hard)
+    if not q.understood:
+        return ""
+    ask = computed.ask
+    asked = {_key(m.name) for m in q.measures}
+    concept = _key(ask.concept)
+    if ask.concept not in ("which", "line") and not any(_names_one(concept, a) for a in asked) \
+            and not _same_line(asked, computed.used):
+        return f"the figure asked ({', '.join(sorted(asked))}) is not the one computed ({concept})"
+    if ask.concept == "which":  # the largest of several measures of one company: the reading has no such shape
+        return ""
+    if q.operation not in OPERATIONS.get(ask.operation, frozenset({ask.operation})):
+        return f"the question asks for {_operation(q)}, not {ask.operation}"
+    return _span(q, computed.used)
+
+
+def _same_line(asked: set[str], used: Sequence[FactUsed]) -> bool:
+    """A printed line the executor read under another name (the reading named the line as printed)."""
+    return any(_key(u.line_item) in asked for u in used)
+
+
+def _operation(q: Question) -> str:
+    return {"group": "groups", "series": "a series over periods", "change": "a change between periods",
+            "screen": "the companies past a bound"}.get(q.operation or "", q.operation or "nothing")
+
+
+def _span(q: Question, used: Sequence[FactUsed]) -> str:
+    """A stated span (nine months, a half year, a quarter) answered with figures of another span."""
+    spans = {p.months for p in q.periods if p.year or p.quarter or p.months != 12}
+    if len(spans) != 1 or not used:
+        return ""
+    (months,) = spans
+    flows = [u for u in used if u.months]  # balances (months 0) are read at a date: any span's end
+    if flows and months != 12 and all(u.months != months for u in flows):
+        return f"the question asks for {months} months; the figures found cover {flows[0].months} months"
+    return ""
+
+
+def abstained(computed: FactsAnswer, why: str, lang: str) -> FactsAnswer:
+    """The computed answer without its verdict: what could not be determined, then the figures found, cited."""
+    rows = [f"{u.entity}, {u.line_item} ({_when(u)}): {_figure(u)} [{u.marker}]" for u in computed.used[:12]]
+    if lang == "zh":
+        text = f"无法据报表数字确定答案：{why}。" + (f"报表中的相关数字：{'；'.join(rows)}。" if rows else "")
+    else:
+        text = f"I could not determine this from the statement figures: {why}." + (
+            f" What the statements show: {'; '.join(rows)}." if rows else "")
+    log.info("router.facts_abstained", why=why, operation=computed.ask.operation, concept=computed.ask.concept)
+    return msgspec.structs.replace(computed, text=text)
+
+
+def _when(u: FactUsed) -> str:
+    return f"{u.months} months to {u.period_end.isoformat()}" if u.months else f"at {u.period_end.isoformat()}"
+
+
+def _figure(u: FactUsed) -> str:
+    scale = {1e3: " thousand", 1e6: " million", 1e9: " billion", 1e4: "万", 1e8: "亿"}.get(u.scale, "")
+    return f"{u.printed or f'{u.value:,.2f}'}{scale} {u.unit}".strip()
