@@ -118,6 +118,26 @@ def test_loong_loader(tmp_path: Path) -> None:
     assert q["gone"].skip == "reports not in docs/: 2022-GONE LLC-j"
 
 
+def test_loong_rewordings_replace_the_dev_queries_by_id(tmp_path: Path) -> None:
+    """``--questions`` with ``{id, query}`` lines: the dev questions (answers, reports, companies) asked in other
+    words; an id the dev file lacks is refused."""
+    from kb.core.errors import ValidationError
+
+    data = make_loong(tmp_path / "loong-en-dev")
+    reworded = tmp_path / "reworded.jsonl"
+    reworded.write_text(json.dumps({"id": "l2", "query": "Of Zorbex, Quillfeather and Marlin, whose revenue led?"})
+                        + "\n" + json.dumps({"id": "l1", "query": "Zorbex revenue, please."}) + "\n")
+    ds = load_loong(data, reworded)
+    dev = {x.qid: x for x in load_loong(data).questions}
+    assert [q.qid for q in ds.questions] == ["l2", "l1"]
+    assert ds.questions[0].question.startswith("Of Zorbex") and ds.questions[1].question == "Zorbex revenue, please."
+    assert ds.questions[0].answer == dev["l2"].answer and ds.questions[0].companies == dev["l2"].companies
+    assert ds.questions[1].relevant == dev["l1"].relevant
+    reworded.write_text(json.dumps({"id": "nope", "query": "?"}) + "\n")
+    with pytest.raises(ValidationError, match="unknown questions: nope"):
+        load_loong(data, reworded)
+
+
 # --------------------------------------------------------------------------- metrics by hand
 
 

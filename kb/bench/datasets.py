@@ -175,8 +175,11 @@ def load_loong(data_dir: Path, questions: Path | None = None) -> BenchDataset:
     qpath = questions or data_dir / "questions.jsonl"
     if not qpath.is_file():
         raise ValidationError(f"question file not found: {qpath}")
+    rows = [row for _, row in jsonl_objects(qpath.read_text(encoding="utf-8-sig"), qpath.name, ValidationError)]
+    if questions is not None and rows and all(set(r) <= {"id", "query"} for r in rows):
+        rows = _reworded(data_dir / "questions.jsonl", rows)
     out: list[BenchQuestion] = []
-    for line_no, row in jsonl_objects(qpath.read_text(encoding="utf-8-sig"), qpath.name, ValidationError):
+    for line_no, row in enumerate(rows, 1):
         level = row.get("level")
         text = str(row.get("query") or row.get("question") or "").strip()
         stems = [str(x) for x in (row.get("needed") or row.get("docs") or [])]
@@ -191,6 +194,17 @@ def load_loong(data_dir: Path, questions: Path | None = None) -> BenchDataset:
                                  companies=names if level in (2, 3) else (), categories=cats))
     return BenchDataset(name="loong", pdf_dir=doc_dir, metadata_path=None, files=files, questions=tuple(out),
                         has_pages=False)
+
+
+def _reworded(dev: Path, rewordings: list[dict]) -> list[dict]:
+    """The dev questions with their ``query`` replaced by rewordings keyed by ``id`` (a file of ``{id, query}``
+    lines: ``bench/rewordings``), in the rewordings' order; an id the dev file lacks is an error."""
+    by_id = {str(r.get("id")): r for _, r in jsonl_objects(dev.read_text(encoding="utf-8-sig"), dev.name,
+                                                            ValidationError)}
+    unknown = [str(r.get("id")) for r in rewordings if str(r.get("id")) not in by_id]
+    if unknown:
+        raise ValidationError(f"rewordings of unknown questions: {', '.join(unknown[:5])}")
+    return [{**by_id[str(r["id"])], "query": r["query"]} for r in rewordings]
 
 
 def loong_collection(data_dir: Path) -> str:
