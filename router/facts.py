@@ -34,6 +34,7 @@ from kb.core.vocab import (
 from router import store
 from router.catalog import Catalog
 from router.metadata import company_aliases, fact_condition
+from router.question import Range
 from router.scope import doc_entity
 from router.types import Answer, CitationOut, RetrievedChunk, ScopePlan
 from router.wording import EN, ZH, Words, date_text, words
@@ -43,16 +44,9 @@ MAX_MISSING_NAMED = 12
 """Documents without the figure named in an answer; the rest are counted."""
 
 
-class Category(msgspec.Struct, frozen=True):
-    """One stated group: its name and bounds (base units), or a direction ("increase", "decrease", "positive",
-    "negative", "zero", "other")."""
-
-    name: str
-    low: float | None = None
-    low_inclusive: bool = False
-    high: float | None = None
-    high_inclusive: bool = False
-    direction: str = ""
+Category = Range
+"""One stated group: its label and bounds (base units), or a direction ("increase", "decrease", "positive",
+"negative", "zero", "other") — the typed question's ``Range``."""
 
 
 class MeasureAsk(msgspec.Struct, frozen=True):
@@ -629,7 +623,7 @@ def compose(ask_: MeasureAsk, docs: Sequence[_Doc], rows_by_doc: Mapping[int, li
         head += [f"{i}. {w.figure(d, r, o)}" for i, (d, r, o) in enumerate(ordered, 1)]
         lines[:0] = head  # the verdict (with its superlative) comes last
     elif ask_.operation == "categories":
-        groups: dict[str, list[str]] = {c.name: [] for c in ask_.categories}
+        groups: dict[str, list[str]] = {c.label: [] for c in ask_.categories}
         figures: list[str] = []
         for d, r, o in picked:
             if ask_.change:
@@ -646,11 +640,11 @@ def compose(ask_: MeasureAsk, docs: Sequence[_Doc], rows_by_doc: Mapping[int, li
                             and _fits(c, r.value)), None) or \
                     next((c for c in ask_.categories if c.direction == sign), None) or \
                     next((c for c in ask_.categories if c.direction == "negative" and sign == "zero"
-                          and "zero" in c.name.lower()), None) or \
+                          and "zero" in c.label.lower()), None) or \
                     next((c for c in ask_.categories if c.direction == "other"), None)
                 figures.append(f"- {w.figure(d, r, o)}")
             if cat is not None:
-                groups[cat.name].append(d.entity)
+                groups[cat.label].append(d.entity)
         lines.append(ww.by_company.format(label=label.capitalize()))
         lines += figures
         lines.append(ww.grouped.format(label=label))

@@ -233,7 +233,7 @@ def _metric_terms() -> dict[str, frozenset[str]]:
     return terms
 
 
-_TERMS = _metric_terms()
+_TERMS: dict[str, frozenset[str]] = {}
 
 
 def _measures(r: _Reading, line_items: Sequence[str]) -> list[MeasureRef]:
@@ -253,6 +253,8 @@ def _measures(r: _Reading, line_items: Sequence[str]) -> list[MeasureRef]:
         found = [f for f in found if r.raw[f[0]:f[1]] not in lx.WEAK_MEASURE_WORDS] or found
     if {"cash_begin", "cash_end"} & {ref.name for *_, ref in found}:
         found = [f for f in found if f[2].name != "cash"]
+    if not _TERMS:
+        _TERMS.update(_metric_terms())  # read at first use: router.facts imports this module
     inputs = set().union(*(_TERMS.get(ref.name, frozenset()) for *_, ref in found if ref.kind == "metric"))
     found = [f for f in found if not (f[2].kind == "concept" and f[2].name in inputs)] or found
     return list({ref.name: ref for *_, ref in reversed(found)}.values())[::-1]

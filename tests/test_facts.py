@@ -132,7 +132,7 @@ def test_stated_groups_are_parsed_with_their_bounds_and_scale() -> None:
         "Please categorize the companies by 'Cash' into the following groups: high (over $15,000 in thousands), "
         "medium (over $10,000 in thousands and below $15,000 in thousands), and low (above $0 and below "
         "$10,000 in thousands), and negative (0 and below). Place companies into the same collection.")
-    assert [c.name for c in cats] == ["high", "medium", "low", "negative"]
+    assert [c.label for c in cats] == ["high", "medium", "low", "negative"]
     assert (cats[0].low, cats[0].high) == (15e6, None)
     assert (cats[1].low, cats[1].high) == (10e6, 15e6)
     assert (cats[3].low, cats[3].high, cats[3].high_inclusive) == (None, 0.0, True)
@@ -210,7 +210,7 @@ def test_chinese_company_names_periods_trends_and_groups_in_questions() -> None:
     assert not classify_scope("洋河股份的使用权资产是多少？", kv).series
     cats = parse_categories("请对上述公司财报按照“基本每股收益”进行划分，划分成：高收益（0.20元及以上），中收益"
                             "（0.10元至0.20元），低收益（0.10元以下）。同类别的划分到一个集合。")
-    assert [(c.name, c.low, c.low_inclusive, c.high) for c in cats] == [
+    assert [(c.label, c.low, c.low_inclusive, c.high) for c in cats] == [
         ("高收益", 0.2, True, None), ("中收益", 0.1, True, 0.2), ("低收益", None, False, 0.1)]
     assert question_concept("从2018年到2024年，比亚迪公司的现金及现金等价物余额是如何变化的？") == "cash_end"
 
