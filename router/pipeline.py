@@ -25,8 +25,9 @@ from router.locate import Searched, documents_to_read, locate, read_more, search
 from router.metrics import answer_metric, restate
 from router.passages import passages
 from router.planning import plan_documents
-from router.question import Question, read_question
+from router.question import Question
 from router.ranking import Ranked, rank
+from router.reading import read_question
 from router.retrieve import Reranker
 from router.routing import route
 from router.state import Clock, Evidence, QueryState, QueryVectors, Services, admit, prepare

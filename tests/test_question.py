@@ -1,4 +1,4 @@
-"""The typed question (``router.question.read_question``): each capability on questions written for these tests
+"""The typed question (``router.reading.read_question``): each capability on questions written for these tests
 (not the dev sets' and not ``bench/parse/questions.jsonl``), bad input, and ``kb bench parse``'s scoring."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from kb.bench.parse_bench import ParseCase, compare, load_cases, score
-from router.question import PeriodRef, read_question
+from router.question import PeriodRef
+from router.reading import read_question
 
 FIRMS = ["Harbor Freight Logistics, Inc.", "Quillon Biotherapeutics Corp.", "The Marlow Group Holdings, Inc.",
          "Tessaract Semiconductor Ltd"]

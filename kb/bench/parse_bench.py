@@ -1,4 +1,4 @@
-"""`kb bench parse`: question → typed question (``router.question.read_question``), scored against a set
+"""`kb bench parse`: question → typed question (``router.reading.read_question``), scored against a set
 written by hand (``bench/parse/questions.jsonl``), apart from answers.
 
 Each line: ``id``, ``capability``, ``lang``, ``source`` ("analyst", "reword:…", "bad-input"), ``companies`` (the
@@ -124,7 +124,7 @@ def compare(expect: Mapping[str, Any], got: Mapping[str, Any]) -> list[str]:
 
 def score(case: ParseCase, masked: Iterable[str] = ()) -> Scored:
     """One case read (without the ``masked`` cues) and scored."""
-    from router.question import cues, read_question
+    from router.reading import cues, read_question
 
     with cues(masked):
         q = read_question(case.question, case.collection())
@@ -141,7 +141,7 @@ def score(case: ParseCase, masked: Iterable[str] = ()) -> Scored:
 
 
 def cues_of(case: ParseCase) -> set[str]:
-    from router.question import cues, read_question
+    from router.reading import cues, read_question
 
     with cues() as used:
         read_question(case.question, case.collection())
@@ -156,7 +156,7 @@ def family(case: ParseCase) -> str:
 def leave_one_family_out(cases: Sequence[ParseCase], *, measures: bool = True) -> list[Scored]:
     """Each template family's rewordings read without the cues that only that family's questions use (with
     ``measures`` False, only operation, period and range words: the measure vocabulary stays)."""
-    from router.question import MEASURE_PHRASES
+    from router.reading import MEASURE_PHRASES
 
     used = {c.id: cues_of(c) if measures else cues_of(c) - MEASURE_PHRASES for c in cases}
     by_family: dict[str, set[str]] = defaultdict(set)

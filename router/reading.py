@@ -1,0 +1,725 @@
+"""Reading a question into the typed question (``router.question.Question``): measures by their words (the
+lexicon, the vocabulary's printed labels, printed line items), companies by their distinctive words or aliases,
+periods, and the operation from the cue words of ``kb.core.lexicon``; what it cannot place goes to ``unknown``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from kb.core import lexicon as lx
+from kb.core.vocab import company_core, measure_phrases
+from router.facts import RATIOS
+from router.metrics import CATALOG
+from router.question import Entities, MeasureRef, PeriodRef, Question, Range
+
+_WORD = re.compile(r"[a-z0-9]+(?:[.&'][a-z0-9]+)*|%|\$")
+_NUMBER = re.compile(r"(?i)(?<![a-z0-9.])(?P<cur>\$|us\$|usd|rmb|¥|￥|cny)?\s*(?P<num>-?\d[\d,]*(?:\.\d+)?)(?![a-z]*\d)"
+                     r"\s*(?:in\s+)?(?P<scale>trillion|billions?|millions?|thousands?|bn|mn|mm|tn|[kmb](?![a-z])|万亿|千亿|"
+                     r"百亿|十亿|亿|千万|百万|十万|万|千)?\s*(?P<unit>%|percent|个百分点|元|美元|港元)?")
+_YEAR = r"(?:19|20)\d{2}"
+_MONTHS = {m: i for i, names in enumerate((("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"),
+                                            ("may",), ("june", "jun"), ("july", "jul"), ("august", "aug"),
+                                            ("september", "sept", "sep"), ("october", "oct"), ("november", "nov"),
+                                            ("december", "dec")), 1) for m in names}
+_MONTH_BEFORE = re.compile(rf"(?i)\b(?:{'|'.join(sorted(_MONTHS, key=len, reverse=True))})\.?\s*$")
+_MASKED: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("masked_cues", default=frozenset())
+_USED: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("used_cues", default=None)
+
+
+@contextmanager
+def cues(masked: Iterable[str] = ()) -> Iterator[set[str]]:
+    """Within the block, questions are read without the ``masked`` cue words and measure phrases; the set
+    yielded collects every cue and phrase that matched (``kb bench parse``: which wording a question relies on,
+    and a reading without a family's own wording)."""
+    used: set[str] = set()
+    t1, t2 = _MASKED.set(frozenset(masked)), _USED.set(used)
+    try:
+        yield used
+    finally:
+        _MASKED.reset(t1)
+        _USED.reset(t2)
+
+
+@dataclass
+class _Reading:
+    """The question as words with their lemmas, and which character spans are taken (by a measure, a company or
+    a bound: no cue is read inside them)."""
+
+    raw: str
+    words: list[tuple[int, int, str]] = field(default_factory=list)  # (start, end, lower word)
+    taken: list[tuple[int, int]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, text: str) -> _Reading:
+        low = text.lower().replace("’", "'").replace("‘", "'")
+        low = re.sub(r"\((?:or )?(?:decrease|increase|loss|deficit)\)", lambda m: " " * len(m.group(0)), low)
+        low = re.sub(r"(?<=[a-z0-9])'s\b", "  ", low)  # possessives: "apple's" → "apple"
+        return cls(raw=low, words=[(m.start(), m.end(), m.group(0)) for m in _WORD.finditer(low)])
+
+    def free(self, a: int, b: int) -> bool:
+        return not any(x < b and a < y for x, y in self.taken)
+
+    def masked(self) -> str:
+        """The text with taken spans blanked (amounts are read there: "3M" is a company, not three million)."""
+        chars = list(self.raw)
+        for a, b in self.taken:
+            chars[a:b] = " " * (b - a)
+        return "".join(chars)
+
+    def find(self, cue: str) -> list[tuple[int, int]]:
+        """Spans where ``cue`` stands outside taken spans: a Chinese or symbol cue as written, an English cue as a
+        run of words each matching the cue's word or one of its lemmas."""
+        if cue in _MASKED.get():
+            return []
+        spans = self._find(cue)
+        used = _USED.get()
+        if spans and used is not None:
+            used.add(cue)
+        return spans
+
+    def _find(self, cue: str) -> list[tuple[int, int]]:
+        spans: list[tuple[int, int]] = []
+        if lx.is_zh(cue) or not any(ch.isalnum() for ch in cue):
+            start = self.raw.find(cue)
+            while start >= 0:
+                if self.free(start, start + len(cue)):
+                    spans.append((start, start + len(cue)))
+                start = self.raw.find(cue, start + 1)
+            return spans
+        parts = _WORD.findall(cue.lower())
+        if not parts:
+            return spans
+        for i in range(len(self.words) - len(parts) + 1):
+            run = self.words[i : i + len(parts)]
+            if all(p == w or p in lx.lemmas(w) for p, (_, _, w) in zip(parts, run, strict=True)):
+                a, b = run[0][0], run[-1][1]
+                if self.free(a, b):
+                    spans.append((a, b))
+        return spans
+
+    def any(self, cues: Iterable[str]) -> list[str]:
+        return [c for c in cues if self.find(c)]
+
+    def take(self, cues: Iterable[str]) -> None:
+        for c in cues:
+            self.taken.extend(self.find(c))
+
+
+# ---------------------------------------------------------------------------- measures
+
+
+def _measure_table() -> list[tuple[str, MeasureRef]]:
+    """Every phrase that names a measure, longest first: ratio and metric words, the lexicon's synonyms, the
+    vocabulary's printed labels, then printed lines outside the vocabulary (Chinese CAS labels, common US GAAP
+    lines)."""
+    table: dict[str, MeasureRef] = {}
+    for name, words in lx.METRIC_SYNONYMS.items():
+        for w in words:
+            table.setdefault(w.lower(), MeasureRef(name, "metric"))
+    for name, words in lx.MEASURE_SYNONYMS.items():
+        for w in words:
+            table.setdefault(w.lower(), MeasureRef(name))
+    for phrase, name in measure_phrases():
+        table.setdefault(phrase, MeasureRef(name))
+    for alias, label in lx.LINE_ALIASES.items():
+        table.setdefault(alias, MeasureRef(label, "line"))
+    for label in (*lx.ZH_LINE_ITEMS, *lx.EN_LINE_ITEMS):
+        table.setdefault(label, MeasureRef(label, "line"))
+    return sorted(table.items(), key=lambda kv: -len(kv[0]))
+
+
+_MEASURES = _measure_table()
+MEASURE_PHRASES = frozenset(phrase for phrase, _ in _MEASURES)
+"""Every phrase that names a measure (the vocabulary, apart from the operation and period words)."""
+
+
+def _metric_terms() -> dict[str, frozenset[str]]:
+    """Each ratio and metric → the measures its formula reads (named beside it, they are its wording)."""
+    terms = {m.name: frozenset(re.findall(r"\b(?:v|avg|opt|chg)\((\w+)\)", m.formula)) for m in CATALOG}
+    for ratio in RATIOS:
+        terms.setdefault(ratio.name, frozenset({ratio.numerator, ratio.denominator}))
+    return terms
+
+
+_TERMS = _metric_terms()
+
+
+def _measures(r: _Reading, line_items: Sequence[str]) -> list[MeasureRef]:
+    """The measures a question names, longest phrase first, each span taken once; a generic word ("cash")
+    beside a fuller measure is part of that measure's wording."""
+    found: list[tuple[int, int, MeasureRef]] = []
+    extra = [(li.lower(), MeasureRef(li, "line")) for li in line_items]
+    for phrase, ref in sorted([*_MEASURES, *extra], key=lambda kv: -len(kv[0])) if extra else _MEASURES:
+        for a, b in r.find(phrase):
+            if r.free(a, b):
+                r.taken.append((a, b))
+                found.append((a, b, ref))
+    if any(ref.name == "eps_basic" for *_, ref in found) and r.find("diluted"):
+        found = [(a, b, MeasureRef("eps_diluted") if ref.name == "eps_basic" else ref) for a, b, ref in found]
+    found.sort(key=lambda x: x[0])
+    if len(found) > 1:
+        found = [f for f in found if r.raw[f[0]:f[1]] not in lx.WEAK_MEASURE_WORDS] or found
+    if {"cash_begin", "cash_end"} & {ref.name for *_, ref in found}:
+        found = [f for f in found if f[2].name != "cash"]
+    inputs = set().union(*(_TERMS.get(ref.name, frozenset()) for *_, ref in found if ref.kind == "metric"))
+    found = [f for f in found if not (f[2].kind == "concept" and f[2].name in inputs)] or found
+    return list({ref.name: ref for *_, ref in reversed(found)}.values())[::-1]
+
+
+# ---------------------------------------------------------------------------- companies
+
+_GENERIC = frozenset({"general", "american", "first", "united", "national", "global", "international", "broad",
+                      "street", "group", "holdings", "holding", "industries", "technologies", "technology",
+                      "systems", "communications", "financial", "capital", "energy", "resources", "new", "the",
+                      "company", "corporation", "enterprise", "enterprises", "ventures", "partners", "realty",
+                      "bank", "trust", "services", "solutions", "products", "brands", "china", "us", "usa",
+                      "clean", "digital", "better", "home", "best", "edible", "grant", "cano", *lx.STOP_WORDS})
+_LEGAL = frozenset({"inc", "corp", "corporation", "co", "company", "ltd", "limited", "plc", "llc", "lp", "holdings",
+                    "holding", "group", "the", "n.v", "s.a", "ag", "se", "sa", "nv"})
+
+
+def _zh_forms(core: str) -> list[str]:
+    place = next((p for p in lx.ZH_PLACES if core.startswith(p) and len(core) > len(p) + 1), "")
+    stripped = core[len(place):]
+    stripped = re.sub(r"^[市省]", "", stripped)
+    forms = [core, stripped, stripped[:4]]
+    if len(stripped) >= 3:
+        forms += [stripped[:3]]
+    forms += [stripped[:2] + "股份", stripped[:2] + "集团", stripped[:2]]
+    return [f for f in dict.fromkeys(forms) if len(f) >= 2]
+
+
+def _company_forms(name: str, aliases: Sequence[str] = ()) -> list[str]:
+    """How a question may write a company, most specific first: its aliases (tickers, short names the
+    collection records), its name as written, its core name, its first distinctive word (or two words when the
+    first is generic); Chinese: the core name without its place and the short forms a 简称 takes."""
+    core = company_core(name)
+    written = " ".join(_WORD.findall(name.lower()))
+    forms = [a.lower() for a in aliases] + [f for f in (written, core) if f]
+    if lx.is_zh(core):
+        return list(dict.fromkeys([*forms[:-1], *_zh_forms(core)]))
+    words = core.split()
+    if words:
+        first = words[0]
+        forms.append(first if first not in _GENERIC and len(first) >= 3 else " ".join(words[:2]))
+    return [f for f in dict.fromkeys(forms) if f]
+
+
+def _extend(r: _Reading, span: tuple[int, int], name: str) -> tuple[int, int]:
+    """A company's span grown over the words of its written name that follow ("Arena" → "Arena Group")."""
+    own = set(_WORD.findall(name.lower())) | _LEGAL
+    a, b = span
+    for s, e, w in r.words:
+        if s >= b and r.raw[b:s].strip(" ,.") == "" and w in own:
+            b = e
+        elif s >= b:
+            break
+    return a, b
+
+
+def _companies(r: _Reading, companies: Mapping[str, Sequence[str]]) -> tuple[list[str], list[str]]:
+    """The companies a question names (as the collection spells them), and what it writes that fits several."""
+    hits: dict[str, list[tuple[int, int]]] = {}
+    seen: set[str] = set()
+    for name, aliases in companies.items():
+        key = company_core(name) or name
+        if key in seen:
+            continue
+        seen.add(key)
+        for form in _company_forms(name, aliases):
+            spans = r._find(form)  # the collection's names: data, not wording (never masked)
+            if spans:
+                hits[name] = [_extend(r, s, name) for s in spans]
+                break
+    owners: dict[tuple[int, int], list[str]] = {}
+    for name, spans in hits.items():
+        for s in spans:
+            owners.setdefault(s, []).append(name)
+    ambiguous = sorted({r.raw[a:b] for (a, b), names in owners.items() if len(names) > 1})
+    inside = {n for n, spans in hits.items() for s in spans for m, other in hits.items() if m != n
+              for o in other if o[0] <= s[0] and s[1] <= o[1] and o != s}
+    for name in inside:  # "华友" inside "浙江华友钴业" named by a longer form: one company, not two
+        hits.pop(name, None)
+    for spans in hits.values():
+        r.taken.extend(spans)
+    return sorted(hits, key=lambda n: min(a for a, _ in hits[n])), ambiguous
+
+
+# ---------------------------------------------------------------------------- amounts, ranges, bounds
+
+
+def _amounts(text: str) -> list[tuple[int, int, float]]:
+    """Amounts in a text: (start, end, value in base units); years are not amounts, "zero" and 零 are 0. A scale
+    written once in a text ("over 100,000 and below 1,000,000 in thousands") applies to its amounts written
+    without one."""
+    found = _scaled_amounts(text)
+    scales = {scale for *_, scale in found if scale != 1.0}
+    if len(scales) == 1:
+        (scale,) = scales
+        return [(a, b, v * scale if s == 1.0 and v else v) for a, b, v, s in found]
+    return [(a, b, v) for a, b, v, _ in found]
+
+
+def _scaled_amounts(text: str) -> list[tuple[int, int, float, float]]:
+    text = re.sub(r"(?i)\bzero\b|零", lambda m: "0".ljust(len(m.group(0))), text)
+    out = []
+    for m in _NUMBER.finditer(text):
+        num = m.group("num")
+        if re.fullmatch(_YEAR, num) and not (m.group("cur") or m.group("scale") or m.group("unit")):
+            continue
+        nxt, prev = text[m.end("num"):m.end("num") + 1], text[m.start("num") - 1:m.start("num")]
+        if (nxt and nxt in "年季月日号") or (prev and prev in "第") or _MONTH_BEFORE.search(text, 0, m.start("num")):
+            continue
+        value = float(num.replace(",", ""))
+        word = (m.group("scale") or "").lower()
+        scale = lx.SCALES.get(word, lx.SCALES.get(word.rstrip("s"), 1.0)) if word else 1.0
+        out.append((m.start("num") - len(m.group("cur") or ""), m.end(), value * scale, scale))
+    return out
+
+
+def _bound_word(before: str, after: str) -> str | None:
+    """The bound an amount is stated with: a word right before it ("above", ">", 高于; the longest ending there: 不低于
+    before 低于), else a word right after it ("or more", "and below", 以上, 以下), else the nearest word before it."""
+    tail = before.rstrip()[-30:]
+    head = after.strip()[:10]
+    adjacent: tuple[int, str] | None = None
+    nearest: tuple[int, int, str] | None = None
+    for op, words in lx.BOUND_WORDS.items():
+        for w in words:
+            if w.startswith(("or ", "and ")):
+                continue
+            if tail.endswith(w) and (adjacent is None or len(w) > adjacent[0]):
+                adjacent = (len(w), op)
+            i = tail.rfind(w)
+            if i >= 0 and (lx.is_zh(w) or not tail[i + len(w):i + len(w) + 1].isalpha()):
+                cand = (i + len(w), len(w), op)
+                nearest = max(nearest, cand) if nearest else cand
+    if adjacent:
+        return adjacent[1]
+    for op, words in lx.BOUND_WORDS.items():
+        if any(head.startswith(w) for w in words if lx.is_zh(w) or w.startswith(("or ", "and "))):
+            return op
+    return nearest[2] if nearest else None
+
+
+_INCLUSIVE = re.compile(r"(?i)^\s*(?:元|美元)?\s*(?:[(（]\s*含\s*[)）]|inclusive|含两端|\(inclusive\))")
+
+
+def _between(text: str) -> str:
+    """The words between two amounts without currency words and inclusive marks ("元（含）至" → "至")."""
+    return re.sub(r"(?i)[(（]\s*含\s*[)）]|inclusive|元|美元|\$", "", text).strip().lower()
+
+
+def _bounds_in(spec: str) -> list[tuple[str, float]]:
+    """Every bound a spec states, in order: "over $10,000 in thousands and below $15,000 in thousands" → gt 1e7,
+    lt 1.5e7; "0以上且1,000,000.00以下"; "$1B to $5B", "10亿元（含）至100亿元（含）" and "$50M up to and including
+    $500M" → a low and a high (inclusive where marked)."""
+    spec = _scale_forward(spec)
+    amounts = _amounts(spec)
+    ops: list[str | None] = []
+    prev = 0
+    for i, (a, b, _) in enumerate(amounts):
+        nxt = amounts[i + 1][0] if i + 1 < len(amounts) else len(spec)
+        ops.append(_bound_word(spec[prev:a].lower(), re.sub(r"^\s*(?:元|美元)", "", spec[b:nxt].lower())))
+        prev = b
+    out: list[tuple[str, float]] = []
+    joined = False
+    for i, (op, (_, b, value)) in enumerate(zip(ops, amounts, strict=True)):
+        after = spec[b:amounts[i + 1][0] if i + 1 < len(amounts) else len(spec)]
+        if op is None and joined:
+            op = "lte" if _INCLUSIVE.search(after) or re.search(r"含两端|inclusive", spec) else "lt"
+        joined = False
+        if op is None and i + 1 < len(amounts):
+            if _between(after) in lx.RANGE_JOIN or ops[i + 1] in ("lt", "lte"):
+                op, joined = "gte", ops[i + 1] is None
+        if op is not None:
+            out.append((op, value))
+    return out
+
+
+def _scale_forward(segment: str) -> str:
+    """"$1-5 billion" → "$1 billion-5 billion": a scale written once after a pair applies to both."""
+    return re.sub(r"(\d[\d,.]*)\s*(-|–|—|to|至|到|~)\s*(\d[\d,.]*)\s*(billion|million|thousand|bn|mn|[kmb](?![a-z])|亿|万)",
+                  r"\1 \4 \2 \3 \4", segment, flags=re.I)
+
+
+def _range_of(label: str, spec: str) -> Range | None:
+    bounds = _bounds_in(spec)
+    low = [(op, v) for op, v in bounds if op in ("gt", "gte")]
+    high = [(op, v) for op, v in bounds if op in ("lt", "lte")]
+    if not bounds or len(low) > 1 or len(high) > 1:
+        return None
+    lo, hi = (low[0] if low else ("", None)), (high[0] if high else ("", None))
+    return Range(label=label.strip() or spec.strip(), low=lo[1], low_inclusive=lo[0] == "gte", high=hi[1],
+                 high_inclusive=hi[0] == "lte")
+
+
+_TOP_LEVEL = re.compile(r"(?:[;；、，]|(?<!\d),|,(?!\d{3}(?!\d)))\s*(?![^(（]*[)）])")
+"""Where one group's statement ends: a semicolon, 、, a full-width comma, or a comma that is no thousands
+separator, outside parentheses."""
+
+
+def _ranges(text: str) -> tuple[list[Range], bool]:
+    """The groups a question states, each with its bounds, and whether a stated group could not be read.
+    Groups are separated by commas, semicolons or 、 outside parentheses; each is "label (spec)", "label: spec",
+    "spec为label" or a bare spec."""
+    first = _amounts(text)
+    limit = first[0][0] if first else len(text)
+    cuts = [m for m in re.finditer(r"(?i)\binto\b|分为|分成|划分成|划分为|归入|分档|归类|[—:：]", text) if m.end() <= limit]
+    body = text[cuts[-1].end():] if cuts else text
+    body = re.split(r"(?<=[.。])\s+(?=[A-Z\u4e00-\u9fff])|。|(?i:\bplace companies\b)", body, maxsplit=1)[0]
+    ranges, unread = [], False
+    body = re.sub(r"(?i)\s+and\s+(?=[\w-]+(?:\s+[\w-]+)?\s+(?:if|when)\b)", ", ", body)
+    body = re.sub(r"(?i)[)）]\s*,?\s*(?:and|or)\s+(?=[\w-]+(?:\s+[\w-]+)?\s*[(（])", "), ", body)
+    for part in _TOP_LEVEL.split(body):
+        part = re.sub(r"(?i)^\s*(?:and|or|以及|和|或)\s+", "", part).strip(" .")
+        if not _amounts(part):
+            continue
+        m = re.match(r"\s*([^(（:：\d$¥￥<>≤≥]{0,40}?)\s*[(（:：]\s*(.*?)[)）]?\s*$", part)
+        label, spec = (m.group(1), m.group(2)) if m and m.group(1).strip() else ("", part)
+        if not label and (z := re.search(r"(?:算|为|是)\s*([\u4e00-\u9fff]{1,4})$", spec)):
+            label, spec = z.group(1), spec[: z.start()]
+        if not label and (z := re.match(r"(?i)\s*([\w-]+(?:\s+[\w-]+)?)\s+(?:if|when)\s+(.*)$", spec)):
+            label, spec = z.group(1), z.group(2)
+        got = _range_of(label, spec)
+        if got is None:
+            unread = True
+        else:
+            ranges.append(got)
+    return ranges, unread
+
+
+def _overlap(ranges: Sequence[Range]) -> bool:
+    ranges = [x for x in ranges if not x.direction]
+    spans = sorted((x.low if x.low is not None else -math.inf, x.high if x.high is not None else math.inf)
+                   for x in ranges)
+    return any(b[0] < a[1] for a, b in zip(spans, spans[1:], strict=False))
+
+
+def _direction_groups(r: _Reading) -> list[Range]:
+    """Groups by direction of change (rise / fall, 增长和下降) or by sign (profitable / loss-making, 盈利和亏损)."""
+    if r.any(lx.DIRECTIONS["positive"]) and r.any(lx.DIRECTIONS["negative"]):
+        return [Range("positive", direction="positive"), Range("negative", direction="negative")]
+    if r.any(lx.INCREASE) and r.any(lx.DECREASE):
+        return [Range("increase", direction="increase"), Range("decrease", direction="decrease")]
+    return []
+
+
+# ---------------------------------------------------------------------------- periods
+
+
+def _number(word: str) -> int:
+    return int(word) if word.isdigit() else lx.NUMBER_WORDS.get(word.lower(), 0)
+
+
+_Q = r"(?:q([1-4])|([1-4])q|(first|second|third|fourth)\s+(?:fiscal\s+)?quarter|第?([一二三四1-4])\s*季度|([一二三四])季)"
+_QUARTER_YEAR = re.compile(
+    rf"(?i)(?:fy|fiscal(?:\s+year)?)?\s*'?({_YEAR})\s*(?:年度?|财年)?\s*(?:的)?\s*{_Q}|"
+    rf"{_Q}\s*(?:of\s+|,\s*)?(?:fy|fiscal(?:\s+year)?)?\s*'?({_YEAR}|\d{{2}}(?=\b))|"
+    rf"(?<!\d)(\d{{2}})\s*年\s*{_Q}")
+_QUARTER_ALONE = re.compile(rf"(?i){_Q}")
+_YEAR_ALONE = re.compile(rf"(?i)\b(?:fy|fiscal(?:\s+year)?)\s*'?({_YEAR}|\d{{2}})\b|(?<![\d.])({_YEAR})(?!\d)|"
+                         r"(?<!\d)(\d{2})\s*年(?!\s*[-—–~至到])")
+_DATE = re.compile(rf"(?i)\b({'|'.join(sorted(_MONTHS, key=len, reverse=True))})\.?\s+(?:(\d{{1,2}}),?\s+)?({_YEAR})\b|"
+                   rf"({_YEAR})\s*年\s*(\d{{1,2}})\s*月(?:末|底|\d{{1,2}}日)?")
+_YEAR_RANGE = re.compile(rf"(?i)(?:from\s+|between\s+)?(?:fy|fiscal(?:\s+year)?)?\s*({_YEAR})\s*年?\s*"
+                         rf"(?:-|–|—|~|to|through|thru|until|and|至|到)\s*(?:fy|fiscal(?:\s+year)?)?\s*({_YEAR})")
+_QUARTER_LIST = re.compile(r"(?i)\bq([1-4])((?:\s*(?:,|and|&)\s*(?:q)?[1-4]\b)+)|"
+                           r"\b(first|second|third|fourth)((?:\s*(?:,|and|&)\s*(?:first|second|third|fourth))+)\s+"
+                           r"(?:fiscal\s+)?quarters\b")
+_QUARTER_SPAN = re.compile(rf"(?i)\bq([1-4])\s*(?:({_YEAR})\s*)?(?:-|–|through|to|until)\s*q([1-4])\b(?:\s*({_YEAR}))?")
+
+
+def _quarter_of(groups: Sequence[str | None]) -> int:
+    q = next(g for g in groups if g)
+    return int(q) if q.isdigit() else lx.NUMBER_WORDS.get(q, 0) or {"first": 1, "second": 2, "third": 3,
+                                                                         "fourth": 4}[q.lower()]
+
+
+def _periods(r: _Reading) -> tuple[list[PeriodRef], bool, bool]:
+    """The periods a question names in order of mention, whether a range of years was stated (2021–2023,
+    from 2019 through 2023, 2015年到2018年), and whether a quarter was named without a year."""
+    text = r.raw
+    outside = re.sub(r"[(（][^)）]*[)）]", lambda m: m.group(0) if re.search(r"(?i)对比|相比|比|\bvs\b|versus|compared|against",
+                                                                          m.group(0)) else " " * len(m.group(0)), text)
+    if _QUARTER_YEAR.search(outside) or _YEAR_ALONE.search(outside) or _DATE.search(outside):
+        text = outside  # a date in parentheses restates a period named outside them
+    found: list[tuple[int, PeriodRef]] = []
+    spans: list[tuple[int, int]] = []
+
+    def add(pos: int, p: PeriodRef, span: tuple[int, int]) -> None:
+        found.append((pos, p))
+        spans.append(span)
+
+    def free(m: re.Match[str]) -> bool:
+        return not any(a <= m.start() < b or a < m.end() <= b for a, b in spans)
+
+    span_months = 12
+    for months, words in lx.SPANS.items():
+        if months == 3:
+            continue
+        for w in words:
+            i = text.find(w)
+            if i >= 0 and not lx.NEGATED_SPAN.search(text[max(0, i - 12):i]) and not re.search(r"不要|not", text[i:i + 12]):
+                span_months = months
+                break
+        if span_months != 12:
+            break
+    for m in _QUARTER_YEAR.finditer(text):
+        g = m.groups()
+        if g[0]:
+            year, quarter = int(g[0]), _quarter_of(g[1:6])
+        elif g[11]:
+            year, quarter = int(g[11]) if len(g[11]) == 4 else 2000 + int(g[11]), _quarter_of(g[6:11])
+        else:
+            year, quarter = 2000 + int(g[12]), _quarter_of(g[13:18])
+        add(m.start(), PeriodRef(year=year, quarter=quarter, months=3), m.span())
+    for m in _DATE.finditer(text):
+        if not free(m):
+            continue
+        month = _MONTHS[m.group(1).lower()] if m.group(1) else int(m.group(5))
+        year = int(m.group(3) or m.group(4))
+        before = text[max(0, m.start() - 40):m.start()]
+        if re.search(r"(?i)nine months|9 months|前三季度", before):
+            p = PeriodRef(year=year, months=9)
+        elif re.search(r"(?i)six months|6 months|半年", before):
+            p = PeriodRef(year=year, months=6)
+        elif month == 12:
+            p = PeriodRef(year=year)
+        else:
+            p = PeriodRef(year=year, quarter=(month - 1) // 3 + 1, months=3)
+        add(m.start(), p, m.span())
+    ranged = bool(re.search(r"(?i)(?:季度|q[1-4]|quarter)[^,，。;；]{0,8}?(?:到|至|through|to|until|[-–—~])\s*(?:fy\s*)?(?:\d{2,4}|q[1-4])",
+                            text))  # "从2017年第三季度到2024年第一季度"
+    for m in _YEAR_RANGE.finditer(text):
+        if free(m):
+            ranged = True
+            a, b = sorted((int(m.group(1)), int(m.group(2))))
+            for y in range(a, b + 1):
+                found.append((m.start() + (y - a), PeriodRef(year=y, months=span_months)))
+            spans.append(m.span())
+    alone: list[tuple[int, int]] = []  # (position, quarter) named without a year
+    if (qs := _QUARTER_SPAN.search(text)) is not None and int(qs.group(1)) < int(qs.group(3)):
+        span_year = qs.group(2) or qs.group(4)
+        for q in range(int(qs.group(1)), int(qs.group(3)) + 1):
+            if span_year:
+                found.append((qs.start() + q, PeriodRef(year=int(span_year), quarter=q, months=3)))
+            else:
+                alone.append((qs.start(), q))
+        spans.append(qs.span())
+    for m in _QUARTER_LIST.finditer(text):  # "Q1, Q2 and Q3 of 2023", "first, second and third quarters"
+        if free(m):
+            qs_ = [m.group(1) or m.group(3), *re.findall(r"[1-4]|first|second|third|fourth", m.group(2) or m.group(4))]
+            alone += [(m.start(), _quarter_of([q])) for q in qs_]
+            spans.append(m.span())
+    for m in _QUARTER_ALONE.finditer(text):
+        if free(m) and not re.match(r"前三季度|前三个季度", text[max(0, m.start() - 1):m.end() + 1]):
+            alone.append((m.start(), _quarter_of(m.groups())))
+            spans.append(m.span())
+    for m in _YEAR_ALONE.finditer(text):
+        if not free(m):
+            continue
+        y = m.group(1) or m.group(2) or m.group(3)
+        year = int(y) if len(y) == 4 else 2000 + int(y)
+        add(m.start(), PeriodRef(year=year, months=span_months), m.span())
+    periods = [p for _, p in sorted(found, key=lambda x: x[0])]
+    if alone:
+        plain = [(pos, p.year) for pos, p in found if p.year and not p.quarter]
+        last_plain = max((pos for pos, _ in plain), default=-1)
+        listed = len(plain) >= 2 and all(0 < pos - last_plain < 12 for pos, _ in alone)  # "2022、2023、2024三年一季度"
+        every = ranged or listed or re.search(r"(?i)每年|各年|each year|every year|each of", text)
+        if every and plain:  # "2022年至2024年每年一季度": the quarter of each year
+            years = sorted({y for _, y in plain})
+            periods = [p for p in periods if p.quarter] + [PeriodRef(year=y, quarter=q, months=3)
+                                                           for y in years for _, q in alone]
+        else:
+            marks = sorted((pos, p.year) for pos, p in found if p.year)
+            for pos, q in alone:
+                after = [y for at, y in marks if at > pos and at - pos < 60]
+                before = [y for at, y in marks if at < pos and pos - at < 40]
+                year = after[0] if after else before[-1] if before else None
+                periods.append(PeriodRef(year=year, quarter=q, months=3))
+            used_years = {p.year for p in periods if p.quarter}
+            periods = [p for p in periods if p.quarter or p.year not in used_years]
+    periods = sorted(dict.fromkeys(periods), key=lambda p: (p.year or 0, p.quarter, p.months))
+    if (m := lx.LAST_N.search(text)) is not None:
+        periods.append(PeriodRef(relative="last_n", n=_number(m.group(1) or m.group(2) or "")))
+    elif not periods and r.any(lx.LATEST):
+        periods.append(PeriodRef(relative="latest"))
+    return periods, ranged, bool(alone)
+
+
+# ---------------------------------------------------------------------------- operation
+
+
+def _extreme(r: _Reading) -> tuple[str, str]:
+    """("max"|"min"|"", "superlative"|"comparative"|"") from the question's adjectives and Chinese words (words
+    of a bound or a period — "at least", "most recent" — excepted)."""
+    held = list(r.taken)
+    r.take(lx.BOUND_PHRASES)
+    try:
+        free = [w for a, b, w in r.words if r.free(a, b)]
+        for w in free:
+            if w in lx.IRREGULAR_SUPERLATIVE:
+                return lx.IRREGULAR_SUPERLATIVE[w], "superlative"
+            if w.endswith("est") and (base := lx.adjective_base(w)):
+                return ("min" if base in lx.SUPERLATIVE_MIN else "max"), "superlative"
+        if r.find("on top") or r.find("come out on top"):
+            return "max", "superlative"
+        for words, ext in ((lx.ZH_MAX, "max"), (lx.ZH_MIN, "min")):
+            if r.any(words):
+                return ext, "superlative"
+        for w in free:
+            if w in lx.IRREGULAR_COMPARATIVE:
+                return lx.IRREGULAR_COMPARATIVE[w], "comparative"
+            if w.endswith("er") and (base := lx.adjective_base(w)):
+                return ("min" if base in lx.SUPERLATIVE_MIN else "max"), "comparative"
+        for words, ext in ((lx.ZH_MORE, "max"), (lx.ZH_LESS, "min")):
+            if r.any(words):
+                return ext, "comparative"
+        return "", ""
+    finally:
+        r.taken = held
+
+
+_TOP_N = re.compile(r"(?i)\b(?:top|bottom)[- ](\d+|one|two|three|four|five|six|seven|eight|nine|ten)\b"
+                    r"(?!\s+(?:months?|quarters?|weeks?|years?))|"
+                    r"\b(\d+|two|three|four|five|six|seven|eight|nine|ten)\s+(?:largest|biggest|highest|smallest|"
+                    r"lowest|best|worst|top|leading)\b|前\s*([0-9一二三四五六七八九十两]+)\s*(?:名|家|位|强|大|的)")
+
+
+def _change_basis(r: _Reading) -> str:
+    if r.any(lx.POINTS):
+        return "absolute"
+    return next((basis for basis, words in lx.CHANGE_BASIS.items() if r.any(words)), "")
+
+
+def _group_asked(r: _Reading) -> bool:
+    return bool(r.any(lx.GROUP) or lx.GROUP_COUNT.search(r.raw)
+                or re.match(r"(?i)\s*(?:group|bucket|tier|split|classify|categori[sz]e|label)\b", r.raw)
+                or (len(re.findall(r"(?i)\b(?:who|which)\b", r.raw)) >= 2 and bool(_direction_groups(r))))
+
+
+def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[str]] = (),
+                  line_items: Sequence[str] = ()) -> Question:
+    """The typed question (``Question``): measures by their words (the lexicon, the vocabulary's printed labels,
+    printed line items, the collection's own ``line_items``), companies by their distinctive words or aliases
+    (``companies``: names, or names → tickers and short names), periods, and the operation from the cue words of
+    ``kb.core.lexicon``; whatever it could not place is listed in ``unknown``."""
+    lang = "zh" if lx.is_zh(text) else "en"
+    r = _Reading.of(text[:4000])
+    named, ambiguous = _companies(r, companies if isinstance(companies, Mapping) else {c: () for c in companies})
+    measures = _measures(r, line_items)
+    loss = any(lx.lemmas(w) & {"loss", "lose", "deficit"} for _, _, w in r.words) or "亏" in r.raw
+    if not measures and loss:
+        measures = [MeasureRef("net_income")]  # "lost the most money", 亏损最多
+    loss = loss and any(m.name in lx.PROFIT_MEASURES for m in measures)
+    periods, ranged, _ = _periods(r)
+    unknown: list[str] = [f"the name '{a}' fits several companies" for a in ambiguous]
+    extreme, degree = _extreme(r)
+    cues = {k: r.any(v) for k, v in (("rank", lx.RANK), ("compare", lx.COMPARE), ("series", lx.SERIES),
+                                       ("change", lx.CHANGE), ("collection", lx.COLLECTION))}
+    if len([p for p in periods if p.year or p.quarter]) >= 2 and r.any(lx.EACH):
+        cues["series"] = [*cues["series"], "each"]
+    grouped = _group_asked(r)
+    top = _TOP_N.search(r.raw)
+    limit = _number(next(g for g in top.groups() if g)) if top else None
+    basis = _change_basis(r)
+    masked = r.masked()
+    bounds = _bounds_in(masked) if not grouped else []
+    sign_bound = {"positive": ("gt", 0.0), "negative": ("lt", 0.0)}
+    if not bounds and not grouped and cues["collection"] and len(named) != 1:
+        for side, words in lx.DIRECTIONS.items():
+            if r.any(words) and not r.any(lx.DIRECTIONS["negative" if side == "positive" else "positive"]):
+                bounds = [sign_bound[side]]
+    ranges: list[Range] = []
+    used: set[str] = set()
+    op: str | None
+    if grouped:
+        op, used = "group", {"rank", "compare"}
+        ranges, unread = _ranges(masked)
+        if len(ranges) <= 1 and _direction_groups(r):  # "who was above zero and who below": groups by sign
+            ranges, unread = [], False
+        if not ranges:
+            ranges = _direction_groups(r)
+            used |= {"change"}
+            unread = unread and not ranges
+        if unread or not ranges:
+            unknown.append("the groups' bounds could not be read")
+        elif _overlap(ranges):
+            unknown.append("the groups' bounds overlap")
+    elif cues["rank"] or (top and limit) or r.any(lx.ASCENDING) or r.any(lx.DESCENDING):
+        op, used = "rank", {"rank"}
+    elif extreme and degree == "superlative":
+        op, used = extreme, {"compare"}
+    elif len(bounds) == 1 and (cues["collection"] or len(named) != 1):
+        op = "screen"
+    elif extreme and (cues["collection"] or len(named) > 1):
+        op, used = extreme, {"compare"}
+    elif cues["change"] or basis in ("yoy", "qoq", "cagr"):
+        op, used = "change", {"change", "compare", "series"}
+        if ranged and cues["series"] and not basis:  # "从2017年第三季度到2024年第一季度…的变化趋势": the path
+            op = "series"
+        if len([p for p in periods if p.year or p.quarter]) >= 3 and (cues["series"] or not basis
+                                                                       and not r.any(lx.AMOUNT_ASKED)):
+            op = "series"  # "how have sales moved over 2021-2023": the path, not one difference
+    elif cues["series"] or any(p.relative == "last_n" for p in periods) or len(periods) >= 3 or ranged:
+        op, used = "series", {"series", "change", "compare"}
+    elif cues["compare"]:
+        op, used = "compare", {"compare"}
+    elif measures and len([p for p in periods if p.year or p.quarter]) >= 2 and len(named) <= 1 \
+            and re.search(r"(?i)\band\b|、|和|及|,", r.raw):
+        op = "series"
+    elif measures:
+        op = "lookup"
+    else:
+        op = None
+    if op == "change" and (cues["series"] and len(periods) >= 3):
+        op = "series"
+    if op == "change" and ranged:  # "from 2021 to 2023": the change between the ends
+        dated = [p for p in periods if p.year]
+        periods = [p for p in periods if not p.year or p in (dated[0], dated[-1])]
+    if op in ("max", "min") and loss:
+        op = "min" if op == "max" else "max"
+    order = ""
+    if op == "rank":
+        asc = bool(r.any(lx.ASCENDING)) or (not r.any(lx.DESCENDING) and extreme == "min")
+        asc = asc or bool(re.search(r"(?i)\bfrom the bottom\b|\bbottom up\b|(?:lowest|smallest|least)\s+first", r.raw))
+        order = "asc" if asc != loss else "desc"
+    left = [k for k, hit in cues.items() if hit and k not in used and k != "collection"]
+    if op in ("max", "min", "rank", "group", "screen") and [k for k in left if k not in ("change", "series")]:
+        unknown.append(f"words of another operation were not used: {', '.join(left)}")
+    if op == "lookup" and (extreme or left):
+        unknown.append("a comparison or change is asked but its operation was not read")
+    if op is not None and not measures:
+        unknown.append("no measure the reports state was found")
+    if op in ("max", "min", "rank", "screen", "group") and len(measures) > 1:
+        unknown.append(f"two measures compete: {measures[0].name}, {measures[1].name}")
+    if op == "lookup" and len({p.year for p in periods if p.year}) > 1:
+        unknown.append("two periods conflict")
+    change = basis or "absolute" if op == "change" else basis if op == "series" and basis in ("yoy", "qoq", "cagr") \
+        else basis if op == "group" and basis in ("yoy", "qoq") else ""
+    entities = Entities("named", tuple(named)) if named else Entities("collection")
+    screen = {bounds[0][0]: bounds[0][1]} if op == "screen" and bounds else {}
+    unit = next((u for u, words in lx.UNIT_ASKED.items() if r.any(words)), "")
+    dm = lx.DECIMALS.search(text)
+    decimals = None
+    if dm is not None:
+        d = dm.group(1) or dm.group(2)
+        decimals = lx.DECIMAL_WORDS[d] if d in lx.DECIMAL_WORDS else _number(d)
+    loss = loss and not _by_sign(op, ranges)
+    return Question(text=text, lang=lang, operation=op, measures=tuple(measures), entities=entities,  # type: ignore[arg-type]
+                    periods=tuple(periods), change=change, sign="loss" if loss else "", order=order,  # type: ignore[arg-type]
+                    limit=limit if op == "rank" else None, ranges=tuple(ranges) if op == "group" else (),
+                    bounds=screen, unit=unit, decimals=decimals, unknown=tuple(unknown))
+
+
+def _by_sign(op: str | None, ranges: Sequence[Range]) -> bool:
+    """Groups by sign (profitable / loss-making): "loss" names a group, not the measure's sign."""
+    return op == "group" and any(x.direction in ("positive", "negative") for x in ranges)
