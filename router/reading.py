@@ -6,6 +6,7 @@ periods, and the operation from the cue words of ``kb.core.lexicon``; what it ca
 from __future__ import annotations
 
 import contextvars
+import functools
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -150,12 +151,22 @@ def _metric_terms() -> dict[str, frozenset[str]]:
 _TERMS = _metric_terms()
 
 
+@functools.lru_cache(maxsize=100_000)
+def _first_word(phrase: str) -> str:
+    """What must stand in a question for a phrase to be looked for: its first word (a Chinese phrase: itself)."""
+    return phrase if lx.is_zh(phrase) else next(iter(_WORD.findall(phrase.lower())), "")
+
+
 def _measures(r: _Reading, line_items: Sequence[str]) -> list[MeasureRef]:
     """The measures a question names, longest phrase first, each span taken once; a generic word ("cash")
     beside a fuller measure is part of that measure's wording."""
     found: list[tuple[int, int, MeasureRef]] = []
     extra = [(li.lower(), MeasureRef(li, "line")) for li in line_items]
+    words = {w for *_, w in r.words} | {lemma for *_, w in r.words for lemma in lx.lemmas(w)}
     for phrase, ref in sorted([*_MEASURES, *extra], key=lambda kv: -len(kv[0])) if extra else _MEASURES:
+        cue = _first_word(phrase)
+        if (cue not in r.raw) if lx.is_zh(phrase) or not cue else (cue not in words):
+            continue  # a set look-up per phrase, not a scan of the question
         for a, b in r.find(phrase):
             if r.free(a, b):
                 r.taken.append((a, b))
@@ -195,6 +206,14 @@ def _zh_forms(core: str) -> list[str]:
     return [f for f in dict.fromkeys(forms) if len(f) >= 2]
 
 
+@functools.lru_cache(maxsize=200_000)
+def _company_entry(name: str, aliases: tuple[str, ...]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """(the company's key, its forms each with what must stand in a question for it to be looked for: the
+    form's first word, or the Chinese form itself) — read once per name, not per question."""
+    forms = _company_forms(name, aliases)
+    return company_core(name) or name, tuple((f, f if lx.is_zh(f) else next(iter(_WORD.findall(f)), f)) for f in forms)
+
+
 def _company_forms(name: str, aliases: Sequence[str] = ()) -> list[str]:
     """How a question may write a company, most specific first: its aliases (tickers, short names the
     collection records), its name as written, its core name, its first distinctive word (or two words when the
@@ -227,12 +246,15 @@ def _companies(r: _Reading, companies: Mapping[str, Sequence[str]]) -> tuple[lis
     """The companies a question names (as the collection spells them), and what it writes that fits several."""
     hits: dict[str, list[tuple[int, int]]] = {}
     seen: set[str] = set()
+    words = {w for *_, w in r.words}
     for name, aliases in companies.items():
-        key = company_core(name) or name
+        key, forms = _company_entry(name, tuple(aliases))
         if key in seen:
             continue
         seen.add(key)
-        for form in _company_forms(name, aliases):
+        for form, cue in forms:
+            if (cue not in r.raw) if lx.is_zh(form) else (cue not in words):
+                continue  # a set look-up per form: a collection of 10,000 companies costs no scan per name
             spans = r._find(form)  # the collection's names: data, not wording (never masked)
             if spans:
                 hits[name] = [_extend(r, s, name) for s in spans]
