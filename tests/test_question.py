@@ -22,20 +22,25 @@ def _q(text: str, companies: list[str] | dict[str, list[str]] = FIRMS):  # noqa:
     return read_question(text, companies)
 
 
-@pytest.mark.parametrize(("text", "op", "measure"), [
-    ("Which of Harbor Freight and Quillon had the heftier top line in 2022?", "max", "revenue"),
-    ("Who burned the least cash from operations last fiscal year among Marlow and Tessaract?", "min", "cfo"),
-    ("List every company here from smallest to largest total assets.", "rank", "total_assets"),
-    ("Order the firms by R&D spend, biggest first.", "rank", "rd_expense"),
-    ("Which names reported sales above $2.5bn in 2023?", "screen", "revenue"),
-    ("Tessaract's operating cash flow in Q2 2023 versus Q2 2022 — how much did it swing?", "change", "cfo"),
-    ("Walk me through Quillon's accounts receivable for 2020, 2021 and 2022.", "series", "accounts_receivable"),
-    ("Put Marlow and Harbor Freight's inventories side by side for 2023.", "compare", "inventory"),
-    ("What gross margin did Quillon post in fiscal 2021?", "lookup", "gross_margin"),
-    ("晨光文具2023年的营收是多少？", "lookup", "revenue"),
-    ("这几家公司里哪家2022年归母净利润最高？", "max", "net_income_parent"),
-    ("把这几家公司按2023年经营现金流从低到高排个序", "rank", "cfo"),
-])
+CASES = """
+max        | revenue             | Which of Harbor Freight and Quillon had the heftier top line in 2022?
+min        | cfo                 | Who burned the least cash from operations last fiscal year among Marlow and Tessaract?
+rank       | total_assets        | List every company here from smallest to largest total assets.
+rank       | rd_expense          | Order the firms by R&D spend, biggest first.
+screen     | revenue             | Which names reported sales above $2.5bn in 2023?
+change     | cfo                 | Tessaract's operating cash flow in Q2 2023 versus Q2 2022 — how much did it swing?
+series     | accounts_receivable | Walk me through Quillon's accounts receivable for 2020, 2021 and 2022.
+compare    | inventory           | Put Marlow and Harbor Freight's inventories side by side for 2023.
+lookup     | gross_margin        | What gross margin did Quillon post in fiscal 2021?
+lookup     | revenue             | 晨光文具2023年的营收是多少？
+max        | net_income_parent   | 这几家公司里哪家2022年归母净利润最高？
+rank       | cfo                 | 把这几家公司按2023年经营现金流从低到高排个序
+"""
+"""operation | measure | question: one line a case."""
+
+
+@pytest.mark.parametrize(("op", "measure", "text"), [tuple(x.strip() for x in line.split("|", 2))
+                                                     for line in CASES.strip().splitlines()])
 def test_each_operation_is_read_from_its_words(text: str, op: str, measure: str) -> None:
     q = _q(text, ZH_FIRMS if any("\u4e00" <= ch <= "\u9fff" for ch in text) else FIRMS)
     assert q.understood, q.unknown
