@@ -105,6 +105,10 @@ def _print_result(result: QueryResult, question: str) -> None:
         print(f"  [{d.doc_id}] {d.name}  score={d.score:.3f}  ({d.why})")
     if trace is not None:
         _print_scope(trace.scope)
+    if trace is not None and trace.question is not None:
+        q = trace.question
+        read = f"{q.operation or 'nothing'} of {', '.join(m.name for m in q.measures) or 'no measure'}"
+        print(f"  read as: {read}" + (f" — not understood: {'; '.join(q.unknown)}" if q.unknown else ""))
     print("\n>>> Step 1: Node Locating")
     for s in trace.tree_search if trace else ():
         if s.thinking:

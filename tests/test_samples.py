@@ -253,6 +253,8 @@ async def test_the_cli_prints_the_typed_trace_step_by_step(samples_rt: Runtime,
     assert f">>> Step 0: Routing ({trace.strategy_used})" in out
     assert f"  scope: {trace.scope.kind} ({trace.scope.reason}; {trace.scope.mode})" in out
     assert f"Located {len(trace.nodes)} nodes:" in out
+    if trace.question is not None:
+        assert f"  read as: {trace.question.operation} of " in out
     for n in trace.nodes:
         assert f"  [doc {n.doc_id} · {n.node_id}] {n.section_path}" in out and f'sub_query: "{n.sub_query}"' in out
     first = trace.chunks[0]
