@@ -82,13 +82,15 @@ class Catalog:
 
     @functools.cached_property
     def companies(self) -> dict[str, tuple[str, ...]]:
-        """Each company the documents name → the tickers and other names its documents record (how a question
-        may write it: ``router.question``)."""
+        """Each company the documents name (a renamed company once, by its latest name) → the tickers and other
+        names its documents record (how a question may write it: ``router.reading``)."""
         aliases: dict[str, set[str]] = {}
         for f in self.docs.values():
             if company := str(f.metadata.get("company") or ""):
-                found = aliases.setdefault(company, set())
-                found.update(str(v) for v in (f.metadata.get("ticker"), *(f.metadata.get("also_known_as") or ())) if v)
+                entity = self.known.entity(company)  # a renamed company is one company under all its names
+                found = aliases.setdefault(entity, set())
+                found.update(str(v) for v in (company, f.metadata.get("ticker"), *(f.metadata.get("also_known_as") or ()))
+                             if v and str(v) != entity)
         return {name: tuple(sorted(a)) for name, a in aliases.items()}
 
 

@@ -148,3 +148,11 @@ def test_the_shipped_question_set_reads() -> None:
     cases = load_cases(Path(__file__).resolve().parents[1] / "bench" / "parse" / "questions.jsonl")
     assert len(cases) >= 120 and all(isinstance(c, ParseCase) for c in cases)
     assert sum(c.lang == "zh" for c in cases) >= 40 and sum(c.source == "analyst" for c in cases) >= 60
+
+
+def test_a_renamed_company_is_one_company_under_its_names() -> None:
+    collection = {"American Ore Materials, Inc.": ("Boxcar Brands, Inc.",), "Quillon Biotherapeutics Corp.": ()}
+    for text in ("What is the trend of American Ore Materials, Inc.'s share capital from 2020 to 2024?",
+                 "Boxcar Brands share capital from 2020 to 2024?"):
+        q = read_question(text, collection)
+        assert q.entities.names == ("American Ore Materials, Inc.",) and not q.unknown, q
