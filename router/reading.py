@@ -218,15 +218,18 @@ def _company_forms(name: str, aliases: Sequence[str] = ()) -> list[str]:
     """How a question may write a company, most specific first: its aliases (tickers, short names the
     collection records), its name as written, its core name, its first distinctive word (or two words when the
     first is generic); Chinese: the core name without its place and the short forms a 简称 takes."""
-    core = company_core(name)
-    written = " ".join(_WORD.findall(name.lower()))
-    forms = [a.lower() for a in aliases] + [f for f in (written, core) if f]
-    if lx.is_zh(core):
-        return list(dict.fromkeys([*forms[:-1], *_zh_forms(core)]))
-    words = core.split()
-    if words:
-        first = words[0]
-        forms.append(first if first not in _GENERIC and len(first) >= 3 else " ".join(words[:2]))
+    forms = [a.lower() for a in aliases]
+    for spelling in (name, *aliases):  # a renamed company is written by any of its names
+        core = company_core(spelling)
+        written = " ".join(_WORD.findall(spelling.lower()))
+        if lx.is_zh(core):
+            forms += [written, *_zh_forms(core)]
+            continue
+        forms += [written, core]
+        words = core.split()
+        if words:
+            first = words[0]
+            forms.append(first if first not in _GENERIC and len(first) >= 3 else " ".join(words[:2]))
     return [f for f in dict.fromkeys(forms) if f]
 
 
