@@ -520,8 +520,9 @@ def _periods(r: _Reading) -> tuple[list[PeriodRef], bool, bool]:
         else:
             p = PeriodRef(year=year, quarter=(month - 1) // 3 + 1, months=3)
         add(m.start(), p, m.span())
-    ranged = bool(re.search(r"(?i)(?:季度|q[1-4]|quarter)[^,，。;；]{0,8}?(?:到|至|through|to|until|[-–—~])\s*(?:fy\s*)?(?:\d{2,4}|q[1-4])",
-                            text))  # "从2017年第三季度到2024年第一季度"
+    ranged = bool(re.search(r"(?i)(?:季度|q[1-4]|quarter)[^,，。;；]{0,8}?(?:到|至|through|to|until|[-–—~])\s*(?:fy\s*)?(?:\d{2,4}|q[1-4])"
+                            rf"|{_YEAR}\s*年?\s*(?:到|至|through|to|until|[-–—~])\s*(?:fy\s*)?{_YEAR}", text))
+    # "从2017年第三季度到2024年第一季度", "2021年到2024年第一季度"
     for m in _YEAR_RANGE.finditer(text):
         if free(m):
             ranged = True

@@ -26,7 +26,8 @@ OPERATIONS: Mapping[str, frozenset[str]] = {
     "rank": frozenset({"rank"}),
     "categories": frozenset({"group"}),
     "screen": frozenset({"screen"}),
-    "trend": frozenset({"series", "change", "max", "min"}),  # over periods: "which year saw the largest rise"
+    "trend": frozenset({"series", "change", "max", "min", "compare"}),  # over periods: "which year saw the largest
+    # rise"; one company's latest quarter compared with the quarters before
     "metric": frozenset({"lookup", "compare", "series", "change"}),
 }
 """The executor's operation → the readings it answers."""

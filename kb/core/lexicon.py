@@ -95,7 +95,8 @@ DIRECTIONS: Mapping[str, tuple[str, ...]] = {
 }
 """Groups by sign ("profitable vs loss-making", 盈利和亏损), beside groups by direction of change."""
 SERIES = ("trend", "history", "historical", "over time", "each year", "every year", "year by year", "evolve",
-          "evolution", "develop", "development", "trajectory", "path", "over the year", "over the period", "each of",
+          "evolution", "trajectory", "path", "over the year", "over the period", "each of", "variation",
+          "across the quarter", "across quarters", "over the quarter", "quarter to quarter", "from quarter to quarter",
           "quarter by quarter", "each quarter", "heading", "direction", "walk me through", "lay out",
           "走势", "趋势", "历年", "各年", "逐年", "每年", "变化趋势", "变化情况", "演变", "走向")
 EACH = ("each", "respectively", "各多少", "各是多少", "分别是多少", "分别")
@@ -329,6 +330,9 @@ LINE_ALIASES: Mapping[str, str] = {
     "扣非净利润": "归属于上市公司股东的扣除非经常性损益的净利润", "扣非归母净利润": "归属于上市公司股东的扣除非经常性损益的净利润",
     "扣非": "归属于上市公司股东的扣除非经常性损益的净利润", "投资净收益": "投资收益", "信用减值": "信用减值损失",
     "公允价值变动损益": "公允价值变动收益",
+    "经营活动现金流入": "经营活动现金流入小计", "经营活动现金流出": "经营活动现金流出小计",
+    "投资活动现金流入": "投资活动现金流入小计", "投资活动现金流出": "投资活动现金流出小计",
+    "筹资活动现金流入": "筹资活动现金流入小计", "筹资活动现金流出": "筹资活动现金流出小计",
 }
 """Short names analysts give printed lines (扣非净利润) → the printed label."""
 
