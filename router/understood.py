@@ -46,24 +46,60 @@ def _names_one(a: str, b: str) -> bool:
     return a == b or (bool(wa) and bool(wb) and (wa <= wb or wb <= wa))
 
 
-def disagreement(q: Question, computed: FactsAnswer) -> str:
-    """Why the computed answer does not answer the question as read, or "" when it does (or when the reading has
-    nothing to say: no operation on a measure was read)."""
+class Why(msgspec.Struct, frozen=True):
+    """Why a computed answer does not answer the question as read: ``kind`` unknown | measure | operation | span,
+    what was asked and what was computed."""
+
+    kind: str
+    asked: str
+    computed: str = ""
+
+    def text(self, lang: str = "en") -> str:
+        w = _WHY_ZH if lang == "zh" else _WHY_EN
+        asked = w["ops"].get(self.asked, self.asked) if self.kind == "operation" else self.asked
+        computed = w["ops"].get(self.computed, self.computed) if self.kind == "operation" else self.computed
+        return w[self.kind].format(asked=asked, computed=computed)
+
+
+_WHY_EN = {
+    "unknown": "{asked}",
+    "measure": "the figure asked ({asked}) is not the one computed ({computed})",
+    "operation": "the question asks for {asked}, not {computed}",
+    "span": "the question asks for {asked} months; the figures found cover {computed} months",
+    "ops": {"group": "groups", "series": "a series over periods", "change": "a change between periods",
+            "screen": "the companies past a bound", "lookup": "a look-up", "compare": "a comparison",
+            "max": "the highest", "min": "the lowest", "rank": "a ranking", "trend": "a trend",
+            "categories": "groups", "metric": "a metric"},
+}
+_WHY_ZH = {
+    "unknown": "问题中有未能理解之处：{asked}",
+    "measure": "所问指标（{asked}）不是算出的指标（{computed}）",
+    "operation": "问题问的是{asked}，而非{computed}",
+    "span": "问题问的是{asked}个月的数字，找到的数字为{computed}个月",
+    "ops": {"group": "分组", "series": "各期数字", "change": "两期之间的变化", "screen": "超过某一界限的公司",
+            "lookup": "单一数字", "compare": "比较", "max": "最高者", "min": "最低者", "rank": "排名", "trend": "趋势",
+            "categories": "分组", "metric": "指标"},
+}
+
+
+def disagreement(q: Question, computed: FactsAnswer) -> Why | None:
+    """Why the computed answer does not answer the question as read, or None when it does (or when the reading
+    has nothing to say: no operation on a measure was read)."""
     hard = [u for u in q.unknown if u not in SOFT]
     if hard:
-        return "; ".join(hard)
+        return Why("unknown", "; ".join(hard))
     if not q.understood:
-        return ""
+        return None
     ask = computed.ask
     asked = {_key(m.name) for m in q.measures}
     concept = _key(ask.concept)
     if ask.concept not in ("which", "line") and not any(_names_one(concept, a) for a in asked) \
             and not _same_line(asked, computed.used):
-        return f"the figure asked ({', '.join(sorted(asked))}) is not the one computed ({concept})"
+        return Why("measure", ", ".join(sorted(asked)), concept)
     if ask.concept == "which":  # the largest of several measures of one company: the reading has no such shape
-        return ""
+        return None
     if q.operation not in OPERATIONS.get(ask.operation, frozenset({ask.operation})):
-        return f"the question asks for {_operation(q)}, not {ask.operation}"
+        return Why("operation", q.operation or "", ask.operation)
     return _span(q, computed.used)
 
 
@@ -72,32 +108,27 @@ def _same_line(asked: set[str], used: Sequence[FactUsed]) -> bool:
     return any(_key(u.line_item) in asked for u in used)
 
 
-def _operation(q: Question) -> str:
-    return {"group": "groups", "series": "a series over periods", "change": "a change between periods",
-            "screen": "the companies past a bound"}.get(q.operation or "", q.operation or "nothing")
-
-
-def _span(q: Question, used: Sequence[FactUsed]) -> str:
+def _span(q: Question, used: Sequence[FactUsed]) -> Why | None:
     """A stated span (nine months, a half year, a quarter) answered with figures of another span."""
     spans = {p.months for p in q.periods if p.year or p.quarter or p.months != 12}
     if len(spans) != 1 or not used:
-        return ""
+        return None
     (months,) = spans
     flows = [u for u in used if u.months]  # balances (months 0) are read at a date: any span's end
     if flows and months != 12 and all(u.months != months for u in flows):
-        return f"the question asks for {months} months; the figures found cover {flows[0].months} months"
-    return ""
+        return Why("span", str(months), str(flows[0].months))
+    return None
 
 
-def abstained(computed: FactsAnswer, why: str, lang: str) -> FactsAnswer:
+def abstained(computed: FactsAnswer, why: Why, lang: str) -> FactsAnswer:
     """The computed answer without its verdict: what could not be determined, then the figures found, cited."""
     rows = [f"{u.entity}, {u.line_item} ({_when(u)}): {_figure(u)} [{u.marker}]" for u in computed.used[:12]]
     if lang == "zh":
-        text = f"无法据报表数字确定答案：{why}。" + (f"报表中的相关数字：{'；'.join(rows)}。" if rows else "")
+        text = f"无法据报表数字确定答案：{why.text('zh')}。" + (f"报表中的相关数字：{'；'.join(rows)}。" if rows else "")
     else:
-        text = f"I could not determine this from the statement figures: {why}." + (
+        text = f"I could not determine this from the statement figures: {why.text()}." + (
             f" What the statements show: {'; '.join(rows)}." if rows else "")
-    log.info("router.facts_abstained", why=why, operation=computed.ask.operation, concept=computed.ask.concept)
+    log.info("router.facts_abstained", why=why.text(), operation=computed.ask.operation, concept=computed.ask.concept)
     return msgspec.structs.replace(computed, text=text)
 
 
