@@ -614,6 +614,7 @@ def _extreme(r: _Reading) -> tuple[str, str]:
         r.taken = held
 
 
+_LOSS_WORDS = frozenset(w for w in lx.LOSS if not lx.is_zh(w))
 _TOP_N = re.compile(r"(?i)\b(?:top|bottom)[- ](\d+|one|two|three|four|five|six|seven|eight|nine|ten)\b"
                     r"(?!\s+(?:months?|quarters?|weeks?|years?))|"
                     r"\b(\d+|two|three|four|five|six|seven|eight|nine|ten)\s+(?:largest|biggest|highest|smallest|"
@@ -642,7 +643,7 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
     r = _Reading.of(text[:4000])
     named, ambiguous = _companies(r, companies if isinstance(companies, Mapping) else {c: () for c in companies})
     measures = _measures(r, line_items)
-    loss = any(lx.lemmas(w) & {"loss", "lose", "deficit"} for _, _, w in r.words) or "亏" in r.raw
+    loss = any(lx.lemmas(w) & _LOSS_WORDS for _, _, w in r.words) or any(w in r.raw for w in lx.LOSS if lx.is_zh(w))
     if not measures and loss:
         measures = [MeasureRef("net_income")]  # "lost the most money", 亏损最多
     loss = loss and any(m.name in lx.PROFIT_MEASURES for m in measures)

@@ -42,10 +42,9 @@ SCALES: Mapping[str, float] = {
 # Each cue is an English lemma phrase (words separated by spaces, each matched against a word's lemmas) or a
 # Chinese string. A superlative or comparative is read from the word's form ("largest", "higher").
 
-SUPERLATIVE_MAX = frozenset({"high", "large", "big", "great", "much", "many", "top", "strong", "good", "fast",
-                             "rich", "wide", "heavy", "profitable", "leading"})
 SUPERLATIVE_MIN = frozenset({"low", "small", "little", "few", "weak", "bad", "slow", "poor", "light", "narrow", "thin",
                              "short", "cheap", "lean", "shallow", "tiny", "meager", "meagre", "modest", "slim"})
+"""Adjectives whose -er/-est form asks for the lowest; any other adjective's asks for the highest."""
 NOT_EXTREMES = frozenset({"late", "early", "new", "old", "far", "further", "recent", "other", "over", "under", "after",
                           "never", "ever", "per", "quarter", "chapter", "order", "number", "member", "paper", "filer",
                           "owner", "partner", "center", "letter", "customer", "supplier", "provider", "manager",
@@ -151,7 +150,6 @@ BOUND_WORDS: Mapping[str, tuple[str, ...]] = {
 }
 """A bound a figure must meet, by the words that state it (the inclusive forms first: "at least" before "least")."""
 
-BETWEEN = ("between", "from", "介于", "在")
 RANGE_JOIN = ("to", "and", "-", "–", "—", "~", "through", "thru", "至", "到", "和")
 
 # ------------------------------------------------------------------------------------ periods
