@@ -39,11 +39,12 @@ def _key(name: str) -> str:
     return " ".join(re.sub(r"[\W_]+", " ", name.split(":", 1)[-1].lower()).split())
 
 
-def _names_one(a: str, b: str) -> bool:
-    """One measure under two names: the same words, or the one's words all among the other's ("inventory
-    turnover" and "inventory turnover ratio", a formula the question names)."""
+def _names_one(a: str, b: str, *, formula: bool) -> bool:
+    """One measure under two names: the same words; for a metric or a formula the question names, also the one's
+    words all among the other's ("inventory turnover" and "inventory turnover ratio"). A line is never a looser
+    match: "revenue" is not "deferred revenue"."""
     wa, wb = set(a.split()), set(b.split())
-    return a == b or (bool(wa) and bool(wb) and (wa <= wb or wb <= wa))
+    return a == b or (formula and bool(wa) and bool(wb) and (wa <= wb or wb <= wa))
 
 
 class Why(msgspec.Struct, frozen=True):
@@ -93,7 +94,8 @@ def disagreement(q: Question, computed: FactsAnswer) -> Why | None:
     ask = computed.ask
     asked = {_key(m.name) for m in q.measures}
     concept = _key(ask.concept)
-    if ask.concept not in ("which", "line") and not any(_names_one(concept, a) for a in asked) \
+    formula = ask.operation == "metric"
+    if ask.concept not in ("which", "line") and not any(_names_one(concept, a, formula=formula) for a in asked) \
             and not _same_line(asked, computed.used):
         return Why("measure", ", ".join(sorted(asked)), concept)
     if ask.concept == "which":  # the largest of several measures of one company: the reading has no such shape

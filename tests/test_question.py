@@ -156,3 +156,23 @@ def test_a_renamed_company_is_one_company_under_its_names() -> None:
                  "Boxcar Brands share capital from 2020 to 2024?"):
         q = read_question(text, collection)
         assert q.entities.names == ("American Ore Materials, Inc.",) and not q.unknown, q
+
+
+def test_a_computed_measure_must_be_the_one_asked() -> None:
+    """``router.understood``: "revenue" computed for "deferred revenue" asked is another figure; a named
+    formula ("inventory turnover ratio") is the metric asked ("inventory turnover")."""
+    import datetime as dt
+
+    from router.facts import FactsAnswer, FactUsed, MeasureAsk
+    from router.understood import disagreement
+
+    used = FactUsed(marker=1, doc_id=1, doc_name="d", entity="Quillon", concept="revenue", label="revenue",
+                    period_end=dt.date(2023, 12, 31), months=12, value=1.0, printed="1", scale=1.0, unit="USD",
+                    line_item="Revenue", statement="income", page=1, line=None)
+    revenue = FactsAnswer(ask=MeasureAsk("revenue", "lookup"), text="t", citations=(), used=(used,), missing=())
+    why = disagreement(read_question("Quillon's deferred revenue at the end of 2023?", FIRMS), revenue)
+    assert why is not None and why.kind == "measure"
+    assert disagreement(read_question("Quillon's revenue in 2023?", FIRMS), revenue) is None
+    turnover = FactsAnswer(ask=MeasureAsk("metric:inventory turnover ratio", "metric"), text="t", citations=(),
+                           used=(), missing=())
+    assert disagreement(read_question("Quillon's inventory turnover in 2023?", FIRMS), turnover) is None
