@@ -29,17 +29,16 @@ from kb.core.vocab import (
     company_core,
     concept_label,
     question_concept,
-    question_years,
 )
 from router import store
 from router.catalog import Catalog
-from router.metadata import company_aliases, fact_condition
-from router.question import Range
+from router.metadata import company_aliases
+from router.question import Question, Range
 from router.scope import doc_entity
 from router.types import Answer, CitationOut, RetrievedChunk, ScopePlan
-from router.wording import EN, ZH, Words, date_text, words
+from router.wording import EN, ZH, Words, date_text
 
-Operation = str  # lookup | max | min | rank | categories | trend | screen
+Operation = str  # lookup | max | min | rank | categories | trend | screen | metric
 MAX_MISSING_NAMED = 12
 """Documents without the figure named in an answer; the rest are counted."""
 
@@ -63,6 +62,9 @@ class MeasureAsk(msgspec.Struct, frozen=True):
     lang: str = "en"  # the question's language: the answer's connecting words (router.wording)
     bounds: dict[str, float] = {}  # a stated screen: {"gt": 1e9} for "revenue above $1 billion" (operation screen)
     extreme: str = ""  # trend: the period asked for — "increase"/"decrease" (largest change), "max"/"min" (value)
+    loss: bool = False  # a profit measure asked as a loss ("the deepest net loss": the lowest figure)
+    ascending: bool = False  # rank: lowest first
+    limit: int | None = None  # rank: the first N only ("top 5")
 
 
 class FactUsed(msgspec.Struct, frozen=True):
@@ -113,165 +115,60 @@ class FactsAnswer(msgspec.Struct, frozen=True):
 
 # ------------------------------------------------------------------------------------------- the question
 
-_MAX = re.compile(r"(?i)\b(?:highest|largest|biggest|greatest|most|maximum|top|leads?)\b|最高|最大|最多")
-_MIN = re.compile(r"(?i)\b(?:lowest|smallest|least|minimum|fewest)\b|最低|最小|最少")
-_RANK = re.compile(r"(?i)\b(?:rank|ranking|order|sort)\b|排名|排序")
-_CATEGORISE = re.compile(r"(?i)\b(?:categori[sz]e|classify|group (?:them|the|these)|into the following)\b"
-                         r"|分类|归类|划分")
-_TREND = re.compile(r"(?i)\b(?:trend|change[ds]?|evolve[ds]?|over the years|from (?:fy)?\d{4} to (?:fy)?\d{4}"
-                    r"|increase[ds]?|decrease[ds]?|grow(?:th|n)?|decline[ds]?)\b|变化|趋势|增长")
-_AVERAGE = re.compile(r"(?i)\baverage\b|\bmean\b|平均")
-_TREND_ZH = re.compile(r"变化|趋势|增长|下降|波动|如何")
-_PERCENT = re.compile(r"(?i)\bpercent(?:age)?\b|%|百分比|增长率")
-_NOT_EXTREME = re.compile(r"(?i)\bat (?:least|most)\b|\bmost recent(?:ly)?\b|\btop[- ]line\b|\bno (?:less|more) than\b")
-_ASCENDING = re.compile(r"(?i)\bascending\b|\blowest (?:to|first)\b|\bsmallest (?:to|first)\b|从低到高|从小到大|升序")
-_WHICH_PERIOD = re.compile(r"(?i)\bwhich (?:fiscal )?(?:year|quarter|period)\b|哪一?年|哪个?季度|哪一?期")
-_DECREASE = re.compile(r"(?i)\b(?:decrease|decline|drop|fall|reduction)|下降|减少|降幅")
-_INCREASE = re.compile(r"(?i)\b(?:increase|growth|grow|rise|gain)|增长|增加|增幅")
-_CHANGE_GROUPS = re.compile(r"(?i)\b(?:changed?|change) compared to\b|\bcompared (?:to|with) the previous\b")
+EXECUTED: Mapping[str, Operation] = {"lookup": "lookup", "compare": "lookup", "max": "max", "min": "min",
+                                     "rank": "rank", "screen": "screen", "group": "categories", "series": "trend",
+                                     "change": "trend"}
+"""The typed question's operation → the executor's."""
 
 
-def ask(question: str, *, series: bool = False) -> MeasureAsk | None:
-    """What the question asks of the facts, or None when it names no vocabulary measure."""
-    if (ratio := question_ratio(question)) is not None:
-        return operation(question, f"ratio:{ratio.name}", series=series)
-    concept = question_concept(question)
-    return operation(question, concept, series=series) if concept else None
+def measure_of(q: Question) -> str:
+    """The executor's name of the question's measure: a vocabulary concept, ``ratio:<name>`` for a ratio of two
+    measures of one period, ``line:<label>`` for a printed line outside the vocabulary; "" for a metric or
+    formula only ``router.metrics`` computes (or none)."""
+    if not q.measures:
+        return ""
+    m = q.measures[0]
+    if m.kind == "concept" and m.name in CONCEPT_BY_NAME:
+        return m.name
+    if m.kind == "metric" and m.name in RATIO_BY_NAME:
+        return f"ratio:{m.name}"
+    if m.kind == "line":
+        return f"line:{m.name}"
+    if m.kind == "formula" and _two_measures(m.name) is not None:
+        return f"ratio:{m.name}"
+    return ""
 
 
-def operation(question: str, concept: str, *, series: bool = False) -> MeasureAsk:
-    """What the question asks of a measure: a look-up, highest/lowest, ranking, groups, a screen or a trend."""
-    years = tuple(sorted(question_years(question)))
-    if _CATEGORISE.search(question):
-        cats = parse_categories(question)
-        if cats:
-            change = bool(_CHANGE_GROUPS.search(question)) or any(c.direction in ("increase", "decrease")
-                                                                  for c in cats)
-            return MeasureAsk(concept, "categories", years, tuple(cats), change=change)
-    plain = _NOT_EXTREME.sub(" ", question)  # "at least $1 billion", "most recent", "top line" name no extreme
-    most, least = bool(_MAX.search(plain)), bool(_MIN.search(plain))
-    if (cond := fact_condition(question)) is not None and cond.value["concept"] == concept and not (most or least):
-        bounds = {k: v for k, v in cond.value.items() if k in ("gt", "gte", "lt", "lte")}
-        return MeasureAsk(concept, "screen", years, bounds=bounds)
-    if (most or least) and not (most and least) and _WHICH_PERIOD.search(question):  # the extreme is over periods
-        extreme = "decrease" if _DECREASE.search(plain) else "increase" if _INCREASE.search(plain) else \
-            "max" if most else "min"
-        return MeasureAsk(concept, "trend", years, percent=bool(_PERCENT.search(question)), extreme=extreme)
-    if (_RANK.search(question) and not (most or least)) or (most and least) or (
-            (most or least) and _ASCENDING.search(question) and _RANK.search(question)):
-        return MeasureAsk(concept, "rank", years)
-    if most:
-        return MeasureAsk(concept, "max", years)
-    if least:
-        return MeasureAsk(concept, "min", years)
-    average = bool(_AVERAGE.search(question)) and (len(years) > 1 or series)
-    if series or average or (_TREND.search(question) and len(years) != 1) or (
-            _TREND_ZH.search(question) and len(years) > 1):
-        return MeasureAsk(concept, "trend", years, percent=bool(_PERCENT.search(question)), average=average)
-    return MeasureAsk(concept, "lookup", years)
+_QUOTIENT = re.compile(r"^(\w+) / (\w+)( \* 100)?$")
 
 
-_GROUPS_START = re.compile(r"(?i)into the following (?:groups|categories|collections)\s*:?|(?:划分|分)[成为]\s*[:：]?"
-                           r"|按照?以下(?:类别|分类)?\s*[:：]?")
-_GROUPS_END = re.compile(r"(?i)\.\s+(?:place|put|please|note)\b|\.\s*$|。")
-_BOUND = re.compile(
-    r"(?i)(over|above|more than|greater than|exceeding|at least|no less than|below|under|less than|up to|at most"
-    r"|not exceeding)\s*\$?\s*(-?[\d,]*\d(?:\.\d+)?)\s*(billion|million|thousand)?"
-    r"|\$?\s*(-?[\d,]*\d(?:\.\d+)?)\s*(billion|million|thousand)?\s*(?:and|or)\s*(below|under|less|lower|above|over"
-    r"|more|higher|greater)")
-_SCALE_WORDS = {"billion": 1e9, "million": 1e6, "thousand": 1e3}
+def _two_measures(formula: str) -> Ratio | None:
+    """A formula the question states as one vocabulary measure over another ("current_assets / total_assets",
+    "… * 100" for a percentage) as a ratio of one period."""
+    m = _QUOTIENT.match(formula)
+    if m is None or m.group(1) not in CONCEPT_BY_NAME or m.group(2) not in CONCEPT_BY_NAME:
+        return None
+    num, den = CONCEPT_BY_NAME[m.group(1)], CONCEPT_BY_NAME[m.group(2)]
+    return Ratio(formula, f"{num.label} to {den.label}", num.name, den.name, bool(m.group(3)), "")
 
 
-def _split_top(text: str) -> list[str]:
-    parts, depth, cur = [], 0, []
-    for ch in text:
-        depth += ch in "(（"
-        depth -= ch in ")）"
-        if ch in ",，、；;" and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
-    out = []
-    for p in parts:
-        out.extend(x for x in re.split(r"(?i)\s+and\s+(?![^()]*\))", p))
-    return [re.sub(r"(?i)^\s*(?:and|or)\s+", "", x).strip(" .;:") for x in out if x.strip(" .;:")]
+def task(q: Question) -> MeasureAsk | None:
+    """What the executor computes for a typed question, or None when no operation on a measure was read."""
+    op = EXECUTED.get(q.operation or "")
+    concept = measure_of(q)
+    if op is None or not concept:
+        return None
+    years = tuple(sorted({p.year for p in q.periods if p.year}))
+    extreme = ""
+    if q.over == "periods" and op in ("max", "min"):  # "which year saw the largest decrease / the highest …"
+        extreme = ("increase" if op == "max" else "decrease") if q.change else op
+        op = "trend"
+    change = op == "categories" and any(c.direction in ("increase", "decrease") for c in q.ranges)
+    return MeasureAsk(concept, op, years, q.ranges, change=change or q.change in ("yoy", "qoq") and op == "categories",
+                      percent=q.change in ("percent", "yoy", "qoq", "cagr"), question=q.text, average=q.average,
+                      lang=q.lang, bounds=dict(q.bounds), extreme=extreme, ascending=q.order == "asc",
+                      limit=q.limit, loss=q.sign == "loss")
 
-
-def parse_categories(question: str) -> list[Category]:
-    """The groups a question states: "high (over $15,000 in thousands), medium (over $10,000 … and below
-    $15,000 …), and low (above $0 and below $10,000 …)", or directions "increased, decreased, and other"."""
-    start = _GROUPS_START.search(question)
-    if not start:
-        return []
-    rest = question[start.end():]
-    end = _GROUPS_END.search(rest)
-    body = rest[: end.start()] if end else rest
-    cats = []
-    for item in _split_top(body):
-        m = re.match(r"^(.*?)\s*[(（](.*)[)）]\s*$", item)
-        name, spec = (m.group(1).strip(), m.group(2)) if m else (item.strip(), "")
-        if not name:
-            continue
-        cats.append(_category(name, spec))
-    return cats if len(cats) >= 2 else []
-
-
-def _category(name: str, spec: str) -> Category:
-    lower = name.lower()
-    if not spec:
-        for word, direction in (("increase", "increase"), ("decrease", "decrease"), ("positive", "positive"),
-                                ("negative", "negative"), ("zero", "zero"), ("unchanged", "zero"),
-                                ("other", "other")):
-            if word in lower:
-                return Category(name, direction=direction)
-        return Category(name, direction="other")
-    if re.search(r"以上|以下|至|[-—~]", spec) and re.search(r"\d", spec) and not re.search(r"[A-Za-z]{3}", spec):
-        return _zh_category(name, spec)
-    scale = 1e3 if re.search(r"(?i)in thousands", spec) else 1e6 if re.search(r"(?i)in millions", spec) \
-        else 1e9 if re.search(r"(?i)in billions", spec) else 1.0
-    low = high = None
-    low_inc = high_inc = False
-    for m in _BOUND.finditer(spec):
-        if m.group(1):
-            word, number, unit = m.group(1).lower(), m.group(2), m.group(3)
-        else:
-            number, unit, word = m.group(4), m.group(5), m.group(6).lower()
-            word = "at most" if word in ("below", "under", "less", "lower") else "at least"
-        value = float(number.replace(",", "")) * (_SCALE_WORDS[unit.lower()] if unit else scale)
-        if word in ("over", "above", "more than", "greater than", "exceeding", "at least", "no less than"):
-            low, low_inc = value, word in ("at least", "no less than")
-        else:
-            high, high_inc = value, word in ("up to", "at most", "not exceeding")
-    if low is None and high is None:
-        return _category(name, "")
-    return Category(name, low, low_inc, high, high_inc)
-
-
-_ZH_UNIT = {"万": 1e4, "亿": 1e8, "千": 1e3, "百万": 1e6, "万元": 1e4, "亿元": 1e8, "千元": 1e3, "百万元": 1e6}
-_ZH_NUMBER = r"(-?\d[\d,]*(?:\.\d+)?)\s*(百万元|万元|亿元|千元|百万|万|亿|千)?元?"
-
-
-def _zh_category(name: str, spec: str) -> Category:
-    """A Chinese group: "0.20元及以上", "0.10元至0.20元", "0.10元以下", "1,000,000.00以上且10,000,000.00以下",
-    "0及0以下"."""
-    def value(number: str, unit: str | None) -> float:
-        return float(number.replace(",", "")) * _ZH_UNIT.get(unit or "", 1.0)
-    low = high = None
-    low_inc = high_inc = False
-    if m := re.search(_ZH_NUMBER + r"\s*(?:至|到|[-—~])\s*" + _ZH_NUMBER, spec):
-        low, low_inc = value(m.group(1), m.group(2)), True
-        high = value(m.group(3), m.group(4))
-    for m in re.finditer(_ZH_NUMBER + r"\s*(?:及\s*(?:-?\d[\d,]*(?:\.\d+)?)?\s*)?(以上|以下)", spec):
-        inclusive = "及" in m.group(0)
-        if m.group(3) == "以上":
-            low, low_inc = value(m.group(1), m.group(2)), inclusive
-        else:
-            high, high_inc = value(m.group(1), m.group(2)), inclusive
-    if low is None and high is None:
-        return Category(name, direction="other")
-    return Category(name, low, low_inc, high, high_inc)
 
 
 def _fits(c: Category, value: float) -> bool:
@@ -611,27 +508,34 @@ def compose(ask_: MeasureAsk, docs: Sequence[_Doc], rows_by_doc: Mapping[int, li
         if ask_.operation != "rank" and (len(ordered) > 1 or len(docs) > 1):  # the others lack it: said below
             top = ordered[0]
             tied = [x[0].entity for x in ordered if x[1].value == top[1].value]
+            if ask_.loss and top[1].value >= 0:  # a loss asked: none was reported, said before the lowest profit
+                lines.append(ww.no_loss.format(label=label))
             lines.append(ww.verdict.format(
                 names=sep.join(tied), verb="have" if len(tied) > 1 else "has", label=label,
                 word=ww.highest if ask_.operation == "max" else ww.lowest, value=w.value(top[1]),
                 period=w.period(top[1]), cite=w.cite(top[1])))
-        ascending = ask_.operation == "min" or bool(_ASCENDING.search(ask_.question))
+        ascending = ask_.operation == "min" or ask_.ascending
         if ascending and ask_.operation == "rank":
             ordered.reverse()
+        if ask_.operation == "rank" and ask_.limit:
+            ordered = ordered[:ask_.limit]
         head = [ww.by_company_ordered.format(label=label.capitalize(),
                                              order=ww.ascending if ascending else ww.descending)]
         head += [f"{i}. {w.figure(d, r, o)}" for i, (d, r, o) in enumerate(ordered, 1)]
         lines[:0] = head  # the verdict (with its superlative) comes last
     elif ask_.operation == "categories":
-        groups: dict[str, list[str]] = {c.label: [] for c in ask_.categories}
+        cats = list(ask_.categories)
+        if ask_.change and not any(c.direction == "other" for c in cats):  # no previous figure, or unchanged
+            cats.append(Category(ww.other, direction="other"))
+        groups: dict[str, list[str]] = {c.label: [] for c in cats}
         figures: list[str] = []
         for d, r, o in picked:
             if ask_.change:
                 prev = _comparative(rows_by_doc.get(d.doc_id, []), r)
                 direction = "other" if prev is None else ("increase" if r.value > prev.value else
                                                           "decrease" if r.value < prev.value else "zero")
-                cat = next((c for c in ask_.categories if c.direction == direction), None) or \
-                    next((c for c in ask_.categories if c.direction == "other"), None)
+                cat = next((c for c in cats if c.direction == direction), None) or \
+                    next((c for c in cats if c.direction == "other"), None)
                 figures.append(f"- {w.figure(d, r, o)}" + (f"; {_change(prev, r, w=ww)} {w.cite(prev)}" if prev
                                                            else ww.no_previous))
             else:
@@ -657,12 +561,27 @@ def compose(ask_: MeasureAsk, docs: Sequence[_Doc], rows_by_doc: Mapping[int, li
         end = "。" if ww.lang == "zh" else "."
         lines += [w.figure(d, r, o) + end for d, r, o in picked] if len(picked) > 1 else \
             [ww.lookup.format(label=label.capitalize(), figure=w.figure(*picked[0]))]
+    if ask_.operation != "lookup" or len(picked) > 1:
+        lines.insert(0, _headline(ask_, label, len(picked), ww))
     if missing:
         shown = ", ".join(missing[:MAX_MISSING_NAMED]) + (ww.more.format(n=len(missing) - MAX_MISSING_NAMED)
                                                           if len(missing) > MAX_MISSING_NAMED else "")
         lines.append(ww.missing.format(label=label, docs=shown))
     return FactsAnswer(ask=ask_, text="\n".join(lines), citations=tuple(w.cites), used=tuple(w.used),
                        missing=tuple(missing), missing_ids=tuple(missing_ids))
+
+
+def _headline(ask_: MeasureAsk, label: str, n: int, ww: Words) -> str:
+    """What was computed, before the verdict: "Computed from the statement figures: highest net income, FY2023,
+    over 14 companies." (the operation as the executor ran it, so a reader sees a misreading at once)."""
+    what = ww.computed_ops.get(ask_.extreme if ask_.extreme else ask_.operation, "").format(label=label)
+    if ask_.average:
+        what = ww.computed_ops["average"].format(label=label)
+    joined = ("、" if ww.lang == "zh" else ", ").join(str(y) for y in ask_.years)
+    years = ww.computed_years.format(years=joined) if ask_.years else ""
+    over = ww.computed_over.format(n=n) if ask_.operation != "trend" else ""
+    what = what[:1].upper() + what[1:]
+    return ww.computed.format(what=what, years=years, over=over)
 
 
 _BOUND_TEXT = {"gt": "above", "gte": "at least", "lt": "below", "lte": "at most"}
@@ -781,15 +700,45 @@ def numbered(used: Sequence[FactUsed], citations: Sequence[CitationOut]) -> list
 # ------------------------------------------------------------------------------------------- the stage
 
 
-async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, question: str, plan: ScopePlan, *,
+def with_named(plan: ScopePlan, q: Question, catalog: Catalog, within: Sequence[int] | None = None) -> ScopePlan:
+    """The plan with every company the question names (as the reader resolved it: a short name, a ticker, 简称)
+    that routing did not place among the needed documents: its report of a stated year, else its latest. The
+    typed question decides who is asked about; a request's filter (``within``) still bounds the documents."""
+    if q.entities.scope != "named":
+        return plan
+    cores = {company_core(catalog.known.entity(str(m.get("company") or "")))
+             for m in catalog.metadata(list(plan.needed)).values()}
+    years = {p.year for p in q.periods if p.year}
+    allowed = set(within) if within is not None else None
+    add: list[int] = []
+    names: list[str] = []
+    for name in q.entities.names:
+        core = company_core(catalog.known.entity(name))
+        reports = tuple(d for d in catalog.reports.get(core, ()) if allowed is None or d in allowed)
+        if core in cores or not reports:
+            continue
+        add.append(next((d for d in reports if catalog.docs[d].metadata.get("fiscal_year") in years), reports[0]))
+        names.append(name)
+    resolved = {w for n in q.entities.names for w in company_core(n).lower().split() if len(w) >= 3}
+    missing = tuple(m for m in plan.scope.missing if not resolved & set(company_core(m).lower().split()))
+    if not add and missing == plan.scope.missing:
+        return plan
+    scope = msgspec.structs.replace(plan.scope, entities=(*plan.scope.entities, *names), missing=missing)
+    return msgspec.structs.replace(plan, scope=scope, needed=(*plan.needed, *add), added=(*plan.added, *add))
+
+
+async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, q: Question, plan: ScopePlan, *,
                             within: Sequence[int] | None = None) -> FactsAnswer | None:
-    """The facts answer for the plan's needed documents (every document of the collection or filter when a
-    "which companies …" question names none), or None when the question is outside the vocabulary."""
-    a = ask(question, series=plan.scope.series)
+    """The facts answer to the typed question ``q`` for the plan's needed documents (every document of the
+    collection or filter when a "which companies …" question names none), or None when it asks no operation
+    on a measure the facts state."""
+    a = task(q)
     if a is None:
-        return await _line_answer(pool, catalog, question, plan)
-    a = msgspec.structs.replace(a, question=question, lang=words(question).lang)
-    ratio = RATIO_BY_NAME.get(a.concept[6:]) or (question_ratio(question) if a.concept.startswith("ratio:") else None)
+        return await _line_answer(pool, catalog, q, plan) if q.operation and q.operation in EXECUTED else None
+    if a.concept.startswith("line:"):
+        return await _line_answer(pool, catalog, q, plan, a)
+    ratio = (RATIO_BY_NAME.get(a.concept[6:]) or _two_measures(a.concept[6:])) if a.concept.startswith("ratio:") \
+        else None
     measures = [ratio.numerator, ratio.denominator] if ratio else [a.concept]
     concepts = list(dict.fromkeys(c for m in measures for c in (m, *DERIVED.get(m, ()), *_stands_for(m))))
     corpus = plan.scope.kind == "list" and not plan.scope.entities and a.operation in (
@@ -809,7 +758,7 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, question: str,
     rows_by_doc: dict[int, list[_Row]] = {}
     for d, doc_rows in printed.items():
         if ratio is None:
-            rows_by_doc[d] = measure_rows(a.concept, doc_rows, question)
+            rows_by_doc[d] = measure_rows(a.concept, doc_rows, q.text)
         else:
             operands = measure_rows(ratio.numerator, doc_rows) + measure_rows(ratio.denominator, doc_rows)
             rows_by_doc[d] = ratio_rows(ratio, operands)
@@ -955,28 +904,34 @@ def named_line(question: str, labels: Sequence[str]) -> str:
     return best
 
 
-async def _line_answer(pool: asyncpg.Pool, catalog: Catalog, question: str, plan: ScopePlan) -> FactsAnswer | None:
+async def _line_answer(pool: asyncpg.Pool, catalog: Catalog, q: Question, plan: ScopePlan,
+                       a: MeasureAsk | None = None) -> FactsAnswer | None:
     """A question naming a statement line outside the vocabulary ("交易性金融资产", "other current liabilities"):
-    the same answer over the needed documents' facts of that printed line."""
-    probe = operation(question, "line", series=plan.scope.series)
+    the same answer over the needed documents' facts of that printed line — the line the question names among
+    the documents' own printed lines (the longest), else the line the reading named."""
+    probe = a or MeasureAsk("line", EXECUTED[q.operation or "lookup"], question=q.text, lang=q.lang)
     ids = _reading(plan, catalog, probe.operation)
     if not ids:
         return None
     rows = _rows(await store.document_lines(pool, ids))
     keyed = [(line_key(r.line_item), r) for r in rows]
-    label = named_line(question, [k for k, _ in keyed])
+    label = named_line(q.text, [k for k, _ in keyed])
+    if not label and a is not None:
+        label = line_key(a.concept[5:])
     if not label:
         return None
     rows_by_doc: dict[int, list[_Row]] = {}
     for k, r in keyed:
         if k == label:
             rows_by_doc.setdefault(r.doc_id, []).append(r)
+    if not rows_by_doc:
+        return None
     first = next(iter(rows_by_doc.values()))[0]
     spec = Concept(name=f"line:{label}", label=first.line_item.strip().rstrip(":："), printed=(),
                    kinds=(first.statement,), unit="per_share" if first.unit.endswith("/share") else "money",
                    flow=first.statement != "balance")
-    a = msgspec.structs.replace(probe, concept=spec.name, question=question, lang=words(question).lang)
-    return await _compose(pool, catalog, plan, a, {d: rows_by_doc.get(d, []) for d in ids}, spec)
+    probe = msgspec.structs.replace(probe, concept=spec.name)
+    return await _compose(pool, catalog, plan, probe, {d: rows_by_doc.get(d, []) for d in ids}, spec)
 
 
 def _entity(doc_id: int, plan: ScopePlan, metas: Mapping[int, Mapping[str, Any]], names: Mapping[int, str],

@@ -20,7 +20,7 @@ from kb.core.providers.chat import CountingChat
 from kb.core.settings import RetrievalSettings
 from kb.core.types import LLMUsage
 from router.catalog import Catalogs
-from router.facts import FactsAnswer, answer_from_facts, facts_table
+from router.facts import FactsAnswer, answer_from_facts, facts_table, with_named
 from router.locate import Searched, documents_to_read, locate, read_more, search_trees
 from router.metrics import answer_metric, restate
 from router.passages import passages
@@ -67,10 +67,12 @@ class QueryPipeline:
             state = await prepare(await self.services(), req, chat)
             routing, scope = await route(state, oracle)
             plan, routing = await plan_documents(state, scope, routing)
+            reading = read_question(state.question, state.catalog.companies)
+            plan = with_named(plan, reading, state.catalog, state.within)  # who is asked about: the typed question
             docs = documents_to_read(plan, routing)
             state = await state.with_plan(plan, [d.doc_id for d in docs])
         with clock.stage("facts"):
-            facts, reading = await facts_or_none(state, plan)
+            facts = await facts_or_none(state, plan, reading)
         log.info("router.docs_selected", strategy=state.req.strategy, scope=plan.scope.kind,
                  doc_ids=[d.doc_id for d in routing.documents], needed=list(plan.needed))
         if on_event:
@@ -122,22 +124,21 @@ class ReplicaPipeline(QueryPipeline):
             return await super().retrieve(req, on_event, **kwargs)
 
 
-async def facts_or_none(state: QueryState, plan: ScopePlan) -> tuple[FactsAnswer | None, Question | None]:
-    """The facts answer and the question as read (``router.question``), or none when reading the facts fails:
+async def facts_or_none(state: QueryState, plan: ScopePlan, reading: Question) -> FactsAnswer | None:
+    """The facts answer to the question as read (``router.question``), or none when reading the facts fails:
     the question takes the text path (logged). An answer the reading disagrees with, or that answers a question
     the reading could not fully place, states no verdict (``router.understood``)."""
     try:
         computed = await answer_metric(state.pool, state.catalog, state.question, plan) or restate(
-            await answer_from_facts(state.pool, state.catalog, state.question, plan, within=state.within),
+            await answer_from_facts(state.pool, state.catalog, reading, plan, within=state.within),
             state.question)
     except (asyncpg.PostgresError, ValueError, KeyError, ZeroDivisionError) as exc:
         log.warning("router.facts_failed", error=f"{type(exc).__name__}: {exc}")
-        return None, None
+        return None
     if computed is None:
-        return None, None
-    reading = read_question(state.req.query, state.catalog.companies)
+        return None
     why = disagreement(reading, computed)
-    return (abstained(computed, why, reading.lang) if why else computed), reading
+    return abstained(computed, why, reading.lang) if why else computed
 
 
 async def as_passages(state: QueryState, ranked: Ranked) -> Ranked:

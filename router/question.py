@@ -4,7 +4,9 @@ A question names measures (a vocabulary concept such as ``revenue``, a ratio or 
 ``return_on_equity``, a printed line item, or a formula the question defines), entities (named companies, or
 the whole collection or filter), periods (fiscal years, quarters, stated spans such as nine months / 前三季度,
 or relative: latest, last N years), one operation (look-up, compare, max, min, rank, screen, group into
-ranges, series, change), how a change is measured, a sign ("largest loss"), an order and a limit, ranges or
+ranges, series, change), how a change is measured, a sign ("largest loss"), whether an extreme is over
+periods ("which year saw the largest decrease": ``over="periods"``, ``change`` set, operation ``min``), whether
+the mean over the periods is asked, an order and a limit, ranges or
 bounds, and the unit and decimals asked. What the reader (``router.reading``) could not place is kept in
 ``unknown``: a question with anything there is not answered with a verdict.
 """
@@ -77,6 +79,8 @@ class Question(msgspec.Struct, frozen=True):
     change: ChangeBasis = ""
     sign: Literal["", "loss"] = ""
     order: Literal["", "asc", "desc"] = ""
+    over: Literal["", "periods"] = ""  # the extreme is over one company's periods ("which year …"), not companies
+    average: bool = False  # the mean over the stated periods is asked
     limit: int | None = None
     ranges: tuple[Range, ...] = ()
     bounds: dict[str, float] = {}

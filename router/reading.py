@@ -20,7 +20,7 @@ from router.metrics import CATALOG
 from router.question import Entities, MeasureRef, PeriodRef, Question, Range
 
 _WORD = re.compile(r"[a-z0-9]+(?:[.&'][a-z0-9]+)*|%|\$")
-_NUMBER = re.compile(r"(?i)(?<![a-z0-9.])(?P<cur>\$|us\$|usd|rmb|¥|￥|cny)?\s*(?P<num>-?\d[\d,]*(?:\.\d+)?)(?![a-z]*\d)"
+_NUMBER = re.compile(r"(?i)(?<![a-z0-9.])(?P<cur>\$|us\$|usd|rmb|¥|￥|cny)?\s*(?P<num>-?\d(?:[\d,]*\d)?(?:\.\d+)?)(?![a-z]*\d)"
                      r"\s*(?:in\s+)?(?P<scale>trillion|billions?|millions?|thousands?|bn|mn|mm|tn|[kmb](?![a-z])|万亿|千亿|"
                      r"百亿|十亿|亿|千万|百万|十万|万|千)?\s*(?P<unit>%|percent|个百分点|元|美元|港元)?")
 _YEAR = r"(?:19|20)\d{2}"
@@ -357,6 +357,9 @@ def _bounds_in(spec: str) -> list[tuple[str, float]]:
     joined = False
     for i, (op, (_, b, value)) in enumerate(zip(ops, amounts, strict=True)):
         after = spec[b:amounts[i + 1][0] if i + 1 < len(amounts) else len(spec)]
+        if i + 1 < len(amounts) and amounts[i + 1][2] == value and _between(after) in lx.SAME_AMOUNT:
+            ops[i + 1] = {"lt": "lte", "gt": "gte"}.get(ops[i + 1] or "", ops[i + 1])
+            continue  # "0及0以下", "0 or 0 below": the amount once, with the bound written after it, inclusive
         if op is None and joined:
             op = "lte" if _INCLUSIVE.search(after) or re.search(r"含两端|inclusive", spec) else "lt"
         joined = False
@@ -390,24 +393,34 @@ _TOP_LEVEL = re.compile(r"(?:[;；、，]|(?<!\d),|,(?!\d{3}(?!\d)))\s*(?![^(（
 separator, outside parentheses."""
 
 
-def _ranges(text: str) -> tuple[list[Range], bool]:
+def _ranges(text: str, raw: str = "") -> tuple[list[Range], bool]:
     """The groups a question states, each with its bounds, and whether a stated group could not be read.
     Groups are separated by commas, semicolons or 、 outside parentheses; each is "label (spec)", "label: spec",
-    "spec为label" or a bare spec."""
+    "spec为label" or a bare spec. ``text`` is the question with its measure's words blanked; a label is taken
+    from ``raw`` (the question, same offsets) with them ("high revenue")."""
+    raw = raw if len(raw) == len(text) else text
     first = _amounts(text)
     limit = first[0][0] if first else len(text)
     cuts = [m for m in re.finditer(r"(?i)\binto\b|分为|分成|划分成|划分为|归入|分档|归类|[—:：]", text) if m.end() <= limit]
-    body = text[cuts[-1].end():] if cuts else text
+    start = cuts[-1].end() if cuts else 0
+    body = text[start:]
     body = re.split(r"(?<=[.。])\s+(?=[A-Z\u4e00-\u9fff])|。|(?i:\bplace companies\b)", body, maxsplit=1)[0]
     ranges, unread = [], False
-    body = re.sub(r"(?i)\s+and\s+(?=[\w-]+(?:\s+[\w-]+)?\s+(?:if|when)\b)", ", ", body)
-    body = re.sub(r"(?i)[)）]\s*,?\s*(?:and|or)\s+(?=[\w-]+(?:\s+[\w-]+)?\s*[(（])", "), ", body)
-    for part in _TOP_LEVEL.split(body):
-        part = re.sub(r"(?i)^\s*(?:and|or|以及|和|或)\s+", "", part).strip(" .")
+    body = re.sub(r"(?i)\s+and\s+(?=[\w-]+(?:\s+[\w-]+)?\s+(?:if|when)\b)", lambda m: ",".ljust(len(m.group(0))), body)
+    body = re.sub(r"(?i)[)）]\s*,?\s*(?:and|or)\s+(?=[\w-]+(?:\s+[\w-]+)?\s*[(（])",
+                  lambda m: m.group(0)[0] + ",".ljust(len(m.group(0)) - 1), body)
+    cuts_at = [start, *(x for m in _TOP_LEVEL.finditer(body) for x in (start + m.start(), start + m.end())),
+               start + len(body)]
+    for a, b in zip(cuts_at[::2], cuts_at[1::2], strict=True):
+        part = text[a:b]
+        lead = re.match(r"(?i)^\s*(?:(?:and|or|以及|和|或)\s+)?", part)
+        a += lead.end() if lead else 0
+        part = text[a:b]
         if not _amounts(part):
             continue
-        m = re.match(r"\s*([^(（:：\d$¥￥<>≤≥]{0,40}?)\s*[(（:：]\s*(.*?)[)）]?\s*$", part)
-        label, spec = (m.group(1), m.group(2)) if m and m.group(1).strip() else ("", part)
+        m = re.match(r"\s*([^(（:：\d$¥￥<>≤≥]{0,40}?)\s*[(（:：]\s*(.*?)[)）]?[\s.]*$", raw[a:b])
+        label, spec = (m.group(1), text[a + m.start(2):a + m.end(2)]) if m and m.group(1).strip() \
+            else ("", part.strip(" ."))
         if not label and (z := re.search(r"(?:算|为|是)\s*([\u4e00-\u9fff]{1,4})$", spec)):
             label, spec = z.group(1), spec[: z.start()]
         if not label and (z := re.match(r"(?i)\s*([\w-]+(?:\s+[\w-]+)?)\s+(?:if|when)\s+(.*)$", spec)):
@@ -427,13 +440,37 @@ def _overlap(ranges: Sequence[Range]) -> bool:
     return any(b[0] < a[1] for a, b in zip(spans, spans[1:], strict=False))
 
 
+_LABEL_END = re.compile(r"\s+(?:and|or)\b|[,;:.()（）、，。；：？?]|和|或|$")
+
+
+def _label_at(r: _Reading, words: Sequence[str], default: str) -> str:
+    """A group's label as the question writes it: from the last of ``words`` to the end of its list item
+    ("positive cash flow", "increased"), else ``default``."""
+    spans = [s for w in words for s in r.find(w) if not r.raw[:s[0]].endswith("the ")]  # "on the other"
+    if not spans:
+        return default
+    a, b = max(spans)
+    if lx.is_zh(r.raw[a:b]):
+        return r.raw[a:b]  # no word boundary to extend to
+    end = _LABEL_END.search(r.raw, b)
+    label = r.raw[a:end.start() if end else b].strip()
+    return label if 0 < len(label) <= 40 and len(label.split()) <= 4 else r.raw[a:b]
+
+
 def _direction_groups(r: _Reading) -> list[Range]:
-    """Groups by direction of change (rise / fall, 增长和下降) or by sign (profitable / loss-making, 盈利和亏损)."""
+    """Groups by direction of change (rise / fall, 增长和下降) or by sign (profitable / loss-making, 盈利和亏损),
+    labelled as the question writes them, with a stated "other" group."""
     if r.any(lx.DIRECTIONS["positive"]) and r.any(lx.DIRECTIONS["negative"]):
-        return [Range("positive", direction="positive"), Range("negative", direction="negative")]
-    if r.any(lx.INCREASE) and r.any(lx.DECREASE):
-        return [Range("increase", direction="increase"), Range("decrease", direction="decrease")]
-    return []
+        out = [Range(_label_at(r, lx.DIRECTIONS["positive"], "positive"), direction="positive"),
+               Range(_label_at(r, lx.DIRECTIONS["negative"], "negative"), direction="negative")]
+    elif r.any(lx.INCREASE) and r.any(lx.DECREASE):
+        out = [Range(_label_at(r, lx.INCREASE, "increase"), direction="increase"),
+               Range(_label_at(r, lx.DECREASE, "decrease"), direction="decrease")]
+    else:
+        return []
+    if any(not r.raw[:a].endswith("the ") for w in lx.OTHER_GROUP for a, _ in r.find(w)):
+        out.append(Range(_label_at(r, lx.OTHER_GROUP, "other"), direction="other"))
+    return out
 
 
 # ---------------------------------------------------------------------------- periods
@@ -647,6 +684,11 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
     if not measures and loss:
         measures = [MeasureRef("net_income")]  # "lost the most money", 亏损最多
     loss = loss and any(m.name in lx.PROFIT_MEASURES for m in measures)
+    if len(measures) >= 2 and all(m.kind == "concept" for m in measures[:2]):
+        share = r.any(lx.SHARE_OF)
+        if share or r.any(lx.RATIO_OF):  # "the ratio of A to B", "A as a % of B", "A占B的比例": one formula
+            measures = [MeasureRef(f"{measures[0].name} / {measures[1].name}" + (" * 100" if share else ""),
+                                   "formula"), *measures[2:]]
     periods, ranged, _ = _periods(r)
     unknown: list[str] = [f"the name '{a}' fits several companies" for a in ambiguous]
     extreme, degree = _extreme(r)
@@ -670,7 +712,7 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
     op: str | None
     if grouped:
         op, used = "group", {"rank", "compare"}
-        ranges, unread = _ranges(masked)
+        ranges, unread = _ranges(masked, r.raw)
         if len(ranges) <= 1 and _direction_groups(r):  # "who was above zero and who below": groups by sign
             ranges, unread = [], False
         if not ranges:
@@ -712,6 +754,16 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
     if op == "change" and ranged:  # "from 2021 to 2023": the change between the ends
         dated = [p for p in periods if p.year]
         periods = [p for p in periods if not p.year or p in (dated[0], dated[-1])]
+    over = ""
+    if op in ("max", "min") and r.any(lx.WHICH_PERIOD):  # "which year had the highest …": over the periods
+        over = "periods"
+        if cues["change"]:  # "… saw the largest decrease": the extreme of the steps, a fall being the lowest
+            basis = basis or "absolute"
+            if r.any(lx.DECREASE) and not r.any(lx.INCREASE):
+                op = "min" if op == "max" else "max"
+    average = bool(r.any(lx.AVERAGE)) and len([p for p in periods if p.year or p.quarter]) >= 2
+    if average and op in ("lookup", "compare", "change"):
+        op = "series"  # "the average revenue over 2021–2023": the mean of the path
     if op in ("max", "min") and loss:
         op = "min" if op == "max" else "max"
     order = ""
@@ -728,10 +780,10 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
         unknown.append("no measure the reports state was found")
     if op in ("max", "min", "rank", "screen", "group") and len(measures) > 1:
         unknown.append(f"two measures compete: {measures[0].name}, {measures[1].name}")
-    if op == "lookup" and len({p.year for p in periods if p.year}) > 1:
+    if op == "lookup" and len({p.year for p in periods if p.year}) > 1 and not average:
         unknown.append("two periods conflict")
-    change = basis or "absolute" if op == "change" else basis if op == "series" and basis in ("yoy", "qoq", "cagr") \
-        else basis if op == "group" and basis in ("yoy", "qoq") else ""
+    change = basis or "absolute" if op == "change" else basis if op == "series" and basis in ("yoy", "qoq", "cagr", "percent") \
+        else basis if op == "group" and basis in ("yoy", "qoq") else basis if over else ""
     entities = Entities("named", tuple(named)) if named else Entities("collection")
     screen = {bounds[0][0]: bounds[0][1]} if op == "screen" and bounds else {}
     unit = next((u for u, words in lx.UNIT_ASKED.items() if r.any(words)), "")
@@ -743,6 +795,7 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
     loss = loss and not _by_sign(op, ranges)
     return Question(text=text, lang=lang, operation=op, measures=tuple(measures), entities=entities,  # type: ignore[arg-type]
                     periods=tuple(periods), change=change, sign="loss" if loss else "", order=order,  # type: ignore[arg-type]
+                    over=over, average=average,  # type: ignore[arg-type]
                     limit=limit if op == "rank" else None, ranges=tuple(ranges) if op == "group" else (),
                     bounds=screen, unit=unit, decimals=decimals, unknown=tuple(unknown))
 

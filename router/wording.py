@@ -61,6 +61,16 @@ class Words(msgspec.Struct, frozen=True):
     extreme_point: str = "- The {word} {label}: {value} {period} {cite}."  # "which year had the highest revenue"
     decrease: str = "decrease"
     increase: str = "increase"
+    no_loss: str = "None of them reported a loss: every {label} figure is zero or positive."
+    other: str = "other"  # the group of companies whose change could not be computed
+    computed: str = "{what}{years}{over}:"  # what the executor ran, before its result
+    computed_years: str = ", {years}"
+    computed_over: str = ", over {n} companies"
+    computed_ops: dict[str, str] = msgspec.field(default_factory=lambda: {
+        "lookup": "{label}", "max": "Highest {label}", "min": "Lowest {label}", "rank": "Ranking by {label}",
+        "categories": "Grouping by {label}", "screen": "Companies past a bound on {label}",
+        "trend": "{label} over time", "increase": "The period of the largest increase in {label}",
+        "decrease": "The period of the largest decrease in {label}", "average": "Average {label} over the periods"})
 
 
 EN = Words(
@@ -107,7 +117,11 @@ ZH = Words(
     nothing_found="知识库中未找到与该问题相关的证据。", closest="检索到的证据未能明确回答该问题，最接近的段落：“{text}” [1]",
     looked_at="- {doc}：报表中未列示该数据；所读最接近的段落：“{text}”{cite}",
     not_stated="{doc}所读段落中未载明{period}{measure}。最接近的段落：“{text}” [1]",
-    supporting="相关证据：",
+    supporting="相关证据：", other="其他", no_loss="均未出现亏损：各公司{label}均不为负。", computed="{what}{years}{over}：", computed_years="，{years}年",
+    computed_over="，共{n}家公司",
+    computed_ops={"lookup": "{label}", "max": "{label}最高者", "min": "{label}最低者", "rank": "按{label}排名",
+                  "categories": "按{label}分组", "screen": "{label}满足条件的公司", "trend": "{label}的各期变化",
+                  "increase": "{label}增加最多的期间", "decrease": "{label}减少最多的期间", "average": "{label}的各期平均"},
     difference="- 差额：{a}比{b}{direction}{delta}{pct}。", higher="高", lower="低",
     statements={"income": "利润表", "balance": "资产负债表", "cash_flow": "现金流量表",
                 "comprehensive_income": "综合收益表", "equity": "所有者权益变动表"},

@@ -15,10 +15,21 @@ from ingest.statements import statement_pages
 from kb.bench.facts_bench import run_facts
 from kb.core.types import DocumentTree, FactDraft
 from kb.core.vocab import line_concept
-from router.facts import ask, parse_categories, question_concept
+from router.facts import MeasureAsk, question_concept, task
+from router.question import Range
+from router.reading import read_question
 from tests.factgen import chinese_report, figures, statement_pdf, text_filing
 
 EMPTY = DocumentTree(nodes=(), page_count=0, source_mode="text", unit="line")
+
+
+def ask(question: str) -> MeasureAsk | None:
+    """What the executor computes for a question as the reader reads it."""
+    return task(read_question(question))
+
+
+def parse_categories(question: str) -> tuple[Range, ...]:
+    return read_question(question).ranges
 
 
 def _facts(text: str, **kw: str) -> list[FactDraft]:
@@ -138,7 +149,8 @@ def test_stated_groups_are_parsed_with_their_bounds_and_scale() -> None:
     assert (cats[3].low, cats[3].high, cats[3].high_inclusive) == (None, 0.0, True)
     moves = parse_categories("Please categorize the companies into the following categories: increased, "
                              "decreased, and other.")
-    assert [c.direction for c in moves] == ["increase", "decrease", "other"]
+    assert [(c.label, c.direction) for c in moves] == [("increased", "increase"), ("decreased", "decrease"),
+                                                       ("other", "other")]
 
 
 def test_bench_facts_scores_recall_and_precision(tmp_path: Path) -> None:

@@ -119,7 +119,8 @@ async def test_fact_filters_and_screens(filings: Runtime) -> None:
             assert r.status_code == 400, (bad, r.text)
     body = await ask_json(filings, "Which companies had revenue above $1 million in 2023?")
     answer = body["answer"]
-    assert answer.startswith("2 of the 3 companies with a revenue figure in 2023 have revenue above $1,000,000:"), \
+    assert answer.startswith("Companies past a bound on revenue, 2023, over 3 companies:\n2 of the 3 companies with a "
+                             "revenue figure in 2023 have revenue above $1,000,000:"), \
         answer
     assert "Bolt Corp: $8,000 thousand" in answer and "Acme Holdings" in answer and "Cinder" not in answer
 
@@ -202,8 +203,12 @@ async def test_a_computed_answer_the_reading_disagrees_with_states_no_verdict(fi
     """Right or silent: where the question as read (``router.question``) and the computed answer disagree, or the
     reading leaves something unplaced, the answer says what it could not determine and lists the figures it
     found, cited — no verdict; an answer both agree on leads with its verdict and the trace shows the reading."""
-    for question in ("Which of Acme Holdings, Bolt and Cinder posted the deepest net loss in 2023?",
-                     "Group Acme Holdings, Bolt and Cinder by 2023 revenue: under $5 billion and under $2 billion."):
+    body = await ask_json(filings, "Which of Acme Holdings, Bolt and Cinder posted the deepest net loss in 2023?")
+    assert body["answer"].startswith("Lowest net income, 2023, over 3 companies:\n"), body["answer"]
+    assert "Acme Holdings, Inc. has the lowest net income: −$250 thousand" in body["answer"]  # the loss, not a profit
+    for question in ("Group Acme Holdings, Bolt and Cinder by 2023 revenue: under $5 billion and under $2 billion.",
+                     "Group Acme Holdings, Bolt and Cinder by revenue and by net income: above $1 million, "
+                     "below $1 million."):
         body = await ask_json(filings, question)
         answer = body["answer"]
         assert answer.startswith("I could not determine this from the statement figures: "), answer
@@ -213,3 +218,17 @@ async def test_a_computed_answer_the_reading_disagrees_with_states_no_verdict(fi
     assert "Bolt Corp has the highest revenue" in body["answer"] and "could not determine" not in body["answer"]
     reading = body["trace"]["question"]
     assert reading["operation"] == "max" and reading["measures"] == [{"name": "revenue", "kind": "concept"}]
+
+
+async def test_companies_named_by_short_forms_are_all_read(filings: Runtime) -> None:
+    """Who is asked about comes from the typed question: short names routing does not resolve ("Acme", "Cinder")
+    still bring their reports into the computed answer (the stated year's report of a company with several)."""
+    for question in ("Between Acme, Bolt and Cinder, whose 2023 cash pile is the largest?",
+                     "Rank Cinder, Acme and Bolt on total liabilities for 2023, smallest first.",
+                     "between acme, bolt and cinder, whose 2023 cash pile is the largest?"):
+        body = await ask_json(filings, question)
+        answer = body["answer"]
+        assert answer.startswith(("Highest cash and cash equivalents, 2023, over 3 companies:",
+                                  "Ranking by total liabilities, 2023, over 3 companies:")), answer  # nobody "missing"
+        assert all(name in answer for name in ("Acme Holdings, Inc.", "Bolt Corp", "Cinder Ltd")), answer
+        assert "acme-2022.txt" not in {f["doc_name"] for f in body["facts"]}, body["facts"]

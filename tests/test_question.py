@@ -176,3 +176,69 @@ def test_a_computed_measure_must_be_the_one_asked() -> None:
     turnover = FactsAnswer(ask=MeasureAsk("metric:inventory turnover ratio", "metric"), text="t", citations=(),
                            used=(), missing=())
     assert disagreement(read_question("Quillon's inventory turnover in 2023?", FIRMS), turnover) is None
+
+
+def test_an_extreme_over_one_company_s_periods_is_read_as_such() -> None:
+    """"Which year …" asks for a period of one company's series; with a change word, for the largest step."""
+    q = _q("In which year between 2018 and 2022 did Tessaract book its highest R&D spend?")
+    assert (q.operation, q.over, q.change) == ("max", "periods", "")
+    q = _q("Over 2019–2023, which fiscal year saw Harbor Freight's inventory fall the most from the year before?")
+    assert (q.operation, q.over, q.change) == ("min", "periods", "absolute")  # the largest fall: the lowest step
+    q = _q("浙江龙盛2019年至2023年哪一年的营业收入增长最多？", ZH_FIRMS)
+    assert (q.operation, q.over, q.change) == ("max", "periods", "absolute")
+    assert _q("Which company had the highest revenue in 2023?").over == ""
+
+
+def test_an_average_over_stated_periods_is_a_series_with_its_mean() -> None:
+    q = _q("What was Quillon's average cash balance across 2020, 2021 and 2022?")
+    assert (q.operation, q.average, q.unknown) == ("series", True, ())
+    q = _q("汇川技术2021年到2023年研发费用的平均值是多少？", ZH_FIRMS)
+    assert (q.operation, q.average) == ("series", True)
+    q = _q("Which company had the smallest weighted average diluted share count in 2023?")
+    assert not q.average and q.operation == "min"  # "weighted average" names the measure
+
+
+def test_one_measure_over_another_is_one_formula() -> None:
+    from router.facts import task
+
+    q = _q("What was the ratio of Marlow's current assets to its total assets at the end of 2023?")
+    assert [(m.name, m.kind) for m in q.measures] == [("current_assets / total_assets", "formula")]
+    q = _q("Tessaract's R&D expense as a share of revenue for fiscal 2022?")
+    assert [(m.name, m.kind) for m in q.measures] == [("rd_expense / revenue * 100", "formula")]
+    a = task(q)
+    assert a is not None and a.concept == "ratio:rd_expense / revenue * 100" and a.operation == "lookup"
+    q = _q("晨光文具2023年销售费用占营业收入的比例是多少？", ZH_FIRMS)
+    assert q.measures[0].kind == "formula" and q.measures[0].name.endswith("/ revenue * 100")
+
+
+def test_an_amount_written_twice_for_one_bound_is_one_inclusive_bound() -> None:
+    q = _q("把上述公司按2023年净利润分为：盈利较多（1亿元以上）、盈利较少（0以上且1亿元及1亿元以下）、亏损（0及0以下）。",
+           ZH_FIRMS)
+    assert [(x.low, x.low_inclusive, x.high, x.high_inclusive) for x in q.ranges] == [
+        (1e8, False, None, False), (0.0, False, 1e8, True), (None, False, 0.0, True)]
+    q = _q("按2023年经营活动现金流量净额给这几家公司分档：流入（0以上），流出（0或0以下）。", ZH_FIRMS)
+    assert [(x.low, x.high, x.high_inclusive) for x in q.ranges] == [(0.0, None, False), (None, 0.0, True)]
+
+
+def test_the_executor_runs_the_question_as_read() -> None:
+    """The executor's task is the typed question's: operation, order, limit, periods and groups, one mapping."""
+    from router.facts import task
+
+    a = task(_q("Show the three companies with the lowest 2023 free-standing inventory, lowest first — top 3 only."))
+    assert a is not None and (a.operation, a.ascending, a.limit) == ("rank", True, 3)
+    a = task(_q("Did Quillon's receivables go up or down each year from 2020 to 2022, in percent?"))
+    assert a is not None and (a.operation, a.percent, a.years) == ("trend", True, (2020, 2021, 2022))
+    a = task(_q("Which of these firms lost the most money in 2023?"))
+    assert a is not None and (a.operation, a.loss) == ("min", True)
+    assert task(_q("Who chairs Quillon's board?")) is None
+
+
+def test_direction_groups_keep_the_question_s_labels() -> None:
+    q = _q("Did each firm's R&D spend go up or down versus 2022? File each one under grew, shrank or unchanged.")
+    assert q.operation == "group" and [(x.label, x.direction) for x in q.ranges] == [
+        ("grew", "increase"), ("shrank", "decrease"), ("unchanged", "other")]
+    q = _q("File the companies by 2023 operating cash flow: cash generative (positive) vs cash burning (negative); "
+           "net the others on the other side.")
+    assert [x.direction for x in q.ranges][:2] == ["positive", "negative"]
+    q = _q("按2023年净利润把这几家公司分为盈利、亏损两类", ZH_FIRMS)
+    assert [(x.label, x.direction) for x in q.ranges] == [("盈利", "positive"), ("亏损", "negative")]

@@ -85,6 +85,7 @@ COMPARE = ("compare", "comparison", "versus", "vs", "against", "side by side", "
 GROUP = ("group the", "group them", "group these", "group those", "group each", "group all", "group company",
          "group by", "categorize", "categorise", "classify", "bucket", "tier", "band", "bracket", "cluster",
          "segment into", "split", "sort into", "put into", "place into", "divide into", "label", "camp",
+         "file each", "file them", "file every", "file the companies", "file the firms",
          "分组", "分为", "分成", "划分", "分档", "分类", "归类", "归入", "两组", "三组", "四组", "两类", "三类", "三档", "两档", "四档")
 GROUP_COUNT = re.compile(r"(?i)\binto\s+(?:two|three|four|five|\d)\s+(?:groups|buckets|tiers|bands|categories|"
                          r"classes|camps|brackets|collections)\b")
@@ -93,6 +94,8 @@ DIRECTIONS: Mapping[str, tuple[str, ...]] = {
     "negative": ("loss making", "unprofitable", "in the red", "below zero", "negative", "outflow", "亏损", "为负", "负数"),
 }
 """Groups by sign ("profitable vs loss-making", 盈利和亏损), beside groups by direction of change."""
+OTHER_GROUP = ("other", "others", "unchanged", "no change", "flat", "其他", "其它", "不变", "持平")
+"""A stated group for the companies that fit neither direction."""
 SERIES = ("trend", "history", "historical", "over time", "each year", "every year", "year by year", "evolve",
           "evolution", "trajectory", "path", "over the year", "over the period", "each of", "variation",
           "across the quarter", "across quarters", "over the quarter", "quarter to quarter", "from quarter to quarter",
@@ -109,6 +112,17 @@ INCREASE = ("grow", "growth", "increase", "rise", "go up", "improve", "expand", 
             "增长", "增加", "上升", "提升", "增幅", "上涨")
 DECREASE = ("decrease", "decline", "fall", "drop", "go down", "deteriorate", "shrink", "slide", "reduction", "down",
             "下降", "减少", "下滑", "回落", "降幅", "下跌")
+RATIO_OF = ("ratio of", "divided by", "relative to", "比率", "之比", "的比值")
+"""Words asking for one measure over another (the first named over the second)."""
+SHARE_OF = ("as a percentage of", "as a percent of", "as a % of", "as a share of", "as a proportion of",
+            "as a fraction of", "percentage of", "share of", "proportion of", "占比", "比重", "的比例", "占")
+"""Words asking for one measure as a percentage of another."""
+WHICH_PERIOD = ("which year", "which fiscal year", "what year", "which quarter", "what quarter", "which period",
+                "which fiscal quarter", "in which year", "哪一年", "哪年", "哪个年度", "哪一年度", "哪个季度", "哪一季度",
+                "哪一期", "哪个报告期")
+"""Words asking for a period of one company rather than a company: the extreme is over its periods."""
+AVERAGE = ("average", "mean", "平均", "均值")
+"""Words asking for the mean over the stated periods (a measure named "weighted average …" is no such word)."""
 AMOUNT_ASKED = ("how much", "by how much", "by what", "how many", "what is the change", "多少", "几何")
 """Words asking for one amount of change rather than a path."""
 LOSS = ("loss", "deficit", "lose", "亏损", "净亏损", "亏")
@@ -150,6 +164,8 @@ BOUND_WORDS: Mapping[str, tuple[str, ...]] = {
 }
 """A bound a figure must meet, by the words that state it (the inclusive forms first: "at least" before "least")."""
 
+SAME_AMOUNT = ("及", "或", "and", "or")
+"""Words between an amount written twice for one bound ("0及0以下": 0 or below)."""
 RANGE_JOIN = ("to", "and", "-", "–", "—", "~", "through", "thru", "至", "到", "和")
 
 # ------------------------------------------------------------------------------------ periods
