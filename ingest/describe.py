@@ -10,6 +10,7 @@ from typing import Any
 import structlog
 
 from ingest.prompts import DOC_DESCRIPTION, description_prompt
+from kb.core import lexicon as lx
 from kb.core import vocab
 from kb.core.errors import LLMError
 from kb.core.providers import ChatModel
@@ -119,7 +120,6 @@ def offline_description(tree: DocumentTree, metadata: Mapping[str, Any], name: s
     return sentence.rstrip(" .") + "."
 
 
-_HAN = re.compile(r"[\u4e00-\u9fff]")
 _ZH_NUMBERING = re.compile(r"^(?:第[一二三四五六七八九十\d]{1,3}(?:[节章篇]|部分)|[一二三四五六七八九十]{1,3}、"
                            r"|[（(][一二三四五六七八九十]{1,3}[）)])\s*")
 _ZH_TYPES = {"annual_report": "年度报告", "quarterly_report": "季度报告", "semiannual_report": "半年度报告"}
@@ -130,7 +130,7 @@ _WINDOW_TITLE = re.compile(r"^Part \d+: ")  # a paragraph window of a text witho
 def _chinese_document(tree: DocumentTree, metadata: Mapping[str, Any]) -> bool:
     text = " ".join([str(metadata.get("company") or ""), str(metadata.get("title") or "")]
                     + [n.title for n in tree.nodes[:40]])
-    return len(_HAN.findall(text)) > sum(1 for c in text if c.isascii() and c.isalpha())
+    return len(lx.HAN.findall(text)) > sum(1 for c in text if c.isascii() and c.isalpha())
 
 
 def zh_description(tree: DocumentTree, metadata: Mapping[str, Any], name: str) -> str:
@@ -186,7 +186,7 @@ async def describe_document(tree: DocumentTree, metadata: Mapping[str, Any], nam
     except LLMError as exc:
         log.warning("ingest.description_failed", name=name, error=str(exc))
         return fallback
-    if len(text.split()) < 4 and len(_HAN.findall(text)) < 8:  # Chinese has no spaces between words
+    if len(text.split()) < 4 and len(lx.HAN.findall(text)) < 8:  # Chinese has no spaces between words
         log.warning("ingest.description_malformed", name=name)
         return fallback
     return " ".join(text.split())

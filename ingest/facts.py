@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 import msgspec
 
+from kb.core import lexicon as lx
 from kb.core.types import DocumentTree, FactDraft, PageText
 from kb.core.vocab import (
     CONCEPT_BY_NAME,
@@ -70,8 +71,6 @@ _HEADER_NOISE = re.compile(
 _SCALE = re.compile(r"\bin (thousands|millions|billions)\b|\(\s*(thousands|millions|billions)\b|\((?:\$|usd)?\s*(?:000|000s|000's)\)"
                     r"|\$\s*(?:in\s+)?(thousands|millions|billions)|单位\s*[:：]\s*(?:人民币)?\s*(元|千元|万元|百万元|亿元)",
                     re.I)
-_SCALES = {"thousands": 1e3, "millions": 1e6, "billions": 1e9, "元": 1.0, "千元": 1e3, "万元": 1e4,
-           "百万元": 1e6, "亿元": 1e8}
 _NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+"
 _VALUE = re.compile(rf"^\((?:{_NUM})\)%?$|^[-−]?(?:{_NUM})%?$|^[—–−-]+$")
 _EN_QUARTER = re.compile(r"(?i)\bQ([1-4])\s*(?:FY\s*)?'?((?:19|20)\d{2}|\d{2})\b")
@@ -257,7 +256,7 @@ def _scale(text: str) -> float:
     if not m:
         return 1.0
     word = next(g for g in m.groups() if g) if any(m.groups()) else "thousands"
-    return _SCALES.get(word.lower(), _SCALES.get(word, 1.0))
+    return lx.SCALES.get(word.lower(), lx.SCALES.get(word, 1.0))  # "元": 1
 
 
 class _Table:
@@ -519,7 +518,7 @@ def _title(line: str) -> str | None:
     stripped = clean_line(line)
     if not stripped or len(stripped) > 100:
         return None
-    if re.search(r"[\u4e00-\u9fff]", stripped):
+    if lx.is_zh(stripped):
         return _zh_title(stripped)
     kind = statement_title(stripped)
     if kind:
@@ -576,7 +575,7 @@ def _facts_of_lines(lines: Sequence[tuple[str, int | None, int | None]], tree: D
             table, since_title = None, 0
             if title:
                 kind, _, span = title.partition(":")
-                table = _Table(kind, doc, chinese=bool(re.search(r"[\u4e00-\u9fff]", text)), span=span)
+                table = _Table(kind, doc, chinese=lx.is_zh(text), span=span)
                 table.end = last_end if table.chinese and doc.period_end is None else None
                 if scale := _SCALE.search(clean_line(text)):  # "Statements of Cash Flows (in thousands)"
                     table.scale = _scale(scale.group(0))

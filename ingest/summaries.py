@@ -21,6 +21,7 @@ import structlog
 
 from ingest.chunker import section_texts, strip_title_lines
 from ingest.prompts import NODE_SUMMARY, SummaryReply, summary_prompt
+from kb.core import lexicon as lx
 from kb.core.errors import LLMError
 from kb.core.providers import ChatModel
 from kb.core.providers.steps import ask
@@ -89,14 +90,13 @@ def _cap_words(text: str, limit: int) -> str:
 # --------------------------------------------------------------------------- Chinese text
 
 SUMMARY_ZH_CHARS = 120  # a Chinese summary's length in characters (about SUMMARY_WORDS English words)
-_HAN = re.compile(r"[\u4e00-\u9fff]")
 _ZH_SENTENCE_END = re.compile(r"(?<=[。！？；])")
 
 
 def is_chinese(text: str) -> bool:
     """More Chinese characters than Latin letters (in the first 4000 characters)."""
     head = text[:4000]
-    han = len(_HAN.findall(head))
+    han = len(lx.HAN.findall(head))
     return han >= 4 and han > sum(1 for c in head if c.isascii() and c.isalpha())
 
 
@@ -112,7 +112,7 @@ def _zh_informative(sentence: str) -> bool:
         return False
     if not sentence.endswith(("。", "！", "？", "；")) and not (sentence.count("，") >= 1 and len(chars) >= 20):
         return False
-    return (sum(1 for c in chars if _HAN.match(c)) >= 0.5 * len(chars)
+    return (sum(1 for c in chars if lx.HAN.match(c)) >= 0.5 * len(chars)
             and sum(c.isdigit() for c in chars) <= 0.15 * len(chars))
 
 
@@ -127,7 +127,7 @@ def _zh_row_labels(text: str, limit: int = 10) -> list[str]:
             label = next((c.strip() for c in label.strip("|").split("|") if c.strip() and c.strip() != "-"), "")
         label = re.sub(r"[（(][^）)]*[）)]$", "", label.strip("：: "))  # "营业收入（元）" → "营业收入"
         label = _ZH_NUMBERING.sub("", label)  # "1、合并资产负债表" → "合并资产负债表"
-        if (len(_HAN.findall(label)) < 2 or sum(c.isdigit() for c in label) > 4 or len(label) > 24
+        if (len(lx.HAN.findall(label)) < 2 or sum(c.isdigit() for c in label) > 4 or len(label) > 24
                 or re.search(r"[□√■☑]|^单位|[:：]|^项目$", label)):  # check boxes, "单位：元", "编制单位：…"
             continue
         if label not in labels:

@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 import structlog
 
+from kb.core import lexicon as lx
 from kb.core import vocab
 from kb.core.errors import LLMError, ValidationError
 from kb.core.providers import ChatModel
@@ -423,8 +424,6 @@ _GROUPING = re.compile(r"(?i)\b(?:categori[sz]e|classify|into the following|grou
 _BOUND_WORDS = {"above": "gt", "over": "gt", "more than": "gt", "greater than": "gt", "exceeding": "gt",
                 "at least": "gte", "no less than": "gte", "below": "lt", "under": "lt", "less than": "lt",
                 "at most": "lte", "not more than": "lte"}
-_UNIT_SCALE = {"billion": 1e9, "bn": 1e9, "million": 1e6, "mn": 1e6, "m": 1e6, "thousand": 1e3, "k": 1e3,
-               "亿": 1e8, "万": 1e4}
 
 
 def fact_condition(question: str) -> Condition | None:
@@ -439,7 +438,7 @@ def fact_condition(question: str) -> Condition | None:
         value = float(number.replace(",", ""))
         if not currency and not unit and (re.fullmatch(r"(?:19|20)\d{2}", number) or "," not in number):
             continue  # "over 2022", "more than 10 segments": a year or a count, not an amount
-        bounds[_BOUND_WORDS[m.group(1).lower()]] = value * _UNIT_SCALE.get(unit, 1.0)
+        bounds[_BOUND_WORDS[m.group(1).lower()]] = value * lx.SCALES.get(unit, 1.0)
     if not concept or not bounds:
         return None
     years = vocab.question_years(vocab.normalize_periods(question))

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kb.core import lexicon as lx
 from kb.core.text import tokenize
 from kb.core.vocab import DATE_RE, line_concept, question_concept, question_years
 
@@ -212,9 +213,6 @@ def _figure(row: Row, i: int) -> str:
     return figure
 
 
-_MULTIPLIER = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "千元": 1e3, "万元": 1e4, "亿元": 1e8, "元": 1.0}
-
-
 def value(match: RowMatch) -> float | None:
     """The chosen figure in base units (scale applied, parentheses negative), or None for a dash or a percent."""
     cell = match.row.cells[match.column]
@@ -226,13 +224,13 @@ def value(match: RowMatch) -> float | None:
     except ValueError:
         return None
     sign = -1.0 if cell.startswith("(") and cell.endswith(")") or cell.startswith("-") else 1.0
-    return sign * abs(number) * _MULTIPLIER.get(match.row.scale, 1.0)
+    return sign * abs(number) * lx.SCALES.get(match.row.scale, 1.0)  # "元", "": 1
 
 
 def amount(x: float, like: RowMatch) -> str:
     """``x`` (base units) written in the scale and currency of the row it compares."""
     scale = like.row.scale
-    shown = x / _MULTIPLIER.get(scale, 1.0)
+    shown = x / lx.SCALES.get(scale, 1.0)
     digits = 0 if abs(shown) >= 100 or shown == int(shown) else 2
     text = f"{abs(shown):,.{digits}f}"
     if like.row.currency and not scale.endswith("元"):

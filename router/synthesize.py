@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 import msgspec
 import structlog
 
+from kb.core import lexicon as lx
 from kb.core.errors import LLMError
 from kb.core.providers import ChatModel
 from kb.core.text import Figure, figures, same_figure, split_sentences, tokenize, unit_label
@@ -408,7 +409,6 @@ def _difference(read: Sequence[Amount], w: Words) -> str:
 
 
 _AMOUNT = re.compile(r"(\$\s?)?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?\s*(billion|million|thousand|亿元|万元|亿|万)?", re.I)
-_AMOUNT_SCALE = {"billion": 1e9, "million": 1e6, "thousand": 1e3, "亿元": 1e8, "万元": 1e4, "亿": 1e8, "万": 1e4}
 
 
 def sentence_amount(sentences: Sequence[str], asked: set[str]) -> tuple[float, Callable[[float], str]] | None:
@@ -423,7 +423,7 @@ def sentence_amount(sentences: Sequence[str], asked: set[str]) -> tuple[float, C
             dollar, unit = m.group(1), (m.group(4) or "").lower()
             if not (dollar or unit) or s[m.end():m.end() + 1] == "%":
                 continue
-            scale = _AMOUNT_SCALE.get(unit, 1.0)
+            scale = lx.SCALES.get(unit, 1.0)
             v = float(m.group(2).replace(",", "") + (m.group(3) or "")) * scale
 
             def write(x: float, unit: str = unit, scale: float = scale, dollar: bool = bool(dollar)) -> str:

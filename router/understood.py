@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 import msgspec
 import structlog
 
+from kb.core import lexicon as lx
 from router.facts import FactsAnswer, FactUsed
 from router.question import Question
 
@@ -139,5 +140,6 @@ def _when(u: FactUsed) -> str:
 
 
 def _figure(u: FactUsed) -> str:
-    scale = {1e3: " thousand", 1e6: " million", 1e9: " billion", 1e4: "万", 1e8: "亿"}.get(u.scale, "")
+    en, zh = lx.SCALE_NAMES.get(u.scale, ("", ""))
+    scale = f" {en}" if en else zh
     return f"{u.printed or f'{u.value:,.2f}'}{scale} {u.unit}".strip()

@@ -4,11 +4,10 @@ sentences and figures are the documents' own; what joins them is said the way th
 from __future__ import annotations
 
 import datetime as dt
-import re
 
 import msgspec
 
-_CJK = re.compile(r"[\u4e00-\u9fff]")
+from kb.core import lexicon as lx
 
 
 class Words(msgspec.Struct, frozen=True):
@@ -132,7 +131,7 @@ ZH = Words(
 
 def words(question: str) -> Words:
     """The wording of a question's language: Chinese when it is written in Chinese, else English."""
-    return ZH if len(_CJK.findall(question)) >= 2 else EN
+    return ZH if len(lx.HAN.findall(question)) >= 2 else EN
 
 
 def date_text(day: dt.date, w: Words) -> str:

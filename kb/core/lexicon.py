@@ -35,8 +35,13 @@ SCALES: Mapping[str, float] = {
     "billion": 1e9, "billions": 1e9, "bn": 1e9, "b": 1e9, "trillion": 1e12, "tn": 1e12,
     "千": 1e3, "万": 1e4, "十万": 1e5, "百万": 1e6, "千万": 1e7, "亿": 1e8, "十亿": 1e9, "百亿": 1e10, "千亿": 1e11,
     "万亿": 1e12,
+    "千元": 1e3, "万元": 1e4, "百万元": 1e6, "亿元": 1e8,
 }
 """Scale words of amounts, English and Chinese ("$1.2bn", "10亿元")."""
+SCALE_NAMES: Mapping[float, tuple[str, str]] = {
+    1e3: ("thousand", "千"), 1e4: ("", "万"), 1e6: ("million", "百万"), 1e8: ("", "亿"), 1e9: ("billion", "十亿"),
+}
+"""How a multiplier is written: (English word, "" when English has none; Chinese word)."""
 
 # ------------------------------------------------------------------------------------ operation cues
 # Each cue is an English lemma phrase (words separated by spaces, each matched against a word's lemmas) or a
@@ -85,7 +90,8 @@ COMPARE = ("compare", "comparison", "versus", "vs", "against", "side by side", "
 GROUP = ("group the", "group them", "group these", "group those", "group each", "group all", "group company",
          "group by", "categorize", "categorise", "classify", "bucket", "tier", "band", "bracket", "cluster",
          "segment into", "split", "sort into", "put into", "place into", "divide into", "label", "camp",
-         "file each", "file them", "file every", "file the companies", "file the firms",
+         "file each", "file them", "file every", "file the companies", "file the firms", "count as", "same rating",
+         "same band", "same tier", "same bucket",
          "分组", "分为", "分成", "划分", "分档", "分类", "归类", "归入", "两组", "三组", "四组", "两类", "三类", "三档", "两档", "四档")
 GROUP_COUNT = re.compile(r"(?i)\binto\s+(?:two|three|four|five|\d)\s+(?:groups|buckets|tiers|bands|categories|"
                          r"classes|camps|brackets|collections)\b")
@@ -96,7 +102,7 @@ DIRECTIONS: Mapping[str, tuple[str, ...]] = {
 """Groups by sign ("profitable vs loss-making", 盈利和亏损), beside groups by direction of change."""
 OTHER_GROUP = ("other", "others", "unchanged", "no change", "flat", "其他", "其它", "不变", "持平")
 """A stated group for the companies that fit neither direction."""
-SERIES = ("trend", "history", "historical", "over time", "each year", "every year", "year by year", "evolve",
+SERIES = ("trend", "history", "historical", "historically", "consistent", "stable", "steady", "volatile", "over time", "each year", "every year", "year by year", "evolve",
           "evolution", "trajectory", "path", "over the year", "over the period", "each of", "variation",
           "across the quarter", "across quarters", "over the quarter", "quarter to quarter", "from quarter to quarter",
           "quarter by quarter", "each quarter", "heading", "direction", "walk me through", "lay out",
@@ -117,6 +123,8 @@ RATIO_OF = ("ratio of", "divided by", "relative to", "比率", "之比", "的比
 SHARE_OF = ("as a percentage of", "as a percent of", "as a % of", "as a share of", "as a proportion of",
             "as a fraction of", "percentage of", "share of", "proportion of", "占比", "比重", "的比例", "占")
 """Words asking for one measure as a percentage of another."""
+MARGIN_WORDS = ("margins", "margin")
+"""A measure followed by one of these is that measure over revenue, in percent ("operating income % margin")."""
 WHICH_PERIOD = ("which year", "which fiscal year", "what year", "which quarter", "what quarter", "which period",
                 "which fiscal quarter", "in which year", "哪一年", "哪年", "哪个年度", "哪一年度", "哪个季度", "哪一季度",
                 "哪一期", "哪个报告期")
@@ -215,9 +223,9 @@ MEASURE_SYNONYMS: Mapping[str, tuple[str, ...]] = {
     "operating_expenses": ("opex", "operating expenses", "operating costs"),
     "cfo": ("operating cash flow", "cash from operations", "cash flow from operations", "cash from operating activities",
             "operating cash", "经营现金流", "经营活动现金流", "经营活动产生的现金流量净额", "经营性现金流"),
-    "cash_begin": ("starting cash", "opening cash", "beginning cash", "cash at the start", "cash at the beginning",
+    "cash_begin": ("opening cash and cash equivalents", "beginning cash and cash equivalents", "starting cash", "opening cash", "beginning cash", "cash at the start", "cash at the beginning",
                    "beginning balance of cash", "期初现金", "期初现金及现金等价物余额"),
-    "cash_end": ("ending cash", "closing cash", "end of period cash", "end of the period cash", "cash at the end of the period",
+    "cash_end": ("closing cash and cash equivalents", "ending cash and cash equivalents", "ending cash", "closing cash", "end of period cash", "end of the period cash", "cash at the end of the period",
                  "期末现金", "期末现金及现金等价物余额"),
     "weighted_shares_basic": ("weighted average basic shares", "weighted average basic share count", "basic share count",
                               "weighted average shares", "weighted average share count"),
@@ -281,7 +289,7 @@ METRIC_SYNONYMS: Mapping[str, tuple[str, ...]] = {
     "interest_coverage": ("interest coverage", "times interest earned", "利息保障倍数"),
     "free_cash_flow": ("free cash flow", "fcf", "自由现金流"),
     "capex_to_revenue": ("capex to revenue", "capex intensity", "capex as a percentage of revenue"),
-    "capital_intensity": ("capital intensity", "asset heavy", "per dollar of revenue", "assets to revenue"),
+    "capital_intensity": ("capital intensity", "capital intensive", "capital-intensive", "asset heavy", "per dollar of revenue", "assets to revenue"),
     "dividend_payout": ("dividend payout", "payout ratio", "股利支付率", "分红率"),
 }
 """Words a question names a ratio or metric with (``router.metrics.CATALOG``)."""
@@ -290,6 +298,14 @@ WEAK_MEASURE_WORDS = frozenset({"cash", "assets", "liabilities", "equity", "debt
                                 "borrowings", "dividends"})
 """Single words that name a measure only when nothing fuller does ("cash" in "cash flow from financing")."""
 
+NOT_THE_MEASURE_AFTER = frozenset({"structure", "structures", "instrument", "instruments", "management", "strategy",
+                                   "strategies", "covenant", "covenants", "maturity", "maturities", "rating", "ratings",
+                                   "issuance", "policy", "policies", "facility", "facilities", "agreement",
+                                   "agreements", "offering", "offerings", "contingency", "contingencies", "discussion",
+                                   "position", "positions", "matters", "planning", "profile", "terms"})
+"""A weak measure word followed by one of these names something else ("debt structure", "tax contingencies")."""
+COMPANY_DEFINED = ("adjusted", "non gaap", "non-gaap", "organic", "segment", "underlying", "core")
+"""Words marking a company's own measure ("adjusted EBITDA"): not computed from the statements' lines."""
 PROFIT_MEASURES = frozenset({"net_income", "net_income_parent", "net_income_continuing", "operating_income",
                              "gross_profit", "pretax_income"})
 """Measures a question may ask about as a loss."""

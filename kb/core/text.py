@@ -18,6 +18,8 @@ import regex
 import structlog
 import tiktoken
 
+from kb.core import lexicon
+
 log = structlog.get_logger("kb.core.text")
 
 TOKENIZER_VERSION = "3"
@@ -248,8 +250,6 @@ def jsonl_objects(text: str, name: str, error: type[Exception]) -> Iterator[tupl
 
 # --------------------------------------------------------------------------- figures
 
-_SCALES = {"billion": 1e9, "bn": 1e9, "b": 1e9, "million": 1e6, "mn": 1e6, "mm": 1e6, "m": 1e6,
-           "thousand": 1e3, "k": 1e3, "亿": 1e8, "百万": 1e6, "万": 1e4, "千": 1e3}
 # full-width ASCII forms (１２３，４５６．７８％) and the ideographic space read as their ASCII twins
 _FULL_WIDTH = {0xFF01 + i: 0x21 + i for i in range(0x5E)} | {0x3000: 0x20}
 # a number not glued to a Latin letter, digit or path before it (Chinese text writes "余额为13,552.00元")
@@ -290,7 +290,7 @@ def figures(text: str, *, reference: bool = False) -> list[Figure]:
             continue
         tol = 0.5 * 10 ** -(len(decimals) - 1) if decimals else 0.5
         pct = unit in {"%", "percent"}
-        out.append(Figure(value=value, scale=1.0 if pct or not unit else _SCALES[unit], tolerance=tol, percent=pct))
+        out.append(Figure(value=value, scale=1.0 if pct or not unit else lexicon.SCALES[unit], tolerance=tol, percent=pct))
     return out
 
 

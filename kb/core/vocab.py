@@ -16,6 +16,8 @@ from typing import Literal
 
 import msgspec
 
+from kb.core.lexicon import is_zh
+
 CoverDate = Literal["", "quarter_end", "year_end", "report_date"]
 Cadence = Literal["", "annual", "quarterly"]
 
@@ -389,7 +391,7 @@ def company_core(name: str) -> str:
     """A company name without legal forms, state suffix, case and punctuation: "The Arena Group Holdings, Inc."
     → "arena", "江苏洋河酒厂股份有限公司" → "江苏洋河酒厂", "洋河股份" → "洋河"; the key two spellings of one
     company share."""
-    name = ZH_CORP_SUFFIX.sub("", re.sub(r"^\*?ST", "", name.strip())) if re.search(r"[\u4e00-\u9fff]", name) else name
+    name = ZH_CORP_SUFFIX.sub("", re.sub(r"^\*?ST", "", name.strip())) if is_zh(name) else name
     text = re.sub(r"\s+and (?:its )?subsidiaries\b.*$", "", STATE_SUFFIX.sub(" ", name), flags=re.I)
     return " ".join(re.sub(r"[^0-9a-z\u4e00-\u9fff]+", " ", CORP_SUFFIX.sub(" ", text).lower()).split())
 
@@ -706,7 +708,7 @@ _ZH_PREFIX = re.compile(r"^(?:其中[:：]|[一二三四五六七八九十]+、|
 
 def line_concept(label: str) -> str:
     """The concept a statement line's label names ("Total stockholders' deficit" → "total_equity"), else ""."""
-    if re.search(r"[\u4e00-\u9fff]", label):
+    if is_zh(label):
         text = re.sub(r"\s+|[（(][^）)]*[）)]$", "", label)
         return _BY_CHINESE.get(_ZH_PREFIX.sub("", text), "") or _BY_CHINESE.get(text, "")
     found = _BY_PRINTED.get(concept_label(label), "")
@@ -788,7 +790,7 @@ def _concept_in(text: str) -> str:
     if _EPS.search(text):
         return "eps_diluted" if re.search(r"(?i)\bdiluted\b", text) else "eps_basic"
     norm = _norm(text)
-    if re.search(r"[\u4e00-\u9fff]", text):
+    if is_zh(text):
         return next((c for p, c in _PHRASES if not p.isascii() and p in text), "")
     best = next((c for p, c in _PHRASES if p.isascii() and f" {p} " in norm), "")
     if best == "cash" and re.search(r"(?i)\bbeginning\b", text):
