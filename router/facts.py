@@ -28,7 +28,6 @@ from kb.core.vocab import (
     Concept,
     company_core,
     concept_label,
-    question_concept,
 )
 from router import store
 from router.catalog import Catalog
@@ -246,26 +245,6 @@ RATIOS: tuple[Ratio, ...] = (
           r"\breturn on (?:shareholders'?|stockholders'?|total )?\s*equity\b|\broe\b"),
 )
 RATIO_BY_NAME = {r.name: r for r in RATIOS}
-_RATIO_OF = re.compile(r"(?i)\bratio of (.{3,60}?) to (.{3,60}?)(?:[?.,]| for | in | of the |$)"
-                       r"|\b(.{3,60}?) as a (?:percentage|share|proportion) of (.{3,60}?)(?:[?.,]| for | in |$)")
-
-
-def question_ratio(question: str) -> Ratio | None:
-    """A ratio of two vocabulary measures the question asks for: a named one ("current ratio", "gross margin")
-    or "the ratio of A to B" / "A as a percentage of B"."""
-    for r in RATIOS:
-        if re.search(r.asked, question, re.I):
-            return r
-    if m := _RATIO_OF.search(question):
-        a, b = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
-        num, den = question_concept(a), question_concept(b)
-        if num and den and num != den:
-            percent = m.group(3) is not None
-            label = f"{CONCEPT_BY_NAME[num].label} to {CONCEPT_BY_NAME[den].label}"
-            return Ratio(f"{num}/{den}", label, num, den, percent, "")
-    return None
-
-
 def ratio_rows(ratio: Ratio, rows: Sequence[_Row]) -> list[_Row]:
     """The ratio per period of a document: its two measures of one period end (the flow of the document's own
     length over a balance at its end), cited to both lines."""

@@ -41,12 +41,14 @@ from router.facts import (
     derive,
     money,
 )
+from router.question import Question
 from router.types import ScopePlan
 from router.wording import EN
 
 
 class Metric(msgspec.Struct, frozen=True):
-    """A metric: how a question names it (regex), its formula over vocabulary measures and its unit.
+    """A metric: its formula over vocabulary measures and its unit (how a question names it:
+    ``kb.core.lexicon.METRIC_SYNONYMS``).
 
     Formula language: ``v(c)`` the measure in the year (``opt(c)``: 0 when the statements print no such line),
     ``avg(c)`` its mean over the year and the one before,
@@ -54,62 +56,58 @@ class Metric(msgspec.Struct, frozen=True):
 
     name: str
     label: str
-    asked: str
     formula: str
     unit: str  # "%" | "x" | "days" | "money"
 
 
 CATALOG: tuple[Metric, ...] = (
-    Metric("dpo", "days payable outstanding", r"\bdays payables? outstanding\b|\bdpo\b",
+    Metric("dpo", "days payable outstanding",
            "365 * avg(accounts_payable) / v(cost_of_revenue)", "days"),
-    Metric("dso", "days sales outstanding", r"\bdays sales outstanding\b|\bdso\b",
+    Metric("dso", "days sales outstanding",
            "365 * avg(accounts_receivable) / v(revenue)", "days"),
-    Metric("dio", "days inventory outstanding", r"\bdays (?:of )?inventory outstanding\b|\bdays in inventory\b|\bdio\b",
+    Metric("dio", "days inventory outstanding",
            "365 * avg(inventory) / v(cost_of_revenue)", "days"),
-    Metric("ccc", "cash conversion cycle", r"\bcash conversion cycle\b",
+    Metric("ccc", "cash conversion cycle",
            "365 * avg(inventory) / v(cost_of_revenue) + 365 * avg(accounts_receivable) / v(revenue)"
            " - 365 * avg(accounts_payable) / v(cost_of_revenue)", "days"),
-    Metric("inventory_turnover", "inventory turnover", r"\binventory turnover\b",
+    Metric("inventory_turnover", "inventory turnover",
            "v(cost_of_revenue) / avg(inventory)", "x"),
-    Metric("receivables_turnover", "receivables turnover", r"\b(?:accounts )?receivables? turnover\b",
+    Metric("receivables_turnover", "receivables turnover",
            "v(revenue) / avg(accounts_receivable)", "x"),
-    Metric("fixed_asset_turnover", "fixed asset turnover", r"\bfixed assets? turnover\b",
+    Metric("fixed_asset_turnover", "fixed asset turnover",
            "v(revenue) / avg(ppe_net)", "x"),
-    Metric("asset_turnover", "total asset turnover", r"\b(?:total )?assets? turnover\b",
+    Metric("asset_turnover", "total asset turnover",
            "v(revenue) / avg(total_assets)", "x"),
-    Metric("quick_ratio", "quick ratio", r"\bquick ratio\b|\bacid[- ]test\b",
+    Metric("quick_ratio", "quick ratio",
            "(v(cash) + opt(short_term_investments) + v(accounts_receivable)) / v(current_liabilities)", "x"),
-    Metric("current_ratio", "current ratio", r"\bcurrent ratio\b", "v(current_assets) / v(current_liabilities)", "x"),
+    Metric("current_ratio", "current ratio", "v(current_assets) / v(current_liabilities)", "x"),
     Metric("total_debt", "total debt (short-term, current and long-term)",
-           r"\btotal debt\b|\b(?:its|their|the company's|company's) debt\b|\bdebt on (?:the |its )?balance sheet\b",
            "v(long_term_debt) + opt(short_term_debt) + opt(current_debt)", "money"),
-    Metric("working_capital", "working capital", r"\bworking capital\b",
+    Metric("working_capital", "working capital",
            "v(current_assets) - v(current_liabilities)", "money"),
-    Metric("ebitda_margin", "EBITDA margin", r"\bebitda\b.{0,12}\bmargin\b",
+    Metric("ebitda_margin", "EBITDA margin",
            "(v(operating_income) + v(depreciation_amortization)) / v(revenue) * 100", "%"),
-    Metric("ebitda", "EBITDA", r"\bebitda\b", "v(operating_income) + v(depreciation_amortization)", "money"),
-    Metric("effective_tax_rate", "effective tax rate", r"\beffective (?:income )?tax rate\b",
+    Metric("ebitda", "EBITDA", "v(operating_income) + v(depreciation_amortization)", "money"),
+    Metric("effective_tax_rate", "effective tax rate",
            "v(income_tax) / v(pretax_income) * 100", "%"),
-    Metric("interest_coverage", "interest coverage", r"\binterest coverage\b|\btimes interest earned\b",
+    Metric("interest_coverage", "interest coverage",
            "v(operating_income) / v(interest_expense)", "x"),
-    Metric("free_cash_flow", "free cash flow", r"\bfree cash flows?\b", "v(cfo) - abs(v(capex))", "money"),
+    Metric("free_cash_flow", "free cash flow", "v(cfo) - abs(v(capex))", "money"),
     Metric("capex_to_revenue", "capital expenditure as a % of revenue",
-           r"\bcapex\b.{0,30}\b(?:revenue|sales)\b|\bcapital expenditures?\b.{0,30}\b(?:revenue|sales)\b",
            "abs(v(capex)) / v(revenue) * 100", "%"),
-    Metric("capital_intensity", "capital intensity (total assets ÷ revenue)", r"\bcapital[- ]intensi(?:ty|ve)\b",
+    Metric("capital_intensity", "capital intensity (total assets ÷ revenue)",
            "v(total_assets) / v(revenue)", "x"),
-    Metric("dividend_payout", "dividend payout ratio", r"\bdividend payout\b|\bpayout ratio\b",
+    Metric("dividend_payout", "dividend payout ratio",
            "abs(v(dividends_paid)) / v(net_income) * 100", "%"),
-    Metric("gross_margin", "gross margin", r"\bgross (?:profit )?(?:%\s*)?margins?\b",
+    Metric("gross_margin", "gross margin",
            "v(gross_profit) / v(revenue) * 100", "%"),
-    Metric("operating_margin", "operating margin", r"\boperating (?:profit |income )?(?:%\s*)?margins?\b",
+    Metric("operating_margin", "operating margin",
            "v(operating_income) / v(revenue) * 100", "%"),
-    Metric("net_margin", "net profit margin", r"\bnet (?:profit |income )?(?:%\s*)?margins?\b",
+    Metric("net_margin", "net profit margin",
            "v(net_income) / v(revenue) * 100", "%"),
-    Metric("return_on_assets", "return on assets", r"\breturn on (?:average )?(?:total )?assets\b|\broa\b",
+    Metric("return_on_assets", "return on assets",
            "v(net_income) / avg(total_assets) * 100", "%"),
     Metric("return_on_equity", "return on equity",
-           r"\breturn on (?:average )?(?:shareholders'?|stockholders'?|total )?\s*equity\b|\broe\b",
            "v(net_income) / avg(total_equity) * 100", "%"),
 )
 """Standard definitions (averages over the year and the one before where analysts use them); a definition the
@@ -159,20 +157,6 @@ _DEF_END = re.compile(r"(?<![\d.])\.(?:\s+|$)(?![\d])|\?|;|\n")
 _OPS = re.compile(r"(\*|×|/|÷|\+|(?<=\s)-(?=\s)|−|–|\(|\))")
 _YEAR_IN = re.compile(r"(?i)\b(?:fy|fiscal(?: year)?)?\s*'?((?:19|20)\d{2})\b")
 _FROM = re.compile(r"(?i)\s*(?:from|on|in|of)\s+the\s+(?:cash flows?|income|balance sheet|p&l)[\w ]*$|\s*\([^)]*\)\s*$")
-_SCALE_ASKED = re.compile(r"(?i)\b(?:in|answer in|in units of)\s+(?:usd|us\$|\$|dollars)?\s*(thousands|millions|billions)\b"
-                          r"|\b(?:usd|us\$|\$)\s*(thousands|millions|billions)\b")
-_DECIMALS = re.compile(r"(?i)\bround(?:ed)?\s+(?:your\s+answer\s+|the\s+answer\s+|it\s+)?to\s+"
-                       r"(one|two|three|four|zero|no|\d)\s+decimal")
-_WORD_NUM = {"zero": 0, "no": 0, "one": 1, "two": 2, "three": 3, "four": 4}
-_AVERAGE = re.compile(r"(?i)\b(?:\d+|two|three|four|five)[- ]years?\s+average\b|\baverage\b")
-_CHANGE = re.compile(r"(?i)\b(?:chang\w*|improv\w*|declin\w*|increas\w*|decreas\w*|compare\w*|between|trend|"
-                     r"deteriorat\w*|grow\w*|fell|rose)\b")
-_MARGIN_OF = re.compile(r"(?i)\b((?:[a-z&]+\s+){0,4}?[a-z&]+)\s*(?:%|percent(?:age)?)\s*margins?\b")
-_COMPANY_DEFINED = re.compile(r"(?i)(?<!un)\badjusted\b|\bnon[- ]?gaap\b|\borganic\b|\bsegment\b")
-_HISTORY = re.compile(r"(?i)\bhistoric(?:al(?:ly)?)?\b|\bconsistent\b|\bover the (?:last|past) (?:few|several|\w+) years\b"
-                      r"|\bfluctuat\w*\b|\bover time\b")
-_SHARE_OF = re.compile(r"(?i)\b((?:[a-z&]+\s+){0,5}?[a-z&]+)\s+as\s+an?\s+(?:%|percent(?:age)?|share|proportion)"
-                       r"\s+of\s+((?:total\s+)?(?:[a-z&]+\s+){0,3}?[a-z&]+)\b")
 
 
 def _term_concept(phrase: str) -> str:
@@ -258,7 +242,7 @@ def _catalog_formula(m: Metric) -> Formula:
     return Formula(m.name, m.label, expr, terms, m.unit)
 
 
-def _definitions(question: str) -> tuple[dict[str, Formula], str]:
+def definitions(question: str) -> tuple[dict[str, Formula], str]:
     """The formulas the question states, by the name they define ("" for "X is defined as: …"), and the question
     without them."""
     found: dict[str, Formula] = {}
@@ -293,7 +277,7 @@ def _defined_unit(name: str, body: str) -> str:
     return "x"
 
 
-def _named_metric(text: str, defined: Mapping[str, Formula]) -> Formula | None:
+def named_formula(text: str, defined: Mapping[str, Formula]) -> Formula | None:
     """The metric the question names: a defined one, a catalogue one, "<measure> % margin" or "<A> as a % of
     <B>"."""
     low = text.lower()
@@ -303,20 +287,6 @@ def _named_metric(text: str, defined: Mapping[str, Formula]) -> Formula | None:
     for name, f in defined.items():
         if name and name in low:
             return f
-    if m := _SHARE_OF.search(text):
-        num, den = _term_concept(m.group(1)), _term_concept(m.group(2))
-        if num and den and num != den:
-            return Formula(f"{num}/{den}", f"{CONCEPT_BY_NAME[num].label} as a % of {CONCEPT_BY_NAME[den].label}",
-                           "t0 / t1 * 100", {"t0": Term("v", num), "t1": Term("v", den)}, "%")
-    company_defined = bool(_COMPANY_DEFINED.search(text))  # "adjusted EBITDA" is the company's own measure
-    for metric in CATALOG:
-        if not company_defined and re.search(metric.asked, text, re.I):
-            return _catalog_formula(metric)
-    if m := _MARGIN_OF.search(text):
-        num = _term_concept(m.group(1))
-        if num and num != "revenue" and CONCEPT_BY_NAME[num].flow:
-            return Formula(f"{num}_margin", f"{CONCEPT_BY_NAME[num].label} margin", "t0 / t1 * 100",
-                           {"t0": Term("v", num), "t1": Term("v", "revenue")}, "%")
     if len(defined) == 1 and "" in defined:
         return defined[""]
     return None
@@ -327,49 +297,58 @@ def _margin_of(f: Formula) -> Formula:
     return Formula(f"{f.name}_margin", f"{f.label} margin", f"({f.expr}) / rev * 100", terms, "%", defined=True)
 
 
-def metric_ask(question: str) -> MetricAsk | None:
-    """The metric a (non-Chinese) question asks for, its years and aggregation; None when it names none."""
-    if re.search(r"[\u4e00-\u9fff]", question):
+METRIC_BY_NAME = {m.name: m for m in CATALOG}
+_QUOTIENT = re.compile(r"^(\w+) / (\w+)( \* 100)?$")
+_SCALE_OF_UNIT = {"thousand": 1e3, "million": 1e6, "billion": 1e9}
+
+
+def formula_of(q: Question) -> Formula | None:
+    """The formula of the typed question's measure: one the question defines (by the name the reader gave it),
+    a catalogue metric, or one measure over another ("a / b * 100"); None for a plain measure."""
+    if not q.measures:
         return None
-    defined, rest = _definitions(question)
-    formula = _named_metric(rest, defined) or (_named_metric(question, {}) if defined else None)
-    if formula is None:
+    m = q.measures[0]
+    if m.kind == "metric" and m.name in METRIC_BY_NAME:
+        return _catalog_formula(METRIC_BY_NAME[m.name])
+    if m.kind != "formula":
         return None
-    if not formula.defined and formula.name in RATIO_BY_NAME and len(question_years(rest)) <= 1 \
-            and not _CHANGE.search(rest) and not _HISTORY.search(rest):
-        return None  # one period of a simple ratio: router.facts answers it (and compares companies)
-    years = sorted(question_years(rest))
+    defined, rest = definitions(q.text)
+    if defined and (f := named_formula(rest, defined)) is not None and f.name == m.name:
+        return f
+    if (two := _QUOTIENT.match(m.name)) is not None and two.group(1) in CONCEPT_BY_NAME \
+            and two.group(2) in CONCEPT_BY_NAME:
+        num, den = CONCEPT_BY_NAME[two.group(1)], CONCEPT_BY_NAME[two.group(2)]
+        share = bool(two.group(3))
+        return Formula(m.name, f"{num.label} {'as a % of' if share else 'to'} {den.label}",
+                       "t0 / t1 * 100" if share else "t0 / t1", {"t0": Term("v", num.name), "t1": Term("v", den.name)},
+                       "%" if share else "x")
+    return None
+
+
+def metric_task(q: Question) -> MetricAsk | None:
+    """What the metric calculator computes for a typed question about one company: the formula, the years and
+    how they are aggregated (each, the mean, the change between the first and last, or every year printed);
+    None when the question asks no metric (or one period of a plain ratio: ``router.facts`` answers it)."""
+    formula = formula_of(q)
+    if formula is None or q.operation is None or q.lang == "zh" or q.unknown:
+        return None  # what the reading could not place: not computed (the text path answers)
+    years = sorted({p.year for p in q.periods if p.year})
+    moved = q.operation in ("change", "series") or (q.operation == "compare" and len(years) >= 2)
+    if not formula.defined and formula.name in RATIO_BY_NAME and len(years) <= 1 and not moved:
+        return None
     explicit = sorted({y for t in formula.terms.values() for y in t.years})
     if not years and explicit:
         years = [max(explicit)]
     aggregate = "each"
-    if len(years) >= 2 and _AVERAGE.search(rest):
+    if len(years) >= 2 and q.average:
         years, aggregate = list(range(years[0], years[-1] + 1)), "average"
-    elif len(years) >= 2 and _CHANGE.search(rest):
+    elif len(years) >= 2 and moved:
         years, aggregate = (list(range(years[0], years[-1] + 1)) if years[-1] - years[0] <= 5 else years), "change"
-    elif len(years) == 1 and _CHANGE.search(rest) and not explicit:  # "improving as of FY2023": against FY2022
+    elif len(years) == 1 and q.operation == "change" and not explicit:  # "improving as of FY2023": against FY2022
         years, aggregate = [years[0] - 1, years[0]], "change"
-    elif not years and _HISTORY.search(rest):
+    elif not years and q.operation == "series":
         aggregate = "history"
-    return MetricAsk(formula, tuple(years), aggregate, asked_decimals(question), asked_scale(question)[0])
-
-
-def asked_decimals(question: str) -> int | None:
-    """The decimals a question asks for ("round to one decimal place" → 1), else None."""
-    m = _DECIMALS.search(question)
-    if m is None:
-        return None
-    word = m.group(1).lower()
-    return int(word) if word.isdigit() else _WORD_NUM[word]
-
-
-def asked_scale(question: str) -> tuple[float | None, str]:
-    """The money unit a question asks for ("Answer in USD millions" → (1e6, "millions")), else (None, "")."""
-    m = _SCALE_ASKED.search(question)
-    if m is None:
-        return None, ""
-    word = (m.group(1) or m.group(2)).lower()
-    return {"thousands": 1e3, "millions": 1e6, "billions": 1e9}[word], word
+    return MetricAsk(formula, tuple(years), aggregate, q.decimals, _SCALE_OF_UNIT.get(q.unit))
 
 
 _LIST = re.compile(r"(?i)\b((?:[a-z&-]+ ){0,3}[a-z&-]+), ((?:[a-z&-]+ ){0,3}[a-z&-]+)(?:, ((?:[a-z&-]+ ){0,3}[a-z&-]+))?,?"
@@ -750,12 +729,13 @@ def _formula_text(f: Formula) -> str:
     return text.replace("*", "×").replace("/", "÷").replace("( ", "(").replace(" )", ")")
 
 
-async def answer_metric(pool: asyncpg.Pool, catalog: Catalog, question: str, plan: ScopePlan) -> FactsAnswer | None:
-    """The metric's answer for a question about one company, or None (another path answers)."""
+async def answer_metric(pool: asyncpg.Pool, catalog: Catalog, q: Question, plan: ScopePlan) -> FactsAnswer | None:
+    """The metric's answer to the typed question about one company, or None (another path answers)."""
+    question = q.text
     if not plan.needed or len({catalog.known.entity(str(m.get("company") or ""))
                                for m in catalog.metadata(list(plan.needed)).values()}) > 1:
         return None  # several companies: router.facts compares them
-    a = metric_ask(question)
+    a = metric_task(q)
     if a is None:
         return await answer_which(pool, catalog, question, plan) or \
             await answer_period_change(pool, catalog, question, plan)
@@ -787,15 +767,14 @@ async def answer_metric(pool: asyncpg.Pool, catalog: Catalog, question: str, pla
     return FactsAnswer(ask=ask_, text=text, citations=tuple(w.cites), used=tuple(w.used), missing=())
 
 
-def restate(facts: FactsAnswer | None, question: str) -> FactsAnswer | None:
+def restate(facts: FactsAnswer | None, q: Question) -> FactsAnswer | None:
     """A one-figure look-up in the unit the question asks for ("in USD millions": "$5,466,312 thousand" is also
     "$5,466 million")."""
     if facts is None or facts.ask.operation != "lookup" or len(facts.used) != 1:
         return facts
-    scale, word = asked_scale(question)
+    scale = _SCALE_OF_UNIT.get(q.unit)
     used = facts.used[0]
     if scale is None or used.scale == scale or used.unit.endswith("/share") or used.unit in ("%", "x", "shares"):
         return facts
-    line = f"In {word}, as asked: {in_asked_unit(used.value, None, scale, asked_decimals(question))}."
+    line = f"In {q.unit}s, as asked: {in_asked_unit(used.value, None, scale, q.decimals)}."
     return msgspec.structs.replace(facts, text=f"{facts.text}\n{line}")
-

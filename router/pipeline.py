@@ -34,7 +34,7 @@ from router.state import Clock, Evidence, QueryState, QueryVectors, Services, ad
 from router.sufficiency import Judgement, judge
 from router.synthesize import check_figures, synthesize
 from router.trace import QueryResult, RetrievalOutcome, build_trace
-from router.types import Oracle, Request, RoutingResult, ScopePlan
+from router.types import Oracle, QuestionScope, Request, RoutingResult, ScopePlan
 from router.understood import abstained, disagreement
 
 log = structlog.get_logger("router.pipeline")
@@ -66,9 +66,7 @@ class QueryPipeline:
         with clock.stage("route"):
             state = await prepare(await self.services(), req, chat)
             routing, scope = await route(state, oracle)
-            plan, routing = await plan_documents(state, scope, routing)
-            reading = read_question(state.question, state.catalog.companies)
-            plan = with_named(plan, reading, state.catalog, state.within)  # who is asked about: the typed question
+            reading, plan, routing = await read_and_plan(state, scope, routing)
             docs = documents_to_read(plan, routing)
             state = await state.with_plan(plan, [d.doc_id for d in docs])
         with clock.stage("facts"):
@@ -124,14 +122,22 @@ class ReplicaPipeline(QueryPipeline):
             return await super().retrieve(req, on_event, **kwargs)
 
 
+async def read_and_plan(state: QueryState, scope: QuestionScope, routing: RoutingResult,
+                        ) -> tuple[Question, ScopePlan, RoutingResult]:
+    """The question as read (``router.reading``), and the plan with every company it names (who is asked about
+    comes from the typed question: ``router.facts.with_named``)."""
+    plan, routing = await plan_documents(state, scope, routing)
+    reading = read_question(state.question, state.catalog.companies)
+    return reading, with_named(plan, reading, state.catalog, state.within), routing
+
+
 async def facts_or_none(state: QueryState, plan: ScopePlan, reading: Question) -> FactsAnswer | None:
     """The facts answer to the question as read (``router.question``), or none when reading the facts fails:
     the question takes the text path (logged). An answer the reading disagrees with, or that answers a question
     the reading could not fully place, states no verdict (``router.understood``)."""
     try:
-        computed = await answer_metric(state.pool, state.catalog, state.question, plan) or restate(
-            await answer_from_facts(state.pool, state.catalog, reading, plan, within=state.within),
-            state.question)
+        computed = await answer_metric(state.pool, state.catalog, reading, plan) or restate(
+            await answer_from_facts(state.pool, state.catalog, reading, plan, within=state.within), reading)
     except (asyncpg.PostgresError, ValueError, KeyError, ZeroDivisionError) as exc:
         log.warning("router.facts_failed", error=f"{type(exc).__name__}: {exc}")
         return None

@@ -14,9 +14,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from kb.core import lexicon as lx
-from kb.core.vocab import company_core, measure_phrases
+from kb.core.vocab import CONCEPT_BY_NAME, company_core, measure_phrases
 from router.facts import RATIOS
-from router.metrics import CATALOG
+from router.metrics import CATALOG, definitions, named_formula
 from router.question import Entities, MeasureRef, PeriodRef, Question, Range
 
 _WORD = re.compile(r"[a-z0-9]+(?:[.&'][a-z0-9]+)*|%|\$")
@@ -149,6 +149,9 @@ def _metric_terms() -> dict[str, frozenset[str]]:
 
 
 _TERMS = _metric_terms()
+_MARGINS = {m: name for m in CONCEPT_BY_NAME for name in (x.name for x in CATALOG
+                                                          if x.formula == f"v({m}) / v(revenue) * 100")}
+"""A measure → the catalogue's margin of it over revenue ("net_income" → "net_margin")."""
 
 
 @functools.lru_cache(maxsize=100_000)
@@ -171,16 +174,40 @@ def _measures(r: _Reading, line_items: Sequence[str]) -> list[MeasureRef]:
             if r.free(a, b):
                 r.taken.append((a, b))
                 found.append((a, b, ref))
+    found = [(a, b, _margin_of(r, b, ref)) for a, b, ref in found]
     if any(ref.name == "eps_basic" for *_, ref in found) and r.find("diluted"):
         found = [(a, b, MeasureRef("eps_diluted") if ref.name == "eps_basic" else ref) for a, b, ref in found]
     found.sort(key=lambda x: x[0])
     if len(found) > 1:
         found = [f for f in found if r.raw[f[0]:f[1]] not in lx.WEAK_MEASURE_WORDS] or found
+    found = [f for f in found if r.raw[f[0]:f[1]] not in lx.WEAK_MEASURE_WORDS
+             or _next_word(r, f[1]) not in lx.NOT_THE_MEASURE_AFTER]
     if {"cash_begin", "cash_end"} & {ref.name for *_, ref in found}:
         found = [f for f in found if f[2].name != "cash"]
     inputs = set().union(*(_TERMS.get(ref.name, frozenset()) for *_, ref in found if ref.kind == "metric"))
     found = [f for f in found if not (f[2].kind == "concept" and f[2].name in inputs)] or found
     return list({ref.name: ref for *_, ref in reversed(found)}.values())[::-1]
+
+
+def _next_word(r: _Reading, end: int) -> str:
+    return next((w for a, _, w in r.words if a >= end), "")
+
+
+_MARGIN_AFTER = re.compile(rf"\s*(?:%\s*)?(?:{'|'.join(lx.MARGIN_WORDS)})\b")
+
+
+def _margin_of(r: _Reading, end: int, ref: MeasureRef) -> MeasureRef:
+    """"operating income % margin", "EBITDA margin": a measure followed by a margin word is that measure over
+    revenue, in percent (a metric with a margin of its own in the catalogue: that one)."""
+    if not _MARGIN_AFTER.match(r.raw, end):
+        return ref
+    if ref.kind == "metric" and f"{ref.name}_margin" in _TERMS:
+        return MeasureRef(f"{ref.name}_margin", "metric")
+    if ref.kind == "concept" and ref.name != "revenue":
+        if (metric := _MARGINS.get(ref.name)) is not None:  # "operating income % margin": the operating margin
+            return MeasureRef(metric, "metric")
+        return MeasureRef(f"{ref.name} / revenue * 100", "formula")
+    return ref
 
 
 # ---------------------------------------------------------------------------- companies
@@ -677,9 +704,12 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
     (``companies``: names, or names → tickers and short names), periods, and the operation from the cue words of
     ``kb.core.lexicon``; whatever it could not place is listed in ``unknown``."""
     lang = "zh" if lx.is_zh(text) else "en"
-    r = _Reading.of(text[:4000])
+    defined, rest = definitions(text[:4000]) if lang == "en" else ({}, text[:4000])
+    r = _Reading.of(rest)  # a formula the question defines is read as a formula, not as words of the question
     named, ambiguous = _companies(r, companies if isinstance(companies, Mapping) else {c: () for c in companies})
     measures = _measures(r, line_items)
+    if defined and (asked := named_formula(rest, defined)) is not None and asked.defined:
+        measures = [MeasureRef(asked.name, "formula")]
     loss = any(lx.lemmas(w) & _LOSS_WORDS for _, _, w in r.words) or any(w in r.raw for w in lx.LOSS if lx.is_zh(w))
     if not measures and loss:
         measures = [MeasureRef("net_income")]  # "lost the most money", 亏损最多
@@ -723,6 +753,8 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
             unknown.append("the groups' bounds could not be read")
         elif _overlap(ranges):
             unknown.append("the groups' bounds overlap")
+        elif len(ranges) == 1:  # a grouping states two groups at least: the others were not read
+            unknown.append("only one group's bounds could be read")
     elif cues["rank"] or (top and limit) or r.any(lx.ASCENDING) or r.any(lx.DESCENDING):
         op, used = "rank", {"rank"}
     elif extreme and degree == "superlative":
@@ -778,6 +810,9 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
         unknown.append("a comparison or change is asked but its operation was not read")
     if op is not None and not measures:
         unknown.append("no measure the reports state was found")
+    own = [w for w in lx.COMPANY_DEFINED if r.find(w) and not r.find(f"un{w}")]
+    if own and any(m.kind in ("metric", "formula") for m in measures) and not defined:
+        unknown.append(f"a measure the company defines itself ('{own[0]}') is not computed from statement lines")
     if op in ("max", "min", "rank", "screen", "group") and len(measures) > 1:
         unknown.append(f"two measures compete: {measures[0].name}, {measures[1].name}")
     if op == "lookup" and len({p.year for p in periods if p.year}) > 1 and not average:

@@ -14,8 +14,8 @@ from ingest.formats import parse_file
 from ingest.statements import statement_pages
 from kb.bench.facts_bench import run_facts
 from kb.core.types import DocumentTree, FactDraft
-from kb.core.vocab import line_concept
-from router.facts import MeasureAsk, question_concept, task
+from kb.core.vocab import line_concept, question_concept
+from router.facts import MeasureAsk, task
 from router.question import Range
 from router.reading import read_question
 from tests.factgen import chinese_report, figures, statement_pdf, text_filing
@@ -241,13 +241,12 @@ def test_markdown_quarter_columns() -> None:
 
 def test_review_findings_operations_dates_and_blank_rows() -> None:
     from kb.core.vocab import question_quarters
-    from router.facts import question_ratio
 
     assert ask("Which companies had revenue of at least $1 billion in 2023?").operation == "screen"  # type: ignore[union-attr]
     assert ask("What is Acme's most recent cash balance?").operation == "lookup"  # type: ignore[union-attr]
     ranked = ask("Companies: A, B and C. List their revenue in order from lowest to highest.")
     assert ranked is not None and ranked.operation == "rank"
-    assert question_ratio("比亚迪的资产负债率是多少？").name == "debt_to_assets"  # type: ignore[union-attr]
+    assert ask("比亚迪的资产负债率是多少？").concept == "ratio:debt_to_assets"  # type: ignore[union-attr]
     assert question_quarters("2024年1-3月的营业收入") == {1}
     blank_section = "\n".join(["1、合并资产负债表", "2024年 02月 30日", "单位：元", "|项目|期末余额|期初余额|",
                                "|---|---|---|", "|流动资产：| | |", "|货币资金|1,000.00|900.00|",

@@ -11,10 +11,16 @@ from pathlib import Path
 import pytest
 
 from kb.runtime import Runtime
-from router.metrics import metric_ask, named_measures, parse_formula
+from router.metrics import MetricAsk, metric_task, named_measures, parse_formula
+from router.reading import read_question
 from tests.conftest import runtime_over
 from tests.factgen import figures, text_filing
 from tests.http import ask_json
+
+
+def metric_ask(question: str) -> MetricAsk | None:
+    """What the metric calculator computes for a question as the reader reads it."""
+    return metric_task(read_question(question, ["Walmart Inc.", "Bolt Corp"]))
 
 
 def _year(revenue: float, cogs: float, net_income: float, da: float, inventory: float, ap: float) -> dict[str, float]:
@@ -56,7 +62,7 @@ def test_what_a_question_asks_of_a_metric() -> None:
     a = metric_ask("Does the company have an improving gross margin profile as of FY2023?")
     assert a is not None and (a.years, a.aggregate) == ((2022, 2023), "change")
     a = metric_ask("what is the three year average of cost of goods sold as a % of revenue from FY2016 to FY2018?")
-    assert a is not None and a.formula.name == "cost_of_revenue/revenue" and a.years == (2016, 2017, 2018)
+    assert a is not None and a.formula.name == "cost_of_revenue / revenue * 100" and a.years == (2016, 2017, 2018)
     a = metric_ask("What is the FY2022 working capital? Answer in USD millions.")
     assert a is not None and a.scale == 1e6
     a = metric_ask("Has the company increased its debt on balance sheet between FY2023 and the FY2022 period?")

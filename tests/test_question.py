@@ -242,3 +242,26 @@ def test_direction_groups_keep_the_question_s_labels() -> None:
     assert [x.direction for x in q.ranges][:2] == ["positive", "negative"]
     q = _q("按2023年净利润把这几家公司分为盈利、亏损两类", ZH_FIRMS)
     assert [(x.label, x.direction) for x in q.ranges] == [("盈利", "positive"), ("亏损", "negative")]
+
+
+def test_opening_and_closing_cash_are_their_own_measures_and_unread_groups_abstain() -> None:
+    assert [m.name for m in _q("Quillon's opening cash and cash equivalents for 2023?").measures] == ["cash_begin"]
+    assert [m.name for m in _q("What were Marlow's closing cash and cash equivalents in 2022?").measures] == ["cash_end"]
+    q = _q("Which of Marlow and Tessaract count as big spenders (R&D above $1bn), which as small (R&D at or below "
+           "$1bn)?")
+    assert q.operation == "group" and len(q.ranges) == 2
+    q = _q("Rate Marlow and Quillon on inventory. Heavy: above $2bn. Light: $2bn or less. Put firms with the same "
+           "rating together.")
+    assert q.operation == "group" and not q.understood  # groups across sentences are not read yet: no verdict
+
+
+def test_stability_over_time_is_a_series_and_a_defined_formula_is_a_formula() -> None:
+    assert _q("Has Tessaract's operating margin been historically stable?").operation == "series"
+    assert _q("Is Quillon's gross margin consistent from year to year?").operation == "series"
+    q = _q("What is Marlow's FY2023 cash burn? Cash burn is defined as: operating cash flow + capital expenditure.")
+    assert [(m.name, m.kind) for m in q.measures] == [("cash_burn", "formula")] and q.periods[0].year == 2023
+    from router.metrics import metric_task
+
+    a = metric_task(q)
+    assert a is not None and a.formula.defined and {t.concept for t in a.formula.terms.values()} == {"cfo", "capex"}
+    assert metric_task(_q("What was Marlow's adjusted EBITDA in 2023?")) is None  # the company's own measure
