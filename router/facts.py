@@ -31,6 +31,7 @@ from kb.core.vocab import (
 )
 from router import store
 from router.catalog import Catalog
+from router.measures import RATIO_BY_NAME, Ratio
 from router.metadata import company_aliases
 from router.question import Question, Range
 from router.scope import doc_entity
@@ -96,6 +97,7 @@ class FactsAnswer(msgspec.Struct, frozen=True):
     used: tuple[FactUsed, ...]
     missing: tuple[str, ...]
     missing_ids: tuple[int, ...] = ()  # the documents read that do not state the measure
+    verdict: bool = True  # False: the reading disagreed or left something unplaced (router.understood.abstained)
 
     def evidence(self) -> list[RetrievedChunk]:
         """The fact rows and the computed result as evidence blocks for an LLM (block i = marker i)."""
@@ -218,49 +220,43 @@ states its cash at the period end on its balance sheet; a balance sheet that cla
 (funds, real estate companies) owes all its liabilities as one total."""
 
 
-class Ratio(msgspec.Struct, frozen=True):
-    """A measure computed as one vocabulary measure over another, for the same period."""
-
-    name: str
-    label: str
-    numerator: str
-    denominator: str
-    percent: bool
-    asked: str  # how a question names it (regex)
-
-
-RATIOS: tuple[Ratio, ...] = (
-    Ratio("current_ratio", "current ratio", "current_assets", "current_liabilities", False, r"\bcurrent ratio\b|流动比率"),
-    Ratio("debt_to_equity", "total liabilities to equity", "total_liabilities", "total_equity", False,
-          r"\b(?:debt|liabilities)[- ]to[- ]equity\b|产权比率"),
-    Ratio("debt_to_assets", "total liabilities to total assets", "total_liabilities", "total_assets", True,
-          r"\b(?:debt|liabilities)[- ]to[- ](?:total )?assets\b|资产负债率"),
-    Ratio("gross_margin", "gross margin", "gross_profit", "revenue", True, r"\bgross (?:profit )?margin\b|毛利率"),
-    Ratio("operating_margin", "operating margin", "operating_income", "revenue", True,
-          r"\boperating (?:profit |income )?margin\b|营业利润率"),
-    Ratio("net_margin", "net margin", "net_income", "revenue", True, r"\bnet (?:profit |income )?margin\b|净利率"),
-    Ratio("return_on_assets", "return on assets (period-end assets)", "net_income", "total_assets", True,
-          r"\breturn on (?:total )?assets\b|\broa\b"),
-    Ratio("return_on_equity", "return on equity (period-end equity)", "net_income", "total_equity", True,
-          r"\breturn on (?:shareholders'?|stockholders'?|total )?\s*equity\b|\broe\b"),
-)
-RATIO_BY_NAME = {r.name: r for r in RATIOS}
 def ratio_rows(ratio: Ratio, rows: Sequence[_Row]) -> list[_Row]:
     """The ratio per period of a document: its two measures of one period end (the flow of the document's own
-    length over a balance at its end), cited to both lines."""
+    length over a balance at its end, or over the mean of the balances at the period's start and end when the
+    ratio averages them), cited to every line used."""
     num = [r for r in rows if r.concept == ratio.numerator]
-    den = [r for r in rows if r.concept == ratio.denominator]
-    out = []
+    den = sorted((r for r in rows if r.concept == ratio.denominator), key=lambda r: r.ordinal)
+    out: list[_Row] = []
     for a in sorted(num, key=lambda r: r.ordinal):
-        b = next((d for d in sorted(den, key=lambda r: r.ordinal) if d.period_end == a.period_end
-                  and (d.months == a.months or 0 in (d.months, a.months))), None)
-        if b is None or b.value == 0 or any(o.parts[:1] == (a,) for o in out):
+        if any(o.parts[:1] == (a,) for o in out):
             continue
-        value = a.value / b.value * (100 if ratio.percent else 1)
+        b = next((d for d in den if d.period_end == a.period_end and (d.months == a.months or 0 in (d.months, a.months))),
+                 None)
+        if b is None:
+            continue
+        parts: tuple[_Row, ...] = (a, b)
+        base = b.value
+        if ratio.average:
+            start = _months_before(a.period_end, a.months or 12)
+            first = next((d for d in den if d.months == 0 and abs((d.period_end - start).days) <= 7), None)
+            if first is None:
+                continue  # the balance at the period's start is not printed: no average, no figure
+            parts, base = (a, first, b), (first.value + b.value) / 2
+        if base == 0:
+            continue
+        value = a.value / base * (100 if ratio.percent else 1)
+        shown = " ÷ average of ".join((a.line_item, b.line_item)) if ratio.average else f"{a.line_item} ÷ {b.line_item}"
         out.append(msgspec.structs.replace(
             a, concept=ratio.name, value=value, printed="", scale=1.0, unit="%" if ratio.percent else "x",
-            line_item=f"computed: {a.line_item} ÷ {b.line_item}", parts=(a, b)))
+            line_item=f"computed: {shown}", parts=parts))
     return out
+
+
+def _months_before(end: dt.date, months: int) -> dt.date:
+    """The date ``months`` before ``end`` (a month's last day stays its last day)."""
+    y, m = divmod(end.year * 12 + end.month - 1 - months, 12)
+    last = (dt.date(y + (m + 1) // 12, (m + 1) % 12 + 1, 1) - dt.timedelta(days=1)).day
+    return dt.date(y, m + 1, min(end.day, last) if end.day < 28 else last)
 
 
 def derive(concept: str, rows: Sequence[_Row]) -> list[_Row]:

@@ -27,7 +27,6 @@ from router import store
 from router.catalog import Catalog
 from router.facts import (
     DERIVED,
-    RATIO_BY_NAME,
     FactsAnswer,
     MeasureAsk,
     _Doc,
@@ -41,77 +40,10 @@ from router.facts import (
     derive,
     money,
 )
+from router.measures import METRIC_BY_NAME, RATIO_BY_NAME, Metric
 from router.question import Question
 from router.types import ScopePlan
 from router.wording import EN
-
-
-class Metric(msgspec.Struct, frozen=True):
-    """A metric: its formula over vocabulary measures and its unit (how a question names it:
-    ``kb.core.lexicon.METRIC_SYNONYMS``).
-
-    Formula language: ``v(c)`` the measure in the year (``opt(c)``: 0 when the statements print no such line),
-    ``avg(c)`` its mean over the year and the one before,
-    ``chg(c)`` its change from the year before, ``abs(x)``, numbers, ``+ - * /`` and parentheses."""
-
-    name: str
-    label: str
-    formula: str
-    unit: str  # "%" | "x" | "days" | "money"
-
-
-CATALOG: tuple[Metric, ...] = (
-    Metric("dpo", "days payable outstanding",
-           "365 * avg(accounts_payable) / v(cost_of_revenue)", "days"),
-    Metric("dso", "days sales outstanding",
-           "365 * avg(accounts_receivable) / v(revenue)", "days"),
-    Metric("dio", "days inventory outstanding",
-           "365 * avg(inventory) / v(cost_of_revenue)", "days"),
-    Metric("ccc", "cash conversion cycle",
-           "365 * avg(inventory) / v(cost_of_revenue) + 365 * avg(accounts_receivable) / v(revenue)"
-           " - 365 * avg(accounts_payable) / v(cost_of_revenue)", "days"),
-    Metric("inventory_turnover", "inventory turnover",
-           "v(cost_of_revenue) / avg(inventory)", "x"),
-    Metric("receivables_turnover", "receivables turnover",
-           "v(revenue) / avg(accounts_receivable)", "x"),
-    Metric("fixed_asset_turnover", "fixed asset turnover",
-           "v(revenue) / avg(ppe_net)", "x"),
-    Metric("asset_turnover", "total asset turnover",
-           "v(revenue) / avg(total_assets)", "x"),
-    Metric("quick_ratio", "quick ratio",
-           "(v(cash) + opt(short_term_investments) + v(accounts_receivable)) / v(current_liabilities)", "x"),
-    Metric("current_ratio", "current ratio", "v(current_assets) / v(current_liabilities)", "x"),
-    Metric("total_debt", "total debt (short-term, current and long-term)",
-           "v(long_term_debt) + opt(short_term_debt) + opt(current_debt)", "money"),
-    Metric("working_capital", "working capital",
-           "v(current_assets) - v(current_liabilities)", "money"),
-    Metric("ebitda_margin", "EBITDA margin",
-           "(v(operating_income) + v(depreciation_amortization)) / v(revenue) * 100", "%"),
-    Metric("ebitda", "EBITDA", "v(operating_income) + v(depreciation_amortization)", "money"),
-    Metric("effective_tax_rate", "effective tax rate",
-           "v(income_tax) / v(pretax_income) * 100", "%"),
-    Metric("interest_coverage", "interest coverage",
-           "v(operating_income) / v(interest_expense)", "x"),
-    Metric("free_cash_flow", "free cash flow", "v(cfo) - abs(v(capex))", "money"),
-    Metric("capex_to_revenue", "capital expenditure as a % of revenue",
-           "abs(v(capex)) / v(revenue) * 100", "%"),
-    Metric("capital_intensity", "capital intensity (total assets ÷ revenue)",
-           "v(total_assets) / v(revenue)", "x"),
-    Metric("dividend_payout", "dividend payout ratio",
-           "abs(v(dividends_paid)) / v(net_income) * 100", "%"),
-    Metric("gross_margin", "gross margin",
-           "v(gross_profit) / v(revenue) * 100", "%"),
-    Metric("operating_margin", "operating margin",
-           "v(operating_income) / v(revenue) * 100", "%"),
-    Metric("net_margin", "net profit margin",
-           "v(net_income) / v(revenue) * 100", "%"),
-    Metric("return_on_assets", "return on assets",
-           "v(net_income) / avg(total_assets) * 100", "%"),
-    Metric("return_on_equity", "return on equity",
-           "v(net_income) / avg(total_equity) * 100", "%"),
-)
-"""Standard definitions (averages over the year and the one before where analysts use them); a definition the
-question states wins over these."""
 
 STAND_INS = {"net_income": "net_income_parent"}
 """A measure read from another line when a statement prints no line of its own."""
@@ -297,7 +229,6 @@ def _margin_of(f: Formula) -> Formula:
     return Formula(f"{f.name}_margin", f"{f.label} margin", f"({f.expr}) / rev * 100", terms, "%", defined=True)
 
 
-METRIC_BY_NAME = {m.name: m for m in CATALOG}
 _QUOTIENT = re.compile(r"^(\w+) / (\w+)( \* 100)?$")
 _SCALE_OF_UNIT = {"thousand": 1e3, "million": 1e6, "billion": 1e9}
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from kb.core import lexicon as lx
 from kb.core.vocab import CONCEPT_BY_NAME, company_core, measure_phrases
-from router.facts import RATIOS
-from router.metrics import CATALOG, definitions, named_formula
+from router.measures import CATALOG, RATIOS
+from router.metrics import definitions, named_formula
 from router.question import Entities, MeasureRef, PeriodRef, Question, Range
 
 _WORD = re.compile(r"[a-z0-9]+(?:[.&'][a-z0-9]+)*|%|\$")

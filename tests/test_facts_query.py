@@ -167,7 +167,7 @@ async def test_ratios_are_computed_from_both_lines(filings: Runtime) -> None:
     assert body["answer"].startswith("Current ratio of Bolt Corp: 1.60 at December 31, 2023"), body["answer"]
     assert {f["line_item"] for f in body["facts"]} == {"Total current assets", "Total current liabilities"}
     body = await ask_json(filings, "What was the net margin of Bolt Corp in 2022?")
-    assert body["answer"].startswith("Net margin of Bolt Corp: 10.00% for the year ended December 31, 2022"), \
+    assert body["answer"].startswith("Net profit margin of Bolt Corp: 10.00% for the year ended December 31, 2022"), \
         body["answer"]  # 700 / 7,000
 
 
@@ -232,3 +232,17 @@ async def test_companies_named_by_short_forms_are_all_read(filings: Runtime) -> 
                                   "Ranking by total liabilities, 2023, over 3 companies:")), answer  # nobody "missing"
         assert all(name in answer for name in ("Acme Holdings, Inc.", "Bolt Corp", "Cinder Ltd")), answer
         assert "acme-2022.txt" not in {f["doc_name"] for f in body["facts"]}, body["facts"]
+
+
+async def test_one_definition_of_a_ratio_across_companies(filings: Runtime) -> None:
+    """Return on assets is computed as the measure table defines it — net income over the mean of total assets at
+    the year's start and end — for several companies as for one; each figure cites the three lines it uses."""
+    body = await ask_json(filings, "Rank Acme Holdings, Bolt and Cinder by 2023 return on assets, best first.")
+    answer = body["answer"]
+    assert answer.startswith("Ranking by return on assets, 2023, over 3 companies:"), answer
+    assert all(x in answer for x in ("Bolt Corp: 12.00%", "Cinder Ltd: 2.04%", "Acme Holdings, Inc.: -15.62%")), answer
+    order = [answer.index(x) for x in ("Bolt Corp: 12.00%", "Cinder Ltd: 2.04%", "Acme Holdings, Inc.: -15.62%")]
+    assert order == sorted(order), answer  # 900 / 7,500; 10 / 490; −250 / 1,600 (thousands)
+    used = {(f["doc_name"], f["line_item"], str(f["period_end"])) for f in body["facts"]}
+    assert ("bolt-2023.txt", "Total assets", "2022-12-31") in used and ("bolt-2023.txt", "Total assets",
+                                                                          "2023-12-31") in used, used
