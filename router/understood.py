@@ -132,7 +132,7 @@ def abstained(computed: FactsAnswer, why: Why, lang: str) -> FactsAnswer:
         text = f"I could not determine this from the statement figures: {why.text()}." + (
             f" What the statements show: {'; '.join(rows)}." if rows else "")
     log.info("router.facts_abstained", why=why.text(), operation=computed.ask.operation, concept=computed.ask.concept)
-    return msgspec.structs.replace(computed, text=text)
+    return msgspec.structs.replace(computed, text=text, verdict=False)
 
 
 def _when(u: FactUsed) -> str:

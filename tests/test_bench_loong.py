@@ -16,6 +16,7 @@ from kb.bench.datasets import DATASETS, default_collection, load_loong, loong_co
 from kb.bench.entities import question_groups, right_entities
 from kb.bench.harness import BenchConfig, run_benchmark, run_cli
 from kb.bench.metrics import (
+    READINGS,
     QuestionRun,
     answer_figure_recall,
     answer_number_recall,
@@ -252,6 +253,12 @@ async def test_bench_loong_end_to_end(runtime: Runtime, tmp_path: Path) -> None:
                        "right_entities", "evidence_doc_coverage"):
             assert 0.0 <= s[metric] <= 1.0, (name, metric)
         assert s["page_recall@10"] is None  # text reports: no page labels
+        readings = [s.get(f"reading_{k}") for k in READINGS]
+        if name == "auto":  # how each question was read and answered: shares of the routed runs
+            assert sum(readings) == pytest.approx(1.0), readings  # type: ignore[arg-type]
+            assert s["reading_text"] == 1.0, readings  # all four read; their reports print no statements
+        else:
+            assert readings == [None] * len(READINGS)  # a flat baseline reads no question
         levels = report.by_type[name]
         assert set(levels) == {"level 1", "level 2", "level 3", "level 4"}
         assert levels["level 1"]["right_entities"] is None and levels["level 4"]["right_entities"] is None

@@ -27,7 +27,7 @@ import structlog
 
 from kb.bench.datasets import DATASETS, BenchDataset, BenchQuestion, default_collection, load_dataset
 from kb.bench.environment import git_commit, machine, pgvector_version, utc_seconds
-from kb.bench.metrics import QuestionRun, aggregate, metric_names, question_metrics
+from kb.bench.metrics import QuestionRun, aggregate, metric_names, question_metrics, reading_of
 from kb.bench.strategies import BENCH_STRATEGIES, FLAT, ROUTED, parse_strategies
 from kb.core.errors import KBError, ValidationError
 from kb.core.process import run_async
@@ -329,7 +329,9 @@ class _Runner:
                            llm_calls=chat.calls, tokens=chat.prompt_tokens + chat.completion_tokens, cost_usd=cost,
                            candidates=_chunk_spans(res.chunks, self.names),
                            **self._evidence([*(res.facts.evidence() if res.facts else ()), *res.evidence]),
-                           **self._answer(answer))
+                           **self._answer(answer), reading=reading_of(
+                               res.reading is not None and res.reading.understood,
+                               res.facts.verdict if res.facts else None))
 
     async def _oracle(self, q: BenchQuestion) -> Any:
         """The gold documents (and, for ``nodes``, the smallest readable node covering each gold page)."""

@@ -36,6 +36,21 @@ class QuestionRun(msgspec.Struct, frozen=True):
     evidence_text: str = ""  # that evidence's text (for answer_number_recall)
     answer_text: str = ""  # the answer synthesised from that evidence (for answer_figure_recall)
     cited_docs: tuple[str, ...] = ()  # documents the answer cites, in citation order
+    reading: str = ""  # how the question was read and answered: READINGS ("" for flat strategies)
+
+
+READINGS = ("computed", "abstained", "text", "not_parsed")
+"""computed: a verdict computed from facts as the question was read; abstained: figures shown, no verdict (the
+reading disagreed or left something unplaced); text: understood, answered from text (no fact states it);
+not_parsed: no operation on a measure was read (the text path answers). Mis-parsed needs a gold reading: it is
+counted by ``kb bench parse``."""
+
+
+def reading_of(understood: bool, facts_verdict: bool | None) -> str:
+    """The ``READINGS`` entry of one answered question (``facts_verdict`` None: no facts answer)."""
+    if facts_verdict is not None:
+        return "computed" if facts_verdict else "abstained"
+    return "text" if understood else "not_parsed"
 
 
 def doc_hit(relevant: Iterable[str], docs: Sequence[str], k: int) -> float:
@@ -195,5 +210,8 @@ def aggregate(per_question: Sequence[dict[str, float]], runs: Sequence[QuestionR
     costs = [r.cost_usd for r in runs if r.cost_usd is not None]
     if costs:
         out["cost_usd"] = round(sum(costs) / len(costs), 6)
+    read = [r.reading for r in runs if r.reading]
+    for kind in READINGS if read else ():
+        out[f"reading_{kind}"] = round(read.count(kind) / len(read), 4)
     out["n"] = n
     return out
