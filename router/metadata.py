@@ -20,8 +20,9 @@ from kb.core.providers import ChatModel
 from kb.core.providers.steps import ask
 from kb.core.text import normalize_title
 from router import store
+from router.measures import METRIC_BY_NAME
 from router.policy import ROUTING
-from router.prompts import METADATA, metadata_prompt
+from router.prompts import METADATA, metadata_prompt, typed_question_prompt
 from router.types import Condition
 
 log = structlog.get_logger("router.metadata")
@@ -303,6 +304,7 @@ class MetadataMatch(msgspec.Struct, frozen=True):
     explanation: str
     llm_calls: int = 0
     scope: str = ""  # the LLM's single | multi | list for the question ("" offline or when it said nothing)
+    question: Any = None  # the LLM's typed question, unvalidated (router.reading.from_llm validates it)
 
 
 def contains_phrase(haystack: str, phrase: str) -> bool:
@@ -504,7 +506,8 @@ async def match_question(question: str, kv: KnownValues, chat: ChatModel) -> Met
         return offline
     started = time.perf_counter()
     try:
-        reply = await ask(chat, METADATA, metadata_prompt(question, kv.values))
+        reply = await ask(chat, METADATA, metadata_prompt(question, kv.values, typed=typed_question_prompt(
+            sorted(vocab.CONCEPT_BY_NAME), sorted(METRIC_BY_NAME))))
         conds = validate_conditions([msgspec.to_builtins(c) for c in reply.conditions], kv)
     except (LLMError, ValidationError) as exc:
         log.warning("router.metadata_llm_failed", error=str(exc))
@@ -517,4 +520,4 @@ async def match_question(question: str, kv: KnownValues, chat: ChatModel) -> Met
              ms=round((time.perf_counter() - started) * 1000))
     return MetadataMatch(conditions=conds, confident=confident,
                          explanation="LLM filter: " + "; ".join(f"{c.key} {c.op} {c.value}" for c in conds),
-                         llm_calls=1, scope=scope)
+                         llm_calls=1, scope=scope, question=reply.question)

@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 import asyncpg
+import msgspec
 import structlog
 
 from kb.core.db import ReplicaLostError, supports_iterative_scan
@@ -27,7 +28,7 @@ from router.passages import passages
 from router.planning import plan_documents
 from router.question import Question
 from router.ranking import Ranked, rank
-from router.reading import read_question
+from router.reading import from_llm, read_question, same_reading
 from router.retrieve import Reranker
 from router.routing import route
 from router.state import Clock, Evidence, QueryState, QueryVectors, Services, admit, prepare
@@ -128,6 +129,14 @@ async def read_and_plan(state: QueryState, scope: QuestionScope, routing: Routin
     comes from the typed question: ``router.facts.with_named``)."""
     plan, routing = await plan_documents(state, scope, routing)
     reading = read_question(state.question, state.catalog.companies)
+    if routing.llm_question is not None:  # the metadata step's LLM read it too: valid, its reading is used
+        llm, dropped = from_llm(routing.llm_question, state.question, state.catalog.companies)
+        if dropped:
+            log.info("router.llm_reading_dropped", dropped=list(dropped))
+        if llm is not None:
+            if not same_reading(llm, reading):
+                log.info("router.reading_disagrees", llm=msgspec.to_builtins(llm), rules=msgspec.to_builtins(reading))
+            reading = msgspec.structs.replace(llm, rules=reading)
     return reading, with_named(plan, reading, state.catalog, state.within), routing
 
 

@@ -31,6 +31,7 @@ class MetadataReply(msgspec.Struct, frozen=True):
     conditions: list[ConditionReply]
     thinking: str = ""
     scope: Scope | None = None
+    question: Any = None  # the typed question (router.question), validated by router.reading.from_llm
 
 
 class DescriptionReply(msgspec.Struct, frozen=True):
@@ -107,7 +108,26 @@ def conversation(history: Sequence[Turn], turns: int = 6, chars: int = 500) -> s
     return "Conversation so far:\n" + "\n".join(f"{t.role}: {t.content[:chars]}" for t in history[-turns:])
 
 
-def metadata_prompt(question: str, values: Mapping[str, Mapping[str, int]], max_values: int = 60) -> str:
+def typed_question_prompt(measures: Sequence[str], metrics: Sequence[str]) -> str:
+    """How the metadata step also reads the question into the typed question (``router.question``)."""
+    return (
+        "\n\nAlso read the question as one typed question (\"question\" in the reply; null when it asks no figure). "
+        "Fields: operation: one of lookup, compare, max, min, rank, screen, group, series, change; measures: "
+        "[{\"name\": ..., \"kind\": \"concept\" | \"metric\" | \"line\" | \"formula\"}] — a concept or metric "
+        "name from the lists below, a printed line item as the reports print it, or \"a / b\" (\"a / b * 100\" for a "
+        "percentage) of two concepts; companies: the collection's company names it asks about ([] for all); "
+        "periods: [{\"year\": 2023, \"quarter\": 0, \"months\": 12}] (months 3, 6, 9 or 12; \"relative\": "
+        "\"latest\" or \"last_n\" with \"n\"); change: \"\" | absolute | percent | yoy | qoq | cagr; sign: \"\" | "
+        "loss; order: \"\" | asc | desc; over: \"\" | periods (an extreme over one company's periods); average: "
+        "true | false; limit: a number or null; ranges: [{\"label\", \"low\", \"low_inclusive\", \"high\", "
+        "\"high_inclusive\", \"direction\"}] in base units; bounds: {\"gt\"|\"gte\"|\"lt\"|\"lte\": number}; unit: "
+        "\"\" | thousand | million | billion | 万 | 亿; decimals: a number or null; unknown: [what you could not "
+        "place].\nConcepts: " + ", ".join(measures) + "\nMetrics: " + ", ".join(metrics)
+    )
+
+
+def metadata_prompt(question: str, values: Mapping[str, Mapping[str, int]], max_values: int = 60,
+                    typed: str = "") -> str:
     lines = []
     for key, vals in sorted(values.items()):
         shown = sorted(vals, key=lambda v: -vals[v])[:max_values]
@@ -119,9 +139,9 @@ def metadata_prompt(question: str, values: Mapping[str, Mapping[str, int]], max_
         "Return no condition for a key the question does not constrain. Also say whether the question needs one "
         'document ("single"), several documents to compare or follow over time ("multi"), or a list or '
         'aggregation over many documents ("list").\n\n'
-        f"Question: {question}\n\nMetadata keys and known values:\n" + "\n".join(lines) +
+        f"Question: {question}\n\nMetadata keys and known values:\n" + "\n".join(lines) + typed +
         '\n\nReply: {"thinking": "...", "conditions": [{"key": "...", "op": "in", "value": ["..."]}], '
-        '"scope": "single"}'
+        '"scope": "single"' + (', "question": {"operation": "...", "measures": [...], ...}}' if typed else "}")
     )
 
 

@@ -87,6 +87,8 @@ class Question(msgspec.Struct, frozen=True):
     unit: str = ""
     decimals: int | None = None
     unknown: tuple[str, ...] = ()
+    source: Literal["rules", "llm"] = "rules"  # who read it: the rules (router.reading) or the LLM, validated
+    rules: Question | None = None  # an LLM reading: the rules' reading beside it (the trace shows both)
 
     @property
     def understood(self) -> bool:

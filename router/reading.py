@@ -17,7 +17,7 @@ from kb.core import lexicon as lx
 from kb.core.vocab import CONCEPT_BY_NAME, company_core, measure_phrases
 from router.measures import CATALOG, RATIOS
 from router.metrics import definitions, named_formula
-from router.question import Entities, MeasureRef, PeriodRef, Question, Range
+from router.question import OPERATIONS, Entities, MeasureRef, PeriodRef, Question, Range
 
 _WORD = re.compile(r"[a-z0-9]+(?:[.&'][a-z0-9]+)*|%|\$")
 _NUMBER = re.compile(r"(?i)(?<![a-z0-9.])(?P<cur>\$|us\$|usd|rmb|¥|￥|cny)?\s*(?P<num>-?\d(?:[\d,]*\d)?(?:\.\d+)?)(?![a-z]*\d)"
@@ -838,3 +838,129 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
 def _by_sign(op: str | None, ranges: Sequence[Range]) -> bool:
     """Groups by sign (profitable / loss-making): "loss" names a group, not the measure's sign."""
     return op == "group" and any(x.direction in ("positive", "negative") for x in ranges)
+
+
+# ---------------------------------------------------------------------------- the LLM's reading
+
+_ENUMS = {"change": ("", "absolute", "percent", "yoy", "qoq", "cagr"), "sign": ("", "loss"),
+          "order": ("", "asc", "desc"), "over": ("", "periods"), "unit": ("", "thousand", "million", "billion", "万", "亿")}
+_BOUND_KEYS = ("gt", "gte", "lt", "lte")
+_DIRECTIONS = ("", "increase", "decrease", "positive", "negative", "zero", "other")
+
+
+def _num(v: object) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, int | float | str):
+        return None
+    try:
+        x = float(v)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _llm_measure(m: object, line_items: Sequence[str]) -> MeasureRef | None:
+    """A measure the LLM named, if the vocabulary, the measure table or the printed lines know it."""
+    if not isinstance(m, Mapping) or not isinstance(name := m.get("name"), str):
+        return None
+    kind = m.get("kind", "concept")
+    if kind == "concept" and name in CONCEPT_BY_NAME:
+        return MeasureRef(name)
+    if kind == "metric" and name in _TERMS:
+        return MeasureRef(name, "metric")
+    if kind == "line" and 0 < len(name) <= 200 and (not line_items or name in line_items or lx.is_zh(name)
+                                                    or name.lower() in lx.EN_LINE_ITEMS):
+        return MeasureRef(name, "line")
+    if kind == "formula" and (q := re.fullmatch(r"(\w+) / (\w+)( \* 100)?", name)) is not None \
+            and q.group(1) in CONCEPT_BY_NAME and q.group(2) in CONCEPT_BY_NAME:
+        return MeasureRef(name, "formula")
+    return None
+
+
+def _llm_period(p: object) -> PeriodRef | None:
+    if not isinstance(p, Mapping):
+        return None
+    relative = p.get("relative") or ""
+    if relative in ("latest", "last_n"):
+        n = p.get("n")
+        return PeriodRef(relative=relative, n=int(n) if isinstance(n, int) and 0 < n <= 50 else 0)
+    year, quarter, months = p.get("year"), p.get("quarter") or 0, p.get("months") or 12
+    if not isinstance(year, int) or not 1900 <= year <= 2100 or quarter not in (0, 1, 2, 3, 4) \
+            or months not in (0, 3, 6, 9, 12):
+        return None
+    return PeriodRef(year=year, quarter=quarter, months=months)
+
+
+def _llm_range(x: object) -> Range | None:
+    if not isinstance(x, Mapping) or not isinstance(label := x.get("label"), str) or not label:
+        return None
+    low, high = _num(x.get("low")), _num(x.get("high"))
+    direction = x.get("direction") or ""
+    if direction not in _DIRECTIONS or (low is None and high is None and not direction) \
+            or (x.get("low") is not None and low is None) or (x.get("high") is not None and high is None):
+        return None
+    return Range(label=label[:80], low=low, low_inclusive=bool(x.get("low_inclusive")), high=high,
+                 high_inclusive=bool(x.get("high_inclusive")), direction=direction)
+
+
+def from_llm(raw: object, text: str, companies: Mapping[str, Sequence[str]],
+             line_items: Sequence[str] = ()) -> tuple[Question | None, tuple[str, ...]]:
+    """The LLM's typed question, validated as its filters are: measures the vocabulary, the measure table or
+    the printed lines do not know, companies the collection does not hold and impossible periods are dropped,
+    bounds must be numbers; None (the rules answer) when no operation on a known measure is left or the reply
+    is not a typed question. Also what was dropped."""
+    if not isinstance(raw, Mapping):
+        return None, (() if raw is None else ("the LLM's question is not an object",))
+    dropped: list[str] = []
+    op = raw.get("operation")
+    if op not in OPERATIONS:
+        return None, (f"operation {op!r}",)
+    measures = []
+    for m in raw.get("measures") or []:
+        ref = _llm_measure(m, line_items)
+        if ref is None:
+            dropped.append(f"measure {m!r}"[:120])
+        else:
+            measures.append(ref)
+    if not measures:
+        return None, (*dropped, "no known measure")
+    names: list[str] = []
+    for c in raw.get("companies") or []:
+        found = [c] if isinstance(c, str) and c in companies else \
+            _companies(_Reading.of(c), companies)[0] if isinstance(c, str) and len(c) <= 200 else []
+        if len(found) == 1:
+            names.append(found[0])
+        else:
+            dropped.append(f"company {c!r}"[:120])
+    periods = []
+    for p in raw.get("periods") or []:
+        ref = _llm_period(p)
+        if ref is None:
+            dropped.append(f"period {p!r}"[:120])
+        else:
+            periods.append(ref)
+    ranges = [x for x in map(_llm_range, raw.get("ranges") or []) if x is not None]
+    if len(ranges) != len(raw.get("ranges") or []):
+        dropped.append("a range without numeric bounds")
+    bounds_raw = raw.get("bounds") or {}
+    bounds = {k: v for k in _BOUND_KEYS if isinstance(bounds_raw, Mapping) and (v := _num(bounds_raw.get(k))) is not None}
+    if isinstance(bounds_raw, Mapping) and len(bounds) != len(bounds_raw):
+        dropped.append(f"bounds {bounds_raw!r}"[:120])
+    enums = {k: (v if (v := raw.get(k) or "") in allowed else "") for k, allowed in _ENUMS.items()}
+    limit, decimals = raw.get("limit"), raw.get("decimals")
+    unknown = tuple(str(u)[:200] for u in (raw.get("unknown") or [])[:5]) if isinstance(raw.get("unknown"), list) else ()
+    q = Question(text=text, lang="zh" if lx.is_zh(text) else "en", operation=op, measures=tuple(measures), source="llm",
+                 entities=Entities("named", tuple(dict.fromkeys(names))) if names else Entities("collection"),
+                 periods=tuple(periods), change=enums["change"], sign=enums["sign"], order=enums["order"],  # type: ignore[arg-type]
+                 over=enums["over"], average=raw.get("average") is True,  # type: ignore[arg-type]
+                 limit=limit if isinstance(limit, int) and 0 < limit <= 1000 else None,
+                 ranges=tuple(ranges) if op == "group" else (), bounds=bounds if op == "screen" else {},
+                 unit=enums["unit"], decimals=decimals if isinstance(decimals, int) and 0 <= decimals <= 6 else None,
+                 unknown=unknown)
+    return q, tuple(dropped)
+
+
+def same_reading(a: Question, b: Question) -> bool:
+    """Two readings that compute the same thing (the text and what could not be placed aside)."""
+    keys = ("operation", "measures", "entities", "periods", "change", "sign", "order", "over", "average", "limit",
+            "ranges", "bounds")
+    return all(getattr(a, k) == getattr(b, k) for k in keys)

@@ -86,7 +86,8 @@ async def metadata(state: QueryState, within: Sequence[int] | None = None) -> Ro
                   for d, n in ranked)
     return RoutingResult(strategy_used="metadata", documents=cands[: state.top_docs], candidates=cands[:20],
                          conditions=(*conditions_from_filters(state.req.filters), *conds), notes=(explanation,),
-                         llm_calls=match.llm_calls, scope_hint=match.scope)
+                         llm_calls=match.llm_calls, scope_hint=match.scope,
+                         llm_question=match.question)
 
 
 async def auto(state: QueryState, within: Sequence[int] | None = None) -> RoutingResult:
@@ -120,7 +121,8 @@ async def auto(state: QueryState, within: Sequence[int] | None = None) -> Routin
     if not conds:
         notes.append(match.explanation)
     return RoutingResult(strategy_used="auto", documents=cands[: state.top_docs], candidates=cands[:20],
-                         conditions=conds, notes=tuple(notes), llm_calls=match.llm_calls, scope_hint=match.scope)
+                         conditions=conds, notes=tuple(notes), llm_calls=match.llm_calls, scope_hint=match.scope,
+                         llm_question=match.question)
 
 
 def _auto_scores(state: QueryState, scores: dict[int, tuple[float, int]], desc_score: dict[int, float],

@@ -136,6 +136,7 @@ class RoutingResult(msgspec.Struct, frozen=True):
     notes: tuple[str, ...] = ()
     llm_calls: int = 0
     scope_hint: str = ""  # the LLM's scope for the question, from the metadata call (auto, metadata)
+    llm_question: Any = None  # the LLM's typed question from the same call, unvalidated (router.reading.from_llm)
 
 
 class NodePick(msgspec.Struct, frozen=True):

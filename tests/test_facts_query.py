@@ -14,7 +14,7 @@ from kb.app import create_app
 from kb.runtime import Runtime
 from tests.conftest import runtime_over
 from tests.factgen import figures, text_filing
-from tests.http import app_client, ask_json
+from tests.http import app_client, ask_json, wire
 
 pytestmark = pytest.mark.slow
 
@@ -246,3 +246,55 @@ async def test_one_definition_of_a_ratio_across_companies(filings: Runtime) -> N
     used = {(f["doc_name"], f["line_item"], str(f["period_end"])) for f in body["facts"]}
     assert ("bolt-2023.txt", "Total assets", "2022-12-31") in used and ("bolt-2023.txt", "Total assets",
                                                                           "2023-12-31") in used, used
+
+
+def _llm_pipeline(rt: Runtime, fake: Any) -> Any:
+    import dataclasses
+
+    from kb.core.providers.chat import OpenAIChatModel
+    from kb.core.settings import LLMSettings
+    from router.pipeline import QueryPipeline
+
+    chat = OpenAIChatModel(LLMSettings(base_url=fake.base_url, model="fake-model", api_key="k", timeout_s=5,
+                                       max_retries=0, concurrency=4, cache=False))
+    return QueryPipeline(rt.pool, rt.embedder, chat, dataclasses.replace(rt.settings.retrieval, max_iterations=1))
+
+
+async def _ask_llm(rt: Runtime, fake: Any, question: str, typed: Any) -> Any:
+    from router.prompts import METADATA
+    from router.types import QueryRequest
+    from tests.fake_openai import FakeReply
+
+    fake.route({METADATA: FakeReply.json({"conditions": [], "question": typed})}, text="See the figures [1].")
+    result = await _llm_pipeline(rt, fake).run(QueryRequest(query=question, strategy="auto", include_trace=True))
+    return result, wire(result.trace)
+
+
+async def test_with_an_llm_the_metadata_step_also_reads_the_typed_question(filings: Runtime, fake_openai: Any) -> None:
+    """The metadata call returns the typed question too; validated, it is what is computed, and the trace shows it
+    beside the rules' reading. An invalid one (unknown measure or company, a year out of range, bounds that are no
+    numbers, not an object) is dropped or corrected as filters are, and the rules answer."""
+    question = "Among Acme Holdings, Bolt and Cinder, who sat lowest on 2023 revenue?"
+    typed = {"operation": "rank", "order": "asc", "limit": 2, "measures": [{"name": "revenue", "kind": "concept"}],
+             "companies": ["Acme Holdings", "Bolt Corp", "Cinder Ltd"], "periods": [{"year": 2023}]}
+    result, trace = await _ask_llm(filings, fake_openai, question, typed)
+    read = trace["question"]
+    assert (read["source"], read["operation"], read["order"], read["limit"]) == ("llm", "rank", "asc", 2), read
+    assert read["rules"]["source"] == "rules" and read["rules"]["operation"] == "min"  # both shown
+    assert sorted(read["entities"]["names"]) == ["Acme Holdings, Inc.", "Bolt Corp", "Cinder Ltd"]
+    assert [f["entity"] for f in wire(result.facts)] == ["Cinder Ltd", "Acme Holdings, Inc."]  # the two lowest
+
+    for bad in ({"operation": "max", "measures": [{"name": "happiness", "kind": "concept"}], "companies": ["Zeta"]},
+                "the lowest revenue please", {"operation": "explode", "measures": [{"name": "revenue"}]}):
+        result, trace = await _ask_llm(filings, fake_openai, question, bad)
+        assert trace["question"]["source"] == "rules" and trace["question"]["operation"] == "min", bad
+        assert "Cinder Ltd" in {f["entity"] for f in wire(result.facts)}
+
+    odd = {"operation": "max", "measures": [{"name": "revenue", "kind": "concept"}, {"name": "vibes"}],
+           "companies": ["Bolt", "Zeta Holdings"], "periods": [{"year": 3023}, {"year": 2023, "months": 12}],
+           "bounds": {"gt": "lots"}, "limit": -4, "unit": "gazillion"}
+    _, trace = await _ask_llm(filings, fake_openai, question, odd)
+    read = trace["question"]
+    assert read["source"] == "llm" and read["measures"] == [{"name": "revenue", "kind": "concept"}]
+    assert read["entities"]["names"] == ["Bolt Corp"] and [p["year"] for p in read["periods"]] == [2023]
+    assert (read["bounds"], read["limit"], read["unit"]) == ({}, None, "")
