@@ -23,12 +23,13 @@ from kb.core.types import LLMUsage
 from router.catalog import Catalogs
 from router.facts import FactsAnswer, answer_from_facts, facts_table, with_named
 from router.locate import Searched, documents_to_read, locate, read_more, search_trees
+from router.meaning import MeaningIndex, unplaced
 from router.metrics import answer_metric, restate
 from router.passages import passages
 from router.planning import plan_documents
 from router.question import Question
 from router.ranking import Ranked, rank
-from router.reading import from_llm, read_question, same_reading
+from router.reading import from_llm, read_question, same_reading, unplaced_words
 from router.retrieve import Reranker
 from router.routing import route
 from router.state import Clock, Evidence, QueryState, QueryVectors, Services, admit, prepare
@@ -36,7 +37,7 @@ from router.sufficiency import Judgement, judge
 from router.synthesize import check_figures, synthesize
 from router.trace import QueryResult, RetrievalOutcome, build_trace
 from router.types import Oracle, QuestionScope, Request, RoutingResult, ScopePlan
-from router.understood import abstained, disagreement
+from router.understood import SOFT, abstained, disagreement
 
 log = structlog.get_logger("router.pipeline")
 
@@ -51,13 +52,13 @@ class QueryPipeline:
     def __init__(self, pool: asyncpg.Pool, embedder: Embedder, chat: ChatModel, settings: RetrievalSettings,
                  reranker: Reranker | None = None, observe: Observer | None = None) -> None:
         self.pool, self.chat, self.settings, self.reranker, self.observe = pool, chat, settings, reranker, observe
-        self.vectors, self.catalogs = QueryVectors(embedder), Catalogs(pool)
+        self.vectors, self.catalogs, self.meaning = QueryVectors(embedder), Catalogs(pool), MeaningIndex(embedder)
         self._services: Services | None = None
 
     async def services(self) -> Services:
         if self._services is None:
             self._services = Services(self.pool, self.settings, self.vectors, self.catalogs,
-                                      iterative_scan=await supports_iterative_scan(self.pool))
+                                      iterative_scan=await supports_iterative_scan(self.pool), meaning=self.meaning)
         return self._services
 
     async def retrieve(self, req: Request, on_event: Event | None = None, *, chat: ChatModel | None = None,
@@ -137,7 +138,29 @@ async def read_and_plan(state: QueryState, scope: QuestionScope, routing: Routin
             if not same_reading(llm, reading):
                 log.info("router.reading_disagrees", llm=msgspec.to_builtins(llm), rules=msgspec.to_builtins(reading))
             reading = msgspec.structs.replace(llm, rules=reading)
+    reading = await by_meaning(state, reading)
     return reading, with_named(plan, reading, state.catalog, state.within), routing
+
+
+async def by_meaning(state: QueryState, reading: Question) -> Question:
+    """A question whose measure no word names: its unplaced words matched to the measure names by embedding
+    (``router.meaning``) — taken when clearly nearest, said to be ambiguous when two are close."""
+    words = unplaced_words(state.question, state.catalog.companies)
+    index = state.services.meaning
+    if reading.measures or not words or index is None or (reading.operation is None and len(words) > 3):
+        return reading
+    phrase = unplaced(words)
+    found = await index.match(phrase, (await state.services.vectors.embed([phrase]))[phrase])
+    log.info("router.measure_by_meaning", phrase=phrase, measure=found.name, score=found.score,
+             taken=found.ref is not None, close=found.close)
+    if found.ref is not None:
+        unknown = tuple(u for u in reading.unknown if u not in SOFT)
+        return msgspec.structs.replace(reading, operation=reading.operation or "lookup", measures=(found.ref,),
+                                       unknown=unknown, meaning=f"{phrase} ~ {found.name} ({found.score:.2f})")
+    if found.close:
+        return msgspec.structs.replace(reading, unknown=(*reading.unknown, f"the measure could be {found.name} "
+                                                                          f"or {found.close}"))
+    return reading
 
 
 async def facts_or_none(state: QueryState, plan: ScopePlan, reading: Question) -> FactsAnswer | None:

@@ -112,3 +112,18 @@ LLM = RankingPolicy(name="llm", chosen_nodes_first=True, whole_section_tokens=12
 def policy_for(chat: ChatModel) -> RankingPolicy:
     """The offline policy for the offline provider, the LLM policy otherwise."""
     return OFFLINE if chat.offline else LLM
+
+
+@dataclass(frozen=True)
+class MeaningPolicy:
+    """When a measure is found by meaning (``router.meaning``): the cosine similarity of the question's unplaced
+    words to the nearest measure name, and its lead over the nearest name of another measure. all-MiniLM-L6-v2
+    on hand-written phrases: "cash burned by operations" → cash from operations 0.81; "headcount" → 0.35 (no
+    measure); "money made from selling products" → cost of products sold 0.67 and "pay shareholders" → equity 0.72
+    (both wrong, below the threshold); "money generated from operations" → cash from operations 0.78."""
+
+    threshold: float = 0.75
+    margin: float = 0.08
+
+
+MEANING = MeaningPolicy()

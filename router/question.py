@@ -87,6 +87,7 @@ class Question(msgspec.Struct, frozen=True):
     unit: str = ""
     decimals: int | None = None
     unknown: tuple[str, ...] = ()
+    meaning: str = ""  # a measure found by meaning: "phrase ~ measure (similarity)" (router.meaning)
     source: Literal["rules", "llm"] = "rules"  # who read it: the rules (router.reading) or the LLM, validated
     rules: Question | None = None  # an LLM reading: the rules' reading beside it (the trace shows both)
 

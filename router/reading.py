@@ -180,8 +180,8 @@ def _measures(r: _Reading, line_items: Sequence[str]) -> list[MeasureRef]:
     found.sort(key=lambda x: x[0])
     if len(found) > 1:
         found = [f for f in found if r.raw[f[0]:f[1]] not in lx.WEAK_MEASURE_WORDS] or found
-    found = [f for f in found if r.raw[f[0]:f[1]] not in lx.WEAK_MEASURE_WORDS
-             or _next_word(r, f[1]) not in lx.NOT_THE_MEASURE_AFTER]
+    found = [f for f in found if len(_WORD.findall(r.raw[f[0]:f[1]])) > 1
+             or _next_word(r, f[1]) not in lx.NOT_THE_MEASURE_AFTER]  # "debt structure", "revenue recognition"
     if {"cash_begin", "cash_end"} & {ref.name for *_, ref in found}:
         found = [f for f in found if f[2].name != "cash"]
     inputs = set().union(*(_TERMS.get(ref.name, frozenset()) for *_, ref in found if ref.kind == "metric"))
@@ -964,3 +964,49 @@ def same_reading(a: Question, b: Question) -> bool:
     keys = ("operation", "measures", "entities", "periods", "change", "sign", "order", "over", "average", "limit",
             "ranges", "bounds")
     return all(getattr(a, k) == getattr(b, k) for k in keys)
+
+
+# ---------------------------------------------------------------------------- what the reading left over
+
+_NOT_CUES = frozenset({"ZH_LINE_ITEMS", "EN_LINE_ITEMS", "ZH_PLACES", "LOSS", "MARGIN_WORDS", "WEAK_MEASURE_WORDS",
+                       "PROFIT_MEASURES", "NOT_THE_MEASURE_AFTER"})
+
+
+@functools.cache
+def _cue_words() -> tuple[frozenset[str], tuple[str, ...]]:
+    """Every single English word of the lexicon's cue lists, and its Chinese cues (longest first)."""
+    en: set[str] = set(lx.STOP_WORDS)
+    zh: set[str] = set()
+    for name in dir(lx):
+        value = getattr(lx, name)
+        if not name.isupper() or name in _NOT_CUES:
+            continue
+        lists = value.values() if isinstance(value, Mapping) and name in (
+            "BOUND_WORDS", "DIRECTIONS", "CHANGE_BASIS", "SPANS", "UNIT_ASKED") else [value]
+        for words in lists:
+            if isinstance(words, tuple | frozenset) and all(isinstance(w, str) for w in words):
+                for w in words:
+                    (zh.add(w) if lx.is_zh(w) else en.update(_WORD.findall(w.lower())))
+    return frozenset(en), tuple(sorted(zh, key=len, reverse=True))
+
+
+def unplaced_words(text: str, companies: Mapping[str, Sequence[str]] = {}) -> list[str]:  # noqa: B006
+    """The question's words no company, period, amount or cue word of the lexicon accounts for: what may name a
+    measure in other words ("how much cash did its operations burn" → cash, operations, burn)."""
+    en, zh = _cue_words()
+    r = _Reading.of(text[:1000])
+    _companies(r, companies)
+    if lx.is_zh(text):
+        rest = r.masked()
+        for cue in zh:
+            rest = rest.replace(cue, " ")
+        rest = re.sub(r"\d+\s*(?:年度?|季度|月|日|个月)?|[^\u4e00-\u9fff]+|[的是了在和与及或各这那哪些家年度公司]", " ", rest)
+        return [w for w in rest.split() if len(w) >= 2]
+    out = []
+    for a, b, w in r.words:
+        if not r.free(a, b) or w in en or any(ch.isdigit() for ch in w) or w in _MONTHS or len(w) < 3:
+            continue
+        if (w.endswith(("est", "er")) and lx.adjective_base(w)) or lx.lemmas(w) & en:
+            continue
+        out.append(w)
+    return out

@@ -21,6 +21,7 @@ from kb.core.settings import RetrievalSettings
 from kb.core.vocab import question_statements
 from router import store
 from router.catalog import Catalog, Catalogs
+from router.meaning import MeaningIndex
 from router.metadata import conditions_from_filters
 from router.policy import RankingPolicy, policy_for
 from router.scope import classify_scope, effective_top_docs, missing_entities
@@ -67,6 +68,7 @@ class Services:
     vectors: QueryVectors
     catalogs: Catalogs
     iterative_scan: bool
+    meaning: MeaningIndex | None = None  # measure names embedded once (router.meaning)
 
     def for_query(self) -> Services:
         """The services of one query: with read replicas (``KB_DATABASE_READ_URLS``), its reads pinned to one

@@ -265,3 +265,12 @@ def test_stability_over_time_is_a_series_and_a_defined_formula_is_a_formula() ->
     a = metric_task(q)
     assert a is not None and a.formula.defined and {t.concept for t in a.formula.terms.values()} == {"cfo", "capex"}
     assert metric_task(_q("What was Marlow's adjusted EBITDA in 2023?")) is None  # the company's own measure
+
+
+def test_pretax_profit_and_compound_nouns_are_read_as_written() -> None:
+    assert [m.name for m in _q("What was Quillon's pre-tax profit in 2023?").measures] == ["pretax_income"]
+    assert [m.name for m in _q("Tessaract's earnings before taxes for fiscal 2022?").measures] == ["pretax_income"]
+    q = _q("Describe Marlow's revenue recognition policy.")  # a text question, not a revenue figure
+    assert q.operation is None and not q.measures
+    q = _q("What does Harbor Freight say about its inventory management?")
+    assert q.operation is None and not q.measures

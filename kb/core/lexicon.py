@@ -232,6 +232,9 @@ MEASURE_SYNONYMS: Mapping[str, tuple[str, ...]] = {
     "weighted_shares_diluted": ("weighted average diluted shares", "diluted share count"),
     "noncurrent_assets": ("non current assets", "noncurrent assets", "long term assets", "非流动资产", "非流动资产合计"),
     "right_of_use_assets": ("right of use assets", "rou assets", "使用权资产"),
+    "pretax_income": ("pre-tax profit", "pretax profit", "pre tax profit", "pre-tax income", "pretax income",
+                      "pre-tax earnings", "pretax earnings", "earnings before tax", "earnings before taxes",
+                      "profit before taxes", "income before tax", "利润总额", "税前利润"),
     "cfi": ("investing cash flow", "cash from investing", "cash flow from investing", "investing activities",
             "投资现金流", "投资活动产生的现金流量净额", "投资活动现金流"),
     "cff": ("financing cash flow", "cash from financing", "cash flow from financing", "financing activities",
@@ -302,8 +305,10 @@ NOT_THE_MEASURE_AFTER = frozenset({"structure", "structures", "instrument", "ins
                                    "strategies", "covenant", "covenants", "maturity", "maturities", "rating", "ratings",
                                    "issuance", "policy", "policies", "facility", "facilities", "agreement",
                                    "agreements", "offering", "offerings", "contingency", "contingencies", "discussion",
-                                   "position", "positions", "matters", "planning", "profile", "terms"})
-"""A weak measure word followed by one of these names something else ("debt structure", "tax contingencies")."""
+                                   "position", "positions", "matters", "planning", "profile", "terms", "recognition",
+                                   "standard", "standards", "segment", "segments", "guidance", "outlook", "drivers",
+                                   "mix", "concentration"})
+"""A one-word measure followed by one of these names something else ("debt structure", "revenue recognition")."""
 COMPANY_DEFINED = ("adjusted", "non gaap", "non-gaap", "organic", "segment", "underlying", "core")
 """Words marking a company's own measure ("adjusted EBITDA"): not computed from the statements' lines."""
 PROFIT_MEASURES = frozenset({"net_income", "net_income_parent", "net_income_continuing", "operating_income",
