@@ -16,7 +16,7 @@ import numpy as np
 
 from kb.core import lexicon as lx
 from kb.core.providers import Embedder
-from kb.core.vocab import measure_phrases
+from router.measures import measure_names
 from router.policy import MEANING
 from router.question import MeasureRef
 
@@ -32,25 +32,12 @@ class MeaningMatch(msgspec.Struct, frozen=True):
     close: str = ""  # another measure within the margin (ambiguous)
 
 
-def _names() -> list[tuple[str, MeasureRef]]:
-    names: dict[str, MeasureRef] = {}
-    for metric, words in lx.METRIC_SYNONYMS.items():
-        for w in words:
-            names.setdefault(w.lower(), MeasureRef(metric, "metric"))
-    for concept, words in lx.MEASURE_SYNONYMS.items():
-        for w in words:
-            names.setdefault(w.lower(), MeasureRef(concept))
-    for phrase, concept in measure_phrases():
-        names.setdefault(phrase, MeasureRef(concept))
-    return sorted(names.items())
-
-
 class MeaningIndex:
     """Every measure name, embedded by the query embedder on first use (≈ 600 short phrases)."""
 
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
-        self.names = _names()
+        self.names = sorted(measure_names().items())
         self._vectors: np.ndarray | None = None
         self._lock = asyncio.Lock()
 

@@ -11,6 +11,10 @@ import re
 
 import msgspec
 
+from kb.core import lexicon as lx
+from kb.core.vocab import measure_phrases
+from router.question import MeasureRef
+
 
 class Metric(msgspec.Struct, frozen=True):
     """A metric: its formula over vocabulary measures and its unit (how a question names it:
@@ -111,3 +115,18 @@ def _ratios() -> tuple[Ratio, ...]:
 RATIOS = _ratios()
 """The catalogue's rows that are one measure over another: computed per company across a collection."""
 RATIO_BY_NAME = {r.name: r for r in RATIOS}
+
+
+def measure_names() -> dict[str, MeasureRef]:
+    """Every name of a measure (lower case): the table's names and the lexicon's metric words, the lexicon's
+    synonyms of vocabulary measures and the vocabulary's printed labels — what a question names a measure with."""
+    names: dict[str, MeasureRef] = {}
+    for name, words in lx.METRIC_SYNONYMS.items():
+        for w in words:
+            names.setdefault(w.lower(), MeasureRef(name, "metric"))
+    for name, words in lx.MEASURE_SYNONYMS.items():
+        for w in words:
+            names.setdefault(w.lower(), MeasureRef(name))
+    for phrase, name in measure_phrases():
+        names.setdefault(phrase, MeasureRef(name))
+    return names

@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from kb.core import lexicon as lx
-from kb.core.vocab import CONCEPT_BY_NAME, company_core, measure_phrases
-from router.measures import CATALOG, RATIOS
+from kb.core.vocab import CONCEPT_BY_NAME, company_core
+from router.measures import CATALOG, RATIOS, measure_names
 from router.metrics import definitions, named_formula
 from router.question import OPERATIONS, Entities, MeasureRef, PeriodRef, Question, Range
 
@@ -119,15 +119,7 @@ def _measure_table() -> list[tuple[str, MeasureRef]]:
     """Every phrase that names a measure, longest first: ratio and metric words, the lexicon's synonyms, the
     vocabulary's printed labels, then printed lines outside the vocabulary (Chinese CAS labels, common US GAAP
     lines)."""
-    table: dict[str, MeasureRef] = {}
-    for name, words in lx.METRIC_SYNONYMS.items():
-        for w in words:
-            table.setdefault(w.lower(), MeasureRef(name, "metric"))
-    for name, words in lx.MEASURE_SYNONYMS.items():
-        for w in words:
-            table.setdefault(w.lower(), MeasureRef(name))
-    for phrase, name in measure_phrases():
-        table.setdefault(phrase, MeasureRef(name))
+    table = measure_names()
     for alias, label in lx.LINE_ALIASES.items():
         table.setdefault(alias, MeasureRef(label, "line"))
     for label in (*lx.ZH_LINE_ITEMS, *lx.EN_LINE_ITEMS):
@@ -707,6 +699,7 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
     defined, rest = definitions(text[:4000]) if lang == "en" else ({}, text[:4000])
     r = _Reading.of(rest)  # a formula the question defines is read as a formula, not as words of the question
     named, ambiguous = _companies(r, companies if isinstance(companies, Mapping) else {c: () for c in companies})
+    lang = _language(r)
     measures = _measures(r, line_items)
     if defined and (asked := named_formula(rest, defined)) is not None and asked.defined:
         measures = [MeasureRef(asked.name, "formula")]
@@ -833,6 +826,14 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
                     over=over, average=average,  # type: ignore[arg-type]
                     limit=limit if op == "rank" else None, ranges=tuple(ranges) if op == "group" else (),
                     bounds=screen, unit=unit, decimals=decimals, unknown=tuple(unknown))
+
+
+def _language(r: _Reading) -> str:
+    """The question's language, company names aside: Chinese when its Han characters outnumber its Latin words
+    ("Which of 德赛电池 and 华胜天成 …" is English; "哪家公司的 ROE 最高" Chinese)."""
+    rest = r.masked()
+    han = len(lx.HAN.findall(rest))
+    return "zh" if han and han >= len(re.findall(r"[a-z]+", rest)) else "en"
 
 
 def _by_sign(op: str | None, ranges: Sequence[Range]) -> bool:

@@ -37,3 +37,19 @@ async def test_a_chinese_comparison_is_answered_in_chinese(reports: Runtime) -> 
         answer
     assert "各公司营业总收入（降序）：" in answer and "华胜天成：1,250,000,000.00元" in answer
     assert {f["doc_name"] for f in body["facts"]} == {"desay.txt", "teamsun.txt"}
+
+
+async def test_a_measure_asked_in_english_over_chinese_reports(reports: Runtime) -> None:
+    """The measure is a concept, not a word of the documents' language: an English question over Chinese reports
+    is computed from their statement lines (answered in English); a measure no language of the vocabulary knows is
+    said to be not understood, with no verdict."""
+    async with app_client(create_app(runtime=reports, run_worker=False)) as client:
+        r = await client.post("/kb/query", json={"query": "Which of 德赛电池 and 华胜天成 had the higher revenue?",
+                                                 "include_trace": True})
+        body = r.json()
+        assert body["answer"].startswith("Highest revenue, over 2 companies:"), body["answer"]
+        assert "德赛电池 has the highest revenue: CNY 4,094,687,499.12" in body["answer"], body["answer"]
+        r = await client.post("/kb/query", json={"query": "哪家公司的 employee satisfaction 最高？", "include_trace": True})
+        body = r.json()
+        assert r.status_code == 200 and not body["facts"], body["answer"]
+        assert not body["trace"]["question"]["measures"], body["trace"]["question"]
