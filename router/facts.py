@@ -62,6 +62,7 @@ class MeasureAsk(msgspec.Struct, frozen=True):
     lang: str = "en"  # the question's language: the answer's connecting words (router.wording)
     bounds: dict[str, float] = {}  # a stated screen: {"gt": 1e9} for "revenue above $1 billion" (operation screen)
     extreme: str = ""  # trend: the period asked for — "increase"/"decrease" (largest change), "max"/"min" (value)
+    quarterly: bool = False  # trend: quarters asked ("各季度", "each Q1 from 2021 to 2024"): every report's own figure
     loss: bool = False  # a profit measure asked as a loss ("the deepest net loss": the lowest figure)
     ascending: bool = False  # rank: lowest first
     limit: int | None = None  # rank: the first N only ("top 5")
@@ -168,7 +169,8 @@ def task(q: Question) -> MeasureAsk | None:
     return MeasureAsk(concept, op, years, q.ranges, change=change or q.change in ("yoy", "qoq") and op == "categories",
                       percent=q.change in ("percent", "yoy", "qoq", "cagr"), question=q.text, average=q.average,
                       lang=q.lang, bounds=dict(q.bounds), extreme=extreme, ascending=q.order == "asc",
-                      limit=q.limit, loss=q.sign == "loss")
+                      limit=q.limit, loss=q.sign == "loss",
+                      quarterly=op == "trend" and any(p.quarter or p.months == 3 for p in q.periods))
 
 
 
@@ -598,7 +600,10 @@ def _trend_lines(ask_: MeasureAsk, picked: Sequence[tuple[_Doc, _Row, list[_Row]
         also[(r.doc_id, r.ordinal)] = o
     for entity, items in by_entity.items():
         annual = [(d, r) for d, r in items if r.months == 12 or d.meta.get("doc_type") in ("10k", "annual_report")]
-        items = annual or items
+        if not ask_.quarterly:
+            items = annual or items
+        elif w.spec.flow:  # quarters asked of a flow: the quarters' own three-month figures
+            items = [(d, r) for d, r in items if r.months == 3] or annual or items
         series: dict[dt.date, _Row] = {}
         for _, r in sorted(items, key=lambda x: x[1].period_end):
             series[r.period_end] = r

@@ -393,3 +393,28 @@ def test_a_cash_flow_split_by_continuing_operations_answers_with_the_total_and_n
     assert sorted(r.value for r in rows if r.period_end.year == 2024) == [6_644_000, 23_078_000]
     best, others = _pick(rows, {"doc_type": "10k"}, (), True)
     assert best is not None and best.value == 23_078_000 and [o.value for o in others] == [6_644_000]
+
+
+def test_quarters_asked_of_a_series_read_every_report() -> None:
+    """A series over quarters ("each quarter from Q1 2022 to Q1 2024") reads every report's own figure — a
+    year-end's and each quarter's — not the annual reports alone; over years it reads the annual reports."""
+    import datetime as dt
+
+    from router.facts import _Doc, _Row, compose
+
+    def row(doc: int, end: str, value: float) -> _Row:
+        return _Row(statement="balance", line_item="Total equity", concept="total_equity",
+                    period_end=dt.date.fromisoformat(end), months=0, period_label=end, value=value, printed="",
+                    scale=1.0, unit="USD", page=None, line=10, node_id="", source="", column=0, doc_id=doc, ordinal=1)
+    ends = {1: ("2022-03-31", "quarterly_report"), 2: ("2022-12-31", "10k"), 3: ("2023-03-31", "quarterly_report"),
+            4: ("2023-12-31", "10k"), 5: ("2024-03-31", "quarterly_report")}
+    docs = [_Doc(d, f"r{d}", "Orion", {"doc_type": t, "period_end_date": e}) for d, (e, t) in ends.items()]
+    rows = {d: [row(d, e, 100.0 + d)] for d, (e, _) in ends.items()}
+    quarters = task(read_question("How did Orion's total equity move each quarter from Q1 2022 to Q1 2024?", ["Orion"]))
+    years = task(read_question("How did Orion's total equity move from 2022 to 2024?", ["Orion"]))
+    assert quarters is not None and years is not None and quarters.quarterly and not years.quarterly
+    every = compose(quarters, docs, rows, {})
+    annual = compose(years, docs, rows, {})
+    assert every is not None and annual is not None
+    assert {u.value for u in every.used} == {101.0, 102.0, 103.0, 104.0, 105.0}, every.text
+    assert {u.value for u in annual.used} == {102.0, 104.0}, annual.text
