@@ -13,7 +13,6 @@ from typing import Any
 import msgspec
 import structlog
 
-from kb.core import lexicon as lx
 from kb.core import vocab
 from kb.core.errors import LLMError, ValidationError
 from kb.core.providers import ChatModel
@@ -325,8 +324,9 @@ def company_aliases(value: str) -> set[str]:
     return {a for a in aliases if a}
 
 
-def match_offline(question: str, kv: KnownValues) -> MetadataMatch:
-    """Match known metadata values mentioned in the question (companies, years, quarters, doc types)."""
+def match_offline(question: str, kv: KnownValues, screen: Condition | None = None) -> MetadataMatch:
+    """Match known metadata values mentioned in the question (companies, years, quarters, doc types); ``screen``:
+    the fact condition the typed question states (``router.reading.fact_condition``)."""
     conds: list[Condition] = []
     notes: list[str] = []
     confident = False
@@ -369,7 +369,7 @@ def match_offline(question: str, kv: KnownValues) -> MetadataMatch:
                 notes.append(f"{key} in {sorted(present)}")
                 break
         break
-    if fact := fact_condition(question):
+    if fact := screen:
         conds.append(fact)
         notes.append(f"fact {fact.value}")
         confident = True
@@ -417,37 +417,6 @@ def _is_number(v: Any) -> bool:
 FACT_KEY = "fact"
 """The filter key of a fact condition: ``{"fact": {"concept": "revenue", "period": "FY2023", "gte": 1e9}}``."""
 _FACT_PERIOD = re.compile(r"^(?:FY)?((?:19|20)\d{2})$|^(\d{4}-\d{2}-\d{2})$|^latest$|^$", re.I)
-_FACT_BOUND = re.compile(
-    r"(?i)\b(above|over|more than|greater than|exceeding|at least|no less than|below|under|less than|at most"
-    r"|not more than)\s+((?:\$|us\$|usd\s*|¥|cny\s*|rmb\s*)?)(-?\d[\d,]*(?:\.\d+)?)\s*"
-    r"(billion|bn|million|mn|m|thousand|k|亿|万)?(?![\w%])(?!\s*(?:%|percent|per ?cent|times|x\b))")
-_GROUPING = re.compile(r"(?i)\b(?:categori[sz]e|classify|into the following|group(?:ed)? (?:them|the|these|by))\b"
-                       r"|分类|归类|分为")
-_BOUND_WORDS = {"above": "gt", "over": "gt", "more than": "gt", "greater than": "gt", "exceeding": "gt",
-                "at least": "gte", "no less than": "gte", "below": "lt", "under": "lt", "less than": "lt",
-                "at most": "lte", "not more than": "lte"}
-
-
-def fact_condition(question: str) -> Condition | None:
-    """A fact condition a question states ("companies with revenue above $1 billion in 2023" → revenue >
-    1e9 in FY2023), or None: a vocabulary measure and at least one bound on it."""
-    if _GROUPING.search(question):
-        return None  # "categorize … into high (over $15,000) …": the bounds define groups, they screen nothing
-    concept = vocab.question_concept(question)
-    bounds = {}
-    for m in _FACT_BOUND.finditer(question):
-        currency, number, unit = m.group(2), m.group(3), (m.group(4) or "").lower()
-        value = float(number.replace(",", ""))
-        if not currency and not unit and (re.fullmatch(r"(?:19|20)\d{2}", number) or "," not in number):
-            continue  # "over 2022", "more than 10 segments": a year or a count, not an amount
-        bounds[_BOUND_WORDS[m.group(1).lower()]] = value * lx.SCALES.get(unit, 1.0)
-    if not concept or not bounds:
-        return None
-    years = vocab.question_years(vocab.normalize_periods(question))
-    period = f"FY{min(years)}" if len(years) == 1 else ""
-    return Condition(FACT_KEY, "fact", {"concept": concept, "period": period, **bounds})
-
-
 def fact_filter(value: Any) -> Condition:
     """A ``{"fact": {...}}`` request filter, validated: a vocabulary concept, an optional period ("FY2023",
     "2023", an ISO date, "latest"), and numeric bounds (gte, lte, gt, lt; base units)."""
@@ -499,9 +468,10 @@ def _as_text(value: Any) -> str:
     return str(value)
 
 
-async def match_question(question: str, kv: KnownValues, chat: ChatModel) -> MetadataMatch:
+async def match_question(question: str, kv: KnownValues, chat: ChatModel,
+                         screen: Condition | None = None) -> MetadataMatch:
     """LLM proposes conditions (validated); offline or on failure, known-value matching."""
-    offline = match_offline(question, kv)
+    offline = match_offline(question, kv, screen)
     if chat.offline or not kv.values:
         return offline
     started = time.perf_counter()

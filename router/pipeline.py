@@ -129,7 +129,7 @@ async def read_and_plan(state: QueryState, scope: QuestionScope, routing: Routin
     """The question as read (``router.reading``), and the plan with every company it names (who is asked about
     comes from the typed question: ``router.facts.with_named``)."""
     plan, routing = await plan_documents(state, scope, routing)
-    reading = read_question(state.question, state.catalog.companies)
+    reading = state.reading or read_question(state.question, state.catalog.companies)
     if routing.llm_question is not None:  # the metadata step's LLM read it too: valid, its reading is used
         llm, dropped = from_llm(routing.llm_question, state.question, state.catalog.companies)
         if dropped:

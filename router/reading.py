@@ -18,6 +18,7 @@ from kb.core.vocab import CONCEPT_BY_NAME, company_core
 from router.measures import CATALOG, RATIOS, measure_names
 from router.metrics import definitions, named_formula
 from router.question import OPERATIONS, Entities, MeasureRef, PeriodRef, Question, Range
+from router.types import Condition
 
 _WORD = re.compile(r"[a-z0-9]+(?:[.&'][a-z0-9]+)*|%|\$")
 _NUMBER = re.compile(r"(?i)(?<![a-z0-9.])(?P<cur>\$|us\$|usd|rmb|¥|￥|cny)?\s*(?P<num>-?\d(?:[\d,]*\d)?(?:\.\d+)?)(?![a-z]*\d)"
@@ -1011,3 +1012,13 @@ def unplaced_words(text: str, companies: Mapping[str, Sequence[str]] = {}) -> li
             continue
         out.append(w)
     return out
+
+
+def fact_condition(q: Question) -> Condition | None:
+    """The fact condition a screen states ("companies with revenue above $1 billion in 2023" → revenue > 1e9 in
+    FY2023), as the metadata router filters documents by it; None for any other question."""
+    if q.operation != "screen" or not q.bounds or not q.measures or q.measures[0].kind != "concept":
+        return None
+    years = sorted({p.year for p in q.periods if p.year})
+    return Condition("fact", "fact", {"concept": q.measures[0].name, "period": f"FY{years[0]}" if len(years) == 1
+                                      else "", **q.bounds})

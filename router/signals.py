@@ -12,6 +12,7 @@ from kb.core.text import tokenize
 from router import store
 from router.metadata import MetadataMatch, match_question
 from router.policy import ROUTING
+from router.reading import fact_condition
 from router.scoring import aggregate_score, min_max_array
 from router.state import QueryState
 from router.types import DocCandidate
@@ -74,4 +75,5 @@ async def description_shortlist(state: QueryState, within: Sequence[int] | None,
 
 async def metadata_match(state: QueryState) -> MetadataMatch:
     """The metadata conditions the question states (offline rules; with an LLM, its validated proposal)."""
-    return await match_question(state.question, state.catalog.known, state.chat)
+    screen = fact_condition(state.reading) if state.reading is not None else None
+    return await match_question(state.question, state.catalog.known, state.chat, screen)

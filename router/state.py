@@ -24,6 +24,8 @@ from router.catalog import Catalog, Catalogs
 from router.meaning import MeaningIndex
 from router.metadata import conditions_from_filters
 from router.policy import RankingPolicy, policy_for
+from router.question import Question
+from router.reading import read_question
 from router.scope import classify_scope, effective_top_docs, missing_entities
 from router.store import QueryTerms
 from router.types import (
@@ -94,6 +96,7 @@ class QueryState:
     top_docs: int
     policy: RankingPolicy
     statements: frozenset[str]  # the financial statements the question names
+    reading: Question | None = None  # the question as read (router.reading): what facts and filters compute
     plan: ScopePlan | None = None
     doc_q: Mapping[int, str] = field(default_factory=dict)  # each routed document's (sub-)question
 
@@ -175,7 +178,7 @@ async def prepare(services: Services, request: Request, chat: ChatModel) -> Quer
         req=req, chat=chat, services=services, collection_id=collection_id, catalog=catalog, question=question,
         vectors=vectors, terms=await store.query_terms(pool, collection_id, question, n_docs=catalog.stamp.documents), within=within, scope=scope,
         missing=missing, top_docs=effective_top_docs(req.top_docs, scope, catalog.known), policy=policy_for(chat),
-        statements=question_statements(question))
+        statements=question_statements(question), reading=read_question(question, catalog.companies))
 
 
 NodeKey = tuple[int, str]

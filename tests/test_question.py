@@ -274,3 +274,15 @@ def test_pretax_profit_and_compound_nouns_are_read_as_written() -> None:
     assert q.operation is None and not q.measures
     q = _q("What does Harbor Freight say about its inventory management?")
     assert q.operation is None and not q.measures
+
+
+def test_a_screen_is_the_metadata_router_s_fact_condition() -> None:
+    """The documents a screen filters are read from the typed question (no second reading of the bounds)."""
+    from router.reading import fact_condition
+
+    c = fact_condition(_q("Which names reported sales above $2.5bn in 2023?"))
+    assert c is not None and c.value == {"concept": "revenue", "period": "FY2023", "gt": 2.5e9}
+    c = fact_condition(_q("哪些公司2023年营收不低于50亿元？", ZH_FIRMS))
+    assert c is not None and c.value == {"concept": "revenue", "period": "FY2023", "gte": 5e9}
+    grouped = _q("Sort the companies into buckets by revenue: small (under $500M) and large (over $500M).")
+    assert fact_condition(grouped) is None and fact_condition(_q("Which firm had the most cash in 2023?")) is None
