@@ -34,6 +34,7 @@ from router.metadata import (
     without_companies,
 )
 from router.prompts import PlanReply
+from router.question import Question
 from router.types import DocCandidate, QuestionScope, RoutingResult, ScopePlan, SubQuestion
 
 log = structlog.get_logger("router.scope")
@@ -117,8 +118,30 @@ def doc_period(meta: Mapping[str, Any]) -> str:
 # --------------------------------------------------------------------------- offline scope
 
 
-def classify_scope(question: str, kv: KnownValues) -> QuestionScope:
-    """Single, multi (comparison or change over time) or list, by rules over known values and wording."""
+def classify_scope(question: str, kv: KnownValues, reading: Question | None = None) -> QuestionScope:
+    """Single, multi (comparison or change over time) or list, by rules over known values and wording; where
+    the typed question (``reading``) sees more — companies named by short forms, a ranking over the collection,
+    a series over years beyond one report's comparatives — it widens the rules' scope."""
+    scope = _rules_scope(question, kv)
+    if reading is None or scope.kind != "single":
+        return scope
+    names = reading.entities.names
+    if len({kv.entity(n) for n in names}) >= 2:  # who is named needs no measure to be known
+        return msgspec.structs.replace(scope, kind="multi", entities=names, key=scope.key or "company",
+                                       reason=f"the question as read names {len(names)} companies: {', '.join(names)}")
+    if not reading.understood:
+        return scope
+    if not names and not scope.entities and reading.operation in ("max", "min", "rank", "group", "screen"):
+        return msgspec.structs.replace(scope, kind="list", reason=f"the question as read: {reading.operation} over "
+                                       "the collection")
+    years = sorted({p.year for p in reading.periods if p.year})
+    if reading.operation in ("series", "change") and len(years) >= 2 and years[-1] - years[0] > COMPARATIVE_YEARS:
+        return msgspec.structs.replace(scope, kind="multi", series=True, reason=f"the question as read: a "
+                                       f"{reading.operation} over {years[0]}–{years[-1]}")
+    return scope
+
+
+def _rules_scope(question: str, kv: KnownValues) -> QuestionScope:
     match = match_offline(question, kv)
     company = next((c for c in match.conditions if c.key in COMPANY_KEYS), None)
     entities = _distinct_entities(company.value if company else [])

@@ -169,7 +169,8 @@ async def prepare(services: Services, request: Request, chat: ChatModel) -> Quer
                               "some first (POST /kb/admin/ingest, the web UI or `kb ingest`)")
     question = retrieval_query(req)
     vectors = await services.vectors.embed([question])
-    scope = classify_scope(question, catalog.known)
+    reading = read_question(question, catalog.companies)
+    scope = classify_scope(question, catalog.known, reading)
     missing = await missing_entities(pool, collection_id, req.query, catalog.known)
     within = None
     if req.filters:
@@ -178,7 +179,7 @@ async def prepare(services: Services, request: Request, chat: ChatModel) -> Quer
         req=req, chat=chat, services=services, collection_id=collection_id, catalog=catalog, question=question,
         vectors=vectors, terms=await store.query_terms(pool, collection_id, question, n_docs=catalog.stamp.documents), within=within, scope=scope,
         missing=missing, top_docs=effective_top_docs(req.top_docs, scope, catalog.known), policy=policy_for(chat),
-        statements=question_statements(question), reading=read_question(question, catalog.companies))
+        statements=question_statements(question), reading=reading)
 
 
 NodeKey = tuple[int, str]

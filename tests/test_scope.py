@@ -41,6 +41,25 @@ def test_scope_rules(question: str, kind: str) -> None:
     assert scope.reason
 
 
+def test_the_typed_question_widens_the_rules_scope() -> None:
+    """Where the rules see one document, the question as read may see more: companies written by short forms, a
+    ranking over the collection, a series over years beyond one report's comparatives."""
+    from router.reading import read_question
+
+    companies = {c: () for c in KV.values["company"]}
+
+    def scope(question: str):  # noqa: ANN202
+        return classify_scope(question, KV, read_question(question, companies))
+
+    two = scope("Did Aurora or Northwind earn more in 2023?")
+    assert (two.kind, set(two.entities)) == ("multi", {"Aurora Pharma", "Northwind Energy"}), two.reason
+    assert scope("Which firm booked the biggest 2023 revenue?").kind == "list"
+    assert scope("Who had the lowest net income in 2022?").kind == "list"
+    years = scope("How did Helios Robotics' revenue develop from 2015 to 2023?")
+    assert (years.kind, years.series) == ("multi", True), years.reason
+    assert scope("What was Helios Robotics' revenue in fiscal 2022?").kind == "single"  # as the rules say
+
+
 def test_scope_entities_and_top_docs() -> None:
     two = classify_scope("Compare the 2023 revenue of Aurora Pharma and Northwind Energy.", KV)
     assert set(two.entities) == {"Aurora Pharma", "Northwind Energy"} and not two.series
