@@ -62,7 +62,7 @@ class MeasureAsk(msgspec.Struct, frozen=True):
     lang: str = "en"  # the question's language: the answer's connecting words (router.wording)
     bounds: dict[str, float] = {}  # a stated screen: {"gt": 1e9} for "revenue above $1 billion" (operation screen)
     extreme: str = ""  # trend: the period asked for — "increase"/"decrease" (largest change), "max"/"min" (value)
-    quarterly: bool = False  # trend: quarters asked ("各季度", "each Q1 from 2021 to 2024"): every report's own figure
+    quarterly: bool = False  # trend: quarters asked ("各季度", "each Q1 from 2021 to 2024"): every report's figure
     loss: bool = False  # a profit measure asked as a loss ("the deepest net loss": the lowest figure)
     ascending: bool = False  # rank: lowest first
     limit: int | None = None  # rank: the first N only ("top 5")
@@ -600,10 +600,8 @@ def _trend_lines(ask_: MeasureAsk, picked: Sequence[tuple[_Doc, _Row, list[_Row]
         also[(r.doc_id, r.ordinal)] = o
     for entity, items in by_entity.items():
         annual = [(d, r) for d, r in items if r.months == 12 or d.meta.get("doc_type") in ("10k", "annual_report")]
-        if not ask_.quarterly:
-            items = annual or items
-        elif w.spec.flow:  # quarters asked of a flow: the quarters' own three-month figures
-            items = [(d, r) for d, r in items if r.months == 3] or annual or items
+        if not ask_.quarterly:  # quarters asked: every report's own figure (a year-to-date one where it is
+            items = annual or items  # the report's own: Chinese third-quarter reports print nine months)
         series: dict[dt.date, _Row] = {}
         for _, r in sorted(items, key=lambda x: x[1].period_end):
             series[r.period_end] = r
