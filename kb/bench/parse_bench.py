@@ -109,8 +109,9 @@ def compare(expect: Mapping[str, Any], got: Mapping[str, Any]) -> list[str]:
           (got["entities"]["scope"], sorted(got["entities"]["names"])))
     check("periods", sorted(map(_period, expect.get("periods", [])), key=str),
           sorted(map(_period, got["periods"]), key=str))
-    for name, default in (("change", ""), ("sign", ""), ("order", ""), ("limit", None)):
-        check(name, expect.get(name, default), got[name])
+    for name, default in (("change", ""), ("sign", ""), ("order", ""), ("over", ""), ("average", False),
+                          ("limit", None)):
+        check(name, expect.get(name, default), got.get(name, default))
     if not _ranges_match(expect.get("ranges", []), got["ranges"]):
         diffs.append(f"ranges: expected {expect.get('ranges', [])!r}, got {got['ranges']!r}")
     want_bounds, have_bounds = expect.get("bounds", {}), got["bounds"]
