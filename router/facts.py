@@ -21,6 +21,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
+from kb.core import lexicon as lx
 from kb.core.types import FactDraft
 from kb.core.vocab import (
     CONCEPT_BY_NAME,
@@ -348,17 +349,18 @@ def money(value: float, row: _Row, w: Words = EN) -> str:
     shown = value / row.scale if row.scale not in (0, 1) else value
     sign = "−" if value < 0 else ""
     if row.unit == "shares":
-        scale = {1e3: " thousand", 1e6: " million", 1e9: " billion"}.get(row.scale, "")
+        scale = f" {word}" if (word := lx.SCALE_NAMES.get(row.scale, ("", ""))[0]) else ""
         if w.lang == "zh":
-            scale = {1e3: "千", 1e4: "万", 1e6: "百万", 1e8: "亿", 1e9: "十亿"}.get(row.scale, "")
+            scale = lx.SCALE_NAMES.get(row.scale, ("", ""))[1]
         return f"{sign}{abs(shown):,.0f}{scale}{w.shares}"
     decimals = 2 if per_share or (abs(shown) < 100 and shown != int(shown)) or row.printed.count(".") else 0
     if w.lang == "zh" and row.unit.startswith("CNY"):
-        unit = {1e3: "千元", 1e4: "万元", 1e6: "百万元", 1e8: "亿元"}.get(row.scale, "元")
+        unit = (lx.SCALE_NAMES[row.scale][1] if row.scale in (1e3, 1e4, 1e6, 1e8) else "") + "元"
         return f"{sign}{abs(shown):,.{decimals}f}{unit}{w.per_share if per_share else ''}"
     currency = "CNY " if row.unit.startswith("CNY") else "$"
     body = f"{currency}{abs(shown):,.{decimals}f}"
-    scale = {1e3: " thousand", 1e6: " million", 1e9: " billion", 1e4: " 万", 1e8: " 亿"}.get(row.scale, "")
+    en, zh = lx.SCALE_NAMES.get(row.scale, ("", ""))
+    scale = f" {en}" if en else f" {zh}" if row.scale in (1e4, 1e8) else ""
     return f"{sign}{body}{scale}{w.per_share if per_share else ''}"
 
 
@@ -724,7 +726,7 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, q: Question, p
     if corpus:
         records = await store.collection_facts(pool, catalog.collection_id, concepts, within)
     else:
-        ids = _reading(plan, catalog, a.operation)
+        ids = _reading(plan, catalog, a.operation, a.years)
         if a.operation == "trend" and not plan.scope.entities and len(set(a.years)) >= 2:
             ids = _covering(catalog, a.years, ids)
         if not ids:
@@ -824,13 +826,28 @@ def measure_rows(concept: str, rows: Sequence[_Row], question: str = "") -> list
     return own
 
 
-def _reading(plan: ScopePlan, catalog: Catalog, op: str) -> list[int]:
-    """The documents whose facts answer: the needed ones; for a change over time every report of the company,
-    however many."""
+def _reading(plan: ScopePlan, catalog: Catalog, op: str, years: Sequence[int] = ()) -> list[int]:
+    """The documents whose facts answer: the needed ones — each in place of the same company's report of the
+    stated year when it is of another year (routing may pick the neighbouring year's filing); for a change
+    over time every report of the company, however many."""
     ids = list(plan.needed)
     if op == "trend":
-        ids = list(dict.fromkeys(x for d in ids for x in (*catalog.company_reports(d), d)))
+        return list(dict.fromkeys(x for d in ids for x in (*catalog.company_reports(d), d)))
+    if len(set(years)) == 1:
+        ids = list(dict.fromkeys(_of_year(catalog, d, years[0]) for d in ids))
     return ids
+
+
+def _of_year(catalog: Catalog, doc_id: int, year: int) -> int:
+    """The company's report of fiscal ``year`` (an annual one first) when ``doc_id`` is not of that year."""
+    def fiscal(d: int) -> object:
+        f = catalog.docs.get(d)
+        return f.metadata.get("fiscal_year") if f else None
+    if fiscal(doc_id) in (year, None):
+        return doc_id
+    same = [d for d in catalog.company_reports(doc_id) if fiscal(d) == year]
+    annual = [d for d in same if str(catalog.docs[d].metadata.get("doc_type") or "") in ("10k", "annual_report")]
+    return (annual or same or [doc_id])[0]
 
 
 async def _compose(pool: asyncpg.Pool, catalog: Catalog, plan: ScopePlan, a: MeasureAsk,
@@ -858,7 +875,7 @@ _ZH_LINE_NOISE = re.compile(r"^(?:其中[:：]|加[:：]|减[:：]|[一二三四
 def line_key(label: str) -> str:
     """A printed line item as a question would name it: Chinese without its numbering, "其中：" and the
     trailing note ("（亏损以“－”号填列）"); English lower case without punctuation."""
-    if re.search(r"[\u4e00-\u9fff]", label):
+    if lx.is_zh(label):
         previous = None
         while previous != label:
             previous, label = label, _ZH_LINE_NOISE.sub("", label)
@@ -874,7 +891,7 @@ def named_line(question: str, labels: Sequence[str]) -> str:
     for key in set(labels):
         if not key or len(key) <= len(best):
             continue
-        if re.search(r"[\u4e00-\u9fff]", key):
+        if lx.is_zh(key):
             if len(key) >= 4 and key in zh:
                 best = key
         elif len(key.split()) >= 2 and f" {key} " in norm:

@@ -22,6 +22,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
+from kb.core import lexicon as lx
 from kb.core.vocab import CONCEPT_BY_NAME, Concept, line_concept, question_concept, question_years
 from router import store
 from router.catalog import Catalog
@@ -324,7 +325,7 @@ async def answer_which(pool: asyncpg.Pool, catalog: Catalog, question: str, plan
     """"Which of A, B and C is the largest / lost the least" for one company: each measure's figure for the
     year, cited, and the verdict."""
     most, least = bool(_MOST.search(question)), bool(_LEAST.search(question))
-    concepts = named_measures(question) if (most or least) and not re.search(r"[\u4e00-\u9fff]", question) else []
+    concepts = named_measures(question) if (most or least) and not lx.is_zh(question) else []
     if not concepts or len({CONCEPT_BY_NAME[c].flow for c in concepts}) > 1:
         return None
     co = await _Company.read(pool, catalog, plan)
@@ -388,7 +389,7 @@ async def answer_period_change(pool: asyncpg.Pool, catalog: Catalog, question: s
     periods = question_periods(question)
     concept = question_concept(question)
     if len(periods) != 2 or not any(p.quarter for p in periods) or not concept or CONCEPT_BY_NAME[concept].flow \
-            or not _MOVE.search(question) or re.search(r"[\u4e00-\u9fff]", question):
+            or not _MOVE.search(question) or lx.is_zh(question):
         return None
     ids = company_reports(catalog, plan)
     metas = catalog.metadata(ids)

@@ -418,3 +418,21 @@ def test_quarters_asked_of_a_series_read_every_report() -> None:
     assert every is not None and annual is not None
     assert {u.value for u in every.used} == {101.0, 102.0, 103.0, 104.0, 105.0}, every.text
     assert {u.value for u in annual.used} == {102.0, 104.0}, annual.text
+
+
+def test_a_stated_year_reads_the_company_s_report_of_that_year() -> None:
+    """Routing may pick the neighbouring year's filing; a look-up of one stated year reads the same company's
+    report of that year (an annual one first), and keeps the routed report when it is of that year."""
+    from types import SimpleNamespace
+
+    from router.facts import _reading
+
+    meta = {1: {"fiscal_year": 2021, "doc_type": "10k"}, 2: {"fiscal_year": 2022, "doc_type": "10q"},
+            3: {"fiscal_year": 2022, "doc_type": "10k"}, 4: {"fiscal_year": 2022, "doc_type": "10k"}}
+    docs = {d: SimpleNamespace(metadata=m) for d, m in meta.items()}
+    reports = {1: (3, 2, 1), 2: (3, 2, 1), 3: (3, 2, 1), 4: (4,)}
+    catalog = SimpleNamespace(docs=docs, company_reports=lambda d: reports[d])
+    plan = SimpleNamespace(needed=(1, 4))
+    assert _reading(plan, catalog, "lookup", (2022,)) == [3, 4]  # type: ignore[arg-type]
+    assert _reading(plan, catalog, "lookup", ()) == [1, 4]  # type: ignore[arg-type]
+    assert _reading(plan, catalog, "lookup", (2021,)) == [1, 4]  # type: ignore[arg-type]  # 4 has no 2021 report
