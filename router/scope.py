@@ -131,7 +131,8 @@ def classify_scope(question: str, kv: KnownValues, reading: Question | None = No
                                        reason=f"the question as read names {len(names)} companies: {', '.join(names)}")
     if not reading.understood:
         return scope
-    if not names and not scope.entities and reading.operation in ("max", "min", "rank", "group", "screen"):
+    if not names and not scope.entities and reading.operation in ("max", "min", "rank", "group", "screen") \
+            and reading.over != "periods":  # "which year saw the largest …": one company's series, not a list
         return msgspec.structs.replace(scope, kind="list", reason=f"the question as read: {reading.operation} over "
                                        "the collection")
     years = sorted({p.year for p in reading.periods if p.year})

@@ -55,6 +55,7 @@ def test_the_typed_question_widens_the_rules_scope() -> None:
     assert (two.kind, set(two.entities)) == ("multi", {"Aurora Pharma", "Northwind Energy"}), two.reason
     assert scope("Which firm booked the biggest 2023 revenue?").kind == "list"
     assert scope("Who had the lowest net income in 2022?").kind == "list"
+    assert scope("From 2021 to 2023, which year saw the largest increase in revenue?").kind != "list"
     years = scope("How did Helios Robotics' revenue develop from 2015 to 2023?")
     assert (years.kind, years.series) == ("multi", True), years.reason
     assert scope("What was Helios Robotics' revenue in fiscal 2022?").kind == "single"  # as the rules say
