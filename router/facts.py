@@ -839,11 +839,14 @@ def _reading(plan: ScopePlan, catalog: Catalog, op: str, years: Sequence[int] = 
 
 
 def _of_year(catalog: Catalog, doc_id: int, year: int) -> int:
-    """The company's report of fiscal ``year`` (an annual one first) when ``doc_id`` is not of that year."""
+    """The company's report of fiscal ``year`` (an annual one first) when ``doc_id`` is of neither that fiscal
+    year nor a period ending in that calendar year ("Q2 2023" of a company whose fiscal 2024 began in 2023)."""
     def fiscal(d: int) -> object:
         f = catalog.docs.get(d)
         return f.metadata.get("fiscal_year") if f else None
-    if fiscal(doc_id) in (year, None):
+    own = catalog.docs.get(doc_id)
+    ends = str(own.metadata.get("period_end_date") or "") if own else ""
+    if fiscal(doc_id) in (year, None) or ends.startswith(str(year)):
         return doc_id
     same = [d for d in catalog.company_reports(doc_id) if fiscal(d) == year]
     annual = [d for d in same if str(catalog.docs[d].metadata.get("doc_type") or "") in ("10k", "annual_report")]

@@ -886,7 +886,7 @@ def _llm_period(p: object) -> PeriodRef | None:
         n = p.get("n")
         return PeriodRef(relative=relative, n=int(n) if isinstance(n, int) and 0 < n <= 50 else 0)
     year, quarter, months = p.get("year"), p.get("quarter") or 0, p.get("months") or 12
-    if not isinstance(year, int) or not 1900 <= year <= 2100 or quarter not in (0, 1, 2, 3, 4) \
+    if type(year) is not int or not 1900 <= year <= 2100 or quarter not in (0, 1, 2, 3, 4) \
             or months not in (0, 3, 6, 9, 12):
         return None
     return PeriodRef(year=year, quarter=quarter, months=months)
@@ -954,9 +954,9 @@ def from_llm(raw: object, text: str, companies: Mapping[str, Sequence[str]],
                  entities=Entities("named", tuple(dict.fromkeys(names))) if names else Entities("collection"),
                  periods=tuple(periods), change=enums["change"], sign=enums["sign"], order=enums["order"],  # type: ignore[arg-type]
                  over=enums["over"], average=raw.get("average") is True,  # type: ignore[arg-type]
-                 limit=limit if isinstance(limit, int) and 0 < limit <= 1000 else None,
+                 limit=limit if type(limit) is int and 0 < limit <= 1000 else None,
                  ranges=tuple(ranges) if op == "group" else (), bounds=bounds if op == "screen" else {},
-                 unit=enums["unit"], decimals=decimals if isinstance(decimals, int) and 0 <= decimals <= 6 else None,
+                 unit=enums["unit"], decimals=decimals if type(decimals) is int and 0 <= decimals <= 6 else None,
                  unknown=unknown)
     return q, tuple(dropped)
 

@@ -427,12 +427,17 @@ def test_a_stated_year_reads_the_company_s_report_of_that_year() -> None:
 
     from router.facts import _reading
 
-    meta = {1: {"fiscal_year": 2021, "doc_type": "10k"}, 2: {"fiscal_year": 2022, "doc_type": "10q"},
-            3: {"fiscal_year": 2022, "doc_type": "10k"}, 4: {"fiscal_year": 2022, "doc_type": "10k"}}
+    meta = {1: {"fiscal_year": 2021, "doc_type": "10k", "period_end_date": "2021-12-31"},
+            2: {"fiscal_year": 2022, "doc_type": "10q"}, 3: {"fiscal_year": 2022, "doc_type": "10k"},
+            4: {"fiscal_year": 2022, "doc_type": "10k"},
+            5: {"fiscal_year": 2024, "doc_type": "10q", "period_end_date": "2023-07-30"},  # fiscal 2024 began in 2023
+            6: {"fiscal_year": 2023, "doc_type": "10q", "period_end_date": "2022-10-30"}}
     docs = {d: SimpleNamespace(metadata=m) for d, m in meta.items()}
-    reports = {1: (3, 2, 1), 2: (3, 2, 1), 3: (3, 2, 1), 4: (4,)}
+    reports = {1: (3, 2, 1), 2: (3, 2, 1), 3: (3, 2, 1), 4: (4,), 5: (5, 6), 6: (5, 6)}
     catalog = SimpleNamespace(docs=docs, company_reports=lambda d: reports[d])
     plan = SimpleNamespace(needed=(1, 4))
     assert _reading(plan, catalog, "lookup", (2022,)) == [3, 4]  # type: ignore[arg-type]
     assert _reading(plan, catalog, "lookup", ()) == [1, 4]  # type: ignore[arg-type]
     assert _reading(plan, catalog, "lookup", (2021,)) == [1, 4]  # type: ignore[arg-type]  # 4 has no 2021 report
+    quarter = SimpleNamespace(needed=(5,))  # "Q2 2023": the routed report ends in 2023; kept
+    assert _reading(quarter, catalog, "lookup", (2023,)) == [5]  # type: ignore[arg-type]
