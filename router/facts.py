@@ -32,7 +32,7 @@ from kb.core.vocab import (
 )
 from router import store
 from router.catalog import Catalog
-from router.measures import RATIO_BY_NAME, Ratio
+from router.measures import DERIVED, RATIO_BY_NAME, STANDS_FOR, Ratio
 from router.metadata import company_aliases
 from router.question import Question, Range
 from router.scope import doc_entity
@@ -190,37 +190,6 @@ class _Row(FactDraft, frozen=True):
     doc_id: int
     ordinal: int
     parts: tuple[_Row, ...] = ()  # a computed figure: the printed lines it is computed from
-
-
-DERIVED: dict[str, tuple[str, str]] = {
-    "noncurrent_assets": ("total_assets", "current_assets"),
-    "noncurrent_liabilities": ("total_liabilities", "current_liabilities"),
-    "total_liabilities": ("liabilities_and_equity", "total_equity"),
-    "gross_profit": ("revenue", "cost_of_revenue"),
-}
-"""Measures a statement may not print, computed as the difference of two it prints (cited to both)."""
-class StandsFor(msgspec.Struct, frozen=True):
-    """A line that states a measure a document does not print: ``other``, when the document prints none of
-    ``unless`` either; ``note`` says so beside the line item."""
-
-    other: str
-    note: str
-    unless: tuple[str, ...] = ()
-
-
-STANDS_FOR: dict[str, StandsFor] = {
-    "net_income_continuing": StandsFor("net_income", "no discontinued operations line printed: net income"),
-    "cash_end": StandsFor("cash", "no end-of-period line of a cash flow statement: the balance sheet's cash"),
-    "shares_outstanding": StandsFor(
-        "weighted_shares_basic", "no period-end share count printed in the statements: weighted average basic shares"),
-    "current_liabilities": StandsFor(
-        "total_liabilities", "an unclassified balance sheet (no current and non-current split): total liabilities",
-        ("current_assets", "noncurrent_liabilities")),
-}
-"""A measure a statement without it states by another line: a company without discontinued operations prints
-no "income from continuing operations" (its net income is that); a fund that presents no cash flow statement
-states its cash at the period end on its balance sheet; a balance sheet that classifies nothing as current
-(funds, real estate companies) owes all its liabilities as one total."""
 
 
 def ratio_rows(ratio: Ratio, rows: Sequence[_Row]) -> list[_Row]:

@@ -1,5 +1,7 @@
 """The measure table: every ratio and metric the answers compute, one row each — name, label, formula over
-vocabulary measures (``kb.core.vocab.CONCEPTS``), unit. How questions name them (English and Chinese) is
+vocabulary measures (``kb.core.vocab.CONCEPTS``), unit — and, beside it, how a measure a statement does not
+print is had: computed from two it prints (``DERIVED``) or stated by another line (``STANDS_FOR``,
+``STAND_INS``). How questions name them (English and Chinese) is
 ``kb.core.lexicon.METRIC_SYNONYMS``. One calculator evaluates them: ``router.metrics`` for one company (any
 formula), ``router.facts`` across companies for a measure over another of the same period (``RATIOS``, derived
 here from the rows whose formula is one); a new measure is one row.
@@ -130,3 +132,41 @@ def measure_names() -> dict[str, MeasureRef]:
     for phrase, name in measure_phrases():
         names.setdefault(phrase, MeasureRef(name))
     return names
+
+
+# ------------------------------------------------------------------------ measures a statement may not print
+
+DERIVED: dict[str, tuple[str, str]] = {
+    "noncurrent_assets": ("total_assets", "current_assets"),
+    "noncurrent_liabilities": ("total_liabilities", "current_liabilities"),
+    "total_liabilities": ("liabilities_and_equity", "total_equity"),
+    "gross_profit": ("revenue", "cost_of_revenue"),
+}
+"""Measures a statement may not print, computed as the difference of two it prints (cited to both)."""
+
+
+class StandsFor(msgspec.Struct, frozen=True):
+    """A line that states a measure a document does not print: ``other``, when the document prints none of
+    ``unless`` either; ``note`` says so beside the line item."""
+
+    other: str
+    note: str
+    unless: tuple[str, ...] = ()
+
+
+STANDS_FOR: dict[str, StandsFor] = {
+    "net_income_continuing": StandsFor("net_income", "no discontinued operations line printed: net income"),
+    "cash_end": StandsFor("cash", "no end-of-period line of a cash flow statement: the balance sheet's cash"),
+    "shares_outstanding": StandsFor(
+        "weighted_shares_basic", "no period-end share count printed in the statements: weighted average basic shares"),
+    "current_liabilities": StandsFor(
+        "total_liabilities", "an unclassified balance sheet (no current and non-current split): total liabilities",
+        ("current_assets", "noncurrent_liabilities")),
+}
+"""A measure a statement without it states by another line: a company without discontinued operations prints
+no "income from continuing operations" (its net income is that); a fund that presents no cash flow statement
+states its cash at the period end on its balance sheet; a balance sheet that classifies nothing as current
+(funds, real estate companies) owes all its liabilities as one total."""
+
+STAND_INS = {"net_income": "net_income_parent"}
+"""For the metric calculator: a measure read from another line when a statement prints no line of its own."""

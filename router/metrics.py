@@ -27,7 +27,6 @@ from kb.core.vocab import CONCEPT_BY_NAME, Concept, line_concept, question_conce
 from router import store
 from router.catalog import Catalog
 from router.facts import (
-    DERIVED,
     FactsAnswer,
     MeasureAsk,
     _Doc,
@@ -41,13 +40,10 @@ from router.facts import (
     derive,
     money,
 )
-from router.measures import METRIC_BY_NAME, RATIO_BY_NAME, Metric
+from router.measures import DERIVED, METRIC_BY_NAME, RATIO_BY_NAME, STAND_INS, Metric
 from router.question import Question
 from router.types import ScopePlan
 from router.wording import EN
-
-STAND_INS = {"net_income": "net_income_parent"}
-"""A measure read from another line when a statement prints no line of its own."""
 
 _LABELS = {"v": "", "opt": "", "avg": "average ", "chg": "change in "}
 
