@@ -527,7 +527,7 @@ def _headline(ask_: MeasureAsk, label: str, n: int, ww: Words) -> str:
         what = ww.computed_ops["average"].format(label=label)
     joined = ("、" if ww.lang == "zh" else ", ").join(str(y) for y in ask_.years)
     years = ww.computed_years.format(years=joined) if ask_.years else ""
-    over = ww.computed_over.format(n=n) if ask_.operation != "trend" else ""
+    over = "" if ask_.operation == "trend" else ww.computed_over_one if n == 1 else ww.computed_over.format(n=n)
     what = what[:1].upper() + what[1:]
     return ww.computed.format(what=what, years=years, over=over)
 

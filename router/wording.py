@@ -65,6 +65,7 @@ class Words(msgspec.Struct, frozen=True):
     computed: str = "{what}{years}{over}:"  # what the executor ran, before its result
     computed_years: str = ", {years}"
     computed_over: str = ", over {n} companies"
+    computed_over_one: str = ", over 1 company"
     computed_ops: dict[str, str] = msgspec.field(default_factory=lambda: {
         "lookup": "{label}", "max": "Highest {label}", "min": "Lowest {label}", "rank": "Ranking by {label}",
         "categories": "Grouping by {label}", "screen": "Companies past a bound on {label}",
@@ -117,7 +118,7 @@ ZH = Words(
     looked_at="- {doc}：报表中未列示该数据；所读最接近的段落：“{text}”{cite}",
     not_stated="{doc}所读段落中未载明{period}{measure}。最接近的段落：“{text}” [1]",
     supporting="相关证据：", other="其他", no_loss="均未出现亏损：各公司{label}均不为负。", computed="{what}{years}{over}：", computed_years="，{years}年",
-    computed_over="，共{n}家公司",
+    computed_over="，共{n}家公司", computed_over_one="，共1家公司",
     computed_ops={"lookup": "{label}", "max": "{label}最高者", "min": "{label}最低者", "rank": "按{label}排名",
                   "categories": "按{label}分组", "screen": "{label}满足条件的公司", "trend": "{label}的各期变化",
                   "increase": "{label}增加最多的期间", "decrease": "{label}减少最多的期间", "average": "{label}的各期平均"},

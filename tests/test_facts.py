@@ -441,3 +441,21 @@ def test_a_stated_year_reads_the_company_s_report_of_that_year() -> None:
     assert _reading(plan, catalog, "lookup", (2021,)) == [1, 4]  # type: ignore[arg-type]  # 4 has no 2021 report
     quarter = SimpleNamespace(needed=(5,))  # "Q2 2023": the routed report ends in 2023; kept
     assert _reading(quarter, catalog, "lookup", (2023,)) == [5]  # type: ignore[arg-type]
+
+
+def test_the_headline_says_over_how_many_companies_it_computed() -> None:
+    """A verdict over the collection names how many companies it was computed over — one is one company."""
+    import datetime as dt
+
+    from router.facts import _Doc, _Row, compose
+
+    row = _Row(statement="income", line_item="Net sales", concept="revenue", period_end=dt.date(2023, 9, 30),
+               months=3, period_label="Q3", value=268.4e6, printed="268.4", scale=1e6, unit="USD", page=None,
+               line=33, node_id="", source="", column=0, doc_id=1, ordinal=1)
+    a = task(read_question("Which company had the highest revenue in 2023?"))
+    assert a is not None
+    one = compose(a, [_Doc(1, "bluefin.md", "Bluefin Foods", {})], {1: [row]}, {})
+    two = compose(a, [_Doc(1, "bluefin.md", "Bluefin Foods", {}), _Doc(2, "x.md", "X Corp", {})],
+                  {1: [row], 2: [msgspec.structs.replace(row, doc_id=2, value=1e6)]}, {})
+    assert one is not None and one.text.startswith("Highest revenue, 2023, over 1 company:\n"), one.text
+    assert two is not None and two.text.startswith("Highest revenue, 2023, over 2 companies:\n"), two.text
