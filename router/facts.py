@@ -32,7 +32,7 @@ from kb.core.vocab import (
 )
 from router import store
 from router.catalog import Catalog
-from router.measures import DERIVED, RATIO_BY_NAME, STANDS_FOR, Ratio
+from router.measures import DERIVED, RATIO_BY_NAME, STANDS_FOR, Ratio, quotient
 from router.metadata import company_aliases
 from router.question import Question, Range
 from router.scope import doc_entity
@@ -137,22 +137,9 @@ def measure_of(q: Question) -> str:
         return f"ratio:{m.name}"
     if m.kind == "line":
         return f"line:{m.name}"
-    if m.kind == "formula" and _two_measures(m.name) is not None:
+    if m.kind == "formula" and quotient(m.name) is not None:
         return f"ratio:{m.name}"
     return ""
-
-
-_QUOTIENT = re.compile(r"^(\w+) / (\w+)( \* 100)?$")
-
-
-def _two_measures(formula: str) -> Ratio | None:
-    """A formula the question states as one vocabulary measure over another ("current_assets / total_assets",
-    "… * 100" for a percentage) as a ratio of one period."""
-    m = _QUOTIENT.match(formula)
-    if m is None or m.group(1) not in CONCEPT_BY_NAME or m.group(2) not in CONCEPT_BY_NAME:
-        return None
-    num, den = CONCEPT_BY_NAME[m.group(1)], CONCEPT_BY_NAME[m.group(2)]
-    return Ratio(formula, f"{num.label} to {den.label}", num.name, den.name, bool(m.group(3)), "")
 
 
 def task(q: Question) -> MeasureAsk | None:
@@ -686,7 +673,7 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, q: Question, p
         return await _line_answer(pool, catalog, q, plan) if q.operation and q.operation in EXECUTED else None
     if a.concept.startswith("line:"):
         return await _line_answer(pool, catalog, q, plan, a)
-    ratio = (RATIO_BY_NAME.get(a.concept[6:]) or _two_measures(a.concept[6:])) if a.concept.startswith("ratio:") \
+    ratio = (RATIO_BY_NAME.get(a.concept[6:]) or quotient(a.concept[6:])) if a.concept.startswith("ratio:") \
         else None
     measures = [ratio.numerator, ratio.denominator] if ratio else [a.concept]
     concepts = list(dict.fromkeys(c for m in measures for c in (m, *DERIVED.get(m, ()), *_stands_for(m))))

@@ -14,7 +14,7 @@ import re
 import msgspec
 
 from kb.core import lexicon as lx
-from kb.core.vocab import measure_phrases
+from kb.core.vocab import CONCEPT_BY_NAME, measure_phrases
 from router.question import MeasureRef
 
 
@@ -112,6 +112,21 @@ def _ratios() -> tuple[Ratio, ...]:
         if (q := _QUOTIENT.match(m.formula)) is not None:
             out.append(Ratio(m.name, m.label, q.group(1), q.group(3), bool(q.group(4)), q.group(2) == "avg"))
     return tuple(out)
+
+
+def quotient_name(numerator: str, denominator: str, percent: bool) -> str:
+    """How a typed question names one vocabulary measure over another: "a / b", "a / b * 100" in percent."""
+    return f"{numerator} / {denominator}" + (" * 100" if percent else "")
+
+
+def quotient(name: str) -> Ratio | None:
+    """The ratio a ``quotient_name`` states, when both are vocabulary measures (else None)."""
+    percent = name.endswith(" * 100")
+    parts = name.removesuffix(" * 100").split(" / ")
+    if len(parts) != 2 or not all(p in CONCEPT_BY_NAME for p in parts):
+        return None
+    num, den = CONCEPT_BY_NAME[parts[0]], CONCEPT_BY_NAME[parts[1]]
+    return Ratio(name, f"{num.label} {'as a % of' if percent else 'to'} {den.label}", num.name, den.name, percent)
 
 
 RATIOS = _ratios()

@@ -40,7 +40,7 @@ from router.facts import (
     derive,
     money,
 )
-from router.measures import DERIVED, METRIC_BY_NAME, RATIO_BY_NAME, STAND_INS, Metric
+from router.measures import DERIVED, METRIC_BY_NAME, RATIO_BY_NAME, STAND_INS, Metric, quotient
 from router.question import Question
 from router.types import ScopePlan
 from router.wording import EN
@@ -226,7 +226,6 @@ def _margin_of(f: Formula) -> Formula:
     return Formula(f"{f.name}_margin", f"{f.label} margin", f"({f.expr}) / rev * 100", terms, "%", defined=True)
 
 
-_QUOTIENT = re.compile(r"^(\w+) / (\w+)( \* 100)?$")
 _SCALE_OF_UNIT = {"thousand": 1e3, "million": 1e6, "billion": 1e9}
 
 
@@ -243,13 +242,9 @@ def formula_of(q: Question) -> Formula | None:
     defined, rest = definitions(q.text)
     if defined and (f := named_formula(rest, defined)) is not None and f.name == m.name:
         return f
-    if (two := _QUOTIENT.match(m.name)) is not None and two.group(1) in CONCEPT_BY_NAME \
-            and two.group(2) in CONCEPT_BY_NAME:
-        num, den = CONCEPT_BY_NAME[two.group(1)], CONCEPT_BY_NAME[two.group(2)]
-        share = bool(two.group(3))
-        return Formula(m.name, f"{num.label} {'as a % of' if share else 'to'} {den.label}",
-                       "t0 / t1 * 100" if share else "t0 / t1", {"t0": Term("v", num.name), "t1": Term("v", den.name)},
-                       "%" if share else "x")
+    if (two := quotient(m.name)) is not None:
+        return Formula(m.name, two.label, "t0 / t1 * 100" if two.percent else "t0 / t1",
+                       {"t0": Term("v", two.numerator), "t1": Term("v", two.denominator)}, "%" if two.percent else "x")
     return None
 
 

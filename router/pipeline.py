@@ -145,9 +145,11 @@ async def read_and_plan(state: QueryState, scope: QuestionScope, routing: Routin
 async def by_meaning(state: QueryState, reading: Question) -> Question:
     """A question whose measure no word names: its unplaced words matched to the measure names by embedding
     (``router.meaning``) — taken when clearly nearest, said to be ambiguous when two are close."""
-    words = unplaced_words(state.question, state.catalog.companies)
     index = state.services.meaning
-    if reading.measures or not words or index is None or (reading.operation is None and len(words) > 3):
+    if reading.measures or index is None:  # the common case: no second pass over the question
+        return reading
+    words = unplaced_words(state.question, state.catalog.companies)
+    if not words or (reading.operation is None and len(words) > 3):
         return reading
     phrase = unplaced(words)
     found = await index.match(phrase, (await state.services.vectors.embed([phrase]))[phrase])

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from kb.core import lexicon as lx
 from kb.core.vocab import CONCEPT_BY_NAME, company_core
-from router.measures import CATALOG, RATIOS, measure_names
+from router.measures import CATALOG, RATIOS, measure_names, quotient, quotient_name
 from router.metrics import definitions, named_formula
 from router.question import OPERATIONS, Entities, MeasureRef, PeriodRef, Question, Range
 from router.types import Condition
@@ -199,7 +199,7 @@ def _margin_of(r: _Reading, end: int, ref: MeasureRef) -> MeasureRef:
     if ref.kind == "concept" and ref.name != "revenue":
         if (metric := _MARGINS.get(ref.name)) is not None:  # "operating income % margin": the operating margin
             return MeasureRef(metric, "metric")
-        return MeasureRef(f"{ref.name} / revenue * 100", "formula")
+        return MeasureRef(quotient_name(ref.name, "revenue", True), "formula")
     return ref
 
 
@@ -711,8 +711,8 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
     if len(measures) >= 2 and all(m.kind == "concept" for m in measures[:2]):
         share = r.any(lx.SHARE_OF)
         if share or r.any(lx.RATIO_OF):  # "the ratio of A to B", "A as a % of B", "A占B的比例": one formula
-            measures = [MeasureRef(f"{measures[0].name} / {measures[1].name}" + (" * 100" if share else ""),
-                                   "formula"), *measures[2:]]
+            measures = [MeasureRef(quotient_name(measures[0].name, measures[1].name, bool(share)), "formula"),
+                        *measures[2:]]
     periods, ranged, _ = _periods(r)
     unknown: list[str] = [f"the name '{a}' fits several companies" for a in ambiguous]
     extreme, degree = _extreme(r)
@@ -832,9 +832,9 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
 def _language(r: _Reading) -> str:
     """The question's language, company names aside: Chinese when its Han characters outnumber its Latin words
     ("Which of 德赛电池 and 华胜天成 …" is English; "哪家公司的 ROE 最高" Chinese)."""
-    rest = r.masked()
-    han = len(lx.HAN.findall(rest))
-    return "zh" if han and han >= len(re.findall(r"[a-z]+", rest)) else "en"
+    han = len(lx.HAN.findall(r.masked()))
+    latin = sum(1 for a, b, w in r.words if r.free(a, b) and any(c.isalpha() for c in w))
+    return "zh" if han and han >= latin else "en"
 
 
 def _by_sign(op: str | None, ranges: Sequence[Range]) -> bool:
@@ -872,8 +872,7 @@ def _llm_measure(m: object, line_items: Sequence[str]) -> MeasureRef | None:
     if kind == "line" and 0 < len(name) <= 200 and (not line_items or name in line_items or lx.is_zh(name)
                                                     or name.lower() in lx.EN_LINE_ITEMS):
         return MeasureRef(name, "line")
-    if kind == "formula" and (q := re.fullmatch(r"(\w+) / (\w+)( \* 100)?", name)) is not None \
-            and q.group(1) in CONCEPT_BY_NAME and q.group(2) in CONCEPT_BY_NAME:
+    if kind == "formula" and quotient(name) is not None:
         return MeasureRef(name, "formula")
     return None
 
@@ -970,6 +969,8 @@ def same_reading(a: Question, b: Question) -> bool:
 
 # ---------------------------------------------------------------------------- what the reading left over
 
+_ZH_NOT_MEASURE = re.compile(rf"\d+\s*(?:{'|'.join(lx.ZH_PERIOD_UNITS)})?|[^\u4e00-\u9fff]+|[{lx.ZH_FUNCTION_CHARS}]")
+"""What of a Chinese question names no measure: periods ("2023年"), anything not Han, function characters."""
 _NOT_CUES = frozenset({"ZH_LINE_ITEMS", "EN_LINE_ITEMS", "ZH_PLACES", "LOSS", "MARGIN_WORDS", "WEAK_MEASURE_WORDS",
                        "PROFIT_MEASURES", "NOT_THE_MEASURE_AFTER"})
 
@@ -1002,7 +1003,7 @@ def unplaced_words(text: str, companies: Mapping[str, Sequence[str]] = {}) -> li
         rest = r.masked()
         for cue in zh:
             rest = rest.replace(cue, " ")
-        rest = re.sub(r"\d+\s*(?:年度?|季度|月|日|个月)?|[^\u4e00-\u9fff]+|[的是了在和与及或各这那哪些家年度公司]", " ", rest)
+        rest = _ZH_NOT_MEASURE.sub(" ", rest)
         return [w for w in rest.split() if len(w) >= 2]
     out = []
     for a, b, w in r.words:

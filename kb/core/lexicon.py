@@ -315,6 +315,10 @@ PROFIT_MEASURES = frozenset({"net_income", "net_income_parent", "net_income_cont
                              "gross_profit", "pretax_income"})
 """Measures a question may ask about as a loss."""
 
+ZH_PERIOD_UNITS = ("个月", "年度", "季度", "年", "月", "日")
+"""What follows a number to make it a period, not an amount: 2023年, 3个月."""
+ZH_FUNCTION_CHARS = "的是了在和与及或各这那哪些家年度公司"
+"""Characters of a Chinese question that never name a measure (the words left over are matched by meaning)."""
 STOP_WORDS = frozenset({"the", "a", "an", "of", "in", "on", "for", "to", "and", "or", "by", "with", "what", "was",
                         "is", "are", "were", "did", "does", "do", "how", "which", "who", "its", "their", "it", "that",
                         "this", "these", "those", "from", "at", "as", "be", "been", "has", "had", "have", "report",
