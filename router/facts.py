@@ -58,7 +58,6 @@ class MeasureAsk(msgspec.Struct, frozen=True):
     categories: tuple[Category, ...] = ()
     change: bool = False  # categories by the change against the previous period
     percent: bool = False  # a percentage change is asked
-    question: str = ""
     average: bool = False  # trend: the mean over the periods is asked
     lang: str = "en"  # the question's language: the answer's connecting words (router.wording)
     bounds: dict[str, float] = {}  # a stated screen: {"gt": 1e9} for "revenue above $1 billion" (operation screen)
@@ -155,7 +154,7 @@ def task(q: Question) -> MeasureAsk | None:
         op = "trend"
     change = op == "categories" and any(c.direction in ("increase", "decrease") for c in q.ranges)
     return MeasureAsk(concept, op, years, q.ranges, change=change or q.change in ("yoy", "qoq") and op == "categories",
-                      percent=q.change in ("percent", "yoy", "qoq", "cagr"), question=q.text, average=q.average,
+                      percent=q.change in ("percent", "yoy", "qoq", "cagr"), average=q.average,
                       lang=q.lang, bounds=dict(q.bounds), extreme=extreme, ascending=q.order == "asc",
                       limit=q.limit, loss=q.sign == "loss",
                       quarterly=op == "trend" and any(p.quarter or p.months == 3 for p in q.periods))
@@ -863,7 +862,7 @@ async def _line_answer(pool: asyncpg.Pool, catalog: Catalog, q: Question, plan: 
     """A question naming a statement line outside the vocabulary ("交易性金融资产", "other current liabilities"):
     the same answer over the needed documents' facts of that printed line — the line the question names among
     the documents' own printed lines (the longest), else the line the reading named."""
-    probe = a or MeasureAsk("line", EXECUTED[q.operation or "lookup"], question=q.text, lang=q.lang)
+    probe = a or MeasureAsk("line", EXECUTED[q.operation or "lookup"], lang=q.lang)
     ids = _reading(plan, catalog, probe.operation)
     if not ids:
         return None

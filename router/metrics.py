@@ -335,7 +335,7 @@ async def answer_which(pool: asyncpg.Pool, catalog: Catalog, question: str, plan
     for c, r in sorted(found, key=lambda x: -x[1].value):
         lines.append(f"- {CONCEPT_BY_NAME[c].label}: {money(r.value, r)} {_period(r)} {w.cite(r)} ({_where(r)})")
     lines += [f"- {CONCEPT_BY_NAME[c].label}: not stated for FY{years[-1]}" for c, r in got if r is None]
-    ask_ = MeasureAsk(concept="which", operation="metric", years=(years[-1],), question=question)
+    ask_ = MeasureAsk(concept="which", operation="metric", years=(years[-1],))
     return FactsAnswer(ask=ask_, text="\n".join(lines), citations=tuple(w.cites), used=tuple(w.used), missing=())
 
 
@@ -419,7 +419,7 @@ async def answer_period_change(pool: asyncpg.Pool, catalog: Catalog, question: s
              f"{w.cite(new)}.",
              f"- {periods[0].text()}: {money(old.value, old)} ({_where(old)})",
              f"- {periods[1].text()}: {money(new.value, new)} ({_where(new)})"]
-    ask_ = MeasureAsk(concept=concept, operation="metric", question=question)
+    ask_ = MeasureAsk(concept=concept, operation="metric")
     return FactsAnswer(ask=ask_, text="\n".join(lines), citations=tuple(w.cites), used=tuple(w.used), missing=())
 
 
@@ -686,7 +686,7 @@ async def answer_metric(pool: asyncpg.Pool, catalog: Catalog, q: Question, plan:
     text = compose_metric(a, co.entity, computed, w)
     if not text:
         return None
-    ask_ = MeasureAsk(concept=spec.name, operation="metric", years=tuple(years), question=question)
+    ask_ = MeasureAsk(concept=spec.name, operation="metric", years=tuple(years))
     return FactsAnswer(ask=ask_, text=text, citations=tuple(w.cites), used=tuple(w.used), missing=())
 
 

@@ -286,3 +286,22 @@ def test_a_screen_is_the_metadata_router_s_fact_condition() -> None:
     assert c is not None and c.value == {"concept": "revenue", "period": "FY2023", "gte": 5e9}
     grouped = _q("Sort the companies into buckets by revenue: small (under $500M) and large (over $500M).")
     assert fact_condition(grouped) is None and fact_condition(_q("Which firm had the most cash in 2023?")) is None
+
+
+def test_a_margin_of_a_measure_and_years_listed_with_commas() -> None:
+    """"<measure> margin" is that measure over revenue (the table's own margin where it has one); years listed
+    with commas are periods, never an amount ("over 2021, 2022 …" is no bound)."""
+    assert [(m.name, m.kind) for m in _q("What was Marlow's operating income margin in 2023?").measures] == [
+        ("operating_margin", "metric")]
+    assert [(m.name, m.kind) for m in _q("Quillon's R&D % margin for fiscal 2022?").measures] == [
+        ("rd_expense / revenue * 100", "formula")]
+    q = _q("How did Tessaract's revenue move over 2021, 2022 and 2023?")
+    assert q.operation == "series" and q.bounds == {} and [p.year for p in q.periods] == [2021, 2022, 2023]
+    q = _q("Which of the firms had cash above 2,500,000 in 2023?")
+    assert q.operation == "screen" and q.bounds == {"gt": 2_500_000.0}
+
+
+def test_the_language_is_the_question_s_company_names_aside() -> None:
+    assert _q("Which of 上海晨光文具股份有限公司 and 浙江龙盛 had the higher 2023 revenue?", ZH_FIRMS).lang == "en"
+    assert _q("晨光文具和汇川技术哪家的 ROE 更高？", ZH_FIRMS).lang == "zh"
+    assert _q("汇川技术 revenue 2023?", ZH_FIRMS).lang == "en"
