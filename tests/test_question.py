@@ -305,3 +305,14 @@ def test_the_language_is_the_question_s_company_names_aside() -> None:
     assert _q("Which of 上海晨光文具股份有限公司 and 浙江龙盛 had the higher 2023 revenue?", ZH_FIRMS).lang == "en"
     assert _q("晨光文具和汇川技术哪家的 ROE 更高？", ZH_FIRMS).lang == "zh"
     assert _q("汇川技术 revenue 2023?", ZH_FIRMS).lang == "en"
+
+
+def test_groups_labelled_with_if_or_when_and_chinese_words_left_over() -> None:
+    q = _q("Label the firms by 2023 cash: rich if above $1bn, lean if $1bn or less.")
+    assert q.operation == "group" and [(x.label, x.low, x.high) for x in q.ranges] == [
+        ("rich", 1e9, None), ("lean", None, 1e9)]
+    q = _q("Group the companies on 2023 revenue: big when over $5bn and small when under $5bn.")
+    assert [(x.label, x.low, x.high) for x in q.ranges] == [("big", 5e9, None), ("small", None, 5e9)]
+    from router.reading import unplaced_words
+
+    assert unplaced_words("浙江龙盛2023年的员工人数是多少？", dict.fromkeys(ZH_FIRMS, ())) == ["员工人数"]
