@@ -103,7 +103,7 @@ async def plan(state: QueryState, scope: QuestionScope, routing: RoutingResult,
     question, chat, top_docs = state.question, state.chat, state.top_docs
     needed = needed_documents(routing, scope, metas)
     base = ScopePlan(scope=msgspec.structs.replace(scope, missing=state.missing), needed=needed,
-                     sub_questions=offline_sub_questions(question, scope, routing, metas, needed)
+                     sub_questions=offline_sub_questions(question, scope, routing, metas, needed, state.reading)
                      if scope.kind != "single" else (), added=added)
     if scope.kind == "single" or chat.offline or len(routing.documents) < 2:
         return base
@@ -124,7 +124,8 @@ async def plan(state: QueryState, scope: QuestionScope, routing: RoutingResult,
     if not kept:  # nothing usable: the offline decomposition, said so
         return msgspec.structs.replace(base, scope=llm_scope, mode="offline_fallback", llm_calls=1,
                                        dropped=(*dropped, "no valid sub-question: offline decomposition"))
-    by_doc = {s.doc_id: s for s in offline_sub_questions(question, scope, routing, metas, [d for d, _ in kept])}
+    by_doc = {s.doc_id: s for s in offline_sub_questions(question, scope, routing, metas, [d for d, _ in kept],
+                                                          state.reading)}
     subs = tuple(msgspec.structs.replace(by_doc[d], question=q) for d, q in kept)
     return ScopePlan(scope=llm_scope, needed=tuple(d for d, _ in kept), sub_questions=subs, mode="llm",
                      dropped=tuple(dropped), added=base.added, llm_calls=1)

@@ -18,9 +18,10 @@ import asyncpg
 import msgspec
 import structlog
 
-from kb.core import vocab
+from kb.core import lexicon, vocab
 from kb.core.text import normalize_title, tokenize
 from router import store
+from router.measures import METRIC_BY_NAME
 from router.metadata import (
     COMPANY_KEYS,
     QUARTER_KEYS,
@@ -282,19 +283,50 @@ def needed_documents(routing: RoutingResult, scope: QuestionScope, metas: Mappin
     return tuple(out) or tuple(ids[:1])
 
 
-def topic(question: str, scope: QuestionScope) -> str:
-    """What to find in each document: the question without entity names, periods and framing words."""
+def topic(question: str, scope: QuestionScope, reading: Question | None = None) -> str:
+    """What to find in each document: the measures the question was read to ask (by their names in the
+    question's language: 营业收入 for revenue asked in Chinese), then the question's own words without entity
+    names, periods and framing words. A Chinese question asked about a measure is the measure's names only
+    (its other words are framing: 根据…的财报数据, 变化趋势是怎样的)."""
+    names = measure_words(reading) if reading is not None else []
+    if reading is not None and reading.lang == "zh" and names:
+        return " ".join(names)
     text = _RANGES.sub("", without_companies(question, scope.entities))
     text = vocab.PERIOD_MENTION.sub(" ", text)
     words = [w for w in re.findall(r"[A-Za-z0-9][\w&%$.'-]*", text) if w.lower().strip(".'") not in _FRAME_WORDS]
-    return " ".join(words).strip(" .?") or question.strip()
+    if lexicon.is_zh(text) and not names:  # a Chinese question no measure was read from: its Han words
+        words = [w for w in _ZH_WORDS.findall(_ZH_PERIOD.sub(" ", text))]
+    have = set(tokenize(" ".join(words)))
+    extra = [n for n in names if not set(tokenize(n)) <= have]
+    return " ".join([*extra, *words]).strip(" .?") or question.strip()
+
+
+_ZH_PERIOD = re.compile(r"(?:19|20)\d{2}\s*年(?:度|第?[一二三四1-4]季度|[上下]半年|前三季度)?|第?[一二三四1-4]季度")
+_ZH_WORDS = re.compile(r"[\u4e00-\u9fffA-Za-z0-9][\u4e00-\u9fff\w&%$.'-]*")
+
+
+def measure_words(reading: Question) -> list[str]:
+    """The names of the measures a question was read to ask, in its language: a vocabulary concept by its
+    label (English) or its Chinese statement lines, a metric by its label, a printed line or a formula as
+    written."""
+    out: list[str] = []
+    for m in reading.measures:
+        concept = vocab.CONCEPT_BY_NAME.get(m.name) if m.kind == "concept" else None
+        if concept is not None:
+            out.extend(concept.chinese[:2] if reading.lang == "zh" and concept.chinese else (concept.label,))
+        elif m.kind == "metric" and m.name in METRIC_BY_NAME:
+            out.append(METRIC_BY_NAME[m.name].label)
+        elif m.kind in ("line", "formula"):
+            out.append(m.name)
+    return list(dict.fromkeys(out))
 
 
 def offline_sub_questions(question: str, scope: QuestionScope, routing: RoutingResult,
-                          metas: Mapping[int, Mapping[str, Any]], needed: Sequence[int]) -> tuple[SubQuestion, ...]:
+                          metas: Mapping[int, Mapping[str, Any]], needed: Sequence[int],
+                          reading: Question | None = None) -> tuple[SubQuestion, ...]:
     """One sub-question per needed document: its entity and period, then the topic ("Northwind Energy FY2023
     revenue")."""
-    what = topic(question, scope)
+    what = topic(question, scope, reading)
     out = []
     for d in routing.documents:
         if d.doc_id not in needed:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from router.metadata import KnownValues, match_offline
+from router.reading import read_question
 from router.scope import (
     allot_evidence,
     classify_scope,
@@ -207,3 +208,25 @@ def test_sub_question_topic_keeps_only_the_measure() -> None:
     assert topic(question, scope) == "Cash Cash Equivalents Balance'"
     q2 = "What is the trend in ACME HOLDINGS, INC.'s Net Profit from 2022 to 2024?"
     assert topic(q2, classify_scope(q2, FILER_KV)) == "Net Profit"
+
+
+def test_chinese_topic_is_the_measure_read_not_the_framing() -> None:
+    """A Chinese question's sub-question asks for the measure read from it (its statement names), not for the
+    words around it ("根据…的财报数据", "变化趋势是怎样的"); one no measure was read from keeps its Han words."""
+    kv = KnownValues(values={"company": {"青山酿造": 3, "临江重工": 2}}, doc_count=5)
+    q1 = "根据青山酿造从2019年第一季度到2022年第三季度的财报数据，扣非归母净利润是怎么变化的？"
+    s1 = classify_scope(q1, kv)
+    reading = read_question(q1, ["青山酿造", "临江重工"])
+    assert topic(q1, s1, reading) == "归属于上市公司股东的扣除非经常性损益的净利润"
+    q2 = "临江重工2021年和2022年的营收分别是多少？"
+    s2 = classify_scope(q2, kv)
+    assert topic(q2, s2, read_question(q2, ["青山酿造", "临江重工"])) == "营业总收入 营业收入"
+    q3 = "临江重工2022年年度报告中提到的主要风险有哪些？"
+    words = topic(q3, classify_scope(q3, kv), read_question(q3, ["青山酿造", "临江重工"]))
+    assert "主要风险" in words and "临江重工" not in words and "2022" not in words
+    # English: the measure's label joins the question's words when they do not name it
+    q4 = "Compare the top line of Aurora Pharma and Northwind Energy in 2023."
+    assert topic(q4, classify_scope(q4, KV), read_question(q4, ["Aurora Pharma", "Northwind Energy"])) == \
+        "revenue top line"
+    q5 = "Compare the 2023 revenue of Aurora Pharma and Northwind Energy."
+    assert topic(q5, classify_scope(q5, KV), read_question(q5, ["Aurora Pharma", "Northwind Energy"])) == "revenue"
