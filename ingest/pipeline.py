@@ -24,6 +24,7 @@ from ingest.files import read_confined
 from ingest.formats import FORMATS, ParsedFile, build_tree, format_of
 from ingest.formats import SUPPORTED as SUPPORTED  # re-exported for kb.bench
 from ingest.formats import parse_file as parse_file  # re-exported for ingest.render, kb.bench
+from ingest.lines import index_lines
 from ingest.metadata import extract_metadata, merge_metadata, other_names, read_sidecar
 from ingest.pageindex import (
     keep_given_summaries,
@@ -391,6 +392,8 @@ async def ingest_file(
                 embedder_generation=ctx.embedder_generation, facts=facts, job_id=job_id,
             ),
         )
+        if any(not f.concept for f in facts):
+            await _index_lines(ctx, collection_id, doc_id)
     except JobCancelledError as exc:
         return IngestOutcome(name=name, status="cancelled", error=exc.detail, seconds=time.perf_counter() - started)
     except DuplicateContentError as exc:  # another writer stored the same content first
@@ -418,6 +421,15 @@ async def ingest_file(
     return outcome
 
 
+async def _index_lines(ctx: IngestContext, collection_id: int, doc_id: int) -> None:
+    """The document's printed lines named and embedded for matching by meaning (``ingest.lines``); the document
+    is stored either way — a failure here is logged, and the next document or ``kb facts`` fills them."""
+    try:
+        await index_lines(ctx.pool, ctx.embedder, collection_id, doc_id=doc_id, generation=ctx.embedder_generation)
+    except (asyncpg.PostgresError, OSError) as exc:
+        log.warning("ingest.lines_failed", doc_id=doc_id, error=f"{type(exc).__name__}: {exc}")
+
+
 class FactsRefresh(msgspec.Struct, frozen=True):
     """What ``refresh_facts`` did: documents read, facts stored, documents skipped (with reasons)."""
 
@@ -426,10 +438,12 @@ class FactsRefresh(msgspec.Struct, frozen=True):
     skipped: tuple[str, ...]
 
 
-async def refresh_facts(pool: asyncpg.Pool, collection: str) -> FactsRefresh:
+async def refresh_facts(pool: asyncpg.Pool, collection: str, embedder: CachedEmbedder | None = None,
+                        generation: int | None = None) -> FactsRefresh:
     """Re-read the statement facts of a collection's stored documents from their source files, without
-    re-embedding (documents ingested before facts existed, or after ``ingest.facts`` improved). A document
-    whose source file is gone or changed keeps its facts and is reported."""
+    re-embedding (documents ingested before facts existed, or after ``ingest.facts`` improved), then, with an
+    ``embedder``, name and embed the collection's printed lines (``ingest.lines``). A document whose source
+    file is gone or changed keeps its facts and is reported."""
     coll = await get_collection(pool, collection)
     done, stored, skipped = 0, 0, []
     for info in await list_documents(pool, collection, limit=1_000_000):
@@ -454,4 +468,6 @@ async def refresh_facts(pool: asyncpg.Pool, collection: str) -> FactsRefresh:
         await replace_facts(pool, info.id, coll.id, facts)
         done, stored = done + 1, stored + len(facts)
         log.info("ingest.facts_refreshed", doc_id=info.id, name=info.name, facts=len(facts))
+    if embedder is not None:
+        await index_lines(pool, embedder, coll.id, generation=generation)
     return FactsRefresh(done, stored, tuple(skipped))

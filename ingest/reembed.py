@@ -27,6 +27,7 @@ import structlog
 
 from ingest import store
 from ingest.embedding import CachedEmbedder
+from ingest.lines import index_lines
 from ingest.pipeline import doc_label, embed_text_for_chunk, embed_text_for_description, embed_text_for_node
 from kb.core.collections import get_collection
 from kb.core.db import LONG_STATEMENT_S, MIGRATION_LOCK_KEY
@@ -161,6 +162,7 @@ async def _retype(conn: asyncpg.Connection, plan: ReembedPlan) -> None:
     stored = {(r["table_name"], r["column_name"]): r["type_name"] for r in await store.vector_column_types(conn)}
     for ix in indexes:
         await store.drop_index(conn, ix["indexname"])
+    await store.clear_label_vectors(conn)  # line names are embedded again after the swap (ingest.lines)
     for table, column in store.VECTOR_COLUMNS:
         await store.retype_vector_column(conn, table, column, "vector")
     await store.apply_staged_vectors(conn, plan.model_id, plan.dimension)
@@ -221,6 +223,8 @@ async def reembed(pool: asyncpg.Pool, embedder: Embedder, *, collection: str | N
             swap_started = time.perf_counter()
             vectors, generation = await swap(pool, cached, plan)
             swap_seconds = round(time.perf_counter() - swap_started, 2)
+            for collection_id in await store.collections_with_unembedded_labels(pool):
+                await index_lines(pool, cached, collection_id, generation=generation)
         finally:
             await store.advisory_unlock(lock_conn, REEMBED_LOCK_KEY)
     result = ReembedResult(model_id=plan.model_id, dimension=plan.dimension, collection=collection, vectors=vectors,

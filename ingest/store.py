@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -469,6 +469,62 @@ async def replace_facts(pool: asyncpg.Pool, doc_id: int, collection_id: int, fac
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute(SQL_DELETE_FACTS, doc_id)
         await _copy_facts(conn, doc_id, collection_id, facts)
+
+
+# ---- printed lines outside the vocabulary, named and embedded (ingest.lines)
+
+SQL_UNLABELLED_LINES = """
+SELECT DISTINCT f.line_item FROM facts f
+WHERE f.collection_id = $1 AND f.concept = '' AND ($2::bigint IS NULL OR f.document_id = $2)"""
+SQL_ADD_LINE_LABELS = """
+INSERT INTO line_labels (collection_id, label, printed)
+SELECT $1, k.label, k.printed FROM unnest($2::text[], $3::text[]) AS k(label, printed)
+ON CONFLICT (collection_id, label) DO NOTHING"""
+SQL_UNEMBEDDED_LABELS = """
+SELECT label FROM line_labels WHERE collection_id = $1 AND embedding IS NULL ORDER BY label LIMIT $2"""
+SQL_SET_LABEL_VECTOR = """
+UPDATE line_labels SET embedding = $3 WHERE collection_id = $1 AND label = $2 AND embedding IS NULL"""
+SQL_LABEL_COLLECTIONS = "SELECT DISTINCT collection_id FROM line_labels WHERE embedding IS NULL"
+SQL_CLEAR_LABEL_VECTORS = "UPDATE line_labels SET embedding = NULL WHERE embedding IS NOT NULL"
+
+
+async def printed_lines(pool: asyncpg.Pool, collection_id: int, doc_id: int | None = None) -> list[str]:
+    """The distinct printed line items outside the vocabulary of a collection (or of one of its documents)."""
+    return [r["line_item"] for r in await pool.fetch(SQL_UNLABELLED_LINES, collection_id, doc_id,
+                                                     timeout=LONG_STATEMENT_S)]
+
+
+async def add_line_labels(pool: asyncpg.Pool, collection_id: int, labels: Mapping[str, str]) -> None:
+    """Store line names (name → the line as first printed) the collection does not hold yet, without vectors."""
+    if labels:
+        await pool.execute(SQL_ADD_LINE_LABELS, collection_id, list(labels), list(labels.values()),
+                           timeout=LONG_STATEMENT_S)
+
+
+async def unembedded_labels(pool: asyncpg.Pool, collection_id: int, limit: int) -> list[str]:
+    """Up to ``limit`` line names of the collection that have no vector yet."""
+    return [r["label"] for r in await pool.fetch(SQL_UNEMBEDDED_LABELS, collection_id, limit)]
+
+
+async def set_label_vectors(pool: asyncpg.Pool, collection_id: int, labels: Sequence[str],
+                            vectors: Sequence[np.ndarray], generation: int | None) -> bool:
+    """Store the vectors of line names; refused (False, nothing written) when ``kb reembed`` moved the stored
+    vectors past ``generation`` since the caller's embedder was checked."""
+    async with pool.acquire() as conn, conn.transaction():
+        if generation is not None and await conn.fetchval(SQL_EMBEDDER_GENERATION) not in (None, generation):
+            return False
+        await conn.executemany(SQL_SET_LABEL_VECTOR, [(collection_id, label, np.asarray(v, dtype=np.float32))
+                                                       for label, v in zip(labels, vectors, strict=True)])
+    return True
+
+
+async def collections_with_unembedded_labels(pool: asyncpg.Pool) -> list[int]:
+    return [int(r["collection_id"]) for r in await pool.fetch(SQL_LABEL_COLLECTIONS, timeout=LONG_STATEMENT_S)]
+
+
+async def clear_label_vectors(conn: asyncpg.Connection) -> None:
+    """Every line name's vector dropped (the re-embed swap: they are filled again with the new embedder)."""
+    await conn.execute(SQL_CLEAR_LABEL_VECTORS, timeout=LONG_STATEMENT_S)
 
 
 class FactRow(FactDraft, frozen=True):
@@ -938,12 +994,13 @@ async def lock_vector_tables(conn: asyncpg.Connection) -> None:
 
 SQL_VECTOR_INDEXES = """
 SELECT indexname, indexdef FROM pg_indexes
-WHERE schemaname = current_schema() AND tablename IN ('chunks', 'nodes', 'documents')
+WHERE schemaname = current_schema() AND tablename IN ('chunks', 'nodes', 'documents', 'line_labels')
   AND indexdef ~ 'USING (hnsw|ivfflat) '"""
 
 
 async def vector_indexes(conn: asyncpg.Connection) -> list[asyncpg.Record]:
-    """The vector (HNSW, IVFFlat) indexes of chunks, nodes and documents: indexname, indexdef (the catalog's)."""
+    """The vector (HNSW, IVFFlat) indexes of chunks, nodes, documents and line names: indexname, indexdef (the
+    catalog's)."""
     return await conn.fetch(SQL_VECTOR_INDEXES, timeout=LONG_STATEMENT_S)
 
 
@@ -979,7 +1036,8 @@ async def set_maintenance_work_mem(conn: asyncpg.Connection, mb: int) -> None:
     await conn.execute(f"SET LOCAL maintenance_work_mem = '{mb}MB'")  # an int: never text from outside
 
 
-VECTOR_COLUMNS = (("chunks", "embedding"), ("nodes", "embedding"), ("documents", "description_embedding"))
+VECTOR_COLUMNS = (("chunks", "embedding"), ("nodes", "embedding"), ("documents", "description_embedding"),
+                  ("line_labels", "embedding"))
 
 
 async def retype_vector_column(conn: asyncpg.Connection, table: str, column: str, type_name: str = "vector",
@@ -1046,11 +1104,11 @@ SELECT c.relname AS table_name, a.attname AS column_name, t.typname AS type_name
 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_type t ON t.oid = a.atttypid
 WHERE c.relnamespace = current_schema()::regnamespace AND NOT a.attisdropped
   AND (c.relname, a.attname) IN (('chunks', 'embedding'), ('nodes', 'embedding'),
-                                 ('documents', 'description_embedding'))"""
+                                 ('documents', 'description_embedding'), ('line_labels', 'embedding'))"""
 
 
 async def vector_column_types(conn: asyncpg.Connection | asyncpg.Pool) -> list[asyncpg.Record]:
-    """The three vector columns as the catalog has them: table_name, column_name, type_name, dim."""
+    """The vector columns as the catalog has them: table_name, column_name, type_name, dim."""
     return await conn.fetch(SQL_VECTOR_COLUMN_TYPES)
 
 

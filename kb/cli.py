@@ -329,10 +329,11 @@ async def _reindex(every: bool) -> int:
 async def _facts(collection: str) -> int:
     """Re-read the statement facts of a collection's documents from their source files."""
     from ingest.pipeline import refresh_facts
-    from kb.runtime import open_runtime
+    from kb.runtime import build_ingest_context, open_runtime
 
     async with open_runtime() as rt:
-        result = await refresh_facts(rt.pool, collection)
+        with build_ingest_context(rt, processes=False) as ctx:
+            result = await refresh_facts(rt.pool, collection, ctx.embedder, ctx.embedder_generation)
     print(f"kb: {result.facts} facts from {result.documents} documents of collection {collection!r}")
     for line in result.skipped:
         print(f"kb: skipped {line}", file=sys.stderr)

@@ -29,6 +29,7 @@ from kb.core.vocab import (
     Concept,
     company_core,
     concept_label,
+    line_key,
 )
 from router import store
 from router.catalog import Catalog
@@ -824,21 +825,6 @@ async def _compose(pool: asyncpg.Pool, catalog: Catalog, plan: ScopePlan, a: Mea
     keys = list({(r.doc_id, r.node_id) for rows in rows_by_doc.values() for r in rows if r.node_id})
     paths = await store.node_paths(pool, keys)
     return compose(a, docs, rows_by_doc, paths, spec)
-
-
-_ZH_LINE_NOISE = re.compile(r"^(?:其中[:：]|加[:：]|减[:：]|[一二三四五六七八九十]+、|[（(][一二三四五六七八九十\d]+[）)]|\d+[.、])|"
-                            r"[（(][^）)]*[）)]$|[\s:：]")
-
-
-def line_key(label: str) -> str:
-    """A printed line item as a question would name it: Chinese without its numbering, "其中：" and the
-    trailing note ("（亏损以“－”号填列）"); English lower case without punctuation."""
-    if lx.is_zh(label):
-        previous = None
-        while previous != label:
-            previous, label = label, _ZH_LINE_NOISE.sub("", label)
-        return re.sub(r"(?:小计|合计)$", "", label) if len(label) > 6 else label  # "经营活动现金流入小计"
-    return concept_label(label)
 
 
 def named_line(question: str, labels: Sequence[str]) -> str:

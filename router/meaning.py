@@ -1,7 +1,8 @@
 """Measures by meaning: when no measure of the question is found by its words (``router.reading``), the words
 the reading left unplaced are embedded and compared with the names of every measure — the vocabulary's printed
 labels and synonyms and the measure table's names, English and Chinese (``kb.core.lexicon``,
-``kb.core.vocab``) — embedded once per process. A measure is taken only above a similarity threshold and with
+``kb.core.vocab``), embedded once per process — and with the collection's own printed lines nearest to them
+(stored with their vectors at ingest: ``ingest.lines``, found through an index). A measure is taken only above a similarity threshold and with
 a margin over the best name of any other measure; otherwise the question stays without a measure, and when two
 measures were close that is said (the answer states no verdict).
 """
@@ -49,23 +50,26 @@ class MeaningIndex:
                 self._vectors = m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-9)
             return self._vectors
 
-    async def match(self, phrase: str, vector: Sequence[float] | np.ndarray) -> MeaningMatch:
-        """The measure whose name is nearest to ``phrase`` (its embedding ``vector``), if clearly so."""
+    async def match(self, phrase: str, vector: Sequence[float] | np.ndarray,
+                    lines: Sequence[tuple[str, float]] = ()) -> MeaningMatch:
+        """The measure whose name is nearest to ``phrase`` (its embedding ``vector``), if clearly so: among the
+        measure names and ``lines``, the collection's own printed lines nearest to it (name, similarity)."""
         names = await self.vectors()
         v = np.asarray(vector, dtype=np.float32)
         v = v / max(float(np.linalg.norm(v)), 1e-9)
         sims = names @ v
-        order = np.argsort(-sims)
-        best = int(order[0])
-        ref = self.names[best][1]
-        rival = next((int(i) for i in order[1:] if self.names[int(i)][1].name != ref.name), None)
-        score = float(sims[best])
-        runner = float(sims[rival]) if rival is not None else -1.0
+        order = np.argsort(-sims)[:64]
+        ranked = sorted([(float(sims[int(i)]), self.names[int(i)][1]) for i in order]
+                        + [(float(sim), MeasureRef(label, "line")) for label, sim in lines],
+                        key=lambda x: -x[0])
+        score, ref = ranked[0]
+        rival = next((r for r in ranked[1:] if r[1].name != ref.name), None)
+        runner = rival[0] if rival is not None else -1.0
         if score < MEANING.threshold:
             return MeaningMatch(phrase, None, round(score, 3), name=ref.name)
         if score - runner < MEANING.margin:
             return MeaningMatch(phrase, None, round(score, 3), name=ref.name,
-                                close=self.names[rival][1].name if rival is not None else "")
+                                close=rival[1].name if rival is not None else "")
         return MeaningMatch(phrase, ref, round(score, 3), name=ref.name)
 
 

@@ -20,6 +20,7 @@ from kb.core.providers import ChatModel, Embedder
 from kb.core.providers.chat import CountingChat
 from kb.core.settings import RetrievalSettings
 from kb.core.types import LLMUsage
+from router import store
 from router.catalog import Catalogs
 from router.facts import FactsAnswer, answer_from_facts, facts_table, with_named
 from router.locate import Searched, documents_to_read, locate, read_more, search_trees
@@ -27,7 +28,8 @@ from router.meaning import MeaningIndex, unplaced
 from router.metrics import answer_metric, restate
 from router.passages import passages
 from router.planning import plan_documents
-from router.question import Question
+from router.policy import MEANING
+from router.question import SOFT, Question
 from router.ranking import Ranked, rank
 from router.reading import from_llm, read_question, same_reading, unplaced_words
 from router.retrieve import Reranker
@@ -37,7 +39,7 @@ from router.sufficiency import Judgement, judge
 from router.synthesize import check_figures, synthesize
 from router.trace import QueryResult, RetrievalOutcome, build_trace
 from router.types import Oracle, QuestionScope, Request, RoutingResult, ScopePlan
-from router.understood import SOFT, abstained, disagreement
+from router.understood import abstained, disagreement
 
 log = structlog.get_logger("router.pipeline")
 
@@ -152,9 +154,12 @@ async def by_meaning(state: QueryState, reading: Question) -> Question:
     if not words or (reading.operation is None and len(words) > 3):
         return reading
     phrase = unplaced(words)
-    found = await index.match(phrase, (await state.services.vectors.embed([phrase]))[phrase])
+    vector = (await state.services.vectors.embed([phrase]))[phrase]
+    lines = await store.nearest_lines(state.pool, state.collection_id, vector, MEANING.lines,
+                                      iterative=state.services.iterative_scan)
+    found = await index.match(phrase, vector, [(r["label"], float(r["sim"])) for r in lines])
     log.info("router.measure_by_meaning", phrase=phrase, measure=found.name, score=found.score,
-             taken=found.ref is not None, close=found.close)
+             taken=found.ref is not None, close=found.close, lines=[r["label"] for r in lines])
     if found.ref is not None:
         unknown = tuple(u for u in reading.unknown if u not in SOFT)
         return msgspec.structs.replace(reading, operation=reading.operation or "lookup", measures=(found.ref,),

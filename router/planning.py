@@ -5,7 +5,7 @@ LLM call (``query.plan``), validated, offline on failure."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -15,7 +15,9 @@ from kb.core.errors import LLMError
 from kb.core.providers.steps import ask
 from kb.core.vocab import ANNUAL_TYPES, FY_SHORT, question_quarters, question_years
 from router import store
+from router.metadata import QUARTER_KEYS, meta_int
 from router.prompts import PLAN, plan_prompt
+from router.question import Question
 from router.scope import (
     complete_routing,
     doc_entity,
@@ -33,7 +35,7 @@ log = structlog.get_logger("router.planning")
 async def plan_documents(state: QueryState, scope: QuestionScope,
                          routing: RoutingResult) -> tuple[ScopePlan, RoutingResult]:
     """The routing completed for named entities, and the plan over it."""
-    routing = latest_reports(state, scope, routing)
+    routing = within_span(state, scope, latest_reports(state, scope, routing))
     if scope.kind == "single":
         return ScopePlan(scope=msgspec.structs.replace(scope, missing=state.missing),
                          needed=tuple(d.doc_id for d in routing.documents[:1])), routing
@@ -48,6 +50,7 @@ async def plan_documents(state: QueryState, scope: QuestionScope,
     metas = state.catalog.metadata(list(dict.fromkeys(pool_ids)))
     widened = msgspec.structs.replace(routing, candidates=(*routing.candidates, *extra))
     completed, added = complete_routing(widened, scope, metas, state.top_docs)
+    completed = within_span(state, scope, completed)
     completed = msgspec.structs.replace(completed, candidates=routing.candidates)
     return await plan(state, scope, completed, metas, added), completed
 
@@ -82,6 +85,54 @@ def latest_reports(state: QueryState, scope: QuestionScope, routing: RoutingResu
     while len(docs) > len(routing.documents):  # the latest report takes a place, it adds none: top_docs holds
         docs.pop()
     return msgspec.structs.replace(routing, documents=tuple(docs))
+
+
+def within_span(state: QueryState, scope: QuestionScope, routing: RoutingResult) -> RoutingResult:
+    """The routing of a change over a stated span kept to that span (``span_routing``) over the catalog."""
+    if state.reading is None or not scope.series:
+        return routing
+
+    def period(doc_id: int) -> tuple[int, int] | None:
+        meta = state.catalog.metadata([doc_id]).get(doc_id, {})
+        year = meta_int(meta, ("fiscal_year",))
+        return None if year is None else (year, meta_int(meta, QUARTER_KEYS) or 4)
+
+    return span_routing(state.reading, routing, period, state.catalog.company_reports,
+                        lambda d: state.catalog.names([d]).get(d, str(d)))
+
+
+def span_routing(q: Question, routing: RoutingResult, period: Callable[[int], tuple[int, int] | None],
+                 reports: Callable[[int], tuple[int, ...]], name: Callable[[int], str]) -> RoutingResult:
+    """A change over a stated span ("从2017年第三季度到2024年第一季度", "from FY2019 to FY2023") reads the reports
+    of that span: a routed report whose period (fiscal year, quarter; 4 for a year) ends before the span starts
+    cannot hold a figure of it. It gives its place to a report of the same company inside the span that routing
+    missed (``reports``: the company's, latest first), or is dropped when the company's reports inside the span
+    are read."""
+    marks = sorted((p.year, p.quarter) for p in q.periods if p.year)
+    if q.operation not in ("series", "change") or len(marks) < 2:
+        return routing
+    start, end = (marks[0][0], marks[0][1] or 1), (marks[-1][0], marks[-1][1] or 4)
+
+    def inside(doc_id: int) -> bool:
+        p = period(doc_id)
+        return p is not None and start <= p <= end
+
+    def before(doc_id: int) -> bool:
+        p = period(doc_id)
+        return p is not None and p < start
+
+    docs, routed = list(routing.documents), {d.doc_id for d in routing.documents}
+    for i, d in enumerate(docs):
+        if not before(d.doc_id):
+            continue
+        found = next((r for r in reports(d.doc_id) if r not in routed and inside(r)), None)
+        if found is not None:
+            routed.add(found)
+            docs[i] = DocCandidate(found, name(found), d.score, f"inside the span the question states; in place of "
+                                                                f"{d.name}")
+    read_inside = {r for d in docs if inside(d.doc_id) for r in reports(d.doc_id)}
+    docs = [d for d in docs if not (d.doc_id in read_inside and before(d.doc_id))]
+    return msgspec.structs.replace(routing, documents=tuple(docs)) if docs != list(routing.documents) else routing
 
 
 _HISTORY = re.compile(r"(?i)\b(?:historical(?:ly)?|history|over (?:the )?(?:past|last) \w+ years|each year|every year"

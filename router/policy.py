@@ -124,6 +124,7 @@ class MeaningPolicy:
 
     threshold: float = 0.75
     margin: float = 0.08
+    lines: int = 3  # the collection's printed lines nearest to the words, matched beside the measure names
 
 
 MEANING = MeaningPolicy()

@@ -24,6 +24,13 @@ MeasureKind = Literal["concept", "metric", "line", "formula"]
 EntityScope = Literal["named", "collection", "filter"]
 
 
+NO_MEASURE = "no measure the reports state was found"
+"""What the reader leaves in ``unknown`` when no word names a measure: soft — a printed line of the collection's
+own reports, or a measure found by meaning, may still name it."""
+SOFT = (NO_MEASURE,)
+"""What the reading may miss that the executor still finds."""
+
+
 class MeasureRef(msgspec.Struct, frozen=True):
     """A measure: a row of the measure table by name (``revenue``, ``return_on_equity``), or a printed line
     item (``kind="line"``, its label) or a formula the question defines (``kind="formula"``, its name)."""

@@ -17,7 +17,7 @@ from kb.core import lexicon as lx
 from kb.core.vocab import CONCEPT_BY_NAME, company_core
 from router.measures import CATALOG, RATIOS, measure_names, quotient, quotient_name
 from router.metrics import definitions, named_formula
-from router.question import OPERATIONS, Entities, MeasureRef, PeriodRef, Question, Range
+from router.question import NO_MEASURE, OPERATIONS, Entities, MeasureRef, PeriodRef, Question, Range
 from router.types import Condition
 
 _WORD = re.compile(r"[a-z0-9]+(?:[.&'][a-z0-9]+)*|%|\$")
@@ -803,7 +803,7 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
     if op == "lookup" and (extreme or left):
         unknown.append("a comparison or change is asked but its operation was not read")
     if op is not None and not measures:
-        unknown.append("no measure the reports state was found")
+        unknown.append(NO_MEASURE)
     own = [w for w in lx.COMPANY_DEFINED if r.find(w) and not r.find(f"un{w}")]
     if own and any(m.kind in ("metric", "formula") for m in measures) and not defined:
         unknown.append(f"a measure the company defines itself ('{own[0]}') is not computed from statement lines")

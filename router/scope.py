@@ -35,7 +35,7 @@ from router.metadata import (
     without_companies,
 )
 from router.prompts import PlanReply
-from router.question import Question
+from router.question import SOFT, Question
 from router.types import DocCandidate, QuestionScope, RoutingResult, ScopePlan, SubQuestion
 
 log = structlog.get_logger("router.scope")
@@ -130,12 +130,16 @@ def classify_scope(question: str, kv: KnownValues, reading: Question | None = No
     if len({kv.entity(n) for n in names}) >= 2:  # who is named needs no measure to be known
         return msgspec.structs.replace(scope, kind="multi", entities=names, key=scope.key or "company",
                                        reason=f"the question as read names {len(names)} companies: {', '.join(names)}")
-    if not reading.understood:
+    if reading.operation is None or any(u not in SOFT for u in reading.unknown):
         return scope
+    # an extreme over the collection is a list whether or not a word names the measure (it may be found by
+    # meaning, or only in the text): "which company had the highest restructuring expenses"
     if not names and not scope.entities and reading.operation in ("max", "min", "rank", "group", "screen") \
             and reading.over != "periods":  # "which year saw the largest …": one company's series, not a list
         return msgspec.structs.replace(scope, kind="list", reason=f"the question as read: {reading.operation} over "
                                        "the collection")
+    if not reading.measures:
+        return scope
     years = sorted({p.year for p in reading.periods if p.year})
     if reading.operation in ("series", "change") and len(years) >= 2 and years[-1] - years[0] > COMPARATIVE_YEARS:
         return msgspec.structs.replace(scope, kind="multi", series=True, reason=f"the question as read: a "

@@ -463,3 +463,17 @@ async def neighbour_chunks(pool: asyncpg.Pool, docs: Sequence[int], nodes: Seque
                            his: Sequence[int]) -> list[asyncpg.Record]:
     """The chunks of each (document, node) whose ordinal lies within [lo, hi]."""
     return await pool.fetch(SQL_NEIGHBOURS, list(docs), list(nodes), list(los), list(his))
+
+
+SQL_NEAREST_LINES = """
+SELECT label, printed, 1 - (embedding <=> $2) AS sim FROM line_labels
+WHERE collection_id = $1 AND embedding IS NOT NULL ORDER BY embedding <=> $2 LIMIT $3"""
+
+
+async def nearest_lines(pool: asyncpg.Pool, collection_id: int, qvec: np.ndarray, k: int, *,
+                        iterative: bool) -> list[asyncpg.Record]:
+    """The ``k`` names of the collection's printed lines nearest to a vector (``label``, ``printed``, ``sim``)
+    through the HNSW index (``ingest.lines`` stores them)."""
+    async with pool.acquire() as conn, conn.transaction():
+        await vector_session(conn, ef_search=max(40, k), k=k, iterative=iterative)
+        return await conn.fetch(SQL_NEAREST_LINES, collection_id, np.asarray(qvec, dtype=np.float32), k)

@@ -16,7 +16,7 @@ import structlog
 
 from kb.core import lexicon as lx
 from router.facts import FactsAnswer, FactUsed
-from router.question import Question
+from router.question import SOFT, Question
 
 log = structlog.get_logger("router.understood")
 
@@ -32,8 +32,6 @@ OPERATIONS: Mapping[str, frozenset[str]] = {
     "metric": frozenset({"lookup", "compare", "series", "change"}),
 }
 """The executor's operation → the readings it answers."""
-SOFT = ("no measure the reports state was found",)
-"""What the reading may miss that the executor still finds (a printed line of the collection's own reports)."""
 
 
 def _key(name: str) -> str:

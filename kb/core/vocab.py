@@ -701,6 +701,21 @@ def concept_label(label: str) -> str:
     return " ".join(text.split())
 
 
+_ZH_LINE_NOISE = re.compile(r"^(?:其中[:：]|加[:：]|减[:：]|[一二三四五六七八九十]+、|[（(][一二三四五六七八九十\d]+[）)]|\d+[.、])|"
+                            r"[（(][^）)]*[）)]$|[\s:：]")
+
+
+def line_key(label: str) -> str:
+    """A printed line item as a question would name it: Chinese without its numbering, "其中：" and the
+    trailing note ("（亏损以“－”号填列）"); English lower case without punctuation."""
+    if is_zh(label):
+        previous = None
+        while previous != label:
+            previous, label = label, _ZH_LINE_NOISE.sub("", label)
+        return re.sub(r"(?:小计|合计)$", "", label) if len(label) > 6 else label  # "经营活动现金流入小计"
+    return concept_label(label)
+
+
 _BY_PRINTED: Mapping[str, str] = {p: c.name for c in reversed(CONCEPTS) for p in c.printed}
 _BY_CHINESE: Mapping[str, str] = {p: c.name for c in reversed(CONCEPTS) for p in c.chinese}
 _ZH_PREFIX = re.compile(r"^(?:其中[:：]|[一二三四五六七八九十]+、|加[:：]|减[:：]|\d+\.|（[一二三四五六七八九十\d]+）)")
