@@ -469,7 +469,7 @@ def _as_text(value: Any) -> str:
 
 
 async def match_question(question: str, kv: KnownValues, chat: ChatModel,
-                         screen: Condition | None = None) -> MetadataMatch:
+                         screen: Condition | None = None, lines: Sequence[str] = ()) -> MetadataMatch:
     """LLM proposes conditions (validated); offline or on failure, known-value matching."""
     offline = match_offline(question, kv, screen)
     if chat.offline or not kv.values:
@@ -477,7 +477,7 @@ async def match_question(question: str, kv: KnownValues, chat: ChatModel,
     started = time.perf_counter()
     try:
         reply = await ask(chat, METADATA, metadata_prompt(question, kv.values, typed=typed_question_prompt(
-            sorted(vocab.CONCEPT_BY_NAME), sorted(METRIC_BY_NAME))))
+            sorted(vocab.CONCEPT_BY_NAME), sorted(METRIC_BY_NAME), lines)))
         conds = validate_conditions([msgspec.to_builtins(c) for c in reply.conditions], kv)
     except (LLMError, ValidationError) as exc:
         log.warning("router.metadata_llm_failed", error=str(exc))

@@ -24,12 +24,12 @@ from router import store
 from router.catalog import Catalogs
 from router.facts import FactsAnswer, answer_from_facts, facts_table, with_named
 from router.locate import Searched, documents_to_read, locate, read_more, search_trees
-from router.meaning import MeaningIndex, unplaced
+from router.meaning import MeaningIndex, MeaningMatch, unplaced
 from router.metrics import answer_metric, restate
 from router.passages import passages
 from router.planning import plan_documents
 from router.policy import MEANING
-from router.question import SOFT, Question
+from router.question import SOFT, Question, unsure_of
 from router.ranking import Ranked, rank
 from router.reading import from_llm, read_question, same_reading, unplaced_words
 from router.retrieve import Reranker
@@ -148,18 +148,15 @@ async def by_meaning(state: QueryState, reading: Question) -> Question:
     """A question whose measure no word names: its unplaced words matched to the measure names by embedding
     (``router.meaning``) — taken when clearly nearest, said to be ambiguous when two are close."""
     index = state.services.meaning
+    if index is not None and len(reading.unsure) == 1:
+        return await _settle(state, reading, *reading.unsure[0])
     if reading.measures or index is None:  # the common case: no second pass over the question
         return reading
     words = unplaced_words(state.question, state.catalog.companies)
     if not words or (reading.operation is None and len(words) > 3):
         return reading
     phrase = unplaced(words)
-    vector = (await state.services.vectors.embed([phrase]))[phrase]
-    lines = await store.nearest_lines(state.pool, state.collection_id, vector, MEANING.lines,
-                                      iterative=state.services.iterative_scan)
-    found = await index.match(phrase, vector, [(r["label"], float(r["sim"])) for r in lines])
-    log.info("router.measure_by_meaning", phrase=phrase, measure=found.name, score=found.score,
-             taken=found.ref is not None, close=found.close, lines=[r["label"] for r in lines])
+    found = await _nearest(state, phrase)
     if found.ref is not None:
         unknown = tuple(u for u in reading.unknown if u not in SOFT)
         return msgspec.structs.replace(reading, operation=reading.operation or "lookup", measures=(found.ref,),
@@ -168,6 +165,31 @@ async def by_meaning(state: QueryState, reading: Question) -> Question:
         return msgspec.structs.replace(reading, unknown=(*reading.unknown, f"the measure could be {found.name} "
                                                                           f"or {found.close}"))
     return reading
+
+
+async def _nearest(state: QueryState, phrase: str) -> MeaningMatch:
+    """The measure name or printed line of the collection nearest to a phrase (``router.meaning``)."""
+    assert state.services.meaning is not None
+    vector = (await state.services.vectors.embed([phrase]))[phrase]
+    lines = await store.nearest_lines(state.pool, state.collection_id, vector, MEANING.lines,
+                                      iterative=state.services.iterative_scan)
+    found = await state.services.meaning.match(phrase, vector, [(r["label"], float(r["sim"])) for r in lines])
+    log.info("router.measure_by_meaning", phrase=phrase, measure=found.name, score=found.score,
+             taken=found.ref is not None, close=found.close, lines=[r["label"] for r in lines])
+    return found
+
+
+async def _settle(state: QueryState, reading: Question, phrase: str, measure: str) -> Question:
+    """A one-word measure the reader is not sure of ("unearned revenue": revenue?): the phrase matched by meaning
+    decides — the measure it is clearly nearest to (the same one, or another, or a printed line of the
+    collection) replaces it; otherwise the doubt stays and no verdict is given."""
+    found = await _nearest(state, phrase)
+    if found.ref is None:
+        return reading
+    measures = tuple(found.ref if m.name == measure else m for m in reading.measures)
+    unknown = tuple(u for u in reading.unknown if u != unsure_of(phrase, measure))
+    return msgspec.structs.replace(reading, measures=tuple(dict.fromkeys(measures)), unknown=unknown, unsure=(),
+                                   meaning=f"{phrase} ~ {found.name} ({found.score:.2f})")
 
 
 async def facts_or_none(state: QueryState, plan: ScopePlan, reading: Question) -> FactsAnswer | None:

@@ -108,8 +108,9 @@ def conversation(history: Sequence[Turn], turns: int = 6, chars: int = 500) -> s
     return "Conversation so far:\n" + "\n".join(f"{t.role}: {t.content[:chars]}" for t in history[-turns:])
 
 
-def typed_question_prompt(measures: Sequence[str], metrics: Sequence[str]) -> str:
-    """How the metadata step also reads the question into the typed question (``router.question``)."""
+def typed_question_prompt(measures: Sequence[str], metrics: Sequence[str], lines: Sequence[str] = ()) -> str:
+    """How the metadata step also reads the question into the typed question (``router.question``), with the
+    vocabulary's concepts, the metrics and the collection's printed lines nearest to the question."""
     return (
         "\n\nAlso read the question as one typed question (\"question\" in the reply; null when it asks no figure). "
         "Fields: operation: one of lookup, compare, max, min, rank, screen, group, series, change; measures: "
@@ -123,6 +124,7 @@ def typed_question_prompt(measures: Sequence[str], metrics: Sequence[str]) -> st
         "\"high_inclusive\", \"direction\"}] in base units; bounds: {\"gt\"|\"gte\"|\"lt\"|\"lte\": number}; unit: "
         "\"\" | thousand | million | billion | 万 | 亿; decimals: a number or null; unknown: [what you could not "
         "place].\nConcepts: " + ", ".join(measures) + "\nMetrics: " + ", ".join(metrics)
+        + ("\nPrinted lines of these reports nearest to the question: " + "; ".join(lines) if lines else "")
     )
 
 

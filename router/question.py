@@ -31,6 +31,11 @@ SOFT = (NO_MEASURE,)
 """What the reading may miss that the executor still finds."""
 
 
+def unsure_of(phrase: str, measure: str) -> str:
+    """What the reading says of a one-word measure in a phrase that may name another measure."""
+    return f"not sure that '{phrase}' is {measure.replace('_', ' ')}"
+
+
 class MeasureRef(msgspec.Struct, frozen=True):
     """A measure: a row of the measure table by name (``revenue``, ``return_on_equity``), or a printed line
     item (``kind="line"``, its label) or a formula the question defines (``kind="formula"``, its name)."""
@@ -95,6 +100,8 @@ class Question(msgspec.Struct, frozen=True):
     decimals: int | None = None
     unknown: tuple[str, ...] = ()
     meaning: str = ""  # a measure found by meaning: "phrase ~ measure (similarity)" (router.meaning)
+    unsure: tuple[tuple[str, str], ...] = ()  # (phrase, measure): a one-word measure with a word beside it
+    # that nothing accounts for ("unearned revenue", revenue) — named in ``unknown``; matching by meaning decides
     source: Literal["rules", "llm"] = "rules"  # who read it: the rules (router.reading) or the LLM, validated
     rules: Question | None = None  # an LLM reading: the rules' reading beside it (the trace shows both)
 
@@ -102,3 +109,9 @@ class Question(msgspec.Struct, frozen=True):
     def understood(self) -> bool:
         """An operation on at least one measure, with nothing left over."""
         return self.operation is not None and bool(self.measures) and not self.unknown
+
+    @property
+    def hard_unknown(self) -> tuple[str, ...]:
+        """What was not understood that neither the executor nor matching by meaning may still settle."""
+        soft = {*SOFT, *(unsure_of(p, m) for p, m in self.unsure)}
+        return tuple(u for u in self.unknown if u not in soft)

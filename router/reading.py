@@ -17,7 +17,16 @@ from kb.core import lexicon as lx
 from kb.core.vocab import CONCEPT_BY_NAME, company_core
 from router.measures import CATALOG, RATIOS, measure_names, quotient, quotient_name
 from router.metrics import definitions, named_formula
-from router.question import NO_MEASURE, OPERATIONS, Entities, MeasureRef, PeriodRef, Question, Range
+from router.question import (
+    NO_MEASURE,
+    OPERATIONS,
+    Entities,
+    MeasureRef,
+    PeriodRef,
+    Question,
+    Range,
+    unsure_of,
+)
 from router.types import Condition
 
 _WORD = re.compile(r"[a-z0-9]+(?:[.&'][a-z0-9]+)*|%|\$")
@@ -56,6 +65,7 @@ class _Reading:
     raw: str
     words: list[tuple[int, int, str]] = field(default_factory=list)  # (start, end, lower word)
     taken: list[tuple[int, int]] = field(default_factory=list)
+    single: list[tuple[int, int, MeasureRef]] = field(default_factory=list)  # measures named by one English word
 
     @classmethod
     def of(cls, text: str) -> _Reading:
@@ -179,7 +189,28 @@ def _measures(r: _Reading, line_items: Sequence[str]) -> list[MeasureRef]:
         found = [f for f in found if f[2].name != "cash"]
     inputs = set().union(*(_TERMS.get(ref.name, frozenset()) for *_, ref in found if ref.kind == "metric"))
     found = [f for f in found if not (f[2].kind == "concept" and f[2].name in inputs)] or found
+    r.single = [f for f in found if len(_WORD.findall(r.raw[f[0]:f[1]])) == 1 and not lx.is_zh(r.raw[f[0]:f[1]])]
     return list({ref.name: ref for *_, ref in reversed(found)}.values())[::-1]
+
+
+def _modifier(r: _Reading, a: int, b: int, labels: frozenset[str] = frozenset()) -> str:
+    """The phrase a one-word measure makes with a word beside it that nothing of the question accounts for
+    ("unearned revenue", "debt extinguishment", "equity compensation"): it may name another measure; "" when
+    the words beside it are cues, periods, companies, other measures, function words, words that leave the
+    measure what it is (``kb.core.lexicon.MEASURE_HEADS``) or words of a group's label."""
+    en, _ = _cue_words()
+    word = r.raw[a:b]
+    before = next((x for x in reversed(r.words) if x[1] <= a), None)
+    after = next((x for x in r.words if x[0] >= b), None)
+    for x, phrase in ((before, lambda w: f"{w} {word}"), (after, lambda w: f"{word} {w}")):
+        if x is None or r.raw[min(x[1], b):max(x[0], a)].strip(" -") or not r.free(x[0], x[1]):
+            continue
+        w = x[2]
+        if w in en or lx.lemmas(w) & en or len(w) < 3 or any(ch.isdigit() for ch in w) or w in _MONTHS \
+                or w in lx.MEASURE_HEADS or w in labels or (w.endswith(("est", "er")) and lx.adjective_base(w)):
+            continue
+        return phrase(w)
+    return ""
 
 
 def _next_word(r: _Reading, end: int) -> str:
@@ -822,11 +853,16 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
         d = dm.group(1) or dm.group(2)
         decimals = lx.DECIMAL_WORDS[d] if d in lx.DECIMAL_WORDS else _number(d)
     loss = loss and not _by_sign(op, ranges)
+    unsure = []
+    for a, b, ref in r.single:
+        if ref in measures and (mod := _modifier(r, a, b, frozenset(w for g in ranges for w in g.label.split()))):
+            unknown.append(unsure_of(mod, ref.name))
+            unsure.append((mod, ref.name))
     return Question(text=text, lang=lang, operation=op, measures=tuple(measures), entities=entities,  # type: ignore[arg-type]
                     periods=tuple(periods), change=change, sign="loss" if loss else "", order=order,  # type: ignore[arg-type]
                     over=over, average=average,  # type: ignore[arg-type]
                     limit=limit if op == "rank" else None, ranges=tuple(ranges) if op == "group" else (),
-                    bounds=screen, unit=unit, decimals=decimals, unknown=tuple(unknown))
+                    bounds=screen, unit=unit, decimals=decimals, unknown=tuple(unknown), unsure=tuple(unsure))
 
 
 def _language(r: _Reading) -> str:
@@ -971,7 +1007,7 @@ def same_reading(a: Question, b: Question) -> bool:
 
 _ZH_NOT_MEASURE = re.compile(rf"\d+\s*(?:{'|'.join(lx.ZH_PERIOD_UNITS)})?|[^\u4e00-\u9fff]+|[{lx.ZH_FUNCTION_CHARS}]")
 """What of a Chinese question names no measure: periods ("2023年"), anything not Han, function characters."""
-_NOT_CUES = frozenset({"ZH_LINE_ITEMS", "EN_LINE_ITEMS", "ZH_PLACES", "LOSS", "MARGIN_WORDS", "WEAK_MEASURE_WORDS",
+_NOT_CUES = frozenset({"ZH_LINE_ITEMS", "EN_LINE_ITEMS", "ZH_PLACES", "LOSS", "MARGIN_WORDS", "WEAK_MEASURE_WORDS", "MEASURE_HEADS",
                        "PROFIT_MEASURES", "NOT_THE_MEASURE_AFTER"})
 
 

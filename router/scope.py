@@ -35,7 +35,7 @@ from router.metadata import (
     without_companies,
 )
 from router.prompts import PlanReply
-from router.question import SOFT, Question
+from router.question import Question
 from router.types import DocCandidate, QuestionScope, RoutingResult, ScopePlan, SubQuestion
 
 log = structlog.get_logger("router.scope")
@@ -130,7 +130,7 @@ def classify_scope(question: str, kv: KnownValues, reading: Question | None = No
     if len({kv.entity(n) for n in names}) >= 2:  # who is named needs no measure to be known
         return msgspec.structs.replace(scope, kind="multi", entities=names, key=scope.key or "company",
                                        reason=f"the question as read names {len(names)} companies: {', '.join(names)}")
-    if reading.operation is None or any(u not in SOFT for u in reading.unknown):
+    if reading.operation is None or reading.hard_unknown:
         return scope
     # an extreme over the collection is a list whether or not a word names the measure (it may be found by
     # meaning, or only in the text): "which company had the highest restructuring expenses"

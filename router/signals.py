@@ -76,4 +76,12 @@ async def description_shortlist(state: QueryState, within: Sequence[int] | None,
 async def metadata_match(state: QueryState) -> MetadataMatch:
     """The metadata conditions the question states (offline rules; with an LLM, its validated proposal)."""
     screen = fact_condition(state.reading) if state.reading is not None else None
-    return await match_question(state.question, state.catalog.known, state.chat, screen)
+    lines: list[str] = []
+    if not state.chat.offline:  # the LLM reads the question too: the collection's printed lines nearest to it
+        lines = [r["printed"] for r in await store.nearest_lines(state.pool, state.collection_id, state.qvec,
+                                                                 PROMPT_LINES, iterative=state.services.iterative_scan)]
+    return await match_question(state.question, state.catalog.known, state.chat, screen, lines)
+
+
+PROMPT_LINES = 12
+"""The collection's printed lines nearest to the question that the metadata prompt lists (with an LLM)."""

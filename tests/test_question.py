@@ -316,3 +316,22 @@ def test_groups_labelled_with_if_or_when_and_chinese_words_left_over() -> None:
     from router.reading import unplaced_words
 
     assert unplaced_words("浙江龙盛2023年的员工人数是多少？", dict.fromkeys(ZH_FIRMS, ())) == ["员工人数"]
+
+
+def test_a_one_word_measure_beside_a_word_nothing_accounts_for_is_not_sure() -> None:
+    """"unearned revenue" is not revenue, "debt extinguishment" not total debt: the reader says it is not sure
+    (matching by meaning may settle it); words that leave the measure what it is ("balance", "reported",
+    "merchandise"), superlatives and group labels do not."""
+    firms = ["Orchard Lane Foods, Inc.", "Pelican Bay Marine Corp."]
+    for question, phrase in (("Which company had the most unearned revenue in 2023?", "unearned revenue"),
+                             ("How large was Orchard Lane's debt extinguishment charge in 2022?", "debt extinguishment"),
+                             ("Which firm took the biggest goodwill write-down last year?", "goodwill write")):
+        q = read_question(question, firms)
+        assert len(q.unsure) == 1 and q.unsure[0][0] == phrase, (question, q.unsure)
+        assert q.hard_unknown == () and not q.understood, q.unknown  # soft for routing, no verdict as read
+    for question in ("What was Pelican Bay's inventory balance at the end of 2023?",
+                     "Compare the reported revenue of Orchard Lane and Pelican Bay for 2023.",
+                     "Which company held the larger merchandise inventories in 2023?",
+                     "Which company had the biggest revenue in 2023?"):
+        q = read_question(question, firms)
+        assert q.unsure == () and q.understood, (question, q.unknown)

@@ -309,6 +309,14 @@ NOT_THE_MEASURE_AFTER = frozenset({"structure", "structures", "instrument", "ins
                                    "standard", "standards", "segment", "segments", "guidance", "outlook", "drivers",
                                    "mix", "concentration"})
 """A one-word measure followed by one of these names something else ("debt structure", "revenue recognition")."""
+MEASURE_HEADS = frozenset({"balance", "balances", "bill", "spend", "spending", "spent", "figure", "figures", "expense",
+                           "expenses", "amount", "amounts", "level", "levels", "number", "numbers", "value", "values",
+                           "line", "item", "items", "overall", "consolidated", "merchandise", "position", "reported",
+                           "stated", "recorded", "booked", "outlay", "outlays", "costs", "cost", "generated", "earned",
+                           "made", "produced", "posted", "delivered", "held", "carried", "sum", "size", "count", "equivalents"})
+"""Words beside a one-word measure that leave it that measure ("goodwill balance", "R&D bill", "merchandise
+inventories"); any other word the question does not account for makes a phrase that may name another measure
+("unearned revenue", "debt extinguishment"), and the reading says it is not sure."""
 COMPANY_DEFINED = ("adjusted", "non gaap", "non-gaap", "organic", "segment", "underlying", "core")
 """Words marking a company's own measure ("adjusted EBITDA"): not computed from the statements' lines."""
 PROFIT_MEASURES = frozenset({"net_income", "net_income_parent", "net_income_continuing", "operating_income",
