@@ -14,7 +14,7 @@ import re
 import msgspec
 
 from kb.core import lexicon as lx
-from kb.core.vocab import CONCEPT_BY_NAME, measure_phrases
+from kb.core.vocab import CONCEPT_BY_NAME, CONCEPTS, StandsFor, measure_phrases
 from router.question import MeasureRef
 
 
@@ -151,37 +151,9 @@ def measure_names() -> dict[str, MeasureRef]:
 
 # ------------------------------------------------------------------------ measures a statement may not print
 
-DERIVED: dict[str, tuple[str, str]] = {
-    "noncurrent_assets": ("total_assets", "current_assets"),
-    "noncurrent_liabilities": ("total_liabilities", "current_liabilities"),
-    "total_liabilities": ("liabilities_and_equity", "total_equity"),
-    "gross_profit": ("revenue", "cost_of_revenue"),
-}
-"""Measures a statement may not print, computed as the difference of two it prints (cited to both)."""
-
-
-class StandsFor(msgspec.Struct, frozen=True):
-    """A line that states a measure a document does not print: ``other``, when the document prints none of
-    ``unless`` either; ``note`` says so beside the line item."""
-
-    other: str
-    note: str
-    unless: tuple[str, ...] = ()
-
-
-STANDS_FOR: dict[str, StandsFor] = {
-    "net_income_continuing": StandsFor("net_income", "no discontinued operations line printed: net income"),
-    "cash_end": StandsFor("cash", "no end-of-period line of a cash flow statement: the balance sheet's cash"),
-    "shares_outstanding": StandsFor(
-        "weighted_shares_basic", "no period-end share count printed in the statements: weighted average basic shares"),
-    "current_liabilities": StandsFor(
-        "total_liabilities", "an unclassified balance sheet (no current and non-current split): total liabilities",
-        ("current_assets", "noncurrent_liabilities")),
-}
-"""A measure a statement without it states by another line: a company without discontinued operations prints
-no "income from continuing operations" (its net income is that); a fund that presents no cash flow statement
-states its cash at the period end on its balance sheet; a balance sheet that classifies nothing as current
-(funds, real estate companies) owes all its liabilities as one total."""
-
-STAND_INS = {"net_income": "net_income_parent"}
+DERIVED: dict[str, tuple[str, ...]] = {c.name: c.derived for c in CONCEPTS if c.derived}
+"""Measures a statement may not print, computed as the difference of two it prints (the table's ``derived``)."""
+STANDS_FOR: dict[str, StandsFor] = {c.name: c.stands_for for c in CONCEPTS if c.stands_for is not None}
+"""A measure a statement without it states by another line (the table's ``stands_for``)."""
+STAND_INS = {c.name: c.stand_in for c in CONCEPTS if c.stand_in}
 """For the metric calculator: a measure read from another line when a statement prints no line of its own."""

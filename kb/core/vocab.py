@@ -399,6 +399,18 @@ def company_core(name: str) -> str:
 # --------------------------------------------------------------------------- financial concepts (facts)
 
 
+class StandsFor(msgspec.Struct, frozen=True):
+    """A line that states a measure a document does not print: ``other``, when the document prints none of
+    ``unless`` either; ``note`` says so beside the line item. A company without discontinued operations prints
+    no "income from continuing operations" (its net income is that); a fund that presents no cash flow statement
+    states its cash at the period end on its balance sheet; a balance sheet that classifies nothing as current
+    (funds, real estate companies) owes all its liabilities as one total."""
+
+    other: str
+    note: str
+    unless: tuple[str, ...] = ()
+
+
 class Concept(msgspec.Struct, frozen=True):
     """One measure stored as a fact: how statement lines print it and how a question names it.
 
@@ -419,6 +431,12 @@ class Concept(msgspec.Struct, frozen=True):
     kinds: tuple[str, ...] = ("income",)
     unit: str = "money"
     flow: bool = True
+    derived: tuple[str, ...] = ()
+    """When no statement prints it: the difference of these two measures (cited to both)."""
+    stands_for: StandsFor | None = None
+    """When no statement prints it: the line that states it, said beside the figure."""
+    stand_in: str = ""
+    """For the metric calculator: the measure read when a statement prints no line of its own."""
 
 
 _IS = ("income", "comprehensive_income")
@@ -437,7 +455,8 @@ CONCEPTS: tuple[Concept, ...] = (
         "total cost of revenues", "total cost of sales", "cost of products sold"),
         ("营业成本",), ("cogs",), _IS),
     Concept("gross_profit", "gross profit", ("gross profit", "gross margin", "gross profit loss", "gross loss"),
-            ("毛利",), (), _IS),
+            ("毛利",), (), _IS,
+            derived=("revenue", "cost_of_revenue")),
     Concept("operating_expenses", "total operating expenses", (
         "total operating expenses", "total operating costs and expenses", "total costs and expenses",
         "operating expenses total", "total expenses"), ("营业总成本",), ("operating expenses",), _IS),
@@ -479,7 +498,8 @@ CONCEPTS: tuple[Concept, ...] = (
         "income from continuing operations", "net income from continuing operations",
         "loss from continuing operations", "net loss from continuing operations",
         "income from continuing operations net of tax", "net income loss from continuing operations"),
-        ("持续经营净利润",), ("profit from continuing operations",), _IS),
+        ("持续经营净利润",), ("profit from continuing operations",), _IS,
+            stands_for=StandsFor("net_income", "no discontinued operations line printed: net income")),
     Concept("net_income", "net income", (
         "net income", "net loss", "net earnings", "net income loss", "net loss income", "net profit",
         "net loss and comprehensive loss", "net income and comprehensive income", "net loss for the period",
@@ -487,7 +507,8 @@ CONCEPTS: tuple[Concept, ...] = (
         "net income including noncontrolling interest", "net income including noncontrolling interests",
         "net income including non controlling interests", "net loss including noncontrolling interests",
         "consolidated net income", "net income loss including noncontrolling interests"),
-        ("净利润",), ("net income", "net profit", "net loss", "profit", "earnings", "bottom line"), (*_IS, "cash_flow")),
+        ("净利润",), ("net income", "net profit", "net loss", "profit", "earnings", "bottom line"), (*_IS, "cash_flow"),
+            stand_in="net_income_parent"),
     Concept("net_income_parent", "net income attributable to the parent", (),
             ("归属于母公司所有者的净利润", "归属于母公司股东的净利润"), ("attributable to",), _IS),
     Concept("eps_basic", "basic earnings per share", (
@@ -510,7 +531,9 @@ CONCEPTS: tuple[Concept, ...] = (
         "shares outstanding", "common shares outstanding", "number of shares outstanding",
         "shares of common stock outstanding", "total shares outstanding"), (),
         ("shares outstanding", "outstanding shares", "share count"), (*_IS, *_BS), "shares",
-        flow=False),
+        flow=False,
+            stands_for=StandsFor("weighted_shares_basic", "no period-end share count printed in the statements: "
+                                 "weighted average basic shares")),
     Concept("cash", "cash and cash equivalents", (
         "cash and cash equivalents", "cash", "cash and equivalents", "cash and cash equivalents at carrying value"),
         ("货币资金",), ("cash and cash equivalents", "cash balance", "cash"), _BS, flow=False),
@@ -530,7 +553,8 @@ CONCEPTS: tuple[Concept, ...] = (
             ("current assets",), _BS, flow=False),
     Concept("noncurrent_assets", "total non-current assets", (
         "total non current assets", "total noncurrent assets", "total long term assets", "total other assets"),
-        ("非流动资产合计",), ("non-current assets", "noncurrent assets", "long-term assets"), _BS, flow=False),
+        ("非流动资产合计",), ("non-current assets", "noncurrent assets", "long-term assets"), _BS, flow=False,
+            derived=("total_assets", "current_assets")),
     Concept("right_of_use_assets", "right-of-use assets", (
         "right of use assets", "operating lease right of use assets", "right of use assets operating leases",
         "operating lease right of use asset", "right of use asset"), ("使用权资产",), (), _BS, flow=False),
@@ -548,7 +572,9 @@ CONCEPTS: tuple[Concept, ...] = (
     Concept("other_current_liabilities", "other current liabilities", ("other current liabilities",),
             ("其他流动负债",), (), _BS, flow=False),
     Concept("current_liabilities", "total current liabilities", ("total current liabilities",),
-            ("流动负债合计",), ("current liabilities",), _BS, flow=False),
+            ("流动负债合计",), ("current liabilities",), _BS, flow=False,
+            stands_for=StandsFor("total_liabilities", "an unclassified balance sheet (no current and non-current "
+                                 "split): total liabilities", ("current_assets", "noncurrent_liabilities"))),
     Concept("short_term_debt", "short-term debt", (
         "short term debt", "short term borrowings", "short term notes payable", "commercial paper"),
         (), ("short-term debt", "short-term borrowings"), _BS, flow=False),
@@ -567,9 +593,11 @@ CONCEPTS: tuple[Concept, ...] = (
     Concept("noncurrent_liabilities", "total non-current liabilities", (
         "total non current liabilities", "total noncurrent liabilities", "total long term liabilities"),
         ("非流动负债合计",), ("non-current liabilities", "noncurrent liabilities", "long-term liabilities"),
-        _BS, flow=False),
+        _BS, flow=False,
+            derived=("total_liabilities", "current_liabilities")),
     Concept("total_liabilities", "total liabilities", ("total liabilities",), ("负债合计",),
-            ("total liabilities", "liabilities"), _BS, flow=False),
+            ("total liabilities", "liabilities"), _BS, flow=False,
+            derived=("liabilities_and_equity", "total_equity")),
     Concept("share_capital", "share capital", ("common stock", "share capital", "common shares"),
             ("股本", "实收资本或股本", "实收资本"), ("share capital", "common stock"), _BS, flow=False),
     Concept("retained_earnings", "retained earnings", (
@@ -677,7 +705,9 @@ CONCEPTS: tuple[Concept, ...] = (
         "cash and equivalents end of period", "cash and equivalents at end of year"),
         ("期末现金及现金等价物余额", "现金及现金等价物余额", "现金及现金等价物期末余额"),
         ("cash at end of period", "cash at the end", "ending cash", "end of period", "end of year",
-         "ending balance"), _CF),
+         "ending balance"), _CF,
+            stands_for=StandsFor("cash", "no end-of-period line of a cash flow statement: the balance sheet's "
+                                 "cash")),
 )
 """The concept vocabulary, in question-matching order (longer, more specific names before shorter ones)."""
 
