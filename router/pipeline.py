@@ -181,10 +181,11 @@ async def _nearest(state: QueryState, phrase: str) -> MeaningMatch:
 
 async def _settle(state: QueryState, reading: Question, phrase: str, measure: str) -> Question:
     """A one-word measure the reader is not sure of ("unearned revenue": revenue?): the phrase matched by meaning
-    decides — the measure it is clearly nearest to (the same one, or another, or a printed line of the
-    collection) replaces it; otherwise the doubt stays and no verdict is given."""
+    decides — another measure or a printed line of the collection it is clearly nearest to replaces it;
+    otherwise (nothing near, or the same measure, near by its own word) the doubt stays and no verdict is
+    given."""
     found = await _nearest(state, phrase)
-    if found.ref is None:
+    if found.ref is None or found.ref.name == measure:  # its own word makes it near: that settles nothing
         return reading
     measures = tuple(found.ref if m.name == measure else m for m in reading.measures)
     unknown = tuple(u for u in reading.unknown if u != unsure_of(phrase, measure))

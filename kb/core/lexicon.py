@@ -313,7 +313,7 @@ MEASURE_HEADS = frozenset({"balance", "balances", "bill", "spend", "spending", "
                            "expenses", "amount", "amounts", "level", "levels", "number", "numbers", "value", "values",
                            "line", "item", "items", "overall", "consolidated", "merchandise", "position", "reported",
                            "stated", "recorded", "booked", "outlay", "outlays", "costs", "cost", "generated", "earned",
-                           "made", "produced", "posted", "delivered", "held", "carried", "sum", "size", "count", "equivalents"})
+                           "made", "produced", "posted", "delivered", "held", "carried", "sum", "size", "count", "equivalents", "unadjusted", "gaap"})
 """Words beside a one-word measure that leave it that measure ("goodwill balance", "R&D bill", "merchandise
 inventories"); any other word the question does not account for makes a phrase that may name another measure
 ("unearned revenue", "debt extinguishment"), and the reading says it is not sure."""
@@ -330,7 +330,8 @@ ZH_FUNCTION_CHARS = "的是了在和与及或各这那哪些家年度公司"
 STOP_WORDS = frozenset({"the", "a", "an", "of", "in", "on", "for", "to", "and", "or", "by", "with", "what", "was",
                         "is", "are", "were", "did", "does", "do", "how", "which", "who", "its", "their", "it", "that",
                         "this", "these", "those", "from", "at", "as", "be", "been", "has", "had", "have", "report",
-                        "reported", "company", "companies", "year", "fiscal", "please", "tell", "me", "show"})
+                        "reported", "company", "companies", "year", "fiscal", "please", "tell", "me", "show",
+                        "between", "about", "into", "over", "under", "per", "than", "any", "all", "each"})
 
 ZH_PLACES = ("北京", "上海", "天津", "重庆", "广东", "广州", "深圳", "珠海", "佛山", "东莞", "浙江", "杭州", "宁波", "温州",
              "江苏", "南京", "苏州", "无锡", "常州", "山东", "济南", "青岛", "烟台", "福建", "福州", "厦门", "湖北", "武汉",
