@@ -146,7 +146,7 @@ def task(q: Question) -> MeasureAsk | None:
     """What the executor computes for a typed question, or None when no operation on a measure was read."""
     op = EXECUTED.get(q.operation or "")
     concept = measure_of(q)
-    if op is None or not concept:
+    if op is None or not concept or q.over == "measures":  # an extreme over one company's measures: metrics
         return None
     years = tuple(sorted({p.year for p in q.periods if p.year}))
     extreme = ""

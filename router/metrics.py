@@ -22,8 +22,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from kb.core import lexicon as lx
-from kb.core.vocab import CONCEPT_BY_NAME, Concept, line_concept, question_concept, question_years
+from kb.core.vocab import CONCEPT_BY_NAME, Concept, line_concept, question_concept
 from router import store
 from router.catalog import Catalog
 from router.facts import (
@@ -274,53 +273,15 @@ def metric_task(q: Question) -> MetricAsk | None:
     return MetricAsk(formula, tuple(years), aggregate, q.decimals, _SCALE_OF_UNIT.get(q.unit))
 
 
-_LIST = re.compile(r"(?i)\b((?:[a-z&-]+ ){0,3}[a-z&-]+), ((?:[a-z&-]+ ){0,3}[a-z&-]+)(?:, ((?:[a-z&-]+ ){0,3}[a-z&-]+))?,?"
-                   r" (?:and|or) ((?:[a-z&-]+ ){0,3}[a-z&-]+)")
-_LEAD = re.compile(r"(?i)^(?:(?:among|between|of|the|from|in|which|whether|its|their)\s+)+")
-_MOST = re.compile(r"(?i)\b(?:most|highest|largest|biggest|greatest|best)\b")
-_LEAST = re.compile(r"(?i)\b(?:least|lowest|smallest|worst)\b")
-
-
-def _stem_concept(item: str) -> str:
-    """A vocabulary measure a list item names, word stems compared ("operations activities" → operating
-    activities → cfo)."""
-    found = _term_concept(item)
-    if found:
-        return found
-    stems = tuple(w[:5] for w in re.findall(r"[a-z]+", item.lower()))
-    for c in CONCEPT_BY_NAME.values():
-        for phrase in (*c.asked, *c.printed, c.label):
-            if tuple(w[:5] for w in re.findall(r"[a-z]+", phrase.lower())) == stems:
-                return c.name
-    return ""
-
-
-def named_measures(question: str) -> list[str]:
-    """The vocabulary measures a list in the question names ("operations, investing, and financing activities":
-    the last item's head noun applies to each), when it names two or more."""
-    m = _LIST.search(question)
-    if m is None:
-        return []
-    items = [_LEAD.sub("", g.strip()) for g in m.groups() if g]
-    head = items[-1].split()[-1] if len(items[-1].split()) > 1 else ""
-    out = []
-    for item in items:
-        concept = _stem_concept(item) or (_stem_concept(f"{item} {head}") if head else "")
-        if not concept:
-            return []
-        out.append(concept)
-    return list(dict.fromkeys(out)) if len(set(out)) >= 2 else []
-
-
-async def answer_which(pool: asyncpg.Pool, catalog: Catalog, question: str, plan: ScopePlan) -> FactsAnswer | None:
-    """"Which of A, B and C is the largest / lost the least" for one company: each measure's figure for the
-    year, cited, and the verdict."""
-    most, least = bool(_MOST.search(question)), bool(_LEAST.search(question))
-    concepts = named_measures(question) if (most or least) and not lx.is_zh(question) else []
-    if not concepts or len({CONCEPT_BY_NAME[c].flow for c in concepts}) > 1:
+async def answer_which(pool: asyncpg.Pool, catalog: Catalog, q: Question, plan: ScopePlan) -> FactsAnswer | None:
+    """"Which of A, B and C is the largest / lost the least" for one company (an extreme over the measures the
+    question lists): each measure's figure for the year, cited, and the verdict."""
+    concepts = [m.name for m in q.measures if m.kind == "concept"] if q.over == "measures" else []
+    most = q.operation == "max"
+    if len(concepts) < 2 or len({CONCEPT_BY_NAME[c].flow for c in concepts}) > 1:
         return None
     co = await _Company.read(pool, catalog, plan)
-    years = sorted(question_years(question)) or [co.metas.get(co.first, {}).get("fiscal_year")]
+    years = sorted({p.year for p in q.periods if p.year}) or [co.metas.get(co.first, {}).get("fiscal_year")]
     if not isinstance(years[-1], int):
         return None
     got = [(c, co.values.get(c, years[-1])) for c in concepts]
@@ -339,14 +300,6 @@ async def answer_which(pool: asyncpg.Pool, catalog: Catalog, question: str, plan
     return FactsAnswer(ask=ask_, text="\n".join(lines), citations=tuple(w.cites), used=tuple(w.used), missing=())
 
 
-_QUARTER_OF = re.compile(r"(?i)\bQ([1-4])\s*(?:of\s+)?(?:FY\s*|fiscal(?:\s+year)?\s*)?'?((?:19|20)\d{2})\b"
-                         r"|\b(first|second|third|fourth) quarter of (?:FY\s*|fiscal(?:\s+year)?\s*)?((?:19|20)\d{2})\b")
-_FY_OF = re.compile(r"(?i)\b(?:FY|fiscal(?:\s+year)?)\s*'?((?:19|20)\d{2})\b")
-_ORDINAL = {"first": 1, "second": 2, "third": 3, "fourth": 4}
-_MOVE = re.compile(r"(?i)\b(?:chang\w*|drop\w*|declin\w*|decreas\w*|increas\w*|grow\w*|rise|rose|fell|fall\w*"
-                   r"|between|from)\b")
-
-
 class Period(msgspec.Struct, frozen=True):
     """A period a question names: fiscal year ``year`` (``quarter`` 0) or its quarter."""
 
@@ -357,30 +310,16 @@ class Period(msgspec.Struct, frozen=True):
         return f"Q{self.quarter} FY{self.year}" if self.quarter else f"FY{self.year}"
 
 
-def question_periods(question: str) -> list[Period]:
-    """The fiscal years and quarters a question names, in the order it names them ("between FY 2023 and Q2 of
-    FY2024" → FY2023, Q2 FY2024)."""
-    found: list[tuple[int, Period]] = []
-    taken: list[tuple[int, int]] = []
-    for m in _QUARTER_OF.finditer(question):
-        q = int(m.group(1)) if m.group(1) else _ORDINAL[m.group(3).lower()]
-        found.append((m.start(), Period(int(m.group(2) or m.group(4)), q)))
-        taken.append(m.span())
-    for m in _FY_OF.finditer(question):
-        if not any(a <= m.start() < b for a, b in taken):
-            found.append((m.start(), Period(int(m.group(1)))))
-    return list(dict.fromkeys(p for _, p in sorted(found, key=lambda x: x[0])))
-
-
-async def answer_period_change(pool: asyncpg.Pool, catalog: Catalog, question: str,
+async def answer_period_change(pool: asyncpg.Pool, catalog: Catalog, q: Question,
                                plan: ScopePlan) -> FactsAnswer | None:
     """A balance compared between a fiscal year's end and a quarter's ("any drop in cash between FY2023 and Q2 of
-    FY2024?"): each period's end date from the company's own report for it (annual or quarterly), the balance
-    at each date from any of its reports' columns, cited, and the change (absolute and %)."""
-    periods = question_periods(question)
-    concept = question_concept(question)
-    if len(periods) != 2 or not any(p.quarter for p in periods) or not concept or CONCEPT_BY_NAME[concept].flow \
-            or not _MOVE.search(question) or lx.is_zh(question):
+    FY2024?" read as a change between two periods, one a quarter): each period's end date from the company's own
+    report for it (annual or quarterly), the balance at each date from any of its reports' columns, cited, and
+    the change (absolute and %)."""
+    periods = [Period(p.year, p.quarter) for p in q.periods if p.year]
+    concept = q.measures[0].name if len(q.measures) == 1 and q.measures[0].kind == "concept" else ""
+    if q.operation not in ("change", "compare") or len(periods) != 2 or not any(p.quarter for p in periods) \
+            or concept not in CONCEPT_BY_NAME or CONCEPT_BY_NAME[concept].flow or q.lang != "en":
         return None
     ids = company_reports(catalog, plan)
     metas = catalog.metadata(ids)
@@ -654,14 +593,12 @@ def _formula_text(f: Formula) -> str:
 
 async def answer_metric(pool: asyncpg.Pool, catalog: Catalog, q: Question, plan: ScopePlan) -> FactsAnswer | None:
     """The metric's answer to the typed question about one company, or None (another path answers)."""
-    question = q.text
     if not plan.needed or len({catalog.known.entity(str(m.get("company") or ""))
                                for m in catalog.metadata(list(plan.needed)).values()}) > 1:
         return None  # several companies: router.facts compares them
     a = metric_task(q)
     if a is None:
-        return await answer_which(pool, catalog, question, plan) or \
-            await answer_period_change(pool, catalog, question, plan)
+        return await answer_which(pool, catalog, q, plan) or await answer_period_change(pool, catalog, q, plan)
     co = await _Company.read(pool, catalog, plan)
     years = list(a.years)
     if not years and a.aggregate == "history":  # every year the routed report's statements show

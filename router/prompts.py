@@ -119,7 +119,7 @@ def typed_question_prompt(measures: Sequence[str], metrics: Sequence[str], lines
         "percentage) of two concepts; companies: the collection's company names it asks about ([] for all); "
         "periods: [{\"year\": 2023, \"quarter\": 0, \"months\": 12}] (months 3, 6, 9 or 12; \"relative\": "
         "\"latest\" or \"last_n\" with \"n\"); change: \"\" | absolute | percent | yoy | qoq | cagr; sign: \"\" | "
-        "loss; order: \"\" | asc | desc; over: \"\" | periods (an extreme over one company's periods); average: "
+        "loss; order: \"\" | asc | desc; over: \"\" | periods | measures (an extreme over one company's periods, or over the measures it lists); average: "
         "true | false; limit: a number or null; ranges: [{\"label\", \"low\", \"low_inclusive\", \"high\", "
         "\"high_inclusive\", \"direction\"}] in base units; bounds: {\"gt\"|\"gte\"|\"lt\"|\"lte\": number}; unit: "
         "\"\" | thousand | million | billion | 万 | 亿; decimals: a number or null; unknown: [what you could not "

@@ -91,7 +91,8 @@ class Question(msgspec.Struct, frozen=True):
     change: ChangeBasis = ""
     sign: Literal["", "loss"] = ""
     order: Literal["", "asc", "desc"] = ""
-    over: Literal["", "periods"] = ""  # the extreme is over one company's periods ("which year …"), not companies
+    over: Literal["", "periods", "measures"] = ""  # the extreme is over one company's periods ("which year …")
+    # or over the measures it lists ("which of cost of revenue, opex and net income was the largest"), not companies
     average: bool = False  # the mean over the stated periods is asked
     limit: int | None = None
     ranges: tuple[Range, ...] = ()

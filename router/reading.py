@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from kb.core import lexicon as lx
-from kb.core.vocab import CONCEPT_BY_NAME, company_core
+from kb.core.vocab import CONCEPT_BY_NAME, company_core, question_concept
 from router.measures import CATALOG, RATIOS, measure_names, quotient, quotient_name
 from router.metrics import definitions, named_formula
 from router.question import (
@@ -211,6 +211,42 @@ def _modifier(r: _Reading, a: int, b: int, labels: frozenset[str] = frozenset())
             continue
         return phrase(w)
     return ""
+
+
+_LISTED = re.compile(r"(?i)\b((?:[a-z&-]+ ){0,3}[a-z&-]+), ((?:[a-z&-]+ ){0,3}[a-z&-]+)(?:, ((?:[a-z&-]+ ){0,3}"
+                     r"[a-z&-]+))?,? (?:and|or) ((?:[a-z&-]+ ){0,3}[a-z&-]+)")
+_LIST_LEAD = re.compile(r"(?i)^(?:(?:among|between|of|the|from|in|which|whether|its|their)\s+)+")
+
+
+def _stem_concept(item: str) -> str:
+    """The vocabulary measure a list item names, its words' stems compared with the measure's names
+    ("operations activities" → operating activities → cfo)."""
+    found = question_concept(item)
+    if found:
+        return found
+    stems = tuple(w[:5] for w in re.findall(r"[a-z]+", item.lower()))
+    for c in CONCEPT_BY_NAME.values():
+        for phrase in (*c.asked, *c.printed, c.label):
+            if tuple(w[:5] for w in re.findall(r"[a-z]+", phrase.lower())) == stems:
+                return c.name
+    return ""
+
+
+def listed_measures(text: str) -> list[MeasureRef]:
+    """The vocabulary measures a list in the question names ("operations, investing, and financing activities":
+    the last item's head noun applies to each), when it names two or more."""
+    m = _LISTED.search(text)
+    if m is None:
+        return []
+    items = [_LIST_LEAD.sub("", g.strip()) for g in m.groups() if g]
+    head = items[-1].split()[-1] if len(items[-1].split()) > 1 else ""
+    out = []
+    for item in items:
+        concept = _stem_concept(item) or (_stem_concept(f"{item} {head}") if head else "")
+        if not concept:
+            return []
+        out.append(concept)
+    return [MeasureRef(c) for c in dict.fromkeys(out)] if len(set(out)) >= 2 else []
 
 
 def _next_word(r: _Reading, end: int) -> str:
@@ -806,13 +842,18 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
         op = "lookup"
     else:
         op = None
+    over = ""
+    if extreme and len(named) == 1 and op in ("lookup", "max", "min") and lang == "en":
+        listed = measures if len(measures) >= 2 else listed_measures(r.raw)
+        if len(listed) >= 2 and all(m.kind == "concept" for m in listed):
+            op, measures, over = extreme, list(listed), "measures"  # "which was larger: revenue or cost of sales"
+            used = {"compare"}
     if op == "change" and (cues["series"] and len(periods) >= 3):
         op = "series"
     if op == "change" and ranged:  # "from 2021 to 2023": the change between the ends
         dated = [p for p in periods if p.year]
         periods = [p for p in periods if not p.year or p in (dated[0], dated[-1])]
-    over = ""
-    if op in ("max", "min") and r.any(lx.WHICH_PERIOD):  # "which year had the highest …": over the periods
+    if op in ("max", "min") and not over and r.any(lx.WHICH_PERIOD):  # "which year had the highest …": over the periods
         over = "periods"
         if cues["change"]:  # "… saw the largest decrease": the extreme of the steps, a fall being the lowest
             basis = basis or "absolute"
@@ -838,7 +879,7 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
     own = [w for w in lx.COMPANY_DEFINED if r.find(w) and not r.find(f"un{w}")]
     if own and any(m.kind in ("metric", "formula") for m in measures) and not defined:
         unknown.append(f"a measure the company defines itself ('{own[0]}') is not computed from statement lines")
-    if op in ("max", "min", "rank", "screen", "group") and len(measures) > 1:
+    if op in ("max", "min", "rank", "screen", "group") and len(measures) > 1 and over != "measures":
         unknown.append(f"two measures compete: {measures[0].name}, {measures[1].name}")
     if op == "lookup" and len({p.year for p in periods if p.year}) > 1 and not average:
         unknown.append("two periods conflict")
@@ -881,7 +922,7 @@ def _by_sign(op: str | None, ranges: Sequence[Range]) -> bool:
 # ---------------------------------------------------------------------------- the LLM's reading
 
 _ENUMS = {"change": ("", "absolute", "percent", "yoy", "qoq", "cagr"), "sign": ("", "loss"),
-          "order": ("", "asc", "desc"), "over": ("", "periods"), "unit": ("", "thousand", "million", "billion", "万", "亿")}
+          "order": ("", "asc", "desc"), "over": ("", "periods", "measures"), "unit": ("", "thousand", "million", "billion", "万", "亿")}
 _BOUND_KEYS = ("gt", "gte", "lt", "lte")
 _DIRECTIONS = ("", "increase", "decrease", "positive", "negative", "zero", "other")
 

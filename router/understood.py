@@ -97,7 +97,7 @@ def disagreement(q: Question, computed: FactsAnswer) -> Why | None:
     if ask.concept not in ("which", "line") and not any(_names_one(concept, a, formula=formula) for a in asked) \
             and not _same_line(asked, computed.used):
         return Why("measure", ", ".join(sorted(asked)), concept)
-    if ask.concept == "which":  # the largest of several measures of one company: the reading has no such shape
+    if ask.concept == "which":  # the largest of several measures of one company (over="measures")
         return None
     if q.operation not in OPERATIONS.get(ask.operation, frozenset({ask.operation})):
         return Why("operation", q.operation or "", ask.operation)

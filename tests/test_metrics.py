@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from kb.runtime import Runtime
-from router.metrics import MetricAsk, metric_task, named_measures, parse_formula
-from router.reading import read_question
+from router.metrics import MetricAsk, metric_task, parse_formula
+from router.question import MeasureRef
+from router.reading import listed_measures, read_question
 from tests.conftest import runtime_over
 from tests.factgen import figures, text_filing
 from tests.http import ask_json
@@ -75,11 +76,18 @@ def test_what_a_question_asks_of_a_metric() -> None:
 
 @pytest.mark.unit
 def test_a_list_of_measures_shares_its_head_noun() -> None:
-    assert named_measures("Among operations, investing, and financing activities, which brought in the most?") == \
-        ["cfo", "cfi", "cff"]
-    assert named_measures("Which is larger: revenue, cost of sales or operating income?") == \
-        ["revenue", "cost_of_revenue", "operating_income"]
-    assert named_measures("Which company has the highest revenue, Acme or Bolt?") == []
+    """An extreme over the measures a question lists for one company is read as such (``over="measures"``)."""
+    firms = ["Acme Holdings, Inc.", "Bolt Corp"]
+    q = read_question("Among operations, investing, and financing activities, which brought in the most for Acme "
+                      "Holdings in 2023?", firms)
+    assert (q.operation, q.over, [m.name for m in q.measures]) == ("max", "measures", ["cfo", "cfi", "cff"])
+    q = read_question("For Bolt in 2022, which was smaller: research and development or cost of sales?", firms)
+    assert (q.operation, q.over, [m.name for m in q.measures]) == ("min", "measures", ["rd_expense",
+                                                                                      "cost_of_revenue"])
+    assert listed_measures("which is larger: revenue, cost of sales or operating income?") == \
+        [MeasureRef("revenue"), MeasureRef("cost_of_revenue"), MeasureRef("operating_income")]
+    q = read_question("Which company has the highest revenue, Acme or Bolt?", firms)
+    assert q.over == "" and [m.name for m in q.measures] == ["revenue"]
 
 
 # ------------------------------------------------------------------------------------------- end to end
@@ -188,12 +196,12 @@ def _quarterly_filing(company: str, cash: float, prior_cash: float) -> str:
 
 @pytest.mark.unit
 def test_the_periods_a_question_names() -> None:
-    from router.metrics import Period, question_periods
+    def periods(text: str) -> list[tuple[int | None, int]]:
+        return [(p.year, p.quarter) for p in read_question(text).periods]
 
-    assert question_periods("Was there any drop in cash between FY 2023 and Q2 of FY2024?") == \
-        [Period(2023), Period(2024, 2)]
-    assert question_periods("How did inventories change from fiscal 2022 to the third quarter of fiscal 2023?") == \
-        [Period(2022), Period(2023, 3)]
+    assert periods("Was there any drop in cash between FY 2023 and Q2 of FY2024?") == [(2023, 0), (2024, 2)]
+    assert periods("How did inventories change from fiscal 2022 to the third quarter of fiscal 2023?") == \
+        [(2022, 0), (2023, 3)]
 
 
 @pytest.mark.slow
