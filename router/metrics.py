@@ -342,7 +342,6 @@ async def answer_which(pool: asyncpg.Pool, catalog: Catalog, question: str, plan
 _QUARTER_OF = re.compile(r"(?i)\bQ([1-4])\s*(?:of\s+)?(?:FY\s*|fiscal(?:\s+year)?\s*)?'?((?:19|20)\d{2})\b"
                          r"|\b(first|second|third|fourth) quarter of (?:FY\s*|fiscal(?:\s+year)?\s*)?((?:19|20)\d{2})\b")
 _FY_OF = re.compile(r"(?i)\b(?:FY|fiscal(?:\s+year)?)\s*'?((?:19|20)\d{2})\b")
-_ORDINAL = {"first": 1, "second": 2, "third": 3, "fourth": 4}
 _MOVE = re.compile(r"(?i)\b(?:chang\w*|drop\w*|declin\w*|decreas\w*|increas\w*|grow\w*|rise|rose|fell|fall\w*"
                    r"|between|from)\b")
 
@@ -363,7 +362,7 @@ def question_periods(question: str) -> list[Period]:
     found: list[tuple[int, Period]] = []
     taken: list[tuple[int, int]] = []
     for m in _QUARTER_OF.finditer(question):
-        q = int(m.group(1)) if m.group(1) else _ORDINAL[m.group(3).lower()]
+        q = int(m.group(1)) if m.group(1) else lx.QUARTER_WORDS[m.group(3).lower()]
         found.append((m.start(), Period(int(m.group(2) or m.group(4)), q)))
         taken.append(m.span())
     for m in _FY_OF.finditer(question):

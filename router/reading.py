@@ -25,11 +25,7 @@ _NUMBER = re.compile(r"(?i)(?<![a-z0-9.])(?P<cur>\$|us\$|usd|rmb|¥|￥|cny)?\s*
                      r"\s*(?:in\s+)?(?P<scale>trillion|billions?|millions?|thousands?|bn|mn|mm|tn|[kmb](?![a-z])|万亿|千亿|"
                      r"百亿|十亿|亿|千万|百万|十万|万|千)?\s*(?P<unit>%|percent|个百分点|元|美元|港元)?")
 _YEAR = r"(?:19|20)\d{2}"
-_MONTHS = {m: i for i, names in enumerate((("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"),
-                                            ("may",), ("june", "jun"), ("july", "jul"), ("august", "aug"),
-                                            ("september", "sept", "sep"), ("october", "oct"), ("november", "nov"),
-                                            ("december", "dec")), 1) for m in names}
-_MONTH_BEFORE = re.compile(rf"(?i)\b(?:{'|'.join(sorted(_MONTHS, key=len, reverse=True))})\.?\s*$")
+_MONTH_BEFORE = re.compile(rf"(?i)\b(?:{'|'.join(sorted(lx.MONTHS, key=len, reverse=True))})\.?\s*$")
 _MASKED: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("masked_cues", default=frozenset())
 _USED: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("used_cues", default=None)
 
@@ -508,7 +504,7 @@ _QUARTER_YEAR = re.compile(
 _QUARTER_ALONE = re.compile(rf"(?i){_Q}")
 _YEAR_ALONE = re.compile(rf"(?i)\b(?:fy|fiscal(?:\s+year)?)\s*'?({_YEAR}|\d{{2}})\b|(?<![\d.])({_YEAR})(?!\d)|"
                          r"(?<!\d)(\d{2})\s*年(?!\s*[-—–~至到])")
-_DATE = re.compile(rf"(?i)\b({'|'.join(sorted(_MONTHS, key=len, reverse=True))})\.?\s+(?:(\d{{1,2}}),?\s+)?({_YEAR})\b|"
+_DATE = re.compile(rf"(?i)\b({'|'.join(sorted(lx.MONTHS, key=len, reverse=True))})\.?\s+(?:(\d{{1,2}}),?\s+)?({_YEAR})\b|"
                    rf"({_YEAR})\s*年\s*(\d{{1,2}})\s*月(?:末|底|\d{{1,2}}日)?")
 _YEAR_RANGE = re.compile(rf"(?i)(?:from\s+|between\s+)?(?:fy|fiscal(?:\s+year)?)?\s*({_YEAR})\s*年?\s*"
                          rf"(?:-|–|—|~|to|through|thru|until|and|至|到)\s*(?:fy|fiscal(?:\s+year)?)?\s*({_YEAR})")
@@ -520,8 +516,7 @@ _QUARTER_SPAN = re.compile(rf"(?i)\bq([1-4])\s*(?:({_YEAR})\s*)?(?:-|–|through
 
 def _quarter_of(groups: Sequence[str | None]) -> int:
     q = next(g for g in groups if g)
-    return int(q) if q.isdigit() else lx.NUMBER_WORDS.get(q, 0) or {"first": 1, "second": 2, "third": 3,
-                                                                         "fourth": 4}[q.lower()]
+    return int(q) if q.isdigit() else lx.NUMBER_WORDS.get(q, 0) or lx.QUARTER_WORDS[q.lower()]
 
 
 def _periods(r: _Reading) -> tuple[list[PeriodRef], bool, bool]:
@@ -565,7 +560,7 @@ def _periods(r: _Reading) -> tuple[list[PeriodRef], bool, bool]:
     for m in _DATE.finditer(text):
         if not free(m):
             continue
-        month = _MONTHS[m.group(1).lower()] if m.group(1) else int(m.group(5))
+        month = lx.MONTHS[m.group(1).lower()] if m.group(1) else int(m.group(5))
         year = int(m.group(3) or m.group(4))
         before = text[max(0, m.start() - 40):m.start()]
         if re.search(r"(?i)nine months|9 months|前三季度", before):
@@ -972,7 +967,7 @@ def same_reading(a: Question, b: Question) -> bool:
 _ZH_NOT_MEASURE = re.compile(rf"\d+\s*(?:{'|'.join(lx.ZH_PERIOD_UNITS)})?|[^\u4e00-\u9fff]+|[{lx.ZH_FUNCTION_CHARS}]")
 """What of a Chinese question names no measure: periods ("2023年"), anything not Han, function characters."""
 _NOT_CUES = frozenset({"ZH_LINE_ITEMS", "EN_LINE_ITEMS", "ZH_PLACES", "LOSS", "MARGIN_WORDS", "WEAK_MEASURE_WORDS",
-                       "PROFIT_MEASURES", "NOT_THE_MEASURE_AFTER"})
+                       "PROFIT_MEASURES", "NOT_THE_MEASURE_AFTER", "MONTH_NAMES"})
 
 
 @functools.cache
@@ -1007,7 +1002,7 @@ def unplaced_words(text: str, companies: Mapping[str, Sequence[str]] = {}) -> li
         return [w for w in rest.split() if len(w) >= 2]
     out = []
     for a, b, w in r.words:
-        if not r.free(a, b) or w in en or any(ch.isdigit() for ch in w) or w in _MONTHS or len(w) < 3:
+        if not r.free(a, b) or w in en or any(ch.isdigit() for ch in w) or w in lx.MONTHS or len(w) < 3:
             continue
         if (w.endswith(("est", "er")) and lx.adjective_base(w)) or lx.lemmas(w) & en:
             continue

@@ -98,7 +98,7 @@ _GENERIC_CAPS = frozenset(
     in on for from of the a an and or if assume based according among as at by with please note item part
     section table exhibit appendix schedule fiscal quarter year annual quarterly report inc corp corporation
     company ltd plc llc group holdings fy ttm yoy usd eps gaap ebitda capex""".split()
-) | frozenset(vocab.MONTH_NAMES)
+) | frozenset(lexicon.MONTH_NAMES)
 
 
 def doc_entity(meta: Mapping[str, Any]) -> str:

@@ -16,7 +16,7 @@ from typing import Literal
 
 import msgspec
 
-from kb.core.lexicon import is_zh
+from kb.core.lexicon import MONTH_NAMES, MONTHS, QUARTER_WORDS, is_zh
 
 CoverDate = Literal["", "quarter_end", "year_end", "report_date"]
 Cadence = Literal["", "annual", "quarterly"]
@@ -237,15 +237,6 @@ def question_statements(question: str) -> frozenset[str]:
 
 # --------------------------------------------------------------------------- period words
 
-_MONTH_ABBREVIATIONS = (
-    ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",), ("june", "jun"),
-    ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"), ("october", "oct"), ("november", "nov"),
-    ("december", "dec"),
-)
-MONTH_NAMES: tuple[str, ...] = tuple(names[0] for names in _MONTH_ABBREVIATIONS)
-MONTHS: Mapping[str, int] = {m: i + 1 for i, names in enumerate(_MONTH_ABBREVIATIONS) for m in names}
-"""Month names and abbreviations (lower case) → month number."""
-QUARTER_WORDS: Mapping[str, int] = {"first": 1, "second": 2, "third": 3, "fourth": 4}
 _QW = "|".join(QUARTER_WORDS)
 
 DATE = r"((?:" + "|".join(m[:3] for m in MONTH_NAMES) + rf")[a-z]*)\.?\s+(\d{{1,2}})\s*,?\s*({_YEAR})"
