@@ -18,7 +18,7 @@ import asyncpg
 import msgspec
 import structlog
 
-from kb.core import lexicon, vocab
+from kb.core import lexicon, periods, vocab
 from kb.core.text import normalize_title, tokenize
 from router import store
 from router.measures import METRIC_BY_NAME
@@ -292,7 +292,7 @@ def topic(question: str, scope: QuestionScope, reading: Question | None = None) 
     if reading is not None and reading.lang == "zh" and names:
         return " ".join(names)
     text = _RANGES.sub("", without_companies(question, scope.entities))
-    text = vocab.PERIOD_MENTION.sub(" ", text)
+    text = periods.PERIOD_MENTION.sub(" ", text)
     words = [w for w in re.findall(r"[A-Za-z0-9][\w&%$.'-]*", text) if w.lower().strip(".'") not in _FRAME_WORDS]
     if lexicon.is_zh(text) and not names:  # a Chinese question no measure was read from: its Han words
         words = [w for w in _ZH_WORDS.findall(_ZH_PERIOD.sub(" ", text))]
@@ -418,4 +418,4 @@ def topic_terms(sub_question: SubQuestion | None, question: str) -> list[str]:
     text = sub_question.question if sub_question else question
     drop = set(tokenize(f"{sub_question.entity} {sub_question.period}")) if sub_question else set()
     return [t for t in dict.fromkeys(tokenize(text)) if t not in drop and t not in _FRAME_WORDS
-            and not vocab.PERIOD_TOKEN.fullmatch(t)]
+            and not periods.PERIOD_TOKEN.fullmatch(t)]
