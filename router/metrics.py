@@ -23,7 +23,8 @@ import asyncpg
 import msgspec
 
 from kb.core import lexicon as lx
-from kb.core.vocab import CONCEPT_BY_NAME, Concept, line_concept, question_concept, question_years
+from kb.core.periods import Period, question_periods, question_years
+from kb.core.vocab import CONCEPT_BY_NAME, Concept, line_concept, question_concept
 from router import store
 from router.catalog import Catalog
 from router.facts import (
@@ -339,36 +340,8 @@ async def answer_which(pool: asyncpg.Pool, catalog: Catalog, question: str, plan
     return FactsAnswer(ask=ask_, text="\n".join(lines), citations=tuple(w.cites), used=tuple(w.used), missing=())
 
 
-_QUARTER_OF = re.compile(r"(?i)\bQ([1-4])\s*(?:of\s+)?(?:FY\s*|fiscal(?:\s+year)?\s*)?'?((?:19|20)\d{2})\b"
-                         r"|\b(first|second|third|fourth) quarter of (?:FY\s*|fiscal(?:\s+year)?\s*)?((?:19|20)\d{2})\b")
-_FY_OF = re.compile(r"(?i)\b(?:FY|fiscal(?:\s+year)?)\s*'?((?:19|20)\d{2})\b")
 _MOVE = re.compile(r"(?i)\b(?:chang\w*|drop\w*|declin\w*|decreas\w*|increas\w*|grow\w*|rise|rose|fell|fall\w*"
                    r"|between|from)\b")
-
-
-class Period(msgspec.Struct, frozen=True):
-    """A period a question names: fiscal year ``year`` (``quarter`` 0) or its quarter."""
-
-    year: int
-    quarter: int = 0
-
-    def text(self) -> str:
-        return f"Q{self.quarter} FY{self.year}" if self.quarter else f"FY{self.year}"
-
-
-def question_periods(question: str) -> list[Period]:
-    """The fiscal years and quarters a question names, in the order it names them ("between FY 2023 and Q2 of
-    FY2024" → FY2023, Q2 FY2024)."""
-    found: list[tuple[int, Period]] = []
-    taken: list[tuple[int, int]] = []
-    for m in _QUARTER_OF.finditer(question):
-        q = int(m.group(1)) if m.group(1) else lx.QUARTER_WORDS[m.group(3).lower()]
-        found.append((m.start(), Period(int(m.group(2) or m.group(4)), q)))
-        taken.append(m.span())
-    for m in _FY_OF.finditer(question):
-        if not any(a <= m.start() < b for a, b in taken):
-            found.append((m.start(), Period(int(m.group(1)))))
-    return list(dict.fromkeys(p for _, p in sorted(found, key=lambda x: x[0])))
 
 
 async def answer_period_change(pool: asyncpg.Pool, catalog: Catalog, question: str,
