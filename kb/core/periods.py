@@ -372,6 +372,10 @@ PERIOD_MENTION = re.compile(rf"(?i)\b(?:fy|q[1-4])?\s?'?{YEAR}\b|\bq[1-4]\b|\b(?
 """A year or quarter mentioned in a question ("FY2023", "Q3", "third quarter"), removed from a topic."""
 PERIOD_TOKEN = re.compile(r"(?:fy)?\d{2,4}|q[1-4]")
 """A tokenised year or quarter ("fy2023", "23", "q3")."""
+ZH_PERIOD_MENTION = re.compile(rf"{YEAR}\s*年(?:度|第?[{_ZH}1-4]季度|[上下]半年|前三季度)?|第?[{_ZH}1-4]季度")
+"""A Chinese year or quarter ("2023年第一季度", "2023年度", "2023年上半年", "第三季度"), removed from a topic."""
+ZH_YEAR_RANGE = re.compile(rf"{YEAR}\s*年.{{0,16}}?(?:到|至|—|-|~)\s*{YEAR}\s*年")
+"""Two Chinese years with a range word between ("2021年到2024年", "2017年第三季度至2024年")."""
 
 
 def normalize_periods(question: str) -> str:
