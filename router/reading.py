@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from kb.core import lexicon as lx
-from kb.core.periods import YEAR, Mention, find_periods, names_period, states_range
+from kb.core.periods import YEAR, Form, Mention, find_periods, names_period, states_range
 from kb.core.vocab import CONCEPT_BY_NAME, company_core
 from router.measures import CATALOG, RATIOS, measure_names, quotient, quotient_name
 from router.metrics import definitions, named_formula
@@ -510,7 +510,7 @@ def _periods(r: _Reading) -> tuple[list[PeriodRef], bool, bool]:
     found: list[tuple[int, PeriodRef]] = []
     spans: list[tuple[int, int]] = []
 
-    def of(form: str) -> list[Mention]:
+    def of(form: Form) -> list[Mention]:
         return [m for m in mentions if m.form == form]
 
     def add(pos: int, p: PeriodRef, span: tuple[int, int]) -> None:

@@ -250,7 +250,7 @@ def _zh_spans(text: str) -> list[Mention]:
         elif m.group(2):
             end = m.group(3)
             quarter = int(end) // 3 if end.isdigit() and int(end) % 3 == 0 else 0
-            months = int(end) - int(m.group(2)) + 1 if end.isascii() else 0
+            months = max(0, int(end) - int(m.group(2)) + 1) if end.isascii() else 0
         else:
             quarter, months = 2, 6
         out.append(Mention("zh_span", m.start(), m.end(), None, quarter, months, zh=True,
@@ -295,8 +295,11 @@ def question_years(question: str) -> set[int]:
     for m in find_periods(question):
         if m.form != "year" or m.year is None:
             continue
-        if (m.fiscal and not m.short) or (not m.fiscal and not m.short and (m.word or m.zh)) \
-                or (m.fiscal and _FY_SHORT.fullmatch(question, m.start, m.end)):
+        if m.fiscal:  # "FY2023", "fiscal year 2023"; two digits only as "FY23" / "FY 23" / "FY '23"
+            stated = not m.short or _FY_SHORT.fullmatch(question, m.start, m.end) is not None
+        else:  # "2023" as a word of its own, "2023年"; not "23年"
+            stated = not m.short and (m.word or m.zh)
+        if stated:
             years.add(m.year)
     return years
 
