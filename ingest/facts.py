@@ -31,7 +31,6 @@ from kb.core import lexicon as lx
 from kb.core.types import DocumentTree, FactDraft, PageText
 from kb.core.vocab import (
     CONCEPT_BY_NAME,
-    MONTH_NAMES,
     line_concept,
     parse_date,
     statement_title,
@@ -52,7 +51,7 @@ _ZH_SPAN = re.compile(r"((?:19|20)\d{2})\s*年\s*(\d{1,2})\s*月?\s*[—–\-~�
 _ZH_QUARTER = re.compile(r"((?:19|20)\d{2})\s*年\s*(?:第?([一二三四1-4])季度|(半年度|上半年)|(年度|全年))")
 _NOTES = re.compile(r"^\s*(?:notes? to (?:the )?(?:condensed )?(?:consolidated )?financial statements|财务报表附注)",
                     re.I)
-_MONTHS = "|".join(m[:3] for m in MONTH_NAMES)
+_MONTHS = "|".join(m[:3] for m in lx.MONTH_NAMES)
 _DATE = re.compile(rf"\b({_MONTHS})[a-z]*\.?\s+(\d{{1,2}})\s*,?\s*((?:19|20)\d{{2}})?", re.I)
 _YEAR = re.compile(r"(?<![\d,.$])((?:19|20)\d{2})(?![\d,])")
 _DURATION = re.compile(

@@ -20,7 +20,7 @@ import structlog
 
 from ingest.files import read_confined
 from ingest.formats import SUPPORTED
-from kb.core import vocab
+from kb.core import lexicon, vocab
 from kb.core.errors import IngestError
 from kb.core.text import jsonl_objects
 
@@ -480,7 +480,7 @@ def _headline(m: re.Match[str], name: str, line: str, meta: dict[str, Any]) -> N
         meta["fiscal_year"] = int(year.group(1))
     quarter = vocab.QUARTER_NAMED.search(rest)
     if quarter:
-        meta["fiscal_quarter"] = (vocab.QUARTER_WORDS[quarter.group(1).lower()] if quarter.group(1)
+        meta["fiscal_quarter"] = (lexicon.QUARTER_WORDS[quarter.group(1).lower()] if quarter.group(1)
                                   else int(quarter.group(2)))
 
 

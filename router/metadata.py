@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 import structlog
 
-from kb.core import vocab
+from kb.core import periods, vocab
 from kb.core.errors import LLMError, ValidationError
 from kb.core.providers import ChatModel
 from kb.core.providers.steps import ask
@@ -53,11 +53,11 @@ def implied_types(question: str) -> tuple[str, ...]:
 
 
 def question_period(question: str) -> QuestionPeriod:
-    fiscal = bool(vocab.FISCAL_MARK.search(question))  # before "Q3 FY2023" is rewritten "Q3 2023"
-    question = vocab.normalize_periods(question)
-    years, quarters = vocab.question_years(question), vocab.question_quarters(question)
+    fiscal = bool(periods.FISCAL_MARK.search(question))  # before "Q3 FY2023" is rewritten "Q3 2023"
+    question = periods.normalize_periods(question)
+    years, quarters = periods.question_years(question), periods.question_quarters(question)
     types = [vals[0] for pattern, vals in vocab.QUESTION_TYPES if pattern.search(question)]
-    latest = bool(vocab.LATEST.search(question))
+    latest = bool(periods.LATEST.search(question))
     bare = bool(quarters and years and not fiscal)
     return QuestionPeriod(tuple(sorted(years)), tuple(sorted(quarters)), tuple(types), latest,
                           implied=() if types else implied_types(question), calendar_named=bare)
@@ -76,7 +76,7 @@ def calendar_named_year(meta: Mapping[str, Any]) -> int | None:
     if re.match(r"\d{4}-\d{2}-0[1-7]\b", end):  # a 52/53-week quarter ending April 1 closes March
         month = (month - 2) % 12 + 1
     year_end_month = (month - 1 + 3 * (4 - quarter)) % 12 + 1
-    return fiscal_year - 1 if year_end_month <= vocab.FISCAL_YEAR_NAMED_EARLIER_UNTIL else fiscal_year
+    return fiscal_year - 1 if year_end_month <= periods.FISCAL_YEAR_NAMED_EARLIER_UNTIL else fiscal_year
 
 
 def doc_year(period: QuestionPeriod, meta: Mapping[str, Any]) -> int | None:
@@ -338,8 +338,8 @@ def match_offline(question: str, kv: KnownValues, screen: Condition | None = Non
             notes.append(f"{key} in {sorted(hits)}")
             confident = True
             break
-    question = vocab.normalize_periods(question)
-    years = vocab.question_years(question)
+    question = periods.normalize_periods(question)
+    years = periods.question_years(question)
     # the year key that the most documents carry with a stated year (e.g. curated doc_period over extracted)
     best_key, best_present, best_n = None, set(), 0
     for key in YEAR_KEYS:
@@ -351,7 +351,7 @@ def match_offline(question: str, kv: KnownValues, screen: Condition | None = Non
     if best_key is not None:
         conds.append(Condition(key=best_key, op="in", value=sorted(int(v) for v in best_present)))
         notes.append(f"{best_key} in {sorted(best_present)}")
-    quarters = vocab.question_quarters(question)
+    quarters = periods.question_quarters(question)
     for key in QUARTER_KEYS:
         vals = kv.values.get(key, {})
         present = {v for v in vals if re.sub(r"\D", "", v) in {str(x) for x in quarters}}

@@ -22,6 +22,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
+from kb.core.periods import Period
 from kb.core.vocab import CONCEPT_BY_NAME, Concept, line_concept, question_concept
 from router import store
 from router.catalog import Catalog
@@ -298,16 +299,6 @@ async def answer_which(pool: asyncpg.Pool, catalog: Catalog, q: Question, plan: 
     lines += [f"- {CONCEPT_BY_NAME[c].label}: not stated for FY{years[-1]}" for c, r in got if r is None]
     ask_ = MeasureAsk(concept="which", operation="metric", years=(years[-1],))
     return FactsAnswer(ask=ask_, text="\n".join(lines), citations=tuple(w.cites), used=tuple(w.used), missing=())
-
-
-class Period(msgspec.Struct, frozen=True):
-    """A period a question names: fiscal year ``year`` (``quarter`` 0) or its quarter."""
-
-    year: int
-    quarter: int = 0
-
-    def text(self) -> str:
-        return f"Q{self.quarter} FY{self.year}" if self.quarter else f"FY{self.year}"
 
 
 async def answer_period_change(pool: asyncpg.Pool, catalog: Catalog, q: Question,

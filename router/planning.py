@@ -12,8 +12,9 @@ import msgspec
 import structlog
 
 from kb.core.errors import LLMError
+from kb.core.periods import states_period
 from kb.core.providers.steps import ask
-from kb.core.vocab import ANNUAL_TYPES, FY_SHORT, question_quarters, question_years
+from kb.core.vocab import ANNUAL_TYPES
 from router import store
 from router.metadata import QUARTER_KEYS, meta_int
 from router.prompts import PLAN, plan_prompt
@@ -61,7 +62,7 @@ def latest_reports(state: QueryState, scope: QuestionScope, routing: RoutingResu
     single-document question, each company's first document otherwise). A change over time, a stated year
     or quarter, or an explicit filter leave the routing as it is."""
     q = state.question
-    if scope.series or state.within is not None or question_years(q) or question_quarters(q) or FY_SHORT.search(q):
+    if scope.series or state.within is not None or states_period(q):
         return routing
     docs = list(routing.documents)
     seen: set[tuple[int, ...]] = set()

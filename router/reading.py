@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from kb.core import lexicon as lx
+from kb.core.periods import YEAR, Form, Mention, find_periods, names_period, states_range
 from kb.core.vocab import CONCEPT_BY_NAME, company_core, question_concept
 from router.measures import CATALOG, RATIOS, measure_names, quotient, quotient_name
 from router.metrics import definitions, named_formula
@@ -33,12 +34,7 @@ _WORD = re.compile(r"[a-z0-9]+(?:[.&'][a-z0-9]+)*|%|\$")
 _NUMBER = re.compile(r"(?i)(?<![a-z0-9.])(?P<cur>\$|us\$|usd|rmb|¥|￥|cny)?\s*(?P<num>-?\d(?:[\d,]*\d)?(?:\.\d+)?)(?![a-z]*\d)"
                      r"\s*(?:in\s+)?(?P<scale>trillion|billions?|millions?|thousands?|bn|mn|mm|tn|[kmb](?![a-z])|万亿|千亿|"
                      r"百亿|十亿|亿|千万|百万|十万|万|千)?\s*(?P<unit>%|percent|个百分点|元|美元|港元)?")
-_YEAR = r"(?:19|20)\d{2}"
-_MONTHS = {m: i for i, names in enumerate((("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"),
-                                            ("may",), ("june", "jun"), ("july", "jul"), ("august", "aug"),
-                                            ("september", "sept", "sep"), ("october", "oct"), ("november", "nov"),
-                                            ("december", "dec")), 1) for m in names}
-_MONTH_BEFORE = re.compile(rf"(?i)\b(?:{'|'.join(sorted(_MONTHS, key=len, reverse=True))})\.?\s*$")
+_MONTH_BEFORE = re.compile(rf"(?i)\b(?:{'|'.join(sorted(lx.MONTHS, key=len, reverse=True))})\.?\s*$")
 _MASKED: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("masked_cues", default=frozenset())
 _USED: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("used_cues", default=None)
 
@@ -206,7 +202,7 @@ def _modifier(r: _Reading, a: int, b: int, labels: frozenset[str] = frozenset())
         if x is None or r.raw[min(x[1], b):max(x[0], a)].strip(" -") or not r.free(x[0], x[1]):
             continue
         w = x[2]
-        if w in en or lx.lemmas(w) & en or len(w) < 3 or any(ch.isdigit() for ch in w) or w in _MONTHS \
+        if w in en or lx.lemmas(w) & en or len(w) < 3 or any(ch.isdigit() for ch in w) or w in lx.MONTHS \
                 or w in lx.MEASURE_HEADS or w in labels or (w.endswith(("est", "er")) and lx.adjective_base(w)):
             continue
         return phrase(w)
@@ -383,7 +379,7 @@ def _scaled_amounts(text: str) -> list[tuple[int, int, float, float]]:
     out = []
     for m in _NUMBER.finditer(text):
         num = m.group("num")
-        if re.fullmatch(_YEAR, num) and not (m.group("cur") or m.group("scale") or m.group("unit")):
+        if re.fullmatch(YEAR, num) and not (m.group("cur") or m.group("scale") or m.group("unit")):
             continue
         nxt, prev = text[m.end("num"):m.end("num") + 1], text[m.start("num") - 1:m.start("num")]
         if (nxt and nxt in "年季月日号") or (prev and prev in "第") or _MONTH_BEFORE.search(text, 0, m.start("num")):
@@ -567,117 +563,62 @@ def _number(word: str) -> int:
     return int(word) if word.isdigit() else lx.NUMBER_WORDS.get(word.lower(), 0)
 
 
-_Q = r"(?:q([1-4])|([1-4])q|(first|second|third|fourth)\s+(?:fiscal\s+)?quarter|第?([一二三四1-4])\s*季度|([一二三四])季)"
-_QUARTER_YEAR = re.compile(
-    rf"(?i)(?:fy|fiscal(?:\s+year)?)?\s*'?({_YEAR})\s*(?:年度?|财年)?\s*(?:的)?\s*{_Q}|"
-    rf"{_Q}\s*(?:of\s+|,\s*)?(?:fy|fiscal(?:\s+year)?)?\s*'?({_YEAR}|\d{{2}}(?=\b))|"
-    rf"(?<!\d)(\d{{2}})\s*年\s*{_Q}")
-_QUARTER_ALONE = re.compile(rf"(?i){_Q}")
-_YEAR_ALONE = re.compile(rf"(?i)\b(?:fy|fiscal(?:\s+year)?)\s*'?({_YEAR}|\d{{2}})\b|(?<![\d.])({_YEAR})(?!\d)|"
-                         r"(?<!\d)(\d{2})\s*年(?!\s*[-—–~至到])")
-_DATE = re.compile(rf"(?i)\b({'|'.join(sorted(_MONTHS, key=len, reverse=True))})\.?\s+(?:(\d{{1,2}}),?\s+)?({_YEAR})\b|"
-                   rf"({_YEAR})\s*年\s*(\d{{1,2}})\s*月(?:末|底|\d{{1,2}}日)?")
-_YEAR_RANGE = re.compile(rf"(?i)(?:from\s+|between\s+)?(?:fy|fiscal(?:\s+year)?)?\s*({_YEAR})\s*年?\s*"
-                         rf"(?:-|–|—|~|to|through|thru|until|and|至|到)\s*(?:fy|fiscal(?:\s+year)?)?\s*({_YEAR})")
-_QUARTER_LIST = re.compile(r"(?i)\bq([1-4])((?:\s*(?:,|and|&)\s*(?:q)?[1-4]\b)+)|"
-                           r"\b(first|second|third|fourth)((?:\s*(?:,|and|&)\s*(?:first|second|third|fourth))+)\s+"
-                           r"(?:fiscal\s+)?quarters\b")
-_QUARTER_SPAN = re.compile(rf"(?i)\bq([1-4])\s*(?:({_YEAR})\s*)?(?:-|–|through|to|until)\s*q([1-4])\b(?:\s*({_YEAR}))?")
-
-
-def _quarter_of(groups: Sequence[str | None]) -> int:
-    q = next(g for g in groups if g)
-    return int(q) if q.isdigit() else lx.NUMBER_WORDS.get(q, 0) or {"first": 1, "second": 2, "third": 3,
-                                                                         "fourth": 4}[q.lower()]
-
-
 def _periods(r: _Reading) -> tuple[list[PeriodRef], bool, bool]:
-    """The periods a question names in order of mention, whether a range of years was stated (2021–2023,
-    from 2019 through 2023, 2015年到2018年), and whether a quarter was named without a year."""
+    """The periods a question names in order of mention (``kb.core.periods.find_periods``: a form claims its
+    text in order of precedence — quarters of a year, dates, ranges of years, a quarter span, quarter lists,
+    quarters, years), whether a range of years was stated (2021–2023, from 2019 through 2023, 2015年到2018年),
+    and whether a quarter was named without a year."""
     text = r.raw
     outside = re.sub(r"[(（][^)）]*[)）]", lambda m: m.group(0) if re.search(r"(?i)对比|相比|比|\bvs\b|versus|compared|against",
                                                                           m.group(0)) else " " * len(m.group(0)), text)
-    if _QUARTER_YEAR.search(outside) or _YEAR_ALONE.search(outside) or _DATE.search(outside):
+    if names_period(find_periods(outside)):
         text = outside  # a date in parentheses restates a period named outside them
+    mentions = find_periods(text)
     found: list[tuple[int, PeriodRef]] = []
     spans: list[tuple[int, int]] = []
+
+    def of(form: Form) -> list[Mention]:
+        return [m for m in mentions if m.form == form]
 
     def add(pos: int, p: PeriodRef, span: tuple[int, int]) -> None:
         found.append((pos, p))
         spans.append(span)
 
-    def free(m: re.Match[str]) -> bool:
-        return not any(a <= m.start() < b or a < m.end() <= b for a, b in spans)
+    def free(m: Mention) -> bool:
+        return not any(a <= m.start < b or a < m.end <= b for a, b in spans)
 
-    span_months = 12
-    for months, words in lx.SPANS.items():
-        if months == 3:
-            continue
-        for w in words:
-            i = text.find(w)
-            if i >= 0 and not lx.NEGATED_SPAN.search(text[max(0, i - 12):i]) and not re.search(r"不要|not", text[i:i + 12]):
-                span_months = months
-                break
-        if span_months != 12:
-            break
-    for m in _QUARTER_YEAR.finditer(text):
-        g = m.groups()
-        if g[0]:
-            year, quarter = int(g[0]), _quarter_of(g[1:6])
-        elif g[11]:
-            year, quarter = int(g[11]) if len(g[11]) == 4 else 2000 + int(g[11]), _quarter_of(g[6:11])
-        else:
-            year, quarter = 2000 + int(g[12]), _quarter_of(g[13:18])
-        add(m.start(), PeriodRef(year=year, quarter=quarter, months=3), m.span())
-    for m in _DATE.finditer(text):
-        if not free(m):
-            continue
-        month = _MONTHS[m.group(1).lower()] if m.group(1) else int(m.group(5))
-        year = int(m.group(3) or m.group(4))
-        before = text[max(0, m.start() - 40):m.start()]
-        if re.search(r"(?i)nine months|9 months|前三季度", before):
-            p = PeriodRef(year=year, months=9)
-        elif re.search(r"(?i)six months|6 months|半年", before):
-            p = PeriodRef(year=year, months=6)
-        elif month == 12:
-            p = PeriodRef(year=year)
-        else:
-            p = PeriodRef(year=year, quarter=(month - 1) // 3 + 1, months=3)
-        add(m.start(), p, m.span())
-    ranged = bool(re.search(r"(?i)(?:季度|q[1-4]|quarter)[^,，。;；]{0,8}?(?:到|至|through|to|until|[-–—~])\s*(?:fy\s*)?(?:\d{2,4}|q[1-4])"
-                            rf"|{_YEAR}\s*年?\s*(?:到|至|through|to|until|[-–—~])\s*(?:fy\s*)?{_YEAR}", text))
-    # "从2017年第三季度到2024年第一季度", "2021年到2024年第一季度"
-    for m in _YEAR_RANGE.finditer(text):
+    for m in of("quarter_year"):
+        add(m.start, PeriodRef(year=m.year, quarter=m.quarter, months=3), (m.start, m.end))
+    for m in of("date"):
         if free(m):
+            add(m.start, PeriodRef(year=m.year, quarter=m.quarter, months=m.months), (m.start, m.end))
+    ranged = states_range(text)  # "从2017年第三季度到2024年第一季度", "2021年到2024年第一季度"
+    for m in of("year_range"):
+        if free(m) and m.year is not None and m.last is not None:
             ranged = True
-            a, b = sorted((int(m.group(1)), int(m.group(2))))
+            a, b = sorted((m.year, m.last))
             for y in range(a, b + 1):
-                found.append((m.start() + (y - a), PeriodRef(year=y, months=span_months)))
-            spans.append(m.span())
+                found.append((m.start + (y - a), PeriodRef(year=y, months=m.months)))
+            spans.append((m.start, m.end))
     alone: list[tuple[int, int]] = []  # (position, quarter) named without a year
-    if (qs := _QUARTER_SPAN.search(text)) is not None and int(qs.group(1)) < int(qs.group(3)):
-        span_year = qs.group(2) or qs.group(4)
-        for q in range(int(qs.group(1)), int(qs.group(3)) + 1):
-            if span_year:
-                found.append((qs.start() + q, PeriodRef(year=int(span_year), quarter=q, months=3)))
+    if (qs := next(iter(of("quarter_span")), None)) is not None and qs.quarters:
+        for q in qs.quarters:
+            if qs.year:
+                found.append((qs.start + q, PeriodRef(year=qs.year, quarter=q, months=3)))
             else:
-                alone.append((qs.start(), q))
-        spans.append(qs.span())
-    for m in _QUARTER_LIST.finditer(text):  # "Q1, Q2 and Q3 of 2023", "first, second and third quarters"
+                alone.append((qs.start, q))
+        spans.append((qs.start, qs.end))
+    for m in of("quarter_list"):  # "Q1, Q2 and Q3 of 2023", "first, second and third quarters"
         if free(m):
-            qs_ = [m.group(1) or m.group(3), *re.findall(r"[1-4]|first|second|third|fourth", m.group(2) or m.group(4))]
-            alone += [(m.start(), _quarter_of([q])) for q in qs_]
-            spans.append(m.span())
-    for m in _QUARTER_ALONE.finditer(text):
-        if free(m) and not re.match(r"前三季度|前三个季度", text[max(0, m.start() - 1):m.end() + 1]):
-            alone.append((m.start(), _quarter_of(m.groups())))
-            spans.append(m.span())
-    for m in _YEAR_ALONE.finditer(text):
-        if not free(m):
-            continue
-        y = m.group(1) or m.group(2) or m.group(3)
-        year = int(y) if len(y) == 4 else 2000 + int(y)
-        add(m.start(), PeriodRef(year=year, months=span_months), m.span())
+            alone += [(m.start, q) for q in m.quarters]
+            spans.append((m.start, m.end))
+    for m in of("quarter"):
+        if free(m) and not m.to_date:
+            alone.append((m.start, m.quarter))
+            spans.append((m.start, m.end))
+    for m in of("year"):
+        if not m.attached and free(m):
+            add(m.start, PeriodRef(year=m.year, months=m.months), (m.start, m.end))
     periods = [p for _, p in sorted(found, key=lambda x: x[0])]
     if alone:
         plain = [(pos, p.year) for pos, p in found if p.year and not p.quarter]
@@ -698,8 +639,8 @@ def _periods(r: _Reading) -> tuple[list[PeriodRef], bool, bool]:
             used_years = {p.year for p in periods if p.quarter}
             periods = [p for p in periods if p.quarter or p.year not in used_years]
     periods = sorted(dict.fromkeys(periods), key=lambda p: (p.year or 0, p.quarter, p.months))
-    if (m := lx.LAST_N.search(text)) is not None:
-        periods.append(PeriodRef(relative="last_n", n=_number(m.group(1) or m.group(2) or "")))
+    if (last := lx.LAST_N.search(text)) is not None:
+        periods.append(PeriodRef(relative="last_n", n=_number(last.group(1) or last.group(2) or "")))
     elif not periods and r.any(lx.LATEST):
         periods.append(PeriodRef(relative="latest"))
     return periods, ranged, bool(alone)
@@ -1048,8 +989,8 @@ def same_reading(a: Question, b: Question) -> bool:
 
 _ZH_NOT_MEASURE = re.compile(rf"\d+\s*(?:{'|'.join(lx.ZH_PERIOD_UNITS)})?|[^\u4e00-\u9fff]+|[{lx.ZH_FUNCTION_CHARS}]")
 """What of a Chinese question names no measure: periods ("2023年"), anything not Han, function characters."""
-_NOT_CUES = frozenset({"ZH_LINE_ITEMS", "EN_LINE_ITEMS", "ZH_PLACES", "LOSS", "MARGIN_WORDS", "WEAK_MEASURE_WORDS", "MEASURE_HEADS",
-                       "PROFIT_MEASURES", "NOT_THE_MEASURE_AFTER"})
+_NOT_CUES = frozenset({"ZH_LINE_ITEMS", "EN_LINE_ITEMS", "ZH_PLACES", "LOSS", "MARGIN_WORDS", "WEAK_MEASURE_WORDS",
+                       "MEASURE_HEADS", "PROFIT_MEASURES", "NOT_THE_MEASURE_AFTER", "MONTH_NAMES"})
 
 
 @functools.cache
@@ -1084,7 +1025,7 @@ def unplaced_words(text: str, companies: Mapping[str, Sequence[str]] = {}) -> li
         return [w for w in rest.split() if len(w) >= 2]
     out = []
     for a, b, w in r.words:
-        if not r.free(a, b) or w in en or any(ch.isdigit() for ch in w) or w in _MONTHS or len(w) < 3:
+        if not r.free(a, b) or w in en or any(ch.isdigit() for ch in w) or w in lx.MONTHS or len(w) < 3:
             continue
         if (w.endswith(("est", "er")) and lx.adjective_base(w)) or lx.lemmas(w) & en:
             continue

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kb.core import lexicon as lx
+from kb.core.periods import question_years
 from kb.core.text import tokenize
-from kb.core.vocab import DATE_RE, line_concept, question_concept, question_years
+from kb.core.vocab import DATE_RE, line_concept, question_concept
 
 _CELL = re.compile(r"^\(?-?\$?\(?\d[\d,]*(?:\.\d+)?\)?%?\)?$|^[—–-]$")
 _YEAR = re.compile(r"\b((?:19|20)\d{2})\b")

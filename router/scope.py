@@ -18,7 +18,7 @@ import asyncpg
 import msgspec
 import structlog
 
-from kb.core import lexicon, vocab
+from kb.core import lexicon, periods, vocab
 from kb.core.text import normalize_title, tokenize
 from router import store
 from router.measures import METRIC_BY_NAME
@@ -65,7 +65,6 @@ _SERIES = re.compile(
 )
 # Chinese: "…是如何变化的", "变化趋势", "逐年", "各季度" over stated years
 _SERIES_ZH = re.compile(r"变化|趋势|走势|逐年|历年|各年|每年|每个?季度|各季度|增减")
-_RANGE_ZH = re.compile(r"(?:19|20)\d{2}\s*年.{0,16}?(?:到|至|—|-|~)\s*(?:19|20)\d{2}\s*年")
 # "which of these companies", "list all companies", "each company", "how many of the reports"
 _LIST = re.compile(
     r"\b(?:which (?:of (?:these|the|our|all|those) )?(?:companies|firms|issuers|reports|documents|filings)"
@@ -98,7 +97,7 @@ _GENERIC_CAPS = frozenset(
     in on for from of the a an and or if assume based according among as at by with please note item part
     section table exhibit appendix schedule fiscal quarter year annual quarterly report inc corp corporation
     company ltd plc llc group holdings fy ttm yoy usd eps gaap ebitda capex""".split()
-) | frozenset(vocab.MONTH_NAMES)
+) | frozenset(lexicon.MONTH_NAMES)
 
 
 def doc_entity(meta: Mapping[str, Any]) -> str:
@@ -156,7 +155,8 @@ def _rules_scope(question: str, kv: KnownValues) -> QuestionScope:
     distinct = len({kv.entity(e) for e in entities})  # a renamed company's names are one entity
     series = _SERIES.search(question)
     years = sorted(question_period(question).years)
-    if not series and (zh := _SERIES_ZH.search(question)) and (len(years) >= 2 or _RANGE_ZH.search(question)):
+    if not series and (zh := _SERIES_ZH.search(question)) \
+            and (len(years) >= 2 or periods.ZH_YEAR_RANGE.search(question)):
         series = zh  # "从2021年到2024年，洋河股份的长期股权投资是如何变化的？"
     if distinct >= 2:
         return QuestionScope(kind="multi", reason=f"names {distinct} entities: {', '.join(entities)}",
@@ -296,16 +296,15 @@ def topic(question: str, scope: QuestionScope, reading: Question | None = None) 
     if reading is not None and reading.lang == "zh" and names:
         return " ".join(names)
     text = _RANGES.sub("", without_companies(question, scope.entities))
-    text = vocab.PERIOD_MENTION.sub(" ", text)
+    text = periods.PERIOD_MENTION.sub(" ", text)
     words = [w for w in re.findall(r"[A-Za-z0-9][\w&%$.'-]*", text) if w.lower().strip(".'") not in _FRAME_WORDS]
     if lexicon.is_zh(text) and not names:  # a Chinese question no measure was read from: its Han words
-        words = [w for w in _ZH_WORDS.findall(_ZH_PERIOD.sub(" ", text))]
+        words = [w for w in _ZH_WORDS.findall(periods.ZH_PERIOD_MENTION.sub(" ", text))]
     have = set(tokenize(" ".join(words)))
     extra = [n for n in names if not set(tokenize(n)) <= have]
     return " ".join([*extra, *words]).strip(" .?") or question.strip()
 
 
-_ZH_PERIOD = re.compile(r"(?:19|20)\d{2}\s*年(?:度|第?[一二三四1-4]季度|[上下]半年|前三季度)?|第?[一二三四1-4]季度")
 _ZH_WORDS = re.compile(r"[\u4e00-\u9fffA-Za-z0-9][\u4e00-\u9fff\w&%$.'-]*")
 
 
@@ -422,4 +421,4 @@ def topic_terms(sub_question: SubQuestion | None, question: str) -> list[str]:
     text = sub_question.question if sub_question else question
     drop = set(tokenize(f"{sub_question.entity} {sub_question.period}")) if sub_question else set()
     return [t for t in dict.fromkeys(tokenize(text)) if t not in drop and t not in _FRAME_WORDS
-            and not vocab.PERIOD_TOKEN.fullmatch(t)]
+            and not periods.PERIOD_TOKEN.fullmatch(t)]

@@ -11,9 +11,10 @@ import structlog
 
 from kb.core import lexicon as lx
 from kb.core.errors import LLMError
+from kb.core.periods import question_years
 from kb.core.providers import ChatModel
 from kb.core.text import Figure, figures, same_figure, split_sentences, tokenize, unit_label
-from kb.core.vocab import CONCEPT_BY_NAME, line_concept, question_concept, question_years
+from kb.core.vocab import CONCEPT_BY_NAME, line_concept, question_concept
 from router.facts import FactsAnswer
 from router.prompts import (
     NOT_STATED,

@@ -178,6 +178,18 @@ RANGE_JOIN = ("to", "and", "-", "–", "—", "~", "through", "thru", "至", "�
 
 # ------------------------------------------------------------------------------------ periods
 
+_MONTH_ABBREVIATIONS = (
+    ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",), ("june", "jun"),
+    ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"), ("october", "oct"), ("november", "nov"),
+    ("december", "dec"),
+)
+MONTH_NAMES: tuple[str, ...] = tuple(names[0] for names in _MONTH_ABBREVIATIONS)
+MONTHS: Mapping[str, int] = {m: i + 1 for i, names in enumerate(_MONTH_ABBREVIATIONS) for m in names}
+"""Month names and abbreviations (lower case) → month number."""
+QUARTER_WORDS: Mapping[str, int] = {"first": 1, "second": 2, "third": 3, "fourth": 4}
+"""Ordinal quarter words ("third quarter") → quarter."""
+ZH_QUARTER_NUMERALS = "一二三四"
+"""Chinese quarter numerals, first to fourth (一季度, 第三季度)."""
 SPANS: Mapping[int, tuple[str, ...]] = {
     9: ("nine months", "9 months", "nine-month", "9-month", "first three quarters", "year to date", "year-to-date",
         "ytd", "9m", "前三季度", "1-9月", "1至9月", "前三个季度"),

@@ -1,6 +1,6 @@
 """Financial vocabulary in one place: the document types (how a document shows one, how a question names or
-implies one, how a description names one) and the period words (months, quarter words, fiscal year and
-quarter patterns).
+implies one, how a description names one) and how a document states its period (dates, fiscal year and
+quarter patterns; the periods a question states are read by ``kb.core.periods``).
 
 ingest/ reads documents with it and router/ reads questions with it; adding a document type is one
 ``DocType`` in ``DOC_TYPES``. Order in ``DOC_TYPES`` matters: a question naming two types is matched on the
@@ -16,7 +16,10 @@ from typing import Literal
 
 import msgspec
 
-from kb.core.lexicon import is_zh
+from kb.core.lexicon import MONTH_NAMES, MONTHS, QUARTER_WORDS, is_zh
+from kb.core.periods import YEAR as _YEAR
+from kb.core.periods import question_quarters as question_quarters  # re-exported: tests import them from here
+from kb.core.periods import question_years as question_years
 
 CoverDate = Literal["", "quarter_end", "year_end", "report_date"]
 Cadence = Literal["", "annual", "quarterly"]
@@ -56,8 +59,6 @@ class DocType(msgspec.Struct, frozen=True):
     def description_label(self) -> str:
         return self.label or self.name.replace("_", " ")
 
-
-_YEAR = r"(?:19|20)\d{2}"
 
 DOC_TYPES: tuple[DocType, ...] = (
     DocType("10k", label="Form 10-K annual report", forms=("10-K", "10-KT"), cover_report="ANNUAL",
@@ -237,15 +238,6 @@ def question_statements(question: str) -> frozenset[str]:
 
 # --------------------------------------------------------------------------- period words
 
-_MONTH_ABBREVIATIONS = (
-    ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",), ("june", "jun"),
-    ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"), ("october", "oct"), ("november", "nov"),
-    ("december", "dec"),
-)
-MONTH_NAMES: tuple[str, ...] = tuple(names[0] for names in _MONTH_ABBREVIATIONS)
-MONTHS: Mapping[str, int] = {m: i + 1 for i, names in enumerate(_MONTH_ABBREVIATIONS) for m in names}
-"""Month names and abbreviations (lower case) → month number."""
-QUARTER_WORDS: Mapping[str, int] = {"first": 1, "second": 2, "third": 3, "fourth": 4}
 _QW = "|".join(QUARTER_WORDS)
 
 DATE = r"((?:" + "|".join(m[:3] for m in MONTH_NAMES) + rf")[a-z]*)\.?\s+(\d{{1,2}})\s*,?\s*({_YEAR})"
@@ -272,26 +264,6 @@ YEAR = re.compile(rf"\b({_YEAR})\b")
 QUARTER_NAMED = re.compile(rf"\b({_QW}) quarter\b|\bQ([1-4])\b", re.I)
 """A quarter in a headline: group 1 the word, group 2 the digit."""
 
-QUESTION_YEAR = re.compile(rf"\b(?:fy|fiscal(?: year)?|year)?\s*'?({_YEAR})\b", re.I)
-FY_SHORT = re.compile(r"\bfy\s?'?(\d{2})\b", re.I)
-QUESTION_QUARTER = re.compile(rf"\b(?:q([1-4])|([1-4])q|({_QW}) quarter)\b", re.I)
-LATEST = re.compile(r"\b(latest|most recent|most recently|current|newest|last reported)\b", re.I)
-COMPACT_PERIODS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(rf"\b(fy\s?)?({_YEAR})\s?q([1-4])\b", re.I), r"\1\2 Q\3"),  # FY2023Q1, FY 2023 Q1, 2023Q1
-    (re.compile(rf"\bq([1-4])\s?(?:fy)?['-]?({_YEAR})\b", re.I), r"Q\1 \2"),  # Q22023, Q2-2023
-    (re.compile(r"\bq([1-4])\s?(?:fy)?'?(\d{2})\b", re.I), r"Q\1 FY\2"),  # Q2'23, Q2FY23
-    (re.compile(r"\b([1-4])q\s?'?(\d{2})\b", re.I), r"Q\1 FY\2"),  # 2Q23
-)
-FISCAL_MARK = re.compile(r"\bfy\s?'?\d{2,4}\b|\bfiscal\b", re.I)
-"""A question that names a fiscal period ("Q3 FY2024", "fiscal 2023 third quarter")."""
-FISCAL_YEAR_NAMED_EARLIER_UNTIL = 5
-"""A fiscal year ending in January to May mostly lies in the calendar year before its label: a bare
-"Q3 2023" (no "FY", no "fiscal") names NVIDIA's fiscal 2024 third quarter (ended October 2023)."""
-PERIOD_MENTION = re.compile(rf"(?i)\b(?:fy|q[1-4])?\s?'?{_YEAR}\b|\bq[1-4]\b|\b(?:{_QW}) quarter\b")
-"""A year or quarter mentioned in a question ("FY2023", "Q3", "third quarter")."""
-PERIOD_TOKEN = re.compile(r"(?:fy)?\d{2,4}|q[1-4]")
-"""A tokenised year or quarter ("fy2023", "23", "q3")."""
-
 
 def parse_date(month: str, day: str, year: str) -> dt.date | None:
     """The date of a written month (name or abbreviation), day and year; None when invalid."""
@@ -316,40 +288,6 @@ def fiscal_quarter(text: str) -> tuple[int, int] | None:
         return QUARTER_WORDS[m.group(4).lower()], int(m.group(3))
     year = int(m.group(6))
     return int(m.group(5)), year + 2000 if year < 100 else year
-
-
-def normalize_periods(question: str) -> str:
-    """Compact period forms written out: "FY2023Q1" → "FY2023 Q1", "Q22023" → "Q2 2023", "2Q23" → "Q2 FY23"."""
-    for pattern, repl in COMPACT_PERIODS:
-        question = pattern.sub(repl, question)
-    return question
-
-
-ZH_YEAR = re.compile(rf"({_YEAR})\s*年")
-"""A Chinese year: "2023年", "2023 年度" (no word boundary before 年)."""
-ZH_QUARTER = re.compile(r"第?([一二三四1-4])\s*季度|([1-4])\s*[—–\-~至]\s*([3691２]|12)\s*月|(半年度|上半年|中期)")
-
-
-def question_years(question: str) -> set[int]:
-    """Years a (period-normalised) question states: "2023", "FY2023", "fiscal year 2023", "FY23", "2023年"."""
-    years = {int(m.group(1)) for m in QUESTION_YEAR.finditer(question)}
-    years |= {int(m.group(1)) for m in ZH_YEAR.finditer(question)}
-    return years | {2000 + int(m.group(1)) for m in FY_SHORT.finditer(question)}
-
-
-def question_quarters(question: str) -> set[int]:
-    """Quarters a (period-normalised) question states: "Q3", "3Q", "third quarter", "第一季度", "一季度"
-    (a half year, 半年度, is Q2's period end)."""
-    found = {int(m.group(1) or m.group(2) or QUARTER_WORDS[m.group(3).lower()])
-             for m in QUESTION_QUARTER.finditer(question)}
-    for m in ZH_QUARTER.finditer(question):
-        if m.group(1):
-            found.add("一二三四".find(m.group(1)) + 1 or int(m.group(1)))
-        elif m.group(3) and m.group(3).isdigit() and int(m.group(3)) % 3 == 0:  # "1-3月": the quarter it ends
-            found.add(int(m.group(3)) // 3)
-        elif m.group(4):
-            found.add(2)
-    return found
 
 
 # --------------------------------------------------------------------------- Chinese reports
