@@ -68,11 +68,10 @@ _QUARTER_OF = re.compile(rf"(?i)\bQ([1-4])\s*(?:of\s+)?(?:FY\s*|fiscal(?:\s+year
 
 _NINE_MONTHS_BEFORE = re.compile(r"(?i)nine months|9 months|前三季度")
 _SIX_MONTHS_BEFORE = re.compile(r"(?i)six months|6 months|半年")
-_FIRST_THREE = re.compile(r"前三季度|前三个季度")
+_FIRST_THREE = ("前三季度", "前三个季度")
 _YEAR_AFTER_FY = re.compile(r"(?i)\b(?:fy|fiscal|year)\Z")
 _RANGE = re.compile(r"(?i)(?:季度|q[1-4]|quarter)[^,，。;；]{0,8}?(?:到|至|through|to|until|[-–—~])\s*(?:fy\s*)?"
                     rf"(?:\d{{2,4}}|q[1-4])|{YEAR}\s*年?\s*(?:到|至|through|to|until|[-–—~])\s*(?:fy\s*)?{YEAR}")
-_NOT_AFTER = re.compile(r"不要|not")
 
 Form = Literal["quarter_year", "date", "year_range", "quarter_span", "quarter_list", "quarter", "year", "zh_span",
                "quarter_of"]
@@ -147,7 +146,9 @@ def stated_months(text: str) -> int:
             continue
         for w in words:
             i = text.find(w)
-            if i >= 0 and not lx.NEGATED_SPAN.search(text[max(0, i - 12):i]) and not _NOT_AFTER.search(text[i:i + 12]):
+            if i < 0 or lx.NEGATED_SPAN.search(text[max(0, i - 12):i]):
+                continue
+            if "不要" not in text[i:i + 12] and "not" not in text[i:i + 12]:  # not negated after it either
                 return months
     return 12
 
@@ -221,7 +222,7 @@ def _quarters(text: str) -> list[Mention]:
         s, e = m.span()
         out.append(Mention("quarter", s, e, None, _quarter(m.groups()), 3, fiscal="fiscal" in m.group(0).lower(),
                            zh=bool(m.group(4) or m.group(5)), word=_edge(text, s) and _edge(text, e),
-                           to_date=_FIRST_THREE.match(text[max(0, s - 1):e + 1]) is not None))
+                           to_date=text[max(0, s - 1):e + 1].startswith(_FIRST_THREE)))
     return out
 
 
@@ -254,7 +255,7 @@ def _zh_spans(text: str) -> list[Mention]:
         else:
             quarter, months = 2, 6
         out.append(Mention("zh_span", m.start(), m.end(), None, quarter, months, zh=True,
-                           to_date=_FIRST_THREE.match(text[max(0, m.start() - 1):m.end() + 1]) is not None))
+                           to_date=text[max(0, m.start() - 1):m.end() + 1].startswith(_FIRST_THREE)))
     return out
 
 
