@@ -5,19 +5,17 @@
 "third fiscal quarter", "第三季度", "一季"), a quarter of a year ("Q3 2023", "Q3 of FY2024", "2Q23",
 "2023年第一季度"), a date ("March 31, 2024", "2023年9月30日"; after "nine months ended" a nine-month span), a
 range of years ("2021–2023", "between FY 2019 and 2021", "从2015年到2018年"), a list or span of quarters
-("Q1, Q2 and Q3", "first and second quarters", "Q1-Q3 2023"), a Chinese stated span (半年度, "1-3月": the
-quarter it ends) and a quarter of a fiscal year as ``question_periods`` reads it ("third quarter of fiscal
-2024"). Each *form* reads the whole question by itself, so mentions of different forms may cover the same
+("Q1, Q2 and Q3", "first and second quarters", "Q1-Q3 2023"), and a Chinese stated span (半年度, "1-3月": the
+quarter it ends). Each *form* reads the whole question by itself, so mentions of different forms may cover the same
 text; a reader takes the forms it reads:
 
 - ``router.reading`` (the typed question) takes the reader's forms in order of precedence, the first to claim a
   piece of text keeping it, and decides what is its own (a quarter without a year, every year's Q1, a series);
 - ``question_years`` / ``question_quarters``: the years and quarters a question states (routing priors,
   metadata conditions, "no period stated");
-- ``question_periods``: the fiscal years and quarters in the order the question names them (``router.metrics``).
 
 These readings differ where they always have, and the differences are kept, each one a field of ``Mention`` or
-a spelling test in the view (see ``question_years``, ``question_quarters``, ``question_periods``).
+a spelling test in the view (see ``question_years``, ``question_quarters``).
 
 Also here: what else a question's period wording says — a stated span (``stated_months``: "nine months",
 前三季度), a written range (``states_range``), "latest" (``LATEST``), a fiscal period named (``FISCAL_MARK``),
@@ -63,8 +61,6 @@ _QUARTER = re.compile(rf"(?i){_Q}")
 _YEAR_ALONE = re.compile(rf"(?i)\b{_FY}\s*'?({YEAR}|\d{{2}})\b|({YEAR})(?!\d)|"
                          r"(?<!\d)(\d{2})\s*年(?!\s*[-—–~至到])")
 _ZH_SPAN = re.compile(rf"{_ZH_QUARTER}|([1-4])\s*[—–\-~至]\s*([3691２]|12)\s*月|(半年度|上半年|中期)")
-_QUARTER_OF = re.compile(rf"(?i)\bQ([1-4])\s*(?:of\s+)?(?:FY\s*|fiscal(?:\s+year)?\s*)?'?({YEAR})\b"
-                         rf"|\b({_QW}) quarter of (?:FY\s*|fiscal(?:\s+year)?\s*)?({YEAR})\b")
 
 _NINE_MONTHS_BEFORE = re.compile(r"(?i)nine months|9 months|前三季度")
 _SIX_MONTHS_BEFORE = re.compile(r"(?i)six months|6 months|半年")
@@ -73,11 +69,10 @@ _YEAR_AFTER_FY = re.compile(r"(?i)\b(?:fy|fiscal|year)\Z")
 _RANGE = re.compile(r"(?i)(?:季度|q[1-4]|quarter)[^,，。;；]{0,8}?(?:到|至|through|to|until|[-–—~])\s*(?:fy\s*)?"
                     rf"(?:\d{{2,4}}|q[1-4])|{YEAR}\s*年?\s*(?:到|至|through|to|until|[-–—~])\s*(?:fy\s*)?{YEAR}")
 
-Form = Literal["quarter_year", "date", "year_range", "quarter_span", "quarter_list", "quarter", "year", "zh_span",
-               "quarter_of"]
+Form = Literal["quarter_year", "date", "year_range", "quarter_span", "quarter_list", "quarter", "year", "zh_span"]
 FORMS: tuple[Form, ...] = ("quarter_year", "date", "year_range", "quarter_span", "quarter_list", "quarter", "year",
-                           "zh_span", "quarter_of")
-"""The forms, in the reader's order of precedence (``zh_span`` and ``quarter_of`` are not the reader's)."""
+                           "zh_span")
+"""The forms, in the reader's order of precedence (``zh_span`` is not the reader's)."""
 
 
 class Mention(msgspec.Struct, frozen=True):
@@ -259,20 +254,13 @@ def _zh_spans(text: str) -> list[Mention]:
     return out
 
 
-def _quarters_of(text: str) -> list[Mention]:
-    return [Mention("quarter_of", m.start(), m.end(), int(m.group(2) or m.group(4)),
-                    int(m.group(1)) if m.group(1) else lx.QUARTER_WORDS[m.group(3).lower()], 3,
-                    fiscal=_fiscal(m.group(0)))
-            for m in _QUARTER_OF.finditer(text)]
-
-
 @functools.lru_cache(maxsize=2048)
 def find_periods(text: str) -> tuple[Mention, ...]:
     """Every period ``text`` writes, in every form (see the module), in the order they stand (at one place, in
     ``FORMS`` order). A year or a range of years spans ``stated_months(text)``."""
     months = stated_months(text)
     found = [*_quarter_years(text), *_dates(text), *_year_ranges(text, months), *_quarter_spans(text),
-             *_quarter_lists(text), *_quarters(text), *_years(text, months), *_zh_spans(text), *_quarters_of(text)]
+             *_quarter_lists(text), *_quarters(text), *_years(text, months), *_zh_spans(text)]
     return tuple(sorted(found, key=lambda m: (m.start, FORMS.index(m.form))))
 
 
@@ -335,26 +323,6 @@ class Period(msgspec.Struct, frozen=True):
 
     def text(self) -> str:
         return f"Q{self.quarter} FY{self.year}" if self.quarter else f"FY{self.year}"
-
-
-def question_periods(question: str) -> list[Period]:
-    """The fiscal years and quarters a question names, in the order it names them ("between FY 2023 and Q2 of
-    FY2024" → FY2023, Q2 FY2024). A quarter is "Q2 [of] [FY|fiscal [year]] 2024" or "second quarter of [FY|fiscal
-    [year]] 2024" (four-digit years only); a year is one written with "FY" or "fiscal" ("FY2023", "fiscal year
-    2022"). Unlike the reader: a bare "2023", "third quarter 2024" and "fiscal 2024 third quarter" (a year, no
-    quarter) are not periods here."""
-    found: list[tuple[int, Period]] = []
-    taken: list[tuple[int, int]] = []
-    mentions = find_periods(question)
-    for m in mentions:
-        if m.form == "quarter_of" and m.year is not None:
-            found.append((m.start, Period(m.year, m.quarter)))
-            taken.append((m.start, m.end))
-    for m in mentions:
-        if m.form == "year" and m.fiscal and not m.short and m.year is not None \
-                and not any(a <= m.start < b for a, b in taken):
-            found.append((m.start, Period(m.year)))
-    return list(dict.fromkeys(p for _, p in sorted(found, key=lambda x: x[0])))
 
 
 # ---------------------------------------------------------------------------- more period wording
