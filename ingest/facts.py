@@ -74,6 +74,13 @@ _NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+"
 _VALUE = re.compile(rf"^\((?:{_NUM})\)%?$|^[-−]?(?:{_NUM})%?$|^[—–−-]+$")
 _EN_QUARTER = re.compile(r"(?i)\bQ([1-4])\s*(?:FY\s*)?'?((?:19|20)\d{2}|\d{2})\b")
 _EN_SPAN = re.compile(r"(?i)\b(\d{1,2}|three|six|nine|twelve)\s*(?:M|months?)\s+(?:ended\s+)?(?:FY\s*)?((?:19|20)\d{2})\b")
+KEY_FIGURES = "key_figures"
+"""The stored kind of a Chinese report's key-figures table (主要会计数据和财务指标): its rows are stored as
+printed lines — 扣除非经常性损益的净利润 is printed nowhere else."""
+_KEY_TITLE = re.compile(r"^(?:[一二三四五六七八九十]+[、.．]|[（(][一二三四五六七八九十\d]+[）)]|\d+[、.．])?\s*"
+                        r"主要(?:会计|财务)数据(?:和|及|与)?(?:主要)?(?:财务指标)?\s*$")
+_CHANGE_COLUMN = re.compile(r"增减|变动|增长率|比上年|比年初")
+_ZH_BALANCE_COLUMN = re.compile(r"期末|年末|年度末")
 _ZH_CURRENT = re.compile(r"期末|本期|本报告期|年末|报告期末|本年")
 _ZH_PRIOR = re.compile(r"期初|上期|上年|年初|上年同期")
 _ZH_DATE = re.compile(r"((?:19|20)\d{2})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*日")
@@ -274,10 +281,14 @@ class _Table:
         self.section: list[list[float]] = []  # the figures of the rows under ``context`` (an unlabelled total)
         self.unlabelled: set[int] = set()  # indexes in ``facts`` of unlabelled totals
         self.facts: list[FactDraft] = []
+        self.closed = False
 
     def feed(self, line: str, *, page: int | None, line_no: int | None, node_id: str) -> None:
         stripped = clean_line(line)
-        if not stripped:
+        if not stripped or self.closed:
+            return
+        if self.kind == KEY_FIGURES and not stripped.startswith("|") and self.facts:
+            self.closed = True  # the key figures end with their table ("非经常性损益项目和金额" follows)
             return
         if scale := _SCALE.search(stripped):
             self.scale = _scale(scale.group(0))
@@ -370,6 +381,11 @@ class _Table:
         if label in {"项目", "科目"} or (any(c not in {"附注", ""} for c in rest) and all(
                 _ZH_CURRENT.search(c) or _ZH_PRIOR.search(c) or _ZH_DATE.search(c) or _YEAR.search(c)
                 or c in {"附注", ""} for c in rest)):
+            if self.kind == KEY_FIGURES:  # change columns and a merged column printed twice are no periods
+                self.note_column = [i for i, c in enumerate(rest) if c in {"附注", ""} or _CHANGE_COLUMN.search(c)
+                                    or (i and c == rest[i - 1])]
+                self.periods = self._key_periods([c for i, c in enumerate(rest) if i not in self.note_column])
+                return
             self.note_column = [i for i, c in enumerate(rest) if c == "附注"]
             self.periods = self._zh_periods([c for i, c in enumerate(rest) if i not in self.note_column])
             return
@@ -431,6 +447,31 @@ class _Table:
                 return []
         return out if len(out) <= MAX_COLUMNS else []
 
+    def _key_periods(self, headers: Sequence[str]) -> list[Period]:
+        """Periods of a key-figures table's columns (主要会计数据和财务指标): 本报告期 is the report's own
+        quarter, half year or year, 年初至报告期末 the year to date, 上年同期 the column before it a year
+        earlier, 本报告期末 / 上年度末 balances at the report's end and the last year end; [] when a header is
+        none of these or the report's period is unknown."""
+        end, months = self.doc.period_end, self.doc.months
+        if end is None or not months:
+            return []
+        own = 3 if months in (3, 9) else months  # a quarterly report's 本报告期 is its quarter
+        out: list[Period] = []
+        for h in headers:
+            if "年初至" in h:
+                out.append(Period(end, months, h))
+            elif _ZH_BALANCE_COLUMN.search(h):
+                prior = _ZH_PRIOR.search(h)
+                out.append(Period(dt.date(end.year - 1, 12, 31) if prior else end, 0, h))
+            elif _ZH_PRIOR.search(h) and out:
+                before = out[-1]
+                out.append(Period(_month_day(end.year - 1, end), before.months, h))
+            elif _ZH_CURRENT.search(h):
+                out.append(Period(end, own, h))
+            else:
+                return []
+        return out if len(out) <= MAX_COLUMNS else []
+
     def _concepts(self, label: str) -> tuple[str, ...]:
         bare = label.strip().lower().rstrip(":").strip()
         per_share_context = bool(_PER_SHARE.search(self.context))
@@ -470,7 +511,8 @@ class _Table:
              page: int | None, line_no: int | None, node_id: str) -> None:
         if any(v.endswith("%") for v in values):
             return  # a ratio row, not an amount
-        concepts = self._concepts(label)
+        # a key-figures row is a printed line: the statements state the vocabulary's measures
+        concepts = self._concepts(label) if self.kind != KEY_FIGURES else ("",)
         spec = CONCEPT_BY_NAME.get(concepts[0]) if concepts else None
         count = spec is not None and spec.unit == "shares"  # a share count, even "… for basic earnings per share"
         per_share = not count and ((spec is not None and spec.unit == "per_share") or bool(_PER_SHARE.search(label))
@@ -495,8 +537,11 @@ class _Table:
 
 
 def _zh_title(line: str) -> str | None:
-    """The kind a Chinese statement title names, "" for another statement (母公司…), None for no title."""
+    """The kind a Chinese statement title names ("key_figures" for 主要会计数据和财务指标), "" for another
+    statement (母公司…), None for no title."""
     text = line.strip().replace(" ", "")
+    if _KEY_TITLE.match(text):
+        return KEY_FIGURES
     if m := _ZH_TITLE.match(text):
         return _ZH_TITLES[m.group(2)] + (":3" if m.group(1) == "本报告期" else ":ytd" if m.group(1) else "")
     if _ZH_OTHER.match(text) and text.endswith("表") and len(text) <= 20:
@@ -540,9 +585,9 @@ def _node_at(tree: DocumentTree, position: int) -> str:
     return best
 
 
-def document_period(text: str, period_end: str | None, doc_type: str | None) -> _Doc:
+def document_period(text: str, period_end: str | None, doc_type: str | None, name: str = "") -> _Doc:
     """The document's own period: its end date and its length in months, from metadata or (Chinese reports)
-    from the report's title ("2024年一季度报告" → 2024-03-31, 3 months)."""
+    from the report's title in its text or its file name ("2024年一季度报告" → 2024-03-31, 3 months)."""
     end: dt.date | None = None
     if period_end:
         try:
@@ -550,7 +595,7 @@ def document_period(text: str, period_end: str | None, doc_type: str | None) -> 
         except ValueError:
             end = None
     months = 12 if doc_type in ("10k", "annual_report", "20f", "40f") else 0
-    if report := zh_report_period(text[:20000]):
+    if report := zh_report_period(text[:20000]) or zh_report_period(name):
         _, quarter, report_end = report
         months = 3 * quarter if 0 < quarter < 4 else 12
         end = end or dt.date.fromisoformat(report_end)
@@ -610,12 +655,12 @@ def _unjoined(lines: Sequence[tuple[str, int | None, int | None]]) -> list[tuple
 
 def extract_facts(tree: DocumentTree, *, pages: Sequence[PageText] | None = None, text: str | None = None,
                   statement_pages: dict[int, str] | None = None, period_end: str | None = None,
-                  doc_type: str | None = None) -> list[FactDraft]:
+                  doc_type: str | None = None, name: str = "") -> list[FactDraft]:
     """The facts of a document's statements: from its statement pages (PDF) or its text (text filings,
-    Markdown, Chinese reports)."""
+    Markdown, Chinese reports); ``name`` (the file's) may state a Chinese report's period."""
     if pages is not None:
         head = "\n".join(p.text for p in pages[:3])
-        doc = document_period(head, period_end, doc_type)
+        doc = document_period(head, period_end, doc_type, name)
         wanted = sorted(statement_pages or {})
         lines: list[tuple[str, int | None, int | None]] = []
         previous = None
@@ -630,7 +675,7 @@ def extract_facts(tree: DocumentTree, *, pages: Sequence[PageText] | None = None
             previous = number
         return _dedupe(_facts_of_lines(lines, tree, doc, unit_is_page=True))
     source = (text or "").replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    doc = document_period("\n".join(source[:400]), period_end, doc_type)
+    doc = document_period("\n".join(source[:400]), period_end, doc_type, name)
     return _dedupe(_facts_of_lines([(ln, None, i) for i, ln in enumerate(source, 1)], tree, doc, unit_is_page=False))
 
 

@@ -244,22 +244,22 @@ def safe_facts(parsed: ParsedFile, tree: DocumentTree, on_pages: Mapping[int, st
                name: str) -> list[FactDraft]:
     """``document_facts``, or none when reading them fails: the document is still stored, the failure logged."""
     try:
-        return document_facts(parsed, tree, on_pages, meta)
+        return document_facts(parsed, tree, on_pages, meta, name)
     except Exception as exc:  # noqa: BLE001 - facts are an extra; a statement we cannot read loses only them
         log.warning("ingest.facts_failed", name=name, error=f"{type(exc).__name__}: {exc}")
         return []
 
 
 def document_facts(parsed: ParsedFile, tree: DocumentTree, on_pages: Mapping[int, str],
-                   meta: Mapping[str, Any]) -> list[FactDraft]:
+                   meta: Mapping[str, Any], name: str = "") -> list[FactDraft]:
     """The statement facts of a parsed document (``ingest.facts``): its PDF statement pages, else its text."""
     period_end, doc_type = meta.get("period_end_date"), meta.get("doc_type")
     if tree.unit not in ("page", "line"):
         return []  # Word/HTML trees count paragraphs: a fact's line could not be cited
     if parsed.pdf is not None:
         return extract_facts(tree, pages=parsed.pdf.pages, statement_pages=dict(on_pages), period_end=period_end,
-                             doc_type=doc_type)
-    return extract_facts(tree, text=parsed.text or "", period_end=period_end, doc_type=doc_type)
+                             doc_type=doc_type, name=name)
+    return extract_facts(tree, text=parsed.text or "", period_end=period_end, doc_type=doc_type, name=name)
 
 
 def _title(tree: DocumentTree, meta: Mapping[str, Any], name: str, *, given: bool = False) -> str:

@@ -64,6 +64,7 @@ class MeasureAsk(msgspec.Struct, frozen=True):
     bounds: dict[str, float] = {}  # a stated screen: {"gt": 1e9} for "revenue above $1 billion" (operation screen)
     extreme: str = ""  # trend: the period asked for — "increase"/"decrease" (largest change), "max"/"min" (value)
     quarterly: bool = False  # trend: quarters asked ("各季度", "each Q1 from 2021 to 2024"): every report's figure
+    span: tuple[dt.date, dt.date] | None = None  # trend: the calendar quarters stated first and last (their ends)
     loss: bool = False  # a profit measure asked as a loss ("the deepest net loss": the lowest figure)
     ascending: bool = False  # rank: lowest first
     limit: int | None = None  # rank: the first N only ("top 5")
@@ -142,6 +143,20 @@ def measure_of(q: Question) -> str:
     return ""
 
 
+def _quarter_span(q: Question) -> tuple[dt.date, dt.date] | None:
+    """The ends of the first and last quarter a question states as a span ("从2017年第三季度到2024年第一季度"),
+    read as calendar quarters; None unless both ends are quarters."""
+    ends = sorted((p.year, p.quarter) for p in q.periods if p.year and p.quarter)
+    if len(ends) < 2:
+        return None
+    (y1, q1), (y2, q2) = ends[0], ends[-1]
+
+    def end(y: int, qq: int) -> dt.date:
+        return dt.date(y, 3 * qq, 30 if qq in (2, 3) else 31)
+
+    return end(y1, q1), end(y2, q2)
+
+
 def task(q: Question) -> MeasureAsk | None:
     """What the executor computes for a typed question, or None when no operation on a measure was read."""
     op = EXECUTED.get(q.operation or "")
@@ -158,7 +173,8 @@ def task(q: Question) -> MeasureAsk | None:
                       percent=q.change in ("percent", "yoy", "qoq", "cagr"), average=q.average,
                       lang=q.lang, bounds=dict(q.bounds), extreme=extreme, ascending=q.order == "asc",
                       limit=q.limit, loss=q.sign == "loss",
-                      quarterly=op == "trend" and any(p.quarter or p.months == 3 for p in q.periods))
+                      quarterly=op == "trend" and any(p.quarter or p.months == 3 for p in q.periods),
+                      span=_quarter_span(q) if op == "trend" else None)
 
 
 
@@ -572,6 +588,9 @@ def _trend_lines(ask_: MeasureAsk, picked: Sequence[tuple[_Doc, _Row, list[_Row]
             low, high = min(ask_.years) - 1, max(ask_.years)
             kept = [p for p in points if low <= p.period_end.year <= high]
             points = kept if len(kept) >= 2 else points
+        if ask_.span and w.w.lang == "zh":  # a span of calendar quarters (Chinese reports): its points only
+            kept = [p for p in points if ask_.span[0] <= p.period_end <= ask_.span[1]]
+            points = kept if len(kept) >= 2 else points
         ww = w.w
         label = w.spec.chinese[0] if ww.lang == "zh" and w.spec.chinese else w.spec.label
         lines.append(f"{entity} — {label}{'：' if ww.lang == 'zh' else ':'}")
@@ -581,10 +600,11 @@ def _trend_lines(ask_: MeasureAsk, picked: Sequence[tuple[_Doc, _Row, list[_Row]
             lines += [f"- {w.value(p)} {w.period(p)} {w.cite(p)} ({_where(p, ww)})" + "".join(
                 ww.also.format(value=w.value(o), cite=w.cite(o), where=_where(o, ww))
                 for o in also.get((p.doc_id, p.ordinal), ())) for p in points]
+        names = {p.period_end: _point(p, ask_.quarterly, ww.lang) for p in points}
         for a, b in zip(points, points[1:], strict=False):
-            lines.append(ww.step.format(y2=b.period_end.year, y1=a.period_end.year, change=_change(a, b, w=ww)))
+            lines.append(ww.step.format(y2=names[b.period_end], y1=names[a.period_end], change=_change(a, b, w=ww)))
         if len(points) > 2:
-            lines.append(ww.overall.format(y1=points[0].period_end.year, y2=points[-1].period_end.year,
+            lines.append(ww.overall.format(y1=names[points[0].period_end], y2=names[points[-1].period_end],
                                            change=_change(points[0], points[-1], w=ww)))
         lines += _extreme_lines(ask_, points, w)
         if ask_.average and len(points) > 1:
@@ -593,6 +613,17 @@ def _trend_lines(ask_: MeasureAsk, picked: Sequence[tuple[_Doc, _Row, list[_Row]
         if len(points) == 1:
             lines.append(ww.one_period)
     return lines
+
+
+def _point(p: _Row, quarterly: bool, lang: str) -> str:
+    """How a step names a point of a series: its year ("2023", "2023年"), a quarter's point by its end
+    ("Sep 30, 2017"; a Chinese report's calendar quarter: "2017年第三季度")."""
+    end = p.period_end
+    if not quarterly:
+        return f"{end.year}年" if lang == "zh" else str(end.year)
+    if lang == "zh" and end.month % 3 == 0:
+        return f"{end.year}年第{'一二三四'[end.month // 3 - 1]}季度"
+    return f"{end:%b} {end.day}, {end.year}"
 
 
 def _extreme_lines(ask_: MeasureAsk, points: Sequence[_Row], w: _Writer) -> list[str]:
@@ -605,7 +636,8 @@ def _extreme_lines(ask_: MeasureAsk, points: Sequence[_Row], w: _Writer) -> list
         if sign * (b.value - a.value) <= 0:
             return []  # no step went that way
         what = ww.increase if sign > 0 else ww.decrease
-        return [ww.largest_step.format(what=what, y2=b.period_end.year, y1=a.period_end.year,
+        return [ww.largest_step.format(what=what, y2=_point(b, ask_.quarterly, ww.lang),
+                                       y1=_point(a, ask_.quarterly, ww.lang),
                                        change=_change(a, b, w=ww))]
     if ask_.extreme in ("max", "min") and len(points) > 1:
         top = (max if ask_.extreme == "max" else min)(points, key=lambda p: p.value)

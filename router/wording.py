@@ -97,7 +97,8 @@ EN = Words(
     supporting="Supporting evidence:",
     difference="- Difference: {a} is {delta} {direction} than {b}{pct}.", higher="higher", lower="lower",
     statements={"income": "income statement", "balance": "balance sheet", "cash_flow": "cash flow statement",
-                "comprehensive_income": "statement of comprehensive income", "equity": "statement of equity"},
+                "comprehensive_income": "statement of comprehensive income", "equity": "statement of equity",
+                "key_figures": "key figures table"},
 )
 
 ZH = Words(
@@ -106,7 +107,7 @@ ZH = Words(
     highest="最高", lowest="最低", ascending="升序", descending="降序",
     by_company_ordered="各公司{label}（{order}）：", by_company="各公司{label}：", grouped="按{label}分组：",
     none="（无）", missing="以下文档的报表中未找到{label}：{docs}。", more="等，另有{n}份", lookup="{figure}。",
-    step="- {y2}年较{y1}年：{change}。", overall="- {y1}年至{y2}年总体：{change}。", average="- {n}期平均：{value}。",
+    step="- {y2}较{y1}：{change}。", overall="- {y1}至{y2}总体：{change}。", average="- {n}期平均：{value}。",
     increased="增加{delta}{pct}，由{old}增至{new}", decreased="减少{delta}{pct}，由{old}降至{new}",
     unchanged="持平，为{new}", also="；另一处列示为{value}{cite}（{where}）",
     where_line="{kind}，“{item}”，第{n}行", where_page="{kind}，“{item}”，第{n}页", no_previous="；未列示上期数据",
@@ -124,8 +125,9 @@ ZH = Words(
                   "increase": "{label}增加最多的期间", "decrease": "{label}减少最多的期间", "average": "{label}的各期平均"},
     difference="- 差额：{a}比{b}{direction}{delta}{pct}。", higher="高", lower="低",
     statements={"income": "利润表", "balance": "资产负债表", "cash_flow": "现金流量表",
-                "comprehensive_income": "综合收益表", "equity": "所有者权益变动表"},
-    largest_step="- {what}最大的是{y2}年较{y1}年：{change}。", extreme_point="- {label}{word}的是{period}：{value}{cite}。",
+                "comprehensive_income": "综合收益表", "equity": "所有者权益变动表",
+                "key_figures": "主要会计数据"},
+    largest_step="- {what}最大的是{y2}较{y1}：{change}。", extreme_point="- {label}{word}的是{period}：{value}{cite}。",
     decrease="降幅", increase="增幅",
 )
 

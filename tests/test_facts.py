@@ -14,7 +14,7 @@ from ingest.formats import parse_file
 from ingest.statements import statement_pages
 from kb.bench.facts_bench import run_facts
 from kb.core.types import DocumentTree, FactDraft
-from kb.core.vocab import line_concept, question_concept
+from kb.core.vocab import Concept, line_concept, question_concept
 from router.facts import MeasureAsk, task
 from router.question import Range
 from router.reading import read_question
@@ -459,3 +459,62 @@ def test_the_headline_says_over_how_many_companies_it_computed() -> None:
                   {1: [row], 2: [msgspec.structs.replace(row, doc_id=2, value=1e6)]}, {})
     assert one is not None and one.text.startswith("Highest revenue, 2023, over 1 company:\n"), one.text
     assert two is not None and two.text.startswith("Highest revenue, 2023, over 2 companies:\n"), two.text
+
+
+def _key_figures_report(company: str) -> str:
+    """A Chinese third-quarter report whose key-figures table prints merged columns twice and change columns."""
+    return "\n".join([
+        f"{company}股份有限公司", "2023年第三季度报告", "第二节公司基本情况", "一、主要会计数据和财务指标",
+        "公司是否需追溯调整或重述以前年度会计数据", "□是 √否",
+        "|-|本报告期末|本报告期末|上年度末|上年度末|本报告期末比上年度末增减|本报告期末比上年度末增减|",
+        "|---|---|---|---|---|---|---|",
+        "|总资产（元）|9,000.00|9,000.00|8,000.00|8,000.00|12.50%|12.50%|",
+        "|-|本报告期|本报告期比上年同期增减|本报告期比上年同期增减|年初至报告期末|年初至报告期末|年初至报告期末比上年同期增减|",
+        "|归属于上市公司股东的扣除非经常性损益的净利润（元）|120.50|20.98%|20.98%|400.25|400.25|14.34%|",
+        "|基本每股收益（元/股）|1.11|18.09%|18.09%|3.70|3.70|15.26%|",
+        "|加权平均净资产收益率|6.12%|0.23%|0.23%|20.34%|20.34%|0.30%|非经常性损益项目和金额",
+        "√适用 □不适用", "|项目|年初至报告期期末金额|说明|", "|---|---|---|", "|政府补助|27,982.95|-|", ""])
+
+
+def test_a_chinese_key_figures_table_is_stored_as_printed_lines() -> None:
+    """主要会计数据和财务指标: each amount row for the columns that are periods — the quarter (本报告期), the
+    year to date (年初至报告期末), balances at the report's end and the last year end — as printed lines (no
+    concept: the statements state the vocabulary's measures); change columns, a merged column printed twice,
+    percentage rows and the table after it are not read. The report's period comes from its file name when its
+    text states none."""
+    facts = [f for f in extract_facts(EMPTY, text=_key_figures_report("青石酿造"),
+                                      name="report_600001-2023-青石酿造-2023年第三季度报告.txt")
+             if f.statement == "key_figures"]
+    got = {(f.line_item, str(f.period_end), f.months, f.value, f.concept) for f in facts}
+    assert got == {
+        ("总资产（元）", "2023-09-30", 0, 9000.0, ""), ("总资产（元）", "2022-12-31", 0, 8000.0, ""),
+        ("归属于上市公司股东的扣除非经常性损益的净利润（元）", "2023-09-30", 3, 120.5, ""),
+        ("归属于上市公司股东的扣除非经常性损益的净利润（元）", "2023-09-30", 9, 400.25, ""),
+        ("基本每股收益（元/股）", "2023-09-30", 3, 1.11, ""), ("基本每股收益（元/股）", "2023-09-30", 9, 3.7, "")}, got
+    assert {f.unit for f in facts if f.line_item.startswith("基本每股收益")} == {"CNY/share"}
+    undated = extract_facts(EMPTY, text=_key_figures_report("青石酿造").replace("2023年第三季度报告", "2023年 10月"))
+    assert not [f for f in undated if f.statement == "key_figures"]  # no period known: nothing guessed
+
+
+def test_a_series_over_a_span_of_quarters_keeps_its_points_and_names_them() -> None:
+    """"从2021年第三季度到2023年第一季度": the points inside the span only (a report's prior-year column before it
+    is left out), each step named by its quarter."""
+    import datetime as dt
+
+    from router.facts import _Doc, _Row, compose
+
+    def row(doc: int, end: str, value: float) -> _Row:
+        return _Row(statement="key_figures", line_item="归属于上市公司股东的扣除非经常性损益的净利润（元）", concept="",
+                    period_end=dt.date.fromisoformat(end), months=3, period_label=end, value=value, printed="",
+                    scale=1.0, unit="CNY", page=None, line=10, node_id="", source="", column=0, doc_id=doc, ordinal=1)
+    ends = {1: "2021-09-30", 2: "2022-03-31", 3: "2022-09-30", 4: "2023-03-31"}
+    docs = [_Doc(d, f"r{d}", "青石酿造", {"doc_type": "quarterly_report", "period_end_date": e}) for d, e in ends.items()]
+    rows = {d: [row(d, e, 100.0 + d)] for d, e in ends.items()}
+    rows[1].append(row(1, "2020-09-30", 50.0))  # the prior-year column of the first report: before the span
+    q = read_question("青石酿造从2021年第三季度到2023年第一季度的扣非归母净利润是怎么变化的？", ["青石酿造"])
+    a = task(q)
+    assert a is not None and a.quarterly and a.span == (dt.date(2021, 9, 30), dt.date(2023, 3, 31)), a
+    spec = Concept(name="line:扣非", label="归属于上市公司股东的扣除非经常性损益的净利润", printed=(), kinds=("key_figures",))
+    answer = compose(msgspec.structs.replace(a, concept=spec.name), docs, rows, {}, spec)
+    assert answer is not None and {u.value for u in answer.used} == {101.0, 102.0, 103.0, 104.0}, answer.text
+    assert "2022年第一季度较2021年第三季度" in answer.text and "2021年第三季度至2023年第一季度总体" in answer.text

@@ -71,11 +71,12 @@ def extract(path: Path) -> list[Any]:
         assert parsed.pdf is not None
         meta = extract_metadata("\n".join(p.text for p in parsed.pdf.pages[:8]), file_name=path.name)
         return extract_facts(tree, pages=parsed.pdf.pages, statement_pages=statement_pages(parsed.pdf.pages),
-                             period_end=meta.get("period_end_date"), doc_type=meta.get("doc_type"))
+                             period_end=meta.get("period_end_date"), doc_type=meta.get("doc_type"), name=path.name)
     parsed = parse_file(str(path), "text")
     text = parsed.text or ""
     meta = extract_metadata(text[:40000], file_name=path.name)
-    return extract_facts(tree, text=text, period_end=meta.get("period_end_date"), doc_type=meta.get("doc_type"))
+    return extract_facts(tree, text=text, period_end=meta.get("period_end_date"), doc_type=meta.get("doc_type"),
+                         name=path.name)
 
 
 def _close(a: float, b: float, scale: float, unit: str = "") -> bool:

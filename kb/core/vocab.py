@@ -208,7 +208,8 @@ _STATEMENT_TITLE = re.compile(
         f"(?P<{k.name}>{k.title})" for k in STATEMENTS) + r")[a-z]{0,60}$")
 _STATEMENT_QUESTION = tuple((re.compile(k.question, re.I), k.name) for k in STATEMENTS)
 _STATEMENT_MEASURES = tuple((re.compile(k.measures, re.I), k.name) for k in STATEMENTS if k.measures)
-STATEMENT_LABELS: Mapping[str, str] = {k.name: k.label for k in STATEMENTS}
+STATEMENT_LABELS: Mapping[str, str] = {**{k.name: k.label for k in STATEMENTS}, "key_figures": "key figures table"}
+"""How traces and citations name a stored statement kind (``key_figures``: a Chinese report's 主要会计数据和财务指标)."""
 
 
 def statement_title(line: str) -> str:
