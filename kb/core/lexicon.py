@@ -325,7 +325,8 @@ MEASURE_HEADS = frozenset({"balance", "balances", "bill", "spend", "spending", "
                            "expenses", "amount", "amounts", "level", "levels", "number", "numbers", "value", "values",
                            "line", "item", "items", "overall", "consolidated", "merchandise", "position", "reported",
                            "stated", "recorded", "booked", "outlay", "outlays", "costs", "cost", "generated", "earned",
-                           "made", "produced", "posted", "delivered", "held", "carried", "sum", "size", "count", "equivalents", "unadjusted", "gaap"})
+                           "made", "produced", "posted", "delivered", "held", "carried", "sum", "size", "count",
+                           "equivalents", "unadjusted", "gaap", "expenditure", "expenditures"})
 """Words beside a one-word measure that leave it that measure ("goodwill balance", "R&D bill", "merchandise
 inventories"); any other word the question does not account for makes a phrase that may name another measure
 ("unearned revenue", "debt extinguishment"), and the reading says it is not sure."""
@@ -343,7 +344,8 @@ STOP_WORDS = frozenset({"the", "a", "an", "of", "in", "on", "for", "to", "and", 
                         "is", "are", "were", "did", "does", "do", "how", "which", "who", "its", "their", "it", "that",
                         "this", "these", "those", "from", "at", "as", "be", "been", "has", "had", "have", "report",
                         "reported", "company", "companies", "year", "fiscal", "please", "tell", "me", "show",
-                        "between", "about", "into", "over", "under", "per", "than", "any", "all", "each"})
+                        "between", "about", "into", "over", "under", "per", "than", "any", "all", "each",
+                        "using", "via", "based", "when", "where", "while", "because", "since"})
 
 ZH_PLACES = ("北京", "上海", "天津", "重庆", "广东", "广州", "深圳", "珠海", "佛山", "东莞", "浙江", "杭州", "宁波", "温州",
              "江苏", "南京", "苏州", "无锡", "常州", "山东", "济南", "青岛", "烟台", "福建", "福州", "厦门", "湖北", "武汉",
