@@ -65,6 +65,7 @@ class MeasureAsk(msgspec.Struct, frozen=True):
     extreme: str = ""  # trend: the period asked for — "increase"/"decrease" (largest change), "max"/"min" (value)
     quarterly: bool = False  # trend: quarters asked ("各季度", "each Q1 from 2021 to 2024"): every report's figure
     span: tuple[dt.date, dt.date] | None = None  # trend: the calendar quarters stated first and last (their ends)
+    months: int = 0  # the span a look-up states ("nine months", a quarter): its figure is read; 0: none stated
     loss: bool = False  # a profit measure asked as a loss ("the deepest net loss": the lowest figure)
     ascending: bool = False  # rank: lowest first
     limit: int | None = None  # rank: the first N only ("top 5")
@@ -157,6 +158,13 @@ def _quarter_span(q: Question) -> tuple[dt.date, dt.date] | None:
     return end(y1, q1), end(y2, q2)
 
 
+def _stated_span(q: Question) -> int:
+    """The one span in months the question's periods state (9 for "nine months", 3 for a quarter), 0 when it
+    states none or several, or a year."""
+    spans = {p.months for p in q.periods}
+    return spans.pop() if len(spans) == 1 and 0 < next(iter(spans)) < 12 else 0
+
+
 def task(q: Question) -> MeasureAsk | None:
     """What the executor computes for a typed question, or None when no operation on a measure was read."""
     op = EXECUTED.get(q.operation or "")
@@ -174,7 +182,7 @@ def task(q: Question) -> MeasureAsk | None:
                       lang=q.lang, bounds=dict(q.bounds), extreme=extreme, ascending=q.order == "asc",
                       limit=q.limit, loss=q.sign == "loss",
                       quarterly=op == "trend" and any(p.quarter or p.months == 3 for p in q.periods),
-                      span=_quarter_span(q) if op == "trend" else None)
+                      span=_quarter_span(q) if op == "trend" else None, months=_stated_span(q))
 
 
 
@@ -276,10 +284,10 @@ def _fiscal_year(row: _Row, meta: Mapping[str, Any]) -> int:
 
 
 def _pick(rows: Sequence[_Row], meta: Mapping[str, Any], years: Sequence[int],
-          flow: bool) -> tuple[_Row | None, list[_Row]]:
-    """The fact answering for one document: of the stated year (else the document's own, latest period), the
-    quarter column of a quarterly report (the shortest period), the first printed line; and the other values
-    printed for that period."""
+          flow: bool, months: int = 0) -> tuple[_Row | None, list[_Row]]:
+    """The fact answering for one document: of the stated year (else the document's own, latest period), of the
+    stated span (``months``: the nine months' column, not the quarter's), else the quarter column of a quarterly
+    report (the shortest period), the first printed line; and the other values printed for that period."""
     if years:
         rows = [r for r in rows if _fiscal_year(r, meta) in years or r.period_end.year in years]
     if not rows:
@@ -287,9 +295,9 @@ def _pick(rows: Sequence[_Row], meta: Mapping[str, Any], years: Sequence[int],
     latest = max(r.period_end for r in rows)
     at = [r for r in rows if r.period_end == latest]
     if flow:
-        months = [r.months for r in at if r.months]
-        want = (12 if 12 in months and meta.get("doc_type") in ("10k", "annual_report") else min(months)) \
-            if months else 0
+        spans = [r.months for r in at if r.months]
+        want = months if months in spans else (12 if 12 in spans and meta.get("doc_type") in ("10k", "annual_report")
+                                               else min(spans)) if spans else 0
         at = [r for r in at if r.months == want] or at
     best = min(at, key=lambda r: (bool(_PART.search(r.line_item)), r.ordinal))  # the total over a part of it
     others = [r for r in at if r is not best and abs(r.value - best.value) > 1e-9 and not r.parts]
@@ -326,6 +334,8 @@ def money(value: float, row: _Row, w: Words = EN) -> str:
             scale = lx.SCALE_NAMES.get(row.scale, ("", ""))[1]
         return f"{sign}{abs(shown):,.0f}{scale}{w.shares}"
     decimals = 2 if per_share or (abs(shown) < 100 and shown != int(shown)) or row.printed.count(".") else 0
+    if (printed := re.search(r"\.(\d{3,4})\b", row.printed)) and row.scale in (0, 1):
+        decimals = len(printed.group(1))  # as printed: a per-share figure of four decimals keeps them (2.6564元)
     if w.lang == "zh" and row.unit.startswith("CNY"):
         unit = (lx.SCALE_NAMES[row.scale][1] if row.scale in (1e3, 1e4, 1e6, 1e8) else "") + "元"
         return f"{sign}{abs(shown):,.{decimals}f}{unit}{w.per_share if per_share else ''}"
@@ -443,7 +453,7 @@ def compose(ask_: MeasureAsk, docs: Sequence[_Doc], rows_by_doc: Mapping[int, li
     distinct_entities = len({x.entity for x in docs}) == len(docs)
     for d in docs:
         rows = rows_by_doc.get(d.doc_id, [])
-        best, others = _pick(rows, d.meta, () if trend else ask_.years, spec.flow)
+        best, others = _pick(rows, d.meta, () if trend else ask_.years, spec.flow, ask_.months)
         if best is None:
             missing.append(d.entity if distinct_entities else d.name)
             missing_ids.append(d.doc_id)

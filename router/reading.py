@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from kb.core import lexicon as lx
-from kb.core.periods import YEAR, Form, Mention, find_periods, names_period, states_range
+from kb.core.periods import YEAR, Form, Mention, find_periods, names_period, stated_months, states_range
 from kb.core.vocab import CONCEPT_BY_NAME, company_core, question_concept
 from router.measures import CATALOG, RATIOS, measure_names, quotient, quotient_name
 from router.metrics import definitions, named_formula
@@ -641,8 +641,8 @@ def _periods(r: _Reading) -> tuple[list[PeriodRef], bool, bool]:
     periods = sorted(dict.fromkeys(periods), key=lambda p: (p.year or 0, p.quarter, p.months))
     if (last := lx.LAST_N.search(text)) is not None:
         periods.append(PeriodRef(relative="last_n", n=_number(last.group(1) or last.group(2) or "")))
-    elif not periods and r.any(lx.LATEST):
-        periods.append(PeriodRef(relative="latest"))
+    elif not periods and (r.any(lx.LATEST) or stated_months(text) != 12):  # "its nine-month net sales"
+        periods.append(PeriodRef(relative="latest", months=stated_months(text)))
     return periods, ranged, bool(alone)
 
 

@@ -81,10 +81,18 @@ def _headers(line: str) -> tuple[str, ...]:
         return tuple(cells) if any(_YEAR.search(c) and len(c) <= 40 for c in cells) else ()
     rest = DATE_RE.sub(" ", line) if not dates else line
     years = _YEAR.findall(rest)
-    # a header line is mostly its years ("2018 2017 2016", "Fiscal 2019 Fiscal 2018")
-    if years and len(re.findall(r"[^\W\d_]+", rest)) <= 2 * len(years) + 2:
-        return tuple(years)
+    # a header line is mostly its years ("2018 2017 2016", "Fiscal 2019 Fiscal 2018"), maybe with a change column
+    # after them ("2023 2022 Change", "2023 2022 % change")
+    bare = re.sub(r"\([^)]*\)", " ", rest)  # "(in millions of US$, except per-share data) 2023 2022 Change"
+    if years and len(re.findall(r"[^\W\d_]+", bare)) <= 2 * len(years) + 2:
+        after = bare[bare.rfind(years[-1]) + len(years[-1]):].strip()
+        return (*years, after) if after and _CHANGE_HEADER.fullmatch(after) else tuple(years)
     return ()
+
+
+_CHANGE_HEADER = re.compile(r"(?i)%?\s*(?:change|chg\.?|variance|growth|increase|y/y|yoy)(?:\s*%|\s*\(%\))?|增减|变动")
+_PER_SHARE = re.compile(r"(?i)\bper (?:common |diluted |basic )?share\b|\beps\b|每股")
+"""A row whose figures are per share: a table's "in millions" does not apply to it."""
 
 
 def rows_of(text: str) -> list[Row]:
@@ -209,6 +217,8 @@ def _figure(row: Row, i: int) -> str:
         figure = f"${figure}"
     if negative:
         figure = f"−{figure}"
+    if _PER_SHARE.search(row.label) and figure != "—" and not figure.endswith("%"):
+        return f"{figure}{'元/股' if row.scale.endswith('元') else ' per share'}"  # "except per-share data"
     if row.scale and figure != "—" and not figure.endswith("%"):
         figure = f"{figure}{row.scale}" if row.scale.endswith("元") else f"{figure} {row.scale}"
     return figure
@@ -225,12 +235,14 @@ def value(match: RowMatch) -> float | None:
     except ValueError:
         return None
     sign = -1.0 if cell.startswith("(") and cell.endswith(")") or cell.startswith("-") else 1.0
+    if _PER_SHARE.search(match.row.label):
+        return sign * abs(number)  # a per-share row keeps its unit under an "in millions" table
     return sign * abs(number) * lx.SCALES.get(match.row.scale, 1.0)  # "元", "": 1
 
 
 def amount(x: float, like: RowMatch) -> str:
     """``x`` (base units) written in the scale and currency of the row it compares."""
-    scale = like.row.scale
+    scale = "" if _PER_SHARE.search(like.row.label) else like.row.scale
     shown = x / lx.SCALES.get(scale, 1.0)
     digits = 0 if abs(shown) >= 100 or shown == int(shown) else 2
     text = f"{abs(shown):,.{digits}f}"

@@ -436,6 +436,41 @@ def sentence_amount(sentences: Sequence[str], asked: set[str]) -> tuple[float, C
 _CJK_RUN = re.compile(r"[\u4e00-\u9fff]{4}")
 
 
+class AskedKind(msgspec.Struct, frozen=True):
+    """The kind of figure a question asks for (``kb.core.lexicon.ASKED_KIND``) and, for a count, the thing counted
+    ("vans" in "how many electric delivery vans")."""
+
+    kind: str
+    thing: str = ""
+
+    def stated_in(self, sentence: str) -> bool:
+        if self.kind == "money":
+            return bool(_MONEY.search(sentence))
+        if self.kind == "percent":
+            return bool(re.search(r"\d(?:[\d.,]*)\s?%|百分之", sentence))
+        return bool(self.thing) and bool(re.search(rf"(?i)\d[\d,]*\s+(?:[\w-]+\s+){{0,3}}{re.escape(self.thing[:4])}",
+                                                  sentence))
+
+
+_MONEY = re.compile(r"(?i)(?:US)?[$€£¥]\s?\d|\d[\d,.]*\s*(?:million|billion|thousand|bn|万元|亿元|元)")
+
+
+def asked_kind(question: str) -> AskedKind | None:
+    """What kind of figure the question asks for: a count (with the thing counted), money or a share."""
+    low = question.lower()
+    for kind, cues in lx.ASKED_KIND.items():
+        for cue in cues:
+            at = low.find(cue)
+            if at < 0 or (cue.isascii() and not re.search(rf"\b{re.escape(cue)}\b", low)):
+                continue
+            if kind != "count":
+                return AskedKind(kind)
+            after = [w for w in re.findall(r"[a-z][\w-]*", low[at + len(cue):])[:4] if w not in lx.STOP_WORDS]
+            noun = next((w for w in after if w.endswith("s") and len(w) > 3), after[0] if after else "")
+            return AskedKind("count", noun)
+    return None
+
+
 def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentences: int = 4, *,
                    wants_number: bool | None = None) -> list[tuple[int, int, str]]:
     """(chunk index, sentence index, sentence) of the best evidence sentences for the question, at most two
@@ -458,6 +493,7 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
             for t in set(tokenize(s)):
                 df[t] = df.get(t, 0) + 1
     n = max(1, len(sentences))
+    kind = asked_kind(question)
     scored = []
     for ci, si, s in sentences:
         toks = set(tokenize(s))
@@ -469,6 +505,8 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
         if wants_number and any(n not in question for n in _NUMBER.findall(s)):
             score *= 1.4  # a figure the question does not already contain
         score *= 1.0 + 0.5 / (1 + ci)  # better-ranked evidence first: retrieval already weighed the chunk
+        if kind is not None and kind.stated_in(s):
+            score *= 2.0  # a figure of the kind asked: a count of the asked thing, an amount of money, a share
         scored.append((score, ci, si, s))
     scored.sort(key=lambda x: -x[0])
     picked: list[tuple[int, int, str]] = []

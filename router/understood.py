@@ -118,6 +118,12 @@ def _span(q: Question, used: Sequence[FactUsed]) -> Why | None:
     flows = [u for u in used if u.months]  # balances (months 0) are read at a date: any span's end
     if flows and months != 12 and all(u.months != months for u in flows):
         return Why("span", str(months), str(flows[0].months))
+    # a fiscal year asked: a quarter's or nine months' figure is not the year's — answered alone, or ranked and
+    # compared with years ("the highest revenue in 2023": a third quarter's net sales against annual revenue)
+    short = [u for u in flows if u.months < 12]
+    if months == 12 and short and (len(short) == len(flows) or q.operation in ("max", "min", "rank", "compare",
+                                                                               "group", "screen")):
+        return Why("span", "12", str(short[0].months))
     return None
 
 

@@ -3,12 +3,13 @@ evidence does not state the asked measure, and evidence given as passages under 
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from kb.runtime import Runtime
 from router.passages import join_overlapping, passages
-from router.rows import best_row, render, rows_of
-from router.synthesize import extractive_answer, synthesize
+from router.rows import best_row, render, rows_of, value
+from router.synthesize import AskedKind, extractive_answer, synthesize
 from router.types import RetrievedChunk
 from tests.fake_openai import FakeOpenAI, FakeReply, fake_openai_fixture  # noqa: F401
 from tests.test_llm_openai import make_model
@@ -197,3 +198,44 @@ def test_a_measure_the_evidence_never_mentions_is_not_stated() -> None:
         ans.text
     ans = extractive_answer("What were net sales in the third quarter?", chunks)
     assert ans.mode == "extractive" and "268.4" in ans.text
+
+
+def test_a_per_share_row_keeps_its_unit_and_a_change_column_is_named() -> None:
+    """"(in millions, except per-share data)" does not apply to a per-share row ("$1.48 per share", never "$1.48
+    million"); a header "2023 2022 Change" names the change column, so the row's figures keep their years."""
+    pipe = ("| (in millions of US$, except per-share data) | 2023 | 2022 | Change |\n|---|--:|--:|--:|\n"
+            "| Net income | 187.3 | 158.4 | 18.2% |\n| Dividend per share | 1.48 | 1.40 | 5.7% |")
+    m = best_row("What was the dividend per share in 2023?", [pipe], set())
+    assert m is not None and render(m) == "Dividend per share, 2023: $1.48 per share (2022: $1.40 per share)"
+    assert value(m) == 1.48
+    text = ("Financial highlights\n(in millions of US$, except per-share data) 2023 2022 Change\n"
+            "Net income $ 402.5 $ 371.2 8.4%\nDiluted earnings per share 3.12 2.87 8.7%")
+    assert [r.headers for r in rows_of(text)] == [("2023", "2022", "Change")] * 2
+    m = best_row("What was net income in 2023?", [text], set())
+    assert m is not None and render(m) == "Net income, 2023: $402.5 million (2022: $371.2 million)"
+    m = best_row("Diluted earnings per share in 2023?", [text], set())
+    assert m is not None and render(m).startswith("Diluted earnings per share, 2023: $3.12 per share")
+
+
+def test_the_sentence_stating_the_kind_of_figure_asked_leads() -> None:
+    """"How many …" leads with a count of the thing asked, "how much / cost" with an amount of money, "what share"
+    with a percentage — not with the sentence that merely shares the most words."""
+    from router.synthesize import asked_kind
+
+    assert asked_kind("How many wind turbines did Pelican Bay install in 2023?") == AskedKind("count", "turbines")
+    assert asked_kind("How many stores does Orchard Lane operate?") == AskedKind("count", "stores")
+    assert asked_kind("How much did the flood cost Pelican Bay?").kind == "money"
+    assert asked_kind("What did Orchard Lane pay for the Lakeside bakery?").kind == "money"
+    assert asked_kind("What share of revenue came from Europe?").kind == "percent"
+    assert asked_kind("Who is the chief executive?") is None
+    text = ("The new wind turbines raised output per site by 31% in the months they ran. "
+            "We installed 240 new wind turbines across three coastal sites in 2023.")
+    chunk = RetrievedChunk(chunk_id=1, doc_id=1, doc_name="pelican.pdf", node_id="0001", section_path="Letter",
+                           text=text, page=1, pages=(1, 1), unit="page", dense=0.5, bm25=1.0, fused=0.5, score=0.5)
+    answer = extractive_answer("How many wind turbines did Pelican Bay install?", [chunk])
+    assert answer.text.startswith("We installed 240 new wind turbines"), answer.text
+    flood = ("The flood closed the Harbor plant for nine days in April. "
+             "Repairs and lost output cost the company $8.2 million, partly covered by insurance.")
+    chunk = msgspec.structs.replace(chunk, text=flood)
+    answer = extractive_answer("How much did the flood cost Pelican Bay?", [chunk])
+    assert answer.text.startswith("Repairs and lost output cost the company $8.2 million"), answer.text

@@ -27,8 +27,10 @@ def _case(kind: str = "figure", gold: tuple[str, ...] = ("792.5",)) -> AnswerCas
 def test_the_lead_is_the_first_sentence_or_a_headline_with_its_line() -> None:
     assert lead_of("Net sales were $792.5 million. The quarter's were $268.4 million.") == \
         "Net sales were $792.5 million."
-    assert lead_of("Highest revenue, 2023, over 3 companies:\n1. Aurora Pharma: $2,146.8 million [1]\n2. …") == \
-        "Highest revenue, 2023, over 3 companies: Aurora Pharma: $2,146.8 million [1]"
+    assert lead_of("Highest revenue, 2023, over 3 companies:\n1. Aurora Pharma: $2,146.8 million [1]\n"
+                   "2. Helios: $497.3 million [2]\nSupporting evidence: …") == \
+        "Highest revenue, 2023, over 3 companies: Aurora Pharma: $2,146.8 million [1] Helios: $497.3 million [2]"
+    assert lead_of("Per document:\nThe first line.\nThe second line.") == "Per document: The first line."
     assert lead_of("洋河股份2020年第一季度营业收入为9,268,167,143.40元。其余……") == "洋河股份2020年第一季度营业收入为9,268,167,143.40元。"
 
 

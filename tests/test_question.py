@@ -335,3 +335,45 @@ def test_a_one_word_measure_beside_a_word_nothing_accounts_for_is_not_sure() -> 
                      "Which company had the biggest revenue in 2023?"):
         q = read_question(question, firms)
         assert q.unsure == () and q.understood, (question, q.unknown)
+
+
+def test_a_span_stated_without_a_year_is_the_latest_period_s() -> None:
+    """"its nine-month net sales", "year-to-date sales": the span of the latest period (a span stated without a
+    year used to be dropped, and the quarter's figure answered)."""
+    for question in ("What about its nine-month net sales?", "What were Quillon's year-to-date sales?",
+                     "Harbor Freight's first-half revenue?"):
+        q = _q(question)
+        assert [(p.relative, p.months) for p in q.periods] == [("latest", 6 if "half" in question else 9)], q.periods
+    assert [(p.relative, p.months) for p in _q("Quillon's latest revenue?").periods] == [("latest", 12)]
+
+
+def test_a_year_asked_is_not_answered_with_a_quarter() -> None:
+    """A fiscal year asked and only a quarter's figure found — alone, or ranked against another company's year —
+    is another span: no verdict; a nine-month figure asked is read from its own column."""
+    import datetime as dt
+
+    from router.facts import FactsAnswer, FactUsed, MeasureAsk, _pick, _Row
+    from router.understood import disagreement
+
+    def used(months: int, entity: str = "Quillon") -> FactUsed:
+        return FactUsed(marker=1, doc_id=1, doc_name="d", entity=entity, concept="revenue", label="revenue",
+                        period_end=dt.date(2023, 9, 30), months=months, value=1.0, printed="1", scale=1.0,
+                        unit="USD", line_item="Net sales", statement="income", page=1, line=None)
+
+    def answer(*rows: FactUsed, op: str = "lookup") -> FactsAnswer:
+        return FactsAnswer(ask=MeasureAsk("revenue", op), text="t", citations=(), used=rows, missing=())
+
+    why = disagreement(_q("Which company had the highest revenue in 2023?"),
+                       answer(used(3), used(12, "Harbor"), op="max"))
+    assert why is not None and why.kind == "span", why
+    why = disagreement(_q("What was Quillon's revenue in 2023?"), answer(used(3)))
+    assert why is not None and why.kind == "span"
+    assert disagreement(_q("What was Quillon's revenue in 2023?"), answer(used(12))) is None
+
+    def row(months: int, value: float) -> _Row:
+        return _Row(statement="income", line_item="Net sales", concept="revenue", period_end=dt.date(2023, 9, 30),
+                    months=months, period_label="", value=value, printed="", scale=1.0, unit="USD", page=None,
+                    line=1, node_id="", source="", column=0, doc_id=1, ordinal=months)
+    quarter_and_ytd = [row(3, 268.4), row(9, 792.5)]
+    assert _pick(quarter_and_ytd, {"doc_type": "10q"}, (2023,), True, 9)[0].value == 792.5
+    assert _pick(quarter_and_ytd, {"doc_type": "10q"}, (2023,), True)[0].value == 268.4  # none stated: the quarter

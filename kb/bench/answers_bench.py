@@ -39,7 +39,7 @@ COLLECTIONS = {"samples": "bench-samples", "financebench": "bench-financebench",
                "loong-en": "bench-loong-en", "loong-zh": "bench-loong-zh"}
 OUTCOMES = ("right", "confidently_wrong", "silent", "other")
 SILENT = re.compile(r"(?i)\b(?:could not (?:determine|find)|no evidence (?:was )?found|not stated|not found|"
-                    r"no (?:such|relevant) (?:figure|information))\b|未找到|无法确定|没有找到|未列示")
+                    r"(?:does|do) not state|no (?:such|relevant) (?:figure|information))\b|未找到|无法确定|没有找到|未列示")
 _NUMBER = re.compile(r"(?<![\w.])[-−(]?\d[\d,]*(?:\.\d+)?")
 
 
@@ -76,16 +76,26 @@ def load_cases(path: Path) -> list[AnswerCase]:
 
 
 def lead_of(answer: str) -> str:
-    """The answer's first sentence; a headline ending in ":" ("Highest revenue, 2023, over 3 companies:") is
-    read with the line after it."""
-    lines = [re.sub(r"^(?:[-*•]|\d{1,2}[.)])\s+", "", ln.strip()) for ln in answer.strip().splitlines() if ln.strip()]
-    if not lines:
+    """The answer's first sentence; a headline ending in ":" ("Highest revenue, 2023, over 3 companies:", "Per
+    document:") is read with the list it introduces (its next lines that are headlines or list items, at most
+    five), or with the line after it."""
+    raw = [ln.strip() for ln in answer.strip().splitlines() if ln.strip()]
+    if not raw:
         return ""
-    first = lines[0]
-    if first.endswith((":", "：")) and len(lines) > 1:
-        first = f"{first} {lines[1]}"
+    if raw[0].endswith((":", "：")) and len(raw) > 1:
+        taken = [raw[0]]
+        for ln in raw[1:6]:
+            if _EVIDENCE.match(ln) or not (ln.endswith((":", "：")) or _ITEM.match(ln)) and len(taken) > 1:
+                break  # the list ends; the evidence quoted under it is not the answer
+            taken.append(ln)
+        return " ".join(_ITEM.sub("", ln) for ln in taken)
+    first = _ITEM.sub("", raw[0])
     m = re.search(r"(?<=[a-z0-9)\]%])\.(?:\s|$)|。", first)
     return first[: m.end()].strip() if m else first
+
+
+_ITEM = re.compile(r"^(?:[-*•]|\d{1,2}[.)])\s+")
+_EVIDENCE = re.compile(r"(?i)^(?:supporting evidence|evidence|支持证据|证据)")
 
 
 def numbers(text: str) -> list[float]:

@@ -193,7 +193,7 @@ ZH_QUARTER_NUMERALS = "一二三四"
 SPANS: Mapping[int, tuple[str, ...]] = {
     9: ("nine months", "9 months", "nine-month", "9-month", "first three quarters", "year to date", "year-to-date",
         "ytd", "9m", "前三季度", "1-9月", "1至9月", "前三个季度"),
-    6: ("six months", "6 months", "six-month", "6-month", "first half", "h1", "half year", "half-year", "半年度", "上半年",
+    6: ("six months", "6 months", "six-month", "6-month", "first half", "first-half", "h1", "half year", "half-year", "半年度", "上半年",
         "1-6月", "1至6月", "中期"),
     3: ("three months", "3 months", "three-month", "3-month", "quarter", "季度"),
 }
@@ -221,6 +221,16 @@ DECIMALS = re.compile(r"(?i)\b(?:(?:to|in|with|rounded to|round(?:ed)? to|at)\s+
                       r"decimal(?:\s+places?|s)?\b|保留\s*([0-9一二两三四])\s*位小数")
 DECIMAL_WORDS: Mapping[str, int] = {"zero": 0, "no": 0, "one": 1, "two": 2, "three": 3, "four": 4, "一": 1, "二": 2,
                                     "两": 2, "三": 3, "四": 4}
+
+ASKED_KIND: Mapping[str, tuple[str, ...]] = {
+    "count": ("how many", "number of", "多少个", "多少名", "多少家", "几个"),
+    "money": ("how much", "cost", "costs", "pay", "paid", "price", "spend", "spent", "worth", "charge", "charged",
+              "多少钱", "花费", "金额", "支付"),
+    "percent": ("what percentage", "what percent", "what share", "share of", "占比", "比例", "百分之"),
+}
+"""What kind of figure a question asks for, by its words: the sentence that states a figure of that kind leads a
+text answer ("How many vans …" → "410 electric delivery vans", not the sentence with a 31% saving)."""
+
 
 # ------------------------------------------------------------------------------------ measures
 
