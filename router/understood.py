@@ -120,9 +120,10 @@ def _span(q: Question, used: Sequence[FactUsed]) -> Why | None:
         return Why("span", str(months), str(flows[0].months))
     # a fiscal year asked: a quarter's or nine months' figure is not the year's — answered alone, or ranked and
     # compared with years ("the highest revenue in 2023": a third quarter's net sales against annual revenue)
+    # (a series lists each report's own figure with its span: what is there, labelled — no verdict on a year)
     short = [u for u in flows if u.months < 12]
-    if months == 12 and short and (len(short) == len(flows) or q.operation in ("max", "min", "rank", "compare",
-                                                                               "group", "screen")):
+    if months == 12 and short and q.operation not in ("series", "change") and (
+            len(short) == len(flows) or q.operation in ("max", "min", "rank", "compare", "group", "screen")):
         return Why("span", "12", str(short[0].months))
     return None
 
