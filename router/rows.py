@@ -52,7 +52,10 @@ def _split_row(line: str) -> tuple[str, tuple[str, ...]] | None:
         parts = [p.strip() for p in line.strip().strip("|").split("|")]
         label = next((p for p in parts if p and not _CELL.match(p.replace(" ", ""))), "")
         cells = tuple(p.replace(" ", "") for p in parts[parts.index(label) + 1:] if p) if label else ()
-        cells = tuple(c for c in cells if _CELL.match(c))
+        if not all(_CELL.match(c) or _NOT_A_FIGURE.fullmatch(c) for c in cells):
+            cells = tuple(c for c in cells if _CELL.match(c))
+        elif not any(_CELL.match(c) for c in cells):
+            cells = ()  # "n/m" and dashes keep their columns: a row of figures has one at least
     else:
         toks = line.split()
         cells_rev: list[str] = []
@@ -207,8 +210,14 @@ def render(match: RowMatch) -> str:
     return f"{row.label}, {row.headers[match.column]}: {_figure(row, match.column)}{beside}"
 
 
+_NOT_A_FIGURE = re.compile(r"(?i)n/?m|n\.?m\.?|n/?a|n\.a\.|nil|—|–|-|\*")
+"""A cell that holds no figure but a column's place ("n/m", "—"): kept so the row's figures keep their headers."""
+
+
 def _figure(row: Row, i: int) -> str:
     cell = row.cells[i]
+    if _NOT_A_FIGURE.fullmatch(cell) and cell not in "—–-":
+        return cell
     negative = cell.startswith("(") and cell.endswith(")")
     figure = cell.strip("()$")
     if figure in "—–-":
@@ -240,11 +249,34 @@ def value(match: RowMatch) -> float | None:
     return sign * abs(number) * lx.SCALES.get(match.row.scale, 1.0)  # "元", "": 1
 
 
-def amount(x: float, like: RowMatch) -> str:
-    """``x`` (base units) written in the scale and currency of the row it compares."""
+def change_of(match: RowMatch, question: str) -> str:
+    """The row's change between the two years the question states, when its header prints both: "up $84.7
+    million (+20.5%) from 2022 to 2023"; "" otherwise."""
+    years = sorted(question_years(question))
+    row = match.row
+    if len(years) != 2 or not row.headers:
+        return ""
+    cols = {y: next((i for i, h in enumerate(row.headers) if str(y) in h), None) for y in years}
+    if None in cols.values():
+        return ""
+    old, new = (value(RowMatch(match.chunk, row, cols[y], 0.0)) for y in years)  # type: ignore[arg-type]
+    if old is None or new is None:
+        return ""
+    delta = new - old
+    word = "up" if delta > 0 else "down" if delta < 0 else "unchanged"
+    pct = f" ({delta / abs(old) * 100:+.1f}%)" if old and delta else ""
+    digits = max((len(c.split(".")[1].strip(")%")) for c in (row.cells[cols[years[0]]], row.cells[cols[years[1]]])
+                  if "." in c), default=0)  # as precise as the row prints
+    by = f" {amount(abs(delta), match, digits)}" if delta else ""
+    return f"{word}{by}{pct} from {years[0]} to {years[1]}"
+
+
+def amount(x: float, like: RowMatch, digits: int | None = None) -> str:
+    """``x`` (base units) written in the scale and currency of the row it compares (``digits``: decimals)."""
     scale = "" if _PER_SHARE.search(like.row.label) else like.row.scale
     shown = x / lx.SCALES.get(scale, 1.0)
-    digits = 0 if abs(shown) >= 100 or shown == int(shown) else 2
+    if digits is None:
+        digits = 0 if abs(shown) >= 100 or shown == int(shown) else 2
     text = f"{abs(shown):,.{digits}f}"
     if like.row.currency and not scale.endswith("元"):
         text = f"${text}"

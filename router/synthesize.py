@@ -23,7 +23,7 @@ from router.prompts import (
     multi_synthesis_prompt,
     synthesis_prompt,
 )
-from router.rows import RowMatch, amount, best_row, measure_words, question_names, render, value
+from router.rows import RowMatch, amount, best_row, change_of, measure_words, question_names, render, value
 from router.scope import evidence_found
 from router.types import Answer, CitationOut, RetrievedChunk, ScopePlan, Turn, UnsupportedFigure
 from router.wording import EN, Words, words
@@ -178,7 +178,7 @@ async def _facts_answer(chat: ChatModel, question: str, chunks: Sequence[Retriev
     if chunks and (plan is None or plan.scope.kind == "single"):
         picked = best_sentences(question, chunks, 2)  # the figures lead; at most two supporting sentences
         if picked:
-            text += f"\n{w.supporting}\n" + "\n".join(f"- {' '.join(s.split())} [{k + ci + 1}]" for ci, _, s in picked)
+            text += f"\n{w.supporting}\n" + "\n".join(f"- {readable(s)} [{k + ci + 1}]" for ci, _, s in picked)
             cites += [_citation(k + ci + 1, chunks[ci], _quotes(picked, ci)) for ci in sorted({ci for ci, _, _ in picked})]
     looked = _looked_at(question, chunks, facts.missing_ids, len(cites), w)
     if looked:
@@ -254,18 +254,20 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
     if not concept and row is None and _WANTS_NUMBER.search(question) and (asked := _unmentioned(question, chunks)):
         return _not_stated(question, chunks, asked, w)
     if not picked and row is None:
-        return Answer(text=w.closest.format(text=chunks[0].text[:300].strip()),
+        return Answer(text=w.closest.format(text=readable(chunks[0].text[:300])),
                       citations=(_citation(1, chunks[0]),), mode="extractive")
     if row is not None:
         lead, lead_ci = render(row), row.chunk
+        if _COMPARES_FIGURES.search(question) and (change := change_of(row, question)):
+            lead = f"{lead}: {change}"  # "by how much did revenue grow from 2022 to 2023"
         picked = [p for p in picked if " ".join(p[2].split()) != " ".join(row.row.line.split())]
     else:  # the first sentence that reads as one (not a row of periods or figures)
         k = next((i for i, p in enumerate(picked) if len(_PROSE_WORD.findall(p[2])) >= 4), 0)
         (lead_ci, _, lead) = picked.pop(k)
     support = picked[: max_sentences - 1]
-    text = f"{' '.join(lead.split())} [{lead_ci + 1}]"
+    text = f"{readable(lead)} [{lead_ci + 1}]"
     if support:
-        text += f"\n{w.supporting}\n" + "\n".join(f"- {' '.join(s.split())} [{ci + 1}]" for ci, _, s in support)
+        text += f"\n{w.supporting}\n" + "\n".join(f"- {readable(s)} [{ci + 1}]" for ci, _, s in support)
     markers = sorted({lead_ci + 1, *(ci + 1 for ci, _, _ in support)})
     lead_quote = row.row.line if row is not None else lead
     return Answer(text=text, citations=tuple(
@@ -377,7 +379,7 @@ def per_document_answer(question: str, chunks: Sequence[RetrievedChunk], plan: S
             figures_read.append((who, *found_amount))
             stating = next(i for i, p in enumerate(picked) if sentence_amount([p[2]], measure_words(asked, naming)))
             picked.insert(0, picked.pop(stating))  # the sentence stating the figure first
-        cited = " ".join([*lead, *(f"{' '.join(s.split())} [{idx[ci] + 1}]" for ci, _, s in picked)])
+        cited = " ".join([*lead, *(f"{readable(s)} [{idx[ci] + 1}]" for ci, _, s in picked)])
         used.update(idx[ci] + 1 for ci, _, _ in picked)
         for ci, _, sentence in picked:
             quotes.setdefault(idx[ci] + 1, []).append(sentence)
@@ -434,6 +436,27 @@ def sentence_amount(sentences: Sequence[str], asked: set[str]) -> tuple[float, C
             return v, write
     return None
 _CJK_RUN = re.compile(r"[\u4e00-\u9fff]{4}")
+
+
+def readable(text: str) -> str:
+    """A passage as a reader reads it: whitespace collapsed, and a Markdown table's rows ("| Revenue | 497.3 |
+    412.6 |", "|---|") written as "Revenue: 497.3, 412.6" — no table syntax in an answer."""
+    text = " ".join(text.split())
+    if text.count("|") < 3:
+        return text
+    text = re.sub(r"\|\s*(?::?-{2,}:?\s*\|)+", "|", text)  # separator rows
+    rows = [r.strip(" |") for r in re.split(r"\|\s+\|", text) if r.strip(" |")]
+    out = []
+    for r in rows:
+        parts = [c.strip() for c in r.split("|")]
+        cells = [c for c in parts if c and c not in {"-", "—"}]
+        if not cells:
+            continue
+        if parts[0] in {"", "-", "—"}:  # a header row without a label: its columns
+            out.append(f"({', '.join(cells)})")
+        else:
+            out.append(f"{cells[0]}: {', '.join(cells[1:])}" if len(cells) > 1 else cells[0])
+    return "; ".join(out)
 
 
 class AskedKind(msgspec.Struct, frozen=True):

@@ -239,3 +239,25 @@ def test_the_sentence_stating_the_kind_of_figure_asked_leads() -> None:
     chunk = msgspec.structs.replace(chunk, text=flood)
     answer = extractive_answer("How much did the flood cost Pelican Bay?", [chunk])
     assert answer.text.startswith("Repairs and lost output cost the company $8.2 million"), answer.text
+
+
+def test_a_change_asked_of_one_row_is_computed_from_its_two_years() -> None:
+    pipe = ("| (in millions of US$, except per-share data) | 2023 | 2022 | Change |\n|---|--:|--:|--:|\n"
+            "| Revenue | 497.3 | 412.6 | 20.5% |\n| Net income (loss) | 6.1 | (23.8) | n/m |")
+    chunk = RetrievedChunk(chunk_id=1, doc_id=1, doc_name="orchard.md", node_id="0001", section_path="Highlights",
+                           text=pipe, page=1, pages=(1, 1), unit="page", dense=0.5, bm25=1.0, fused=0.5, score=0.5)
+    answer = extractive_answer("By how much did Orchard Lane's revenue grow from 2022 to 2023?", [chunk])
+    assert answer.text.startswith("Revenue, 2023: $497.3 million (2022: $412.6 million): up $84.7 million "
+                                  "(+20.5%) from 2022 to 2023"), answer.text
+    answer = extractive_answer("How did Orchard Lane's net income change between 2022 and 2023?", [chunk])
+    assert "up $29.9 million" in answer.text.split("\n")[0], answer.text
+
+
+def test_no_table_syntax_in_an_answer() -> None:
+    from router.synthesize import readable
+
+    assert readable("| (in millions) | 2023 | 2022 | |---|--:|--:| | Revenue | 497.3 | 412.6 | | Net income | 6.1 "
+                    "| (23.8) |") == "(in millions): 2023, 2022; Revenue: 497.3, 412.6; Net income: 6.1, (23.8)"
+    assert readable("|-|本报告期|上年同期| |---|---|---| |营业收入（元）|9,268.40|10,889.63|") == \
+        "(本报告期, 上年同期); 营业收入（元）: 9,268.40, 10,889.63"
+    assert readable("A sentence  with\nspaces | and one pipe.") == "A sentence with spaces | and one pipe."
