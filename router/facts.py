@@ -66,6 +66,7 @@ class MeasureAsk(msgspec.Struct, frozen=True):
     quarterly: bool = False  # trend: quarters asked ("各季度", "each Q1 from 2021 to 2024"): every report's figure
     span: tuple[dt.date, dt.date] | None = None  # trend: the calendar quarters stated first and last (their ends)
     months: int = 0  # the span a look-up states ("nine months", a quarter): its figure is read; 0: none stated
+    quarter: int = 0  # the one fiscal quarter a look-up states ("2018年9月末", "Q3 2023"): that quarter's report
     loss: bool = False  # a profit measure asked as a loss ("the deepest net loss": the lowest figure)
     ascending: bool = False  # rank: lowest first
     limit: int | None = None  # rank: the first N only ("top 5")
@@ -182,7 +183,8 @@ def task(q: Question) -> MeasureAsk | None:
                       lang=q.lang, bounds=dict(q.bounds), extreme=extreme, ascending=q.order == "asc",
                       limit=q.limit, loss=q.sign == "loss",
                       quarterly=op == "trend" and any(p.quarter or p.months == 3 for p in q.periods),
-                      span=_quarter_span(q) if op == "trend" else None, months=_stated_span(q))
+                      span=_quarter_span(q) if op == "trend" else None, months=_stated_span(q),
+                      quarter=q.periods[0].quarter if len(q.periods) == 1 and q.periods[0].year else 0)
 
 
 
@@ -724,7 +726,7 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, q: Question, p
     if corpus:
         records = await store.collection_facts(pool, catalog.collection_id, concepts, within)
     else:
-        ids = _reading(plan, catalog, a.operation, a.years)
+        ids = _reading(plan, catalog, a.operation, a.years, a.quarter)
         if a.operation == "trend" and not plan.scope.entities and len(set(a.years)) >= 2:
             ids = _covering(catalog, a.years, ids)
         if not ids:
@@ -824,16 +826,31 @@ def measure_rows(concept: str, rows: Sequence[_Row], question: str = "") -> list
     return own
 
 
-def _reading(plan: ScopePlan, catalog: Catalog, op: str, years: Sequence[int] = ()) -> list[int]:
+def _reading(plan: ScopePlan, catalog: Catalog, op: str, years: Sequence[int] = (), quarter: int = 0) -> list[int]:
     """The documents whose facts answer: the needed ones — each in place of the same company's report of the
-    stated year when it is of another year (routing may pick the neighbouring year's filing); for a change
-    over time every report of the company, however many."""
+    stated year (and quarter: "2018年9月末" is the third quarter's report, not the first's) when it is of another
+    one (routing may pick the neighbouring filing); for a change over time every report of the company."""
     ids = list(plan.needed)
     if op == "trend":
         return list(dict.fromkeys(x for d in ids for x in (*catalog.company_reports(d), d)))
     if len(set(years)) == 1:
         ids = list(dict.fromkeys(_of_year(catalog, d, years[0]) for d in ids))
+        if quarter:
+            ids = list(dict.fromkeys(_of_quarter(catalog, d, years[0], quarter) for d in ids))
     return ids
+
+
+def _of_quarter(catalog: Catalog, doc_id: int, year: int, quarter: int) -> int:
+    """The company's report of that fiscal year's quarter when ``doc_id`` is a quarterly report of another."""
+    def meta(d: int) -> Mapping[str, Any]:
+        f = catalog.docs.get(d)
+        return f.metadata if f else {}
+    own = meta(doc_id).get("fiscal_quarter")
+    if own in (None, quarter) or str(own) == str(quarter):
+        return doc_id
+    same = [d for d in catalog.company_reports(doc_id) if meta(d).get("fiscal_year") == year
+            and str(meta(d).get("fiscal_quarter")) == str(quarter)]
+    return same[0] if same else doc_id
 
 
 def _of_year(catalog: Catalog, doc_id: int, year: int) -> int:

@@ -35,6 +35,7 @@ _NUMBER = re.compile(r"\$?\d[\d,]*(?:\.\d+)?%?")
 _WANTS_NUMBER = re.compile(r"\b(how much|how many|what (?:was|is|were)|amount|total|percent|rate|ratio)\b", re.I)
 _COMPARES_FIGURES = re.compile(r"\b(compare[ds]?|change[ds]?|trend(?:ed|s)?|grow(?:th)?|increase[ds]?|decrease[ds]?)\b",
                                re.I)
+_SENTENCE_YEAR = re.compile(r"(?<!\d)((?:19|20)\d{2})(?!\d)")
 _PROSE_WORD = re.compile(r"\b[^\W\d_]{3,}\b|[\u4e00-\u9fff]{2,}")
 _HEADING_LINE = re.compile(r"^\s{0,3}#{1,6}\s.*$", re.M)
 
@@ -264,6 +265,11 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
     else:  # the first sentence that reads as one (not a row of periods or figures)
         k = next((i for i, p in enumerate(picked) if len(_PROSE_WORD.findall(p[2])) >= 4), 0)
         (lead_ci, _, lead) = picked.pop(k)
+        asked, said = question_years(question), {int(y) for y in _SENTENCE_YEAR.findall(lead)}
+        if asked and said and not asked & said and _WANTS_NUMBER.search(question):
+            # a figure of another year is no answer to this one: "revenue in 2023" is not "For 2022 we expect …"
+            return _not_stated(question, chunks, _concept_name(concept, question, w) if concept else
+                               (_unmentioned(question, chunks) or w.figure_asked), w)
     support = picked[: max_sentences - 1]
     text = f"{readable(lead)} [{lead_ci + 1}]"
     if support:

@@ -115,7 +115,9 @@ def _span(q: Question, used: Sequence[FactUsed]) -> Why | None:
     if len(spans) != 1 or not used:
         return None
     (months,) = spans
-    flows = [u for u in used if u.months]  # balances (months 0) are read at a date: any span's end
+    # balances (months 0) are read at a date: any span's end; so is the cash at a period's end or start that a
+    # cash flow statement prints in its period's column
+    flows = [u for u in used if u.months and u.concept not in ("cash_end", "cash_begin")]
     if flows and months != 12 and all(u.months != months for u in flows):
         return Why("span", str(months), str(flows[0].months))
     # a fiscal year asked: a quarter's or nine months' figure is not the year's — answered alone, or ranked and

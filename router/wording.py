@@ -51,6 +51,7 @@ class Words(msgspec.Struct, frozen=True):
     closest: str
     looked_at: str  # a document read that does not state the asked measure: the passage read instead
     not_stated: str  # the evidence read states no figure of the asked measure
+    figure_asked: str  # how "not stated" names a measure it has no name for
     supporting: str  # before the supporting sentences after a lead row or sentence
     difference: str  # two documents' figures of one measure compared
     higher: str
@@ -94,6 +95,7 @@ EN = Words(
     closest='The retrieved evidence does not clearly answer this question. The closest passage is: "{text}" [1]',
     looked_at='- {doc}: its statements do not state it; the closest passage read: "{text}" {cite}',
     not_stated='{doc} does not state {measure}{period} in the passages read. The closest passage: "{text}" [1]',
+    figure_asked="the figure asked for",
     supporting="Supporting evidence:",
     difference="- Difference: {a} is {delta} {direction} than {b}{pct}.", higher="higher", lower="lower",
     statements={"income": "income statement", "balance": "balance sheet", "cash_flow": "cash flow statement",
@@ -117,7 +119,7 @@ ZH = Words(
     no_document_about="知识库中没有关于{name}的文档。", not_answered="未用其他文档回答该问题。",
     nothing_found="知识库中未找到与该问题相关的证据。", closest="检索到的证据未能明确回答该问题，最接近的段落：“{text}” [1]",
     looked_at="- {doc}：报表中未列示该数据；所读最接近的段落：“{text}”{cite}",
-    not_stated="{doc}所读段落中未载明{period}{measure}。最接近的段落：“{text}” [1]",
+    not_stated="{doc}所读段落中未载明{period}{measure}。最接近的段落：“{text}” [1]", figure_asked="所问数字",
     supporting="相关证据：", other="其他", no_loss="均未出现亏损：各公司{label}均不为负。", computed="{what}{years}{over}：", computed_years="，{years}年",
     computed_over="，共{n}家公司", computed_over_one="，共1家公司",
     computed_ops={"lookup": "{label}", "max": "{label}最高者", "min": "{label}最低者", "rank": "按{label}排名",

@@ -261,3 +261,15 @@ def test_no_table_syntax_in_an_answer() -> None:
     assert readable("|-|本报告期|上年同期| |---|---|---| |营业收入（元）|9,268.40|10,889.63|") == \
         "(本报告期, 上年同期); 营业收入（元）: 9,268.40, 10,889.63"
     assert readable("A sentence  with\nspaces | and one pipe.") == "A sentence with spaces | and one pipe."
+
+
+def test_a_sentence_about_another_year_is_no_answer() -> None:
+    """"Revenue in 2023" is not answered by "For 2022 we expect revenue …": not stated, the closest passage cited."""
+    text = ("For 2022 we expect revenue between $3,300 million and $3,600 million. "
+            "Orchard Lane opened four stores in the Midwest during the year.")
+    chunk = RetrievedChunk(chunk_id=1, doc_id=1, doc_name="orchard-2021.pdf", node_id="0001", section_path="Outlook",
+                           text=text, page=1, pages=(1, 1), unit="page", dense=0.5, bm25=1.0, fused=0.5, score=0.5)
+    answer = extractive_answer("What was Orchard Lane's revenue in 2023?", [chunk])
+    assert answer.mode == "not_found" and answer.text.startswith("orchard-2021.pdf does not state revenue for 2023")
+    answer = extractive_answer("How much revenue does Orchard Lane expect for 2022?", [chunk])
+    assert answer.text.startswith("For 2022 we expect revenue between $3,300 million"), answer.text
