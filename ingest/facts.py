@@ -458,7 +458,10 @@ class _Table:
         own = 3 if months in (3, 9) else months  # a quarterly report's 本报告期 is its quarter
         out: list[Period] = []
         for h in headers:
-            if "年初至" in h:
+            if y := _YEAR.search(h):  # "2022年末", "2023年": that year's end, or the year
+                year = int(y.group(1))
+                out.append(Period(dt.date(year, 12, 31), 0 if _ZH_BALANCE_COLUMN.search(h) else 12, h))
+            elif "年初至" in h:
                 out.append(Period(end, months, h))
             elif _ZH_BALANCE_COLUMN.search(h):
                 prior = _ZH_PRIOR.search(h)

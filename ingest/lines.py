@@ -44,9 +44,11 @@ def line_names(printed: list[str]) -> dict[str, str]:
 
 async def index_lines(pool: asyncpg.Pool, embedder: CachedEmbedder, collection_id: int, *,
                       doc_id: int | None = None, generation: int | None = None) -> LinesIndexed:
-    """Store the names of the printed lines of a collection (or one of its documents) it lacks, and embed every
-    name of the collection without a vector."""
+    """Store the names of the printed lines of a collection (or one of its documents) it lacks — over the whole
+    collection, dropping those no stored fact prints any more — and embed every name without a vector."""
     names = line_names(await store.printed_lines(pool, collection_id, doc_id))
+    if doc_id is None:  # the whole collection read: names no stored fact prints any more are dropped
+        await store.prune_line_labels(pool, collection_id, list(names))
     await store.add_line_labels(pool, collection_id, names)
     embedded, last = 0, None
     while (labels := await store.unembedded_labels(pool, collection_id, BATCH)) and labels != last:

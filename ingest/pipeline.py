@@ -46,7 +46,7 @@ from ingest.store import (
 )
 from ingest.summaries import summarize_tree
 from kb.core.collections import get_collection
-from kb.core.errors import IngestError, LLMError
+from kb.core.errors import IngestError, KBError, LLMError
 from kb.core.providers import ChatModel
 from kb.core.providers.chat import CountingChat, OfflineChatModel
 from kb.core.settings import IngestSettings
@@ -426,7 +426,7 @@ async def _index_lines(ctx: IngestContext, collection_id: int, doc_id: int) -> N
     is stored either way — a failure here is logged, and the next document or ``kb facts`` fills them."""
     try:
         await index_lines(ctx.pool, ctx.embedder, collection_id, doc_id=doc_id, generation=ctx.embedder_generation)
-    except (asyncpg.PostgresError, OSError) as exc:
+    except (asyncpg.PostgresError, OSError, KBError) as exc:  # the document is stored: said, not failed
         log.warning("ingest.lines_failed", doc_id=doc_id, error=f"{type(exc).__name__}: {exc}")
 
 

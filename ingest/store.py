@@ -485,6 +485,7 @@ SELECT label FROM line_labels WHERE collection_id = $1 AND embedding IS NULL ORD
 SQL_SET_LABEL_VECTOR = """
 UPDATE line_labels SET embedding = $3 WHERE collection_id = $1 AND label = $2 AND embedding IS NULL"""
 SQL_LABEL_COLLECTIONS = "SELECT DISTINCT collection_id FROM line_labels WHERE embedding IS NULL"
+SQL_PRUNE_LABELS = "DELETE FROM line_labels WHERE collection_id = $1 AND NOT (label = ANY($2::text[]))"
 SQL_CLEAR_LABEL_VECTORS = "UPDATE line_labels SET embedding = NULL WHERE embedding IS NOT NULL"
 
 
@@ -499,6 +500,11 @@ async def add_line_labels(pool: asyncpg.Pool, collection_id: int, labels: Mappin
     if labels:
         await pool.execute(SQL_ADD_LINE_LABELS, collection_id, list(labels), list(labels.values()),
                            timeout=LONG_STATEMENT_S)
+
+
+async def prune_line_labels(pool: asyncpg.Pool, collection_id: int, keep: Sequence[str]) -> None:
+    """Drop the collection's line names that are not in ``keep`` (no stored fact prints them any more)."""
+    await pool.execute(SQL_PRUNE_LABELS, collection_id, list(keep), timeout=LONG_STATEMENT_S)
 
 
 async def unembedded_labels(pool: asyncpg.Pool, collection_id: int, limit: int) -> list[str]:

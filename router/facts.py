@@ -841,15 +841,19 @@ def _reading(plan: ScopePlan, catalog: Catalog, op: str, years: Sequence[int] = 
 
 
 def _of_quarter(catalog: Catalog, doc_id: int, year: int, quarter: int) -> int:
-    """The company's report of that fiscal year's quarter when ``doc_id`` is a quarterly report of another."""
-    def meta(d: int) -> Mapping[str, Any]:
+    """The company's report ending in that calendar quarter ("2018年9月末": the third quarter's report) when
+    ``doc_id`` ends outside it; unchanged when the periods cannot be told (a fiscal year that is not the
+    calendar's: its quarters are not these months)."""
+    def ends_in(d: int) -> bool | None:
         f = catalog.docs.get(d)
-        return f.metadata if f else {}
-    own = meta(doc_id).get("fiscal_quarter")
-    if own in (None, quarter) or str(own) == str(quarter):
+        end = str(f.metadata.get("period_end_date") or "") if f else ""
+        if not re.match(r"\d{4}-\d{2}", end):
+            return None
+        return int(end[:4]) == year and (int(end[5:7]) - 1) // 3 + 1 == quarter
+
+    if ends_in(doc_id) is not False:
         return doc_id
-    same = [d for d in catalog.company_reports(doc_id) if meta(d).get("fiscal_year") == year
-            and str(meta(d).get("fiscal_quarter")) == str(quarter)]
+    same = [d for d in catalog.company_reports(doc_id) if ends_in(d)]
     return same[0] if same else doc_id
 
 

@@ -277,7 +277,8 @@ def metric_task(q: Question) -> MetricAsk | None:
 async def answer_which(pool: asyncpg.Pool, catalog: Catalog, q: Question, plan: ScopePlan) -> FactsAnswer | None:
     """"Which of A, B and C is the largest / lost the least" for one company (an extreme over the measures the
     question lists): each measure's figure for the year, cited, and the verdict."""
-    concepts = [m.name for m in q.measures if m.kind == "concept"] if q.over == "measures" else []
+    concepts = [m.name for m in q.measures if m.kind == "concept"] \
+        if q.over == "measures" and q.operation in ("max", "min") else []
     most = q.operation == "max"
     if len(concepts) < 2 or len({CONCEPT_BY_NAME[c].flow for c in concepts}) > 1:
         return None

@@ -970,7 +970,8 @@ def from_llm(raw: object, text: str, companies: Mapping[str, Sequence[str]],
     q = Question(text=text, lang="zh" if lx.is_zh(text) else "en", operation=op, measures=tuple(measures), source="llm",
                  entities=Entities("named", tuple(dict.fromkeys(names))) if names else Entities("collection"),
                  periods=tuple(periods), change=enums["change"], sign=enums["sign"], order=enums["order"],  # type: ignore[arg-type]
-                 over=enums["over"], average=raw.get("average") is True,  # type: ignore[arg-type]
+                 over=enums["over"] if enums["over"] != "measures" or op in ("max", "min") else "",  # type: ignore[arg-type]
+                 average=raw.get("average") is True,
                  limit=limit if type(limit) is int and 0 < limit <= 1000 else None,
                  ranges=tuple(ranges) if op == "group" else (), bounds=bounds if op == "screen" else {},
                  unit=enums["unit"], decimals=decimals if type(decimals) is int and 0 <= decimals <= 6 else None,

@@ -94,7 +94,8 @@ def _headers(line: str) -> tuple[str, ...]:
 
 
 _CHANGE_HEADER = re.compile(r"(?i)%?\s*(?:change|chg\.?|variance|growth|increase|y/y|yoy)(?:\s*%|\s*\(%\))?|增减|变动")
-_PER_SHARE = re.compile(r"(?i)\bper (?:common |diluted |basic )?share\b|\beps\b|每股")
+_PER_SHARE = re.compile(r"(?i)^(?!.*(?:weighted|shares used|number of shares|shares outstanding|股数))"
+                        r".*(?:\bper (?:common |diluted |basic )?share\b|\beps\b|每股)")
 """A row whose figures are per share: a table's "in millions" does not apply to it."""
 
 

@@ -266,8 +266,9 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
         k = next((i for i, p in enumerate(picked) if len(_PROSE_WORD.findall(p[2])) >= 4), 0)
         (lead_ci, _, lead) = picked.pop(k)
         asked, said = question_years(question), {int(y) for y in _SENTENCE_YEAR.findall(lead)}
-        if asked and said and not asked & said and _WANTS_NUMBER.search(question):
-            # a figure of another year is no answer to this one: "revenue in 2023" is not "For 2022 we expect …"
+        forward = any(wd in lead.lower() for wd in lx.FORWARD_LOOKING)
+        if asked and said and not asked & said and forward and _WANTS_NUMBER.search(question):
+            # a plan for another year is no answer to this one: "revenue in 2023" is not "For 2022 we expect …"
             return _not_stated(question, chunks, _concept_name(concept, question, w) if concept else
                                (_unmentioned(question, chunks) or w.figure_asked), w)
     support = picked[: max_sentences - 1]
@@ -447,22 +448,28 @@ _CJK_RUN = re.compile(r"[\u4e00-\u9fff]{4}")
 def readable(text: str) -> str:
     """A passage as a reader reads it: whitespace collapsed, and a Markdown table's rows ("| Revenue | 497.3 |
     412.6 |", "|---|") written as "Revenue: 497.3, 412.6" — no table syntax in an answer."""
-    text = " ".join(text.split())
-    if text.count("|") < 3:
-        return text
-    text = re.sub(r"\|\s*(?::?-{2,}:?\s*\|)+", "|", text)  # separator rows
-    rows = [r.strip(" |") for r in re.split(r"\|\s+\|", text) if r.strip(" |")]
+    if text.count("|") < 3 or not re.search(r"\|\s*:?-{2,}:?\s*\||^\s*\|.*\|\s*$", text, re.M):
+        return " ".join(text.split())
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    rows = lines if all(ln.strip().startswith("|") for ln in lines if "|" in ln) and len(lines) > 1 else \
+        re.split(r"\|\s+(?=\|)", " ".join(text.split()))  # rows run together on one line: "| a | b | | c | d |"
     out = []
     for r in rows:
-        parts = [c.strip() for c in r.split("|")]
+        r = r.strip()
+        if "|" not in r:
+            out.append(" ".join(r.split()))
+            continue
+        parts = [c.strip() for c in r.strip("|").split("|")] if r.startswith("|") else [c.strip() for c in r.split("|")]
+        if all(re.fullmatch(r":?-{2,}:?|", c) for c in parts):
+            continue  # a separator row
         cells = [c for c in parts if c and c not in {"-", "—"}]
         if not cells:
             continue
         if parts[0] in {"", "-", "—"}:  # a header row without a label: its columns
             out.append(f"({', '.join(cells)})")
         else:
-            out.append(f"{cells[0]}: {', '.join(cells[1:])}" if len(cells) > 1 else cells[0])
-    return "; ".join(out)
+            out.append(f"{parts[0]}: {', '.join(c for c in parts[1:] if c)}" if len(parts) > 1 else parts[0])
+    return "; ".join(" ".join(o.split()) for o in out)
 
 
 class AskedKind(msgspec.Struct, frozen=True):

@@ -273,3 +273,13 @@ def test_a_sentence_about_another_year_is_no_answer() -> None:
     assert answer.mode == "not_found" and answer.text.startswith("orchard-2021.pdf does not state revenue for 2023")
     answer = extractive_answer("How much revenue does Orchard Lane expect for 2022?", [chunk])
     assert answer.text.startswith("For 2022 we expect revenue between $3,300 million"), answer.text
+
+
+def test_a_share_count_row_is_no_per_share_row() -> None:
+    table = ("(in millions, except per share amounts) 2023 2022\n"
+             "Weighted-average shares used in computing earnings per share 15,812 16,326\n"
+             "Diluted earnings per share 6.13 6.11")
+    m = best_row("How many weighted-average shares were used in computing earnings per share in 2023?", [table], set())
+    assert m is not None and render(m) == ("Weighted-average shares used in computing earnings per share, 2023: "
+                                           "15,812 million (2022: 16,326 million)"), render(m)
+    assert value(m) == 15_812_000_000

@@ -12,6 +12,7 @@ from kb.bench.answers_bench import (
     AnswerCase,
     lead_of,
     load_cases,
+    numbers,
     score,
     states,
     summarise,
@@ -59,3 +60,10 @@ def test_the_gold_set_parses_and_the_summary_counts() -> None:
     assert all(c.gold or c.kind == "none" for c in cases)
     report = summarise([score(_case(), "It was $792.5 million."), score(_case(), "It was $1.0 million.")])
     assert report["overall"]["right"] == 0.5 and report["overall"]["confidently_wrong"] == 0.5
+
+
+def test_markers_years_and_abbreviations_are_no_figures_or_sentence_ends() -> None:
+    assert numbers("The filing discusses revenue in 2023 [1].") == []
+    assert score(_case(), "The filing discusses revenue in fiscal 2023 [1].").outcome == "other"
+    assert lead_of("Apple Inc. reported $792.5 million. Then more.") == "Apple Inc. reported $792.5 million."
+    assert not states("See note [3].", "3")

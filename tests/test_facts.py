@@ -518,3 +518,18 @@ def test_a_series_over_a_span_of_quarters_keeps_its_points_and_names_them() -> N
     answer = compose(msgspec.structs.replace(a, concept=spec.name), docs, rows, {}, spec)
     assert answer is not None and {u.value for u in answer.used} == {101.0, 102.0, 103.0, 104.0}, answer.text
     assert "2022年第一季度较2021年第三季度" in answer.text and "2021年第三季度至2023年第一季度总体" in answer.text
+
+
+def test_an_annual_key_figures_table_dates_its_year_columns() -> None:
+    """An annual report's key figures print years ("2023年末", "2022年末", "2023年"): each column is dated by its
+    year, not all at the report's end."""
+    text = "\n".join(["青石酿造股份有限公司", "2023年年度报告", "一、主要会计数据和财务指标",
+                      "|-|2023年|2022年|本年比上年增减|2021年|", "|营业收入（元）|900.00|800.00|12.50%|700.00|",
+                      "|-|2023年末|2022年末|本年末比上年末增减|2021年末|", "|总资产（元）|9,000.00|8,000.00|12.50%|7,000.00|",
+                      "其他"])
+    facts = [f for f in extract_facts(EMPTY, text=text, name="report_600001-2023-青石酿造-2023年年度报告.txt")
+             if f.statement == "key_figures"]
+    got = {(f.line_item, str(f.period_end), f.months, f.value) for f in facts}
+    assert got == {("营业收入（元）", "2023-12-31", 12, 900.0), ("营业收入（元）", "2022-12-31", 12, 800.0),
+                   ("营业收入（元）", "2021-12-31", 12, 700.0), ("总资产（元）", "2023-12-31", 0, 9000.0),
+                   ("总资产（元）", "2022-12-31", 0, 8000.0), ("总资产（元）", "2021-12-31", 0, 7000.0)}, got

@@ -59,8 +59,10 @@ async def test_ingest_names_and_embeds_the_printed_lines(lines_rt: Runtime) -> N
     near = await router_store.nearest_lines(lines_rt.pool, coll.id, vec, 3, iterative=True)
     assert near[0]["label"] == "restructuring charges" and near[0]["printed"] == "Restructuring charges"
     assert 0.75 <= near[0]["sim"] < 1.0
+    await ingest_store.add_line_labels(lines_rt.pool, coll.id, {"gone line": "Gone line"})  # printed by no fact
     again = await index_lines(lines_rt.pool, CachedEmbedder(lines_rt.pool, lines_rt.embedder, batch=64), coll.id)
     assert again.embedded == 0 and again.lines > 0 and not again.stale  # nothing twice
+    assert await ingest_store.unembedded_labels(lines_rt.pool, coll.id, 10) == []  # the stale name was dropped
 
 
 async def test_a_printed_line_asked_in_other_words_is_computed(lines_rt: Runtime) -> None:

@@ -90,8 +90,10 @@ def lead_of(answer: str) -> str:
             taken.append(ln)
         return " ".join(_ITEM.sub("", ln) for ln in taken)
     first = _ITEM.sub("", raw[0])
-    m = re.search(r"(?<=[a-z0-9)\]%])\.(?:\s|$)|。", first)
-    return first[: m.end()].strip() if m else first
+    for m in re.finditer(r"(?<=[A-Za-z0-9)\]%])\.(?:\s|$)|。", first):
+        if not re.search(r"(?i)\b(?:inc|corp|co|ltd|no|vs|u\.s|approx|e\.g|i\.e)$", first[: m.start()]):
+            return first[: m.end()].strip()
+    return first
 
 
 _ITEM = re.compile(r"^(?:[-*•]|\d{1,2}[.)])\s+")
@@ -99,8 +101,11 @@ _EVIDENCE = re.compile(r"(?i)^(?:supporting evidence|evidence|支持证据|证�
 
 
 def numbers(text: str) -> list[float]:
+    """The figures a text states: citation markers ("[1]") and years standing alone ("in 2023") are none."""
+    text = re.sub(r"\[\d+\]", " ", text.replace("−", "-"))
+    text = re.sub(r"(?<![\d,.$])(?:19|20)\d{2}(?![\d,.%])", " ", text)
     out = []
-    for m in _NUMBER.finditer(text.replace("−", "-")):
+    for m in _NUMBER.finditer(text):
         raw = m.group(0)
         negative = raw.startswith(("-", "("))
         try:
@@ -120,7 +125,7 @@ def states(text: str, gold: str) -> bool:
     target = abs(want[0])
     for n in numbers(text):
         for k in (1.0, 1e3, 1e-3, 1e6, 1e-6):
-            if target and abs(abs(n) * k - target) <= max(1e-9, target * 5e-4):
+            if abs(abs(n) * k - target) <= max(1e-9, target * 5e-4):
                 return True
     return False
 

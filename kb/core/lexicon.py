@@ -222,6 +222,10 @@ DECIMALS = re.compile(r"(?i)\b(?:(?:to|in|with|rounded to|round(?:ed)? to|at)\s+
 DECIMAL_WORDS: Mapping[str, int] = {"zero": 0, "no": 0, "one": 1, "two": 2, "three": 3, "four": 4, "一": 1, "二": 2,
                                     "两": 2, "三": 3, "四": 4}
 
+FORWARD_LOOKING = ("expect", "expects", "expected", "guidance", "outlook", "forecast", "anticipate", "plan to",
+                   "target", "预计", "预期", "展望", "计划")
+"""Words of a sentence about the future: its figure is a plan for its year, never the figure of another year."""
+
 ASKED_KIND: Mapping[str, tuple[str, ...]] = {
     "count": ("how many", "number of", "多少个", "多少名", "多少家", "几个"),
     "money": ("how much", "cost", "costs", "pay", "paid", "price", "spend", "spent", "worth", "charge", "charged",
@@ -336,7 +340,8 @@ MEASURE_HEADS = frozenset({"balance", "balances", "bill", "spend", "spending", "
                            "line", "item", "items", "overall", "consolidated", "merchandise", "position", "reported",
                            "stated", "recorded", "booked", "outlay", "outlays", "costs", "cost", "generated", "earned",
                            "made", "produced", "posted", "delivered", "held", "carried", "sum", "size", "count",
-                           "equivalents", "unadjusted", "gaap", "expenditure", "expenditures"})
+                           "equivalents", "unadjusted", "gaap", "expenditure", "expenditures", "quarterly",
+                           "annual", "yearly", "global", "worldwide", "combined", "record", "full"})
 """Words beside a one-word measure that leave it that measure ("goodwill balance", "R&D bill", "merchandise
 inventories"); any other word the question does not account for makes a phrase that may name another measure
 ("unearned revenue", "debt extinguishment"), and the reading says it is not sure."""
