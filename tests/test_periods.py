@@ -175,3 +175,9 @@ def test_the_typed_question_reads_the_same_mentions(text: str, read: list[tuple[
 def test_where_the_views_read_a_question_differently(text: str, years: set[int], quarters: set[int],
                                                      read: list[tuple[int | None, int, int]]) -> None:
     assert (question_years(text), question_quarters(text), _read(text)) == (years, quarters, read)
+
+
+def test_a_hyphenated_quarter_is_a_quarter() -> None:
+    """"third-quarter 2023 net income" is the third quarter, as "third quarter" is (it was read as the year)."""
+    assert _read("What was Orchard Lane's third-quarter 2023 net income?") == [(2023, 3, 3)]
+    assert _read("Pelican Bay second-quarter 2022 revenue?") == [(2022, 2, 3)]

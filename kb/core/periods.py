@@ -40,9 +40,9 @@ _FY = r"(?:fy|fiscal(?:\s+year)?)"
 _QW = "|".join(lx.QUARTER_WORDS)
 _ZH = lx.ZH_QUARTER_NUMERALS
 _ZH_QUARTER = rf"第?([{_ZH}1-4])\s*季度"
-_Q = rf"(?:q([1-4])|([1-4])q|({_QW})\s+(?:fiscal\s+)?quarter|{_ZH_QUARTER}|([{_ZH}])季)"
-"""One quarter: "q3", "3q", "third (fiscal) quarter", "第三季度", "3季度", "三季" (groups: q digit, digit q,
-word, Chinese quarter, Chinese short form)."""
+_Q = rf"(?:q([1-4])|([1-4])q|({_QW})(?:\s+|-)(?:fiscal\s+)?quarter|{_ZH_QUARTER}|([{_ZH}])季)"
+"""One quarter: "q3", "3q", "third (fiscal) quarter", "third-quarter", "第三季度", "3季度", "三季" (groups: q digit,
+digit q, word, Chinese quarter, Chinese short form)."""
 _MONTH = "|".join(sorted(lx.MONTHS, key=len, reverse=True))
 
 _QUARTER_YEAR = re.compile(
