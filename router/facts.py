@@ -845,9 +845,11 @@ def _of_quarter(catalog: Catalog, doc_id: int, year: int, quarter: int) -> int:
     ``doc_id`` ends outside it; unchanged when the periods cannot be told (a fiscal year that is not the
     calendar's: its quarters are not these months)."""
     def ends_in(d: int) -> bool | None:
+        """Does the report end in that calendar quarter? None when its period is not a calendar quarter's (a
+        52/53-week or offset fiscal year: NVIDIA's second quarter ends in July)."""
         f = catalog.docs.get(d)
         end = str(f.metadata.get("period_end_date") or "") if f else ""
-        if not re.match(r"\d{4}-\d{2}", end):
+        if not re.match(r"\d{4}-(?:03-3[01]|06-30|09-30|12-31)", end):
             return None
         return int(end[:4]) == year and (int(end[5:7]) - 1) // 3 + 1 == quarter
 
