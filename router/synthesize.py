@@ -263,14 +263,17 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
             lead = f"{lead}: {change}"  # "by how much did revenue grow from 2022 to 2023"
         picked = [p for p in picked if " ".join(p[2].split()) != " ".join(row.row.line.split())]
     else:  # the first sentence that reads as one (not a row of periods or figures)
-        k = next((i for i, p in enumerate(picked) if len(_PROSE_WORD.findall(p[2])) >= 4), 0)
-        (lead_ci, _, lead) = picked.pop(k)
-        asked, said = question_years(question), {int(y) for y in _SENTENCE_YEAR.findall(lead)}
-        forward = any(wd in lead.lower() for wd in lx.FORWARD_LOOKING)
-        if asked and said and not asked & said and forward and _WANTS_NUMBER.search(question):
-            # a plan for another year is no answer to this one: "revenue in 2023" is not "For 2022 we expect …"
+        asked = question_years(question) if _WANTS_NUMBER.search(question) else set()
+        # a plan for another year is no answer to this one: "revenue in 2023" is not "For 2022 we expect …"
+        kept = [p for p in picked if not _plan_for_another_year(p[2], asked)]
+        if len(kept) < len(picked) and not any(_NUMBER.search(p[2]) for p in kept):
+            kept = []  # what is left states no figure at all
+        picked = kept
+        if not picked:
             return _not_stated(question, chunks, _concept_name(concept, question, w) if concept else
                                (_unmentioned(question, chunks) or w.figure_asked), w)
+        k = next((i for i, p in enumerate(picked) if len(_PROSE_WORD.findall(p[2])) >= 4), 0)
+        (lead_ci, _, lead) = picked.pop(k)
     support = picked[: max_sentences - 1]
     text = f"{readable(lead)} [{lead_ci + 1}]"
     if support:
@@ -470,6 +473,12 @@ def readable(text: str) -> str:
         else:
             out.append(f"{parts[0]}: {', '.join(c for c in parts[1:] if c)}" if len(parts) > 1 else parts[0])
     return "; ".join(" ".join(o.split()) for o in out)
+
+
+def _plan_for_another_year(sentence: str, asked: set[int]) -> bool:
+    """A forward-looking sentence ("we expect …") about years none of which the question asks for."""
+    said = {int(y) for y in _SENTENCE_YEAR.findall(sentence)}
+    return bool(asked and said and not asked & said and any(wd in sentence.lower() for wd in lx.FORWARD_LOOKING))
 
 
 class AskedKind(msgspec.Struct, frozen=True):

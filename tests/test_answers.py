@@ -283,3 +283,13 @@ def test_a_share_count_row_is_no_per_share_row() -> None:
     assert m is not None and render(m) == ("Weighted-average shares used in computing earnings per share, 2023: "
                                            "15,812 million (2022: 16,326 million)"), render(m)
     assert value(m) == 15_812_000_000
+
+
+def test_a_plan_for_another_year_gives_way_to_the_figures_read() -> None:
+    """A forward-looking sentence about a year not asked does not lead; the figures read for the asked year do."""
+    text = ("We expect to make approximately $200 million of pension contributions in 2023.\n"
+            "Expected benefit payments 2024 1,097 862")
+    chunk = RetrievedChunk(chunk_id=1, doc_id=1, doc_name="pelican-2021.pdf", node_id="0001", section_path="Note 11",
+                           text=text, page=1, pages=(1, 1), unit="page", dense=0.5, bm25=1.0, fused=0.5, score=0.5)
+    answer = extractive_answer("How much did Pelican Bay expect to pay in benefits in 2024?", [chunk])
+    assert "1,097" in answer.text.split("\n")[0] and "$200 million" not in answer.text.split("\n")[0], answer.text
