@@ -266,8 +266,9 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
         asked = question_years(question) if _WANTS_NUMBER.search(question) else set()
         # a plan for another year is no answer to this one: "revenue in 2023" is not "For 2022 we expect …"
         kept = [p for p in picked if not _plan_for_another_year(p[2], asked)]
-        if len(kept) < len(picked) and not any(_NUMBER.search(p[2]) for p in kept):
-            kept = []  # what is left states no figure at all
+        if len(kept) < len(picked) and not any(asked & {int(y) for y in _SENTENCE_YEAR.findall(p[2])}
+                                               for p in kept):
+            kept = []  # a plan was the best passage, and nothing left is about the year asked
         picked = kept
         if not picked:
             return _not_stated(question, chunks, _concept_name(concept, question, w) if concept else
