@@ -299,7 +299,7 @@ def topic(question: str, scope: QuestionScope, reading: Question | None = None) 
     text = periods.PERIOD_MENTION.sub(" ", text)
     words = [w for w in re.findall(r"[A-Za-z0-9][\w&%$.'-]*", text) if w.lower().strip(".'") not in _FRAME_WORDS]
     if lexicon.is_zh(text) and not names:  # a Chinese question no measure was read from: its Han words
-        words = [w for w in _ZH_WORDS.findall(periods.ZH_PERIOD_MENTION.sub(" ", text))]
+        words = _ZH_WORDS.findall(periods.ZH_PERIOD_MENTION.sub(" ", text))
     have = set(tokenize(" ".join(words)))
     extra = [n for n in names if not set(tokenize(n)) <= have]
     return " ".join([*extra, *words]).strip(" .?") or question.strip()

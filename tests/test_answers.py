@@ -230,8 +230,7 @@ def test_the_sentence_stating_the_kind_of_figure_asked_leads() -> None:
     assert asked_kind("Who is the chief executive?") is None
     text = ("The new wind turbines raised output per site by 31% in the months they ran. "
             "We installed 240 new wind turbines across three coastal sites in 2023.")
-    chunk = RetrievedChunk(chunk_id=1, doc_id=1, doc_name="pelican.pdf", node_id="0001", section_path="Letter",
-                           text=text, page=1, pages=(1, 1), unit="page", dense=0.5, bm25=1.0, fused=0.5, score=0.5)
+    chunk = _chunk(1, text, "pelican.pdf")
     answer = extractive_answer("How many wind turbines did Pelican Bay install?", [chunk])
     assert answer.text.startswith("We installed 240 new wind turbines"), answer.text
     flood = ("The flood closed the Harbor plant for nine days in April. "
@@ -244,8 +243,7 @@ def test_the_sentence_stating_the_kind_of_figure_asked_leads() -> None:
 def test_a_change_asked_of_one_row_is_computed_from_its_two_years() -> None:
     pipe = ("| (in millions of US$, except per-share data) | 2023 | 2022 | Change |\n|---|--:|--:|--:|\n"
             "| Revenue | 497.3 | 412.6 | 20.5% |\n| Net income (loss) | 6.1 | (23.8) | n/m |")
-    chunk = RetrievedChunk(chunk_id=1, doc_id=1, doc_name="orchard.md", node_id="0001", section_path="Highlights",
-                           text=pipe, page=1, pages=(1, 1), unit="page", dense=0.5, bm25=1.0, fused=0.5, score=0.5)
+    chunk = _chunk(1, pipe, "orchard.md")
     answer = extractive_answer("By how much did Orchard Lane's revenue grow from 2022 to 2023?", [chunk])
     assert answer.text.startswith("Revenue, 2023: $497.3 million (2022: $412.6 million): up $84.7 million "
                                   "(+20.5%) from 2022 to 2023"), answer.text
@@ -267,8 +265,7 @@ def test_a_sentence_about_another_year_is_no_answer() -> None:
     """"Revenue in 2023" is not answered by "For 2022 we expect revenue …": not stated, the closest passage cited."""
     text = ("For 2022 we expect revenue between $3,300 million and $3,600 million. "
             "Orchard Lane opened four stores in the Midwest during the year.")
-    chunk = RetrievedChunk(chunk_id=1, doc_id=1, doc_name="orchard-2021.pdf", node_id="0001", section_path="Outlook",
-                           text=text, page=1, pages=(1, 1), unit="page", dense=0.5, bm25=1.0, fused=0.5, score=0.5)
+    chunk = _chunk(1, text, "orchard-2021.pdf")
     answer = extractive_answer("What was Orchard Lane's revenue in 2023?", [chunk])
     assert answer.mode == "not_found" and answer.text.startswith("orchard-2021.pdf does not state revenue for 2023")
     answer = extractive_answer("How much revenue does Orchard Lane expect for 2022?", [chunk])
@@ -289,7 +286,6 @@ def test_a_plan_for_another_year_gives_way_to_the_figures_read() -> None:
     """A forward-looking sentence about a year not asked does not lead; the figures read for the asked year do."""
     text = ("We expect to make approximately $200 million of pension contributions in 2023.\n"
             "Expected benefit payments 2024 1,097 862")
-    chunk = RetrievedChunk(chunk_id=1, doc_id=1, doc_name="pelican-2021.pdf", node_id="0001", section_path="Note 11",
-                           text=text, page=1, pages=(1, 1), unit="page", dense=0.5, bm25=1.0, fused=0.5, score=0.5)
+    chunk = _chunk(1, text, "pelican-2021.pdf")
     answer = extractive_answer("How much did Pelican Bay expect to pay in benefits in 2024?", [chunk])
     assert "1,097" in answer.text.split("\n")[0] and "$200 million" not in answer.text.split("\n")[0], answer.text
