@@ -32,8 +32,9 @@ from kb.core.vocab import (
     line_key,
 )
 from router import store
+from router.calc import Formula, Term, concepts, evaluate, standard
 from router.catalog import Catalog
-from router.measures import DERIVED, RATIO_BY_NAME, STANDS_FOR, Ratio, quotient
+from router.measures import DERIVED, STAND_INS, STANDS_FOR
 from router.metadata import company_aliases
 from router.question import Question, Range
 from router.scope import doc_entity
@@ -128,21 +129,17 @@ EXECUTED: Mapping[str, Operation] = {"lookup": "lookup", "compare": "lookup", "m
 
 
 def measure_of(q: Question) -> str:
-    """The executor's name of the question's measure: a vocabulary concept, ``ratio:<name>`` for a ratio of two
-    measures of one period, ``line:<label>`` for a printed line outside the vocabulary; "" for a metric or
-    formula only ``router.metrics`` computes (or none)."""
+    """The executor's name of the question's measure: a vocabulary concept, ``metric:<name>`` for a catalogue
+    metric or one measure over another (``router.calc``), ``line:<label>`` for a printed line outside the
+    vocabulary; "" for a formula the question defines (``router.metrics`` computes it) or none."""
     if not q.measures:
         return ""
     m = q.measures[0]
     if m.kind == "concept" and m.name in CONCEPT_BY_NAME:
         return m.name
-    if m.kind == "metric" and m.name in RATIO_BY_NAME:
-        return f"ratio:{m.name}"
     if m.kind == "line":
         return f"line:{m.name}"
-    if m.kind == "formula" and quotient(m.name) is not None:
-        return f"ratio:{m.name}"
-    return ""
+    return f"metric:{m.name}" if standard(m.kind, m.name) is not None else ""
 
 
 def _quarter_span(q: Question) -> tuple[dt.date, dt.date] | None:
@@ -205,36 +202,69 @@ class _Row(FactDraft, frozen=True):
     parts: tuple[_Row, ...] = ()  # a computed figure: the printed lines it is computed from
 
 
-def ratio_rows(ratio: Ratio, rows: Sequence[_Row]) -> list[_Row]:
-    """The ratio per period of a document: its two measures of one period end (the flow of the document's own
-    length over a balance at its end, or over the mean of the balances at the period's start and end when the
-    ratio averages them), cited to every line used."""
-    num = [r for r in rows if r.concept == ratio.numerator]
-    den = sorted((r for r in rows if r.concept == ratio.denominator), key=lambda r: r.ordinal)
+def formula_rows(f: Formula, rows: Sequence[_Row]) -> list[_Row]:
+    """The formula per period a document prints (``router.calc``): each term of the period's end — a flow over
+    the same span, a balance at its end, the mean of (or change between) the balances at the period's start and
+    end — cited to every line used. A period where a term is not printed (or a divisor is zero) has no figure;
+    a formula over a year's days is computed for twelve-month periods only."""
+    by: dict[str, list[_Row]] = {}
+    for c in concepts(f):
+        own = sorted((r for r in rows if r.concept == c), key=lambda r: r.ordinal)
+        if not own and c in STAND_INS:
+            own = sorted((r for r in rows if r.concept == STAND_INS[c]), key=lambda r: r.ordinal)
+        by[c] = own
+    terms = list(f.terms.values())
+    anchor = next((t for t in terms if t.fn == "v" and CONCEPT_BY_NAME[t.concept].flow), None) \
+        or next((t for t in terms if t.fn == "v"), terms[0])
     out: list[_Row] = []
-    for a in sorted(num, key=lambda r: r.ordinal):
-        if any(o.parts[:1] == (a,) for o in out):
+    for a in by[anchor.concept]:
+        if f.per_year and a.months != 12:
             continue
-        b = next((d for d in den if d.period_end == a.period_end and (d.months == a.months or 0 in (d.months, a.months))),
-                 None)
-        if b is None:
-            continue
-        parts: tuple[_Row, ...] = (a, b)
-        base = b.value
-        if ratio.average:
+        used: dict[str, tuple[_Row, ...]] = {}
+
+        def at_end(c: str, a: _Row = a) -> _Row | None:
+            return next((d for d in by[c] if d.period_end == a.period_end
+                         and (d.months == a.months or 0 in (d.months, a.months))), None)
+
+        def balances(c: str, a: _Row = a) -> tuple[_Row, _Row] | None:
             start = _months_before(a.period_end, a.months or 12)
-            first = next((d for d in den if d.months == 0 and abs((d.period_end - start).days) <= 7), None)
-            if first is None:
-                continue  # the balance at the period's start is not printed: no average, no figure
-            parts, base = (a, first, b), (first.value + b.value) / 2
-        if base == 0:
+            first = next((d for d in by[c] if d.months == 0 and abs((d.period_end - start).days) <= 7), None)
+            last = next((d for d in by[c] if d.months == 0 and d.period_end == a.period_end), None)
+            return None if first is None or last is None else (first, last)
+
+        def value(t: Term, a: _Row = a, used: dict[str, tuple[_Row, ...]] = used) -> float | None:
+            key = next(k for k, v in f.terms.items() if v is t)
+            if t.fn in ("v", "opt"):
+                row = a if t is anchor else at_end(t.concept)
+                if row is None:
+                    return 0.0 if t.fn == "opt" else None
+                used[key] = (row,)
+                return row.value
+            pair = balances(t.concept)
+            if pair is None:
+                return None  # the balance at the period's start is not printed: no average, no figure
+            used[key] = pair
+            return (pair[0].value + pair[1].value) / 2 if t.fn == "avg" else pair[1].value - pair[0].value
+
+        computed = evaluate(f, value)
+        if computed is None:
             continue
-        value = a.value / base * (100 if ratio.percent else 1)
-        shown = " ÷ average of ".join((a.line_item, b.line_item)) if ratio.average else f"{a.line_item} ÷ {b.line_item}"
+        parts = tuple(dict.fromkeys(r for k in f.terms if k in used for r in used[k]))
+        unit = f.unit if f.unit in ("%", "x", "days") else a.unit
         out.append(msgspec.structs.replace(
-            a, concept=ratio.name, value=value, printed="", scale=1.0, unit="%" if ratio.percent else "x",
-            line_item=f"computed: {shown}", parts=parts))
+            a, concept=f.name, value=computed, printed="", scale=a.scale if unit == a.unit else 1.0, unit=unit,
+            line_item=f"computed: {_shown_formula(f, used)}", parts=parts))
     return out
+
+
+def _shown_formula(f: Formula, used: Mapping[str, tuple[_Row, ...]]) -> str:
+    """The formula in the lines it read ("Net income ÷ average of Total assets")."""
+    def term(m: re.Match[str]) -> str:
+        t, rows = f.terms[m.group(0)], used.get(m.group(0), ())
+        name = rows[-1].line_item if rows else CONCEPT_BY_NAME[t.concept].label
+        return {"avg": "average of ", "chg": "change in "}.get(t.fn, "") + name
+    expr = re.sub(r"\bt\d+\b", term, f.expr.removesuffix(" * 100"))
+    return expr.replace(" / ", " ÷ ").replace(" * ", " × ").replace(" - ", " − ")
 
 
 def _months_before(end: dt.date, months: int) -> dt.date:
@@ -328,6 +358,8 @@ def money(value: float, row: _Row, w: Words = EN) -> str:
         return f"{value:.2f}%"
     if row.unit == "x":
         return f"{value:.2f}"
+    if row.unit == "days":
+        return f"{value:,.1f}{'天' if w.lang == 'zh' else ' days'}"
     shown = value / row.scale if row.scale not in (0, 1) else value
     sign = "−" if value < 0 else ""
     if row.unit == "shares":
@@ -416,10 +448,12 @@ class _Writer:
     def period(self, row: _Row) -> str:
         return _period(row, self.w)
 
-    def figure(self, doc: _Doc, row: _Row, others: Sequence[_Row] = ()) -> str:
+    def figure(self, doc: _Doc, row: _Row, others: Sequence[_Row] = (), label: str = "") -> str:
+        """The figure of one document, cited, with where it is printed (in Chinese after "<company>的<label>"
+        when ``label`` is given: a look-up names what it states)."""
         w = self.w
         if w.lang == "zh":
-            text = f"{doc.entity}：{self.value(row)}{self.period(row)}{self.cite(row)}（{_where(row, w)}）"
+            text = f"{doc.entity}{'的' + label if label else ''}：{self.value(row)}{self.period(row)}{self.cite(row)}（{_where(row, w)}）"
         else:
             text = f"{doc.entity}: {self.value(row)} {self.period(row)} {self.cite(row)} ({_where(row, w)})"
         for o in others:
@@ -523,7 +557,8 @@ def compose(ask_: MeasureAsk, docs: Sequence[_Doc], rows_by_doc: Mapping[int, li
     else:
         end = "。" if ww.lang == "zh" else "."
         lines += [w.figure(d, r, o) + end for d, r, o in picked] if len(picked) > 1 else \
-            [ww.lookup.format(label=label.capitalize(), figure=w.figure(*picked[0]))]
+            [ww.lookup.format(label=label.capitalize(), figure=w.figure(*picked[0], label=label if ww.lang == "zh"
+                                                                         else ""))]
     if ask_.operation != "lookup" or len(picked) > 1:
         lines.insert(0, _headline(ask_, label, len(picked), ww))
     if missing:
@@ -717,37 +752,46 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, q: Question, p
         return await _line_answer(pool, catalog, q, plan) if q.operation and q.operation in EXECUTED else None
     if a.concept.startswith("line:"):
         return await _line_answer(pool, catalog, q, plan, a)
-    ratio = (RATIO_BY_NAME.get(a.concept[6:]) or quotient(a.concept[6:])) if a.concept.startswith("ratio:") \
-        else None
-    measures = [ratio.numerator, ratio.denominator] if ratio else [a.concept]
-    concepts = list(dict.fromkeys(c for m in measures for c in (m, *DERIVED.get(m, ()), *_stands_for(m))))
+    formula = standard(q.measures[0].kind, q.measures[0].name) if a.concept.startswith("metric:") else None
+    measures = list(concepts(formula)) if formula else [a.concept]
+    concepts_read = list(dict.fromkeys(c for m in measures for c in (m, *DERIVED.get(m, ()), *_stands_for(m),
+                                                                     *((STAND_INS[m],) if m in STAND_INS else ()))))
     corpus = plan.scope.kind == "list" and not plan.scope.entities and a.operation in (
         "max", "min", "rank", "categories", "screen")
     if corpus:
-        records = await store.collection_facts(pool, catalog.collection_id, concepts, within)
+        records = await store.collection_facts(pool, catalog.collection_id, concepts_read, within)
     else:
         ids = _reading(plan, catalog, a.operation, a.years, a.quarter)
         if a.operation == "trend" and not plan.scope.entities and len(set(a.years)) >= 2:
             ids = _covering(catalog, a.years, ids)
         if not ids:
             return None
-        records = await store.document_facts(pool, ids, concepts)
+        records = await store.document_facts(pool, ids, concepts_read)
     printed: dict[int, list[_Row]] = {}
     for r in _rows(records):
         printed.setdefault(r.doc_id, []).append(r)
     rows_by_doc: dict[int, list[_Row]] = {}
     for d, doc_rows in printed.items():
-        if ratio is None:
+        if formula is None:
             rows_by_doc[d] = measure_rows(a.concept, doc_rows, q.text)
         else:
-            operands = measure_rows(ratio.numerator, doc_rows) + measure_rows(ratio.denominator, doc_rows)
-            rows_by_doc[d] = ratio_rows(ratio, operands)
+            operands = [r for c in concepts(formula) for r in measure_rows(c, doc_rows)]
+            if STAND_INS.keys() & set(concepts(formula)):
+                operands += [r for c in concepts(formula) if c in STAND_INS
+                             for r in measure_rows(STAND_INS[c], doc_rows)]
+            rows_by_doc[d] = formula_rows(formula, operands)
     doc_ids = _one_per_company(list(rows_by_doc), rows_by_doc, catalog, a.years) if corpus else ids
     spec = None
-    if ratio is not None:
-        top = CONCEPT_BY_NAME[ratio.numerator]
-        spec = Concept(name=a.concept, label=ratio.label, printed=(), kinds=top.kinds, unit="ratio", flow=top.flow)
+    if formula is not None:
+        top = CONCEPT_BY_NAME[concepts(formula)[0]]
+        spec = Concept(name=a.concept, label=formula.label, printed=(), chinese=_chinese_names(formula.name),
+                       kinds=top.kinds, unit="ratio", flow=any(CONCEPT_BY_NAME[c].flow for c in concepts(formula)))
     return await _compose(pool, catalog, plan, a, {d: rows_by_doc.get(d, []) for d in doc_ids}, spec)
+
+
+def _chinese_names(metric: str) -> tuple[str, ...]:
+    """A metric's Chinese names (``kb.core.lexicon.METRIC_SYNONYMS``): the first is how a Chinese answer names it."""
+    return tuple(w for w in lx.METRIC_SYNONYMS.get(metric, ()) if lx.is_zh(w))
 
 
 def _one_per_company(doc_ids: Sequence[int], rows_by_doc: Mapping[int, list[_Row]], catalog: Catalog,

@@ -2,19 +2,17 @@
 vocabulary measures (``kb.core.vocab.CONCEPTS``), unit — and, beside it, how a measure a statement does not
 print is had: computed from two it prints (``DERIVED``) or stated by another line (``STANDS_FOR``,
 ``STAND_INS``). How questions name them (English and Chinese) is
-``kb.core.lexicon.METRIC_SYNONYMS``. One calculator evaluates them: ``router.metrics`` for one company (any
-formula), ``router.facts`` across companies for a measure over another of the same period (``RATIOS``, derived
-here from the rows whose formula is one); a new measure is one row.
+``kb.core.lexicon.METRIC_SYNONYMS``. One calculator evaluates them (``router.calc``): ``router.metrics`` for
+one company's fiscal years, ``router.facts`` for each period the reports print, across companies and in
+Chinese; a new measure is one row.
 """
 
 from __future__ import annotations
 
-import re
-
 import msgspec
 
 from kb.core import lexicon as lx
-from kb.core.vocab import CONCEPT_BY_NAME, CONCEPTS, StandsFor, measure_phrases
+from kb.core.vocab import CONCEPTS, StandsFor, measure_phrases
 from router.question import MeasureRef
 
 
@@ -89,49 +87,6 @@ question states wins over these."""
 
 
 METRIC_BY_NAME = {m.name: m for m in CATALOG}
-
-
-class Ratio(msgspec.Struct, frozen=True):
-    """A measure computed as one vocabulary measure over another for the same period (``average``: over the mean
-    of the denominator's balances at the period's start and end)."""
-
-    name: str
-    label: str
-    numerator: str
-    denominator: str
-    percent: bool
-    average: bool = False
-
-
-_QUOTIENT = re.compile(r"^v\((\w+)\) / (v|avg)\((\w+)\)( \* 100)?$")
-
-
-def _ratios() -> tuple[Ratio, ...]:
-    out = []
-    for m in CATALOG:
-        if (q := _QUOTIENT.match(m.formula)) is not None:
-            out.append(Ratio(m.name, m.label, q.group(1), q.group(3), bool(q.group(4)), q.group(2) == "avg"))
-    return tuple(out)
-
-
-def quotient_name(numerator: str, denominator: str, percent: bool) -> str:
-    """How a typed question names one vocabulary measure over another: "a / b", "a / b * 100" in percent."""
-    return f"{numerator} / {denominator}" + (" * 100" if percent else "")
-
-
-def quotient(name: str) -> Ratio | None:
-    """The ratio a ``quotient_name`` states, when both are vocabulary measures (else None)."""
-    percent = name.endswith(" * 100")
-    parts = name.removesuffix(" * 100").split(" / ")
-    if len(parts) != 2 or not all(p in CONCEPT_BY_NAME for p in parts):
-        return None
-    num, den = CONCEPT_BY_NAME[parts[0]], CONCEPT_BY_NAME[parts[1]]
-    return Ratio(name, f"{num.label} {'as a % of' if percent else 'to'} {den.label}", num.name, den.name, percent)
-
-
-RATIOS = _ratios()
-"""The catalogue's rows that are one measure over another: computed per company across a collection."""
-RATIO_BY_NAME = {r.name: r for r in RATIOS}
 
 
 def measure_names() -> dict[str, MeasureRef]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 import datetime as dt
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import asyncpg
@@ -25,6 +25,7 @@ import msgspec
 from kb.core.periods import Period
 from kb.core.vocab import CONCEPT_BY_NAME, Concept, line_concept, question_concept
 from router import store
+from router.calc import Formula, Term, catalog_formula, check, evaluate, quotient
 from router.catalog import Catalog
 from router.facts import (
     FactsAnswer,
@@ -40,32 +41,12 @@ from router.facts import (
     derive,
     money,
 )
-from router.measures import DERIVED, METRIC_BY_NAME, RATIO_BY_NAME, STAND_INS, Metric, quotient
+from router.measures import DERIVED, METRIC_BY_NAME, STAND_INS
 from router.question import Question
 from router.types import ScopePlan
 from router.wording import EN
 
 _LABELS = {"v": "", "opt": "", "avg": "average ", "chg": "change in "}
-
-
-class Term(msgspec.Struct, frozen=True):
-    """One input of a formula: a measure in the asked year (``v``), averaged with the year before (``avg``) or
-    changed from it (``chg``); ``years`` when the question states them ("between FY2019 and FY2020")."""
-
-    fn: str
-    concept: str
-    years: tuple[int, ...] = ()
-
-
-class Formula(msgspec.Struct, frozen=True):
-    """A parsed formula: the expression with its terms as names ``t0``, ``t1``, … and what they stand for."""
-
-    name: str
-    label: str
-    expr: str
-    terms: dict[str, Term]
-    unit: str
-    defined: bool = False  # stated by the question
 
 
 class MetricAsk(msgspec.Struct, frozen=True):
@@ -143,32 +124,10 @@ def parse_formula(text: str, name: str = "metric", label: str = "", unit: str = 
         return None
     source = " ".join(expr)
     try:
-        _check(ast.parse(source, mode="eval"), set(terms))
+        check(ast.parse(source, mode="eval"), set(terms))
     except (SyntaxError, ValueError):
         return None
     return Formula(name, label or name, source, terms, unit, defined=True)
-
-
-def _check(node: ast.AST, names: set[str]) -> None:
-    """Only arithmetic over numbers and the formula's own terms (``abs`` and the term functions)."""
-    for n in ast.walk(node):
-        if isinstance(n, ast.Name) and n.id not in names and n.id != "abs":
-            raise ValueError(n.id)
-        if not isinstance(n, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Call, ast.Load,
-                              ast.Add, ast.Sub, ast.Mult, ast.Div, ast.USub, ast.UAdd)):
-            raise ValueError(type(n).__name__)
-
-
-def _catalog_formula(m: Metric) -> Formula:
-    terms: dict[str, Term] = {}
-
-    def term(match: re.Match[str]) -> str:
-        key = f"t{len(terms)}"
-        terms[key] = Term(match.group(1), match.group(2))
-        return key
-
-    expr = re.sub(r"\b(v|opt|avg|chg)\((\w+)\)", term, m.formula)
-    return Formula(m.name, m.label, expr, terms, m.unit)
 
 
 def definitions(question: str) -> tuple[dict[str, Formula], str]:
@@ -236,16 +195,13 @@ def formula_of(q: Question) -> Formula | None:
         return None
     m = q.measures[0]
     if m.kind == "metric" and m.name in METRIC_BY_NAME:
-        return _catalog_formula(METRIC_BY_NAME[m.name])
+        return catalog_formula(METRIC_BY_NAME[m.name])
     if m.kind != "formula":
         return None
     defined, rest = definitions(q.text)
     if defined and (f := named_formula(rest, defined)) is not None and f.name == m.name:
         return f
-    if (two := quotient(m.name)) is not None:
-        return Formula(m.name, two.label, "t0 / t1 * 100" if two.percent else "t0 / t1",
-                       {"t0": Term("v", two.numerator), "t1": Term("v", two.denominator)}, "%" if two.percent else "x")
-    return None
+    return quotient(m.name)
 
 
 def metric_task(q: Question) -> MetricAsk | None:
@@ -257,7 +213,8 @@ def metric_task(q: Question) -> MetricAsk | None:
         return None  # what the reading could not place: not computed (the text path answers)
     years = sorted({p.year for p in q.periods if p.year})
     moved = q.operation in ("change", "series") or (q.operation == "compare" and len(years) >= 2)
-    if not formula.defined and formula.name in RATIO_BY_NAME and len(years) <= 1 and not moved:
+    if not formula.defined and formula.name in METRIC_BY_NAME and formula.one_over_another\
+            and len(years) <= 1 and not moved:
         return None
     explicit = sorted({y for t in formula.terms.values() for y in t.years})
     if not years and explicit:
@@ -464,30 +421,7 @@ def _evaluate(formula: Formula, year: int, values: _Values) -> _Computed:
             return sum(r.value for r in got) / len(got)
         return got[-1].value - got[0].value
 
-    def walk(node: ast.AST) -> float | None:
-        if isinstance(node, ast.Expression):
-            return walk(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-            return float(node.value)
-        if isinstance(node, ast.Name):
-            return term_value(formula.terms[node.id])
-        if isinstance(node, ast.UnaryOp):
-            x = walk(node.operand)
-            return None if x is None else (-x if isinstance(node.op, ast.USub) else x)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "abs":
-            x = walk(node.args[0])
-            return None if x is None else abs(x)
-        if isinstance(node, ast.BinOp):
-            a, b = walk(node.left), walk(node.right)
-            if a is None or b is None:
-                return None
-            ops: dict[type, Callable[[float, float], float | None]] = {
-                ast.Add: lambda x, y: x + y, ast.Sub: lambda x, y: x - y, ast.Mult: lambda x, y: x * y,
-                ast.Div: lambda x, y: x / y if y else None}
-            return ops[type(node.op)](a, b)
-        raise ValueError(f"unsupported formula node {type(node).__name__}")
-
-    value = walk(ast.parse(formula.expr, mode="eval"))
+    value = evaluate(formula, term_value)
     return _Computed(year, value, tuple(inputs), tuple(dict.fromkeys(missing)))
 
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from kb.core import lexicon as lx
 from kb.core.periods import YEAR, Form, Mention, find_periods, names_period, stated_months, states_range
 from kb.core.vocab import CONCEPT_BY_NAME, company_core, question_concept
-from router.measures import CATALOG, RATIOS, measure_names, quotient, quotient_name
+from router.calc import quotient, quotient_name
+from router.measures import CATALOG, measure_names
 from router.metrics import definitions, named_formula
 from router.question import (
     NO_MEASURE,
@@ -142,8 +143,6 @@ MEASURE_PHRASES = frozenset(phrase for phrase, _ in _MEASURES)
 def _metric_terms() -> dict[str, frozenset[str]]:
     """Each ratio and metric → the measures its formula reads (named beside it, they are its wording)."""
     terms = {m.name: frozenset(re.findall(r"\b(?:v|avg|opt|chg)\((\w+)\)", m.formula)) for m in CATALOG}
-    for ratio in RATIOS:
-        terms.setdefault(ratio.name, frozenset({ratio.numerator, ratio.denominator}))
     return terms
 
 

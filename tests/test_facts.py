@@ -246,7 +246,7 @@ def test_review_findings_operations_dates_and_blank_rows() -> None:
     assert ask("What is Acme's most recent cash balance?").operation == "lookup"  # type: ignore[union-attr]
     ranked = ask("Companies: A, B and C. List their revenue in order from lowest to highest.")
     assert ranked is not None and ranked.operation == "rank"
-    assert ask("比亚迪的资产负债率是多少？").concept == "ratio:debt_to_assets"  # type: ignore[union-attr]
+    assert ask("比亚迪的资产负债率是多少？").concept == "metric:debt_to_assets"  # type: ignore[union-attr]
     assert question_quarters("2024年1-3月的营业收入") == {1}
     blank_section = "\n".join(["1、合并资产负债表", "2024年 02月 30日", "单位：元", "|项目|期末余额|期初余额|",
                                "|---|---|---|", "|流动资产：| | |", "|货币资金|1,000.00|900.00|",

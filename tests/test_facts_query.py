@@ -248,6 +248,25 @@ async def test_one_definition_of_a_ratio_across_companies(filings: Runtime) -> N
                                                                           "2023-12-31") in used, used
 
 
+async def test_every_metric_of_the_measure_table_is_computed_across_companies(filings: Runtime) -> None:
+    """One calculator: a metric that is not one measure over another (free cash flow: operating cash flow less
+    capital expenditure; working capital: a difference of two balances) is ranked across companies as it is
+    computed for one, each figure cited to the lines it uses."""
+    body = await ask_json(filings, "Which of Acme Holdings, Bolt and Cinder generated the most free cash flow in 2023?")
+    answer = body["answer"]
+    assert answer.startswith("Highest free cash flow, 2023, over 3 companies:"), answer
+    assert "Bolt Corp has the highest free cash flow: $1,320 thousand" in answer, answer  # 1,350 − 30
+    assert "Cinder Ltd: −$15 thousand" in answer and "Acme Holdings, Inc.: −$405 thousand" in answer, answer
+    used = {(f["doc_name"], f["line_item"]) for f in body["facts"]}
+    assert ("bolt-2023.txt", "Purchases of property and equipment") in used, used
+    body = await ask_json(filings, "Rank Acme Holdings, Bolt and Cinder by working capital at the end of 2023.")
+    answer = body["answer"]
+    assert answer.startswith("Ranking by working capital, 2023, over 3 companies:"), answer
+    order = [answer.index(x) for x in ("Bolt Corp: $1,200 thousand", "Acme Holdings, Inc.: $270 thousand",
+                                       "Cinder Ltd: $75 thousand")]
+    assert order == sorted(order), answer  # 3,200 − 2,000; 720 − 450; 200 − 125
+
+
 def _llm_pipeline(rt: Runtime, fake: Any) -> Any:
     import dataclasses
 

@@ -53,3 +53,15 @@ async def test_a_measure_asked_in_english_over_chinese_reports(reports: Runtime)
         body = r.json()
         assert r.status_code == 200 and not body["facts"], body["answer"]
         assert not body["trace"]["question"]["measures"], body["trace"]["question"]
+
+
+async def test_a_metric_of_the_one_measure_table_is_computed_and_named_in_chinese(reports: Runtime) -> None:
+    """A catalogue metric is one row of the measure table: asked in Chinese it is computed from the reports' lines
+    (a difference as well as a ratio) and named by its Chinese name."""
+    async with app_client(create_app(runtime=reports, run_worker=False)) as client:
+        body = (await client.post("/kb/query", json={"query": "德赛电池的营运资金是多少？"})).json()
+        assert body["answer"].startswith("德赛电池的营运资金：2,000万元（截至2024年3月31日）"), body["answer"]
+        assert {f["line_item"] for f in body["facts"]} == {"流动资产合计", "流动负债合计"}, body["facts"]
+        body = (await client.post("/kb/query", json={"query": "德赛电池和华胜天成哪家的净利率更高？"})).json()
+        verdict = body["answer"].strip().split("\n")[-1]
+        assert verdict.startswith("德赛电池的净利率最高：-0.80%"), body["answer"]  # −32,954,030.06 / 4,094,687,499.12

@@ -206,7 +206,7 @@ def test_one_measure_over_another_is_one_formula() -> None:
     q = _q("Tessaract's R&D expense as a share of revenue for fiscal 2022?")
     assert [(m.name, m.kind) for m in q.measures] == [("rd_expense / revenue * 100", "formula")]
     a = task(q)
-    assert a is not None and a.concept == "ratio:rd_expense / revenue * 100" and a.operation == "lookup"
+    assert a is not None and a.concept == "metric:rd_expense / revenue * 100" and a.operation == "lookup"
     q = _q("晨光文具2023年销售费用占营业收入的比例是多少？", ZH_FIRMS)
     assert q.measures[0].kind == "formula" and q.measures[0].name.endswith("/ revenue * 100")
 
