@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 import structlog
 
+from kb.core import lexicon as lx
 from kb.core import periods, vocab
 from kb.core.errors import LLMError, ValidationError
 from kb.core.providers import ChatModel
@@ -44,6 +45,7 @@ class QuestionPeriod(msgspec.Struct, frozen=True):
     latest: bool = False  # "latest", "most recent", "current"
     implied: tuple[str, ...] = ()  # types the wording implies when none is named ("earnings", "8k")
     calendar_named: bool = False  # a bare "Q3 2023": the year names the calendar year, not the fiscal label
+    forward: bool = False  # about a plan or forecast ("guidance for 2024"): an earlier report states it
 
 
 def implied_types(question: str) -> tuple[str, ...]:
@@ -59,8 +61,10 @@ def question_period(question: str) -> QuestionPeriod:
     types = [vals[0] for pattern, vals in vocab.QUESTION_TYPES if pattern.search(question)]
     latest = bool(periods.LATEST.search(question))
     bare = bool(quarters and years and not fiscal)
+    low = question.lower()
+    forward = any(re.search(rf"(?<![a-z]){re.escape(w)}(?![a-z])", low) for w in lx.FORWARD_LOOKING)
     return QuestionPeriod(tuple(sorted(years)), tuple(sorted(quarters)), tuple(types), latest,
-                          implied=() if types else implied_types(question), calendar_named=bare)
+                          implied=() if types else implied_types(question), calendar_named=bare, forward=forward)
 
 
 def calendar_named_year(meta: Mapping[str, Any]) -> int | None:
@@ -101,7 +105,9 @@ def period_prior(period: QuestionPeriod, meta: Mapping[str, Any], years_present:
     """How well a document's period and type fit the question (0 to ~2), with the reason.
 
     A stated fiscal year decides: the latest stated year some document has fully (or, when none has
-    one, the closest earlier year: a forecast for FY2023 lives in the FY2022 report), other stated years partly (the
+    one, the closest later year within the years a report restates as comparatives — FY2022's figure is in the
+    FY2023 report — except for a plan or forecast, which lives in an earlier report: FY2023's guidance in the
+    FY2022 report; else the closest earlier year), other stated years partly (the
     newest report carries earlier years as comparatives). A stated quarter or type adds; without a
     stated type, annual reports are preferred for annual questions and quarterly ones for quarter
     questions; without a stated year, newer documents are preferred (the latest report is current).
@@ -117,8 +123,11 @@ def period_prior(period: QuestionPeriod, meta: Mapping[str, Any], years_present:
         if stated_present:  # "as of FY2021, … expected payments in 2024": 2021 is the document's year
             target = max(stated_present)
         else:
-            earlier = [y for y in years_present if y < max(period.years)]
-            target = max(earlier) if earlier else max(period.years)
+            asked = max(period.years)
+            earlier = [y for y in years_present if y < asked]
+            later = [y for y in years_present if asked < y <= asked + ROUTING.comparative_years]
+            target = min(later) if later and not period.forward else max(earlier) if earlier else \
+                min(later) if later else asked
         if year == target:
             boost += ROUTING.year_exact
             why.append(f"year {year}")

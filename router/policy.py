@@ -86,6 +86,8 @@ class RoutingPolicy:
     """Period prior: the stated year (the latest one some document has) …"""
     year_other_stated: float = 0.7
     """… another stated year (the newest report carries earlier years as comparatives)."""
+    comparative_years: int = 2
+    """A year no report is of: a report at most this many years later restates it as a comparative."""
     quarter: float = 0.4
     doc_type: float = 0.5
     """A stated document type (10-K, 10-Q, 8-K, earnings release)."""

@@ -287,6 +287,30 @@ def test_a_bare_quarter_names_the_calendar_year(question: str, winner: str) -> N
     assert max(scores, key=scores.get) == winner and scores["fy24"] != scores["fy23"], scores
 
 
+_K16 = {"fiscal_year": 2016, "doc_type": "10k", "period_end_date": "2016-06-30"}
+_K23 = {"fiscal_year": 2023, "doc_type": "10k", "period_end_date": "2023-06-30"}
+_K20 = {"fiscal_year": 2020, "doc_type": "10k", "period_end_date": "2020-12-31"}
+
+
+@pytest.mark.parametrize(("question", "metas", "winner"), [
+    # a year no report is of: the later report restates it as a comparative …
+    ("What were Contoso's basic earnings per share for fiscal 2022?", {"k16": _K16, "k23": _K23}, "k23"),
+    ("How much did Contoso spend on research in FY2021?", {"k16": _K16, "k23": _K23}, "k23"),
+    # … a plan or forecast for it is stated in an earlier one
+    ("What revenue growth did Contoso expect for fiscal 2022?", {"k20": _K20, "k23": _K23}, "k20"),
+    ("Contoso's capital expenditure guidance for 2021?", {"k20": _K20, "k23": _K23}, "k20"),
+    # too far from any later report: the closest earlier one
+    ("What was Contoso's revenue in 2019?", {"k16": _K16, "k23": _K23}, "k16"),
+])
+def test_a_year_no_report_is_of_is_read_in_the_report_that_states_it(question: str, metas: dict, winner: str) -> None:
+    from router.metadata import doc_year, period_prior, question_period
+
+    period = question_period(question)
+    years = sorted({y for m in metas.values() if (y := doc_year(period, m)) is not None})
+    scores = {k: period_prior(period, m, years)[0] for k, m in metas.items()}
+    assert max(scores, key=scores.get) == winner and len(set(scores.values())) > 1, scores
+
+
 def test_a_company_named_by_its_web_address_is_found_by_its_name() -> None:
     from router.metadata import KnownValues, match_offline
 
