@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import asyncpg
@@ -767,19 +767,25 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, q: Question, p
         if not ids:
             return None
         records = await store.document_facts(pool, ids, concepts_read)
-    printed: dict[int, list[_Row]] = {}
-    for r in _rows(records):
-        printed.setdefault(r.doc_id, []).append(r)
-    rows_by_doc: dict[int, list[_Row]] = {}
-    for d, doc_rows in printed.items():
-        if formula is None:
-            rows_by_doc[d] = measure_rows(a.concept, doc_rows, q.text)
-        else:
-            operands = [r for c in concepts(formula) for r in measure_rows(c, doc_rows)]
-            if STAND_INS.keys() & set(concepts(formula)):
-                operands += [r for c in concepts(formula) if c in STAND_INS
-                             for r in measure_rows(STAND_INS[c], doc_rows)]
-            rows_by_doc[d] = formula_rows(formula, operands)
+    def measured(records: Sequence[asyncpg.Record]) -> dict[int, list[_Row]]:
+        printed: dict[int, list[_Row]] = {}
+        for r in _rows(records):
+            printed.setdefault(r.doc_id, []).append(r)
+        out: dict[int, list[_Row]] = {}
+        for d, doc_rows in printed.items():
+            if formula is None:
+                out[d] = measure_rows(a.concept, doc_rows, q.text)
+            else:
+                operands = [r for c in concepts(formula) for r in measure_rows(c, doc_rows)]
+                if STAND_INS.keys() & set(concepts(formula)):
+                    operands += [r for c in concepts(formula) if c in STAND_INS
+                                 for r in measure_rows(STAND_INS[c], doc_rows)]
+                out[d] = formula_rows(formula, operands)
+        return out
+
+    rows_by_doc = measured(records)
+    if not corpus and a.operation == "lookup" and a.years:
+        ids = await _stating_year(pool, catalog, ids, rows_by_doc, a.years, concepts_read, measured)
     doc_ids = _one_per_company(list(rows_by_doc), rows_by_doc, catalog, a.years) if corpus else ids
     spec = None
     if formula is not None:
@@ -787,6 +793,37 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, q: Question, p
         spec = Concept(name=a.concept, label=formula.label, printed=(), chinese=_chinese_names(formula.name),
                        kinds=top.kinds, unit="ratio", flow=any(CONCEPT_BY_NAME[c].flow for c in concepts(formula)))
     return await _compose(pool, catalog, plan, a, {d: rows_by_doc.get(d, []) for d in doc_ids}, spec)
+
+
+async def _stating_year(pool: asyncpg.Pool, catalog: Catalog, ids: Sequence[int],
+                        rows_by_doc: dict[int, list[_Row]], years: Sequence[int], concepts_read: Sequence[str],
+                        measured: Callable[[Sequence[asyncpg.Record]], dict[int, list[_Row]]]) -> list[int]:
+    """A look-up of a stated year whose report states no figure of that year (routing picked the company's 8-K
+    of the year; the balance at June 30, 2022 is printed in the FY2023 10-K): the company's report that does —
+    an annual report first, then the latest — in its place (its rows added to ``rows_by_doc``)."""
+    out = list(ids)
+    for i, d in enumerate(ids):
+        if any(_in_years(r, catalog, years) for r in rows_by_doc.get(d, [])):
+            continue
+        others = [x for x in catalog.company_reports(d) if x not in ids]
+        if not others:
+            continue
+        found = measured(await store.document_facts(pool, others, list(concepts_read)))
+        stating = [x for x in others if any(_in_years(r, catalog, years) for r in found.get(x, []))]
+        if not stating:
+            continue
+        meta = catalog.metadata(stating)
+        best = max(stating, key=lambda x: (str(meta.get(x, {}).get("doc_type") or "") in ("10k", "annual_report"),
+                                           str(meta.get(x, {}).get("period_end_date") or "")))
+        rows_by_doc[best] = found[best]
+        out[i] = best
+    return list(dict.fromkeys(out))
+
+
+def _in_years(r: _Row, catalog: Catalog, years: Sequence[int]) -> bool:
+    """Is the row of one of the stated years (fiscal, or its period ending in one)?"""
+    fields = catalog.docs.get(r.doc_id)
+    return _fiscal_year(r, fields.metadata if fields else {}) in years or r.period_end.year in years
 
 
 def _chinese_names(metric: str) -> tuple[str, ...]:
