@@ -35,6 +35,10 @@ lookup     | gross_margin        | What gross margin did Quillon post in fiscal 
 lookup     | revenue             | 晨光文具2023年的营收是多少？
 max        | net_income_parent   | 这几家公司里哪家2022年归母净利润最高？
 rank       | cfo                 | 把这几家公司按2023年经营现金流从低到高排个序
+lookup     | cfo                 | How much cash did Quillon burn in operations during the first half of 2023?
+lookup     | cfo                 | What was Marlow's operating cash burn in fiscal 2022?
+lookup     | capex               | How much did Tessaract spend on property and equipment in 2021?
+lookup     | capex               | What were Harbor Freight's purchases of property and equipment last year?
 """
 """operation | measure | question: one line a case."""
 
