@@ -270,11 +270,17 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
                                                for p in kept):
             kept = []  # a plan was the best passage, and nothing left is about the year asked
         picked = kept
+        # "what does it guide to for 2024": the plan, not the year's actuals; a figure asked plainly: the
+        # figure reported, not a plan
+        ahead = forward_looking(question)
+        if ahead or _WANTS_NUMBER.search(question):
+            picked.sort(key=lambda p: forward_looking(p[2]) != ahead)
         if not picked:
             return _not_stated(question, chunks, _concept_name(concept, question, w) if concept else
                                (_unmentioned(question, chunks) or w.figure_asked), w)
         k = next((i for i, p in enumerate(picked) if len(_PROSE_WORD.findall(p[2])) >= 4), 0)
-        (lead_ci, _, lead) = picked.pop(k)
+        (lead_ci, lead_si, lead) = picked.pop(k)
+        lead = _completed(lead, chunks[lead_ci], lead_si)
     support = picked[: max_sentences - 1]
     text = f"{readable(lead)} [{lead_ci + 1}]"
     if support:
@@ -284,6 +290,17 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
     return Answer(text=text, citations=tuple(
         _citation(i, chunks[i - 1], _quotes(support, i - 1, *([lead_quote] if i - 1 == lead_ci else [])))
         for i in markers), mode="extractive")
+
+
+def _completed(sentence: str, chunk: RetrievedChunk, index: int) -> str:
+    """A clause cut at a semicolon read with the clause that completes it ("… requires a ratio below 3.5x;" +
+    "the ratio was 2.1x."): a limit alone is not the figure."""
+    if not sentence.rstrip().endswith((";", "；")):
+        return sentence
+    following = split_sentences(_HEADING_LINE.sub("", chunk.text))[index + 1: index + 2]
+    if following and (following[0][:1].islower() or lx.is_zh(following[0][:1])):
+        return f"{sentence} {following[0]}"
+    return sentence
 
 
 def _states(concept: str, chunks: Sequence[RetrievedChunk], row: RowMatch | None) -> bool:
@@ -479,7 +496,14 @@ def readable(text: str) -> str:
 def _plan_for_another_year(sentence: str, asked: set[int]) -> bool:
     """A forward-looking sentence ("we expect …") about years none of which the question asks for."""
     said = {int(y) for y in _SENTENCE_YEAR.findall(sentence)}
-    return bool(asked and said and not asked & said and any(wd in sentence.lower() for wd in lx.FORWARD_LOOKING))
+    return bool(asked and said and not asked & said and forward_looking(sentence))
+
+
+def forward_looking(text: str) -> bool:
+    """Does the text speak of a plan, a forecast or guidance (``kb.core.lexicon.FORWARD_LOOKING``, as words)?"""
+    low = text.lower()
+    return any((wd in low) if lx.is_zh(wd) else re.search(rf"(?<![a-z]){re.escape(wd)}(?![a-z])", low)
+               for wd in lx.FORWARD_LOOKING)
 
 
 class AskedKind(msgspec.Struct, frozen=True):
@@ -488,6 +512,16 @@ class AskedKind(msgspec.Struct, frozen=True):
 
     kind: str
     thing: str = ""
+    cue: str = ""  # the question's word for it ("cost", "pay", "how many")
+
+    def governed_in(self, sentence: str) -> bool:
+        """Does the asked word itself state the figure ("the incident cost $12.4 million", "paid $40 million")?
+        A sentence where another verb does ("reduced operating income by $9.1 million") answers less."""
+        if self.kind != "money" or not self.cue.isalpha():
+            return False
+        stem = re.escape(self.cue[:-1] if self.cue.endswith("s") else self.cue)
+        return bool(re.search(rf"(?i)\b{stem}\w*\s+(?:(?:of|about|approximately|roughly|nearly|us)\s+)?"
+                              rf"(?:US)?[$€£¥]\s?\d", sentence))
 
     def stated_in(self, sentence: str) -> bool:
         if self.kind == "money":
@@ -509,8 +543,9 @@ def asked_kind(question: str) -> AskedKind | None:
             at = low.find(cue)
             if at < 0 or (cue.isascii() and not re.search(rf"\b{re.escape(cue)}\b", low)):
                 continue
-            if kind != "count":
-                return AskedKind(kind)
+            if kind != "count":  # the question's verb for it, when it has one ("how much did it cost")
+                verb = next((c for c in cues if c.isalpha() and re.search(rf"\b{c}\b", low)), cue)
+                return AskedKind(kind, cue=verb)
             after = [w for w in re.findall(r"[a-z][\w-]*", low[at + len(cue):])[:4] if w not in lx.STOP_WORDS]
             noun = next((w for w in after if w.endswith("s") and len(w) > 3), after[0] if after else "")
             return AskedKind("count", noun)
@@ -525,13 +560,21 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
     naming = _naming(chunks)
     naming |= question_names(question)  # the company the question names routed it too: not the answer's words
     weight = {t: (0.3 if t in naming else 1.0) for t in q}
+    if (concept := question_concept(question)) and not lx.is_zh(question):
+        # the measure as statements write it ("EPS": diluted earnings per share), at half the question's weight
+        for t in set(tokenize(CONCEPT_BY_NAME[concept].label)) - q:
+            weight[t] = 0.5
+            q.add(t)
     if wants_number is None:
         wants_number = bool(_WANTS_NUMBER.search(question))
     df: dict[str, int] = {}
     sentences: list[tuple[int, int, str]] = []
+    before: dict[tuple[int, int], set[str]] = {}  # the words of the sentence before (its subject, often)
     for ci, c in enumerate(chunks):
         body = _HEADING_LINE.sub("", c.text)
+        prev: set[str] = set()
         for si, s in enumerate(split_sentences(body)):
+            before[(ci, si)], prev = prev, set(tokenize(s))
             # Chinese has no spaces; a short table row ("2024 1,097 862") counts when it prints figures
             if len(s) < 12 or (len(s.split()) < 4 and not _CJK_RUN.search(s) and len(_NUMBER.findall(s)) < 3):
                 continue
@@ -547,12 +590,16 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
         if not overlap:
             continue
         score = sum(weight[t] * math.log(1 + n / df.get(t, 1)) for t in overlap)
+        # "… a ransomware attack encrypted servers. … the incident cost $12.4 million": the subject, named before
+        score += 0.5 * sum(weight[t] * math.log(1 + n / df.get(t, 1)) for t in (q & before[(ci, si)]) - toks)
         score /= math.sqrt(max(len(toks), 4)) ** 0.5
         if wants_number and any(n not in question for n in _NUMBER.findall(s)):
             score *= 1.4  # a figure the question does not already contain
         score *= 1.0 + 0.5 / (1 + ci)  # better-ranked evidence first: retrieval already weighed the chunk
         if kind is not None and kind.stated_in(s):
             score *= 2.0  # a figure of the kind asked: a count of the asked thing, an amount of money, a share
+            if kind.governed_in(s):
+                score *= 1.5  # … stated by the question's own word for it
         scored.append((score, ci, si, s))
     scored.sort(key=lambda x: -x[0])
     picked: list[tuple[int, int, str]] = []

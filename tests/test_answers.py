@@ -289,3 +289,22 @@ def test_a_plan_for_another_year_gives_way_to_the_figures_read() -> None:
     chunk = _chunk(1, text, "pelican-2021.pdf")
     answer = extractive_answer("How much did Pelican Bay expect to pay in benefits in 2024?", [chunk])
     assert "1,097" in answer.text.split("\n")[0] and "$200 million" not in answer.text.split("\n")[0], answer.text
+
+
+def test_a_question_about_a_plan_leads_with_the_plan() -> None:
+    """"What does it guide to / expect for next year" is answered by the forward-looking sentence, not by the
+    year's actual figure that shares more words with the question."""
+    text = ("Net sales rose 6% to $1,210 million and diluted earnings per share were $2.45. "
+            "For 2025 we expect diluted earnings per share between $2.60 and $2.75.")
+    chunk = _chunk(1, text, "orchard-2024.pdf")
+    for question in ("What diluted EPS range does Orchard Lane guide to for 2025?",
+                     "What diluted earnings per share does Orchard Lane expect next year?"):
+        answer = extractive_answer(question, [chunk])
+        assert answer.text.startswith("For 2025 we expect diluted earnings per share"), (question, answer.text)
+    answer = extractive_answer("What were Orchard Lane's diluted earnings per share?", [chunk])
+    assert answer.text.startswith("Net sales rose 6%"), answer.text
+    from router.synthesize import forward_looking
+
+    assert forward_looking("We target a 40% payout in 2026.") and forward_looking("Guidance for 2025 is unchanged.")
+    assert not forward_looking("Leverage ended the year at 2.9x, within our target range.")
+    assert not forward_looking("The guidelines of the board were followed.")

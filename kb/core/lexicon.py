@@ -222,8 +222,8 @@ DECIMALS = re.compile(r"(?i)\b(?:(?:to|in|with|rounded to|round(?:ed)? to|at)\s+
 DECIMAL_WORDS: Mapping[str, int] = {"zero": 0, "no": 0, "one": 1, "two": 2, "three": 3, "four": 4, "一": 1, "二": 2,
                                     "两": 2, "三": 3, "四": 4}
 
-FORWARD_LOOKING = ("expect", "expects", "expected", "guidance", "outlook", "forecast", "anticipate", "plan to",
-                   "target", "预计", "预期", "展望", "计划")
+FORWARD_LOOKING = ("expect", "expects", "expected", "guidance", "guide", "guides", "guided", "outlook", "forecast",
+                   "anticipate", "plan to", "we target", "targeting", "our target for", "预计", "预期", "展望", "计划")
 """Words of a sentence about the future: its figure is a plan for its year, never the figure of another year."""
 
 ASKED_KIND: Mapping[str, tuple[str, ...]] = {
