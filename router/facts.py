@@ -511,6 +511,8 @@ def compose(ask_: MeasureAsk, docs: Sequence[_Doc], rows_by_doc: Mapping[int, li
                 names=sep.join(tied), verb="have" if len(tied) > 1 else "has", label=label,
                 word=ww.highest if ask_.operation == "max" else ww.lowest, value=w.value(top[1]),
                 period=w.period(top[1]), cite=w.cite(top[1])))
+            if missing:  # the verdict covers the ones found only, and says so
+                lines[-1] = lines[-1][:-1] + ww.among_found.format(n=len(picked), total=len(docs))
         ascending = ask_.operation == "min" or ask_.ascending
         if ascending and ask_.operation == "rank":
             ordered.reverse()
@@ -787,6 +789,8 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, q: Question, p
     if not corpus and a.operation == "lookup" and a.years:
         ids = await _stating_year(pool, catalog, ids, rows_by_doc, a.years, concepts_read, measured)
     doc_ids = _one_per_company(list(rows_by_doc), rows_by_doc, catalog, a.years) if corpus else ids
+    if corpus:  # a company whose statements state no such figure is named, not silently left out
+        doc_ids = [*doc_ids, *_without_figure(catalog, doc_ids, within, a.years)]
     spec = None
     if formula is not None:
         top = CONCEPT_BY_NAME[concepts(formula)[0]]
@@ -824,6 +828,28 @@ def _in_years(r: _Row, catalog: Catalog, years: Sequence[int]) -> bool:
     """Is the row of one of the stated years (fiscal, or its period ending in one)?"""
     fields = catalog.docs.get(r.doc_id)
     return _fiscal_year(r, fields.metadata if fields else {}) in years or r.period_end.year in years
+
+
+def _without_figure(catalog: Catalog, found: Sequence[int], within: Sequence[int] | None,
+                    years: Sequence[int]) -> list[int]:
+    """The companies of the collection (or of the filter ``within``) none of whose reports gave a figure: for
+    each, its report of a stated year, else its latest one (documents without a company are not companies)."""
+    def company(d: int) -> str:
+        fields = catalog.docs.get(d)
+        name = str(fields.metadata.get("company") or "") if fields else ""
+        return company_core(catalog.known.entity(name)) if name else ""
+
+    have = {company(d) for d in found}
+    groups: dict[str, list[int]] = {}
+    for d in (within if within is not None else catalog.docs):
+        if (c := company(d)) and c not in have:
+            groups.setdefault(c, []).append(d)
+    out = []
+    for ds in groups.values():
+        meta = catalog.metadata(ds)
+        of_year = [d for d in ds if meta.get(d, {}).get("fiscal_year") in years] or ds
+        out.append(max(of_year, key=lambda d: str(meta.get(d, {}).get("period_end_date") or "")))
+    return sorted(out)
 
 
 def _chinese_names(metric: str) -> tuple[str, ...]:

@@ -176,8 +176,11 @@ async def _facts_answer(chat: ChatModel, question: str, chunks: Sequence[Retriev
             cites = tuple(c for c in ans.citations if c.marker != k + 1)  # the computed block is not a source
             return msgspec.structs.replace(ans, mode="facts_llm", citations=cites)
     text, cites = facts.text, list(facts.citations)
-    if chunks and (plan is None or plan.scope.kind == "single"):
-        picked = best_sentences(question, chunks, 2)  # the figures lead; at most two supporting sentences
+    read = {r.doc_id for r in facts.used}  # supporting sentences from the reports the figures come from
+    at = [i for i, c in enumerate(chunks) if c.doc_id in read or not read]
+    if at and (plan is None or plan.scope.kind == "single"):
+        # the figures lead; at most two supporting sentences
+        picked = [(at[ci], si, s) for ci, si, s in best_sentences(question, [chunks[i] for i in at], 2)]
         if picked:
             text += f"\n{w.supporting}\n" + "\n".join(f"- {readable(s)} [{k + ci + 1}]" for ci, _, s in picked)
             cites += [_citation(k + ci + 1, chunks[ci], _quotes(picked, ci)) for ci in sorted({ci for ci, _, _ in picked})]

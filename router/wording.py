@@ -20,6 +20,7 @@ class Words(msgspec.Struct, frozen=True):
     per_share: str
     shares: str
     verdict: str  # {names} {verb} the {word} {label}: {value} {period} {cite}
+    among_found: str  # after a verdict that covers only the companies whose figure was found ({n} of {total})
     highest: str
     lowest: str
     ascending: str
@@ -77,6 +78,7 @@ class Words(msgspec.Struct, frozen=True):
 EN = Words(
     lang="en", at="at {date}", year_ended="for the year ended {date}", months_ended="for the {m} months ended {date}",
     per_share=" per share", shares=" shares", verdict="{names} {verb} the {word} {label}: {value} {period} {cite}.",
+    among_found=" — among the {n} of {total} whose figure was found.",
     highest="highest", lowest="lowest", ascending="ascending", descending="descending",
     by_company_ordered="{label} by company, in {order} order:", by_company="{label} by company:",
     grouped="Grouped by {label}:", none="(none)", missing="No {label} figure was found in the statements of: {docs}.",
@@ -106,6 +108,7 @@ EN = Words(
 ZH = Words(
     lang="zh", at="（截至{date}）", year_ended="（{year}年度）", months_ended="（截至{date}的{m}个月）",
     per_share="/股", shares="股", verdict="{names}的{label}{word}：{value}{period}{cite}。",
+    among_found="（仅限找到数据的{n}家，共{total}家）。",
     highest="最高", lowest="最低", ascending="升序", descending="降序",
     by_company_ordered="各公司{label}（{order}）：", by_company="各公司{label}：", grouped="按{label}分组：",
     none="（无）", missing="以下文档的报表中未找到{label}：{docs}。", more="等，另有{n}份", lookup="{figure}。",

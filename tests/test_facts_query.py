@@ -196,7 +196,7 @@ async def test_which_year_question_naming_no_company_reads_the_company_whose_rep
     answer = body["answer"]
     assert "- The largest increase: 2023 vs 2022, increased by $300 thousand (+25.00%)" in answer, answer
     assert "$1,000 thousand for the year ended December 31, 2021" in answer
-    assert {c["doc_name"] for c in body["citations"]} == {"acme-2022.txt", "acme-2023.txt"}
+    assert {c["doc_name"] for c in body["citations"]} == {"acme-2022.txt", "acme-2023.txt"}, answer
 
 
 async def test_a_computed_answer_the_reading_disagrees_with_states_no_verdict(filings: Runtime) -> None:
