@@ -175,6 +175,24 @@ def header_periods(text: str, kind: str, doc: _Doc) -> list[Period]:
     return [msgspec.structs.replace(p, months=doc.months or 12) for p in out]
 
 
+def _spans_by_size(periods: list[Period], values: Sequence[str]) -> list[Period]:
+    """The header's spans checked against the first row's figures: a PDF may read "Nine Months Ended" above
+    "Three Months Ended" when the two stand side by side a point apart, and a year-to-date column then reads
+    as the quarter. When every figure of the first row (all positive: sales) is smaller under the longer span
+    than at the same place under the shorter one, the spans are swapped."""
+    spans = [p.months for p in periods]
+    groups = sorted(set(spans))
+    numbers = [_number(v) for v in values[: len(periods)]]
+    if len(groups) != 2 or len(numbers) != len(periods) or any(n is None or n <= 0 for n in numbers):
+        return periods
+    short = [n for n, m in zip(numbers, spans, strict=True) if m == groups[0]]
+    long = [n for n, m in zip(numbers, spans, strict=True) if m == groups[1]]
+    if len(short) != len(long) or not all(b < a for a, b in zip(short, long, strict=True)):  # type: ignore[operator]
+        return periods
+    swap = {groups[0]: groups[1], groups[1]: groups[0]}
+    return [msgspec.structs.replace(p, months=swap[p.months]) for p in periods]
+
+
 def _is_header(line: str) -> bool:
     """A line of dates, years and period words (the column header), not a labelled row."""
     if not (_YEAR.search(line) or _DATE.search(line) or _DURATION.search(line)):
@@ -318,7 +336,7 @@ class _Table:
         if self.pending:
             resolved = self._resolve(count)
             if resolved:
-                self.periods, self.pending = resolved, []
+                self.periods, self.pending = _spans_by_size(resolved, trailing_values(stripped)), []
             elif self.periods:  # a fragment that fits no column count keeps the header in force
                 self.pending = []
             # else: the header waits for a row whose figures fit it (a first row with a merged column)
@@ -479,7 +497,9 @@ class _Table:
         bare = label.strip().lower().rstrip(":").strip()
         per_share_context = bool(_PER_SHARE.search(self.context))
         if self.kind == "income" and not _NOT_A_COUNT.search(label) and (_WEIGHTED.search(label) or (
-                bare in _BASIC_DILUTED and _WEIGHTED_CONTEXT.search(self.context) and not per_share_context)):
+                bare in _BASIC_DILUTED and _WEIGHTED_CONTEXT.search(self.context)
+                and (not per_share_context or _WEIGHTED.search(self.context)))):
+            # "Basic" under "Weighted-average shares used in computation of earnings per share:" is a count
             # "Weighted average shares outstanding – basic", "Basic" under "Weighted average number of … shares:"
             basic, diluted = bool(re.search(r"\bbasic\b", bare)), bool(re.search(r"\bdilut(?:ed|ion|ive)\b", bare))
             if basic and diluted:

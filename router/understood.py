@@ -8,6 +8,7 @@ it says what could not be determined and lists the figures it found, each cited.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Mapping, Sequence
 
@@ -47,7 +48,8 @@ def _names_one(a: str, b: str, *, formula: bool) -> bool:
 
 
 class Why(msgspec.Struct, frozen=True):
-    """Why a computed answer does not answer the question as read: ``kind`` unknown | measure | operation | span,
+    """Why a computed answer does not answer the question as read: ``kind`` unknown | measure | operation | span |
+    period,
     what was asked and what was computed."""
 
     kind: str
@@ -66,6 +68,7 @@ _WHY_EN = {
     "measure": "the figure asked ({asked}) is not the one computed ({computed})",
     "operation": "the question asks for {asked}, not {computed}",
     "span": "the question asks for {asked} months; the figures found cover {computed} months",
+    "period": "the question asks for {asked}; the figures found are for {computed}",
     "ops": {"group": "groups", "series": "a series over periods", "change": "a change between periods",
             "screen": "the companies past a bound", "lookup": "a look-up", "compare": "a comparison",
             "max": "the highest", "min": "the lowest", "rank": "a ranking", "trend": "a trend",
@@ -76,6 +79,7 @@ _WHY_ZH = {
     "measure": "所问指标（{asked}）不是算出的指标（{computed}）",
     "operation": "问题问的是{asked}，而非{computed}",
     "span": "问题问的是{asked}个月的数字，找到的数字为{computed}个月",
+    "period": "问题问的是{asked}，找到的数字为{computed}",
     "ops": {"group": "分组", "series": "各期数字", "change": "两期之间的变化", "screen": "超过某一界限的公司",
             "lookup": "单一数字", "compare": "比较", "max": "最高者", "min": "最低者", "rank": "排名", "trend": "趋势",
             "categories": "分组", "metric": "指标"},
@@ -101,7 +105,7 @@ def disagreement(q: Question, computed: FactsAnswer) -> Why | None:
         return None
     if q.operation not in OPERATIONS.get(ask.operation, frozenset({ask.operation})):
         return Why("operation", q.operation or "", ask.operation)
-    return _span(q, computed.used)
+    return _span(q, computed.used) or _quarter(q, computed.used)
 
 
 def _same_line(asked: set[str], used: Sequence[FactUsed]) -> bool:
@@ -128,6 +132,26 @@ def _span(q: Question, used: Sequence[FactUsed]) -> Why | None:
             len(short) == len(flows) or q.operation in ("max", "min", "rank", "compare", "group", "screen")):
         return Why("span", "12", str(short[0].months))
     return None
+
+
+QUARTER_REACH = (dt.timedelta(days=190), dt.timedelta(days=62))
+"""How far before and after a calendar quarter's end a fiscal quarter of that name may end: a fiscal year ending
+in June names its first quarter (July–September) after the next calendar year; one ending in January its third
+quarter (to October) after the calendar year it mostly falls in."""
+
+
+def _quarter(q: Question, used: Sequence[FactUsed]) -> Why | None:
+    """A stated quarter ("Q4 2023") answered with a figure of another quarter (the first quarter's, the only
+    one the reports print)."""
+    asked = [p for p in q.periods if p.year and p.quarter]
+    if len(asked) != 1 or q.operation not in ("lookup", "compare") or not used:
+        return None
+    p = asked[0]
+    end = dt.date(p.year, 3 * p.quarter, 30 if p.quarter in (2, 3) else 31)  # type: ignore[arg-type]
+    if any(end - QUARTER_REACH[0] <= u.period_end <= end + QUARTER_REACH[1] for u in used):
+        return None
+    first = used[0]
+    return Why("period", f"Q{p.quarter} {p.year}", f"the period to {first.period_end.isoformat()}")
 
 
 def abstained(computed: FactsAnswer, why: Why, lang: str) -> FactsAnswer:

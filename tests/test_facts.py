@@ -89,6 +89,34 @@ def test_quarter_columns_take_their_length_from_the_header() -> None:
                    ("2021-12-31", 6): 6927e6}
 
 
+def test_spans_read_out_of_order_are_set_right_by_the_first_row() -> None:
+    """A PDF may read "Nine Months Ended" above "Three Months Ended" when they stand side by side a point apart:
+    the first row's sales, smaller under the longer span at every place, show the spans were swapped; a header
+    read in order, or a first row that cannot tell (a loss), keeps the header's order. "Basic" / "Diluted"
+    under "Weighted-average shares used in computation of earnings per share:" are share counts."""
+    rows = ["Net sales $ 59,340 $ 63,171 $ 172,370 $ 179,184", "Operating income 2,525 11,188 9,511 23,643",
+            "Diluted earnings per share $ 0.28 $ 0.94 $ (0.29) $ 1.89",
+            "Weighted-average shares used in computation of earnings per share:", "Basic 10,191 10,322 10,178 10,286",
+            "Diluted 10,331 10,558 10,178 10,452"]
+    for header in (["Nine Months Ended", "Three Months Ended"], ["Three Months Ended", "Nine Months Ended"]):
+        text = "\n".join(["Consolidated Statements of Operations", "(in millions, except per share data)", *header,
+                          "September 30, September 30,", "2022 2023 2022 2023", *rows])
+        facts = _facts(text, period_end="2023-09-30", doc_type="10q")
+        got = {(str(f.period_end), f.months): f.value for f in facts if f.concept == "operating_income"}
+        assert got == {("2022-09-30", 3): 2525e6, ("2023-09-30", 3): 11188e6, ("2022-09-30", 9): 9511e6,
+                       ("2023-09-30", 9): 23643e6}, (header, got)
+        eps = {(str(f.period_end), f.months): f.value for f in facts if f.concept == "eps_diluted"}
+        assert eps == {("2022-09-30", 3): 0.28, ("2023-09-30", 3): 0.94, ("2022-09-30", 9): -0.29,
+                       ("2023-09-30", 9): 1.89}, eps
+        assert _get(facts, "weighted_shares_diluted", "2023-09-30") == [10_558e6, 10_452e6]
+    losses = "\n".join(["Consolidated Statements of Operations", "(in millions)", "Three Months Ended",
+                        "Nine Months Ended", "September 30, September 30,", "2022 2023 2022 2023",
+                        "Net loss $ (59) $ (63) $ (172) $ (179)"])
+    got = {(str(f.period_end), f.months): f.value for f in _facts(losses, period_end="2023-09-30", doc_type="10q")
+           if f.concept == "net_income"}
+    assert got[("2023-09-30", 9)] == -179e6, got
+
+
 def test_chinese_report_statements_in_wan_yuan_and_yuan() -> None:
     facts = _facts(chinese_report("德赛电池"))
     assert _get(facts, "cash", "2024-03-31") == [12_345_000.0]  # 1,234.50 万元

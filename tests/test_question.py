@@ -39,6 +39,10 @@ lookup     | cfo                 | How much cash did Quillon burn in operations 
 lookup     | cfo                 | What was Marlow's operating cash burn in fiscal 2022?
 lookup     | capex               | How much did Tessaract spend on property and equipment in 2021?
 lookup     | capex               | What were Harbor Freight's purchases of property and equipment last year?
+lookup     | capex               | How much did Quillon spend on property, plant and equipment in 2022?
+lookup     | eps_basic           | What was Quillon's net loss per share in fiscal 2022?
+lookup     | eps_basic           | Tessaract loss per share for the June quarter of 2023?
+lookup     | eps_diluted         | What diluted loss per share did Marlow report for 2021?
 """
 """operation | measure | question: one line a case."""
 
@@ -349,6 +353,28 @@ def test_a_span_stated_without_a_year_is_the_latest_period_s() -> None:
         q = _q(question)
         assert [(p.relative, p.months) for p in q.periods] == [("latest", 6 if "half" in question else 9)], q.periods
     assert [(p.relative, p.months) for p in _q("Quillon's latest revenue?").periods] == [("latest", 12)]
+
+
+def test_a_quarter_asked_is_not_answered_with_another_quarter() -> None:
+    """"Q4 2023" answered with the first quarter's figure (the only quarter the reports print) is another period:
+    no verdict; a fiscal quarter of that name ending months before or after the calendar quarter is the one."""
+    import datetime as dt
+
+    from router.facts import FactsAnswer, FactUsed, MeasureAsk
+    from router.understood import disagreement
+
+    def answer(end: dt.date) -> FactsAnswer:
+        used = FactUsed(marker=1, doc_id=1, doc_name="d", entity="Quillon", concept="revenue", label="revenue",
+                        period_end=end, months=3, value=1.0, printed="1", scale=1.0, unit="USD",
+                        line_item="Net sales", statement="income", page=1, line=None)
+        return FactsAnswer(ask=MeasureAsk("revenue", "lookup"), text="t", citations=(), used=(used,), missing=())
+
+    for question in ("What was Quillon's revenue for Q4 2023?", "Quillon's fourth-quarter 2023 sales?"):
+        why = disagreement(_q(question), answer(dt.date(2023, 4, 1)))
+        assert why is not None and why.kind == "period" and "Q4 2023" in why.text(), (question, why)
+        assert disagreement(_q(question), answer(dt.date(2023, 12, 30))) is None
+    # a fiscal year ending in June: its first quarter of fiscal 2024 ends September 30, 2023
+    assert disagreement(_q("Quillon's revenue in Q1 FY2024?"), answer(dt.date(2023, 9, 30))) is None
 
 
 def test_a_year_asked_is_not_answered_with_a_quarter() -> None:

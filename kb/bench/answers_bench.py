@@ -118,15 +118,19 @@ def numbers(text: str) -> list[float]:
 
 def states(text: str, gold: str) -> bool:
     """Does ``text`` state the figure ``gold`` — as printed, or scaled by thousands ("792.5" million is
-    "792,500" thousand), sign aside?"""
+    "792,500" thousand), or with more decimals that round to it ("35.82%" computed is the printed "35.8%"),
+    sign aside?"""
     want = numbers(gold)
     if not want:
         return gold.lower() in text.lower()
     target = abs(want[0])
+    places = len(gold.split(".")[1].rstrip("%)")) if "." in gold else 0
     for n in numbers(text):
         for k in (1.0, 1e3, 1e-3, 1e6, 1e-6):
             if abs(abs(n) * k - target) <= max(1e-9, target * 5e-4):
                 return True
+        if places and abs(round(abs(n), places) - target) < 10 ** -(places + 3):
+            return True
     return False
 
 
