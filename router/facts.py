@@ -41,7 +41,7 @@ from router.scope import doc_entity
 from router.types import Answer, CitationOut, RetrievedChunk, ScopePlan
 from router.wording import EN, ZH, Words, date_text
 
-Operation = str  # lookup | max | min | rank | categories | trend | screen | metric
+Operation = str  # lookup | max | min | rank | categories | trend | yoy | screen | metric
 MAX_MISSING_NAMED = 12
 """Documents without the figure named in an answer; the rest are counted."""
 
@@ -174,6 +174,9 @@ def task(q: Question) -> MeasureAsk | None:
     if q.over == "periods" and op in ("max", "min"):  # "which year saw the largest decrease / the highest …"
         extreme = ("increase" if op == "max" else "decrease") if q.change else op
         op = "trend"
+    if op == "trend" and q.operation == "change" and q.change == "yoy" and len(q.periods) == 1 \
+            and q.periods[0].year and not q.over:
+        op = "yoy"  # "Q3 2023 YoY growth": the stated period against the same period a year before
     change = op == "categories" and any(c.direction in ("increase", "decrease") for c in q.ranges)
     return MeasureAsk(concept, op, years, q.ranges, change=change or q.change in ("yoy", "qoq") and op == "categories",
                       percent=q.change in ("percent", "yoy", "qoq", "cagr"), average=q.average,
@@ -552,6 +555,13 @@ def compose(ask_: MeasureAsk, docs: Sequence[_Doc], rows_by_doc: Mapping[int, li
         lines += figures
         lines.append(ww.grouped.format(label=label))
         lines += [f"- {name}: {', '.join(members) if members else ww.none}" for name, members in groups.items()]
+    elif ask_.operation == "yoy":
+        end = "。" if ww.lang == "zh" else "."
+        for d, r, o in picked:
+            prev = _comparative(rows_by_doc.get(d.doc_id, []), r)
+            same_time = prev is not None and abs((r.period_end - prev.period_end).days - 365) <= 10
+            lines.append(w.figure(d, r, o) + (f"; {_change(prev, r, w=ww)} {w.cite(prev)}" if prev and same_time
+                                              else ww.no_previous) + end)
     elif trend:
         lines += _trend_lines(ask_, picked, rows_by_doc, w)
     elif ask_.operation == "screen":

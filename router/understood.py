@@ -31,6 +31,7 @@ OPERATIONS: Mapping[str, frozenset[str]] = {
     "trend": frozenset({"series", "change", "max", "min", "compare"}),  # over periods: "which year saw the largest
     # rise"; one company's latest quarter compared with the quarters before
     "metric": frozenset({"lookup", "compare", "series", "change"}),
+    "yoy": frozenset({"change"}),
 }
 """The executor's operation → the readings it answers."""
 

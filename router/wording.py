@@ -72,7 +72,8 @@ class Words(msgspec.Struct, frozen=True):
         "lookup": "{label}", "max": "Highest {label}", "min": "Lowest {label}", "rank": "Ranking by {label}",
         "categories": "Grouping by {label}", "screen": "Companies past a bound on {label}",
         "trend": "{label} over time", "increase": "The period of the largest increase in {label}",
-        "decrease": "The period of the largest decrease in {label}", "average": "Average {label} over the periods"})
+        "decrease": "The period of the largest decrease in {label}", "average": "Average {label} over the periods",
+        "yoy": "Year-over-year change in {label}"})
 
 
 EN = Words(
@@ -127,7 +128,8 @@ ZH = Words(
     computed_over="，共{n}家公司", computed_over_one="，共1家公司",
     computed_ops={"lookup": "{label}", "max": "{label}最高者", "min": "{label}最低者", "rank": "按{label}排名",
                   "categories": "按{label}分组", "screen": "{label}满足条件的公司", "trend": "{label}的各期变化",
-                  "increase": "{label}增加最多的期间", "decrease": "{label}减少最多的期间", "average": "{label}的各期平均"},
+                  "increase": "{label}增加最多的期间", "decrease": "{label}减少最多的期间", "average": "{label}的各期平均",
+                  "yoy": "{label}同比变化"},
     difference="- 差额：{a}比{b}{direction}{delta}{pct}。", higher="高", lower="低",
     statements={"income": "利润表", "balance": "资产负债表", "cash_flow": "现金流量表",
                 "comprehensive_income": "综合收益表", "equity": "所有者权益变动表",

@@ -39,7 +39,8 @@ def test_a_figure_is_stated_as_printed_or_in_another_scale() -> None:
     assert states("$792.5 million", "792.5") and states("792,500 thousand", "792.5")
     assert states("−$3,037 thousand", "3,037") and not states("$268.4 million", "792.5")
     assert states("5,305,400,971.85元", "5,305,400,971.85")
-    assert states("35.82%", "35.8") and not states("35.86%", "35.8") and not states("35.82", "36")
+    assert states("35.82%", "35.8") and not states("35.86%", "35.8") and not states("35.42", "36")
+    assert states("+6.55%", "6.6") and states("205.51%", "206") and not states("35.8", "35.82")
 
 
 def test_outcomes() -> None:

@@ -267,6 +267,20 @@ async def test_every_metric_of_the_measure_table_is_computed_across_companies(fi
     assert order == sorted(order), answer  # 3,200 − 2,000; 720 − 450; 200 − 125
 
 
+async def test_a_year_over_year_change_of_one_period_is_against_the_same_period_a_year_before(
+        filings: Runtime) -> None:
+    """"YoY growth in 2023" is the stated period against the same period a year before (the prior-year column),
+    not a series of every period of the year."""
+    for question, expected in (
+            ("How much did Acme Holdings' revenue grow year over year in 2023?",
+             "increased by $300 thousand (+25.00%) from $1,200 thousand to $1,500 thousand"),
+            ("Bolt Corp's YoY change in net income for 2023?",
+             "increased by $200 thousand (+28.57%) from $700 thousand to $900 thousand")):
+        answer = (await ask_json(filings, question))["answer"]
+        assert answer.startswith("Year-over-year change in"), answer
+        assert expected in answer.split("\n")[1], answer
+
+
 def _llm_pipeline(rt: Runtime, fake: Any) -> Any:
     import dataclasses
 

@@ -25,6 +25,7 @@ import re
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +130,9 @@ def states(text: str, gold: str) -> bool:
         for k in (1.0, 1e3, 1e-3, 1e6, 1e-6):
             if abs(abs(n) * k - target) <= max(1e-9, target * 5e-4):
                 return True
-        if places and abs(round(abs(n), places) - target) < 10 ** -(places + 3):
+        shown = Decimal(repr(abs(n)))
+        if -shown.as_tuple().exponent > places and \
+                shown.quantize(Decimal(10) ** -places, rounding=ROUND_HALF_UP) == Decimal(repr(target)):
             return True
     return False
 
