@@ -615,9 +615,16 @@ def _periods(r: _Reading) -> tuple[list[PeriodRef], bool, bool]:
         if free(m) and not m.to_date:
             alone.append((m.start, m.quarter))
             spans.append((m.start, m.end))
+    of_document: list[tuple[int, PeriodRef]] = []  # "as shown in the 2022 10-K": the document's year
     for m in of("year"):
         if not m.attached and free(m):
-            add(m.start, PeriodRef(year=m.year, months=m.months), (m.start, m.end))
+            if lx.DOCUMENT_AFTER_YEAR.match(text[m.end:]):
+                of_document.append((m.start, PeriodRef(year=m.year, months=m.months)))
+                spans.append((m.start, m.end))
+            else:
+                add(m.start, PeriodRef(year=m.year, months=m.months), (m.start, m.end))
+    if not found:  # "revenue in the 2022 10-K": the document's year is the one asked
+        found = of_document
     periods = [p for _, p in sorted(found, key=lambda x: x[0])]
     if alone:
         plain = [(pos, p.year) for pos, p in found if p.year and not p.quarter]

@@ -355,6 +355,16 @@ def test_a_span_stated_without_a_year_is_the_latest_period_s() -> None:
     assert [(p.relative, p.months) for p in _q("Quillon's latest revenue?").periods] == [("latest", 12)]
 
 
+def test_a_year_naming_a_document_is_not_a_period_asked() -> None:
+    """"as shown in the 2022 10-K": the year names the document; the period asked is the other one — or, when no
+    other is stated, the document's year is it."""
+    for question, year in (("Quillon's diluted EPS for 2021, as shown in the 2022 10-K?", 2021),
+                           ("Per Marlow's FY2023 annual report, what was its 2022 revenue?", 2022),
+                           ("What revenue did Tessaract report in its 2022 10-K?", 2022)):
+        q = _q(question)
+        assert q.operation == "lookup" and [p.year for p in q.periods] == [year], (question, q)
+
+
 def test_a_quarter_asked_is_not_answered_with_another_quarter() -> None:
     """"Q4 2023" answered with the first quarter's figure (the only quarter the reports print) is another period:
     no verdict; a fiscal quarter of that name ending months before or after the calendar quarter is the one."""

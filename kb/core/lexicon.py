@@ -222,6 +222,10 @@ DECIMALS = re.compile(r"(?i)\b(?:(?:to|in|with|rounded to|round(?:ed)? to|at)\s+
 DECIMAL_WORDS: Mapping[str, int] = {"zero": 0, "no": 0, "one": 1, "two": 2, "three": 3, "four": 4, "一": 1, "二": 2,
                                     "两": 2, "三": 3, "四": 4}
 
+DOCUMENT_AFTER_YEAR = re.compile(r"(?i)\A\s*(?:form\s+)?(?:10-?k|10-?q|20-?f|annual report|quarterly report|"
+                                 r"filing|report|年报|年度报告|季报|季度报告)")
+"""Words that make the year before them a document's ("as shown in the 2022 10-K"), not a period asked."""
+
 FORWARD_LOOKING = ("expect", "expects", "expected", "guidance", "guide", "guides", "guided", "outlook", "forecast",
                    "anticipate", "plan to", "we target", "targeting", "our target for", "预计", "预期", "展望", "计划")
 """Words of a sentence about the future: its figure is a plan for its year, never the figure of another year."""
