@@ -716,6 +716,8 @@ _LABEL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^(?:total |net )?(?:cash|cash flows?) (?:provided|used|generated|from|by|in|for|\s)*financing activities"
                 r"(?: total)?$"), "cff"),
     (re.compile(r"^depreciation(?: and|,)? amortization(?: and \w+)?(?: of [a-z ]{3,60})?$"), "depreciation_amortization"),
+    (re.compile(r"^(?:purchases?|acquisitions?|additions?|payments? for)(?: of)?(?: and (?:deposits on|additions to))?"
+                r" property(?: plant)? and equipment$"), "capex"),
 )
 """Printed labels that name a company or an asset list ("Net earnings attributable to Best Buy Co., Inc.
 shareholders", "Depreciation and amortization of property, equipment and intangibles"), matched after
