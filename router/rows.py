@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kb.core import lexicon as lx
-from kb.core.periods import question_years
+from kb.core.periods import question_quarters, question_years, stated_months
 from kb.core.text import tokenize
 from kb.core.vocab import DATE_RE, line_concept, question_concept
 
@@ -173,8 +173,13 @@ def best_row(question: str, texts: Sequence[str], naming: set[str]) -> RowMatch 
     if not words and not concept:
         return None
     years = question_years(question)
+    months = stated_months(question)
+    months = 3 if months == 12 and question_quarters(question) else months
+    within_year = months != 12  # a quarter, nine months
     best: RowMatch | None = None
     for ci, text in enumerate(texts):
+        if within_year and not names_a_span(text):
+            continue  # a table of years only: its figures are of another span than the quarter asked
         for row in rows_of(text):
             label = set(tokenize(row.label))
             if not label:
@@ -186,12 +191,12 @@ def best_row(question: str, texts: Sequence[str], naming: set[str]) -> RowMatch 
                 continue
             column, dated = 0, False
             if years and row.headers:
-                for i, h in enumerate(row.headers):
-                    if any(str(y) in h for y in years):
-                        column, dated = i, True
-                        break
-                if not dated:
+                of_year = [i for i, h in enumerate(row.headers) if any(str(y) in h for y in years)]
+                if not of_year:
                     continue  # the table is of other periods
+                # of the asked span when the headers name spans ("Q3 2023" and "9M 2023": nine months asked)
+                column = next((i for i in of_year if _span_of(row.headers[i]) == months), of_year[0])
+                dated = True
             score = hit + (2.0 if same else 0.0) + hit / len(label) + (0.5 if dated else 0.0) + 0.3 / (1 + ci)
             if best is None or score > best.score:
                 best = RowMatch(chunk=ci, row=row, column=column, score=score)
@@ -284,3 +289,23 @@ def amount(x: float, like: RowMatch, digits: int | None = None) -> str:
     if scale:
         text = f"{text}{scale}" if scale.endswith("元") else f"{text} {scale}"
     return text
+
+
+def names_a_span(text: str) -> bool:
+    """Does the passage name a span within a year (a quarter, nine months: ``kb.core.lexicon.SPANS``) or a
+    quarter ("Q3", "第三季度")?"""
+    low = text.lower()
+    return any(w in low for words in lx.SPANS.values() for w in words if not w.isascii() or len(w) > 3) \
+        or bool(question_quarters(text))
+
+
+def _span_of(header: str) -> int:
+    """The span a column header names: 9 for "9M 2023" / "Nine months", 3 for "Q3 2023" / "Three months", else 0."""
+    low = header.lower()
+    if re.search(r"\b9m\b", low) or stated_months(low) == 9:
+        return 9
+    if re.search(r"\b6m\b|\bh1\b", low) or stated_months(low) == 6:
+        return 6
+    if question_quarters(header) or any(w in low for w in lx.SPANS[3]):
+        return 3
+    return 0

@@ -11,7 +11,7 @@ import structlog
 
 from kb.core import lexicon as lx
 from kb.core.errors import LLMError
-from kb.core.periods import question_years
+from kb.core.periods import question_quarters, question_years, stated_months
 from kb.core.providers import ChatModel
 from kb.core.text import Figure, figures, same_figure, split_sentences, tokenize, unit_label
 from kb.core.vocab import CONCEPT_BY_NAME, line_concept, question_concept
@@ -23,7 +23,17 @@ from router.prompts import (
     multi_synthesis_prompt,
     synthesis_prompt,
 )
-from router.rows import RowMatch, amount, best_row, change_of, measure_words, question_names, render, value
+from router.rows import (
+    RowMatch,
+    amount,
+    best_row,
+    change_of,
+    measure_words,
+    names_a_span,
+    question_names,
+    render,
+    value,
+)
 from router.scope import evidence_found
 from router.types import Answer, CitationOut, RetrievedChunk, ScopePlan, Turn, UnsupportedFigure
 from router.wording import EN, Words, words
@@ -272,12 +282,17 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
         if len(kept) < len(picked) and not any(asked & {int(y) for y in _SENTENCE_YEAR.findall(p[2])}
                                                for p in kept):
             kept = []  # a plan was the best passage, and nothing left is about the year asked
+        if question_quarters(question) or stated_months(question) != 12:
+            # a quarter or nine months asked: a passage that names no span within a year is of the year
+            kept = [p for p in kept if names_a_span(chunks[p[0]].text)]
         picked = kept
         # "what does it guide to for 2024": the plan, not the year's actuals; a figure asked plainly: the
         # figure reported, not a plan
         ahead = forward_looking(question)
         if ahead or _WANTS_NUMBER.search(question):
             picked.sort(key=lambda p: forward_looking(p[2]) != ahead)
+            if not ahead and picked and all(forward_looking(p[2]) for p in picked):
+                picked = []  # only plans read: a figure reported is not stated
         if not picked:
             return _not_stated(question, chunks, _concept_name(concept, question, w) if concept else
                                (_unmentioned(question, chunks) or w.figure_asked), w)
@@ -350,8 +365,11 @@ def _not_stated(question: str, chunks: Sequence[RetrievedChunk], measure: str, w
     """Not found is an answer: which document(s) were read, that they do not state the measure, and the
     closest passage, cited."""
     years = sorted(question_years(question))
-    period = ("、".join(f"{y}年" for y in years) if w.lang == "zh" else f" for {', '.join(map(str, years))}") \
-        if years else ""
+    quarters = sorted(question_quarters(question)) if len(years) == 1 else []
+    named = [f"Q{q} {years[0]}" for q in quarters] or [str(y) for y in years]
+    if w.lang == "zh":
+        named = [f"{years[0]}年第{q}季度" for q in quarters] or [f"{y}年" for y in years]
+    period = ("、".join(named) if w.lang == "zh" else f" for {', '.join(named)}") if years else ""
     docs = list(dict.fromkeys(c.doc_name for c in chunks))
     doc = docs[0] if len(docs) == 1 else ("所读文档" if w.lang == "zh" else "The documents read")
     best = best_sentences(question, chunks, 1)
@@ -503,9 +521,10 @@ def _plan_for_another_year(sentence: str, asked: set[int]) -> bool:
 
 
 def forward_looking(text: str) -> bool:
-    """Does the text speak of a plan, a forecast or guidance (``kb.core.lexicon.FORWARD_LOOKING``, as words)?"""
+    """Does the text speak of a plan, a forecast or guidance (``kb.core.lexicon.FORWARD_LOOKING``, as words;
+    "higher than expected" and "as expected" look back)?"""
     low = text.lower()
-    return any((wd in low) if lx.is_zh(wd) else re.search(rf"(?<![a-z]){re.escape(wd)}(?![a-z])", low)
+    return any((wd in low) if lx.is_zh(wd) else re.search(rf"(?<![a-z])(?<!than )(?<!as ){re.escape(wd)}(?![a-z])", low)
                for wd in lx.FORWARD_LOOKING)
 
 

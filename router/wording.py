@@ -97,7 +97,7 @@ EN = Words(
     nothing_found="No relevant evidence was found in the collection for this question.",
     closest='The retrieved evidence does not clearly answer this question. The closest passage is: "{text}" [1]',
     looked_at='- {doc}: its statements do not state it; the closest passage read: "{text}" {cite}',
-    not_stated='{doc} does not state {measure}{period} in the passages read. The closest passage: "{text}" [1]',
+    not_stated='{doc}: {measure}{period} is not stated in the passages read. The closest passage: "{text}" [1]',
     figure_asked="the figure asked for",
     supporting="Supporting evidence:",
     difference="- Difference: {a} is {delta} {direction} than {b}{pct}.", higher="higher", lower="lower",

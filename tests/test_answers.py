@@ -94,7 +94,7 @@ async def test_not_stated_is_an_answer_that_cites_what_was_read() -> None:
                         "Shareholders will vote on the election of directors.", doc="acme-8k-2022.pdf")]
     ans = await synthesize(OfflineChatModel(), "What was Acme's revenue in 2022?", notice)
     assert ans.mode == "not_found" and "revenue" in ans.not_found
-    assert ans.text.startswith("acme-8k-2022.pdf does not state revenue for 2022"), ans.text
+    assert ans.text.startswith("acme-8k-2022.pdf: revenue for 2022 is not stated"), ans.text
     assert "[1]" in ans.text and [c.marker for c in ans.citations] == [1]
     zh = await synthesize(OfflineChatModel(), "该公司2022年的营业收入是多少？",
                           [_chunk(1, "关于召开2022年第一次临时股东大会的通知。会议将于2022年7月1日召开。", doc="通知.txt")])
@@ -194,7 +194,7 @@ def test_a_comparison_from_sentences_computes_the_difference() -> None:
 def test_a_measure_the_evidence_never_mentions_is_not_stated() -> None:
     chunks = [_chunk(1, "Net sales for the third quarter rose 6.6% to $268.4 million. Gross margin was 24.7%.")]
     ans = extractive_answer("What was Bluefin Foods' goodwill impairment in the third quarter of 2023?", chunks)
-    assert ans.mode == "not_found" and ans.text.startswith("acme-2019.pdf does not state goodwill impairment"), \
+    assert ans.mode == "not_found" and ans.text.startswith("acme-2019.pdf: goodwill impairment"), \
         ans.text
     ans = extractive_answer("What were net sales in the third quarter?", chunks)
     assert ans.mode == "extractive" and "268.4" in ans.text
@@ -267,7 +267,7 @@ def test_a_sentence_about_another_year_is_no_answer() -> None:
             "Orchard Lane opened four stores in the Midwest during the year.")
     chunk = _chunk(1, text, "orchard-2021.pdf")
     answer = extractive_answer("What was Orchard Lane's revenue in 2023?", [chunk])
-    assert answer.mode == "not_found" and answer.text.startswith("orchard-2021.pdf does not state revenue for 2023")
+    assert answer.mode == "not_found" and answer.text.startswith("orchard-2021.pdf: revenue for 2023 is not stated")
     answer = extractive_answer("How much revenue does Orchard Lane expect for 2022?", [chunk])
     assert answer.text.startswith("For 2022 we expect revenue between $3,300 million"), answer.text
 
@@ -308,3 +308,26 @@ def test_a_question_about_a_plan_leads_with_the_plan() -> None:
     assert forward_looking("We target a 40% payout in 2026.") and forward_looking("Guidance for 2025 is unchanged.")
     assert not forward_looking("Leverage ended the year at 2.9x, within our target range.")
     assert not forward_looking("The guidelines of the board were followed.")
+
+
+def test_a_quarter_or_nine_months_asked_is_read_from_its_own_column_or_not_stated() -> None:
+    """A quarter asked of an annual report's table of years, or of a letter's sentences about the year, is not
+    stated; a table printing the quarter and nine months beside each other answers from the asked span's column;
+    a plan alone is no reported figure; "higher than expected" looks back."""
+    annual = _chunk(1, "Selected figures (in millions) 2023 2022\nRevenue 497.3 412.6\n"
+                       "Revenue grew 20.5% to $497.3 million in the year.", "orchard-2023.pdf")
+    for question in ("What was Orchard Lane's Q3 2023 revenue?", "Orchard Lane revenue for the nine months of 2023?"):
+        answer = extractive_answer(question, [annual])
+        assert answer.mode == "not_found" and "is not stated" in answer.text.split("\n")[0], (question, answer.text)
+    table = _chunk(1, "(in millions, except per share)\n| | Q3 2023 | Q3 2022 | 9M 2023 |\n|---|---|---|---|\n"
+                      "| Diluted earnings per share | 0.41 | 0.57 | 1.39 |", "pelican-q3.md")
+    nine = extractive_answer("Pelican Bay's diluted EPS for the nine months of 2023?", [table])
+    assert nine.text.startswith("Diluted earnings per share, 9M 2023: 1.39 per share"), nine.text
+    quarter = extractive_answer("Pelican Bay's diluted EPS in Q3 2023?", [table])
+    assert quarter.text.startswith("Diluted earnings per share, Q3 2023: 0.41 per share"), quarter.text
+    plan = _chunk(1, "For 2024 we expect revenue between $480 million and $500 million.", "orchard-2023.pdf")
+    assert extractive_answer("What was Orchard Lane's revenue in 2024?", [plan]).mode == "not_found"
+    from router.synthesize import forward_looking
+
+    assert not forward_looking("Revenue of $310 million was higher than expected.")
+    assert not forward_looking("Margins recovered as expected in the second half.")
