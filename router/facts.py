@@ -773,7 +773,8 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, q: Question, p
     if corpus:
         records = await store.collection_facts(pool, catalog.collection_id, concepts_read, within)
     else:
-        ids = _reading(plan, catalog, a.operation, a.years, a.quarter)
+        flows = [CONCEPT_BY_NAME[c].flow for c in measures if c in CONCEPT_BY_NAME]
+        ids = _reading(plan, catalog, a.operation, a.years, a.quarter, balance=bool(flows) and not any(flows))
         if a.operation == "trend" and not plan.scope.entities and len(set(a.years)) >= 2:
             ids = _covering(catalog, a.years, ids)
         if not ids:
@@ -943,7 +944,8 @@ def measure_rows(concept: str, rows: Sequence[_Row], question: str = "") -> list
     return own
 
 
-def _reading(plan: ScopePlan, catalog: Catalog, op: str, years: Sequence[int] = (), quarter: int = 0) -> list[int]:
+def _reading(plan: ScopePlan, catalog: Catalog, op: str, years: Sequence[int] = (), quarter: int = 0,
+             balance: bool = False) -> list[int]:
     """The documents whose facts answer: the needed ones — each in place of the same company's report of the
     stated year (and quarter: "2018年9月末" is the third quarter's report, not the first's) when it is of another
     one (routing may pick the neighbouring filing); for a change over time every report of the company."""
@@ -951,7 +953,7 @@ def _reading(plan: ScopePlan, catalog: Catalog, op: str, years: Sequence[int] = 
     if op == "trend":
         return list(dict.fromkeys(x for d in ids for x in (*catalog.company_reports(d), d)))
     if len(set(years)) == 1:
-        ids = list(dict.fromkeys(_of_year(catalog, d, years[0]) for d in ids))
+        ids = list(dict.fromkeys(_of_year(catalog, d, years[0], balance and not quarter) for d in ids))
         if quarter:
             ids = list(dict.fromkeys(_of_quarter(catalog, d, years[0], quarter) for d in ids))
     return ids
@@ -976,7 +978,7 @@ def _of_quarter(catalog: Catalog, doc_id: int, year: int, quarter: int) -> int:
     return same[0] if same else doc_id
 
 
-def _of_year(catalog: Catalog, doc_id: int, year: int) -> int:
+def _of_year(catalog: Catalog, doc_id: int, year: int, balance: bool = False) -> int:
     """The company's report of fiscal ``year`` (an annual one first) when ``doc_id`` is of neither that fiscal
     year nor a period ending in that calendar year ("Q2 2023" of a company whose fiscal 2024 began in 2023)."""
     def fiscal(d: int) -> object:
@@ -988,6 +990,8 @@ def _of_year(catalog: Catalog, doc_id: int, year: int) -> int:
         return doc_id
     same = [d for d in catalog.company_reports(doc_id) if fiscal(d) == year]
     annual = [d for d in same if str(catalog.docs[d].metadata.get("doc_type") or "") in ("10k", "annual_report")]
+    if balance and not annual and fiscal(doc_id) == year + 1:
+        return doc_id  # a quarterly balance sheet of the next year prints the year's end beside its own date
     return (annual or same or [doc_id])[0]
 
 
