@@ -69,6 +69,9 @@ class _Reading:
         low = text.lower().replace("’", "'").replace("‘", "'")
         low = re.sub(r"\((?:or )?(?:decrease|increase|loss|deficit)\)", lambda m: " " * len(m.group(0)), low)
         low = re.sub(r"(?<=[a-z0-9])'s\b", "  ", low)  # possessives: "apple's" → "apple"
+        # "loss per Class A share", "earnings per common share": per share
+        low = re.sub(r"(?<=\bper )(?:class [a-c] |common |ordinary )+(?=shares?\b)", lambda m: " " * len(m.group(0)),
+                     low)
         return cls(raw=low, words=[(m.start(), m.end(), m.group(0)) for m in _WORD.finditer(low)])
 
     def free(self, a: int, b: int) -> bool:

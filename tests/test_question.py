@@ -43,6 +43,8 @@ lookup     | capex               | How much did Quillon spend on property, plant
 lookup     | eps_basic           | What was Quillon's net loss per share in fiscal 2022?
 lookup     | eps_basic           | Tessaract loss per share for the June quarter of 2023?
 lookup     | eps_diluted         | What diluted loss per share did Marlow report for 2021?
+lookup     | eps_basic           | Quillon's net loss per Class A share in Q1 2023?
+lookup     | eps_diluted         | Marlow diluted earnings per ordinary share for 2022?
 """
 """operation | measure | question: one line a case."""
 
