@@ -5,11 +5,16 @@ hedged mention" sentence by sentence."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from typing import Any
+
 import pytest
 
 from kb.core import lexicon as lx
+from kb.runtime import Runtime
 from router.events import asked_event, event_answer, read_sentence
 from router.types import QuestionScope, RetrievedChunk, ScopePlan, SubQuestion
+from tests.http import app_client
 
 EVENT = {e.name: e for e in lx.EVENTS}
 
@@ -114,3 +119,88 @@ def test_not_found_only_when_no_document_states_it() -> None:
     ans = event_answer("哪些公司进行了收购？", asked, chunks, plan)
     assert ans.text.splitlines()[0] == "未找到：所读2份文档均未载明收购。"
     assert ans.mode == "not_found" and ans.not_found
+
+
+# ------------------------------------------------------------------------------------ the samples, over HTTP
+
+QUESTIONS = (
+    "Which companies made an acquisition?",
+    "Which of the companies reported a product recall?",
+    "Did any company change its auditor?",
+    "Which companies announced a share buyback?",
+    "哪些公司进行了收购？",
+)
+
+
+@pytest.fixture(scope="module")
+async def answers(samples_rt: Runtime) -> AsyncIterator[dict[str, dict[str, Any]]]:
+    """``POST /kb/query`` (offline, ``auto``) for each question over the ingested sample reports."""
+    from kb.app import create_app
+
+    out = {}
+    async with app_client(create_app(runtime=samples_rt, run_worker=False)) as client:
+        for q in QUESTIONS:
+            r = await client.post("/kb/query", json={"query": q, "include_trace": True})
+            assert r.status_code == 200, r.text
+            out[q] = r.json()
+    yield out
+
+
+def _cited(body: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    return {c["marker"]: c for c in body["citations"]}
+
+
+async def test_which_companies_made_an_acquisition(answers: dict[str, dict[str, Any]]) -> None:
+    body = answers["Which companies made an acquisition?"]
+    lead, *lines = body["answer"].splitlines()
+    assert lead == "Cobalt Logistics (FY2021) and Helios Robotics (FY2023) state an acquisition in the passages read."
+    assert body["trace"]["scope"]["kind"] == "list" and len(body["trace"]["scope"]["needed"]) == 6
+    cited = _cited(body)
+    cobalt = next(ln for ln in lines if ln.startswith("- Cobalt Logistics (FY2021):"))
+    helios = next(ln for ln in lines if ln.startswith("- Helios Robotics (FY2023):"))
+    assert "Meridian Cold Chain" in cobalt and "Vantage Vision" in helios
+    for line, stem in ((cobalt, "cobalt-logistics-2021"), (helios, "helios-robotics-2023")):
+        marker = int(line.rsplit("[", 1)[1].rstrip("]"))
+        assert cited[marker]["doc_name"].startswith(stem)
+        assert " ".join(cited[marker]["quote"].split()) in " ".join(cited[marker]["text"].split())
+    # Aurora's "acquired intangible assets" describes what it holds; Helios' 2022 report names no acquisition
+    assert lines[-1].endswith(": no acquisition stated in the passages read.") and "Cobalt" not in lines[-1]
+    assert all(x in lines[-1] for x in ("Aurora Pharma (FY2023)", "Bluefin Foods (Q3 FY2023)",
+                                        "Helios Robotics (FY2022)", "Northwind Energy (FY2023)"))
+    assert not body["not_found"]
+
+
+async def test_a_recall_named_only_as_a_risk_is_no_recall(answers: dict[str, dict[str, Any]]) -> None:
+    body = answers["Which of the companies reported a product recall?"]
+    lead, *lines = body["answer"].splitlines()
+    assert lead == "Bluefin Foods (Q3 FY2023) states a product recall in the passages read."
+    assert "Harbor Select" in next(ln for ln in lines if ln.startswith("- Bluefin Foods"))
+    helios = next(ln for ln in lines if ln.startswith("- Helios Robotics (FY2023)"))
+    assert "only as a risk or possibility" in helios and "physical recall" in helios
+    assert {c["doc_name"].split("-")[0] for c in body["citations"]} == {"bluefin", "helios"}
+
+
+async def test_nobody_changed_auditor_is_not_found(answers: dict[str, dict[str, Any]]) -> None:
+    body = answers["Did any company change its auditor?"]
+    lead, *lines = body["answer"].splitlines()
+    assert lead == "Not found: none of the 6 documents read states a change of auditor."
+    assert body["trace"]["scope"]["kind"] == "list"  # "did any company" asks over all of them
+    assert body["not_found"] and body["citations"] == []
+    assert len(lines) == 1 and lines[0].endswith("no change of auditor stated in the passages read.")
+
+
+async def test_a_repurchase_of_notes_is_no_share_buyback(answers: dict[str, dict[str, Any]]) -> None:
+    body = answers["Which companies announced a share buyback?"]
+    lead, *lines = body["answer"].splitlines()
+    assert lead == "Not found: none of the 6 documents read states a share buyback."
+    helios = next(ln for ln in lines if ln.startswith("- Helios Robotics (FY2023)"))
+    assert "but not of shares or stock" in helios and "convertible notes" in helios
+    assert body["not_found"]
+
+
+async def test_a_chinese_question_over_english_reports(answers: dict[str, dict[str, Any]]) -> None:
+    body = answers["哪些公司进行了收购？"]
+    lead = body["answer"].splitlines()[0]
+    assert lead.endswith("在所读段落中载明了收购。") and "Cobalt Logistics（FY2021）" in lead \
+        and "Helios Robotics（FY2023）" in lead and "FY2022" not in lead
+    assert "Meridian Cold Chain" in body["answer"] and "Vantage Vision" in body["answer"]
