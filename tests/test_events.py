@@ -204,3 +204,14 @@ async def test_a_chinese_question_over_english_reports(answers: dict[str, dict[s
     assert lead.endswith("在所读段落中载明了收购。") and "Cobalt Logistics（FY2021）" in lead \
         and "Helios Robotics（FY2023）" in lead and "FY2022" not in lead
     assert "Meridian Cold Chain" in body["answer"] and "Vantage Vision" in body["answer"]
+
+
+async def test_the_gold_answers_score_right(answers: dict[str, dict[str, Any]]) -> None:
+    """The gold set's event list questions over the samples (``bench/answers/questions.jsonl``): each answer's
+    lead is right — the stating companies named, or "not found" where none did."""
+    from kb.bench.answers_bench import DEFAULT_QUESTIONS, load_cases, score
+
+    cases = [c for c in load_cases(DEFAULT_QUESTIONS) if c.corpus == "samples" and c.question in answers]
+    assert {c.id for c in cases} >= {"a033", "a099", "a100", "a101", "a102"}
+    for case in cases:
+        assert score(case, answers[case.question]["answer"]).outcome == "right", (case.id, case.question)
