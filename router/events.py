@@ -10,7 +10,7 @@ The event vocabularies, hedges and negations are language data (``kb.core.lexico
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence, Set
 from typing import Literal
 
 import asyncpg
@@ -18,7 +18,8 @@ import msgspec
 import numpy as np
 
 from kb.core import lexicon as lx
-from kb.core.text import split_sentences, tokenize
+from kb.core.periods import question_years
+from kb.core.text import cited_span, split_sentences, tokenize
 from router import store
 from router.types import Answer, CitationOut, RetrievedChunk, ScopePlan
 from router.wording import Words, words
@@ -44,6 +45,7 @@ _ZH_SENTENCE_END = re.compile(r"(?<=[。！？])")
 _AMOUNT = re.compile(r"(?i)(?:US)?[$€£¥]\s?\d|\d[\d,.]*\s*(?:%|percent\b|per cent\b|million\b|billion\b|thousand\b|"
                      r"万元|亿元|元|万|亿|股)|人民币")
 _YEAR = re.compile(r"(?<!\d)(?:19|20)\d{2}(?!\d)|\d{1,2}\s*月|\d{1,2}\s*日")
+_FOUR_DIGIT_YEAR = re.compile(r"(?<!\d)((?:19|20)\d{2})(?!\d)")
 _MONTH = re.compile(r"\b(?:" + "|".join(m.capitalize() for m in lx.MONTH_NAMES) + r")\b")
 _ZH_NAME = re.compile(r"[“「《\"]([^”」》\"]{2,30})[”」》\"]|[\u4e00-\u9fff]{2,20}(?:有限公司|股份公司|集团)")
 _FUNCTION = frozenset(lx.STOP_WORDS | {"about", "approximately", "some", "all", "every", "more", "less", "our",
@@ -51,10 +53,12 @@ _FUNCTION = frozenset(lx.STOP_WORDS | {"about", "approximately", "some", "all", 
 
 
 class EventAsked(msgspec.Struct, frozen=True):
-    """The event a question asks about (``kb.core.lexicon.EVENTS``) and the word that named it."""
+    """The event a question asks about (``kb.core.lexicon.EVENTS``), the word that named it and the years the
+    question states ("which companies made an acquisition in 2023")."""
 
     name: str
     cue: str
+    years: frozenset[int] = frozenset()
 
     @property
     def words(self) -> lx.EventWords:
@@ -71,6 +75,7 @@ class Sighting(msgspec.Struct, frozen=True):
     word: str = ""
     detail: str = ""
     kinds: int = 0  # how many kinds of concrete detail (object, date, amount) stand near the word
+    years: tuple[int, ...] = ()  # the years written near the word (when the event happened)
 
     @property
     def rank(self) -> tuple[int, int]:
@@ -84,6 +89,8 @@ class Finding(msgspec.Struct, frozen=True):
     chunk: int  # index into the evidence
     sentence: str
     sighting: Sighting
+    when: tuple[int, ...] = ()  # a stated event's years: written near it, else the report's period
+    fits: bool = True  # the question asks no year, or the event's is one it asks (or none is known)
 
 
 # ------------------------------------------------------------------------------------ the question
@@ -127,7 +134,7 @@ def asked_event(question: str) -> EventAsked | None:
     for event in lx.EVENTS:
         hits = _matches(question, event.words)
         if hits and (not event.needs or _matches(question, event.needs)):
-            return EventAsked(event.name, min(hits)[2])
+            return EventAsked(event.name, min(hits)[2], frozenset(question_years(question)))
     return None
 
 
@@ -157,7 +164,8 @@ def _read_at(sentence: str, start: int, end: int, cue: str) -> Sighting:
     details = _concrete_near(sentence, start, end)
     if not details:
         return Sighting("vague", cue)
-    return Sighting("stated", cue, details[0], len(details))
+    years = tuple(sorted({int(y) for y in _FOUR_DIGIT_YEAR.findall(_window(sentence, start, end))}))
+    return Sighting("stated", cue, details[0], len(details), years)
 
 
 def _nearest(before: str, after: str, kind: Sequence[str]) -> str:
@@ -268,19 +276,33 @@ def sentences(text: str) -> list[str]:
     return out
 
 
-def best_per_document(chunks: Sequence[RetrievedChunk], event: lx.EventWords) -> dict[int, Finding]:
-    """Each document's best sentence for the event over its evidence (stated first, then the most concrete,
-    then the better-ranked passage); documents where no sentence names it are left out."""
+def best_per_document(chunks: Sequence[RetrievedChunk], event: lx.EventWords, years: Set[int] = frozenset(),
+                      periods: Mapping[int, Set[int]] | None = None) -> dict[int, Finding]:
+    """Each document's best sentence for the event over its evidence: stated in a year the question asks (any
+    when it asks none) first, then by verdict and the most concrete, then the better-ranked passage; documents
+    where no sentence names it are left out. ``periods``: each document's report years, the year of an event
+    its sentence does not date."""
     best: dict[int, Finding] = {}
     for ci, c in enumerate(chunks):
         for s in sentences(c.text):
             seen = read_sentence(s, event)
             if seen.verdict == "absent":
                 continue
+            when = (seen.years or tuple(sorted((periods or {}).get(c.doc_id, ())))) if seen.verdict == "stated" else ()
+            found = Finding(c.doc_id, ci, s, seen, when, not years or not when or bool(set(when) & set(years)))
             old = best.get(c.doc_id)
-            if old is None or seen.rank > old.sighting.rank:
-                best[c.doc_id] = Finding(c.doc_id, ci, s, seen)
+            if old is None or _order(found) > _order(old):
+                best[c.doc_id] = found
     return best
+
+
+def _order(f: Finding) -> tuple[bool, tuple[int, int]]:
+    return f.fits and f.sighting.verdict == "stated", f.sighting.rank
+
+
+def period_years(plan: ScopePlan) -> dict[int, frozenset[int]]:
+    """Each planned document's report years, from its period ("FY2023", "Q3 FY2023")."""
+    return {s.doc_id: frozenset(int(y) for y in _FOUR_DIGIT_YEAR.findall(s.period)) for s in plan.sub_questions}
 
 
 # ------------------------------------------------------------------------------------ reading the documents
@@ -293,15 +315,15 @@ def event_lexemes(event: lx.EventWords) -> tuple[list[str], list[str]]:
             list(dict.fromkeys(t for w in event.needs for t in tokenize(w))))
 
 
-async def event_passages(pool: asyncpg.Pool, doc_ids: Sequence[int], qvec: np.ndarray, event: lx.EventWords,
+async def event_passages(pool: asyncpg.Pool, plan: ScopePlan, qvec: np.ndarray, asked: EventAsked,
                          evidence: Sequence[RetrievedChunk]) -> tuple[RetrievedChunk, ...]:
-    """The evidence with each document's best passage for the event added (when the evidence does not already
-    hold it): its chunks holding the event's words are read, nearest the question first, and the one whose
-    sentence says most of the event is kept."""
-    words_lx, needs_lx = event_lexemes(event)
-    rows = await store.event_chunks(pool, doc_ids, words_lx, needs_lx, qvec, PER_DOCUMENT)
+    """The evidence with each needed document's best passage for the event added (when the evidence does not
+    already hold it): its chunks holding the event's words are read, nearest the question first, and the one
+    whose sentence says most of the event (in a year the question asks) is kept."""
+    words_lx, needs_lx = event_lexemes(asked.words)
+    rows = await store.event_chunks(pool, plan.needed, words_lx, needs_lx, qvec, PER_DOCUMENT)
     found = [_chunk(r) for r in rows]
-    best = best_per_document(found, event)
+    best = best_per_document(found, asked.words, asked.years, period_years(plan))
     held: dict[int, str] = {}
     for c in evidence:
         held[c.doc_id] = f"{held.get(c.doc_id, '')} {' '.join(c.text.split())}"
@@ -311,9 +333,8 @@ async def event_passages(pool: asyncpg.Pool, doc_ids: Sequence[int], qvec: np.nd
 
 
 def _chunk(r: asyncpg.Record) -> RetrievedChunk:
-    page = r["page"]
-    pages = (page, r["page_end"] or page) if page is not None else (r["start_index"], r["end_index"])
-    sim = float(r["sim"])
+    page, sim = r["page"], float(r["sim"])
+    pages = cited_span(page, r["page_end"], r["start_index"], r["end_index"])
     return RetrievedChunk(chunk_id=r["id"], doc_id=r["document_id"], doc_name=r["name"], node_id=r["node_id"],
                           section_path=r["heading_path"], text=r["text"], page=page, pages=pages, unit=r["unit"],
                           dense=round(sim, 4), bm25=0.0, fused=round(sim, 4), score=sim, source="event",
@@ -325,43 +346,46 @@ def _chunk(r: asyncpg.Record) -> RetrievedChunk:
 
 def event_answer(question: str, asked: EventAsked, chunks: Sequence[RetrievedChunk], plan: ScopePlan) -> Answer:
     """Per routed document, whether its passages state the event: the lead names the documents that state it
-    (or says it was not found, when none does); then each stating document with its sentence, each document
-    that names it without stating it with its sentence and why, and the others in one line."""
-    w, event = words(question), asked.words
+    (in a year the question asks, when it asks one), or says it was not found when none does; then each stating
+    document with its sentence, each that states it in another year, each that names it without stating it
+    with its sentence and why, and the others in one line."""
+    w, event, years = words(question), asked.words, asked.years
     doc_ids = list(dict.fromkeys([*plan.needed, *(c.doc_id for c in chunks)]))
     labels = _labels(doc_ids, chunks, plan, w)
-    best = best_per_document(chunks, event)
-    what = event.zh if w.lang == "zh" else event.en
-    stated = [d for d in doc_ids if d in best and best[d].sighting.verdict == "stated"]
+    best = best_per_document(chunks, event, years, period_years(plan))
+    what, what_a = (event.zh, event.zh) if w.lang == "zh" else (event.en, event.en_a)
+    period = (w.event_period_zh if w.lang == "zh" else w.event_period).format(years=_years(years, w)) if years else ""
+    stated = [d for d in doc_ids if d in best and best[d].sighting.verdict == "stated" and best[d].fits]
+    elsewhen = [d for d in doc_ids if d in best and best[d].sighting.verdict == "stated" and not best[d].fits]
     mentioned = [d for d in doc_ids if d in best and best[d].sighting.verdict in MENTIONS]
-    rest = [labels[d] for d in doc_ids if d not in stated and d not in mentioned]
+    rest = [labels[d] for d in doc_ids if d not in {*stated, *elsewhen, *mentioned}]
     lines, cites = [], []
-    for d in [*stated, *mentioned]:
-        f = best[d]
-        marker = len(cites) + 1
-        lines.append(_line(labels[d], f, marker, event, w))
-        c = chunks[f.chunk]
+    for d in [*stated, *elsewhen, *mentioned]:
+        f, c, marker = best[d], chunks[best[d].chunk], len(cites) + 1
+        lines.append(_line(labels[d], f, marker, event, w, years))
         cites.append(CitationOut(marker=marker, doc_id=c.doc_id, doc_name=c.doc_name, node_id=c.node_id,
                                  section_path=c.section_path, pages=c.pages, text=c.text, unit=c.unit,
                                  chunk_id=c.chunk_id, quote=f.sentence))
     if rest:
-        lines.append(w.event_absent.format(docs=_join(rest, w), event=what))
+        lines.append(w.event_absent.format(docs=_join(rest, w), event=what, period=period))
     if stated:
-        verb = w.event_states if len(stated) == 1 else w.event_state
-        lead = w.event_lead.format(docs=_join([labels[d] for d in stated], w), verb=verb,
-                                   event=event.zh if w.lang == "zh" else event.en_a)
+        lead = w.event_lead.format(docs=_join([labels[d] for d in stated], w), event=what_a, period=period,
+                                   verb=w.event_states if len(stated) == 1 else w.event_state)
         return Answer(text="\n".join([lead, *lines]), citations=tuple(cites), mode="extractive")
-    lead = w.event_none.format(n=len(doc_ids), event=what if w.lang == "zh" else event.en_a)
+    lead = w.event_none.format(n=len(doc_ids), event=what_a, period=period)
     return Answer(text="\n".join([lead, *lines]), citations=tuple(cites), mode="not_found",
-                  not_found=f"no document read states {event.en_a}")
+                  not_found=f"no document read states {event.en_a}{period if w.lang != 'zh' else ''}")
 
 
-def _line(label: str, f: Finding, marker: int, event: lx.EventWords, w: Words) -> str:
+def _line(label: str, f: Finding, marker: int, event: lx.EventWords, w: Words, years: Set[int]) -> str:
     text = " ".join(f.sentence.split())
     text = text if len(text) <= 400 else text[:399].rstrip() + "…"
     s = f.sighting
-    if s.verdict == "stated":
+    if s.verdict == "stated" and f.fits:
         return w.event_line.format(doc=label, text=text, cite=f"[{marker}]")
+    if s.verdict == "stated":  # in another year than the one asked
+        return w.event_other_year.format(doc=label, text=text, cite=f"[{marker}]", when=_years(f.when, w),
+                                         asked=_years(years, w), event=event.zh if w.lang == "zh" else event.en_a)
     template = {"hedged": w.event_hedged, "negated": w.event_negated, "incomplete": w.event_incomplete,
                 "vague": w.event_vague}[s.verdict]
     return template.format(doc=label, text=text, cite=f"[{marker}]", word=s.word, cue=s.detail,
@@ -385,7 +409,11 @@ def _labels(doc_ids: Sequence[int], chunks: Sequence[RetrievedChunk], plan: Scop
     return out
 
 
-def _join(items: Sequence[str], w: Words) -> str:
+def _years(years: Set[int] | Sequence[int], w: Words) -> str:
+    return _join([str(y) for y in sorted(years)], w, "or")
+
+
+def _join(items: Sequence[str], w: Words, last: str = "and") -> str:
     if w.lang == "zh" or len(items) < 2:
         return "、".join(items)
-    return f"{', '.join(items[:-1])} and {items[-1]}"
+    return f"{', '.join(items[:-1])} {last} {items[-1]}"

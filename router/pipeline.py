@@ -223,8 +223,7 @@ async def with_event_passages(state: QueryState, ranked: Ranked) -> Ranked:
     event = asked_event(state.question) if state.multi else None
     if event is None or state.plan is None:
         return ranked
-    evidence = await event_passages(state.pool, state.plan.needed, state.qvec, event.words, ranked.evidence)
-    return replace(ranked, evidence=evidence)
+    return replace(ranked, evidence=await event_passages(state.pool, state.plan, state.qvec, event, ranked.evidence))
 
 
 async def judge_and_read(state: QueryState, ev: Evidence, routing: RoutingResult, searched: tuple[Searched, ...],

@@ -121,6 +121,24 @@ def test_not_found_only_when_no_document_states_it() -> None:
     assert ans.mode == "not_found" and ans.not_found
 
 
+def test_an_event_of_another_year_is_said_to_be_of_that_year() -> None:
+    chunks = [_chunk(1, 1, "In October we completed the acquisition of Halden Freight for $90 million."),
+              _chunk(2, 2, "On May 15, 2023 we acquired all shares of Tallis Metering GmbH for $40 million.")]
+    plan = _plan((1, "Orrin Foods", "FY2021"), (2, "Pellam Tools", "FY2023"))
+    asked = asked_event("Which companies made an acquisition in 2023?")
+    assert asked is not None and asked.years == {2023}
+    lead, first, second = event_answer("Which companies made an acquisition in 2023?", asked, chunks, plan).text \
+        .splitlines()
+    assert lead == "Pellam Tools (FY2023) states an acquisition in 2023 in the passages read."
+    assert first.startswith("- Pellam Tools (FY2023): On May 15, 2023")
+    # the sentence names no year: its report's period dates it
+    assert second.startswith("- Orrin Foods (FY2021): states an acquisition in 2021, not in 2023:")
+    in_2020 = asked_event("Which companies made an acquisition in 2020?")
+    assert in_2020 is not None
+    none = event_answer("Which companies made an acquisition in 2020?", in_2020, chunks, plan)
+    assert none.mode == "not_found" and none.text.startswith("Not found: none of the 2 documents read states an acquisition in 2020.")
+
+
 # ------------------------------------------------------------------------------------ the samples, over HTTP
 
 QUESTIONS = (
@@ -129,6 +147,7 @@ QUESTIONS = (
     "Did any company change its auditor?",
     "Which companies announced a share buyback?",
     "哪些公司进行了收购？",
+    "Which companies made an acquisition in 2023?",
 )
 
 
@@ -204,6 +223,15 @@ async def test_a_chinese_question_over_english_reports(answers: dict[str, dict[s
     assert lead.endswith("在所读段落中载明了收购。") and "Cobalt Logistics（FY2021）" in lead \
         and "Helios Robotics（FY2023）" in lead and "FY2022" not in lead
     assert "Meridian Cold Chain" in body["answer"] and "Vantage Vision" in body["answer"]
+
+
+async def test_an_acquisition_of_another_year_is_not_listed_for_the_year_asked(
+        answers: dict[str, dict[str, Any]]) -> None:
+    body = answers["Which companies made an acquisition in 2023?"]
+    lead, *lines = body["answer"].splitlines()
+    assert lead == "Helios Robotics (FY2023) states an acquisition in 2023 in the passages read."
+    cobalt = next(ln for ln in lines if ln.startswith("- Cobalt Logistics (FY2021)"))
+    assert "states an acquisition in 2021, not in 2023" in cobalt and "Meridian Cold Chain" in cobalt
 
 
 async def test_the_gold_answers_score_right(answers: dict[str, dict[str, Any]]) -> None:
