@@ -44,7 +44,7 @@ _HEADING_LINE = re.compile(r"^\s{0,3}#{1,6}\s.*$", re.M)
 _ZH_SENTENCE_END = re.compile(r"(?<=[。！？])")
 _AMOUNT = re.compile(r"(?i)(?:US)?[$€£¥]\s?\d|\d[\d,.]*\s*(?:%|percent\b|per cent\b|million\b|billion\b|thousand\b|"
                      r"万元|亿元|元|万|亿|股)|人民币")
-_YEAR = re.compile(r"(?<!\d)(?:19|20)\d{2}(?!\d)|\d{1,2}\s*月|\d{1,2}\s*日")
+_DATE = re.compile(r"(?<!\d)(?:19|20)\d{2}(?!\d)|\d{1,2}\s*月|\d{1,2}\s*日")  # a year, a Chinese month or day
 _FOUR_DIGIT_YEAR = re.compile(r"(?<!\d)((?:19|20)\d{2})(?!\d)")
 _MONTH = re.compile(r"\b(?:" + "|".join(m.capitalize() for m in lx.MONTH_NAMES) + r")\b")
 _ZH_NAME = re.compile(r"[“「《\"]([^”」》\"]{2,30})[”」》\"]|[\u4e00-\u9fff]{2,20}(?:有限公司|股份公司|集团)")
@@ -224,7 +224,7 @@ def _concrete_near(sentence: str, start: int, end: int) -> list[str]:
         name = _zh_name(sentence[end:end + 30]) or _zh_name(window)
     else:
         name = _name_in(sentence, window)
-    date = _MONTH.search(window) or _YEAR.search(window)
+    date = _MONTH.search(window) or _DATE.search(window)
     period = _matches(window, lx.EVENT_PERIOD_WORDS)
     amount = _AMOUNT.search(window)
     found = [name, date.group(0) if date else (period[0][2] if period else ""),
