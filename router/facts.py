@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import asyncpg
@@ -798,7 +798,10 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, q: Question, p
 
     rows_by_doc = measured(records)
     if not corpus and a.operation == "lookup" and a.years:
-        ids = await _stating_year(pool, catalog, ids, rows_by_doc, a.years, concepts_read, measured)
+        async def read(doc_ids: list[int]) -> dict[int, list[_Row]]:
+            return measured(await store.document_facts(pool, doc_ids, concepts_read))
+
+        ids = await _stating_year(catalog, ids, rows_by_doc, a.years, read)
     doc_ids = _one_per_company(list(rows_by_doc), rows_by_doc, catalog, a.years) if corpus else ids
     if corpus:  # a company whose statements state no such figure is named, not silently left out
         doc_ids = [*doc_ids, *_without_figure(catalog, doc_ids, within, a.years)]
@@ -810,9 +813,8 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, q: Question, p
     return await _compose(pool, catalog, plan, a, {d: rows_by_doc.get(d, []) for d in doc_ids}, spec)
 
 
-async def _stating_year(pool: asyncpg.Pool, catalog: Catalog, ids: Sequence[int],
-                        rows_by_doc: dict[int, list[_Row]], years: Sequence[int], concepts_read: Sequence[str],
-                        measured: Callable[[Sequence[asyncpg.Record]], dict[int, list[_Row]]]) -> list[int]:
+async def _stating_year(catalog: Catalog, ids: Sequence[int], rows_by_doc: dict[int, list[_Row]],
+                        years: Sequence[int], read: Callable[[list[int]], Awaitable[dict[int, list[_Row]]]]) -> list[int]:
     """A look-up of a stated year whose report states no figure of that year (routing picked the company's 8-K
     of the year; the balance at June 30, 2022 is printed in the FY2023 10-K): the company's report that does —
     an annual report first, then the latest — in its place (its rows added to ``rows_by_doc``)."""
@@ -823,7 +825,7 @@ async def _stating_year(pool: asyncpg.Pool, catalog: Catalog, ids: Sequence[int]
         others = [x for x in catalog.company_reports(d) if x not in ids]
         if not others:
             continue
-        found = measured(await store.document_facts(pool, others, list(concepts_read)))
+        found = await read(others)
         stating = [x for x in others if any(_in_years(r, catalog, years) for r in found.get(x, []))]
         if not stating:
             continue

@@ -22,6 +22,7 @@ from kb.core.settings import RetrievalSettings
 from kb.core.types import LLMUsage
 from router import store
 from router.catalog import Catalogs
+from router.events import asked_event, event_passages
 from router.facts import FactsAnswer, answer_from_facts, facts_table, with_named
 from router.locate import Searched, documents_to_read, locate, read_more, search_trees
 from router.meaning import MeaningIndex, MeaningMatch, unplaced
@@ -210,8 +211,19 @@ async def facts_or_none(state: QueryState, plan: ScopePlan, reading: Question) -
 
 
 async def as_passages(state: QueryState, ranked: Ranked) -> Ranked:
-    """The evidence grown into passages within ``KB_EVIDENCE_TOKENS`` (``router.passages``)."""
-    return replace(ranked, evidence=await passages(state.pool, ranked.evidence, state.settings.evidence_tokens))
+    """The evidence grown into passages within ``KB_EVIDENCE_TOKENS`` (``router.passages``), and for a question
+    about an event over the companies each document's best passage for it (``with_event_passages``)."""
+    grown = replace(ranked, evidence=await passages(state.pool, ranked.evidence, state.settings.evidence_tokens))
+    return await with_event_passages(state, grown)
+
+
+async def with_event_passages(state: QueryState, ranked: Ranked) -> Ranked:
+    """A multi-document question about an event ("which companies made an acquisition"): each needed document's
+    best passage for the event joins the evidence (``router.events``)."""
+    event = asked_event(state.question) if state.multi else None
+    if event is None or state.plan is None:
+        return ranked
+    return replace(ranked, evidence=await event_passages(state.pool, state.plan, state.qvec, event, ranked.evidence))
 
 
 async def judge_and_read(state: QueryState, ev: Evidence, routing: RoutingResult, searched: tuple[Searched, ...],

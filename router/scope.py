@@ -21,6 +21,7 @@ import structlog
 from kb.core import lexicon, periods, vocab
 from kb.core.text import normalize_title, tokenize
 from router import store
+from router.events import asked_event, over_companies
 from router.measures import METRIC_BY_NAME
 from router.metadata import (
     COMPANY_KEYS,
@@ -165,6 +166,8 @@ def _rules_scope(question: str, kv: KnownValues) -> QuestionScope:
         return QuestionScope(kind="multi", reason=f"change over time: '{series.group(0)}'", series=True, **named)
     if not entities and (listing := _LIST.search(question)):
         return QuestionScope(kind="list", reason=f"list over documents: '{listing.group(0)}'")
+    if not entities and over_companies(question) and (event := asked_event(question)) is not None:
+        return QuestionScope(kind="list", reason=f"an event asked over the companies: {event.name} ('{event.cue}')")
     if len(years) >= 2 and _COMPARE.search(question) and years[-1] - years[0] > COMPARATIVE_YEARS:
         return QuestionScope(kind="multi", reason=f"compares periods {years[0]}–{years[-1]} beyond one report's "
                              "comparatives", series=True, **named)

@@ -465,6 +465,40 @@ async def neighbour_chunks(pool: asyncpg.Pool, docs: Sequence[int], nodes: Seque
     return await pool.fetch(SQL_NEIGHBOURS, list(docs), list(nodes), list(los), list(his))
 
 
+# some documents' chunks holding an event's words ($2), best first per document: how many of its words and its
+# second words ($3) they hold, then nearness to the question ($4); at most $5 per document
+SQL_EVENT_CHUNKS = """
+WITH q AS (SELECT string_agg(quote_literal(x), ' | ')::tsquery AS q FROM unnest($2::text[]) AS x),
+hits AS (
+    SELECT c.id, c.document_id, 1 - (c.embedding <=> $4) AS sim,
+           (SELECT count(*) FROM unnest($2::text[] || $3::text[]) AS w(lx)
+            WHERE c.tsv @@ quote_literal(w.lx)::tsquery) AS words
+    FROM (SELECT id, document_id, tsv, embedding FROM chunks WHERE document_id = ANY($1::bigint[]) OFFSET 0) c, q
+    WHERE c.tsv @@ q.q
+),
+ranked AS (
+    SELECT id, sim, row_number() OVER (PARTITION BY document_id ORDER BY words DESC, sim DESC, id) AS r FROM hits
+)
+SELECT c.id, c.document_id, d.name, c.node_id, c.text, c.page, c.page_end, c.heading_path, n.start_index,
+       n.end_index, n.unit, c.statement, r.sim
+FROM ranked r
+JOIN chunks c ON c.id = r.id
+JOIN documents d ON d.id = c.document_id
+JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id
+WHERE r.r <= $5
+ORDER BY c.document_id, r.r"""
+
+
+async def event_chunks(pool: asyncpg.Pool, doc_ids: Sequence[int], words: Sequence[str], needs: Sequence[str],
+                       qvec: np.ndarray, per_document: int) -> list[asyncpg.Record]:
+    """Up to ``per_document`` chunks of each document holding one of an event's lexemes (``words``), those holding
+    more of them and of ``needs`` first, then the nearest the question: what a citation needs, with ``sim``."""
+    if not doc_ids or not words:
+        return []
+    return await pool.fetch(SQL_EVENT_CHUNKS, list(doc_ids), list(words), list(needs),
+                            np.asarray(qvec, dtype=np.float32), per_document)
+
+
 SQL_NEAREST_LINES = """
 SELECT label, printed, 1 - (embedding <=> $2) AS sim FROM line_labels
 WHERE collection_id = $1 AND embedding IS NOT NULL ORDER BY embedding <=> $2 LIMIT $3"""

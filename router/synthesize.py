@@ -15,6 +15,7 @@ from kb.core.periods import question_quarters, question_years, stated_months
 from kb.core.providers import ChatModel
 from kb.core.text import Figure, figures, same_figure, split_sentences, tokenize, unit_label
 from kb.core.vocab import CONCEPT_BY_NAME, line_concept, question_concept
+from router.events import asked_event, event_answer
 from router.facts import FactsAnswer
 from router.prompts import (
     NOT_STATED,
@@ -79,6 +80,8 @@ def _missing_note(plan: ScopePlan | None, w: Words = EN) -> str:
 
 def _offline(question: str, chunks: Sequence[RetrievedChunk], plan: ScopePlan | None) -> Answer:
     if plan is not None and plan.scope.kind != "single":
+        if (event := asked_event(question)) is not None:  # "which companies made an acquisition"
+            return event_answer(question, event, chunks, plan)
         return per_document_answer(question, chunks, plan)
     ans = extractive_answer(question, chunks)
     missing = _missing_note(plan)

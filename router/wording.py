@@ -68,6 +68,21 @@ class Words(msgspec.Struct, frozen=True):
     computed_years: str = ", {years}"
     computed_over: str = ", over {n} companies"
     computed_over_one: str = ", over 1 company"
+    # an event asked over the companies (router.events): who states it, and what each other document says of it
+    event_lead: str = "{docs} {verb} {event}{period} in the passages read."
+    event_states: str = "states"
+    event_state: str = "state"
+    event_none: str = "Not found: none of the {n} documents read states {event}{period}."
+    event_line: str = "- {doc}: {text} {cite}"
+    event_hedged: str = '- {doc}: names {event} only as a risk or possibility ("{cue}"), not as an event: "{text}" {cite}'
+    event_negated: str = '- {doc}: says it did not happen ("{cue}"): "{text}" {cite}'
+    event_incomplete: str = '- {doc}: "{word}", but not of {needs}: "{text}" {cite}'
+    event_vague: str = '- {doc}: names {event} without an object, date or amount: "{text}" {cite}'
+    event_absent: str = "- {docs}: no {event}{period} stated in the passages read."
+    event_other_year: str = '- {doc}: states {event} in {when}, not in {asked}: "{text}" {cite}'
+    event_period: str = " in {years}"
+    event_period_zh: str = "{years}年的"
+    event_label: str = "{entity} ({period})"
     computed_ops: dict[str, str] = msgspec.field(default_factory=lambda: {
         "lookup": "{label}", "max": "Highest {label}", "min": "Lowest {label}", "rank": "Ranking by {label}",
         "categories": "Grouping by {label}", "screen": "Companies past a bound on {label}",
@@ -136,6 +151,14 @@ ZH = Words(
                 "key_figures": "主要会计数据"},
     largest_step="- {what}最大的是{y2}较{y1}：{change}。", extreme_point="- {label}{word}的是{period}：{value}{cite}。",
     decrease="降幅", increase="增幅",
+    event_lead="{docs}在所读段落中载明了{period}{event}。", event_none="未找到：所读{n}份文档均未载明{period}{event}。",
+    event_other_year="- {doc}：载明的{event}在{when}年，而非{asked}年：“{text}” {cite}",
+    event_line="- {doc}：{text} {cite}",
+    event_hedged="- {doc}：仅将{event}作为风险或可能提及（“{cue}”），并非已发生的事项：“{text}” {cite}",
+    event_negated="- {doc}：表示未发生（“{cue}”）：“{text}” {cite}",
+    event_incomplete="- {doc}：提到“{word}”，但未涉及{needs}：“{text}” {cite}",
+    event_vague="- {doc}：提到{event}，但无对象、日期或金额：“{text}” {cite}",
+    event_absent="- {docs}：所读段落中未载明{period}{event}。", event_label="{entity}（{period}）",
 )
 
 

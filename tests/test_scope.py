@@ -35,6 +35,9 @@ KV = KnownValues(values={
     ("How much has the effective tax rate of Helios Robotics changed between FY2021 and FY2022?", "single"),
     ("What is the FY2019 - FY2021 3 year average operating margin for Helios Robotics?", "single"),
     ("Compare Helios Robotics' revenue in 2015 and 2023.", "multi"),
+    ("Did any company change its auditor?", "list"),  # an event asked over the companies (router.events)
+    ("哪些公司进行了收购？", "list"),
+    ("Did Helios Robotics change its auditor?", "single"),
 ])
 def test_scope_rules(question: str, kind: str) -> None:
     scope = classify_scope(question, KV)

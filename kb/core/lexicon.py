@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import lemminflect
 
@@ -441,3 +442,79 @@ EN_LINE_ITEMS = (
     "proceeds from issuance of common stock", "repayments of debt", "purchases of investments",
 )
 """Common US GAAP line items outside the vocabulary (a question naming one asks for that printed line)."""
+
+
+# ------------------------------------------------------------------------------------ events
+
+@dataclass(frozen=True)
+class EventWords:
+    """An event a question may ask which companies had ("which companies made an acquisition"), and how a passage
+    states it. ``words`` name it (English word forms as written, since lemmatizers miss some: "repurchased";
+    Chinese as written); ``needs``, when set, must stand in the same sentence too (the shares of a share buyback,
+    the change of an auditor change), in the question as in the passage. ``en``/``zh`` name it in an answer
+    ("no acquisition", 收购), ``en_a`` with its article; ``needs_en``/``needs_zh`` say what ``needs`` asks for."""
+
+    name: str
+    en: str
+    en_a: str
+    zh: str
+    words: tuple[str, ...]
+    needs: tuple[str, ...] = ()
+    needs_en: str = ""
+    needs_zh: str = ""
+
+
+EVENTS: tuple[EventWords, ...] = (
+    EventWords("acquisition", "acquisition", "an acquisition", "收购",
+               ("acquire", "acquired", "acquires", "acquiring", "acquisition", "acquisitions", "takeover",
+                "takeovers", "buyout", "merger", "mergers", "merged with", "收购", "并购", "吸收合并", "控股合并",
+                "取得控制权")),
+    EventWords("recall", "product recall", "a product recall", "产品召回",
+               ("recall", "recalls", "recalled", "recalling", "召回")),
+    EventWords("auditor_change", "change of auditor", "a change of auditor", "更换审计机构",
+               ("auditor", "auditors", "audit firm", "accounting firm", "会计师事务所", "审计机构", "审计师"),
+               ("change", "changed", "changes", "changing", "replace", "replaced", "replacing", "switch", "switched",
+                "dismiss", "dismissed", "resign", "resigned", "appoint", "appointed", "new", "succeed", "succeeded",
+                "更换", "变更", "改聘", "解聘", "新聘"),
+               "a change, appointment or dismissal", "更换、改聘或解聘"),
+    EventWords("share_buyback", "share buyback", "a share buyback", "股份回购",
+               ("buyback", "buybacks", "buy back", "bought back", "buy-back", "buy-backs", "repurchase",
+                "repurchases", "repurchased", "repurchasing", "回购"),
+               ("share", "shares", "stock", "股份", "股票"), "shares or stock", "股份或股票"),
+)
+"""Events a list question asks about over the companies, most specific first."""
+
+OVER_COMPANIES = ("which companies", "which firms", "which issuers", "what companies", "which of the companies",
+                  "which of these companies", "which of those companies", "which of them", "any company",
+                  "any companies", "any of the companies", "any of these companies", "any of them", "any firm",
+                  "any of the firms", "all companies", "all of the companies", "each company", "every company",
+                  "哪些", "哪几家", "有没有公司", "是否有公司", "各公司", "各家公司", "所有公司")
+"""Words asking which of the companies did something, or whether any did ("which companies made an acquisition",
+"did any company change its auditor"): an event asked with them is a list over the companies. "Which company"
+asks for the one that did, and stays a question about one document."""
+EVENT_HEDGES = ("may", "might", "could", "would", "should", "can", "cannot", "if", "unless", "whether", "potential",
+                "potentially", "possible", "possibly", "future", "further", "any", "risk", "risks", "seek", "seeks",
+                "intend", "intends", "plan", "plans", "aim", "aims", "consider", "considers", "explore", "evaluate",
+                "pursue", "pursues", "pursuing", "opportunity", "opportunities", "expect", "expects", "expected",
+                "anticipate", "anticipates", "will",
+                "可能", "或将", "如果", "若", "假如", "倘若", "拟", "计划", "未来", "风险", "将会", "预计", "寻求", "考虑", "有望",
+                "潜在", "不排除")
+"""Words that make a mention of an event a possibility, a plan or a risk, not a fact ("we may pursue
+acquisitions", "could require further recalls", 未来可能通过并购…)."""
+EVENT_NEGATIONS = ("no", "not", "none", "never", "neither", "nor", "without", "didn't", "hasn't", "haven't",
+                   "未", "没有", "并未", "尚未", "不存在", "无任何")
+"""Words that state an event did not happen ("we did not repurchase any shares", 报告期内未更换会计师事务所)."""
+EVENT_ATTRIBUTIVE_BEFORE = ("of", "the", "a", "an", "our", "its", "their", "and", "or", "on", "for", "from", "with",
+                            "to", "in", "by", "newly")
+"""Words before a past participle of an event verb that make it describe a noun ("amortisation of acquired
+intangible assets", "the recalled products"), not state the event."""
+NOT_NAMES = frozenset({"we", "our", "i", "it", "its", "they", "the", "a", "an", "this", "that", "these", "those",
+                       "in", "on", "at", "for", "of", "and", "or", "by", "as", "after", "before", "during", "since",
+                       "note", "notes", "see", "item", "part", "section", "table", "page", "board", "company",
+                       "group", "management", "directors", "chief", "officer", "executive", "ceo", "cfo", "inc",
+                       "corp", "ltd", "llc", "plc", "fy", "q1", "q2", "q3", "q4", "first", "second", "third",
+                       "fourth", "finally", "also"})
+"""Capitalised words that name no object an event is about (a sentence's first word aside)."""
+EVENT_PERIOD_WORDS = ("first quarter", "second quarter", "third quarter", "fourth quarter", "first half",
+                      "second half", "报告期内", "本报告期", "上半年", "下半年", "本年度", "年内")
+"""Periods written without a figure that date an event ("in the third quarter", 报告期内)."""
