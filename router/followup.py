@@ -11,8 +11,9 @@ refers to one ("that figure") or has no words of its own that may name another (
 question naming its own company, period and measure takes nothing; one asking over the collection ("which company
 …") takes no companies.
 
-The result holds the resolved typed question, the resolved text that routing and retrieval search for ("What about
-2022? [Helios Robotics, net income]") and what was taken from which turn (the trace shows it).
+The result holds the resolved typed question, the resolved text that routing and retrieval search for — the
+question followed by its whole subject, "What about 2022? [Helios Robotics, net income, fiscal 2022]" — and what was
+taken from which turn (the trace shows it).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class FollowUp(msgspec.Struct, frozen=True):
     """A question resolved against the conversation before it."""
 
     question: Question  # as resolved; its ``text`` is ``text``
-    text: str  # the question, with what it took written after it in brackets (the question alone: nothing taken)
+    text: str  # the question, its subject written after it in brackets (the question alone: nothing taken)
     inherited: tuple[Inherited, ...] = ()
     own_subject: bool = False  # it names its own companies or asks over the collection
 
@@ -133,6 +134,13 @@ def _own_words(text: str, companies: Mapping[str, Sequence[str]]) -> list[str]:
 
 def _size(text: str) -> int:
     return len(_WORD.findall(text.lower())) + len(lx.HAN.findall(text)) // 2
+
+
+def _without_year(text: str, periods: Sequence[PeriodRef]) -> bool:
+    """Quarters or spans named without a year ("the second quarter", "the first nine months": the reader takes
+    the latest), not the latest asked for in words."""
+    return all(p.year is None and p.relative in ("", "latest") for p in periods) \
+        and not cues_in(text, lx.LATEST)
 
 
 def _collection(text: str, q: Question) -> bool:
@@ -213,11 +221,11 @@ class _Resolver:
         if not periods and (src := self._nearest("periods")) is not None:
             periods, origin["periods"] = src.question.periods, src.origin["periods"]
             taken.append(("periods", *src.origin["periods"]))
-        elif periods and all(p.year is None and not p.relative for p in periods):  # "And the second quarter?"
+        elif periods and _without_year(turn.text, periods):  # "And the second quarter?", "the first nine months"
             src = next((t for t in reversed(self.turns) if any(p.year for p in t.question.periods)), None)
             if src is not None:
                 year = max(p.year for p in src.question.periods if p.year)
-                periods = tuple(msgspec.structs.replace(p, year=year) for p in periods)
+                periods = tuple(msgspec.structs.replace(p, year=year, relative="") for p in periods)
                 taken.append(("periods", *src.origin["periods"]))
         if not measures and (cues.measure or not _own_words(turn.text, self.companies)) \
                 and (src := self._nearest("measures")) is not None:
@@ -241,35 +249,28 @@ class _Resolver:
         unknown = tuple(u for u in q.unknown if u != NO_MEASURE) if measures else q.unknown
         resolved = msgspec.structs.replace(q, entities=entities, periods=periods, measures=measures,
                                            operation=operation, unknown=unknown, **fields)
-        inherited = tuple(Inherited(part, self._written(part, resolved, at, source), index - at, source)
-                          for part, at, source in taken)
-        text = _text(turn.text, [i.value if i.part != "operation" else _operation_word(resolved)
-                                 for i in _in_text_order(inherited)], resolved.lang)
+        texts = {i: t.text for i, t in enumerate(self.turns)} | {index: turn.text}
+        written = {part: self._written(part, resolved, texts[origin[part][0]]) for part in origin}
+        inherited = tuple(Inherited(part, written[part], index - at, source) for part, at, source in taken)
+        shown = {"entities", "measures", "periods"} | {p for p, _, _ in taken}  # an operation only when taken
+        subject = [written[p] for p in ("entities", "operation", "measures", "periods") if p in written and p in shown]
+        text = _text(turn.text, subject, resolved.lang)
         return _Turn(text=text, question=msgspec.structs.replace(resolved, text=text), collection=turn.collection,
                      origin=origin, reply=turn.reply, inherited=inherited)
 
-    def _written(self, part: Part, q: Question, at: int, source: Source) -> str:
+    @staticmethod
+    def _written(part: Part, q: Question, named_in: str) -> str:
         """A part as the resolved text writes it: companies as the collection names them, a measure by the words
-        of the turn that named it, periods in the question's language; the operation by its name."""
+        of the turn that named it (``named_in``), periods in the question's language, an operation by its word
+        (``kb.core.lexicon.FOLLOWUP_OPERATIONS``)."""
         if part == "entities":
             return ", ".join(q.entities.names)
         if part == "periods":
             return ", ".join(period_words(p, q.lang) for p in q.periods)
         if part == "measures":
-            return ", ".join(measure_phrase(self.turns[at].text, m) or measure_words(m, q.lang) for m in q.measures)
-        return q.operation or ""
-
-
-_ORDER: Mapping[Part, int] = {"entities": 0, "operation": 1, "measures": 2, "periods": 3}
-
-
-def _in_text_order(inherited: Sequence[Inherited]) -> list[Inherited]:
-    return sorted(inherited, key=lambda i: _ORDER[i.part])
-
-
-def _operation_word(q: Question) -> str:
-    en, zh = lx.FOLLOWUP_OPERATIONS[q.operation or ""]
-    return zh if q.lang == "zh" else en
+            return ", ".join(measure_phrase(named_in, m) or measure_words(m, q.lang) for m in q.measures)
+        words = lx.FOLLOWUP_OPERATIONS.get(q.operation or "")
+        return "" if words is None else words[1] if q.lang == "zh" else words[0]
 
 
 def _text(question: str, parts: Sequence[str], lang: str) -> str:

@@ -137,7 +137,7 @@ class QueryState:
 
 def retrieval_query(req: QueryRequest, follow_up: FollowUp | None = None) -> str:
     """The text used for routing and retrieval: a follow-up resolved from the earlier turns (``router.followup``:
-    "What about 2022? [Helios Robotics, net income]"), a question naming whom it is about as it is; otherwise a
+    "What about 2022? [Helios Robotics, net income, fiscal 2022]"), a question naming whom it is about as it is; otherwise a
     short follow-up borrows the previous user turn (spec 003)."""
     if follow_up is not None and follow_up.settled:
         return follow_up.text

@@ -24,7 +24,12 @@ def _ask(*turns: str, companies: list[str] = FIRMS, answers: dict[int, str] | No
     for i, text in enumerate(turns[:-1]):
         history.append(Turn(role="user", content=text))
         history.append(Turn(role="assistant", content=(answers or {}).get(i, "I looked it up.")))
-    return resolve(turns[-1], history, companies)
+    f = resolve(turns[-1], history, companies)
+    if f.inherited:  # the resolved text reads as the resolved question: routing and an LLM see the same subject
+        again, q = read_question(f.text, companies), f.question
+        assert (again.operation, again.entities, again.measures, again.periods) == (
+            q.operation, q.entities, q.measures, q.periods), (f.text, again)
+    return f
 
 
 def _subject(f: FollowUp) -> tuple[str | None, list[str], tuple[str, ...], list[tuple[int | None, int]]]:
@@ -39,16 +44,12 @@ def _taken(f: FollowUp) -> dict[str, int]:
 def test_three_turns_take_the_company_from_the_first_and_the_measure_from_the_second() -> None:
     second = _ask(HELIOS, "And its net income?")
     assert _subject(second) == ("lookup", ["net_income"], ("Helios Robotics",), [(2023, 0)])
-    assert second.text == "And its net income? [Helios Robotics, fiscal 2023]"
+    assert second.text == "And its net income? [Helios Robotics, net income, fiscal 2023]"
     third = _ask(HELIOS, "And its net income?", "What about 2022?")
     assert _subject(third) == ("lookup", ["net_income"], ("Helios Robotics",), [(2022, 0)])
     assert _taken(third) == {"entities": 2, "measures": 1}  # the company stated two turns back, the measure one
-    assert third.text == "What about 2022? [Helios Robotics, net income]"
+    assert third.text == "What about 2022? [Helios Robotics, net income, fiscal 2022]"
     assert third.question.text == third.text and not third.question.unknown
-    # the resolved text reads as the resolved question: routing and the LLM's reading see the same subject
-    again = read_question(third.text, FIRMS)
-    assert (again.entities, again.measures, again.periods) == (third.question.entities, third.question.measures,
-                                                               third.question.periods)
 
 
 def test_three_turns_over_the_collection_keep_the_ranking() -> None:
@@ -56,7 +57,7 @@ def test_three_turns_over_the_collection_keep_the_ranking() -> None:
     assert _subject(f) == ("max", ["net_income"], (), [(2022, 0)])
     assert f.question.entities.scope == "collection"
     assert _taken(f) == {"measures": 1, "operation": 2}
-    assert "highest" in f.text and "net income" in f.text
+    assert f.text == "What about 2022? [highest, net income, fiscal 2022]"
 
 
 def test_a_switch_of_company_keeps_the_measure_and_the_period() -> None:
@@ -90,10 +91,10 @@ def test_chinese_three_turns_and_a_switch() -> None:
     first = "星河精密2023年的营业收入是多少？"
     f = _ask(first, "它的净利润呢？", "那2022年呢？", companies=ZH_FIRMS)
     assert _subject(f) == ("lookup", ["net_income"], ("星河精密制造股份有限公司",), [(2022, 0)])
-    assert f.text == "那2022年呢？[星河精密制造股份有限公司，净利润]"
+    assert f.text == "那2022年呢？[星河精密制造股份有限公司，净利润，2022年]"
     g = _ask(first, "蓝湾食品呢？", companies=ZH_FIRMS)
     assert _subject(g) == ("lookup", ["revenue"], ("蓝湾食品股份有限公司",), [(2023, 0)])
-    assert g.text == "蓝湾食品呢？[营业收入，2023年]"
+    assert g.text == "蓝湾食品呢？[蓝湾食品股份有限公司，营业收入，2023年]"
     h = _ask(first, "该公司同期的毛利润是多少？", companies=ZH_FIRMS)
     assert _subject(h) == ("lookup", ["gross_profit"], ("星河精密制造股份有限公司",), [(2023, 0)])
 
