@@ -40,6 +40,11 @@ SHORT = 4
 follow-up without any cue word ("Aurora Pharma?", "In 2021?")."""
 REPLY_CHARS = 600
 """How much of an answer is read for the companies it names (its lead names them)."""
+TURN_CHARS = 400
+"""How much of an earlier question is read (a question is short; a longer turn is pasted text). Measured with 500
+companies: eight earlier turns of 400 characters are read in 0.16 s, ten of 8,000 took 2 s."""
+TURNS = 8
+"""How many earlier user turns are read, the latest ones."""
 _WORD = re.compile(r"[a-z0-9]+")
 
 
@@ -76,10 +81,6 @@ class _Cues:
     entity: bool  # "its", 该公司
     period: bool  # "that year", 同期
     measure: bool  # "that figure", 该指标
-
-    @property
-    def any(self) -> bool:
-        return self.opener or self.ellipsis or self.entity or self.period or self.measure
 
 
 @dataclass(frozen=True)
@@ -310,13 +311,13 @@ def measure_words(m: MeasureRef, lang: str = "en") -> str:
 
 def resolve(question: str, history: Sequence[Turn],
             companies: Sequence[str] | Mapping[str, Sequence[str]] = ()) -> FollowUp:
-    """The question resolved against the user turns of ``history`` (and the answers to them, for the companies an
-    answer to "which company …" names); ``companies`` as ``read_question`` takes them."""
+    """The question resolved against the latest ``TURNS`` user turns of ``history`` (and the answers to them, for the
+    companies an answer to "which company …" names); ``companies`` as ``read_question`` takes them."""
     names = companies if isinstance(companies, Mapping) else {c: () for c in companies}
     resolver = _Resolver(names)
-    for i, t in enumerate(history):
-        if t.role == "user":
-            nxt = history[i + 1] if i + 1 < len(history) else None
-            resolver.add(t.content, nxt.content if nxt is not None and nxt.role == "assistant" else "")
+    asked = [i for i, t in enumerate(history) if t.role == "user"][-TURNS:]
+    for i in asked:
+        nxt = history[i + 1] if i + 1 < len(history) else None
+        resolver.add(history[i].content[:TURN_CHARS], nxt.content if nxt is not None and nxt.role == "assistant" else "")
     turn, own_subject = resolver.add(question.strip())
     return FollowUp(question=turn.question, text=turn.text, inherited=turn.inherited, own_subject=own_subject)

@@ -178,7 +178,8 @@ async def prepare(services: Services, request: Request, chat: ChatModel) -> Quer
     if not catalog.docs:
         raise ValidationError(f"collection {req.collection!r} holds no documents: nothing to search; ingest "
                               "some first (POST /kb/admin/ingest, the web UI or `kb ingest`)")
-    follow_up = resolve(req.query, req.history, catalog.companies)
+    follow_up = await asyncio.to_thread(resolve, req.query, req.history, catalog.companies) if req.history \
+        else resolve(req.query, (), catalog.companies)  # earlier turns are read off the event loop
     question = retrieval_query(req, follow_up)
     vectors = await services.vectors.embed([question])
     reading = follow_up.question if question == follow_up.text else read_question(question, catalog.companies)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from router.followup import FollowUp, period_words, resolve
+from router.followup import TURNS, FollowUp, period_words, resolve
 from router.question import PeriodRef
 from router.reading import read_question
 from router.state import retrieval_query
@@ -163,3 +163,9 @@ def test_periods_are_written_as_the_reader_reads_them() -> None:
 def test_no_history_reads_the_question_alone() -> None:
     f = resolve("What was Helios Robotics' revenue in fiscal 2023?", [], FIRMS)
     assert f.inherited == () and f.question == read_question(HELIOS, FIRMS) and f.text == HELIOS
+
+
+def test_only_the_latest_turns_are_read() -> None:
+    recalls = ["What about the warranty reserve?"] * TURNS  # each takes Helios and 2023 from the turns before it
+    assert _taken(_ask(HELIOS, *recalls[1:], "And its net income?")) == {"entities": TURNS, "periods": TURNS}
+    assert _ask(HELIOS, *recalls, "And its net income?").inherited == ()  # Helios is further back than that
