@@ -99,6 +99,10 @@ def _print_result(result: QueryResult, question: str) -> None:
     print(f"Query: {question}")
     print(bar)
     print(f"\n>>> Step 0: Routing ({trace.strategy_used if trace else '?'})")
+    if trace is not None and trace.follow_up is not None:
+        taken = "; ".join(f"{i.part} {i.value!r} ({i.turns_back} turn{'s' if i.turns_back > 1 else ''} back"
+                          f"{', from the answer' if i.source == 'assistant' else ''})" for i in trace.follow_up.inherited)
+        print(f"  follow-up: \"{trace.follow_up.question}\" — from earlier turns: {taken}")
     for note in trace.routing.notes if trace else ():
         print(f"  note: {note}")
     for d in result.documents:

@@ -95,14 +95,14 @@ class QueryPipeline:
         admitted, chat, clock = await admit((await self.services()).pool, req), CountingChat(self.chat), Clock()
         req, out = admitted.req, await self.retrieve(admitted, on_event, chat=chat, clock=clock)
         with clock.stage("synthesize"):
-            answer = check_figures(await synthesize(chat, req.query, list(out.evidence), req.history,
+            answer = check_figures(await synthesize(chat, out.asked or req.query, list(out.evidence), req.history,
                                                     plan=out.plan, facts=out.facts),
                                    strict=self.settings.strict_figures, computed=out.facts.text if out.facts else "")
         clock.total()
         usage = chat.usage()
         if self.observe is not None:
             self.observe(clock.ms, usage)
-        trace = build_trace(req.query, out, answer.mode, clock.ms, usage, answer.unsupported) \
+        trace = build_trace(out.asked or req.query, out, answer.mode, clock.ms, usage, answer.unsupported) \
             if req.include_trace else None
         log.info("router.query_done", strategy=req.strategy, scope=out.plan.scope.kind,
                  docs=len(out.routing.documents), nodes=len(out.picks), chunks=len(out.evidence),
@@ -255,4 +255,5 @@ def outcome(state: QueryState, routing: RoutingResult, searched: tuple[Searched,
     return RetrievalOutcome(routing=routing, searches=tuple(x.result for x in searched), picks=ev.picks,
                             chunks=ranked.chunks, rerank_note=ranked.rerank_note, timings_ms=dict(timings_ms),
                             llm_calls=calls, plan=state.plan, evidence=ranked.evidence, policy=state.policy.name,
-                            rounds=rounds, chosen_chunks=chosen)
+                            rounds=rounds, chosen_chunks=chosen, asked=state.asked,
+                            inherited=state.follow_up.inherited if state.follow_up is not None else ())

@@ -86,7 +86,7 @@ async def _score(state: QueryState, ev: Evidence, routing: RoutingResult,
               "statements": state.statements, "statement_share": pol.statement_share}
     if not state.multi:
         w = state.settings.rank_dense_weight
-        ranked = rank_across_nodes(req.query, ev.chunks, ev.prior, w, 1 - w, weights, **shares)
+        ranked = rank_across_nodes(state.asked, ev.chunks, ev.prior, w, 1 - w, weights, **shares)
     else:
         groups: dict[int, list[RetrievedChunk]] = {}
         for c in ev.chunks:
@@ -108,7 +108,7 @@ async def _score(state: QueryState, ev: Evidence, routing: RoutingResult,
 async def _rerank(state: QueryState, ranked: list[RetrievedChunk], reranker: Reranker) -> list[RetrievedChunk]:
     top_k = state.req.top_k
     if not state.multi:
-        return await rerank(reranker, state.req.query, ranked[: max(top_k * 4, 20)])
+        return await rerank(reranker, state.asked, ranked[: max(top_k * 4, 20)])
     per_doc: dict[int, list[RetrievedChunk]] = {}
     for c in ranked:
         per_doc.setdefault(c.doc_id, []).append(c)

@@ -247,6 +247,19 @@ def listed_measures(text: str) -> list[MeasureRef]:
     return [MeasureRef(c) for c in dict.fromkeys(out)] if len(set(out)) >= 2 else []
 
 
+def measure_phrase(text: str, ref: MeasureRef) -> str:
+    """The words of ``text`` that name the measure ``ref`` (its longest phrase in the measure table), or ""."""
+    r = _Reading.of(text)
+    return next((phrase for phrase, found in _MEASURES if found == ref and r._find(phrase)), "")
+
+
+def cues_in(text: str, cues: Iterable[str]) -> list[str]:
+    """The cues of a list that stand in a text, matched as the reader matches cue words (English by lemma, Chinese
+    as written)."""
+    r = _Reading.of(text)
+    return [c for c in cues if r._find(c)]
+
+
 def _next_word(r: _Reading, end: int) -> str:
     return next((w for a, _, w in r.words if a >= end), "")
 
@@ -1000,7 +1013,9 @@ def same_reading(a: Question, b: Question) -> bool:
 _ZH_NOT_MEASURE = re.compile(rf"\d+\s*(?:{'|'.join(lx.ZH_PERIOD_UNITS)})?|[^\u4e00-\u9fff]+|[{lx.ZH_FUNCTION_CHARS}]")
 """What of a Chinese question names no measure: periods ("2023年"), anything not Han, function characters."""
 _NOT_CUES = frozenset({"ZH_LINE_ITEMS", "EN_LINE_ITEMS", "ZH_PLACES", "LOSS", "MARGIN_WORDS", "WEAK_MEASURE_WORDS",
-                       "MEASURE_HEADS", "PROFIT_MEASURES", "NOT_THE_MEASURE_AFTER", "MONTH_NAMES"})
+                       "MEASURE_HEADS", "PROFIT_MEASURES", "NOT_THE_MEASURE_AFTER", "MONTH_NAMES", "FOLLOWUP_OPENERS",
+                       "FOLLOWUP_ELLIPSIS", "FOLLOWUP_ENTITY", "FOLLOWUP_PERIOD", "FOLLOWUP_MEASURE", "FOLLOWUP_NOT"})
+"""Lexicon lists that are no cue words of a single question (the follow-up cues are read by ``router.followup``)."""
 
 
 @functools.cache

@@ -21,6 +21,7 @@ from kb.core.settings import RetrievalSettings
 from kb.core.vocab import question_statements
 from router import store
 from router.catalog import Catalog, Catalogs
+from router.followup import FollowUp, resolve
 from router.meaning import MeaningIndex
 from router.metadata import conditions_from_filters
 from router.policy import RankingPolicy, policy_for
@@ -87,7 +88,7 @@ class QueryState:
     services: Services
     collection_id: int
     catalog: Catalog
-    question: str  # what routing and retrieval search for (a short follow-up borrows the previous turn)
+    question: str  # what routing and retrieval search for (a follow-up resolved from the earlier turns)
     vectors: Mapping[str, np.ndarray]  # the question's, then every sub-question's
     terms: QueryTerms
     within: tuple[int, ...] | None  # the documents the explicit filters allow (None: no filters)
@@ -99,6 +100,7 @@ class QueryState:
     reading: Question | None = None  # the question as read (router.reading): what facts and filters compute
     plan: ScopePlan | None = None
     doc_q: Mapping[int, str] = field(default_factory=dict)  # each routed document's (sub-)question
+    follow_up: FollowUp | None = None  # the question resolved against the conversation (router.followup)
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -107,6 +109,11 @@ class QueryState:
     @property
     def settings(self) -> RetrievalSettings:
         return self.services.settings
+
+    @property
+    def asked(self) -> str:
+        """The question the text path ranks and answers: a follow-up as resolved, else the request's own."""
+        return self.follow_up.text if self.follow_up is not None and self.follow_up.settled else self.req.query
 
     @property
     def qvec(self) -> np.ndarray:
@@ -128,8 +135,12 @@ class QueryState:
         return {**self.vectors, **(await self.services.vectors.embed(missing) if missing else {})}
 
 
-def retrieval_query(req: QueryRequest) -> str:
-    """The text used for routing and retrieval: a short follow-up borrows the previous user turn (spec 003)."""
+def retrieval_query(req: QueryRequest, follow_up: FollowUp | None = None) -> str:
+    """The text used for routing and retrieval: a follow-up resolved from the earlier turns (``router.followup``:
+    "What about 2022? [Helios Robotics, net income, fiscal 2022]"), a question naming whom it is about as it is; otherwise a
+    short follow-up borrows the previous user turn (spec 003)."""
+    if follow_up is not None and follow_up.settled:
+        return follow_up.text
     q = req.query.strip()
     prev = [t.content for t in req.history if t.role == "user"]
     if prev and len(q.split()) < 12:
@@ -167,9 +178,11 @@ async def prepare(services: Services, request: Request, chat: ChatModel) -> Quer
     if not catalog.docs:
         raise ValidationError(f"collection {req.collection!r} holds no documents: nothing to search; ingest "
                               "some first (POST /kb/admin/ingest, the web UI or `kb ingest`)")
-    question = retrieval_query(req)
+    follow_up = await asyncio.to_thread(resolve, req.query, req.history, catalog.companies) if req.history \
+        else resolve(req.query, (), catalog.companies)  # earlier turns are read off the event loop
+    question = retrieval_query(req, follow_up)
     vectors = await services.vectors.embed([question])
-    reading = read_question(question, catalog.companies)
+    reading = follow_up.question if question == follow_up.text else read_question(question, catalog.companies)
     scope = classify_scope(question, catalog.known, reading)
     missing = await missing_entities(pool, collection_id, req.query, catalog.known)
     within = None
@@ -179,7 +192,7 @@ async def prepare(services: Services, request: Request, chat: ChatModel) -> Quer
         req=req, chat=chat, services=services, collection_id=collection_id, catalog=catalog, question=question,
         vectors=vectors, terms=await store.query_terms(pool, collection_id, question, n_docs=catalog.stamp.documents), within=within, scope=scope,
         missing=missing, top_docs=effective_top_docs(req.top_docs, scope, catalog.known), policy=policy_for(chat),
-        statements=question_statements(question), reading=reading)
+        statements=question_statements(question), reading=reading, follow_up=follow_up)
 
 
 NodeKey = tuple[int, str]

@@ -97,7 +97,7 @@ async def judge(state: QueryState, evidence: Sequence[RetrievedChunk], trees: Se
                 read: set[tuple[int, str]], round_no: int) -> Judgement:
     """One sufficiency call over the query's evidence; ``failed`` (and no nodes) when the call or its reply is
     unusable."""
-    chat, question, max_nodes = state.chat, state.req.query, state.settings.max_nodes_per_doc
+    chat, question, max_nodes = state.chat, state.asked, state.settings.max_nodes_per_doc
     try:
         reply = await ask(chat, SUFFICIENCY, _prompt(question, evidence, trees, read))
     except LLMError as exc:

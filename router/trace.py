@@ -9,6 +9,7 @@ import msgspec
 
 from kb.core.types import LLMUsage
 from router.facts import FactsAnswer, FactUsed
+from router.followup import Inherited
 from router.policy import OFFLINE
 from router.question import Question
 from router.scope import evidence_found
@@ -77,6 +78,14 @@ class ChunkTrace(msgspec.Struct, frozen=True):
     fill: bool  # LLM ranking: not from a node the model chose (it fills the remaining slots)
 
 
+class FollowUpTrace(msgspec.Struct, frozen=True):
+    """A follow-up resolved from the earlier turns of the conversation: the question as routed, read and answered,
+    and what it took from which turn."""
+
+    question: str
+    inherited: tuple[Inherited, ...]
+
+
 class Trace(msgspec.Struct, frozen=True):
     scope: ScopeTrace
     strategy_used: str
@@ -92,6 +101,7 @@ class Trace(msgspec.Struct, frozen=True):
     timings_ms: dict[str, float]
     llm: LLMUsage
     question: Question | None = None  # the question as read (router.question), when an answer was computed
+    follow_up: FollowUpTrace | None = None  # what a follow-up took from the earlier turns (router.followup)
 
 
 @dataclass(frozen=True)
@@ -112,6 +122,8 @@ class RetrievalOutcome:
     rounds: tuple[Judgement, ...] = ()  # sufficiency judgements (LLM mode)
     facts: FactsAnswer | None = None  # the answer computed from stored facts (router.facts), when it applies
     reading: Question | None = None  # the question as read beside it (router.question)
+    asked: str = ""  # the question the text path ranked and synthesis answers (a follow-up as resolved)
+    inherited: tuple[Inherited, ...] = ()  # what a follow-up took from the earlier turns
 
 
 class QueryResult(msgspec.Struct, frozen=True):
@@ -149,4 +161,5 @@ def build_trace(question: str, out: RetrievalOutcome, synthesis: str, timings_ms
                                 c.source, c.statement, llm_ranking and c.chunk_id not in out.chosen_chunks)
                      for c in out.chunks),
         rerank=out.rerank_note, synthesis=synthesis, unsupported_figures=tuple(unsupported), timings_ms={k: round(v, 1) for k, v in timings_ms.items()},
-        llm=usage, question=out.reading)
+        llm=usage, question=out.reading,
+        follow_up=FollowUpTrace(out.asked, out.inherited) if out.inherited else None)

@@ -11,7 +11,7 @@ import pytest
 
 from kb.runtime import Runtime, build_pipeline
 from router.prompts import METADATA, PLAN
-from router.types import STRATEGIES, QueryRequest
+from router.types import STRATEGIES, QueryRequest, Turn
 from tests.http import wire
 
 pytestmark = pytest.mark.slow
@@ -269,3 +269,63 @@ async def test_the_cli_prints_the_typed_trace_step_by_step(samples_rt: Runtime,
     without = msgspec.structs.replace(result, trace=None)
     _print_result(without, q)
     assert ">>> Step 0: Routing (?)" in capsys.readouterr().out
+
+
+CONVERSATION = [
+    {"role": "user", "content": "What was Helios Robotics' revenue in fiscal 2023?"},
+    {"role": "assistant", "content": "Helios Robotics' revenue was $497.3 million in fiscal 2023."},
+    {"role": "user", "content": "And its net income?"},
+    {"role": "assistant", "content": "Net income was $6.1 million in fiscal 2023."},
+]
+"""Two turns before a follow-up: the company from the first, the measure from the second."""
+
+
+@pytest.mark.parametrize(("question", "doc", "figure", "taken"), [
+    ("What about 2022?", "helios-robotics-2022-annual-report", "23.8", {"entities": 2, "measures": 1}),
+    ("How about Aurora Pharma?", "aurora-pharma-2023-annual-report", "402.5", {"periods": 2, "measures": 1}),
+])
+async def test_a_three_turn_follow_up_is_answered_for_its_subject(samples_rt: Runtime, question: str, doc: str,
+                                                                  figure: str, taken: dict[str, int]) -> None:
+    """Over HTTP: the third turn is routed to its company's report for the period asked and leads with that
+    figure (Helios's FY2022 net loss; Aurora's FY2023 net income); the trace says what it took from which turn."""
+    from kb.app import create_app
+    from kb.bench.answers_bench import lead_of
+    from tests.http import app_client
+
+    async with app_client(create_app(runtime=samples_rt, run_worker=False)) as client:
+        r = await client.post("/kb/query", json={"query": question, "history": CONVERSATION})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert Path(body["documents"][0]["name"]).stem == doc, body["documents"]
+    assert figure in lead_of(body["answer"]), body["answer"]
+    follow = body["trace"]["follow_up"]
+    assert {i["part"]: i["turns_back"] for i in follow["inherited"]} == taken
+    assert follow["question"].startswith(question) and "net income" in follow["question"]
+
+
+async def test_an_independent_turn_takes_nothing_from_the_conversation(samples_rt: Runtime) -> None:
+    result = await build_pipeline(samples_rt).run(QueryRequest(
+        query="What was Northwind Energy's revenue in 2023?",
+        history=[Turn(**t) for t in CONVERSATION]))  # type: ignore[arg-type]
+    assert Path(result.documents[0].name).stem == "northwind-energy-2023-annual-report"
+    assert "1,284.6" in result.answer.split("\n")[0] and wire(result.trace)["follow_up"] is None
+    assert wire(result.trace)["scope"]["kind"] == "single"  # Helios does not leak in as a second company
+
+
+async def test_the_llm_reads_the_resolved_follow_up(samples_rt: Runtime, fake_openai) -> None:  # noqa: ANN001
+    """With an LLM, the metadata and typed-question step is asked about the resolved question, not "What about
+    2022?" alone, and resolving it costs no call: as many as the same question asked on its own."""
+    from tests.fake_openai import FakeReply
+
+    fake_openai.route({METADATA: FakeReply.json({"conditions": [
+        {"key": "company", "op": "in", "value": ["Helios Robotics"]},
+        {"key": "fiscal_year", "op": "in", "value": ["2022"]}]})}, text=FakeReply.text("A net loss [1]."))
+    pipeline = _llm_pipeline(samples_rt, fake_openai)
+    follow = await pipeline.run(QueryRequest(  # type: ignore[attr-defined]
+        query="What about 2022?", strategy="metadata", history=[Turn(**t) for t in CONVERSATION]))  # type: ignore[arg-type]
+    asked = [r.messages[-1]["content"] for r in fake_openai.requests if r.step is METADATA]
+    assert len(asked) == 1 and "Question: What about 2022? [Helios Robotics, net income, fiscal 2022]" in asked[0]
+    assert Path(follow.documents[0].name).stem == "helios-robotics-2022-annual-report"
+    alone = await pipeline.run(QueryRequest(  # type: ignore[attr-defined]
+        query="What was Helios Robotics' net income in fiscal 2022?", strategy="metadata"))
+    assert follow.trace.llm.calls == alone.trace.llm.calls

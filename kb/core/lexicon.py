@@ -241,6 +241,48 @@ ASKED_KIND: Mapping[str, tuple[str, ...]] = {
 text answer ("How many vans …" → "410 electric delivery vans", not the sentence with a 31% saving)."""
 
 
+# ------------------------------------------------------------------------------------ follow-ups
+# A turn of a conversation that leaves its subject unstated ("And its net income?", "What about 2022?", 那2022年呢)
+# takes it from the earlier turns (``router.followup``). English cues are matched as the reader matches cue words
+# (by lemma), Chinese ones as written.
+
+FOLLOWUP_OPENERS = ("and", "also", "now", "then", "so", "ok", "okay", "plus", "but",
+                    "那", "那么", "还有", "另外", "然后", "再问", "再看", "换成", "换作")
+"""Words that open a turn continuing the previous one, matched at the start of the turn only."""
+FOLLOWUP_ELLIPSIS = ("what about", "how about", "what of", "same for", "the same for", "same question for",
+                     "as well", "likewise", "呢", "同样", "也是")
+"""Words anywhere in a turn that leave out what an earlier turn said ("What about 2022?", 极光制药呢？)."""
+FOLLOWUP_ENTITY = ("its", "it", "their", "they", "them", "the company", "that company", "this company",
+                   "the same company", "the firm", "that firm", "这家公司", "该公司", "那家公司", "该企业", "这家企业",
+                   "它", "它们", "其", "他们")
+"""Words referring to a company named earlier ("its net income", 该公司的营收)."""
+FOLLOWUP_PERIOD = ("that year", "the same year", "same year", "that period", "the same period", "same period",
+                   "that quarter", "the same quarter", "same quarter", "that fiscal year",
+                   "同期", "当年", "同年", "该年", "那一年", "那年", "当期", "同一季度", "那个季度")
+"""Words referring to a period named earlier."""
+FOLLOWUP_MEASURE = ("that figure", "the same figure", "that number", "the same number", "that measure",
+                    "the same measure", "that metric", "the same metric", "that line",
+                    "该指标", "这个指标", "这一指标", "同一指标", "这个数", "这个数字")
+"""Words referring to a measure named earlier."""
+FOLLOWUP_NOT = ("其他", "其它", "其中", "其余", "其次", "尤其", "极其", "及其", "与其")
+"""Words holding a Chinese reference character that refer to nothing earlier (其他应收款 is no 其)."""
+FOLLOWUP_OPERATIONS: Mapping[str, tuple[str, str]] = {
+    "compare": ("compared", "对比"), "max": ("highest", "最高"), "min": ("lowest", "最低"), "rank": ("ranked", "排名"),
+    "change": ("change", "变化"), "series": ("trend", "趋势"),
+}
+"""How a resolved follow-up writes an operation it takes from an earlier turn (English, Chinese); the operations
+not listed (screens, groups: their bounds are not carried over) are not taken."""
+FOLLOWUP_PERIODS: Mapping[str, Mapping[str, str]] = {
+    "en": {"year": "fiscal {year}", "quarter": "Q{quarter} {year}", "quarter_alone": "Q{quarter}",
+           "span": "first {span} of {year}", "latest": "latest", "latest_span": "latest {span}",
+           "last_n": "last {n} years", "9": "nine months", "6": "six months", "3": "three months"},
+    "zh": {"year": "{year}年", "quarter": "{year}年第{quarter}季度", "quarter_alone": "第{quarter}季度",
+           "span": "{year}年{span}", "latest": "最新", "latest_span": "最新{span}", "last_n": "近{n}年",
+           "9": "前三季度", "6": "上半年", "3": "三个月"},
+}
+"""How a resolved follow-up writes a period it takes from an earlier turn (``{quarter}`` in Chinese is written
+with ``ZH_QUARTER_NUMERALS``; ``{span}`` is the entry of the period's months)."""
+
 # ------------------------------------------------------------------------------------ measures
 
 MEASURE_SYNONYMS: Mapping[str, tuple[str, ...]] = {

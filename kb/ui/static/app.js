@@ -813,6 +813,13 @@ function traceView(trace, docNames, documents) {
       el("dt", { text: "kind" }), el("dd", { text: scope.kind }),
       el("dt", { text: "reason" }), el("dd", { text: scope.reason || "—" }))));
   }
+  const follow = trace.follow_up;
+  if (follow && follow.inherited && follow.inherited.length) {
+    parts.push(traceSection("Follow-up", el("dl", { class: "kv" },
+      el("dt", { text: "asked as" }), el("dd", { text: follow.question }),
+      follow.inherited.flatMap((i) => [el("dt", { text: i.part }),
+        el("dd", { text: `${i.value} (${plural(i.turns_back, "turn")} back${i.source === "assistant" ? ", from the answer" : ""})` })]))));
+  }
   const cands = (trace.routing && trace.routing.candidates) || [];
   parts.push(traceSection(`Routing candidates (${cands.length})`, cands.length ? table(
     [["Document"], ["Score", "num"], ["Why"]],
