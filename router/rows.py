@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from kb.core import lexicon as lx
 from kb.core.periods import question_quarters, question_years, stated_months
 from kb.core.text import tokenize
-from kb.core.vocab import DATE_RE, line_concept, question_concept
+from kb.core.vocab import CONCEPT_BY_NAME, DATE_RE, line_concept, question_concept
 
 _CELL = re.compile(r"^\(?-?\$?\(?\d[\d,]*(?:\.\d+)?\)?%?\)?$|^[—–-]$")
 _YEAR = re.compile(r"\b((?:19|20)\d{2})\b")
@@ -173,6 +173,8 @@ def best_row(question: str, texts: Sequence[str], naming: set[str]) -> RowMatch 
     if not words and not concept:
         return None
     years = question_years(question)
+    # words naming a part of the measure ("Services revenue"): the concept's total row is not what is asked
+    qualified = bool(concept) and bool(words - _concept_words(concept))
     months = stated_months(question)
     months = 3 if months == 12 and question_quarters(question) else months
     within_year = months != 12  # a quarter, nine months
@@ -181,10 +183,14 @@ def best_row(question: str, texts: Sequence[str], naming: set[str]) -> RowMatch 
         if within_year and not names_a_span(text):
             continue  # a table of years only: its figures are of another span than the quarter asked
         for row in rows_of(text):
+            if _PAGE_FOOTER.search(row.line):
+                continue  # "Apple Inc. | Q1 2023 Form 10-Q | 1": a page's footer, not a row of figures
             label = set(tokenize(row.label))
             if not label:
                 continue
             hit = len(words & label)
+            if hit and not (words & label) - GENERIC:
+                hit = 0  # "Total revenues" for "retail units in total": a word every table has is no match
             same = bool(concept) and line_concept(row.label) == concept
             if not same and (hit == 0 or hit / len(label) < 0.5
                              or (hit < 2 and hit < len(label) and hit / len(words) < 0.5)):
@@ -197,7 +203,8 @@ def best_row(question: str, texts: Sequence[str], naming: set[str]) -> RowMatch 
                 # of the asked span when the headers name spans ("Q3 2023" and "9M 2023": nine months asked)
                 column = next((i for i in of_year if _span_of(row.headers[i]) == months), of_year[0])
                 dated = True
-            score = hit + (2.0 if same else 0.0) + hit / len(label) + (0.5 if dated else 0.0) + 0.3 / (1 + ci)
+            bonus = 0.0 if not same else 0.5 if qualified and words - _concept_words(concept) - label else 2.0
+            score = hit + bonus + hit / len(label) + (0.5 if dated else 0.0) + 0.3 / (1 + ci)
             if best is None or score > best.score:
                 best = RowMatch(chunk=ci, row=row, column=column, score=score)
     return best
@@ -309,3 +316,17 @@ def _span_of(header: str) -> int:
     if question_quarters(header) or any(w in low for w in lx.SPANS[3]):
         return 3
     return 0
+
+
+GENERIC = frozenset({"total", "net", "other", "gross", "amount", "amounts"})
+"""Row-label words that name no measure on their own."""
+
+_PAGE_FOOTER = re.compile(r"(?i)\bform\s+(?:10-?[kq]|20-?f|8-?k)\b|\bpage\s+\d+\s+of\s+\d+\b")
+
+
+def _concept_words(concept: str) -> set[str]:
+    """The words the vocabulary names a measure with (its label, printed lines and asked words)."""
+    spec = CONCEPT_BY_NAME.get(concept)
+    if spec is None:
+        return set()
+    return {t for phrase in (spec.label, *spec.printed, *spec.asked) for t in tokenize(phrase)}

@@ -25,6 +25,7 @@ from router.prompts import (
     synthesis_prompt,
 )
 from router.rows import (
+    GENERIC,
     RowMatch,
     amount,
     best_row,
@@ -288,6 +289,8 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
         if question_quarters(question) or stated_months(question) != 12:
             # a quarter or nine months asked: a passage that names no span within a year is of the year
             kept = [p for p in kept if names_a_span(chunks[p[0]].text)]
+        # a sentence that names only other years is about them ("fiscal year 2014" for revenue in 2010)
+        kept = [p for p in kept if not _of_other_years(p[2], asked)]
         picked = kept
         # "what does it guide to for 2024": the plan, not the year's actuals; a figure asked plainly: the
         # figure reported, not a plan
@@ -299,8 +302,15 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
         if not picked:
             return _not_stated(question, chunks, _concept_name(concept, question, w) if concept else
                                (_unmentioned(question, chunks) or w.figure_asked), w)
-        k = next((i for i, p in enumerate(picked) if len(_PROSE_WORD.findall(p[2])) >= 4), 0)
-        (lead_ci, lead_si, lead) = picked.pop(k)
+        prose = [i for i, p in enumerate(picked) if len(_PROSE_WORD.findall(p[2])) >= 4]
+        if _WANTS_NUMBER.search(question) or concept or asked_kind(question):  # a figure asked: the first
+            # sentence stating one leads …
+            stating = [i for i, p in enumerate(picked) if _states_figure(p[2])]
+            if not stating:  # … and with none stating one, not stated (a header line or a remark is no answer)
+                return _not_stated(question, chunks, _concept_name(concept, question, w) if concept else
+                                   (_unmentioned(question, chunks) or w.figure_asked), w)
+            prose = [i for i in prose if i in stating] + stating
+        (lead_ci, lead_si, lead) = picked.pop(prose[0] if prose else 0)
         lead = _completed(lead, chunks[lead_ci], lead_si)
     support = picked[: max_sentences - 1]
     text = f"{readable(lead)} [{lead_ci + 1}]"
@@ -517,6 +527,19 @@ def readable(text: str) -> str:
     return "; ".join(" ".join(o.split()) for o in out)
 
 
+def _of_other_years(sentence: str, asked: set[int]) -> bool:
+    """A sentence naming years, none of them asked (nor the one after, whose report restates it)."""
+    said = {int(y) for y in _SENTENCE_YEAR.findall(sentence)}
+    return bool(asked and said and not said & (asked | {y + 1 for y in asked}))
+
+
+def _states_figure(sentence: str) -> bool:
+    """Does the sentence state a figure other than a year or a day of a date ("$5.44", "11,501", "4.1x")?"""
+    bare = _SENTENCE_YEAR.sub(" ", re.sub(rf"(?i)\b(?:{'|'.join(lx.MONTHS)})\.?\s+\d{{1,2}}\b", " ", sentence))
+    bare = re.sub(r"\b\d+[A-Z]\b|\b[A-Z]+\d+\b", " ", bare)  # "3M", "Q3": names, not figures
+    return bool(re.search(r"\d", bare))
+
+
 def _plan_for_another_year(sentence: str, asked: set[int]) -> bool:
     """A forward-looking sentence ("we expect …") about years none of which the question asks for."""
     said = {int(y) for y in _SENTENCE_YEAR.findall(sentence)}
@@ -612,7 +635,7 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
     for ci, si, s in sentences:
         toks = set(tokenize(s))
         overlap = q & toks
-        if not overlap:
+        if not overlap - GENERIC:  # sharing only "total" or "net" with the question is sharing nothing
             continue
         score = sum(weight[t] * math.log(1 + n / df.get(t, 1)) for t in overlap)
         # "… a ransomware attack encrypted servers. … the incident cost $12.4 million": the subject, named before

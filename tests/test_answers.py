@@ -331,3 +331,24 @@ def test_a_quarter_or_nine_months_asked_is_read_from_its_own_column_or_not_state
 
     assert not forward_looking("Revenue of $310 million was higher than expected.")
     assert not forward_looking("Margins recovered as expected in the second half.")
+
+
+def test_a_figure_asked_is_not_answered_by_a_header_a_remark_or_another_year() -> None:
+    """A figure asked: a header line of years, a remark without a figure, a sentence about other years only, or a
+    row sharing only "total" with the question is no answer — not stated, the closest passage cited; a row of
+    the measure's part ("Services") is read before the concept's total; a page footer is no row."""
+    header = _chunk(1, "Fiscal Years Ended January 31, (Amounts in millions, except unit counts) 2020 2019 2018\n"
+                       "Orchard Lane typically declares and pays dividends in the same quarter.", "orchard-2020.pdf")
+    for question in ("How many stores did Orchard Lane operate in total at January 31, 2020?",
+                     "What dividend per share did Orchard Lane pay in 2019?"):
+        answer = extractive_answer(question, [header])
+        assert answer.mode == "not_found", (question, answer.text)
+    other = _chunk(1, "Revenue reconciling amounts for fiscal year 2014 included a net $349 million of deferrals.",
+                   "pelican-2015.pdf")
+    assert extractive_answer("What was Pelican Bay's revenue in fiscal 2010?", [other]).mode == "not_found"
+    totals = _chunk(1, "Total revenues $ 523,964 $ 514,405 $ 500,343", "orchard-2020.pdf")
+    assert extractive_answer("How many retail units did Orchard Lane run in total?", [totals]).mode == "not_found"
+    table = _chunk(1, "(in millions) 2023 2022\nProducts 60,584 63,355\nServices 21,213 19,604\n"
+                      "Total net sales 81,797 82,959\nPelican Bay Inc. | Q3 2023 Form 10-Q | 1", "pelican-q3.pdf")
+    answer = extractive_answer("What was Pelican Bay's Services revenue in 2023?", [table])
+    assert answer.text.startswith("Services, 2023: 21,213 million"), answer.text
