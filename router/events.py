@@ -371,6 +371,10 @@ def event_answer(question: str, asked: EventAsked, chunks: Sequence[RetrievedChu
     if stated:
         lead = w.event_lead.format(docs=_join([labels[d] for d in stated], w), event=what_a, period=period,
                                    verb=w.event_states if len(stated) == 1 else w.event_state)
+        if len(stated) == 1:  # one document states it: the lead quotes its sentence ("… recalled Harbor Select …")
+            lines.pop(0)
+            lead = w.event_lead_one.format(doc=labels[stated[0]], event=what_a, period=period, cite="[1]",
+                                           text=" ".join(best[stated[0]].sentence.split())[:400])
         return Answer(text="\n".join([lead, *lines]), citations=tuple(cites), mode="extractive")
     lead = w.event_none.format(n=len(doc_ids), event=what_a, period=period)
     return Answer(text="\n".join([lead, *lines]), citations=tuple(cites), mode="not_found",

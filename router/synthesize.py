@@ -84,6 +84,9 @@ def _offline(question: str, chunks: Sequence[RetrievedChunk], plan: ScopePlan | 
         if (event := asked_event(question)) is not None:  # "which companies made an acquisition"
             return event_answer(question, event, chunks, plan)
         return per_document_answer(question, chunks, plan)
+    if plan is not None and any(w in question.lower() for w in lx.WHICH_ONE) \
+            and (event := asked_event(question)) is not None:  # "which company had a product recall"
+        return event_answer(question, event, chunks, plan)
     ans = extractive_answer(question, chunks)
     missing = _missing_note(plan)
     return msgspec.structs.replace(ans, text=f"{missing}\n{ans.text}") if missing else ans
@@ -606,7 +609,7 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
     per chunk, best first; sentences with a figure weigh more when the question asks for one."""
     q = set(tokenize(question))
     naming = _naming(chunks)
-    naming |= question_names(question)  # the company the question names routed it too: not the answer's words
+    named = question_names(question) - naming  # the company the question names routed it too … (below)
     weight = {t: (0.3 if t in naming else 1.0) for t in q}
     if (concept := question_concept(question)) and not lx.is_zh(question):
         # the measure as statements write it ("EPS": diluted earnings per share), at half the question's weight
@@ -630,6 +633,9 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
             for t in set(tokenize(s)):
                 df[t] = df.get(t, 0) + 1
     n = max(1, len(sentences))
+    for t in named & q:  # … a name in most passages is the company read, not the answer's words; a name in few
+        if df.get(t, 0) >= 0.3 * n:  # is what is asked about ("the Lakeshore Wind Farm")
+            weight[t] = 0.3
     kind = asked_kind(question)
     scored = []
     for ci, si, s in sentences:

@@ -70,6 +70,7 @@ class Words(msgspec.Struct, frozen=True):
     computed_over_one: str = ", over 1 company"
     # an event asked over the companies (router.events): who states it, and what each other document says of it
     event_lead: str = "{docs} {verb} {event}{period} in the passages read."
+    event_lead_one: str = "{doc} states {event}{period}: {text} {cite}"
     event_states: str = "states"
     event_state: str = "state"
     event_none: str = "Not found: none of the {n} documents read states {event}{period}."
@@ -113,7 +114,7 @@ EN = Words(
     closest='The retrieved evidence does not clearly answer this question. The closest passage is: "{text}" [1]',
     looked_at='- {doc}: its statements do not state it; the closest passage read: "{text}" {cite}',
     not_stated='{doc}: {measure}{period} is not stated in the passages read. The closest passage: "{text}" [1]',
-    figure_asked="the figure asked for",
+    figure_asked="the figure asked",
     supporting="Supporting evidence:",
     difference="- Difference: {a} is {delta} {direction} than {b}{pct}.", higher="higher", lower="lower",
     statements={"income": "income statement", "balance": "balance sheet", "cash_flow": "cash flow statement",
@@ -151,7 +152,7 @@ ZH = Words(
                 "key_figures": "主要会计数据"},
     largest_step="- {what}最大的是{y2}较{y1}：{change}。", extreme_point="- {label}{word}的是{period}：{value}{cite}。",
     decrease="降幅", increase="增幅",
-    event_lead="{docs}在所读段落中载明了{period}{event}。", event_none="未找到：所读{n}份文档均未载明{period}{event}。",
+    event_lead="{docs}在所读段落中载明了{period}{event}。", event_lead_one="{doc}载明了{period}{event}：{text} {cite}", event_none="未找到：所读{n}份文档均未载明{period}{event}。",
     event_other_year="- {doc}：载明的{event}在{when}年，而非{asked}年：“{text}” {cite}",
     event_line="- {doc}：{text} {cite}",
     event_hedged="- {doc}：仅将{event}作为风险或可能提及（“{cue}”），并非已发生的事项：“{text}” {cite}",

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import msgspec
 import pytest
 
 from kb.core import lexicon as lx
@@ -103,10 +104,11 @@ def test_the_answer_names_only_the_documents_that_state_it() -> None:
     assert asked is not None
     ans = event_answer("Which companies made an acquisition?", asked, chunks, plan)
     lead, *lines = ans.text.splitlines()
-    assert lead == "Pellam Tools (FY2023) states an acquisition in the passages read."
-    assert lines[0] == "- Pellam Tools (FY2023): In March 2023 we acquired Tallis Metering GmbH for $40 million. [1]"
-    assert lines[1].startswith('- Orrin Foods (FY2023): names an acquisition only as a risk or possibility ("pursue")')
-    assert lines[2] == "- Quarry Bank (FY2023): no acquisition stated in the passages read."
+    # one document states it: the lead quotes its sentence
+    assert lead == ("Pellam Tools (FY2023) states an acquisition: In March 2023 we acquired Tallis Metering GmbH for "
+                    "$40 million. [1]")
+    assert lines[0].startswith('- Orrin Foods (FY2023): names an acquisition only as a risk or possibility ("pursue")')
+    assert lines[1] == "- Quarry Bank (FY2023): no acquisition stated in the passages read."
     assert [c.doc_id for c in ans.citations] == [2, 1] and not ans.not_found
 
 
@@ -127,10 +129,9 @@ def test_an_event_of_another_year_is_said_to_be_of_that_year() -> None:
     plan = _plan((1, "Orrin Foods", "FY2021"), (2, "Pellam Tools", "FY2023"))
     asked = asked_event("Which companies made an acquisition in 2023?")
     assert asked is not None and asked.years == {2023}
-    lead, first, second = event_answer("Which companies made an acquisition in 2023?", asked, chunks, plan).text \
+    lead, second = event_answer("Which companies made an acquisition in 2023?", asked, chunks, plan).text \
         .splitlines()
-    assert lead == "Pellam Tools (FY2023) states an acquisition in 2023 in the passages read."
-    assert first.startswith("- Pellam Tools (FY2023): On May 15, 2023")
+    assert lead.startswith("Pellam Tools (FY2023) states an acquisition in 2023: On May 15, 2023")
     # the sentence names no year: its report's period dates it
     assert second.startswith("- Orrin Foods (FY2021): states an acquisition in 2021, not in 2023:")
     in_2020 = asked_event("Which companies made an acquisition in 2020?")
@@ -192,8 +193,8 @@ async def test_which_companies_made_an_acquisition(answers: dict[str, dict[str, 
 async def test_a_recall_named_only_as_a_risk_is_no_recall(answers: dict[str, dict[str, Any]]) -> None:
     body = answers["Which of the companies reported a product recall?"]
     lead, *lines = body["answer"].splitlines()
-    assert lead == "Bluefin Foods (Q3 FY2023) states a product recall in the passages read."
-    assert "Harbor Select" in next(ln for ln in lines if ln.startswith("- Bluefin Foods"))
+    assert lead.startswith("Bluefin Foods (Q3 FY2023) states a product recall: On July 18, 2023") \
+        and "Harbor Select" in lead, lead
     helios = next(ln for ln in lines if ln.startswith("- Helios Robotics (FY2023)"))
     assert "only as a risk or possibility" in helios and "physical recall" in helios
     assert {c["doc_name"].split("-")[0] for c in body["citations"]} == {"bluefin", "helios"}
@@ -229,7 +230,7 @@ async def test_an_acquisition_of_another_year_is_not_listed_for_the_year_asked(
         answers: dict[str, dict[str, Any]]) -> None:
     body = answers["Which companies made an acquisition in 2023?"]
     lead, *lines = body["answer"].splitlines()
-    assert lead == "Helios Robotics (FY2023) states an acquisition in 2023 in the passages read."
+    assert lead.startswith("Helios Robotics (FY2023) states an acquisition in 2023: On May 15, 2023"), lead
     cobalt = next(ln for ln in lines if ln.startswith("- Cobalt Logistics (FY2021)"))
     assert "states an acquisition in 2021, not in 2023" in cobalt and "Meridian Cold Chain" in cobalt
 
@@ -243,3 +244,18 @@ async def test_the_gold_answers_score_right(answers: dict[str, dict[str, Any]]) 
     assert {c.id for c in cases} >= {"a033", "e001", "e002", "e003", "e004"}
     for case in cases:
         assert score(case, answers[case.question]["answer"]).outcome == "right", (case.id, case.question)
+
+
+def test_an_event_asked_of_one_company_is_answered_by_the_document_stating_it() -> None:
+    """"Which company had a recall?" (one company asked): the documents read are judged as for "which companies",
+    and the lead quotes the sentence of the one stating it."""
+    from router.synthesize import _offline
+
+    chunks = [_chunk(1, 1, "Frozen entrées net sales were $141.2 million in the quarter, up 2.2%."),
+              _chunk(2, 2, "On March 3, 2023 we recalled 40,000 Alder Peak blenders after reports of cracked jars.")]
+    plan = msgspec.structs.replace(_plan((1, "Orrin Foods", "FY2023"), (2, "Pellam Tools", "FY2023")),
+                                   scope=QuestionScope(kind="single", reason="test"))
+    for question in ("Which company had a product recall of kitchen appliances?", "哪家公司发生了产品召回？"):
+        lead = _offline(question, chunks, plan).text.splitlines()[0]
+        assert lead.startswith(("Pellam Tools (FY2023) states a product recall: On March 3, 2023",
+                                "Pellam Tools（FY2023）载明了")), (question, lead)

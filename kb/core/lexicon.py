@@ -526,6 +526,9 @@ EVENTS: tuple[EventWords, ...] = (
 )
 """Events a list question asks about over the companies, most specific first."""
 
+WHICH_ONE = ("which company", "which firm", "what company", "which one of the companies", "哪家公司", "哪家")
+"""Words asking which one company: an event asked so ("which company had a recall") is read per document read."""
+
 OVER_COMPANIES = ("which companies", "which firms", "which issuers", "what companies", "which of the companies",
                   "which of these companies", "which of those companies", "which of them", "any company",
                   "any companies", "any of the companies", "any of these companies", "any of them", "any firm",
