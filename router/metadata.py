@@ -4,6 +4,7 @@ values are validated against the collection's known metadata, and SQL text never
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import time
@@ -46,6 +47,7 @@ class QuestionPeriod(msgspec.Struct, frozen=True):
     implied: tuple[str, ...] = ()  # types the wording implies when none is named ("earnings", "8k")
     calendar_named: bool = False  # a bare "Q3 2023": the year names the calendar year, not the fiscal label
     forward: bool = False  # about a plan or forecast ("guidance for 2024"): an earlier report states it
+    dates: tuple[str, ...] = ()  # whole dates written ("through July 1, 2023"), ISO: a report ending on one
 
 
 def implied_types(question: str) -> tuple[str, ...]:
@@ -64,7 +66,8 @@ def question_period(question: str) -> QuestionPeriod:
     low = question.lower()
     forward = any(re.search(rf"(?<![a-z]){re.escape(w)}(?![a-z])", low) for w in lx.FORWARD_LOOKING)
     return QuestionPeriod(tuple(sorted(years)), tuple(sorted(quarters)), tuple(types), latest,
-                          implied=() if types else implied_types(question), calendar_named=bare, forward=forward)
+                          implied=() if types else implied_types(question), calendar_named=bare, forward=forward,
+                          dates=tuple(d.isoformat() for d in periods.question_dates(question)))
 
 
 def calendar_named_year(meta: Mapping[str, Any]) -> int | None:
@@ -134,6 +137,11 @@ def period_prior(period: QuestionPeriod, meta: Mapping[str, Any], years_present:
         elif year in period.years:
             boost += ROUTING.year_other_stated
             why.append(f"year {year}")
+    end = str(meta.get("period_end_date") or "")[:10]
+    if period.dates and re.match(r"\d{4}-\d{2}-\d{2}$", end) and any(
+            abs((dt.date.fromisoformat(end) - dt.date.fromisoformat(d)).days) <= 4 for d in period.dates):
+        boost += ROUTING.date_exact
+        why.append(f"ends {end}")
     if period.quarters:
         quarter = meta_int(meta, QUARTER_KEYS)
         if quarter is not None and quarter in period.quarters:

@@ -88,6 +88,8 @@ class RoutingPolicy:
     """… another stated year (the newest report carries earlier years as comparatives)."""
     comparative_years: int = 2
     """A year no report is of: a report at most this many years later restates it as a comparative."""
+    date_exact: float = 0.5
+    """A whole date the question writes ("through July 1, 2023") on which a report's period ends."""
     quarter: float = 0.4
     doc_type: float = 0.5
     """A stated document type (10-K, 10-Q, 8-K, earnings release)."""

@@ -311,6 +311,21 @@ def test_a_year_no_report_is_of_is_read_in_the_report_that_states_it(question: s
     assert max(scores, key=scores.get) == winner and len(set(scores.values())) > 1, scores
 
 
+@pytest.mark.parametrize(("question", "winner"), [
+    ("How much stock did Contoso buy back in the nine months through July 1, 2023?", "q3"),
+    ("Contoso's cash and equivalents as of April 1, 2023?", "q2"),
+])
+def test_a_report_ending_on_a_date_the_question_writes_answers_it(question: str, winner: str) -> None:
+    from router.metadata import doc_year, period_prior, question_period
+
+    metas = {"q2": {"fiscal_year": 2023, "fiscal_quarter": 2, "doc_type": "10q", "period_end_date": "2023-04-01"},
+             "q3": {"fiscal_year": 2023, "fiscal_quarter": 3, "doc_type": "10q", "period_end_date": "2023-07-01"}}
+    period = question_period(question)
+    years = sorted({y for m in metas.values() if (y := doc_year(period, m)) is not None})
+    scores = {k: period_prior(period, m, years)[0] for k, m in metas.items()}
+    assert max(scores, key=scores.get) == winner and len(set(scores.values())) > 1, scores
+
+
 def test_a_company_named_by_its_web_address_is_found_by_its_name() -> None:
     from router.metadata import KnownValues, match_offline
 

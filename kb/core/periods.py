@@ -25,6 +25,7 @@ compact forms written out (``normalize_periods``), period words removed from a t
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import re
 from typing import Literal
@@ -184,6 +185,18 @@ def _dates(text: str) -> list[Mention]:
             quarter, months = (month - 1) // 3 + 1, 3
         out.append(Mention("date", m.start(), m.end(), year, quarter, months, zh=bool(m.group(4))))
     return out
+
+
+def question_dates(text: str) -> tuple[dt.date, ...]:
+    """The whole dates a question writes ("July 1, 2023", "Dec 31, 2022"): a report ending on one answers it."""
+    out = []
+    for m in _DATE.finditer(text):
+        if m.group(1) and m.group(2):
+            try:
+                out.append(dt.date(int(m.group(3)), lx.MONTHS[m.group(1).lower()], int(m.group(2))))
+            except ValueError:
+                continue
+    return tuple(out)
 
 
 def _year_ranges(text: str, months: int) -> list[Mention]:
