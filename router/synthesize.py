@@ -609,7 +609,7 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
     per chunk, best first; sentences with a figure weigh more when the question asks for one."""
     q = set(tokenize(question))
     naming = _naming(chunks)
-    named = question_names(question) - naming  # the company the question names routed it too … (below)
+    naming |= question_names(question)  # the company the question names routed it too: not the answer's words
     weight = {t: (0.3 if t in naming else 1.0) for t in q}
     if (concept := question_concept(question)) and not lx.is_zh(question):
         # the measure as statements write it ("EPS": diluted earnings per share), at half the question's weight
@@ -633,9 +633,6 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
             for t in set(tokenize(s)):
                 df[t] = df.get(t, 0) + 1
     n = max(1, len(sentences))
-    for t in named & q:  # … a name in most passages is the company read, not the answer's words; a name in few
-        if df.get(t, 0) >= 0.3 * n:  # is what is asked about ("the Lakeshore Wind Farm")
-            weight[t] = 0.3
     kind = asked_kind(question)
     scored = []
     for ci, si, s in sentences:
