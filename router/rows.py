@@ -169,6 +169,7 @@ def best_row(question: str, texts: Sequence[str], naming: set[str]) -> RowMatch 
     """The row of the evidence that states the asked measure (its label's words are the question's, or it
     prints the asked vocabulary concept), in the asked period's column when the header says which."""
     words = measure_words(question, naming)
+    asked = set(tokenize(question))
     concept = question_concept(question)
     if not words and not concept:
         return None
@@ -191,6 +192,8 @@ def best_row(question: str, texts: Sequence[str], naming: set[str]) -> RowMatch 
             hit = len(words & label)
             if hit and not (words & label) - GENERIC:
                 hit = 0  # "Total revenues" for "retail units in total": a word every table has is no match
+            if not hit and label <= asked - naming - GENERIC and not line_concept(row.label):
+                hit = len(label)  # a part the question names with a capital ("Apple Services revenue": Services)
             same = bool(concept) and line_concept(row.label) == concept
             if not same and (hit == 0 or hit / len(label) < 0.5
                              or (hit < 2 and hit < len(label) and hit / len(words) < 0.5)):

@@ -290,8 +290,11 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
                                                for p in kept):
             kept = []  # a plan was the best passage, and nothing left is about the year asked
         if question_quarters(question) or stated_months(question) != 12:
-            # a quarter or nine months asked: a passage that names no span within a year is of the year
-            kept = [p for p in kept if names_a_span(chunks[p[0]].text)]
+            # a quarter or nine months asked: a passage that names no span within a year is of the year, a
+            # sentence naming only another span ("during the third quarter" for nine months) is of that span
+            span = 3 if stated_months(question) == 12 else stated_months(question)
+            kept = [p for p in kept if names_a_span(chunks[p[0]].text)
+                    and (not (named := _spans_named(p[2])) or span in named)]
         # a sentence that names only other years is about them ("fiscal year 2014" for revenue in 2010)
         kept = [p for p in kept if not _of_other_years(p[2], asked)]
         picked = kept
@@ -530,6 +533,13 @@ def readable(text: str) -> str:
     return "; ".join(" ".join(o.split()) for o in out)
 
 
+def _spans_named(sentence: str) -> set[int]:
+    """The spans within a year a sentence names: 3 ("three months", "the third quarter"), 6, 9."""
+    low = sentence.lower()
+    return {months for months, words in lx.SPANS.items() if months != 12
+            and any(w in low for w in words if not w.isascii() or len(w) > 3)}
+
+
 def _of_other_years(sentence: str, asked: set[int]) -> bool:
     """A sentence naming years, none of them asked (nor the one after, whose report restates it)."""
     said = {int(y) for y in _SENTENCE_YEAR.findall(sentence)}
@@ -611,6 +621,12 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
     naming = _naming(chunks)
     naming |= question_names(question)  # the company the question names routed it too: not the answer's words
     weight = {t: (0.3 if t in naming else 1.0) for t in q}
+    low = question.lower()
+    for plain, written in lx.SAID_OTHERWISE.items():  # "buy back": filings write "repurchased"
+        if re.search(rf"\b{re.escape(plain)}\b", low):
+            for t in set(tokenize(" ".join(written))) - q:
+                weight[t] = 0.5
+                q.add(t)
     if (concept := question_concept(question)) and not lx.is_zh(question):
         # the measure as statements write it ("EPS": diluted earnings per share), at half the question's weight
         for t in set(tokenize(CONCEPT_BY_NAME[concept].label)) - q:

@@ -352,3 +352,23 @@ def test_a_figure_asked_is_not_answered_by_a_header_a_remark_or_another_year() -
                       "Total net sales 81,797 82,959\nPelican Bay Inc. | Q3 2023 Form 10-Q | 1", "pelican-q3.pdf")
     answer = extractive_answer("What was Pelican Bay's Services revenue in 2023?", [table])
     assert answer.text.startswith("Services, 2023: 21,213 million"), answer.text
+    answer = extractive_answer("Pelican Bay Products revenue for 2023?", [table])  # the part named with a capital
+    assert answer.text.startswith("Products, 2023: 60,584 million"), answer.text
+
+
+def test_plain_words_find_how_filings_write_them_and_a_sentence_of_another_span_is_no_answer() -> None:
+    """"buy back" is read as filings write it ("repurchased"); nine months asked are not answered by a sentence
+    naming only the quarter (then not stated), and are by one naming the nine months."""
+    text = ("The Company repurchased $18.0 billion of its common stock during the third quarter of 2023. "
+            "During the nine months ended July 1, 2023, the Company repurchased $56.1 billion of its common stock. "
+            "Stock compensation expense was $2.9 billion.")
+    chunk = _chunk(1, text, "pelican-q3.pdf")
+    for question in ("How much stock did Pelican Bay buy back in the first nine months of 2023?",
+                     "What did Pelican Bay spend on buybacks in the nine months to July 2023?"):
+        answer = extractive_answer(question, [chunk])
+        assert answer.text.startswith("During the nine months ended July 1, 2023, the Company repurchased $56.1"), \
+            (question, answer.text)
+    quarter_only = _chunk(1, text.split(". During")[0] + ".", "pelican-q3.pdf")
+    answer = extractive_answer("How much stock did Pelican Bay buy back in the first nine months of 2023?",
+                               [quarter_only])
+    assert answer.mode == "not_found", answer.text

@@ -227,6 +227,14 @@ DOCUMENT_AFTER_YEAR = re.compile(r"(?i)\A\s*(?:form\s+)?(?:10-?k|10-?q|20-?f|ann
                                  r"filing|report|年报|年度报告|季报|季度报告)")
 """Words that make the year before them a document's ("as shown in the 2022 10-K"), not a period asked."""
 
+SAID_OTHERWISE: Mapping[str, tuple[str, ...]] = {
+    "buy back": ("repurchased", "repurchase", "repurchases"), "bought back": ("repurchased", "repurchase"),
+    "buyback": ("repurchased", "repurchase", "repurchases"), "buybacks": ("repurchased", "repurchases"),
+    "headcount": ("employees", "employed"), "staff": ("employees",), "workforce": ("employees",),
+    "laid off": ("reduction", "workforce", "severance"), "layoffs": ("reduction", "workforce", "severance"),
+}
+"""How a question's plain words are written in filings: passages with these words are read at half weight."""
+
 FORWARD_LOOKING = ("expect", "expects", "expected", "guidance", "guide", "guides", "guided", "outlook", "forecast",
                    "anticipate", "plan to", "we target", "targeting", "our target for", "预计", "预期", "展望", "计划")
 """Words of a sentence about the future: its figure is a plan for its year, never the figure of another year."""
