@@ -230,8 +230,6 @@ DOCUMENT_AFTER_YEAR = re.compile(r"(?i)\A\s*(?:form\s+)?(?:10-?k|10-?q|20-?f|ann
 SAID_OTHERWISE: Mapping[str, tuple[str, ...]] = {
     "buy back": ("repurchased", "repurchase", "repurchases"), "bought back": ("repurchased", "repurchase"),
     "buyback": ("repurchased", "repurchase", "repurchases"), "buybacks": ("repurchased", "repurchases"),
-    "headcount": ("employees", "employed"), "staff": ("employees",), "workforce": ("employees",),
-    "laid off": ("reduction", "workforce", "severance"), "layoffs": ("reduction", "workforce", "severance"),
 }
 """How a question's plain words are written in filings: passages with these words are read at half weight."""
 
