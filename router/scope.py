@@ -50,46 +50,6 @@ COMPARATIVE_YEARS = 2
 """Stated years of one entity at most this far apart are one report's comparatives (a 10-K carries the two
 or three preceding years, a 10-Q the prior year end): "FY2021 vs FY2022" is answered from the FY2022 report."""
 
-# "over time", "these quarters", "previous quarters", "quarterly reports", "throughout the reporting period"
-_SERIES = re.compile(
-    r"\b(?:over time|period to period|quarter[- ]over[- ]quarter|trend(?:s|ed|ing)?"
-    r"|(?:over|throughout|during|across) the report(?:ing|ed) periods?"
-    r"|(?:over|across|during|throughout|in) (?:these|those|the|all|its|their|both)\s?(?:reported |reporting )?"
-    r"(?:quarters|periods|10-?qs|10-?ks|filings|reports|quarterly reports|annual reports)"
-    r"|(?:across|over) (?:quarters|periods|years|reports|filings)"
-    r"|(?:these|those|the reported|all) (?:quarters|periods|10-?qs|10-?ks|filings|quarterly reports|annual reports)"
-    r"|(?:previous|prior|past|earlier|preceding|historical|last (?:two|three|four|five|six|eight|\d+))"
-    r" (?:quarters|periods|years|reports|filings)"
-    r"|(?:quarterly|annual) (?:reports|filings)"
-    r"|both (?:reports|filings|years|periods))\b",
-    re.I,
-)
-# Chinese: "…是如何变化的", "变化趋势", "逐年", "各季度" over stated years
-_SERIES_ZH = re.compile(r"变化|趋势|走势|逐年|历年|各年|每年|每个?季度|各季度|增减")
-# "which of these companies", "list all companies", "each company", "how many of the reports"
-_LIST = re.compile(
-    r"\b(?:which (?:of (?:these|the|our|all|those) )?(?:companies|firms|issuers|reports|documents|filings)"
-    r"|(?:list|name) (?:all |every |each )?(?:of )?(?:the )?(?:companies|firms|issuers|reports|documents)"
-    r"|(?:all|each|every) (?:of (?:the|these) )?(?:companies|company|firms|issuers|reports|documents|filings)"
-    r"|how many (?:of (?:the|these) )?(?:companies|firms|reports|documents))\b",
-    re.I,
-)
-_COMPARE = re.compile(r"\b(?:compare[ds]?|comparison|versus|vs\.?|between|differ(?:s|ence)?|relative to)\b", re.I)
-# words that frame a multi-document question but say nothing about what to find in one document
-_FRAME_WORDS = frozenset(
-    """compare compared compares comparison versus vs between difference differ differs relative change changed
-    changes changing shift shifted shifts evolve evolved fluctuate fluctuated fluctuation fluctuations vary
-    varied variation variations trend trended trends over time across throughout during these those each every
-    all both reported reporting report reports filing filings quarter quarters period periods year years
-    quarterly annual historical previous prior past latest recent most company companies firm firms issuer
-    issuers document documents which list name how many did does do has have had is are was were what the a an
-    of in for to and or by from its their it they there any been notable significant considerable seen stack
-    against up 10-q 10-qs 10q 10qs 10-k 10-ks 10k 10ks fy
-    please categorize categorise classify sort rank order ascending descending highest lowest largest smallest
-    listed above aforementioned following mentioned""".split()
-)
-# "… into the following groups: high (over $15,000), …": the ranges say how to sort the figures, not what to find
-_RANGES = re.compile(r"\b(?:into|in) (?:the )?following (?:groups|categories|ranges|classes)\b.*", re.I | re.S)
 _CAP_WORD = r"[A-Z](?:[a-z][\w&.-]*|[A-Z&.-]+\b)"  # "Zephyr", or as filings write it: "ZEPHYR", "CO." (not "FY2023")
 _CAP_PHRASE = re.compile(rf"(?<![\w'])({_CAP_WORD}(?:\s+(?:&\s+)?{_CAP_WORD})*)")
 _GENERIC_CAPS = frozenset(
@@ -154,9 +114,9 @@ def _rules_scope(question: str, kv: KnownValues) -> QuestionScope:
     renamed = tuple((e, kv.entity(e)) for e in entities if kv.entity(e) != e)
     named = {"entities": entities, "key": company.key if company else "", "renamed": renamed}
     distinct = len({kv.entity(e) for e in entities})  # a renamed company's names are one entity
-    series = _SERIES.search(question)
+    series = lexicon.SCOPE_SERIES.search(question)
     years = sorted(question_period(question).years)
-    if not series and (zh := _SERIES_ZH.search(question)) \
+    if not series and (zh := lexicon.SCOPE_SERIES_ZH.search(question)) \
             and (len(years) >= 2 or periods.ZH_YEAR_RANGE.search(question)):
         series = zh  # "从2021年到2024年，洋河股份的长期股权投资是如何变化的？"
     if distinct >= 2:
@@ -164,11 +124,11 @@ def _rules_scope(question: str, kv: KnownValues) -> QuestionScope:
                              series=bool(series), **named)
     if series:
         return QuestionScope(kind="multi", reason=f"change over time: '{series.group(0)}'", series=True, **named)
-    if not entities and (listing := _LIST.search(question)):
+    if not entities and (listing := lexicon.SCOPE_LIST.search(question)):
         return QuestionScope(kind="list", reason=f"list over documents: '{listing.group(0)}'")
     if not entities and over_companies(question) and (event := asked_event(question)) is not None:
         return QuestionScope(kind="list", reason=f"an event asked over the companies: {event.name} ('{event.cue}')")
-    if len(years) >= 2 and _COMPARE.search(question) and years[-1] - years[0] > COMPARATIVE_YEARS:
+    if len(years) >= 2 and lexicon.SCOPE_COMPARE.search(question) and years[-1] - years[0] > COMPARATIVE_YEARS:
         return QuestionScope(kind="multi", reason=f"compares periods {years[0]}–{years[-1]} beyond one report's "
                              "comparatives", series=True, **named)
     if len(years) >= 2:
@@ -298,9 +258,9 @@ def topic(question: str, scope: QuestionScope, reading: Question | None = None) 
     names = measure_words(reading) if reading is not None else []
     if reading is not None and reading.lang == "zh" and names:
         return " ".join(names)
-    text = _RANGES.sub("", without_companies(question, scope.entities))
+    text = lexicon.RANGES_TAIL.sub("", without_companies(question, scope.entities))
     text = periods.PERIOD_MENTION.sub(" ", text)
-    words = [w for w in re.findall(r"[A-Za-z0-9][\w&%$.'-]*", text) if w.lower().strip(".'") not in _FRAME_WORDS]
+    words = [w for w in re.findall(r"[A-Za-z0-9][\w&%$.'-]*", text) if w.lower().strip(".'") not in lexicon.FRAME_WORDS]
     if lexicon.is_zh(text) and not names:  # a Chinese question no measure was read from: its Han words
         words = _ZH_WORDS.findall(periods.ZH_PERIOD_MENTION.sub(" ", text))
     have = set(tokenize(" ".join(words)))
@@ -423,5 +383,5 @@ def topic_terms(sub_question: SubQuestion | None, question: str) -> list[str]:
     """The words a document's evidence must contain to count as found (entity and period words removed)."""
     text = sub_question.question if sub_question else question
     drop = set(tokenize(f"{sub_question.entity} {sub_question.period}")) if sub_question else set()
-    return [t for t in dict.fromkeys(tokenize(text)) if t not in drop and t not in _FRAME_WORDS
+    return [t for t in dict.fromkeys(tokenize(text)) if t not in drop and t not in lexicon.FRAME_WORDS
             and not periods.PERIOD_TOKEN.fullmatch(t)]

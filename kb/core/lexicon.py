@@ -569,3 +569,47 @@ NOT_NAMES = frozenset({"we", "our", "i", "it", "its", "they", "the", "a", "an", 
 EVENT_PERIOD_WORDS = ("first quarter", "second quarter", "third quarter", "fourth quarter", "first half",
                       "second half", "报告期内", "本报告期", "上半年", "下半年", "本年度", "年内")
 """Periods written without a figure that date an event ("in the third quarter", 报告期内)."""
+
+
+# ------------------------------------------------------------------ question scope (router.scope)
+
+# "over time", "these quarters", "previous quarters", "quarterly reports", "throughout the reporting period"
+SCOPE_SERIES = re.compile(
+    r"\b(?:over time|period to period|quarter[- ]over[- ]quarter|trend(?:s|ed|ing)?"
+    r"|(?:over|throughout|during|across) the report(?:ing|ed) periods?"
+    r"|(?:over|across|during|throughout|in) (?:these|those|the|all|its|their|both)\s?(?:reported |reporting )?"
+    r"(?:quarters|periods|10-?qs|10-?ks|filings|reports|quarterly reports|annual reports)"
+    r"|(?:across|over) (?:quarters|periods|years|reports|filings)"
+    r"|(?:these|those|the reported|all) (?:quarters|periods|10-?qs|10-?ks|filings|quarterly reports|annual reports)"
+    r"|(?:previous|prior|past|earlier|preceding|historical|last (?:two|three|four|five|six|eight|\d+))"
+    r" (?:quarters|periods|years|reports|filings)"
+    r"|(?:quarterly|annual) (?:reports|filings)"
+    r"|both (?:reports|filings|years|periods))\b",
+    re.I,
+)
+# Chinese: "…是如何变化的", "变化趋势", "逐年", "各季度" over stated years
+SCOPE_SERIES_ZH = re.compile(r"变化|趋势|走势|逐年|历年|各年|每年|每个?季度|各季度|增减")
+# "which of these companies", "list all companies", "each company", "how many of the reports"
+SCOPE_LIST = re.compile(
+    r"\b(?:which (?:of (?:these|the|our|all|those) )?(?:companies|firms|issuers|reports|documents|filings)"
+    r"|(?:list|name) (?:all |every |each )?(?:of )?(?:the )?(?:companies|firms|issuers|reports|documents)"
+    r"|(?:all|each|every) (?:of (?:the|these) )?(?:companies|company|firms|issuers|reports|documents|filings)"
+    r"|how many (?:of (?:the|these) )?(?:companies|firms|reports|documents))\b",
+    re.I,
+)
+SCOPE_COMPARE = re.compile(r"\b(?:compare[ds]?|comparison|versus|vs\.?|between|differ(?:s|ence)?|relative to)\b", re.I)
+# words that frame a multi-document question but say nothing about what to find in one document
+FRAME_WORDS = frozenset(
+    """compare compared compares comparison versus vs between difference differ differs relative change changed
+    changes changing shift shifted shifts evolve evolved fluctuate fluctuated fluctuation fluctuations vary
+    varied variation variations trend trended trends over time across throughout during these those each every
+    all both reported reporting report reports filing filings quarter quarters period periods year years
+    quarterly annual historical previous prior past latest recent most company companies firm firms issuer
+    issuers document documents which list name how many did does do has have had is are was were what the a an
+    of in for to and or by from its their it they there any been notable significant considerable seen stack
+    against up 10-q 10-qs 10q 10qs 10-k 10-ks 10k 10ks fy
+    please categorize categorise classify sort rank order ascending descending highest lowest largest smallest
+    listed above aforementioned following mentioned""".split()
+)
+# "… into the following groups: high (over $15,000), …": the ranges say how to sort the figures, not what to find
+RANGES_TAIL = re.compile(r"\b(?:into|in) (?:the )?following (?:groups|categories|ranges|classes)\b.*", re.I | re.S)
