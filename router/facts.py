@@ -22,6 +22,7 @@ import asyncpg
 import msgspec
 
 from kb.core import lexicon as lx
+from kb.core.periods import quarter_end
 from kb.core.types import FactDraft
 from kb.core.vocab import (
     CONCEPT_BY_NAME,
@@ -150,10 +151,7 @@ def _quarter_span(q: Question) -> tuple[dt.date, dt.date] | None:
         return None
     (y1, q1), (y2, q2) = ends[0], ends[-1]
 
-    def end(y: int, qq: int) -> dt.date:
-        return dt.date(y, 3 * qq, 30 if qq in (2, 3) else 31)
-
-    return end(y1, q1), end(y2, q2)
+    return quarter_end(y1, q1), quarter_end(y2, q2)
 
 
 def _stated_span(q: Question) -> int:

@@ -63,8 +63,7 @@ def question_period(question: str) -> QuestionPeriod:
     types = [vals[0] for pattern, vals in vocab.QUESTION_TYPES if pattern.search(question)]
     latest = bool(periods.LATEST.search(question))
     bare = bool(quarters and years and not fiscal)
-    low = question.lower()
-    forward = any(re.search(rf"(?<![a-z]){re.escape(w)}(?![a-z])", low) for w in lx.FORWARD_LOOKING)
+    forward = lx.forward_looking(question)
     return QuestionPeriod(tuple(sorted(years)), tuple(sorted(quarters)), tuple(types), latest,
                           implied=() if types else implied_types(question), calendar_named=bare, forward=forward,
                           dates=tuple(d.isoformat() for d in periods.question_dates(question)))

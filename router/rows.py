@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kb.core import lexicon as lx
-from kb.core.periods import question_quarters, question_years, stated_months
+from kb.core.periods import question_quarters, question_years, spans_named, stated_months
 from kb.core.text import tokenize
 from kb.core.vocab import CONCEPT_BY_NAME, DATE_RE, line_concept, question_concept
 
@@ -304,9 +304,7 @@ def amount(x: float, like: RowMatch, digits: int | None = None) -> str:
 def names_a_span(text: str) -> bool:
     """Does the passage name a span within a year (a quarter, nine months: ``kb.core.lexicon.SPANS``) or a
     quarter ("Q3", "第三季度")?"""
-    low = text.lower()
-    return any(w in low for words in lx.SPANS.values() for w in words if not w.isascii() or len(w) > 3) \
-        or bool(question_quarters(text))
+    return bool(spans_named(text)) or bool(question_quarters(text))
 
 
 def _span_of(header: str) -> int:

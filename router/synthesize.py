@@ -11,7 +11,7 @@ import structlog
 
 from kb.core import lexicon as lx
 from kb.core.errors import LLMError
-from kb.core.periods import question_quarters, question_years, stated_months
+from kb.core.periods import question_quarters, question_years, spans_named, stated_months
 from kb.core.providers import ChatModel
 from kb.core.text import Figure, figures, same_figure, split_sentences, tokenize, unit_label
 from kb.core.vocab import CONCEPT_BY_NAME, line_concept, question_concept
@@ -48,6 +48,7 @@ _WANTS_NUMBER = re.compile(r"\b(how much|how many|what (?:was|is|were)|amount|to
 _COMPARES_FIGURES = re.compile(r"\b(compare[ds]?|change[ds]?|trend(?:ed|s)?|grow(?:th)?|increase[ds]?|decrease[ds]?)\b",
                                re.I)
 _SENTENCE_YEAR = re.compile(r"(?<!\d)((?:19|20)\d{2})(?!\d)")
+_MONTH_DAY = re.compile(rf"(?i)\b(?:{'|'.join(lx.MONTHS)})\.?\s+\d{{1,2}}\b")  # "January 31": a date, no figure
 _PROSE_WORD = re.compile(r"\b[^\W\d_]{3,}\b|[\u4e00-\u9fff]{2,}")
 _HEADING_LINE = re.compile(r"^\s{0,3}#{1,6}\s.*$", re.M)
 
@@ -294,7 +295,7 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
             # sentence naming only another span ("during the third quarter" for nine months) is of that span
             span = 3 if stated_months(question) == 12 else stated_months(question)
             kept = [p for p in kept if names_a_span(chunks[p[0]].text)
-                    and (not (named := _spans_named(p[2])) or span in named)]
+                    and (not (named := spans_named(p[2])) or span in named)]
         # a sentence that names only other years is about them ("fiscal year 2014" for revenue in 2010)
         kept = [p for p in kept if not _of_other_years(p[2], asked)]
         picked = kept
@@ -533,13 +534,6 @@ def readable(text: str) -> str:
     return "; ".join(" ".join(o.split()) for o in out)
 
 
-def _spans_named(sentence: str) -> set[int]:
-    """The spans within a year a sentence names: 3 ("three months", "the third quarter"), 6, 9."""
-    low = sentence.lower()
-    return {months for months, words in lx.SPANS.items() if months != 12
-            and any(w in low for w in words if not w.isascii() or len(w) > 3)}
-
-
 def _of_other_years(sentence: str, asked: set[int]) -> bool:
     """A sentence naming years, none of them asked (nor the one after, whose report restates it)."""
     said = {int(y) for y in _SENTENCE_YEAR.findall(sentence)}
@@ -548,7 +542,7 @@ def _of_other_years(sentence: str, asked: set[int]) -> bool:
 
 def _states_figure(sentence: str) -> bool:
     """Does the sentence state a figure other than a year or a day of a date ("$5.44", "11,501", "4.1x")?"""
-    bare = _SENTENCE_YEAR.sub(" ", re.sub(rf"(?i)\b(?:{'|'.join(lx.MONTHS)})\.?\s+\d{{1,2}}\b", " ", sentence))
+    bare = _SENTENCE_YEAR.sub(" ", _MONTH_DAY.sub(" ", sentence))
     bare = re.sub(r"\b\d+[A-Z]\b|\b[A-Z]+\d+\b", " ", bare)  # "3M", "Q3": names, not figures
     return bool(re.search(r"\d", bare))
 
@@ -559,12 +553,7 @@ def _plan_for_another_year(sentence: str, asked: set[int]) -> bool:
     return bool(asked and said and not asked & said and forward_looking(sentence))
 
 
-def forward_looking(text: str) -> bool:
-    """Does the text speak of a plan, a forecast or guidance (``kb.core.lexicon.FORWARD_LOOKING``, as words;
-    "higher than expected" and "as expected" look back)?"""
-    low = text.lower()
-    return any((wd in low) if lx.is_zh(wd) else re.search(rf"(?<![a-z])(?<!than )(?<!as ){re.escape(wd)}(?![a-z])", low)
-               for wd in lx.FORWARD_LOOKING)
+forward_looking = lx.forward_looking
 
 
 class AskedKind(msgspec.Struct, frozen=True):

@@ -16,6 +16,7 @@ import msgspec
 import structlog
 
 from kb.core import lexicon as lx
+from kb.core.periods import quarter_end
 from router.facts import FactsAnswer, FactUsed
 from router.question import SOFT, Question
 
@@ -148,7 +149,7 @@ def _quarter(q: Question, used: Sequence[FactUsed]) -> Why | None:
     if len(asked) != 1 or q.operation not in ("lookup", "compare") or not used:
         return None
     p = asked[0]
-    end = dt.date(p.year, 3 * p.quarter, 30 if p.quarter in (2, 3) else 31)  # type: ignore[arg-type]
+    end = quarter_end(p.year, p.quarter)  # type: ignore[arg-type]
     if any(end - QUARTER_REACH[0] <= u.period_end <= end + QUARTER_REACH[1] for u in used):
         return None
     first = used[0]

@@ -237,6 +237,14 @@ FORWARD_LOOKING = ("expect", "expects", "expected", "guidance", "guide", "guides
                    "anticipate", "plan to", "we target", "targeting", "our target for", "预计", "预期", "展望", "计划")
 """Words of a sentence about the future: its figure is a plan for its year, never the figure of another year."""
 
+
+def forward_looking(text: str) -> bool:
+    """Does the text speak of a plan, a forecast or guidance (``FORWARD_LOOKING``, as words; "higher than
+    expected" and "as expected" look back)?"""
+    low = text.lower()
+    return any((wd in low) if is_zh(wd) else re.search(rf"(?<![a-z])(?<!than )(?<!as ){re.escape(wd)}(?![a-z])", low)
+               for wd in FORWARD_LOOKING)
+
 ASKED_KIND: Mapping[str, tuple[str, ...]] = {
     "count": ("how many", "number of", "多少个", "多少名", "多少家", "几个"),
     "money": ("how much", "cost", "costs", "pay", "paid", "price", "spend", "spent", "worth", "charge", "charged",

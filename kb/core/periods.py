@@ -187,6 +187,19 @@ def _dates(text: str) -> list[Mention]:
     return out
 
 
+def quarter_end(year: int, quarter: int) -> dt.date:
+    """The last day of a calendar quarter."""
+    return dt.date(year, 3 * quarter, 30 if quarter in (2, 3) else 31)
+
+
+def spans_named(text: str) -> set[int]:
+    """The spans within a year a text names: 3 ("three months", "the third quarter"), 6, 9 (``lexicon.SPANS``;
+    short Latin forms such as "9m" and "h1" only as words of a header, not here)."""
+    low = text.lower()
+    return {months for months, words in lx.SPANS.items() if months != 12
+            and any(w in low for w in words if not w.isascii() or len(w) > 3)}
+
+
 def question_dates(text: str) -> tuple[dt.date, ...]:
     """The whole dates a question writes ("July 1, 2023", "Dec 31, 2022"): a report ending on one answers it."""
     out = []
