@@ -354,6 +354,11 @@ def test_a_figure_asked_is_not_answered_by_a_header_a_remark_or_another_year() -
     assert answer.text.startswith("Services, 2023: 21,213 million"), answer.text
     answer = extractive_answer("Pelican Bay Products revenue for 2023?", [table])  # the part named with a capital
     assert answer.text.startswith("Products, 2023: 60,584 million"), answer.text
+    footer = "(in millions) 2023 2022\nPelican Bay Annual Report | Page 12 of 96 | 12\n"
+    assert best_row("What did the Pelican Bay Annual Report show for 2023?", [footer], set()) is None
+    nets = _chunk(1, "Net 1,204 1,115\nOther, net 88 91", "orchard-2020.pdf")
+    answer = extractive_answer("How many warehouses did Orchard Lane run, net of closures?", [nets])
+    assert answer.text.startswith("The retrieved evidence does not clearly answer"), answer.text  # no "Net" row
 
 
 def test_plain_words_find_how_filings_write_them_and_a_sentence_of_another_span_is_no_answer() -> None:
