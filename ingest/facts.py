@@ -28,9 +28,9 @@ from collections.abc import Sequence
 import msgspec
 
 from kb.core import lexicon as lx
+from kb.core.measures import CONCEPT_BY_NAME
 from kb.core.types import DocumentTree, FactDraft, PageText
 from kb.core.vocab import (
-    CONCEPT_BY_NAME,
     line_concept,
     parse_date,
     statement_title,

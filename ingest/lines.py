@@ -1,5 +1,5 @@
 """The collection's own printed lines, named and embedded: every statement line outside the vocabulary
-(``kb.core.vocab.CONCEPTS``) that a document's facts hold is stored once per collection under the name a
+(``kb.core.measures.CONCEPTS``) that a document's facts hold is stored once per collection under the name a
 question would use (``kb.core.vocab.line_key``), with the vector of that name, so that a question's measure can
 be matched to the collection's lines by meaning (``router.meaning``) — through an index, however many reports
 the collection holds. Run after a document's facts are stored, by ``kb facts`` and after ``kb reembed``.

@@ -1,4 +1,4 @@
-"""The one calculator: every ratio and metric is a formula over vocabulary measures (``router.measures.CATALOG``,
+"""The one calculator: every ratio and metric is a formula over vocabulary measures (``kb.core.measures.METRICS``,
 one measure over another a question states, or a formula the question defines), evaluated by ``evaluate``.
 How a term is valued is the caller's: ``router.metrics`` reads one company's fiscal years, ``router.facts``
 each period a report prints (across companies); the arithmetic and its definitions are here only.
@@ -16,8 +16,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from kb.core.vocab import CONCEPT_BY_NAME
-from router.measures import METRIC_BY_NAME, Metric
+from kb.core.measures import CONCEPT_BY_NAME, METRIC_BY_NAME, Measure
 
 
 class Term(msgspec.Struct, frozen=True):
@@ -55,7 +54,7 @@ class Formula(msgspec.Struct, frozen=True):
 _TERM = re.compile(r"\b(v|opt|avg|chg)\((\w+)\)")
 
 
-def catalog_formula(m: Metric) -> Formula:
+def catalog_formula(m: Measure) -> Formula:
     """A catalogue row as a formula (its terms named ``t0``, ``t1``, …)."""
     terms: dict[str, Term] = {}
 

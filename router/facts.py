@@ -1,5 +1,5 @@
 """Answers from stored financial facts (issue 21): when a question asks for a measure of the concept
-vocabulary (``kb.core.vocab.CONCEPTS``) — a look-up, a comparison, the highest or lowest, a ranking, categories
+vocabulary (``kb.core.measures.CONCEPTS``) — a look-up, a comparison, the highest or lowest, a ranking, categories
 over stated ranges or directions, a change over time — the figures come from the ``facts`` table
 (``ingest.facts``) of the needed documents, and the maximum, ranking, categories and changes are computed
 here, exactly, each figure cited to its statement line. Offline and deterministic; with an LLM the rows and
@@ -22,12 +22,11 @@ import asyncpg
 import msgspec
 
 from kb.core import lexicon as lx
+from kb.core.measures import CONCEPT_BY_NAME, METRIC_BY_NAME, Measure
 from kb.core.periods import quarter_end
 from kb.core.types import FactDraft
 from kb.core.vocab import (
-    CONCEPT_BY_NAME,
     STATEMENT_LABELS,
-    Concept,
     company_core,
     concept_label,
     line_key,
@@ -409,7 +408,7 @@ class _Doc(msgspec.Struct, frozen=True):
 class _Writer:
     """Collects cited facts (each row gets one marker) and words them in the question's language."""
 
-    def __init__(self, spec: Concept, docs: Mapping[int, _Doc], paths: Mapping[tuple[int, str], str],
+    def __init__(self, spec: Measure, docs: Mapping[int, _Doc], paths: Mapping[tuple[int, str], str],
                  w: Words = EN) -> None:
         self.spec, self.docs, self.paths, self.w = spec, docs, paths, w
         self.markers: dict[tuple[int, int], int] = {}
@@ -476,7 +475,7 @@ def _change(old: _Row, new: _Row, *, percent: bool = True, w: Words = EN) -> str
 
 
 def compose(ask_: MeasureAsk, docs: Sequence[_Doc], rows_by_doc: Mapping[int, list[_Row]],
-            paths: Mapping[tuple[int, str], str], spec: Concept | None = None) -> FactsAnswer | None:
+            paths: Mapping[tuple[int, str], str], spec: Measure | None = None) -> FactsAnswer | None:
     """The answer text computed from the facts (None when no document has the measure); ``spec`` for a
     printed line item outside the vocabulary."""
     spec = spec or CONCEPT_BY_NAME[ask_.concept]
@@ -806,7 +805,7 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, q: Question, p
     spec = None
     if formula is not None:
         top = CONCEPT_BY_NAME[concepts(formula)[0]]
-        spec = Concept(name=a.concept, label=formula.label, printed=(), chinese=_chinese_names(formula.name),
+        spec = Measure(name=a.concept, label=formula.label, printed=(), chinese=_chinese_names(formula.name),
                        kinds=top.kinds, unit="ratio", flow=any(CONCEPT_BY_NAME[c].flow for c in concepts(formula)))
     return await _compose(pool, catalog, plan, a, {d: rows_by_doc.get(d, []) for d in doc_ids}, spec)
 
@@ -864,8 +863,8 @@ def _without_figure(catalog: Catalog, found: Sequence[int], within: Sequence[int
 
 
 def _chinese_names(metric: str) -> tuple[str, ...]:
-    """A metric's Chinese names (``kb.core.lexicon.METRIC_SYNONYMS``): the first is how a Chinese answer names it."""
-    return tuple(w for w in lx.METRIC_SYNONYMS.get(metric, ()) if lx.is_zh(w))
+    """A metric's Chinese names (the measure table's ``names``): the first is how a Chinese answer names it."""
+    return tuple(w for w in row.names if lx.is_zh(w)) if (row := METRIC_BY_NAME.get(metric)) else ()
 
 
 def _one_per_company(doc_ids: Sequence[int], rows_by_doc: Mapping[int, list[_Row]], catalog: Catalog,
@@ -996,7 +995,7 @@ def _of_year(catalog: Catalog, doc_id: int, year: int, balance: bool = False) ->
 
 
 async def _compose(pool: asyncpg.Pool, catalog: Catalog, plan: ScopePlan, a: MeasureAsk,
-                   rows_by_doc: Mapping[int, list[_Row]], spec: Concept | None = None) -> FactsAnswer | None:
+                   rows_by_doc: Mapping[int, list[_Row]], spec: Measure | None = None) -> FactsAnswer | None:
     """The answer over ``rows_by_doc`` (every document read, in order; an empty list: no figure in it)."""
     doc_ids = list(rows_by_doc)
     if not any(rows_by_doc.get(d) for d in doc_ids):
@@ -1052,7 +1051,7 @@ async def _line_answer(pool: asyncpg.Pool, catalog: Catalog, q: Question, plan: 
     if not rows_by_doc:
         return None
     first = next(iter(rows_by_doc.values()))[0]
-    spec = Concept(name=f"line:{label}", label=first.line_item.strip().rstrip(":："), printed=(),
+    spec = Measure(name=f"line:{label}", label=first.line_item.strip().rstrip(":："), printed=(),
                    kinds=(first.statement,), unit="per_share" if first.unit.endswith("/share") else "money",
                    flow=first.statement != "balance")
     probe = msgspec.structs.replace(probe, concept=spec.name)

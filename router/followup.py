@@ -27,7 +27,7 @@ from typing import Literal
 import msgspec
 
 from kb.core import lexicon as lx
-from kb.core.vocab import CONCEPT_BY_NAME
+from kb.core.measures import CONCEPT_BY_NAME, MEASURE_BY_NAME
 from router.question import NO_MEASURE, Entities, MeasureRef, PeriodRef, Question
 from router.reading import cues_in, measure_phrase, read_question, unplaced_words
 from router.types import Turn
@@ -301,7 +301,7 @@ def period_words(p: PeriodRef, lang: str = "en") -> str:
 def measure_words(m: MeasureRef, lang: str = "en") -> str:
     """A measure as a question names it when no earlier turn's words do: the lexicon's first word for it in the
     language, else its printed label or name."""
-    synonyms = (lx.METRIC_SYNONYMS if m.kind == "metric" else lx.MEASURE_SYNONYMS).get(m.name, ())
+    synonyms = row.names if (row := MEASURE_BY_NAME.get(m.name)) else ()
     word = next((w for w in synonyms if lx.is_zh(w) == (lang == "zh")), "")
     if word:
         return word

@@ -15,13 +15,13 @@ import msgspec
 import structlog
 
 from kb.core import lexicon as lx
-from kb.core import periods, vocab
+from kb.core import measures, periods, vocab
 from kb.core.errors import LLMError, ValidationError
+from kb.core.measures import METRIC_BY_NAME
 from kb.core.providers import ChatModel
 from kb.core.providers.steps import ask
 from kb.core.text import normalize_title
 from router import store
-from router.measures import METRIC_BY_NAME
 from router.policy import ROUTING
 from router.prompts import METADATA, metadata_prompt, typed_question_prompt
 from router.types import Condition
@@ -439,7 +439,7 @@ def fact_filter(value: Any) -> Condition:
     if not isinstance(value, Mapping):
         raise ValidationError('filter "fact": use {"concept": "revenue", "period": "FY2023", "gte": 1e9}')
     concept = value.get("concept")
-    if concept not in vocab.CONCEPT_BY_NAME:
+    if concept not in measures.CONCEPT_BY_NAME:
         raise ValidationError(f'filter "fact": unknown concept {str(concept)[:40]!r} (see GET /kb/capabilities)')
     period = str(value.get("period") or "")
     if not _FACT_PERIOD.match(period):
@@ -493,7 +493,7 @@ async def match_question(question: str, kv: KnownValues, chat: ChatModel,
     started = time.perf_counter()
     try:
         reply = await ask(chat, METADATA, metadata_prompt(question, kv.values, typed=typed_question_prompt(
-            sorted(vocab.CONCEPT_BY_NAME), sorted(METRIC_BY_NAME), lines)))
+            sorted(measures.CONCEPT_BY_NAME), sorted(METRIC_BY_NAME), lines)))
         conds = validate_conditions([msgspec.to_builtins(c) for c in reply.conditions], kv)
     except (LLMError, ValidationError) as exc:
         log.warning("router.metadata_llm_failed", error=str(exc))

@@ -22,8 +22,9 @@ from typing import Any
 import asyncpg
 import msgspec
 
+from kb.core.measures import CONCEPT_BY_NAME, METRIC_BY_NAME, Measure
 from kb.core.periods import Period
-from kb.core.vocab import CONCEPT_BY_NAME, Concept, line_concept, question_concept
+from kb.core.vocab import line_concept, question_concept
 from router import store
 from router.calc import Formula, Term, catalog_formula, check, evaluate, quotient
 from router.catalog import Catalog
@@ -41,7 +42,7 @@ from router.facts import (
     derive,
     money,
 )
-from router.measures import DERIVED, METRIC_BY_NAME, STAND_INS
+from router.measures import DERIVED, STAND_INS
 from router.question import Question
 from router.types import ScopePlan
 from router.wording import EN
@@ -247,7 +248,7 @@ async def answer_which(pool: asyncpg.Pool, catalog: Catalog, q: Question, plan: 
     found = [(c, r) for c, r in got if r is not None]
     if len(found) < 2:
         return None
-    w = _Writer(Concept(name="which", label="measure", printed=()), co.docs, {}, EN)
+    w = _Writer(Measure(name="which", label="measure", printed=()), co.docs, {}, EN)
     best = max(found, key=lambda x: x[1].value) if most else min(found, key=lambda x: x[1].value)
     word = "the highest" if most else "the lowest"
     lines = [f"{co.entity}, FY{years[-1]}: {CONCEPT_BY_NAME[best[0]].label} is {word}: "
@@ -544,7 +545,7 @@ async def answer_metric(pool: asyncpg.Pool, catalog: Catalog, q: Question, plan:
     used_rows = [r for c in computed for _, rs in c.inputs for r in rs]
     keys = list({(r.doc_id, r.node_id) for r in used_rows if r.node_id})
     paths = await store.node_paths(pool, keys)
-    spec = Concept(name=f"metric:{a.formula.name}", label=a.formula.label, printed=(), unit="ratio")
+    spec = Measure(name=f"metric:{a.formula.name}", label=a.formula.label, printed=(), unit="ratio")
     w = _Writer(spec, co.docs, paths, EN)
     text = compose_metric(a, co.entity, computed, w)
     if not text:

@@ -14,10 +14,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from kb.core import lexicon as lx
+from kb.core.measures import CONCEPT_BY_NAME, METRICS
 from kb.core.periods import YEAR, Form, Mention, find_periods, names_period, stated_months, states_range
-from kb.core.vocab import CONCEPT_BY_NAME, company_core, question_concept
+from kb.core.vocab import company_core, question_concept
 from router.calc import quotient, quotient_name
-from router.measures import CATALOG, measure_names
+from router.measures import measure_names
 from router.metrics import definitions, named_formula
 from router.question import (
     NO_MEASURE,
@@ -145,12 +146,12 @@ MEASURE_PHRASES = frozenset(phrase for phrase, _ in _MEASURES)
 
 def _metric_terms() -> dict[str, frozenset[str]]:
     """Each ratio and metric → the measures its formula reads (named beside it, they are its wording)."""
-    terms = {m.name: frozenset(re.findall(r"\b(?:v|avg|opt|chg)\((\w+)\)", m.formula)) for m in CATALOG}
+    terms = {m.name: frozenset(re.findall(r"\b(?:v|avg|opt|chg)\((\w+)\)", m.formula)) for m in METRICS}
     return terms
 
 
 _TERMS = _metric_terms()
-_MARGINS = {m: name for m in CONCEPT_BY_NAME for name in (x.name for x in CATALOG
+_MARGINS = {m: name for m in CONCEPT_BY_NAME for name in (x.name for x in METRICS
                                                           if x.formula == f"v({m}) / v(revenue) * 100")}
 """A measure → the catalogue's margin of it over revenue ("net_income" → "net_margin")."""
 

@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kb.core import lexicon as lx
+from kb.core.measures import CONCEPT_BY_NAME
 from kb.core.periods import question_quarters, question_years, spans_named, stated_months
 from kb.core.text import tokenize
-from kb.core.vocab import CONCEPT_BY_NAME, DATE_RE, line_concept, question_concept
+from kb.core.vocab import DATE_RE, line_concept, question_concept
 
 _CELL = re.compile(r"^\(?-?\$?\(?\d[\d,]*(?:\.\d+)?\)?%?\)?$|^[—–-]$")
 _YEAR = re.compile(r"\b((?:19|20)\d{2})\b")

@@ -18,11 +18,11 @@ import asyncpg
 import msgspec
 import structlog
 
-from kb.core import lexicon, periods, vocab
+from kb.core import lexicon, measures, periods
+from kb.core.measures import METRIC_BY_NAME
 from kb.core.text import normalize_title, tokenize
 from router import store
 from router.events import asked_event, over_companies
-from router.measures import METRIC_BY_NAME
 from router.metadata import (
     COMPANY_KEYS,
     QUARTER_KEYS,
@@ -277,7 +277,7 @@ def measure_words(reading: Question) -> list[str]:
     written."""
     out: list[str] = []
     for m in reading.measures:
-        concept = vocab.CONCEPT_BY_NAME.get(m.name) if m.kind == "concept" else None
+        concept = measures.CONCEPT_BY_NAME.get(m.name) if m.kind == "concept" else None
         if concept is not None:
             out.extend(concept.chinese[:2] if reading.lang == "zh" and concept.chinese else (concept.label,))
         elif m.kind == "metric" and m.name in METRIC_BY_NAME:

@@ -11,10 +11,11 @@ import structlog
 
 from kb.core import lexicon as lx
 from kb.core.errors import LLMError
+from kb.core.measures import CONCEPT_BY_NAME
 from kb.core.periods import question_quarters, question_years, spans_named, stated_months
 from kb.core.providers import ChatModel
 from kb.core.text import Figure, figures, same_figure, split_sentences, tokenize, unit_label
-from kb.core.vocab import CONCEPT_BY_NAME, line_concept, question_concept
+from kb.core.vocab import line_concept, question_concept
 from router.events import asked_event, event_answer
 from router.facts import FactsAnswer
 from router.prompts import (

@@ -13,8 +13,9 @@ from ingest.facts import extract_facts, split_row
 from ingest.formats import parse_file
 from ingest.statements import statement_pages
 from kb.bench.facts_bench import run_facts
+from kb.core.measures import Measure
 from kb.core.types import DocumentTree, FactDraft
-from kb.core.vocab import Concept, line_concept, question_concept
+from kb.core.vocab import line_concept, question_concept
 from router.facts import MeasureAsk, task
 from router.question import Range
 from router.reading import read_question
@@ -553,7 +554,7 @@ def test_a_series_over_a_span_of_quarters_keeps_its_points_and_names_them() -> N
     q = read_question("青石酿造从2021年第三季度到2023年第一季度的扣非归母净利润是怎么变化的？", ["青石酿造"])
     a = task(q)
     assert a is not None and a.quarterly and a.span == (dt.date(2021, 9, 30), dt.date(2023, 3, 31)), a
-    spec = Concept(name="line:扣非", label="归属于上市公司股东的扣除非经常性损益的净利润", printed=(), kinds=("key_figures",))
+    spec = Measure(name="line:扣非", label="归属于上市公司股东的扣除非经常性损益的净利润", printed=(), kinds=("key_figures",))
     answer = compose(msgspec.structs.replace(a, concept=spec.name), docs, rows, {}, spec)
     assert answer is not None and {u.value for u in answer.used} == {101.0, 102.0, 103.0, 104.0}, answer.text
     assert "2022年第一季度较2021年第三季度" in answer.text and "2021年第三季度至2023年第一季度总体" in answer.text

@@ -15,7 +15,7 @@ from litestar import Controller, get
 
 from ingest.formats import FORMATS
 from kb.api.common import BEARER, errors, read_guard
-from kb.core.vocab import CONCEPTS
+from kb.core.measures import CONCEPTS
 from kb.runtime import Runtime
 from router.types import STRATEGIES, QueryRequest
 

@@ -95,7 +95,7 @@ class FactDraft(msgspec.Struct, frozen=True):
 
     ``value`` is in base units (``printed`` × ``scale``; per-share figures unscaled); ``months`` is 0 for a
     balance at ``period_end`` and the period's length otherwise; ``page`` (PDF) or ``line`` (text) locate the
-    printed ``source`` line for citation; ``concept`` is "" for a line outside ``kb.core.vocab.CONCEPTS``.
+    printed ``source`` line for citation; ``concept`` is "" for a line outside ``kb.core.measures.CONCEPTS``.
     """
 
     statement: str
