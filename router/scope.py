@@ -80,10 +80,18 @@ def doc_period(meta: Mapping[str, Any]) -> str:
 
 
 def classify_scope(question: str, kv: KnownValues, reading: Question | None = None) -> QuestionScope:
-    """Single, multi (comparison or change over time) or list, by rules over known values and wording; where
-    the typed question (``reading``) sees more — companies named by short forms, a ranking over the collection,
-    a series over years beyond one report's comparatives — it widens the rules' scope."""
+    """Single, multi (comparison or change over time) or list. An understood typed question (``reading``)
+    decides (``read_scope``); where the wording rules would say otherwise it is logged and said in the reason.
+    Otherwise the rules over known values and wording decide, widened where the reading sees more — companies
+    named by short forms, a ranking over the collection, a series over years beyond one report's comparatives."""
     scope = _rules_scope(question, kv)
+    if reading is not None and (typed := read_scope(reading, kv, scope)) is not None:
+        if (typed.kind, typed.series) != (scope.kind, scope.series):
+            log.info("scope.read_differs", read=typed.kind, read_series=typed.series, wording=scope.kind,
+                     wording_series=scope.series, wording_reason=scope.reason)
+            return msgspec.structs.replace(typed, reason=f"{typed.reason} (the wording alone: {scope.kind}, "
+                                           f"{scope.reason})")
+        return typed
     if reading is None or scope.kind != "single":
         return scope
     names = reading.entities.names
@@ -105,6 +113,36 @@ def classify_scope(question: str, kv: KnownValues, reading: Question | None = No
         return msgspec.structs.replace(scope, kind="multi", series=True, reason=f"the question as read: a "
                                        f"{reading.operation} over {years[0]}–{years[-1]}")
     return scope
+
+
+def read_scope(reading: Question, kv: KnownValues, rules: QuestionScope) -> QuestionScope | None:
+    """The scope the typed question decides (None when it was not understood: the wording rules decide). Named
+    companies are the reading's and the metadata's (``rules``); two or more → multi; an extreme, ranking, group or
+    screen naming none → a list over the collection; a series, change or comparison over one company's periods
+    beyond one report's comparatives (or worded as one: "trend", "over the years") → multi over every report of
+    the company; else one document."""
+    if not reading.understood or reading.operation is None:
+        return None
+    names = tuple(dict.fromkeys((*reading.entities.names, *rules.entities)))
+    distinct = {kv.entity(n) for n in names}
+    named = {"entities": rules.entities, "key": rules.key, "renamed": rules.renamed}
+    op = reading.operation
+    years = sorted({p.year for p in reading.periods if p.year})
+    over_time = rules.series or (op in ("series", "change", "compare") or reading.over == "periods") and (
+        (len(years) >= 2 and years[-1] - years[0] > COMPARATIVE_YEARS)
+        or any(p.relative == "last_n" and p.n > COMPARATIVE_YEARS + 1 for p in reading.periods))
+    if len(distinct) >= 2:
+        return QuestionScope(kind="multi", reason=f"the question as read: {op} over {len(distinct)} companies: "
+                             f"{', '.join(names)}", series=over_time,
+                             **{**named, "entities": rules.entities if rules.kind == "multi" else names,
+                                "key": rules.key or "company"})
+    if not names and op in ("max", "min", "rank", "group", "screen") and reading.over != "periods":
+        return QuestionScope(kind="list", reason=f"the question as read: {op} over the collection")
+    if over_time:
+        span = f"{years[0]}–{years[-1]}" if len(years) >= 2 else "the years"
+        return QuestionScope(kind="multi", reason=f"the question as read: a {op} over {span}", series=True, **named)
+    return QuestionScope(kind="single", reason=f"the question as read: {op} of "
+                         f"{names[0] if names else 'one company'}", **named)
 
 
 def _rules_scope(question: str, kv: KnownValues) -> QuestionScope:

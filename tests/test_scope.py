@@ -65,6 +65,27 @@ def test_the_typed_question_widens_the_rules_scope() -> None:
     assert scope("What was Helios Robotics' revenue in fiscal 2022?").kind == "single"  # as the rules say
 
 
+def test_an_understood_question_decides_its_scope_and_says_where_the_wording_differs() -> None:
+    """The typed question decides; the wording rules' other view is logged and kept in the reason. Not
+    understood (no measure), the rules decide alone."""
+    from router.reading import read_question
+
+    companies = {c: () for c in KV.values["company"]}
+
+    def scope(question: str):  # noqa: ANN202
+        return classify_scope(question, KV, read_question(question, companies))
+
+    for question in ("Which firm booked the biggest 2023 revenue?", "哪家公司2023年的营业收入最高？",
+                     "Rank the companies by 2022 net income."):
+        s = scope(question)
+        assert s.kind == "list" and s.reason.startswith("the question as read"), (question, s.reason)
+        assert "the wording alone: single" in s.reason, s.reason  # the rules alone would have read one document
+    same = scope("Compare the 2023 revenue of Aurora Pharma and Northwind Energy.")
+    assert same.kind == "multi" and "wording alone" not in same.reason
+    text = scope("Which of these companies report a product recall?")  # no measure: the wording decides
+    assert text.kind == "list" and not text.reason.startswith("the question as read")
+
+
 def test_scope_entities_and_top_docs() -> None:
     two = classify_scope("Compare the 2023 revenue of Aurora Pharma and Northwind Energy.", KV)
     assert set(two.entities) == {"Aurora Pharma", "Northwind Energy"} and not two.series
