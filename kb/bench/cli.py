@@ -24,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="; ".join(f"{d.name}: {d.summary}" for d in DATASETS.values())
                         + "; latency, ingest, load, facts, parse, answers: see the README")
     parser.add_argument("--data", type=Path, help="dataset folder (pdfs/ or docs/ + questions); not for latency")
-    parser.add_argument("--questions", type=Path, help="replace the question file (parse: bench/parse/questions.jsonl)")
+    parser.add_argument("--questions", type=Path, help="replace the question file (parse: bench/parse/questions.jsonl; "
+                                                      "load: a JSONL of {query, strategy}, e.g. bench/load/filings.jsonl)")
     parser.add_argument("--collection", help="collection name (default bench-<dataset>; loong: from the folder, "
                                              "bench-loong-en for loong-en-dev)")
     parser.add_argument("--strategies", default=DEFAULT_STRATEGIES)
@@ -56,6 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", type=float, default=30.0, help="load: seconds")
     parser.add_argument("--out", type=Path, help="load: write the report (Markdown) here")
     parser.add_argument("--server-note", help="load: how the server runs (for the report), e.g. 'kb serve --workers 2'")
+    parser.add_argument("--profile", action="store_true",
+                        help="load: first ask each question alone and report the server's ms per stage")
 
 
 def run(args: argparse.Namespace) -> int:

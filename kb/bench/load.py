@@ -1,14 +1,16 @@
-"""``kb bench load``: concurrent clients asking the sample questions of a running server over HTTP.
+"""``kb bench load``: concurrent clients asking questions of a running server over HTTP.
 
 Each client sends ``POST /kb/query`` in a loop (questions round-robin from ``samples/QUESTIONS.md``,
-strategies as written there) for ``--duration`` seconds; the report gives throughput, latency
-percentiles, status codes and the machine's load average. ``--out`` writes it as Markdown.
+strategies as written there, or from ``--questions``: a JSONL file of ``{"query", "strategy"}`` such as
+``bench/load/filings.jsonl`` over the FinanceBench dev 10-Ks) for ``--duration`` seconds; the report gives
+throughput, latency percentiles, status codes and the machine's load average. ``--out`` writes it as Markdown.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
 import time
@@ -38,6 +40,29 @@ def sample_questions(path: Path = SAMPLES_QUESTIONS) -> list[tuple[str, str]]:
         if q:
             strategy = s.group(1) if s and s.group(1) in STRATEGIES else "auto"
             out.append((q.group(1).strip(), strategy))
+    return out
+
+
+def file_questions(path: Path) -> list[tuple[str, str]]:
+    """(question, strategy) pairs of a JSONL file (``query`` or ``question``; ``strategy``, default ``auto``), or
+    of a Markdown file written like ``samples/QUESTIONS.md``."""
+    if path.suffix == ".md":
+        return sample_questions(path)
+    out: list[tuple[str, str]] = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SystemExit(f"kb bench load: {path}:{n} is not JSON: {exc}") from exc
+        question = row.get("query") or row.get("question") if isinstance(row, dict) else None
+        if not isinstance(question, str) or not question.strip():
+            raise SystemExit(f"kb bench load: {path}:{n} has no \"query\"")
+        strategy = row.get("strategy", "auto")
+        out.append((question.strip(), strategy if strategy in STRATEGIES else "auto"))
+    if not out:
+        raise SystemExit(f"kb bench load: {path} holds no questions")
     return out
 
 
@@ -95,7 +120,35 @@ async def run_load(url: str, *, clients: int, duration_s: float, token: str | No
     return result
 
 
-def report(result: LoadResult, *, url: str, workers: str, command: str) -> str:
+async def stage_profile(url: str, questions: list[tuple[str, str]], *, collection: str = "default",
+                        token: str | None = None, rounds: int = 2) -> dict[str, list[float]]:
+    """Each question asked alone, ``rounds`` times (the first warms the caches; the last is kept), with its
+    trace: the server's milliseconds per stage (route, facts, tree search, retrieve, synthesize, total)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    stages: dict[str, list[float]] = {}
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120) as http:
+        for question, strategy in questions:
+            timings: dict[str, float] = {}
+            for _ in range(rounds):
+                r = await http.post("/kb/query", json={"query": question, "strategy": strategy,
+                                                       "collection": collection, "include_trace": True})
+                r.raise_for_status()
+                timings = (r.json().get("trace") or {}).get("timings_ms") or {}
+            for stage, ms in timings.items():
+                stages.setdefault(stage, []).append(float(ms))
+    return stages
+
+
+def profile_table(stages: dict[str, list[float]]) -> list[str]:
+    """Mean, p50 and p95 ms per stage, and its share of the mean total."""
+    total = float(np.mean(stages["total"])) if stages.get("total") else 0.0
+    rows = [(stage, len(v), f"{np.mean(v):.1f}", f"{np.percentile(v, 50):.1f}", f"{np.percentile(v, 95):.1f}",
+             f"{100 * np.mean(v) / total:.0f} %" if total else "–") for stage, v in stages.items()]
+    return table(["stage", "queries", "mean ms", "p50 ms", "p95 ms", "share of total"], rows, align="lrrrrr")
+
+
+def report(result: LoadResult, *, url: str, workers: str, command: str,
+           corpus: str = "the bundled sample corpus (6 reports)") -> str:
     load1, load5, _ = load_average()
     m = machine()
     row = (result.clients, f"{result.seconds:.1f}", result.requests, f"{result.throughput:.1f}",
@@ -105,7 +158,7 @@ def report(result: LoadResult, *, url: str, workers: str, command: str) -> str:
         "# Load: concurrent queries over HTTP",
         "",
         f"- date: {utc_minutes()}; machine: {m.arch}, {m.cores} cores, Python {m.python}",
-        f"- server: {url} ({workers}); offline provider; the bundled sample corpus (6 reports)",
+        f"- server: {url} ({workers}); offline provider; {corpus}",
         f"- command: `{command}`",
         "",
         *table(["clients", "seconds", "requests", "queries/s", "p50 ms", "p95 ms", "p99 ms", "errors", "statuses",
@@ -117,10 +170,22 @@ def report(result: LoadResult, *, url: str, workers: str, command: str) -> str:
 
 def run_cli(args: argparse.Namespace) -> int:
     url = args.url or "http://127.0.0.1:8000"
+    questions = file_questions(args.questions) if args.questions else sample_questions()
+    collection = args.collection or "default"
+    token = os.environ.get("KB_API_TOKEN")
+    profile: list[str] = []
+    if args.profile:
+        stages = run_async(stage_profile(url, questions, collection=collection, token=token))
+        profile = ["", "## One query at a time: server ms per stage (trace timings, second asking of each question)",
+                   "", *profile_table(stages), ""]
     result = run_async(run_load(url, clients=args.clients, duration_s=args.duration,
-                                  token=os.environ.get("KB_API_TOKEN"), collection=args.collection or "default"))
-    text = report(result, url=url, workers=args.server_note or "kb serve",
-                  command=f"kb bench load --url {url} --clients {args.clients} --duration {args.duration:g}")
+                                  token=token, questions=questions, collection=collection))
+    asked = f" --questions {args.questions} --collection {collection}" if args.questions else ""
+    corpus = (f"collection {collection!r}, {len(questions)} questions of {args.questions}" if args.questions
+              else "the bundled sample corpus (6 reports)")
+    text = report(result, url=url, workers=args.server_note or "kb serve", corpus=corpus,
+                  command=f"kb bench load --url {url} --clients {args.clients} --duration {args.duration:g}{asked}")
+    text += "\n".join(profile)
     print(text)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
