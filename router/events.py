@@ -9,6 +9,7 @@ The event vocabularies, hedges and negations are language data (``kb.core.lexico
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence, Set
 from typing import Literal
@@ -96,26 +97,47 @@ class Finding(msgspec.Struct, frozen=True):
 # ------------------------------------------------------------------------------------ the question
 
 
-def _matches(text: str, cues: Sequence[str]) -> list[tuple[int, int, str]]:
-    """(start, end, cue) of every cue in ``text``: English cues as whole words (a phrase as consecutive words),
-    case-insensitive; Chinese ones as written. A cue inside a longer one found at the same place is dropped
-    (未 inside 未来)."""
-    low = text.lower()
-    found: list[tuple[int, int, str]] = []
-    ws = [(m.start(), m.end(), m.group(0).lower().replace("’", "'")) for m in _WORD.finditer(text)]
-    for cue in cues:
+@functools.lru_cache(maxsize=512)
+def _cue_index(cues: tuple[str, ...]) -> tuple[dict[str, list[tuple[int, tuple[str, ...]]]], tuple[tuple[int, str], ...]]:
+    """Cues by their first word (English: (position, words)) and the Chinese ones (position, cue): one pass over
+    a text's words finds every English cue."""
+    first: dict[str, list[tuple[int, tuple[str, ...]]]] = {}
+    zh: list[tuple[int, str]] = []
+    for i, cue in enumerate(cues):
         if cue.isascii():
-            parts = cue.lower().split()
-            for i in range(len(ws) - len(parts) + 1):
-                if all(ws[i + k][2] == p for k, p in enumerate(parts)):
-                    found.append((ws[i][0], ws[i + len(parts) - 1][1], cue))
+            parts = tuple(cue.lower().split())
+            if parts:
+                first.setdefault(parts[0], []).append((i, parts))
         else:
+            zh.append((i, cue))
+    return first, tuple(zh)
+
+
+def _matches(text: str, cues: Sequence[str]) -> list[tuple[int, int, str]]:
+    """(start, end, cue) of every cue in ``text``, in the order of ``cues`` then of place: English cues as whole
+    words (a phrase as consecutive words), case-insensitive; Chinese ones as written. A cue inside a longer one
+    found at the same place is dropped (未 inside 未来)."""
+    cues = tuple(cues)
+    first, zh = _cue_index(cues)
+    found: list[tuple[int, int, int, str]] = []  # (cue position, start, end, cue)
+    if first:
+        ws = [(m.start(), m.end(), m.group(0).lower().replace("’", "'")) for m in _WORD.finditer(text)]
+        for i, (start, _, word) in enumerate(ws):
+            for at, parts in first.get(word, ()):
+                if i + len(parts) <= len(ws) and all(ws[i + k][2] == p for k, p in enumerate(parts)):
+                    found.append((at, start, ws[i + len(parts) - 1][1], cues[at]))
+    if zh:
+        low = text.lower()
+        for at_cue, cue in zh:
             at = low.find(cue)
             while at >= 0:
-                found.append((at, at + len(cue), cue))
+                found.append((at_cue, at, at + len(cue), cue))
                 at = low.find(cue, at + 1)
-    return [f for f in found if not any(o != f and o[0] <= f[0] and f[1] <= o[1] and o[1] - o[0] > f[1] - f[0]
-                                        for o in found)]
+    hits = [(start, end, cue) for _, start, end, cue in sorted(found, key=lambda f: (f[0], f[1]))]
+    if len(hits) < 2:
+        return hits
+    return [f for f in hits if not any(o != f and o[0] <= f[0] and f[1] <= o[1] and o[1] - o[0] > f[1] - f[0]
+                                       for o in hits)]
 
 
 def over_companies(question: str) -> bool:

@@ -56,7 +56,7 @@ async def search_trees(state: QueryState, docs: Sequence[DocCandidate], oracle: 
             q = state.doc_q[doc_id]
             terms = state.terms if q == state.question else await store.query_terms(
                 state.pool, state.collection_id, q, n_docs=state.catalog.stamp.documents)
-            tree = await load_tree(state.pool, doc_id, name, state.vectors[q])
+            tree = await load_tree(state.pool, doc_id, name, state.vectors[q], (state.collection_id, state.catalog.stamp))
             res = await searcher.search(tree, q, state.vectors[q], terms=terms, statements=state.statements)
             return Searched(tree, res)
 

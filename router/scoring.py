@@ -94,8 +94,39 @@ def bm25_scores(query: str, texts: Sequence[str]) -> list[float]:
     q = tokenize(query)
     if not q:
         return [0.0] * len(texts)
-    scores = okapi_scores([_text_counts(t) for t in texts], q)
+    scores = _scores(_text_corpus(tuple(texts)), q)
     return [max(0.0, float(s)) for s in scores]
+
+
+@functools.lru_cache(maxsize=64)
+def _idf_table(n: int) -> np.ndarray:
+    """BM25Okapi's idf of a word in ``f`` of ``n`` documents, for every ``f`` (computed as it does, with
+    ``math.log``)."""
+    return np.array([math.log(n - f + 0.5) - math.log(f + 0.5) for f in range(n + 1)])
+
+
+class _Corpus:
+    """What BM25Okapi derives from a corpus alone — lengths, document frequencies, the idf floor — kept for a
+    corpus that comes back (a document's node labels, a node's chunks) with each query."""
+
+    __slots__ = ("counts", "df", "doc_len", "avgdl", "eps", "idf_of")
+
+    def __init__(self, counts: Sequence[Counter[str]], epsilon: float) -> None:
+        n = len(counts)
+        self.counts = counts
+        self.doc_len = np.array([c.total() for c in counts])
+        self.avgdl = int(self.doc_len.sum()) / n
+        self.df = Counter(chain.from_iterable(counts))  # words in first-occurrence order, as BM25Okapi counts them
+        self.idf_of = _idf_table(n)
+        # BM25Okapi sums the idf word by word in that order: a cumulative sum adds in the same order (same float)
+        idf_sum = float(np.add.accumulate(self.idf_of[np.fromiter(self.df.values(), dtype=np.int64,
+                                                                  count=len(self.df))])[-1])
+        self.eps = epsilon * (idf_sum / len(self.df))
+
+
+@functools.lru_cache(maxsize=256)
+def _text_corpus(texts: tuple[str, ...]) -> _Corpus:
+    return _Corpus([_text_counts(t) for t in texts], 0.25)
 
 
 def okapi_scores(counts: Sequence[Counter[str]], query: Sequence[str], k1: float = 1.5, b: float = 0.75,
@@ -103,19 +134,20 @@ def okapi_scores(counts: Sequence[Counter[str]], query: Sequence[str], k1: float
     """``BM25Okapi(corpus).get_scores(query)`` (the same floats: its idf with the ``epsilon`` floor over the
     average idf, summed in its order) from each document's token counts, without building its per-word
     tables: a query's in-node BM25 runs over a few hundred chunks."""
-    n = len(counts)
-    doc_len = np.array([c.total() for c in counts])
-    avgdl = int(doc_len.sum()) / n
-    df = Counter(chain.from_iterable(counts))  # words in first-occurrence order, as BM25Okapi counts them
-    idf_sum = sum(math.log(n - f + 0.5) - math.log(f + 0.5) for f in df.values())
-    eps = epsilon * (idf_sum / len(df))
-    score = np.zeros(n)
+    return _scores(_Corpus(counts, epsilon), query, k1, b)
+
+
+def _scores(corpus: _Corpus, query: Sequence[str], k1: float = 1.5, b: float = 0.75) -> np.ndarray:
+    score = np.zeros(len(corpus.counts))
+    norm = None
     for q in query:
-        f = df.get(q)
+        f = corpus.df.get(q)
         if f is None:
             continue
-        idf = math.log(n - f + 0.5) - math.log(f + 0.5)
-        idf = eps if idf < 0 else idf
-        q_freq = np.array([c.get(q) or 0 for c in counts])
-        score += (idf or 0) * (q_freq * (k1 + 1) / (q_freq + k1 * (1 - b + b * doc_len / avgdl)))
+        idf = float(corpus.idf_of[f])
+        idf = corpus.eps if idf < 0 else idf
+        q_freq = np.array([c.get(q) or 0 for c in corpus.counts])
+        if norm is None:
+            norm = k1 * (1 - b + b * corpus.doc_len / corpus.avgdl)
+        score += (idf or 0) * (q_freq * (k1 + 1) / (q_freq + norm))
     return score

@@ -50,18 +50,23 @@ SQL_DENSE_CHUNKS: dict[tuple[str, Scan], str] = {
 }
 # the same, with what a citation needs (exact: a few routed documents)
 SQL_DENSE_CHUNK_DETAILS_EXACT = """
-SELECT c.id, c.document_id, c.node_id, c.text, c.page, c.page_end, c.heading_path, 1 - (c.embedding <=> $2) AS dense,
+WITH top AS (SELECT c.id, 1 - (c.embedding <=> $2) AS dense FROM chunks c WHERE c.document_id = ANY($1::bigint[])
+             ORDER BY 1 - (c.embedding <=> $2) DESC, c.id LIMIT $3)
+SELECT c.id, c.document_id, c.node_id, c.text, c.page, c.page_end, c.heading_path, top.dense,
        n.start_index, n.end_index, n.unit, c.statement
-FROM chunks c JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id
-WHERE c.document_id = ANY($1::bigint[])
-ORDER BY 1 - (c.embedding <=> $2) DESC LIMIT $3"""
+FROM top JOIN chunks c ON c.id = top.id JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id
+ORDER BY top.dense DESC, c.id"""
+"""The nearest chunks first (an exact scan of the documents' chunks: the sort expression keeps the HNSW index
+out), then their details: joining every chunk to its node before the sort cost a scan of every node."""
 # the chunks of some documents on financial statement pages of some kinds, nearest the question first
 SQL_STATEMENT_CHUNKS = """
-SELECT c.id, c.document_id, c.node_id, c.text, c.page, c.page_end, c.heading_path, 1 - (c.embedding <=> $3) AS dense,
+WITH top AS (SELECT c.id, 1 - (c.embedding <=> $3) AS dense FROM chunks c
+             WHERE c.document_id = ANY($1::bigint[]) AND c.statement = ANY($2::text[])
+             ORDER BY 1 - (c.embedding <=> $3) DESC, c.id LIMIT $4)
+SELECT c.id, c.document_id, c.node_id, c.text, c.page, c.page_end, c.heading_path, top.dense,
        n.start_index, n.end_index, n.unit, c.statement
-FROM chunks c JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id
-WHERE c.document_id = ANY($1::bigint[]) AND c.statement = ANY($2::text[])
-ORDER BY 1 - (c.embedding <=> $3) DESC LIMIT $4"""
+FROM top JOIN chunks c ON c.id = top.id JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id
+ORDER BY top.dense DESC, c.id"""
 # one document's chunks nearest the question, by node (exact)
 SQL_NODE_DENSE_HITS_EXACT = """
 SELECT node_id, 1 - (embedding <=> $2) AS sim FROM chunks WHERE document_id = $1
@@ -119,6 +124,7 @@ SELECT n.node_id, n.parent_id, n.ordinal, n.level, n.title, n.path, n.summary, n
        n.statements, 1 - (n.embedding <=> $2) AS sim,
        EXISTS (SELECT 1 FROM chunks c WHERE c.document_id = n.document_id AND c.node_id = n.node_id) AS has_text
 FROM nodes n WHERE n.document_id = $1 ORDER BY n.ordinal"""
+SQL_NODE_SIMS = "SELECT node_id, 1 - (embedding <=> $2) AS sim FROM nodes WHERE document_id = $1"
 SQL_NODE_CHUNKS = """
 SELECT c.id, c.node_id, c.ordinal, c.text, c.page, c.page_end, c.heading_path, c.embedding,
        n.start_index, n.end_index, n.unit, c.statement
@@ -277,6 +283,12 @@ async def node_text_hits(pool: asyncpg.Pool, doc_id: int, terms: QueryTerms, lim
 async def doc_nodes(pool: asyncpg.Pool, doc_id: int, qvec: np.ndarray) -> list[asyncpg.Record]:
     """A document's nodes in order, with the cosine of their embedding to the question."""
     return await pool.fetch(SQL_DOC_NODES, doc_id, qvec)
+
+
+async def node_sims(pool: asyncpg.Pool, doc_id: int, qvec: np.ndarray) -> dict[str, float]:
+    """The cosine of each node's embedding of a document to the question (nodes without one: 0)."""
+    return {r["node_id"]: float(r["sim"]) if r["sim"] is not None else 0.0
+            for r in await pool.fetch(SQL_NODE_SIMS, doc_id, qvec)}
 
 
 async def node_chunks(pool: asyncpg.Pool, doc_id: int, node_ids: Sequence[str]) -> list[asyncpg.Record]:

@@ -9,6 +9,7 @@ chunk hits (spec 002 §Action 3). Cross-references in the retrieved text are fol
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -65,7 +66,24 @@ class LoadedTree:
         return {n.node_id: n for n in self.nodes}
 
 
-async def load_tree(pool: asyncpg.Pool, doc_id: int, doc_name: str, query_vec: np.ndarray) -> LoadedTree:
+_TREES: OrderedDict[tuple[int, object], tuple[tuple[TreeNode, ...], frozenset[str]]] = OrderedDict()
+TREE_CACHE_DOCS = 256
+"""Documents whose tree (nodes, titles, summaries) a process keeps between queries; a tree is the same until its
+collection changes (the key holds the collection's stamp)."""
+
+
+async def load_tree(pool: asyncpg.Pool, doc_id: int, doc_name: str, query_vec: np.ndarray,
+                    stamp: object = None) -> LoadedTree:
+    """A document's tree with each node's similarity to the question; the nodes themselves from the process's
+    cache when the collection is unchanged since they were read (``stamp``), so only the similarities are
+    fetched."""
+    key = (doc_id, stamp)
+    cached = _TREES.get(key) if stamp is not None else None
+    if cached is not None:
+        _TREES.move_to_end(key)
+        nodes, with_text = cached
+        return LoadedTree(doc_id=doc_id, doc_name=doc_name, nodes=nodes, sims=await store.node_sims(pool, doc_id, query_vec),
+                          with_text=with_text)
     rows = await store.doc_nodes(pool, doc_id, query_vec)
     nodes = tuple(
         TreeNode(node_id=r["node_id"], parent_id=r["parent_id"], ordinal=r["ordinal"], level=r["level"],
@@ -75,6 +93,10 @@ async def load_tree(pool: asyncpg.Pool, doc_id: int, doc_name: str, query_vec: n
     )
     sims = {r["node_id"]: float(r["sim"]) if r["sim"] is not None else 0.0 for r in rows}
     with_text = frozenset(r["node_id"] for r in rows if r["has_text"])
+    if stamp is not None:
+        _TREES[key] = (nodes, with_text)
+        while len(_TREES) > TREE_CACHE_DOCS:
+            _TREES.popitem(last=False)
     return LoadedTree(doc_id=doc_id, doc_name=doc_name, nodes=nodes, sims=sims, with_text=with_text)
 
 

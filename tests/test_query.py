@@ -333,6 +333,37 @@ async def test_one_stamp_query_and_one_catalog_read_per_change(corpus: tuple[Run
     assert calls == {"stamp": 5, "documents": 2}
 
 
+async def test_a_document_tree_is_read_once_per_collection_change(corpus: tuple[Runtime, Path],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A query reads the trees of the documents it searches (nodes, titles, summaries) only when the collection
+    changed since they were read; otherwise only the nodes' similarities — and answers the same."""
+    from router import store, tree_search
+
+    rt, _ = corpus
+    calls = {"nodes": 0, "sims": 0}
+
+    def counting(name: str, fn: Any) -> Any:
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            calls[name] += 1
+            return await fn(*args, **kwargs)
+        return wrapper
+
+    tree_search._TREES.clear()
+    monkeypatch.setattr(store, "doc_nodes", counting("nodes", store.doc_nodes))
+    monkeypatch.setattr(store, "node_sims", counting("sims", store.node_sims))
+    pipeline = build_pipeline(rt)
+    question = QUESTIONS["semantic"][0]
+    first = await pipeline.run(QueryRequest(query=question, strategy="semantic", include_trace=True))
+    read = calls["nodes"]
+    assert read >= 1 and calls["sims"] == 0
+    again = await pipeline.run(QueryRequest(query=question, strategy="semantic", include_trace=True))
+    assert calls == {"nodes": read, "sims": read}, calls
+    assert again.answer == first.answer and again.trace.nodes == first.trace.nodes
+    await rt.pool.execute("UPDATE documents SET updated_at = now() WHERE id = (SELECT min(id) FROM documents)")
+    await pipeline.run(QueryRequest(query=question, strategy="semantic"))
+    assert calls["nodes"] == 2 * read, calls
+
+
 async def test_an_empty_collection_answers_400_nothing_to_search(corpus: tuple[Runtime, Path]) -> None:
     rt, _ = corpus
     async with app_client(create_app(runtime=rt, run_worker=False)) as client:
