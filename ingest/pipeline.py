@@ -50,6 +50,7 @@ from kb.core.errors import IngestError, KBError, LLMError
 from kb.core.providers import ChatModel
 from kb.core.providers.chat import CountingChat, OfflineChatModel
 from kb.core.settings import IngestSettings
+from kb.core.telemetry import Clock
 from kb.core.types import DocumentTree, FactDraft, TreeNode
 from kb.core.vocab import company_core, description_label
 
@@ -72,6 +73,9 @@ class IngestOutcome(msgspec.Struct, frozen=True):
     llm_calls: int = 0
     error: str | None = None
     warnings: tuple[str, ...] = ()
+    stage_ms: tuple[tuple[str, float], ...] = ()
+    """Milliseconds per stage of the file: parse, tree, metadata, description, chunking, facts, embedding, store,
+    lines (the rest of ``seconds``: reading the file, the unchanged-content check)."""
 
 
 def file_kind(path: Path) -> str | None:
@@ -317,6 +321,7 @@ async def ingest_file(
     ``progress`` hears each stage as it starts (and the chunks embedded so far).
     """
     started = time.perf_counter()
+    clock = Clock()
     report = progress or (lambda stage, done, total: None)
     kind = file_kind(path)
     if kind is None:
@@ -340,50 +345,59 @@ async def ingest_file(
     chat = CountingChat(ctx.chat)
     try:
         report("reading", 0, 0)
-        parsed = await _parse(ctx, data, kind)
+        with clock.stage("parse"):
+            parsed = await _parse(ctx, data, kind)
         del data
         pages = max(parsed.pdf.total_pages, parsed.pdf.page_count) if parsed.pdf is not None else 0
         report("tree", pages, pages)
         if pages > ctx.settings.max_pages:
             raise IngestError(f"{pages} pages: more than KB_MAX_PAGES={ctx.settings.max_pages}")
         pdf = parsed.pdf
-        page_texts = {p.number: pdf.body_text(p.number) for p in pdf.pages} if pdf is not None else None
-        given, refused = _sidecar_tree(path, tree_json, parsed, page_texts)
-        sidecar_note = sidecar_note or refused
-        if chat.offline:  # CPU-bound only: keep the event loop (API, heartbeats) responsive
-            tree = await asyncio.to_thread(_offline_tree, parsed, ctx.settings, Path(name).stem, page_texts, given)
-        else:
-            report("summaries", 0, pages)
-            tree = await _tree_and_summaries(parsed, chat, ctx.settings, Path(name).stem, page_texts, given)
+        with clock.stage("tree"):
+            page_texts = {p.number: pdf.body_text(p.number) for p in pdf.pages} if pdf is not None else None
+            given, refused = _sidecar_tree(path, tree_json, parsed, page_texts)
+            sidecar_note = sidecar_note or refused
+            if chat.offline:  # CPU-bound only: keep the event loop (API, heartbeats) responsive
+                tree = await asyncio.to_thread(_offline_tree, parsed, ctx.settings, Path(name).stem, page_texts,
+                                               given)
+            else:
+                report("summaries", 0, pages)
+                tree = await _tree_and_summaries(parsed, chat, ctx.settings, Path(name).stem, page_texts, given)
         if sidecar_note:
             tree = msgspec.structs.replace(tree, warnings=(*tree.warnings, sidecar_note))
-        sidecar = await asyncio.to_thread(read_sidecar, path, allowed_root)
-        auto = await asyncio.to_thread(extract_metadata, _first_pages_text(parsed), file_name=path.name,
-                                       title_hint=tree.nodes[0].title if tree.nodes else None)
-        meta = merge_metadata(folder_metadata or {}, sidecar, parsed.front_matter, auto)
-        if "also_known_as" not in meta and (names := await asyncio.to_thread(other_names, _full_text(parsed),
-                                                                              meta.get("company"))):
-            meta["also_known_as"] = names
-        title = _title(tree, meta, name, given=any("title" in (layer or {}) for layer in (
-            folder_metadata, sidecar, parsed.front_matter)))
-        description = await describe_document(tree, meta, name, chat)
-        chunks = await asyncio.to_thread(chunk_tree, tree, ctx.settings, page_texts)
-        on_pages = statement_pages(parsed.pdf.pages) if parsed.pdf else {}
-        tree, chunks = mark_statements(tree, chunks, on_pages)
-        facts = await asyncio.to_thread(safe_facts, parsed, tree, on_pages, meta, name)
+        with clock.stage("metadata"):
+            sidecar = await asyncio.to_thread(read_sidecar, path, allowed_root)
+            auto = await asyncio.to_thread(extract_metadata, _first_pages_text(parsed), file_name=path.name,
+                                           title_hint=tree.nodes[0].title if tree.nodes else None)
+            meta = merge_metadata(folder_metadata or {}, sidecar, parsed.front_matter, auto)
+            if "also_known_as" not in meta and (names := await asyncio.to_thread(other_names, _full_text(parsed),
+                                                                                  meta.get("company"))):
+                meta["also_known_as"] = names
+            title = _title(tree, meta, name, given=any("title" in (layer or {}) for layer in (
+                folder_metadata, sidecar, parsed.front_matter)))
+        with clock.stage("description"):
+            description = await describe_document(tree, meta, name, chat)
+        with clock.stage("chunking"):
+            chunks = await asyncio.to_thread(chunk_tree, tree, ctx.settings, page_texts)
+            on_pages = statement_pages(parsed.pdf.pages) if parsed.pdf else {}
+            tree, chunks = mark_statements(tree, chunks, on_pages)
+        with clock.stage("facts"):
+            facts = await asyncio.to_thread(safe_facts, parsed, tree, on_pages, meta, name)
         if len(chunks) > ctx.settings.max_chunks:
             raise IngestError(f"{len(chunks)} chunks: more than KB_MAX_CHUNKS_PER_FILE={ctx.settings.max_chunks}")
         label = doc_label(meta, title)
         texts = [embed_text_for_chunk(label, c.heading_path, c.text, c.context) for c in chunks]
         parts = []
-        for at in range(0, max(1, len(texts)), EMBED_STEP):  # one call for no chunks: its empty array
-            report("embedding", at, len(texts))
-            parts.append(await ctx.embedder.embed(texts[at : at + EMBED_STEP]))
-        chunk_vecs = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        report("storing", len(texts), len(texts))
-        node_vecs = await ctx.embedder.embed([embed_text_for_node(label, n.path, n.summary) for n in tree.nodes])
-        desc_vec = (await ctx.embedder.embed([embed_text_for_description(title, description)]))[0]
-        doc_id = await write_document(
+        with clock.stage("embedding"):
+            for at in range(0, max(1, len(texts)), EMBED_STEP):  # one call for no chunks: its empty array
+                report("embedding", at, len(texts))
+                parts.append(await ctx.embedder.embed(texts[at : at + EMBED_STEP]))
+            chunk_vecs = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            report("storing", len(texts), len(texts))
+            node_vecs = await ctx.embedder.embed([embed_text_for_node(label, n.path, n.summary) for n in tree.nodes])
+            desc_vec = (await ctx.embedder.embed([embed_text_for_description(title, description)]))[0]
+        with clock.stage("store"):
+            doc_id = await write_document(
             ctx.pool,
             NewDocument(
                 collection_id=collection_id, name=name, source_path=str(path), sha256=sha, file_type=kind,
@@ -393,7 +407,8 @@ async def ingest_file(
             ),
         )
         if any(not f.concept for f in facts):
-            await _index_lines(ctx, collection_id, doc_id)
+            with clock.stage("lines"):
+                await _index_lines(ctx, collection_id, doc_id)
     except JobCancelledError as exc:
         return IngestOutcome(name=name, status="cancelled", error=exc.detail, seconds=time.perf_counter() - started)
     except DuplicateContentError as exc:  # another writer stored the same content first
@@ -414,10 +429,11 @@ async def ingest_file(
         chunks=len(chunks),
         nodes=len(tree.nodes), seconds=seconds, tree_mode=tree.source_mode,
         llm_calls=chat.calls, warnings=tuple(tree.warnings), error=sidecar_note,
+        stage_ms=tuple((k, round(v, 1)) for k, v in clock.ms.items()),
     )
     log.info("ingest.file_done", name=name, doc_id=doc_id, pages=tree.page_count, nodes=len(tree.nodes),
              chunks=len(chunks), mode=tree.source_mode, llm_calls=chat.calls, seconds=round(seconds, 2),
-             replaced=bool(existing))
+             replaced=bool(existing), stage_ms=dict(outcome.stage_ms))
     return outcome
 
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import asyncpg
@@ -18,6 +16,7 @@ from kb.core.db import ReadPools
 from kb.core.errors import ValidationError
 from kb.core.providers import ChatModel, Embedder
 from kb.core.settings import RetrievalSettings
+from kb.core.telemetry import Clock as Clock  # re-exported: the pipeline times its stages with it
 from kb.core.vocab import question_statements
 from router import store
 from router.catalog import Catalog, Catalogs
@@ -237,20 +236,3 @@ class Evidence:
                     section_path=c.section_path, sub_query=self.doc_q[c.doc_id], reason=reason(c)),)
 
 
-@dataclass
-class Clock:
-    """Milliseconds per stage of one query (``stage`` times a block; ``total`` since the clock started)."""
-
-    started: float = field(default_factory=time.perf_counter)
-    ms: dict[str, float] = field(default_factory=dict)
-
-    @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        t = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.ms[name] = self.ms.get(name, 0.0) + (time.perf_counter() - t) * 1000
-
-    def total(self) -> None:
-        self.ms["total"] = (time.perf_counter() - self.started) * 1000

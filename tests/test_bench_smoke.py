@@ -325,3 +325,31 @@ def test_bench_ingest_profiles_offline_and_counts_llm_calls_with_llm(kb_env: dic
     assert sum(report["llm"]["by_purpose"].values()) == report["llm"]["calls"]
     assert report["offline"]["chunks_per_100_pages"] == offline["offline"]["chunks_per_100_pages"]
     assert report["llm"]["calls_per_100_pages"] == round(100 * report["llm"]["calls"] / 6, 2)
+
+
+def test_bench_ingest_stages_times_the_whole_ingest_and_the_embedder_alone(db_env: str, set_env: SetEnv,
+                                                                          tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """``kb bench ingest --stages --data DIR`` ingests the folder into a scratch collection (emptied first: a
+    second run ingests again, nothing skipped as unchanged), times every stage, and embeds the same texts alone;
+    the report is appended to ``--out``; a folder without supported files is refused."""
+    from kb.cli import main
+
+    set_env(KB_EMBEDDING_MODEL="hash:384")
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    make_text_pdf(folder / "report.pdf", [f"Section {i}\n\n" + paragraph(f"page {i}", 8) for i in range(1, 5)])
+    (folder / "notes.md").write_text("# Notes\n\n## Revenue\n\nRevenue grew 12%.\n\n## Costs\n\nCosts fell.\n")
+    out = tmp_path / "ingest.md"
+    for _ in range(2):
+        assert main(["bench", "ingest", "--stages", "--data", str(folder), "--out", str(out)]) == 0
+        text = capsys.readouterr().out
+        assert "2 files (0 not ingested), 4 pages" in text, text
+        for stage in ("| parse |", "| tree |", "| chunking |", "| embedding |", "| store |"):
+            assert stage in text, (stage, text)
+        assert "of the embedder's limit" in text and "`hash:384`" in text
+    assert out.read_text().count("## Ingest stages:") == 2
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(SystemExit, match="no supported files"):
+        main(["bench", "ingest", "--stages", "--data", str(empty)])

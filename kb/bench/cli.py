@@ -52,10 +52,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--serve-embeddings", action="store_true",
                         help="ingest --workers: the workers embed through an OpenAI-compatible server "
                              "(the local model in its own process)")
+    parser.add_argument("--stages", action="store_true",
+                        help="ingest: the whole ingest of --data into a scratch collection, seconds per stage, and "
+                             "the embedder alone over the same texts (--out appends the Markdown report)")
     parser.add_argument("--url", help="load: the running server (default http://127.0.0.1:8000)")
     parser.add_argument("--clients", type=int, default=50, help="load: concurrent clients")
     parser.add_argument("--duration", type=float, default=30.0, help="load: seconds")
-    parser.add_argument("--out", type=Path, help="load: write the report (Markdown) here")
+    parser.add_argument("--out", type=Path, help="load: write the report (Markdown) here; ingest --stages: append it")
     parser.add_argument("--server-note", help="load: how the server runs (for the report), e.g. 'kb serve --workers 2'")
     parser.add_argument("--profile", action="store_true",
                         help="load: first ask each question alone and report the server's ms per stage")

@@ -69,6 +69,10 @@ def run_cli(args: argparse.Namespace) -> int:
         from kb.bench.ingest_scale import run_cli as run_scale_cli
 
         return run_scale_cli(args)
+    if getattr(args, "stages", False):  # the whole ingest into the database, seconds per stage
+        from kb.bench.ingest_stages import run_cli as run_stages_cli
+
+        return run_stages_cli(args)
     if args.data is None:
         raise SystemExit("kb bench ingest: --data DIR is required")
     folder = args.data / "pdfs" if (args.data / "pdfs").is_dir() else args.data
