@@ -63,12 +63,14 @@ async def retrieve_in_nodes(pool: asyncpg.Pool, doc_name: str, picks: Sequence[N
     return out
 
 
-async def direct_hits(pool: asyncpg.Pool, doc_ids: Sequence[int], qvec: np.ndarray, names: dict[int, str], *,
-                      limit: int) -> list[RetrievedChunk]:
-    """The best chunks by cosine inside the routed documents (exact scan of those documents)."""
+async def direct_hits(nearest: store.NearestChunks, doc_ids: Sequence[int], qvec: np.ndarray, names: dict[int, str],
+                      *, limit: int) -> list[RetrievedChunk]:
+    """The best chunks by cosine inside the routed documents (exact: each document's nearest chunks, read once
+    per query and shared with tree search)."""
     if not doc_ids:
         return []
-    return _dense_rows(await store.dense_chunk_details(pool, doc_ids, qvec, limit), names, "direct")
+    rows = await store.nearest_chunk_rows(nearest, doc_ids, qvec, limit)
+    return _dense_rows([r for r, _ in rows], names, "direct", [sim for _, sim in rows])
 
 
 async def statement_hits(pool: asyncpg.Pool, doc_ids: Sequence[int], kinds: frozenset[str], qvec: np.ndarray,
@@ -79,12 +81,13 @@ async def statement_hits(pool: asyncpg.Pool, doc_ids: Sequence[int], kinds: froz
     return _dense_rows(await store.statement_chunks(pool, doc_ids, sorted(kinds), qvec, limit), names, "statement")
 
 
-def _dense_rows(rows: Sequence[asyncpg.Record], names: dict[int, str], source: str) -> list[RetrievedChunk]:
+def _dense_rows(rows: Sequence[asyncpg.Record], names: dict[int, str], source: str,
+                sims: Sequence[float] | None = None) -> list[RetrievedChunk]:
     out = []
-    for r in rows:
+    for i, r in enumerate(rows):
         page = r["page"]
         pages = cited_span(page, r["page_end"], r["start_index"], r["end_index"])
-        dense = float(r["dense"])
+        dense = float(r["dense"]) if sims is None else sims[i]
         out.append(RetrievedChunk(
             chunk_id=r["id"], doc_id=r["document_id"], doc_name=names.get(r["document_id"], ""), node_id=r["node_id"],
             section_path=r["heading_path"], text=r["text"], page=page, pages=pages, unit=r["unit"],

@@ -100,6 +100,7 @@ class QueryState:
     plan: ScopePlan | None = None
     doc_q: Mapping[int, str] = field(default_factory=dict)  # each routed document's (sub-)question
     follow_up: FollowUp | None = None  # the question resolved against the conversation (router.followup)
+    nearest: store.NearestChunks | None = None  # each document's chunks nearest a question, read once per query
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -191,7 +192,8 @@ async def prepare(services: Services, request: Request, chat: ChatModel) -> Quer
         req=req, chat=chat, services=services, collection_id=collection_id, catalog=catalog, question=question,
         vectors=vectors, terms=await store.query_terms(pool, collection_id, question, n_docs=catalog.stamp.documents), within=within, scope=scope,
         missing=missing, top_docs=effective_top_docs(req.top_docs, scope, catalog.known), policy=policy_for(chat),
-        statements=question_statements(question), reading=reading, follow_up=follow_up)
+        statements=question_statements(question), reading=reading, follow_up=follow_up,
+        nearest=store.NearestChunks(pool))
 
 
 NodeKey = tuple[int, str]

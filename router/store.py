@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import asyncpg
+import msgspec
 import numpy as np
 
 from kb.core.errors import ValidationError
@@ -49,15 +50,6 @@ SQL_DENSE_CHUNKS: dict[tuple[str, Scan], str] = {
     for scan in ("index", "exact")
 }
 # the same, with what a citation needs (exact: a few routed documents)
-SQL_DENSE_CHUNK_DETAILS_EXACT = """
-WITH top AS (SELECT c.id, 1 - (c.embedding <=> $2) AS dense FROM chunks c WHERE c.document_id = ANY($1::bigint[])
-             ORDER BY 1 - (c.embedding <=> $2) DESC, c.id LIMIT $3)
-SELECT c.id, c.document_id, c.node_id, c.text, c.page, c.page_end, c.heading_path, top.dense,
-       n.start_index, n.end_index, n.unit, c.statement
-FROM top JOIN chunks c ON c.id = top.id JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id
-ORDER BY top.dense DESC, c.id"""
-"""The nearest chunks first (an exact scan of the documents' chunks: the sort expression keeps the HNSW index
-out), then their details: joining every chunk to its node before the sort cost a scan of every node."""
 # the chunks of some documents on financial statement pages of some kinds, nearest the question first
 SQL_STATEMENT_CHUNKS = """
 WITH top AS (SELECT c.id, 1 - (c.embedding <=> $3) AS dense FROM chunks c
@@ -67,10 +59,14 @@ SELECT c.id, c.document_id, c.node_id, c.text, c.page, c.page_end, c.heading_pat
        n.start_index, n.end_index, n.unit, c.statement
 FROM top JOIN chunks c ON c.id = top.id JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id
 ORDER BY top.dense DESC, c.id"""
-# one document's chunks nearest the question, by node (exact)
-SQL_NODE_DENSE_HITS_EXACT = """
-SELECT node_id, 1 - (embedding <=> $2) AS sim FROM chunks WHERE document_id = $1
-ORDER BY 1 - (embedding <=> $2) DESC LIMIT $3"""
+# one document's chunks nearest the question (exact)
+SQL_DOC_NEAREST = """
+SELECT id, node_id, 1 - (embedding <=> $2) AS sim FROM chunks WHERE document_id = $1
+ORDER BY 1 - (embedding <=> $2) DESC, id LIMIT $3"""
+SQL_CHUNK_ROWS = """
+SELECT c.id, c.document_id, c.node_id, c.text, c.page, c.page_end, c.heading_path, n.start_index, n.end_index, n.unit,
+       c.statement
+FROM chunks c JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id WHERE c.id = ANY($1::bigint[])"""
 SQL_CHUNK_SIMS = "SELECT c.id, 1 - (c.embedding <=> $1) AS sim FROM chunks c WHERE c.id = ANY($2::bigint[])"
 SQL_SET_EF = "SELECT set_config('hnsw.ef_search', $1, true)"
 SQL_SET_ITERATIVE = "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"
@@ -179,21 +175,59 @@ async def dense_chunks(conn: asyncpg.Connection | asyncpg.Pool, qvec: np.ndarray
     return await conn.fetch(SQL_DENSE_CHUNKS[(scope, scan)], qvec, arg, k)
 
 
-async def dense_chunk_details(pool: asyncpg.Pool, doc_ids: Sequence[int], qvec: np.ndarray,
-                              limit: int) -> list[asyncpg.Record]:
-    """The best chunks by cosine inside some documents, with text, pages and unit (exact scan)."""
-    return await pool.fetch(SQL_DENSE_CHUNK_DETAILS_EXACT, list(doc_ids), qvec, limit)
-
-
 async def statement_chunks(pool: asyncpg.Pool, doc_ids: Sequence[int], kinds: Sequence[str], qvec: np.ndarray,
                            limit: int) -> list[asyncpg.Record]:
     """Chunks on financial statement pages of ``kinds`` inside some documents, nearest the question first."""
     return await pool.fetch(SQL_STATEMENT_CHUNKS, list(doc_ids), sorted(kinds), qvec, limit)
 
 
-async def node_dense_hits(pool: asyncpg.Pool, doc_id: int, qvec: np.ndarray, limit: int) -> list[asyncpg.Record]:
-    """(``node_id``, ``sim``) of one document's chunks nearest the question (exact scan)."""
-    return await pool.fetch(SQL_NODE_DENSE_HITS_EXACT, doc_id, qvec, limit)
+class Nearest(msgspec.Struct, frozen=True):
+    """One chunk near a question: its id, node and cosine."""
+
+    id: int
+    node_id: str
+    sim: float
+
+
+class NearestChunks:
+    """Each document's chunks nearest a question vector (an exact scan of the document), read once per query:
+    tree search takes a document's nearest chunks by node, the direct hits the same chunks with their text."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+        self._read: dict[tuple[int, bytes], tuple[int, tuple[Nearest, ...]]] = {}  # → (limit read, chunks)
+
+    async def top(self, doc_id: int, qvec: np.ndarray, limit: int) -> tuple[Nearest, ...]:
+        """The document's ``limit`` chunks nearest ``qvec``, nearest first (ties by id)."""
+        key = (doc_id, np.asarray(qvec, dtype=np.float32).tobytes())
+        read = self._read.get(key)
+        if read is None or (read[0] < limit and len(read[1]) == read[0]):  # more asked, and the document has more
+            asked = max(limit, NEAREST_READ)
+            rows = await self.pool.fetch(SQL_DOC_NEAREST, doc_id, qvec, asked)
+            read = (asked, tuple(Nearest(int(r["id"]), r["node_id"], float(r["sim"])) for r in rows))
+            self._read[key] = read
+        return read[1][:limit]
+
+
+NEAREST_READ = 64
+"""Chunks of a document read at least, once per query: tree search takes 40, the direct hits their share."""
+
+
+async def node_dense_hits(nearest: NearestChunks, doc_id: int, qvec: np.ndarray, limit: int) -> tuple[Nearest, ...]:
+    """The ``limit`` chunks of one document nearest the question (exact), by node."""
+    return await nearest.top(doc_id, qvec, limit)
+
+
+async def nearest_chunk_rows(nearest: NearestChunks, doc_ids: Sequence[int], qvec: np.ndarray,
+                             limit: int) -> list[tuple[asyncpg.Record, float]]:
+    """The ``limit`` chunks nearest the question over some documents (exact), nearest first (ties by id), each
+    with its text, pages, unit and node range, and its cosine."""
+    per_doc = [await nearest.top(d, qvec, limit) for d in doc_ids]
+    near = sorted((n for found in per_doc for n in found), key=lambda n: (-n.sim, n.id))[:limit]
+    if not near:
+        return []
+    rows = {int(r["id"]): r for r in await nearest.pool.fetch(SQL_CHUNK_ROWS, [n.id for n in near])}
+    return [(rows[n.id], n.sim) for n in near if n.id in rows]
 
 
 async def chunk_sims(pool: asyncpg.Pool, qvec: np.ndarray, chunk_ids: Sequence[int]) -> dict[int, float]:

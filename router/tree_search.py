@@ -121,9 +121,11 @@ class TreeSearcher:
 
     def __init__(self, pool: asyncpg.Pool, chat: ChatModel, settings: RetrievalSettings,
                  policy: RankingPolicy = OFFLINE, *, expert_knowledge: str | None = None,
-                 history: Sequence[Turn] = ()) -> None:
-        """One searcher per query: ``expert_knowledge`` and ``history`` are the request's."""
+                 history: Sequence[Turn] = (), nearest: store.NearestChunks | None = None) -> None:
+        """One searcher per query: ``expert_knowledge`` and ``history`` are the request's, ``nearest`` its memo
+        of each document's chunks nearest a question."""
         self.pool = pool
+        self.nearest = nearest or store.NearestChunks(pool)
         self.chat = chat
         self.max_nodes = settings.max_nodes_per_doc
         self.prompt_tokens = settings.tree_prompt_tokens
@@ -165,12 +167,12 @@ class TreeSearcher:
                       expert_knowledge: str | None = None, terms: store.QueryTerms | None = None,
                       statements: frozenset[str] = frozenset()) -> TreeSearchResult:
         leaves = tree.leaves
-        hits = await store.node_dense_hits(self.pool, tree.doc_id, query_vec, 40)
+        hits = await store.node_dense_hits(self.nearest, tree.doc_id, query_vec, 40)
         terms = terms or store.QueryTerms([], [])
         texts = await store.node_text_hits(self.pool, tree.doc_id, terms, 40)
         t_norm = {i: float(r["score"]) / terms.total for i, r in enumerate(texts)}
         node_score = group_scores(
-            [(r["node_id"], self.dense_weight * max(float(r["sim"]), 0.0)) for r in hits]
+            [(r.node_id, self.dense_weight * max(r.sim, 0.0)) for r in hits]
             + [(r["node_id"], self.bm25_weight * t_norm[i]) for i, r in enumerate(texts)]
         )
         labels = [" ".join(n.path) + " " + n.summary for n in leaves]
