@@ -48,7 +48,8 @@ def test_load_questions_file_jsonl_and_its_errors(tmp_path: Path) -> None:
     assert file_questions(good) == [("What was revenue?", "semantic"), ("Who audits it?", "auto")]
     shipped = file_questions(Path(__file__).resolve().parent.parent / "bench" / "load" / "filings.jsonl")
     assert len(shipped) >= 20
-    for text, message in (("not json\n", "is not JSON"), ('{"strategy": "auto"}\n', 'has no "query"'),
+    for text, message in (("not json\n", "invalid JSON"), ('{"strategy": "auto"}\n', 'has no "query"'),
+                          ("[1, 2]\n", "expected a JSON object"),
                           ("\n", "holds no questions")):
         bad = tmp_path / "bad.jsonl"
         bad.write_text(text, encoding="utf-8")

@@ -305,6 +305,16 @@ async def test_untraced_and_streamed_queries_are_counted(corpus: tuple[Runtime, 
     assert _stage_count("synthesize") >= 2
 
 
+def _counter(calls: dict[str, int]) -> Any:
+    """``counting(name, fn)``: ``fn`` wrapped to count its calls in ``calls[name]``."""
+    def counting(name: str, fn: Any) -> Any:
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            calls[name] += 1
+            return await fn(*args, **kwargs)
+        return wrapper
+    return counting
+
+
 async def test_one_stamp_query_and_one_catalog_read_per_change(corpus: tuple[Runtime, Path],
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """A query reads the collection's change stamp once and its documents' fields only when the collection
@@ -314,12 +324,7 @@ async def test_one_stamp_query_and_one_catalog_read_per_change(corpus: tuple[Run
 
     rt, _ = corpus
     calls = {"stamp": 0, "documents": 0}
-
-    def counting(name: str, fn: Any) -> Any:
-        async def wrapper(*args: Any, **kwargs: Any) -> Any:
-            calls[name] += 1
-            return await fn(*args, **kwargs)
-        return wrapper
+    counting = _counter(calls)
 
     monkeypatch.setattr(router.catalog, "collection_stamp", counting("stamp", router.catalog.collection_stamp))
     monkeypatch.setattr(store, "collection_documents", counting("documents", store.collection_documents))
@@ -341,12 +346,7 @@ async def test_a_document_tree_is_read_once_per_collection_change(corpus: tuple[
 
     rt, _ = corpus
     calls = {"nodes": 0, "sims": 0}
-
-    def counting(name: str, fn: Any) -> Any:
-        async def wrapper(*args: Any, **kwargs: Any) -> Any:
-            calls[name] += 1
-            return await fn(*args, **kwargs)
-        return wrapper
+    counting = _counter(calls)
 
     tree_search._TREES.clear()
     monkeypatch.setattr(store, "doc_nodes", counting("nodes", store.doc_nodes))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import re
 import time
@@ -24,6 +23,7 @@ import numpy as np
 from kb.bench.environment import load_average, machine, utc_minutes
 from kb.bench.markdown import table
 from kb.core.process import run_async
+from kb.core.text import jsonl_objects
 from router.types import STRATEGIES
 
 SAMPLES_QUESTIONS = Path(__file__).resolve().parents[2] / "samples" / "QUESTIONS.md"
@@ -49,16 +49,10 @@ def file_questions(path: Path) -> list[tuple[str, str]]:
     if path.suffix == ".md":
         return sample_questions(path)
     out: list[tuple[str, str]] = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SystemExit(f"kb bench load: {path}:{n} is not JSON: {exc}") from exc
-        question = row.get("query") or row.get("question") if isinstance(row, dict) else None
+    for n, row in jsonl_objects(path.read_text(encoding="utf-8"), f"kb bench load: {path}", SystemExit):
+        question = row.get("query") or row.get("question")
         if not isinstance(question, str) or not question.strip():
-            raise SystemExit(f"kb bench load: {path}:{n} has no \"query\"")
+            raise SystemExit(f"kb bench load: {path} line {n} has no \"query\"")
         strategy = row.get("strategy", "auto")
         out.append((question.strip(), strategy if strategy in STRATEGIES else "auto"))
     if not out:
