@@ -47,9 +47,8 @@ def documents_to_read(plan: ScopePlan, routing: RoutingResult) -> list[DocCandid
 async def search_trees(state: QueryState, docs: Sequence[DocCandidate], oracle: Oracle | None = None,
                        ) -> tuple[Searched, ...]:
     """Tree search in each document under its (sub-)question, at most ``doc_concurrency`` at once."""
-    searcher = TreeSearcher(state.pool, state.chat, state.settings, state.policy,
-                            expert_knowledge=state.req.expert_knowledge, history=state.req.history,
-                            nearest=state.nearest)
+    searcher = TreeSearcher(state.nearest or store.NearestChunks(state.pool), state.chat, state.settings,
+                            state.policy, expert_knowledge=state.req.expert_knowledge, history=state.req.history)
     sem = asyncio.Semaphore(max(1, state.settings.doc_concurrency))
 
     async def search_doc(doc_id: int, name: str) -> Searched:

@@ -119,13 +119,14 @@ def serialize_tree(nodes: Sequence[TreeNode], *, with_summary: bool = True, mark
 class TreeSearcher:
     """Chooses nodes in one document; LLM when available, offline otherwise or on failure."""
 
-    def __init__(self, pool: asyncpg.Pool, chat: ChatModel, settings: RetrievalSettings,
+    def __init__(self, nearest: store.NearestChunks | None, chat: ChatModel, settings: RetrievalSettings,
                  policy: RankingPolicy = OFFLINE, *, expert_knowledge: str | None = None,
-                 history: Sequence[Turn] = (), nearest: store.NearestChunks | None = None) -> None:
-        """One searcher per query: ``expert_knowledge`` and ``history`` are the request's, ``nearest`` its memo
-        of each document's chunks nearest a question."""
-        self.pool = pool
-        self.nearest = nearest or store.NearestChunks(pool)
+                 history: Sequence[Turn] = ()) -> None:
+        """One searcher per query: ``nearest`` is the query's memo of each document's chunks nearest a question
+        (and its database pool; only the offline path reads the database), ``expert_knowledge`` and ``history``
+        the request's."""
+        self.nearest = nearest
+        self.pool = nearest.pool if nearest is not None else None
         self.chat = chat
         self.max_nodes = settings.max_nodes_per_doc
         self.prompt_tokens = settings.tree_prompt_tokens
@@ -167,6 +168,7 @@ class TreeSearcher:
                       expert_knowledge: str | None = None, terms: store.QueryTerms | None = None,
                       statements: frozenset[str] = frozenset()) -> TreeSearchResult:
         leaves = tree.leaves
+        assert self.nearest is not None and self.pool is not None, "the offline tree search reads the database"
         hits = await store.node_dense_hits(self.nearest, tree.doc_id, query_vec, 40)
         terms = terms or store.QueryTerms([], [])
         texts = await store.node_text_hits(self.pool, tree.doc_id, terms, 40)

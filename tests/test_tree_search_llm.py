@@ -31,7 +31,7 @@ TREE = LoadedTree(doc_id=7, doc_name="r.pdf", sims={}, with_text=frozenset({"000
 def _searcher(fake: FakeOpenAI, prompt_tokens: int) -> TreeSearcher:
     chat = OpenAIChatModel(LLMSettings(base_url=fake.base_url, model="fake-model", api_key="k", timeout_s=5.0,
                                        max_retries=0, concurrency=1, cache=False), None)
-    return TreeSearcher(None, chat, RetrievalSettings(max_nodes_per_doc=3, tree_prompt_tokens=prompt_tokens))  # pool: only the offline path uses it
+    return TreeSearcher(None, chat, RetrievalSettings(max_nodes_per_doc=3, tree_prompt_tokens=prompt_tokens))  # nearest (and its pool): only the offline path uses it
 
 
 @pytest.mark.asyncio
