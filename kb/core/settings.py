@@ -96,8 +96,9 @@ class EmbeddingSettings:
                          "`KB_EMBEDDING_BASE_URL`, the model name the server knows")
     batch_size: int = setting("KB_EMBEDDING_BATCH", 64, "texts per embedding batch (local model or request)")
     threads: int | None = setting("KB_EMBEDDING_THREADS", None,
-                                  "threads of the local embedding model (torch or onnxruntime intra-op); "
-                                  "unset or 0 → the CPU cores the process may use (its affinity)",
+                                  "threads of the local embedding model (torch intra-op; the ONNX models run "
+                                  "this many texts at once, one thread each); unset or 0 → the CPU cores the "
+                                  "process may use (its affinity)",
                                   normalize=lambda v: v or None)
     rerank_model: str | None = setting("KB_RERANK_MODEL", None,
                                        "local cross-encoder path/name; unset → rerank skipped (noted in the trace)")
