@@ -22,13 +22,8 @@ import pytest
 from kb.core.errors import LLMError
 from kb.core.providers import ChatModel, Embedder
 from kb.core.providers.chat import OfflineChatModel, OpenAIChatModel
-from kb.core.providers.embed import (
-    ONNX_MINILM,
-    ONNX_MINILM_INT8,
-    HashEmbedder,
-    RemoteEmbedder,
-    build_embedder,
-)
+from kb.core.providers.embed import HashEmbedder, RemoteEmbedder, build_embedder
+from kb.core.providers.local_models import ONNX_MINILM, ONNX_MINILM_INT8
 from kb.core.providers.steps import LLMStep
 from kb.core.settings import LLMSettings
 from kb.core.types import ChatResult

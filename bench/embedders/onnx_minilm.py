@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kb.core.providers.embed import BUNDLED_MINILM, ONNX_MINILM, ONNX_MINILM_INT8, build_embedder
+from kb.core.providers.embed import build_embedder
+from kb.core.providers.local_models import BUNDLED_MINILM, ONNX_MINILM, ONNX_MINILM_INT8
 from kb.core.providers.onnx_embed import OnnxMiniLMEmbedder
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from kb.core.providers.base import ChatModel, Embedder
 from kb.core.providers.chat import LLMStore, OfflineChatModel, OpenAIChatModel
-from kb.core.providers.embed import ONNX_MODELS, CrossEncoderReranker, RemoteEmbedder, build_embedder
+from kb.core.providers.embed import CrossEncoderReranker, RemoteEmbedder, build_embedder
+from kb.core.providers.local_models import ONNX_MODELS
 from kb.core.settings import Settings, get_settings
 
 
