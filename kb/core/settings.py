@@ -44,7 +44,8 @@ def _default_workers() -> int:
 class DatabaseSettings:
     url: str | None = setting("KB_DATABASE_URL", None,
                               "any Postgres ≥ 15 with pgvector ≥ 0.6; unset → embedded server in `KB_DATA_DIR`")
-    data_dir: Path = setting("KB_DATA_DIR", Path("./.kb"), shown="`./.kb`", doc="embedded Postgres data (`pg/`) and uploads")
+    data_dir: Path = setting("KB_DATA_DIR", Path("./.kb"), shown="`./.kb`",
+                          doc="embedded Postgres data (`pg/`), uploads and exported ONNX embedders (`models/`)")
     pool_min: int = setting("KB_DB_POOL_MIN", 1, "asyncpg pool size, lower bound")
     pool_max: int = setting("KB_DB_POOL_MAX", 10, "asyncpg pool size, upper bound")
     connect_timeout_s: float = setting("KB_DB_CONNECT_TIMEOUT_S", 5.0,
@@ -89,9 +90,16 @@ class LLMSettings:
 @dataclass(frozen=True)
 class EmbeddingSettings:
     model: str = setting("KB_EMBEDDING_MODEL", "all-MiniLM-L6-v2",
-                         "bundled model, a local sentence-transformers path, or `hash:384` (fast hashing, for "
-                         "tests/benchmarks); with `KB_EMBEDDING_BASE_URL`, the model name the server knows")
+                         "bundled model, the same on onnxruntime (`all-MiniLM-L6-v2-onnx`, or "
+                         "`all-MiniLM-L6-v2-onnx-int8`: faster, see ONNX embeddings), a local sentence-transformers "
+                         "path, or `hash:384` (fast hashing, for tests/benchmarks); with "
+                         "`KB_EMBEDDING_BASE_URL`, the model name the server knows")
     batch_size: int = setting("KB_EMBEDDING_BATCH", 64, "texts per embedding batch (local model or request)")
+    threads: int | None = setting("KB_EMBEDDING_THREADS", None,
+                                  "threads of the local embedding model (torch intra-op; the ONNX models run "
+                                  "this many texts at once, one thread each); unset or 0 → the CPU cores the "
+                                  "process may use (its affinity)",
+                                  normalize=lambda v: v or None)
     rerank_model: str | None = setting("KB_RERANK_MODEL", None,
                                        "local cross-encoder path/name; unset → rerank skipped (noted in the trace)")
     base_url: str | None = setting("KB_EMBEDDING_BASE_URL", None,

