@@ -47,7 +47,7 @@ def documents_to_read(plan: ScopePlan, routing: RoutingResult) -> list[DocCandid
 async def search_trees(state: QueryState, docs: Sequence[DocCandidate], oracle: Oracle | None = None,
                        ) -> tuple[Searched, ...]:
     """Tree search in each document under its (sub-)question, at most ``doc_concurrency`` at once."""
-    searcher = TreeSearcher(state.nearest or store.NearestChunks(state.pool), state.chat, state.settings,
+    searcher = TreeSearcher(state.nearest, state.chat, state.settings,
                             state.policy, expert_knowledge=state.req.expert_knowledge, history=state.req.history)
     sem = asyncio.Semaphore(max(1, state.settings.doc_concurrency))
 
@@ -135,14 +135,13 @@ async def _direct_hits(state: QueryState, docs: Sequence[DocCandidate]) -> list[
     candidates alongside tree search; spec 004: section, then paragraph) — never worse than flat search.
     A multi-document question takes each document's own best chunks by its sub-question."""
     per_k = state.policy.direct_hits_per_k
-    nearest = state.nearest or store.NearestChunks(state.pool)
     if state.multi:
         assert state.plan is not None
         share = evidence_share(state.req.top_k, len(state.plan.needed))
-        hits = await asyncio.gather(*(direct_hits(nearest, [d.doc_id], state.vectors[state.doc_q[d.doc_id]],
+        hits = await asyncio.gather(*(direct_hits(state.nearest, [d.doc_id], state.vectors[state.doc_q[d.doc_id]],
                                                   {d.doc_id: d.name}, limit=per_k * share) for d in docs))
         return [c for group in hits for c in group]
-    return await direct_hits(nearest, [d.doc_id for d in docs], state.qvec, {d.doc_id: d.name for d in docs},
+    return await direct_hits(state.nearest, [d.doc_id for d in docs], state.qvec, {d.doc_id: d.name for d in docs},
                              limit=per_k * state.req.top_k)
 
 

@@ -17,7 +17,7 @@ from kb.core import lexicon as lx
 from kb.core.measures import CONCEPT_BY_NAME, METRICS
 from kb.core.periods import YEAR, Form, Mention, find_periods, names_period, stated_months, states_range
 from kb.core.vocab import company_core, question_concept
-from router.calc import quotient, quotient_name
+from router.calc import catalog_formula, concepts, quotient, quotient_name
 from router.measures import measure_names
 from router.metrics import definitions, named_formula
 from router.question import (
@@ -146,8 +146,7 @@ MEASURE_PHRASES = frozenset(phrase for phrase, _ in _MEASURES)
 
 def _metric_terms() -> dict[str, frozenset[str]]:
     """Each ratio and metric → the measures its formula reads (named beside it, they are its wording)."""
-    terms = {m.name: frozenset(re.findall(r"\b(?:v|avg|opt|chg)\((\w+)\)", m.formula)) for m in METRICS}
-    return terms
+    return {m.name: frozenset(concepts(catalog_formula(m))) for m in METRICS}
 
 
 _TERMS = _metric_terms()

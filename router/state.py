@@ -96,11 +96,11 @@ class QueryState:
     top_docs: int
     policy: RankingPolicy
     statements: frozenset[str]  # the financial statements the question names
+    nearest: store.NearestChunks  # each document's chunks nearest a question, read once per query
     reading: Question | None = None  # the question as read (router.reading): what facts and filters compute
     plan: ScopePlan | None = None
     doc_q: Mapping[int, str] = field(default_factory=dict)  # each routed document's (sub-)question
     follow_up: FollowUp | None = None  # the question resolved against the conversation (router.followup)
-    nearest: store.NearestChunks | None = None  # each document's chunks nearest a question, read once per query
 
     @property
     def pool(self) -> asyncpg.Pool:

@@ -213,11 +213,6 @@ NEAREST_READ = 64
 """Chunks of a document read at least, once per query: tree search takes 40, the direct hits their share."""
 
 
-async def node_dense_hits(nearest: NearestChunks, doc_id: int, qvec: np.ndarray, limit: int) -> tuple[Nearest, ...]:
-    """The ``limit`` chunks of one document nearest the question (exact), by node."""
-    return await nearest.top(doc_id, qvec, limit)
-
-
 async def nearest_chunk_rows(nearest: NearestChunks, doc_ids: Sequence[int], qvec: np.ndarray,
                              limit: int) -> list[tuple[asyncpg.Record, float]]:
     """The ``limit`` chunks nearest the question over some documents (exact), nearest first (ties by id), each

@@ -169,7 +169,7 @@ class TreeSearcher:
                       statements: frozenset[str] = frozenset()) -> TreeSearchResult:
         leaves = tree.leaves
         assert self.nearest is not None and self.pool is not None, "the offline tree search reads the database"
-        hits = await store.node_dense_hits(self.nearest, tree.doc_id, query_vec, 40)
+        hits = await self.nearest.top(tree.doc_id, query_vec, 40)
         terms = terms or store.QueryTerms([], [])
         texts = await store.node_text_hits(self.pool, tree.doc_id, terms, 40)
         t_norm = {i: float(r["score"]) / terms.total for i, r in enumerate(texts)}
