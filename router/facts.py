@@ -30,6 +30,7 @@ from kb.core.vocab import (
     company_core,
     concept_label,
     line_key,
+    same_line,
 )
 from router import store
 from router.calc import Formula, Term, concepts, evaluate, standard
@@ -1047,6 +1048,10 @@ async def _line_answer(pool: asyncpg.Pool, catalog: Catalog, q: Question, plan: 
     rows_by_doc: dict[int, list[_Row]] = {}
     for k, r in keyed:
         if k == label:
+            rows_by_doc.setdefault(r.doc_id, []).append(r)
+    exact = set(rows_by_doc)
+    for k, r in keyed:  # a report that prints the line another way ("及" for "以及"): its own printing
+        if k != label and r.doc_id not in exact and same_line(k, label):
             rows_by_doc.setdefault(r.doc_id, []).append(r)
     if not rows_by_doc:
         return None

@@ -10,13 +10,16 @@ measures were close that is said (the answer states no verdict).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import math
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 import msgspec
 import numpy as np
 
 from kb.core import lexicon as lx
 from kb.core.providers import Embedder
+from kb.core.vocab import han_pairs, same_line
 from router.measures import measure_names
 from router.policy import MEANING
 from router.question import MeasureRef
@@ -41,6 +44,19 @@ class MeaningIndex:
         self.names = sorted(measure_names().items())
         self._vectors: np.ndarray | None = None
         self._lock = asyncio.Lock()
+        self._zh: dict[int, tuple[object, ZhNames]] = {}
+
+    async def zh(self, collection_id: int, stamp: object, lines: Callable[[], Awaitable[list[str]]]) -> ZhNames:
+        """The Chinese names of a collection (its printed lines read by ``lines``), built once per change of the
+        collection (``stamp``)."""
+        cached = self._zh.get(collection_id)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        names = zh_names(await lines())
+        if len(self._zh) >= 256:
+            self._zh.clear()
+        self._zh[collection_id] = (stamp, names)
+        return names
 
     async def vectors(self) -> np.ndarray:
         async with self._lock:
@@ -71,6 +87,72 @@ class MeaningIndex:
             return MeaningMatch(phrase, None, round(score, 3), name=ref.name,
                                 close=rival[1].name if rival is not None else "")
         return MeaningMatch(phrase, ref, round(score, 3), name=ref.name)
+
+
+def zh_pairs(text: str) -> frozenset[str]:
+    """A Chinese text's pairs of adjacent Han characters (one character alone: itself), after the colloquial
+    words are put as statements print them (``kb.core.lexicon.ZH_MEASURE_WORDS``)."""
+    for said, printed in lx.ZH_MEASURE_WORDS.items():
+        text = text.replace(said, printed)
+    return han_pairs(text)
+
+
+class ZhNames:
+    """Chinese measure names — the measure table's and the collection's own printed lines — matched to a
+    question's leftover words by their characters: the idf-weighted Dice of their character pairs. MiniLM reads
+    no Chinese, so this is how "支付给员工的现金" finds 支付给职工以及为职工支付的现金. Candidates come from an
+    index of pairs (no scan over every name)."""
+
+    def __init__(self, names: Iterable[tuple[str, MeasureRef]]) -> None:
+        self.names: list[tuple[str, MeasureRef, frozenset[str]]] = []
+        for name, ref in dict(names).items():
+            if lx.is_zh(name) and (pairs := zh_pairs(name)):
+                self.names.append((name, ref, pairs))
+        self.df = Counter(p for *_, pairs in self.names for p in pairs)
+        self.postings: dict[str, list[int]] = {}
+        for i, (*_, pairs) in enumerate(self.names):
+            for p in pairs:
+                self.postings.setdefault(p, []).append(i)
+        self.weights = {p: self._idf(p) for p in self.df}
+
+    def _idf(self, pair: str) -> float:
+        return math.log(1 + len(self.names) / (1 + self.df.get(pair, 0)))
+
+    def _weight(self, pairs: Iterable[str]) -> float:
+        return sum(self.weights.get(p) or self._idf(p) for p in pairs)
+
+    def match(self, phrase: str) -> MeaningMatch:
+        """The measure whose Chinese name or printed line is nearest to ``phrase`` by its characters, if clearly so
+        (``MEANING.zh_threshold`` and ``zh_margin`` over the nearest name of another measure)."""
+        asked = zh_pairs(phrase)
+        if not asked:
+            return MeaningMatch(phrase, None, 0.0)
+        mass = self._weight(asked)
+        shared: dict[int, float] = {}
+        for p in asked:
+            for i in self.postings.get(p, ()):
+                shared[i] = shared.get(i, 0.0) + self.weights[p]
+        ranked = sorted(((2 * w / (mass + self._weight(self.names[i][2])), self.names[i][1])
+                         for i, w in shared.items()), key=lambda x: -x[0])
+        if not ranked:
+            return MeaningMatch(phrase, None, 0.0)
+        score, ref = ranked[0]
+        # another measure, not the same line printed another way ("以及" / "及"): that is no rival
+        rival = next((r for r in ranked[1:] if r[1] != ref and not same_line(r[1].name, ref.name)), None)
+        if score < MEANING.zh_threshold:
+            return MeaningMatch(phrase, None, round(score, 3), name=ref.name)
+        if rival is not None and score - rival[0] < MEANING.zh_margin:
+            return MeaningMatch(phrase, None, round(score, 3), name=ref.name, close=rival[1].name)
+        return MeaningMatch(phrase, ref, round(score, 3), name=ref.name)
+
+
+def zh_names(lines: Iterable[str] = ()) -> ZhNames:
+    """The Chinese names of every measure (the measure table's, the lexicon's printed CAS lines) and a
+    collection's own printed lines (``lines``: their names as stored, ``ingest.lines``)."""
+    table = [(n, ref) for n, ref in measure_names().items() if lx.is_zh(n)]
+    printed = [(label, MeasureRef(label, "line")) for label in (*lx.ZH_LINE_ITEMS, *lines)]
+    return ZhNames([*printed, *table])  # a measure's own name wins over a printed line of the same words; the
+    # collection's own lines come after the lexicon's, so a line printed two ways is found as the reports print it
 
 
 def unplaced(words: Sequence[str]) -> str:

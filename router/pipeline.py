@@ -15,6 +15,7 @@ import asyncpg
 import msgspec
 import structlog
 
+from kb.core import lexicon as lx
 from kb.core.db import ReplicaLostError, supports_iterative_scan
 from kb.core.providers import ChatModel, Embedder
 from kb.core.providers.chat import CountingChat
@@ -157,7 +158,7 @@ async def by_meaning(state: QueryState, reading: Question) -> Question:
     if not words or (reading.operation is None and len(words) > 3):
         return reading
     phrase = unplaced(words)
-    found = await _nearest(state, phrase)
+    found = await (_nearest_zh(state, phrase) if lx.is_zh(phrase) else _nearest(state, phrase))
     if found.ref is not None:
         unknown = tuple(u for u in reading.unknown if u not in SOFT)
         return msgspec.structs.replace(reading, operation=reading.operation or "lookup", measures=(found.ref,),
@@ -177,6 +178,17 @@ async def _nearest(state: QueryState, phrase: str) -> MeaningMatch:
     found = await state.services.meaning.match(phrase, vector, [(r["label"], float(r["sim"])) for r in lines])
     log.info("router.measure_by_meaning", phrase=phrase, measure=found.name, score=found.score,
              taken=found.ref is not None, close=found.close, lines=[r["label"] for r in lines])
+    return found
+
+
+async def _nearest_zh(state: QueryState, phrase: str) -> MeaningMatch:
+    """The Chinese measure name or printed line of the collection nearest to a phrase by its characters."""
+    assert state.services.meaning is not None
+    names = await state.services.meaning.zh(state.collection_id, state.catalog.stamp,
+                                            lambda: store.zh_line_labels(state.pool, state.collection_id))
+    found = names.match(phrase)
+    log.info("router.measure_by_meaning", phrase=phrase, measure=found.name, score=found.score,
+             taken=found.ref is not None, close=found.close, by="characters")
     return found
 
 

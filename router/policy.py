@@ -129,6 +129,12 @@ class MeaningPolicy:
     threshold: float = 0.75
     margin: float = 0.08
     lines: int = 3  # the collection's printed lines nearest to the words, matched beside the measure names
+    zh_threshold: float = 0.40
+    """Chinese words (MiniLM reads no Chinese) are matched by their characters: the idf-weighted Dice of
+    character pairs with a measure's Chinese name or a printed line. Hand-written phrases: "支付给员工的现金" →
+    支付给职工以及为职工支付的现金 0.52 (next measure 0.23); "卖东西收到的钱" → 销售商品、提供劳务收到的现金 0.51 (0.25);
+    "员工工资" → 应付职工薪酬 0.23 and "交的税" → 收到的税费返还 0.25 (both below: no measure)."""
+    zh_margin: float = 0.15
 
 
 MEANING = MeaningPolicy()

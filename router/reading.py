@@ -293,6 +293,10 @@ _LEGAL = frozenset({"inc", "corp", "corporation", "co", "company", "ltd", "limit
                     "holding", "group", "the", "n.v", "s.a", "ag", "se", "sa", "nv"})
 
 
+_ZH_LEGAL = frozenset({"股份", "集团", "控股", "公司", "有限", "科技"})
+"""Words that follow a Chinese company's short name as part of its name ("洋河股份", "华友钴业集团")."""
+
+
 def _zh_forms(core: str) -> list[str]:
     place = next((p for p in lx.ZH_PLACES if core.startswith(p) and len(core) > len(p) + 1), "")
     stripped = core[len(place):]
@@ -335,6 +339,10 @@ def _extend(r: _Reading, span: tuple[int, int], name: str) -> tuple[int, int]:
     """A company's span grown over the words of its written name that follow ("Arena" → "Arena Group")."""
     own = set(_WORD.findall(name.lower())) | _LEGAL
     a, b = span
+    if lx.is_zh(r.raw[a:b]):  # "洋河" of 洋河股份: the characters of the name that follow ("股份") are the name's
+        while b < len(r.raw) and lx.is_zh(r.raw[b]) and (r.raw[b - 1:b + 1] in name or r.raw[b:b + 2] in _ZH_LEGAL):
+            b += 2 if r.raw[b:b + 2] in _ZH_LEGAL else 1
+        return a, b
     for s, e, w in r.words:
         if s >= b and r.raw[b:s].strip(" ,.") == "" and w in own:
             b = e
@@ -404,6 +412,46 @@ def _scaled_amounts(text: str) -> list[tuple[int, int, float, float]]:
         scale = lx.SCALES.get(word, lx.SCALES.get(word.rstrip("s"), 1.0)) if word else 1.0
         out.append((m.start("num") - len(m.group("cur") or ""), m.end(), value * scale, scale))
     return out
+
+
+def stated_amounts(text: str) -> list[str]:
+    """The amounts a text states as money, a share or a scaled figure ("$1.2 billion", "10%", "0.2元", "1,000万",
+    "1,000,000"): a bare small number ("10-K", "Tier 1", "S&P 500") or a year is not one."""
+    out = []
+    for m in _NUMBER.finditer(text):
+        num = m.group("num")
+        if re.fullmatch(YEAR, num) and not (m.group("cur") or m.group("scale") or m.group("unit")):
+            continue
+        if _MONTH_BEFORE.search(text, 0, m.start("num")) or re.match(r"\s*(?:[-‐]?\s*(?:months?|weeks?|days?|quarters?|"
+                                                                      r"years?|decimals?|[kq]\b))|[年季月日号]",
+                                                                      text[m.end("num"):]):
+            continue
+        scale = (m.group("scale") or "").lower()
+        if scale in ("k", "m", "b") and not m.group("cur") and not m.group(0)[m.end("num") - m.start():].startswith(" "):
+            continue  # "3M", "5G": a name, not three million
+        if m.group("cur") or scale or m.group("unit") or "," in num:
+            out.append(m.group(0).strip())
+    return out
+
+
+def _scale_asked(masked: str) -> str:
+    """The unit a question asks its figures in, from a scale word that stands apart from any amount ("expressed in
+    millions", "$ in billions", "多少亿元"); "" when none does."""
+    low = masked.lower()
+    for m in re.finditer(r"(?i)\b(thousands|millions|billions|bn|mn)\b|(?<![\d.,\s零一二两三四五六七八九十百千万])\s*"
+                         r"(万元|亿元|百万元|千元)", low):
+        before = low[: m.start()].rstrip(" $usd")
+        if re.search(r"\d$", before):
+            continue  # "1.2 billions", "10亿元": an amount's scale, not the unit asked
+        word = (m.group(1) or m.group(2)).lower()
+        scale = lx.SCALES.get(word, 0.0)
+        if scale == 1e4:
+            return "万"
+        if scale == 1e8:
+            return "亿"
+        if (name := lx.SCALE_NAMES.get(scale, ("", ""))[0]):
+            return name
+    return ""
 
 
 def _bound_word(before: str, after: str) -> str | None:
@@ -850,7 +898,9 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
         else basis if op == "group" and basis in ("yoy", "qoq") else basis if over else ""
     entities = Entities("named", tuple(named)) if named else Entities("collection")
     screen = {bounds[0][0]: bounds[0][1]} if op == "screen" and bounds else {}
-    unit = next((u for u, words in lx.UNIT_ASKED.items() if r.any(words)), "")
+    unit = next((u for u, words in lx.UNIT_ASKED.items() if r.any(words)), "") or _scale_asked(masked)
+    if op is not None and op not in ("group", "screen") and (amounts := stated_amounts(masked)):
+        unknown.append(f"an amount the question states was not read: {amounts[0]}")
     dm = lx.DECIMALS.search(text)
     decimals = None
     if dm is not None:
@@ -1010,7 +1060,7 @@ def same_reading(a: Question, b: Question) -> bool:
 
 # ---------------------------------------------------------------------------- what the reading left over
 
-_ZH_NOT_MEASURE = re.compile(rf"\d+\s*(?:{'|'.join(lx.ZH_PERIOD_UNITS)})?|[^\u4e00-\u9fff]+|[{lx.ZH_FUNCTION_CHARS}]")
+_ZH_NOT_MEASURE = re.compile(rf"(?:百万|千万|亿|万|千|美|港)?元|\d+\s*(?:{'|'.join(lx.ZH_PERIOD_UNITS)})?|[^\u4e00-\u9fff]+|[{lx.ZH_FUNCTION_CHARS}]")
 """What of a Chinese question names no measure: periods ("2023年"), anything not Han, function characters."""
 _NOT_CUES = frozenset({"ZH_LINE_ITEMS", "EN_LINE_ITEMS", "ZH_PLACES", "LOSS", "MARGIN_WORDS", "WEAK_MEASURE_WORDS",
                        "MEASURE_HEADS", "PROFIT_MEASURES", "NOT_THE_MEASURE_AFTER", "MONTH_NAMES", "FOLLOWUP_OPENERS",
@@ -1045,7 +1095,8 @@ def unplaced_words(text: str, companies: Mapping[str, Sequence[str]] = {}) -> li
     if lx.is_zh(text):
         rest = r.masked()
         for cue in zh:
-            rest = rest.replace(cue, " ")
+            if len(cue) > 1:  # a one-character cue (到, 占) is left: it is part of a measure's words (收到, 占用)
+                rest = rest.replace(cue, " ")
         rest = _ZH_NOT_MEASURE.sub(" ", rest)
         return [w for w in rest.split() if len(w) >= 2]
     out = []

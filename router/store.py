@@ -540,6 +540,14 @@ async def event_chunks(pool: asyncpg.Pool, doc_ids: Sequence[int], words: Sequen
                             np.asarray(qvec, dtype=np.float32), per_document)
 
 
+SQL_ZH_LINES = "SELECT label FROM line_labels WHERE collection_id = $1 AND label ~ '[\u4e00-\u9fff]' ORDER BY label"
+
+
+async def zh_line_labels(pool: asyncpg.Pool, collection_id: int) -> list[str]:
+    """The names of the collection's printed lines written in Chinese (``ingest.lines``)."""
+    return [r["label"] for r in await pool.fetch(SQL_ZH_LINES, collection_id)]
+
+
 SQL_NEAREST_LINES = """
 SELECT label, printed, 1 - (embedding <=> $2) AS sim FROM line_labels
 WHERE collection_id = $1 AND embedding IS NOT NULL ORDER BY embedding <=> $2 LIMIT $3"""

@@ -88,8 +88,11 @@ def figures(revenue: float, net_income: float, *, cash: float, liabilities: floa
             "cfo": round(net_income * 1.5), "capex": 30}
 
 
-def chinese_report(company: str, revenue: str = "4,094,687,499.12") -> str:
-    """A Chinese first-quarter report (2024年第一季度报告) with 合并资产负债表 (单位：万元) and 合并利润表 (元)."""
+def chinese_report(company: str, revenue: str = "4,094,687,499.12", cash_flow: Mapping[str, str] | None = None) -> str:
+    """A Chinese first-quarter report (2024年第一季度报告) with 合并资产负债表 (单位：万元) and 合并利润表 (元), and a
+    合并现金流量表 (元) of the ``cash_flow`` lines (printed label → this quarter's figure) when given."""
+    flows = ["2、合并现金流量表", "单位：元", "|项目|本期发生额|上期发生额|", "|---|---|---|", "|一、经营活动产生的现金流量：|-|-|",
+             *(f"|{label}|{value}|1.00|" for label, value in (cash_flow or {}).items()), ""] if cash_flow else []
     return "\n".join([
         f"证券代码：000049             证券简称：{company}            公告编号：2024-028",
         f"深圳市{company}科技股份有限公司2024年第一季度报告", "", "四、季度财务报表", "（一）财务报表",
@@ -101,7 +104,7 @@ def chinese_report(company: str, revenue: str = "4,094,687,499.12") -> str:
         "2、合并利润表", "单位：元", "|项目|本期发生额|上期发生额|", "|---|---|---|",
         f"|一、营业总收入|{revenue}|4,288,354,313.24|", f"|其中：营业收入|{revenue}|4,288,354,313.24|",
         "|五、净利润（净亏损以“－”号填列）|-32,954,030.06|66,896,169.29|",
-        "|（一）基本每股收益|-0.11|0.23|",
+        "|（一）基本每股收益|-0.11|0.23|", *flows,
         "3、母公司资产负债表", "|项目|期末余额|期初余额|", "|---|---|---|", "|货币资金|9.00|8.00|", "",
     ]) + "\n"
 

@@ -419,3 +419,26 @@ def test_a_year_asked_is_not_answered_with_a_quarter() -> None:
     quarter_and_ytd = [row(3, 268.4), row(9, 792.5)]
     assert _pick(quarter_and_ytd, {"doc_type": "10q"}, (2023,), True, 9)[0].value == 792.5
     assert _pick(quarter_and_ytd, {"doc_type": "10q"}, (2023,), True)[0].value == 268.4  # none stated: the quarter
+
+
+def test_an_amount_the_question_states_but_no_operation_reads_is_not_a_verdict() -> None:
+    """A threshold no grouping or screen consumed ("among those with net income above $50 million") would be
+    silently dropped: the reading says so instead of answering the question without it."""
+    for text in ("Among companies with net income above $50 million in 2023, which had the highest revenue?",
+                 "Did Quillon's revenue exceed $1.2 billion in 2023?",
+                 "净利润超过1亿元的公司中，哪家2023年营业收入最高？"):
+        q = read_question(text, FIRMS + ZH_FIRMS)
+        assert not q.understood and any("amount" in u for u in q.unknown), (text, q.unknown)
+    for text in ("What was 3M's revenue in 2023?", "Harbor Freight's revenue in the 2023 10-K",  # names, not amounts
+                 "Which companies had revenue above $1 billion in 2023?"):  # a screen reads its bound
+        q = read_question(text, [*FIRMS, "3M Company"])
+        assert not any("amount" in u for u in q.unknown), (text, q.unknown)
+
+
+def test_the_unit_asked_is_any_scale_word_standing_apart_from_an_amount() -> None:
+    cases = {"Quillon's revenue for 2023, expressed in millions": "million",
+             "Harbor Freight total assets at year-end 2023 ($ in billions)": "billion",
+             "汇川技术2023年营业收入是多少亿元？": "亿",
+             "Which companies had revenue above $1.5 billion in 2023?": ""}  # an amount's scale, not the unit
+    for text, unit in cases.items():
+        assert read_question(text, FIRMS + ZH_FIRMS).unit == unit, text

@@ -332,6 +332,15 @@ PROFIT_MEASURES = frozenset({"net_income", "net_income_parent", "net_income_cont
 
 ZH_PERIOD_UNITS = ("个月", "年度", "季度", "年", "月", "日")
 """What follows a number to make it a period, not an amount: 2023年, 3个月."""
+ZH_MEASURE_WORDS: Mapping[str, str] = {
+    "员工": "职工", "雇员": "职工", "还债": "偿还债务", "还钱": "偿还债务", "卖货": "销售商品", "卖东西": "销售商品",
+    "卖产品": "销售商品", "买东西": "购买商品", "进货": "购买商品", "借钱": "取得借款", "借到": "取得借款", "分红": "分配股利",
+    "发股利": "分配股利", "买设备": "购建固定资产", "盖厂房": "购建固定资产", "交税": "税费", "缴税": "税费", "纳税": "税费",
+    "给股东": "分配股利", "花在研发": "研发费用", "搞研发": "研发费用", "欠银行": "借款", "付出去": "支付",
+    "花出去": "支付", "花掉": "支付", "付了": "支付", "赚到": "利润", "挣": "利润",
+}
+"""How people write a statement line's words in Chinese → how CAS statements print them, read before a question's
+leftover words are matched to the printed lines by their characters (``router.meaning``)."""
 ZH_FUNCTION_CHARS = "的是了在和与及或各这那哪些家年度公司"
 """Characters of a Chinese question that never name a measure (the words left over are matched by meaning)."""
 STOP_WORDS = frozenset({"the", "a", "an", "of", "in", "on", "for", "to", "and", "or", "by", "with", "what", "was",

@@ -16,7 +16,7 @@ from typing import Literal
 
 import msgspec
 
-from kb.core.lexicon import MONTH_NAMES, MONTHS, QUARTER_WORDS, is_zh
+from kb.core.lexicon import HAN, MONTH_NAMES, MONTHS, QUARTER_WORDS, is_zh
 from kb.core.measures import CONCEPTS
 from kb.core.periods import YEAR as _YEAR
 from kb.core.periods import question_quarters as question_quarters  # re-exported: tests import them from here
@@ -371,6 +371,28 @@ def line_key(label: str) -> str:
             previous, label = label, _ZH_LINE_NOISE.sub("", label)
         return re.sub(r"(?:小计|合计)$", "", label) if len(label) > 6 else label  # "经营活动现金流入小计"
     return concept_label(label)
+
+
+SAME_LINE = 0.8
+"""Two Chinese line names are one line printed two ways when this share of their character pairs is shared
+(Dice): "支付给职工以及为职工支付的现金" and "支付给职工及为职工支付的现金" 0.87; "短期借款" and "长期借款" 0.67."""
+
+
+def han_pairs(text: str) -> frozenset[str]:
+    """A text's pairs of adjacent Han characters (one character alone: itself)."""
+    han = "".join(HAN.findall(text))
+    return frozenset(han[i:i + 2] for i in range(len(han) - 1)) or frozenset(han)
+
+
+def same_line(a: str, b: str) -> bool:
+    """Two line names (``line_key``) that name one printed line: equal, or Chinese sharing nearly all their
+    character pairs (a line printed with 以及 in one report and 及 in another)."""
+    if a == b:
+        return True
+    if not (is_zh(a) and is_zh(b)):
+        return False
+    pa, pb = han_pairs(a), han_pairs(b)
+    return bool(pa and pb) and 2 * len(pa & pb) / (len(pa) + len(pb)) >= SAME_LINE
 
 
 _BY_PRINTED: Mapping[str, str] = {p: c.name for c in reversed(CONCEPTS) for p in c.printed}
