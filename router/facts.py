@@ -23,7 +23,7 @@ import msgspec
 
 from kb.core import lexicon as lx
 from kb.core.measures import CONCEPT_BY_NAME, METRIC_BY_NAME, Measure
-from kb.core.periods import quarter_end
+from kb.core.periods import DAY_REACH, quarter_end
 from kb.core.types import FactDraft
 from kb.core.vocab import (
     STATEMENT_LABELS,
@@ -72,6 +72,7 @@ class MeasureAsk(msgspec.Struct, frozen=True):
     loss: bool = False  # a profit measure asked as a loss ("the deepest net loss": the lowest figure)
     ascending: bool = False  # rank: lowest first
     limit: int | None = None  # rank: the first N only ("top 5")
+    ends: dt.date | None = None  # a look-up's period end as written ("the quarter ended July 29, 2023")
 
 
 class FactUsed(msgspec.Struct, frozen=True):
@@ -182,7 +183,8 @@ def task(q: Question) -> MeasureAsk | None:
                       limit=q.limit, loss=q.sign == "loss",
                       quarterly=op == "trend" and any(p.quarter or p.months == 3 for p in q.periods),
                       span=_quarter_span(q) if op == "trend" else None, months=_stated_span(q),
-                      quarter=q.periods[0].quarter if len(q.periods) == 1 and q.periods[0].year else 0)
+                      quarter=q.periods[0].quarter if len(q.periods) == 1 and q.periods[0].year else 0,
+                      ends=q.periods[0].ends if len(q.periods) == 1 else None)
 
 
 
@@ -772,7 +774,8 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, q: Question, p
         records = await store.collection_facts(pool, catalog.collection_id, concepts_read, within)
     else:
         flows = [CONCEPT_BY_NAME[c].flow for c in measures if c in CONCEPT_BY_NAME]
-        ids = _reading(plan, catalog, a.operation, a.years, a.quarter, balance=bool(flows) and not any(flows))
+        ids = _reading(plan, catalog, a.operation, a.years, a.quarter, balance=bool(flows) and not any(flows),
+                       ends=a.ends)
         if a.operation == "trend" and not plan.scope.entities and len(set(a.years)) >= 2:
             ids = _covering(catalog, a.years, ids)
         if not ids:
@@ -945,18 +948,41 @@ def measure_rows(concept: str, rows: Sequence[_Row], question: str = "") -> list
 
 
 def _reading(plan: ScopePlan, catalog: Catalog, op: str, years: Sequence[int] = (), quarter: int = 0,
-             balance: bool = False) -> list[int]:
+             balance: bool = False, ends: dt.date | None = None) -> list[int]:
     """The documents whose facts answer: the needed ones — each in place of the same company's report of the
-    stated year (and quarter: "2018年9月末" is the third quarter's report, not the first's) when it is of another
-    one (routing may pick the neighbouring filing); for a change over time every report of the company."""
+    stated year (and quarter: "2018年9月末" is the third quarter's report, not the first's; and the day, when written:
+    the report ending that day) when it is of another one (routing may pick the neighbouring filing); for a change
+    over time every report of the company."""
     ids = list(plan.needed)
     if op == "trend":
         return list(dict.fromkeys(x for d in ids for x in (*catalog.company_reports(d), d)))
     if len(set(years)) == 1:
         ids = list(dict.fromkeys(_of_year(catalog, d, years[0], balance and not quarter) for d in ids))
-        if quarter:
+        if ends is not None:
+            ids = list(dict.fromkeys(_of_day(catalog, d, ends) for d in ids))
+        elif quarter:
             ids = list(dict.fromkeys(_of_quarter(catalog, d, years[0], quarter) for d in ids))
     return ids
+
+
+def _period_end(catalog: Catalog, doc_id: int) -> dt.date | None:
+    f = catalog.docs.get(doc_id)
+    try:
+        return dt.date.fromisoformat(str(f.metadata.get("period_end_date") or "")[:10]) if f else None
+    except ValueError:
+        return None
+
+
+def _of_day(catalog: Catalog, doc_id: int, ends: dt.date) -> int:
+    """The company's report whose period ends on the day written (within a week: "July 29" and "July 30" name
+    one 52/53-week quarter), when ``doc_id`` ends on another; unchanged when none does."""
+    def near(d: int) -> bool:
+        e = _period_end(catalog, d)
+        return e is not None and abs((e - ends).days) <= DAY_REACH
+
+    if near(doc_id):
+        return doc_id
+    return next((d for d in catalog.company_reports(doc_id) if near(d)), doc_id)
 
 
 def _of_quarter(catalog: Catalog, doc_id: int, year: int, quarter: int) -> int:
@@ -966,11 +992,10 @@ def _of_quarter(catalog: Catalog, doc_id: int, year: int, quarter: int) -> int:
     def ends_in(d: int) -> bool | None:
         """Does the report end in that calendar quarter? None when its period is not a calendar quarter's (a
         52/53-week or offset fiscal year: NVIDIA's second quarter ends in July)."""
-        f = catalog.docs.get(d)
-        end = str(f.metadata.get("period_end_date") or "") if f else ""
-        if not re.match(r"\d{4}-(?:03-3[01]|06-30|09-30|12-31)", end):
+        e = _period_end(catalog, d)
+        if e is None or not re.match(r"\d{4}-(?:03-3[01]|06-30|09-30|12-31)", e.isoformat()):
             return None
-        return int(end[:4]) == year and (int(end[5:7]) - 1) // 3 + 1 == quarter
+        return e.year == year and (e.month - 1) // 3 + 1 == quarter
 
     if ends_in(doc_id) is not False:
         return doc_id

@@ -13,6 +13,7 @@ bounds, and the unit and decimals asked. What the reader (``router.reading``) co
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Literal
 
 import msgspec
@@ -62,6 +63,7 @@ class PeriodRef(msgspec.Struct, frozen=True):
     months: int = 12
     relative: Literal["", "latest", "last_n"] = ""
     n: int = 0
+    ends: dt.date | None = None  # the day the period ends, when the question writes it ("quarter ended July 29, 2023")
 
 
 class Range(msgspec.Struct, frozen=True):

@@ -654,7 +654,7 @@ def _periods(r: _Reading) -> tuple[list[PeriodRef], bool, bool]:
         add(m.start, PeriodRef(year=m.year, quarter=m.quarter, months=3), (m.start, m.end))
     for m in of("date"):
         if free(m):
-            add(m.start, PeriodRef(year=m.year, quarter=m.quarter, months=m.months), (m.start, m.end))
+            add(m.start, PeriodRef(year=m.year, quarter=m.quarter, months=m.months, ends=m.ends), (m.start, m.end))
     ranged = states_range(text)  # "从2017年第三季度到2024年第一季度", "2021年到2024年第一季度"
     for m in of("year_range"):
         if free(m) and m.year is not None and m.last is not None:

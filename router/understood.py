@@ -8,7 +8,6 @@ it says what could not be determined and lists the figures it found, each cited.
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from collections.abc import Mapping, Sequence
 
@@ -16,7 +15,7 @@ import msgspec
 import structlog
 
 from kb.core import lexicon as lx
-from kb.core.periods import quarter_end
+from kb.core.periods import DAY_REACH, QUARTER_REACH, quarter_end
 from router.facts import FactsAnswer, FactUsed
 from router.question import SOFT, Question
 
@@ -136,17 +135,17 @@ def _span(q: Question, used: Sequence[FactUsed]) -> Why | None:
     return None
 
 
-QUARTER_REACH = (dt.timedelta(days=190), dt.timedelta(days=62))
-"""How far before and after a calendar quarter's end a fiscal quarter of that name may end: a fiscal year ending
-in June names its first quarter (July–September) after the next calendar year; one ending in January its third
-quarter (to October) after the calendar year it mostly falls in."""
-
-
 def _quarter(q: Question, used: Sequence[FactUsed]) -> Why | None:
     """A stated quarter ("Q4 2023") answered with a figure of another quarter (the first quarter's, the only
     one the reports print)."""
+    if q.operation not in ("lookup", "compare") or not used:
+        return None
+    if len(q.periods) == 1 and (day := q.periods[0].ends) is not None:  # "the quarter ended July 29, 2023"
+        if any(abs((u.period_end - day).days) <= DAY_REACH for u in used):
+            return None
+        return Why("period", f"the period ended {day.isoformat()}", f"the period to {used[0].period_end.isoformat()}")
     asked = [p for p in q.periods if p.year and p.quarter]
-    if len(asked) != 1 or q.operation not in ("lookup", "compare") or not used:
+    if len(asked) != 1:
         return None
     p = asked[0]
     end = quarter_end(p.year, p.quarter)  # type: ignore[arg-type]

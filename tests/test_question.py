@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 from pathlib import Path
@@ -66,9 +67,10 @@ def test_a_loss_flips_the_extreme_and_marks_the_sign() -> None:
 
 def test_spans_quarters_and_ranges_of_years() -> None:
     assert _q("Harbor Freight revenue for the nine months ended September 30, 2023?").periods == (
-        PeriodRef(year=2023, months=9),)
+        PeriodRef(year=2023, months=9, ends=dt.date(2023, 9, 30)),)
     assert _q("汇川技术2023年前三季度营业收入是多少", ZH_FIRMS).periods == (PeriodRef(year=2023, months=9),)
-    assert _q("Tessaract inventories at June 30, 2024?").periods == (PeriodRef(year=2024, quarter=2, months=3),)
+    assert _q("Tessaract inventories at June 30, 2024?").periods == (
+        PeriodRef(year=2024, quarter=2, months=3, ends=dt.date(2024, 6, 30)),)
     series = _q("How has Quillon's cash moved over fiscal 2019-2022?")
     assert series.operation == "series" and [p.year for p in series.periods] == [2019, 2020, 2021, 2022]
     change = _q("By how much did Quillon's cash grow from fiscal 2019 to fiscal 2022?")
@@ -442,3 +444,46 @@ def test_the_unit_asked_is_any_scale_word_standing_apart_from_an_amount() -> Non
              "Which companies had revenue above $1.5 billion in 2023?": ""}  # an amount's scale, not the unit
     for text, unit in cases.items():
         assert read_question(text, FIRMS + ZH_FIRMS).unit == unit, text
+
+
+def test_a_date_s_span_is_the_words_nearest_before_it() -> None:
+    """"the fiscal year ended January 31, 2019" is a year, not the first quarter; "the quarter ended July 29"
+    a quarter; "the nine months ended" nine months."""
+    cases = {"Harbor Freight's diluted EPS for the fiscal year ended January 31, 2019?": (2019, 0, 12),
+             "Quillon revenue for the twelve months ended September 30, 2023": (2023, 0, 12),
+             "Quillon revenue for the quarter ended July 29, 2023": (2023, 3, 3),
+             "Quillon's net loss for the nine months ended June 30, 2024": (2024, 0, 9),
+             "Quillon's revenue in the three months ended December 31, 2023": (2023, 4, 3)}
+    for text, (year, quarter, months) in cases.items():
+        (p,) = _q(text).periods
+        assert (p.year, p.quarter, p.months) == (year, quarter, months), (text, p)
+
+
+def test_a_period_end_day_written_picks_the_report_ending_that_day() -> None:
+    """A 52/53-week company's quarter ended July 29, 2023 is read from the report ending that day, not from the
+    annual report of the fiscal year of the same number; a day no report ends on leaves the routed report, and a
+    figure of another period is then no verdict."""
+    import datetime as dt
+    from types import SimpleNamespace
+
+    from router.facts import FactsAnswer, FactUsed, MeasureAsk, _of_day
+    from router.understood import disagreement
+
+    ends = {1: "2023-01-28", 2: "2023-07-29", 3: "2023-04-29", 4: "2017-01-28"}
+    catalog = SimpleNamespace(docs={d: SimpleNamespace(metadata={"period_end_date": e}) for d, e in ends.items()},
+                              company_reports=lambda d: (2, 3, 1, 4))
+    assert _of_day(catalog, 1, dt.date(2023, 7, 29)) == 2  # type: ignore[arg-type]
+    assert _of_day(catalog, 1, dt.date(2023, 4, 30)) == 3  # type: ignore[arg-type]
+    assert _of_day(catalog, 4, dt.date(2022, 7, 30)) == 4  # type: ignore[arg-type]
+
+    def answer(end: dt.date) -> FactsAnswer:
+        used = FactUsed(marker=1, doc_id=1, doc_name="d", entity="Quillon", concept="revenue", label="revenue",
+                        period_end=end, months=3, value=1.0, printed="1", scale=1.0, unit="USD",
+                        line_item="Net sales", statement="income", page=1, line=None)
+        return FactsAnswer(ask=MeasureAsk("revenue", "lookup"), text="t", citations=(), used=(used,), missing=())
+
+    q = _q("Quillon revenue for the quarter ended July 29, 2023")
+    assert q.periods[0].ends == dt.date(2023, 7, 29)
+    assert disagreement(q, answer(dt.date(2023, 7, 29))) is None
+    why = disagreement(q, answer(dt.date(2023, 4, 29)))
+    assert why is not None and why.kind == "period" and "2023-07-29" in why.text(), why

@@ -199,6 +199,9 @@ SPANS: Mapping[int, tuple[str, ...]] = {
     3: ("three months", "3 months", "three-month", "3-month", "quarter", "季度"),
 }
 """Stated spans of a period, in months (a quarter is read with its number: "Q3", "third quarter", 第三季度)."""
+YEAR_SPAN = ("twelve months", "12 months", "twelve-month", "12-month", "fiscal year", "year ended", "year ending",
+             "years ended", "full year", "full-year", "财年", "全年")
+"""Words that make a period ending at a date a whole year ("the fiscal year ended January 31, 2019")."""
 
 LATEST = ("latest", "most recent", "most recently", "newest", "last reported", "最新", "最近一期", "本报告期")
 NEGATED_SPAN = re.compile(r"(?i)(?:\bnot|\brather than|\binstead of|不要|而非|非)\s*(?:the\s+)?$")

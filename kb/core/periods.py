@@ -63,8 +63,6 @@ _YEAR_ALONE = re.compile(rf"(?i)\b{_FY}\s*'?({YEAR}|\d{{2}})\b|({YEAR})(?!\d)|"
                          r"(?<!\d)(\d{2})\s*年(?!\s*[-—–~至到])")
 _ZH_SPAN = re.compile(rf"{_ZH_QUARTER}|([1-4])\s*[—–\-~至]\s*([3691２]|12)\s*月|(半年度|上半年|中期)")
 
-_NINE_MONTHS_BEFORE = re.compile(r"(?i)nine months|9 months|前三季度")
-_SIX_MONTHS_BEFORE = re.compile(r"(?i)six months|6 months|半年")
 _FIRST_THREE = ("前三季度", "前三个季度")
 _YEAR_AFTER_FY = re.compile(r"(?i)\b(?:fy|fiscal|year)\Z")
 _RANGE = re.compile(r"(?i)(?:季度|q[1-4]|quarter)[^,，。;；]{0,8}?(?:到|至|through|to|until|[-–—~])\s*(?:fy\s*)?"
@@ -98,6 +96,8 @@ class Mention(msgspec.Struct, frozen=True):
     """Written with "FY", "fiscal" or 财年."""
     short: bool = False
     """The year is written with two digits ("FY23", "23年", "2Q23")."""
+    ends: dt.date | None = None
+    """A date with its day written ("the quarter ended July 29, 2023"): that day."""
     zh: bool = False
     """Written the Chinese way: a quarter ("第三季度", "三季"), a date ("2023年9月30日"), a Chinese span, a year
     followed by 年 ("2023年")."""
@@ -175,16 +175,40 @@ def _dates(text: str) -> list[Mention]:
         month = lx.MONTHS[m.group(1).lower()] if m.group(1) else int(m.group(5))
         year = int(m.group(3) or m.group(4))
         before = text[max(0, m.start() - 40):m.start()]
-        if _NINE_MONTHS_BEFORE.search(before):
-            quarter, months = 0, 9
-        elif _SIX_MONTHS_BEFORE.search(before):
-            quarter, months = 0, 6
-        elif month == 12:
+        span = _span_before(before.lower())
+        if span in (6, 9, 12):
+            quarter, months = 0, span
+        elif span != 3 and month == 12:
             quarter, months = 0, 12
         else:
             quarter, months = (month - 1) // 3 + 1, 3
-        out.append(Mention("date", m.start(), m.end(), year, quarter, months, zh=bool(m.group(4))))
+        day = m.group(2) or (re.search(r"(\d{1,2})\s*日", m.group(0)) or [None, None])[1]
+        try:
+            ends = dt.date(year, month, int(day)) if day else None
+        except ValueError:  # "February 30": no such day
+            ends = None
+        out.append(Mention("date", m.start(), m.end(), year, quarter, months, ends=ends, zh=bool(m.group(4))))
     return out
+
+
+def _span_before(before: str) -> int:
+    """The span the words nearest before a date state ("the nine months ended", "the fiscal year ended",
+    "the quarter ended"), 0 when none does."""
+    best = (-1, 0, 0)  # (where the words end, their length, months): the nearest, then the longest
+    for months, words in (*lx.SPANS.items(), (12, lx.YEAR_SPAN)):
+        for w in words:
+            if (not w.isascii() or len(w) > 3) and (i := before.rfind(w)) >= 0:  # "h1", "9m": a header's words
+                best = max(best, (i + len(w), len(w), months))
+    return best[2]
+
+
+DAY_REACH = 7
+"""How many days a report's period end may lie from a day a question writes and still be that period ("the quarter
+ended July 30, 2022": a 52/53-week quarter ends on a Saturday near the month's end)."""
+QUARTER_REACH = (dt.timedelta(days=190), dt.timedelta(days=62))
+"""How far before and after a calendar quarter's end a fiscal quarter of that name may end: a fiscal year ending
+in June names its first quarter (July–September) after the next calendar year; one ending in January its third
+quarter (to October) after the calendar year it mostly falls in."""
 
 
 def quarter_end(year: int, quarter: int) -> dt.date:
