@@ -899,7 +899,9 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
     entities = Entities("named", tuple(named)) if named else Entities("collection")
     screen = {bounds[0][0]: bounds[0][1]} if op == "screen" and bounds else {}
     unit = next((u for u, words in lx.UNIT_ASKED.items() if r.any(words)), "") or _scale_asked(masked)
-    if op is not None and op not in ("group", "screen") and (amounts := stated_amounts(masked)):
+    # a group or a screen reads its amounts; over one path (series, change) an amount is a tolerance the figures
+    # shown let the reader judge ("not fluctuating more than 2% a year"); elsewhere it would be dropped unread
+    if op in ("lookup", "compare", "max", "min", "rank") and (amounts := stated_amounts(masked)):
         unknown.append(f"an amount the question states was not read: {amounts[0]}")
     dm = lx.DECIMALS.search(text)
     decimals = None

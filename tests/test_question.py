@@ -487,3 +487,10 @@ def test_a_period_end_day_written_picks_the_report_ending_that_day() -> None:
     assert disagreement(q, answer(dt.date(2023, 7, 29))) is None
     why = disagreement(q, answer(dt.date(2023, 4, 29)))
     assert why is not None and why.kind == "period" and "2023-07-29" in why.text(), why
+
+
+def test_an_amount_over_one_path_is_a_tolerance_the_series_shows() -> None:
+    for text in ("Has Quillon's gross margin stayed within 2% from 2021 to 2023?",
+                 "Did Harbor Freight's revenue grow by more than 10% between 2022 and 2023?"):
+        q = read_question(text, FIRMS)
+        assert q.operation in ("series", "change") and not any("amount" in u for u in q.unknown), (text, q)
