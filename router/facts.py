@@ -319,12 +319,15 @@ def _fiscal_year(row: _Row, meta: Mapping[str, Any]) -> int:
 
 
 def _pick(rows: Sequence[_Row], meta: Mapping[str, Any], years: Sequence[int],
-          flow: bool, months: int = 0) -> tuple[_Row | None, list[_Row]]:
-    """The fact answering for one document: of the stated year (else the document's own, latest period), of the
+          flow: bool, months: int = 0, ends: dt.date | None = None) -> tuple[_Row | None, list[_Row]]:
+    """The fact answering for one document: of the stated year (else the document's own, latest period) — of the
+    day written (``ends``: a prior-year column of a later report) when the document prints it —, of the
     stated span (``months``: the nine months' column, not the quarter's), else the quarter column of a quarterly
     report (the shortest period), the first printed line; and the other values printed for that period."""
     if years:
         rows = [r for r in rows if _fiscal_year(r, meta) in years or r.period_end.year in years]
+    if ends is not None:
+        rows = [r for r in rows if abs((r.period_end - ends).days) <= DAY_REACH] or rows
     if not rows:
         return None, []
     latest = max(r.period_end for r in rows)
@@ -492,7 +495,8 @@ def compose(ask_: MeasureAsk, docs: Sequence[_Doc], rows_by_doc: Mapping[int, li
     distinct_entities = len({x.entity for x in docs}) == len(docs)
     for d in docs:
         rows = rows_by_doc.get(d.doc_id, [])
-        best, others = _pick(rows, d.meta, () if trend else ask_.years, spec.flow, ask_.months)
+        best, others = _pick(rows, d.meta, () if trend else ask_.years, spec.flow, ask_.months,
+                             None if trend else ask_.ends)
         if best is None:
             missing.append(d.entity if distinct_entities else d.name)
             missing_ids.append(d.doc_id)
@@ -975,14 +979,26 @@ def _period_end(catalog: Catalog, doc_id: int) -> dt.date | None:
 
 def _of_day(catalog: Catalog, doc_id: int, ends: dt.date) -> int:
     """The company's report whose period ends on the day written (within a week: "July 29" and "July 30" name
-    one 52/53-week quarter), when ``doc_id`` ends on another; unchanged when none does."""
-    def near(d: int) -> bool:
+    one 52/53-week quarter), else the one ending a year or two after it (its prior-year columns print that
+    period), when ``doc_id`` ends on neither; unchanged when none does."""
+    def gap(d: int) -> int | None:
         e = _period_end(catalog, d)
-        return e is not None and abs((e - ends).days) <= DAY_REACH
+        return (e - ends).days if e is not None else None
+
+    def near(d: int) -> bool:
+        g = gap(d)
+        return g is not None and abs(g) <= DAY_REACH
 
     if near(doc_id):
         return doc_id
-    return next((d for d in catalog.company_reports(doc_id) if near(d)), doc_id)
+    reports = catalog.company_reports(doc_id) or (doc_id,)
+    if (same := next((d for d in reports if near(d)), None)) is not None:
+        return same
+    for years in (1, 2):  # the same period a year or two later: its prior-year columns print the day's figures
+        later = [d for d in reports if (g := gap(d)) is not None and abs(g - 365 * years) <= DAY_REACH]
+        if later:
+            return later[0]
+    return doc_id
 
 
 def _of_quarter(catalog: Catalog, doc_id: int, year: int, quarter: int) -> int:

@@ -474,7 +474,18 @@ def test_a_period_end_day_written_picks_the_report_ending_that_day() -> None:
                               company_reports=lambda d: (2, 3, 1, 4))
     assert _of_day(catalog, 1, dt.date(2023, 7, 29)) == 2  # type: ignore[arg-type]
     assert _of_day(catalog, 1, dt.date(2023, 4, 30)) == 3  # type: ignore[arg-type]
-    assert _of_day(catalog, 4, dt.date(2022, 7, 30)) == 4  # type: ignore[arg-type]
+    assert _of_day(catalog, 4, dt.date(2022, 7, 30)) == 2  # type: ignore[arg-type]  # its prior-year column
+    assert _of_day(catalog, 4, dt.date(2022, 10, 29)) == 4  # type: ignore[arg-type]  # nothing prints it
+
+    from router.facts import _pick, _Row
+
+    def row(end: dt.date, value: float) -> _Row:
+        return _Row(statement="income", line_item="Revenue", concept="revenue", period_end=end, months=3,
+                    period_label="", value=value, printed="", scale=1.0, unit="USD", page=None, line=1, node_id="",
+                    source="", column=0, doc_id=2, ordinal=1)
+    columns = [row(dt.date(2023, 7, 29), 9583.0), row(dt.date(2022, 7, 30), 10329.0)]
+    assert _pick(columns, {"doc_type": "10q"}, (2022,), True, 3, dt.date(2022, 7, 30))[0].value == 10329.0
+    assert _pick(columns, {"doc_type": "10q"}, (2023,), True, 3, dt.date(2023, 7, 29))[0].value == 9583.0
 
     def answer(end: dt.date) -> FactsAnswer:
         used = FactUsed(marker=1, doc_id=1, doc_name="d", entity="Quillon", concept="revenue", label="revenue",
