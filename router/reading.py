@@ -417,6 +417,7 @@ def _scaled_amounts(text: str) -> list[tuple[int, int, float, float]]:
 def stated_amounts(text: str) -> list[str]:
     """The amounts a text states as money, a share or a scaled figure ("$1.2 billion", "10%", "0.2元", "1,000万",
     "1,000,000"): a bare small number ("10-K", "Tier 1", "S&P 500") or a year is not one."""
+    text = re.sub(r"(?i)\bzero\b|零", lambda m: "0".ljust(len(m.group(0))), text)  # "above zero": a bound at 0
     out = []
     for m in _NUMBER.finditer(text):
         num = m.group("num")
@@ -429,7 +430,7 @@ def stated_amounts(text: str) -> list[str]:
         scale = (m.group("scale") or "").lower()
         if scale in ("k", "m", "b") and not m.group("cur") and not m.group(0)[m.end("num") - m.start():].startswith(" "):
             continue  # "3M", "5G": a name, not three million
-        if m.group("cur") or scale or m.group("unit") or "," in num:
+        if m.group("cur") or scale or m.group("unit") or "," in num or float(num.replace(",", "")) == 0:
             out.append(m.group(0).strip())
     return out
 
@@ -622,6 +623,11 @@ def _direction_groups(r: _Reading) -> list[Range]:
 # ---------------------------------------------------------------------------- periods
 
 
+def _latest_superlative(r: _Reading) -> bool:
+    """A superlative of an adjective of time stands in the question ("newest", "freshest"): the latest period."""
+    return any(lx.latest_superlative(w) for a, b, w in r.words if r.free(a, b))
+
+
 def _number(word: str) -> int:
     return int(word) if word.isdigit() else lx.NUMBER_WORDS.get(word.lower(), 0)
 
@@ -711,7 +717,8 @@ def _periods(r: _Reading) -> tuple[list[PeriodRef], bool, bool]:
     periods = sorted(dict.fromkeys(periods), key=lambda p: (p.year or 0, p.quarter, p.months))
     if (last := lx.LAST_N.search(text)) is not None:
         periods.append(PeriodRef(relative="last_n", n=_number(last.group(1) or last.group(2) or "")))
-    elif not periods and (r.any(lx.LATEST) or stated_months(text) != 12):  # "its nine-month net sales"
+    elif not periods and (r.any(lx.LATEST) or _latest_superlative(r) or stated_months(text) != 12):
+        # "its nine-month net sales", "the newest filing"
         periods.append(PeriodRef(relative="latest", months=stated_months(text)))
     return periods, ranged, bool(alone)
 

@@ -505,3 +505,17 @@ def test_an_amount_over_one_path_is_a_tolerance_the_series_shows() -> None:
                  "Did Harbor Freight's revenue grow by more than 10% between 2022 and 2023?"):
         q = read_question(text, FIRMS)
         assert q.operation in ("series", "change") and not any("amount" in u for u in q.unknown), (text, q)
+
+
+def test_a_superlative_of_time_is_the_latest_period_and_no_extreme() -> None:
+    for text in ("Where does Quillon's gross margin stand as of its newest filing?",
+                 "Harbor Freight's cash in the freshest report on file?"):
+        q = _q(text)
+        assert q.operation == "lookup" and q.periods == (PeriodRef(relative="latest"),), (text, q)
+
+
+def test_zero_as_a_bound_is_an_amount_stated() -> None:
+    for text in ("Among the companies with operating cash flow above zero, which had the highest revenue in 2023?",
+                 "经营活动现金流量净额在零以上的公司中，哪家2023年营业收入最高？"):
+        q = read_question(text, FIRMS + ZH_FIRMS)
+        assert not q.understood and any("amount" in u for u in q.unknown), (text, q.unknown)

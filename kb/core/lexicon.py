@@ -63,7 +63,7 @@ def adjective_base(word: str) -> str:
     Periods and nouns ("latest", "earlier", "quarter") are none."""
     forms = lemminflect.getAllLemmas(word.lower()).get("ADJ", ())
     base = next((f for f in forms if f != word.lower()), "")
-    return "" if not base or base in NOT_EXTREMES or word.lower() in NOT_EXTREMES else base
+    return "" if not base or base in NOT_EXTREMES or word.lower() in NOT_EXTREMES or base in LATEST_BASES else base
 IRREGULAR_SUPERLATIVE: Mapping[str, str] = {"most": "max", "best": "max", "least": "min", "worst": "min",
                                             "leader": "max", "fattest": "max", "richest": "max", "on top": "max",
                                             "maximum": "max", "minimum": "min", "max": "max", "min": "min",
@@ -202,6 +202,16 @@ SPANS: Mapping[int, tuple[str, ...]] = {
 YEAR_SPAN = ("twelve months", "12 months", "twelve-month", "12-month", "fiscal year", "year ended", "year ending",
              "years ended", "full year", "full-year", "财年", "全年")
 """Words that make a period ending at a date a whole year ("the fiscal year ended January 31, 2019")."""
+
+LATEST_BASES = frozenset({"late", "new", "recent", "fresh"})
+"""Adjectives of time whose superlative asks for the latest period ("newest", "freshest", "latest")."""
+
+
+def latest_superlative(word: str) -> bool:
+    """A superlative of an adjective of time ("newest", "freshest"): the latest period, no extreme."""
+    return word.lower().endswith("est") and bool(set(lemminflect.getAllLemmas(word.lower()).get("ADJ", ()))
+                                                  & LATEST_BASES)
+
 
 LATEST = ("latest", "most recent", "most recently", "newest", "last reported", "最新", "最近一期", "本报告期")
 NEGATED_SPAN = re.compile(r"(?i)(?:\bnot|\brather than|\binstead of|不要|而非|非)\s*(?:the\s+)?$")
