@@ -579,8 +579,17 @@ class AskedKind(msgspec.Struct, frozen=True):
             return bool(_MONEY.search(sentence))
         if self.kind == "percent":
             return bool(re.search(r"\d(?:[\d.,]*)\s?%|百分之", sentence))
-        return bool(self.thing) and bool(re.search(rf"(?i)\d[\d,]*\s+(?:[\w-]+\s+){{0,3}}{re.escape(self.thing[:4])}",
-                                                  sentence))
+        stem = re.escape(self.thing[:4])
+        if not self.thing:
+            return False
+        if re.search(rf"(?i)\d[\d,]*\s+(?:[\w-]+\s+){{0,3}}{stem}", sentence):  # "410 electric delivery vans"
+            return True
+        row = _COUNT_ROW.match(sentence.strip())  # a table row names the thing before its figures
+        return row is not None and re.search(rf"(?i)\b{stem}", row.group(1)) is not None
+
+
+_COUNT_ROW = re.compile(r"^([^\d]{1,60}?)(?:\(\d{1,2}\))?\s*((?:[-$(]*\d[\d,.]*\)?%?\s*){2,})$")
+"""A table row: its label, then two figures or more to its end ("Unit counts at period end(1) 11,501 11,361")."""
 
 
 _MONEY = re.compile(r"(?i)(?:US)?[$€£¥]\s?\d|\d[\d,.]*\s*(?:million|billion|thousand|bn|万元|亿元|元)")

@@ -228,6 +228,10 @@ def test_the_sentence_stating_the_kind_of_figure_asked_leads() -> None:
     assert asked_kind("What did Orchard Lane pay for the Lakeside bakery?").kind == "money"
     assert asked_kind("What share of revenue came from Europe?").kind == "percent"
     assert asked_kind("Who is the chief executive?") is None
+    stores = asked_kind("How many stores does Orchard Lane operate?")
+    assert stores is not None and stores.stated_in("Store counts at period end(1) 1,204 1,187")  # a table row
+    assert not stores.stated_in("Retail square feet at period end(1) 1,129 1,158")
+    assert not stores.stated_in("Stores opened in 2023 were larger")  # a year is no count
     text = ("The new wind turbines raised output per site by 31% in the months they ran. "
             "We installed 240 new wind turbines across three coastal sites in 2023.")
     chunk = _chunk(1, text, "pelican.pdf")
