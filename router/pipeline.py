@@ -33,7 +33,7 @@ from router.planning import plan_documents
 from router.policy import MEANING
 from router.question import SOFT, Question, unsure_of
 from router.ranking import Ranked, rank
-from router.reading import from_llm, read_question, same_reading, unplaced_words
+from router.reading import from_llm, read_question, same_reading, unplaced_words, with_days
 from router.retrieve import Reranker
 from router.routing import route
 from router.state import Clock, Evidence, QueryState, QueryVectors, Services, admit, prepare
@@ -139,6 +139,7 @@ async def read_and_plan(state: QueryState, scope: QuestionScope, routing: Routin
         if dropped:
             log.info("router.llm_reading_dropped", dropped=list(dropped))
         if llm is not None:
+            llm = with_days(llm, reading)
             if not same_reading(llm, reading):
                 log.info("router.reading_disagrees", llm=msgspec.to_builtins(llm), rules=msgspec.to_builtins(reading))
             reading = msgspec.structs.replace(llm, rules=reading)

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import msgspec
+
 from kb.core import lexicon as lx
 from kb.core.measures import CONCEPT_BY_NAME, METRICS
 from kb.core.periods import YEAR, Form, Mention, find_periods, names_period, stated_months, states_range
@@ -1058,6 +1060,17 @@ def from_llm(raw: object, text: str, companies: Mapping[str, Sequence[str]],
                  unit=enums["unit"], decimals=decimals if type(decimals) is int and 0 <= decimals <= 6 else None,
                  unknown=unknown)
     return q, tuple(dropped)
+
+
+def with_days(llm: Question, rules: Question) -> Question:
+    """An LLM reading's periods with the day the rules read for the same period ("the quarter ended July 29,
+    2023": the LLM names the quarter, the question wrote the day)."""
+    days = {(p.year, p.quarter, p.months): p.ends for p in rules.periods if p.ends is not None}
+    if not days:
+        return llm
+    periods = tuple(msgspec.structs.replace(p, ends=days.get((p.year, p.quarter, p.months))) if p.ends is None else p
+                    for p in llm.periods)
+    return msgspec.structs.replace(llm, periods=periods)
 
 
 def same_reading(a: Question, b: Question) -> bool:

@@ -519,3 +519,16 @@ def test_zero_as_a_bound_is_an_amount_stated() -> None:
                  "经营活动现金流量净额在零以上的公司中，哪家2023年营业收入最高？"):
         q = read_question(text, FIRMS + ZH_FIRMS)
         assert not q.understood and any("amount" in u for u in q.unknown), (text, q.unknown)
+
+
+def test_an_llm_reading_keeps_the_day_the_question_wrote() -> None:
+    import datetime as dt
+
+    from router.reading import from_llm, with_days
+
+    text = "Quillon revenue for the quarter ended July 29, 2023"
+    rules = _q(text)
+    llm, _ = from_llm({"operation": "lookup", "measures": [{"name": "revenue"}], "companies": [FIRMS[1]],
+                       "periods": [{"year": 2023, "quarter": 3, "months": 3}]}, text, {c: () for c in FIRMS})
+    assert llm is not None and llm.periods[0].ends is None
+    assert with_days(llm, rules).periods[0].ends == dt.date(2023, 7, 29)
