@@ -595,6 +595,19 @@ _COUNT_ROW = re.compile(r"^([^\d]{1,60}?)(?:\(\d{1,2}\))?\s*((?:[-$(]*\d[\d,.]*\
 _MONEY = re.compile(r"(?i)(?:US)?[$€£¥]\s?\d|\d[\d,.]*\s*(?:million|billion|thousand|bn|万元|亿元|元)")
 
 
+def _figure_beside(sentence: str, stems: set[str]) -> bool:
+    """A figure of the question's measure word: before it ("420 MW of capacity", "640,000 square feet") or
+    after it and a verb or "of" ("capacity of 420 MW", "output was 1.2 TWh") — not of a compound it modifies
+    ("capacity factor was 36.4%")."""
+    for stem in stems:
+        word = rf"\b{re.escape(stem)}\w*"
+        if re.search(rf"(?i)(?<![\w.])[$€£¥]?\d[\d,]*(?:\.\d+)?\s*(?:[A-Za-z%]+\s+){{0,2}}(?:of\s+)?{word}", sentence) \
+                or re.search(rf"(?i){word}\s+(?:of|was|were|is|are|totaled|totalled|reached|stood at|amounted to)\s+"
+                             r"(?:approximately\s+|about\s+|nearly\s+)?[$€£¥]?\d", sentence):
+            return True
+    return False
+
+
 def asked_kind(question: str) -> AskedKind | None:
     """What kind of figure the question asks for: a count (with the thing counted), money or a share."""
     low = question.lower()
@@ -618,7 +631,9 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
     per chunk, best first; sentences with a figure weigh more when the question asks for one."""
     q = set(tokenize(question))
     naming = _naming(chunks)
-    naming |= question_names(question)  # the company the question names routed it too: not the answer's words
+    # the company the question names routed it too: not the answer's words — a name of the documents ("Best Buy"
+    # in BESTBUY_2023_10K); another name ("the Lakeshore Wind Farm") is a thing inside them, asked about
+    naming |= {t for t in question_names(question) if t in naming or any(len(t) >= 3 and t in n for n in naming)}
     weight = {t: (0.3 if t in naming else 1.0) for t in q}
     low = question.lower()
     for plain, written in lx.SAID_OTHERWISE.items():  # "buy back": filings write "repurchased"
@@ -649,6 +664,7 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
                 df[t] = df.get(t, 0) + 1
     n = max(1, len(sentences))
     kind = asked_kind(question)
+    asked = {t[:5] for t in measure_words(question, naming) if len(t) >= 4 and not lx.is_zh(t)}
     scored = []
     for ci, si, s in sentences:
         toks = set(tokenize(s))
@@ -662,6 +678,9 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
         if wants_number and any(n not in question for n in _NUMBER.findall(s)):
             score *= 1.4  # a figure the question does not already contain
         score *= 1.0 + 0.5 / (1 + ci)  # better-ranked evidence first: retrieval already weighed the chunk
+        if wants_number and asked and _figure_beside(s, asked):
+            score *= 3.0  # "420 MW of capacity": a figure of the asked word (as a count of the thing asked, stated
+            # by the asked word: 2 × 1.5), not only a sentence sharing it
         if kind is not None and kind.stated_in(s):
             score *= 2.0  # a figure of the kind asked: a count of the asked thing, an amount of money, a share
             if kind.governed_in(s):
