@@ -689,9 +689,12 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
     scored.sort(key=lambda x: -x[0])
     picked: list[tuple[int, int, str]] = []
     per_chunk: dict[int, int] = {}
+    seen: set[str] = set()
     for _, ci, si, s in scored:
-        if per_chunk.get(ci, 0) >= 2:
+        said = " ".join(s.split()).lower()
+        if per_chunk.get(ci, 0) >= 2 or said in seen:  # a sentence two passages repeat is read once
             continue
+        seen.add(said)
         picked.append((ci, si, s))
         per_chunk[ci] = per_chunk.get(ci, 0) + 1
         if len(picked) >= max_sentences:

@@ -400,3 +400,12 @@ def test_a_thing_the_question_names_inside_the_report_and_a_figure_beside_the_as
     for doc, question, better_ranked, naming_it, lead in cases:
         answer = extractive_answer(question, [_chunk(1, better_ranked, doc), _chunk(2, naming_it, doc)])
         assert answer.text.startswith(lead), answer.text
+
+
+def test_a_sentence_two_passages_repeat_is_read_once() -> None:
+    said = "Our effective tax rate was 18% and 19% for the three months ended September 30, 2023 and 2022."
+    chunks = [_chunk(1, f"Income taxes. {said}", "pelican-q1.pdf"), _chunk(2, f"Note 10. {said}", "pelican-q1.pdf"),
+              _chunk(3, "Uncertain tax positions are measured at the largest benefit with a greater than 50% "
+                        "likelihood of being realized.", "pelican-q1.pdf")]
+    answer = extractive_answer("What was Pelican Bay's effective tax rate in the quarter?", chunks)
+    assert answer.text.count("effective tax rate was 18%") == 1 and "50%" in answer.text, answer.text
