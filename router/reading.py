@@ -193,6 +193,22 @@ def _measures(r: _Reading, line_items: Sequence[str]) -> list[MeasureRef]:
     return list({ref.name: ref for *_, ref in reversed(found)}.values())[::-1]
 
 
+def _cash_of(r: _Reading, measures: list[MeasureRef]) -> list[MeasureRef]:
+    """"cash" with an activity word within six words after it ("burned the most cash in its operations") is
+    that activity's cash flow (``kb.core.lexicon.CASH_OF``), not the cash balance."""
+    if MeasureRef("cash") not in measures:
+        return measures
+    for _, b, ref in r.single:
+        if ref != MeasureRef("cash"):
+            continue
+        clause = re.split(r"[,;:?.]", r.raw[b:], maxsplit=1)[0]  # within its clause, six words at most
+        after = [w for s, _, w in r.words if b <= s < b + len(clause)][:6]
+        flow = next((lx.CASH_OF[w] for w in after if w in lx.CASH_OF), None)
+        if flow is not None:
+            return [MeasureRef(flow) if m == MeasureRef("cash") else m for m in measures]
+    return measures
+
+
 def _modifier(r: _Reading, a: int, b: int, labels: frozenset[str] = frozenset()) -> str:
     """The phrase a one-word measure makes with a word beside it that nothing of the question accounts for
     ("unearned revenue", "debt extinguishment", "equity compensation"): it may name another measure; "" when
@@ -791,10 +807,12 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
     measures = _measures(r, line_items)
     if defined and (asked := named_formula(rest, defined)) is not None and asked.defined:
         measures = [MeasureRef(asked.name, "formula")]
+    measures = _cash_of(r, measures)
     loss = any(lx.lemmas(w) & _LOSS_WORDS for _, _, w in r.words) or any(w in r.raw for w in lx.LOSS if lx.is_zh(w))
     if not measures and loss:
         measures = [MeasureRef("net_income")]  # "lost the most money", 亏损最多
-    loss = loss and any(m.name in lx.PROFIT_MEASURES for m in measures)
+    burn = bool(r.any(lx.BURN)) and any(m.name in lx.CASH_OF.values() for m in measures)
+    loss = (loss and any(m.name in lx.PROFIT_MEASURES for m in measures)) or burn
     if len(measures) >= 2 and all(m.kind == "concept" for m in measures[:2]):
         share = r.any(lx.SHARE_OF)
         if share or r.any(lx.RATIO_OF):  # "the ratio of A to B", "A as a % of B", "A占B的比例": one formula

@@ -25,7 +25,7 @@ def _q(text: str, companies: list[str] | dict[str, list[str]] = FIRMS):  # noqa:
 
 CASES = """
 max        | revenue             | Which of Harbor Freight and Quillon had the heftier top line in 2022?
-min        | cfo                 | Who burned the least cash from operations last fiscal year among Marlow and Tessaract?
+max        | cfo                 | Who burned the least cash from operations last fiscal year among Marlow and Tessaract?
 rank       | total_assets        | List every company here from smallest to largest total assets.
 rank       | rd_expense          | Order the firms by R&D spend, biggest first.
 screen     | revenue             | Which names reported sales above $2.5bn in 2023?
@@ -532,3 +532,16 @@ def test_an_llm_reading_keeps_the_day_the_question_wrote() -> None:
                        "periods": [{"year": 2023, "quarter": 3, "months": 3}]}, text, {c: () for c in FIRMS})
     assert llm is not None and llm.periods[0].ends is None
     assert with_days(llm, rules).periods[0].ends == dt.date(2023, 7, 29)
+
+
+def test_cash_with_an_activity_word_is_that_cash_flow_and_burning_it_is_an_outflow() -> None:
+    """"cash … in operations" is the operating cash flow, not the cash balance; "burned the most" of it is the
+    lowest (the most negative) figure."""
+    burned = _q("Which of Quillon, Harbor Freight and Marlow burned the most cash in their operations in 2023?")
+    assert (burned.operation, [m.name for m in burned.measures], burned.sign) == ("min", ["cfo"], "loss"), burned
+    least = _q("Who consumed the least cash running its operations last year?")
+    assert (least.operation, [m.name for m in least.measures]) == ("max", ["cfo"]), least
+    spent = _q("How much cash did Tessaract spend on investing in 2023?")
+    assert [m.name for m in spent.measures] == ["cfi"], spent
+    balance = _q("Which had more cash on hand, Quillon or Marlow, in 2023?")
+    assert [m.name for m in balance.measures] == ["cash"] and balance.sign == "", balance

@@ -318,6 +318,13 @@ with ``ZH_QUARTER_NUMERALS``; ``{span}`` is the entry of the period's months).""
 WEAK_MEASURE_WORDS = frozenset({"cash", "assets", "liabilities", "equity", "debt", "profit", "earnings", "收入",
                                 "borrowings", "dividends"})
 """Single words that name a measure only when nothing fuller does ("cash" in "cash flow from financing")."""
+CASH_OF: Mapping[str, str] = {"operations": "cfo", "operating": "cfo", "investing": "cfi", "investment": "cfi",
+                              "financing": "cff"}
+""""cash" with one of these words within a few words after it ("burned the most cash in its operations", "cash
+spent on investing") names that cash flow, not the cash balance."""
+BURN = ("burn", "consume", "bleed")
+"""Verbs that ask for a cash flow as an outflow ("burned the most cash in operations": the lowest net cash from
+operating activities)."""
 
 NOT_THE_MEASURE_AFTER = frozenset({"structure", "structures", "instrument", "instruments", "management", "strategy",
                                    "strategies", "covenant", "covenants", "maturity", "maturities", "rating", "ratings",

@@ -109,7 +109,9 @@ MEASURES: tuple[Measure, ...] = (
         ("营业利润",), ("operating profit", "operating income", "ebit"), _IS,
             names=("operating income", "operating profit", "income from operations", "ebit", "营业利润")),
     Measure("interest_expense", "interest expense", ("interest expense", "interest expense net"),
-            ("利息费用",), (), _IS),
+            ("利息费用",), (), _IS,
+            names=("interest expense", "interest costs", "interest cost", "interest charges", "spend on interest",
+                   "spent on interest", "利息费用", "利息支出")),
     Measure("pretax_income", "income before income taxes", (
         "income before income taxes", "income before taxes", "loss before income taxes",
         "income before provision for income taxes", "income loss before income taxes", "pretax income",
