@@ -598,12 +598,16 @@ _MONEY = re.compile(r"(?i)(?:US)?[$€£¥]\s?\d|\d[\d,.]*\s*(?:million|billion|
 def _figure_beside(sentence: str, stems: set[str]) -> bool:
     """A figure of the question's measure word: before it ("420 MW of capacity", "640,000 square feet") or
     after it and a verb or "of" ("capacity of 420 MW", "output was 1.2 TWh") — not of a compound it modifies
-    ("capacity factor was 36.4%")."""
+    ("capacity factor was 36.4%", "$6.6 billion of revenue deferrals")."""
     for stem in stems:
         word = rf"\b{re.escape(stem)}\w*"
-        if re.search(rf"(?i)(?<![\w.])[$€£¥]?\d[\d,]*(?:\.\d+)?\s*(?:[A-Za-z%]+\s+){{0,2}}(?:of\s+)?{word}", sentence) \
-                or re.search(rf"(?i){word}\s+(?:of|was|were|is|are|totaled|totalled|reached|stood at|amounted to)\s+"
-                             r"(?:approximately\s+|about\s+|nearly\s+)?[$€£¥]?\d", sentence):
+        for m in re.finditer(rf"(?i)(?<![\w.])[$€£¥]?\d[\d,]*(?:\.\d+)?\s*(?:[A-Za-z%]+\s+){{0,2}}(?:of\s+)?({word})",
+                             sentence):
+            following = re.match(r"\s+([a-z]+)", sentence[m.end(1):])
+            if following is None or following.group(1) in lx.STOP_WORDS or following.group(1)[:5] in stems:
+                return True
+        if re.search(rf"(?i){word}\s+(?:of|was|were|is|are|totaled|totalled|reached|stood at|amounted to)\s+"
+                     r"(?:approximately\s+|about\s+|nearly\s+)?[$€£¥]?\d", sentence):
             return True
     return False
 
@@ -631,9 +635,7 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
     per chunk, best first; sentences with a figure weigh more when the question asks for one."""
     q = set(tokenize(question))
     naming = _naming(chunks)
-    # the company the question names routed it too: not the answer's words — a name of the documents ("Best Buy"
-    # in BESTBUY_2023_10K); another name ("the Lakeshore Wind Farm") is a thing inside them, asked about
-    naming |= {t for t in question_names(question) if t in naming or any(len(t) >= 3 and t in n for n in naming)}
+    naming |= question_names(question)  # the company the question names routed it too: not the answer's words
     weight = {t: (0.3 if t in naming else 1.0) for t in q}
     low = question.lower()
     for plain, written in lx.SAID_OTHERWISE.items():  # "buy back": filings write "repurchased"

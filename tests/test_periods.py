@@ -181,3 +181,11 @@ def test_a_hyphenated_quarter_is_a_quarter() -> None:
     """"third-quarter 2023 net income" is the third quarter, as "third quarter" is (it was read as the year)."""
     assert _read("What was Orchard Lane's third-quarter 2023 net income?") == [(2023, 3, 3)]
     assert _read("Pelican Bay second-quarter 2022 revenue?") == [(2022, 2, 3)]
+
+
+def test_a_span_written_as_two_dates_is_its_months() -> None:
+    from kb.core.periods import spans_named
+
+    assert spans_named("May 7, 2023 to June 3, 2023: open market purchases 21,876") == {1}
+    assert spans_named("for the period January 1, 2024 through June 30, 2024") == {6}
+    assert spans_named("January 1, 2023 through December 31, 2023") == set()  # a year: no span within one

@@ -220,8 +220,30 @@ def spans_named(text: str) -> set[int]:
     """The spans within a year a text names: 3 ("three months", "the third quarter"), 6, 9 (``lexicon.SPANS``;
     short Latin forms such as "9m" and "h1" only as words of a header, not here)."""
     low = text.lower()
-    return {months for months, words in lx.SPANS.items() if months != 12
-            and any(w in low for w in words if not w.isascii() or len(w) > 3)}
+    named = {months for months, words in lx.SPANS.items() if months != 12
+             and any(w in low for w in words if not w.isascii() or len(w) > 3)}
+    return named | _dated_spans(text)
+
+
+_BETWEEN_DATES = re.compile(r"\s*(?:-|–|—|to|through|thru)\s*$", re.I)
+
+
+def _dated_spans(text: str) -> set[int]:
+    """Spans written as two dates ("May 7, 2023 to June 3, 2023": one month), in whole months under a year."""
+    out: set[int] = set()
+    dates = list(_DATE.finditer(text))
+    for a, b in zip(dates, dates[1:], strict=False):
+        if not _BETWEEN_DATES.match(text[a.end():b.start()]) or not (a.group(2) and b.group(2)):
+            continue
+        try:
+            first = dt.date(int(a.group(3)), lx.MONTHS[a.group(1).lower()], int(a.group(2)))
+            last = dt.date(int(b.group(3)), lx.MONTHS[b.group(1).lower()], int(b.group(2)))
+        except (ValueError, KeyError, TypeError):
+            continue
+        months = round((last - first).days / 30.44)
+        if 0 < months < 12:
+            out.add(months)
+    return out
 
 
 def question_dates(text: str) -> tuple[dt.date, ...]:
