@@ -92,9 +92,7 @@ class MeaningIndex:
 def zh_pairs(text: str) -> frozenset[str]:
     """A Chinese text's pairs of adjacent Han characters (one character alone: itself), after the colloquial
     words are put as statements print them (``kb.core.lexicon.ZH_MEASURE_WORDS``)."""
-    for said, printed in lx.ZH_MEASURE_WORDS.items():
-        text = text.replace(said, printed)
-    return han_pairs(text)
+    return han_pairs(lx.zh_as_printed(text))
 
 
 class ZhNames:

@@ -1100,7 +1100,7 @@ def same_reading(a: Question, b: Question) -> bool:
 
 # ---------------------------------------------------------------------------- what the reading left over
 
-_ZH_NOT_MEASURE = re.compile(rf"(?:百万|千万|亿|万|千|美|港)?元|\d+\s*(?:{'|'.join(lx.ZH_PERIOD_UNITS)})?|[^\u4e00-\u9fff]+|[{lx.ZH_FUNCTION_CHARS}]")
+_ZH_NOT_MEASURE = re.compile(rf"第[一二三四五六七八九十]+|(?:百万|千万|亿|万|千|美|港)?元|\d+\s*(?:{'|'.join(lx.ZH_PERIOD_UNITS)})?|[^\u4e00-\u9fff]+|[{lx.ZH_FUNCTION_CHARS}]")
 """What of a Chinese question names no measure: periods ("2023年"), anything not Han, function characters."""
 _NOT_CUES = frozenset({"ZH_LINE_ITEMS", "EN_LINE_ITEMS", "ZH_PLACES", "LOSS", "MARGIN_WORDS", "WEAK_MEASURE_WORDS",
                        "MEASURE_HEADS", "PROFIT_MEASURES", "NOT_THE_MEASURE_AFTER", "MONTH_NAMES", "FOLLOWUP_OPENERS",
@@ -1128,12 +1128,13 @@ def _cue_words() -> tuple[frozenset[str], tuple[str, ...]]:
 
 def unplaced_words(text: str, companies: Mapping[str, Sequence[str]] = {}) -> list[str]:  # noqa: B006
     """The question's words no company, period, amount or cue word of the lexicon accounts for: what may name a
-    measure in other words ("how much cash did its operations burn" → cash, operations, burn)."""
+    measure in other words ("how much cash did its operations burn" → cash, operations, burn); Chinese words as
+    statements print them ("赚了多少钱" → 净利润: ``kb.core.lexicon.zh_as_printed``)."""
     en, zh = _cue_words()
     r = _Reading.of(text[:1000])
     _companies(r, companies)
     if lx.is_zh(text):
-        rest = r.masked()
+        rest = lx.zh_as_printed(r.masked())  # "赚了多少钱": 净利润
         for cue in zh:
             if len(cue) > 1:  # a one-character cue (到, 占) is left: it is part of a measure's words (收到, 占用)
                 rest = rest.replace(cue, " ")

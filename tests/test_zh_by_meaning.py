@@ -36,6 +36,13 @@ def test_colloquial_chinese_finds_the_printed_line() -> None:
     assert _match("德赛电池去年为还债付出去多少现金？")[0] == "偿还债务支付的现金"
 
 
+def test_colloquial_verbs_name_their_measure() -> None:
+    """"赚了多少钱" asks for the net profit, "研发花了多少" for the R&D expense; "第一季度" leaves nothing behind."""
+    assert _match("德赛电池2024年第一季度赚了多少钱？")[0] == "net_income"
+    assert _match("华胜天成一季度研发花了多少？")[0] == "rd_expense"
+    assert unplaced_words("德赛电池2024年第一季度赚了多少钱？", FIRMS) == ["净利润"]
+
+
 def test_words_near_no_line_find_nothing() -> None:
     for question in ("德赛电池2024年一季度交的税是多少？", "华胜天成的员工满意度如何？", "德赛电池一季度员工工资多少？"):
         assert _match(question)[0] == "", question
@@ -48,7 +55,7 @@ def test_a_line_printed_two_ways_is_no_rival() -> None:
 
 
 def test_a_company_short_name_leaves_no_residue() -> None:
-    assert unplaced_words("洋河股份2023年一季度支付给员工的现金有多少？", {"洋河股份": ()}) == ["支付给员工", "现金有"]
+    assert unplaced_words("洋河股份2023年一季度支付给员工的现金有多少？", {"洋河股份": ()}) == ["支付给职工", "现金有"]
     assert unplaced_words("华友钴业2023年营收多少亿元", {"浙江华友钴业股份有限公司": ()}) == ["营收"]
 
 

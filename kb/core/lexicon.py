@@ -356,11 +356,20 @@ ZH_MEASURE_WORDS: Mapping[str, str] = {
     "员工": "职工", "雇员": "职工", "还债": "偿还债务", "还钱": "偿还债务", "卖货": "销售商品", "卖东西": "销售商品",
     "卖产品": "销售商品", "买东西": "购买商品", "进货": "购买商品", "借钱": "取得借款", "借到": "取得借款", "分红": "分配股利",
     "发股利": "分配股利", "买设备": "购建固定资产", "盖厂房": "购建固定资产", "交税": "税费", "缴税": "税费", "纳税": "税费",
-    "给股东": "分配股利", "花在研发": "研发费用", "搞研发": "研发费用", "欠银行": "借款", "付出去": "支付",
-    "花出去": "支付", "花掉": "支付", "付了": "支付", "赚到": "利润", "挣": "利润",
+    "给股东": "分配股利", "花在研发": "研发费用", "搞研发": "研发费用", "欠银行": "借款", "付出去": "支付", "赚了": "净利润", "赚": "净利润", "花了": "支出", "交了": "支付",
+    "缴纳": "支付",
+    "花出去": "支付", "花掉": "支付", "付了": "支付", "赚到": "净利润", "挣了": "净利润",
 }
 """How people write a statement line's words in Chinese → how CAS statements print them, read before a question's
 leftover words are matched to the printed lines by their characters (``router.meaning``)."""
+
+
+def zh_as_printed(text: str) -> str:
+    """A Chinese text with its colloquial measure words written as statements print them (``ZH_MEASURE_WORDS``,
+    longest first)."""
+    for said in sorted(ZH_MEASURE_WORDS, key=len, reverse=True):
+        text = text.replace(said, ZH_MEASURE_WORDS[said])
+    return text
 ZH_FUNCTION_CHARS = "的是了在和与及或各这那哪些家年度公司"
 """Characters of a Chinese question that never name a measure (the words left over are matched by meaning)."""
 STOP_WORDS = frozenset({"the", "a", "an", "of", "in", "on", "for", "to", "and", "or", "by", "with", "what", "was",
