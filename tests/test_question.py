@@ -545,3 +545,13 @@ def test_cash_with_an_activity_word_is_that_cash_flow_and_burning_it_is_an_outfl
     assert [m.name for m in spent.measures] == ["cfi"], spent
     balance = _q("Which had more cash on hand, Quillon or Marlow, in 2023?")
     assert [m.name for m in balance.measures] == ["cash"] and balance.sign == "", balance
+
+
+def test_sga_is_named_as_analysts_write_it() -> None:
+    which = _q("Which was bigger for Quillon in 2023: R&D or SG&A?")
+    assert (which.operation, which.over, [m.name for m in which.measures]) == (
+        "max", "measures", ["rd_expense", "sga_expense"]), which
+    assert [m.name for m in _q("Rank Harbor Freight, Quillon and Marlow by SG&A in 2023").measures] == ["sga_expense"]
+    from kb.core.vocab import line_concept
+
+    assert line_concept("Research, development and engineering expenses") == "rd_expense"

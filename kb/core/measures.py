@@ -89,12 +89,14 @@ MEASURES: tuple[Measure, ...] = (
         "operating expenses total", "total expenses"), ("营业总成本",), ("operating expenses",), _IS,
             names=("opex", "operating expenses", "operating costs")),
     Measure("rd_expense", "research and development expense", (
-        "research and development", "research and development expenses", "research and development expense"),
+        "research and development", "research and development expenses", "research and development expense",
+        "research development and engineering expenses", "research development and engineering"),
         ("研发费用", "研发支出"), ("r&d",), _IS,
             names=("r&d", "research and development", "研发费用", "研发投入", "研发支出")),
     Measure("sga_expense", "selling, general and administrative expense", (
         "selling general and administrative", "selling general and administrative expenses",
-        "selling general and administrative expense", "sg a"), (), ("sg&a",), _IS),
+        "selling general and administrative expense", "sg a"), (), ("sg&a",), _IS,
+            names=("sg&a", "sga", "sg&a expense", "sg&a expenses", "selling general and administrative")),
     Measure("admin_expense", "general and administrative expense", (
         "general and administrative", "general and administrative expenses", "general and administrative expense",
         "administrative expenses", "administrative"), ("管理费用",), ("administrative expenses",), _IS),
