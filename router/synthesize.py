@@ -595,20 +595,31 @@ _COUNT_ROW = re.compile(r"^([^\d]{1,60}?)(?:\(\d{1,2}\))?\s*((?:[-$(]*\d[\d,.]*\
 _MONEY = re.compile(r"(?i)(?:US)?[$€£¥]\s?\d|\d[\d,.]*\s*(?:million|billion|thousand|bn|万元|亿元|元)")
 
 
+def _plain(word: re.Match[str] | None, stems: set[str]) -> bool:
+    """No word, or a word that leaves the measure what it is: a function word, a generic one ("total"), the
+    question's own."""
+    if word is None:
+        return True
+    w = word.group(1).lower()
+    return w in lx.STOP_WORDS or w in GENERIC or w[:5] in stems
+
+
 def _figure_beside(sentence: str, stems: set[str]) -> bool:
     """A figure of the question's measure word: before it ("420 MW of capacity", "640,000 square feet") or
-    after it and a verb or "of" ("capacity of 420 MW", "output was 1.2 TWh") — not of a compound it modifies
-    ("capacity factor was 36.4%", "$6.6 billion of revenue deferrals")."""
+    after it and a verb or "of" ("capacity of 420 MW", "output was 1.2 TWh") — the word standing alone, not in a
+    compound another word makes ("capacity factor was 36.4%", "$6.6 billion of revenue deferrals", "Deferred
+    revenue was $44.8 million"), and no share of it ("28.8% of revenue")."""
     for stem in stems:
         word = rf"\b{re.escape(stem)}\w*"
         for m in re.finditer(rf"(?i)(?<![\w.])[$€£¥]?\d[\d,]*(?:\.\d+)?\s*(?:[A-Za-z%]+\s+){{0,2}}(?:of\s+)?({word})",
                              sentence):
-            following = re.match(r"\s+([a-z]+)", sentence[m.end(1):])
-            if following is None or following.group(1) in lx.STOP_WORDS or following.group(1)[:5] in stems:
+            share = re.search(r"(?:%|\bpercent)\s*(?:of\s+)?$", sentence[m.start():m.start(1)])  # "28.8% of revenue"
+            if not share and _plain(re.match(r"\s+([A-Za-z][\w&-]*)", sentence[m.end(1):]), stems):
                 return True
-        if re.search(rf"(?i){word}\s+(?:of|was|were|is|are|totaled|totalled|reached|stood at|amounted to)\s+"
-                     r"(?:approximately\s+|about\s+|nearly\s+)?[$€£¥]?\d", sentence):
-            return True
+        for m in re.finditer(rf"(?i)({word})\s+(?:of|was|were|is|are|totaled|totalled|reached|stood at|amounted to)\s+"
+                             r"(?:approximately\s+|about\s+|nearly\s+)?[$€£¥]?\d", sentence):
+            if _plain(re.search(r"([A-Za-z][\w&-]*)\s+$", sentence[:m.start(1)]), stems):
+                return True
     return False
 
 

@@ -409,3 +409,13 @@ def test_a_sentence_two_passages_repeat_is_read_once() -> None:
                         "likelihood of being realized.", "pelican-q1.pdf")]
     answer = extractive_answer("What was Pelican Bay's effective tax rate in the quarter?", chunks)
     assert answer.text.count("effective tax rate was 18%") == 1 and "50%" in answer.text, answer.text
+
+
+def test_a_figure_of_another_measure_in_the_asked_word_s_compound_does_not_lead() -> None:
+    """"Deferred revenue was $44.8 million", "Services revenue was $46.2 million", "28.8% of revenue" and
+    "$6.6 billion of revenue deferrals" are not the revenue asked: the year's revenue sentence leads."""
+    text = ("Deferred revenue was $44.8 million at year end. Services revenue was $46.2 million, up 21.9%. "
+            "We invested $61.8 million in research, 12.4% of revenue. "
+            "Pelican Bay grew revenue 9.1% in 2023 to $497.3 million on stronger harbour volumes.")
+    answer = extractive_answer("What was Pelican Bay's revenue in 2023?", [_chunk(1, text, "pelican-bay-2023.pdf")])
+    assert answer.text.startswith("Pelican Bay grew revenue 9.1% in 2023 to $497.3 million"), answer.text
