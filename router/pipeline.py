@@ -41,7 +41,7 @@ from router.sufficiency import Judgement, judge
 from router.synthesize import check_figures, synthesize
 from router.trace import QueryResult, RetrievalOutcome, build_trace
 from router.types import Oracle, QuestionScope, Request, RoutingResult, ScopePlan
-from router.understood import abstained, disagreement
+from router.understood import abstained, disagreement, uncomputed
 
 log = structlog.get_logger("router.pipeline")
 
@@ -99,6 +99,9 @@ class QueryPipeline:
             answer = check_figures(await synthesize(chat, out.asked or req.query, list(out.evidence), req.history,
                                                     plan=out.plan, facts=out.facts),
                                    strict=self.settings.strict_figures, computed=out.facts.text if out.facts else "")
+        if out.facts is None and answer.mode.startswith("extractive") and out.reading is not None \
+                and (note := uncomputed(out.reading, answer.text)):  # a metric asked, no figure of its kind read
+            answer = msgspec.structs.replace(answer, text=f"{note}\n{answer.text}")
         clock.total()
         usage = chat.usage()
         if self.observe is not None:

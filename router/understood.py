@@ -15,6 +15,7 @@ import msgspec
 import structlog
 
 from kb.core import lexicon as lx
+from kb.core.measures import METRIC_BY_NAME
 from kb.core.periods import DAY_REACH, QUARTER_REACH, quarter_end
 from router.facts import FactsAnswer, FactUsed
 from router.question import SOFT, Question
@@ -175,3 +176,28 @@ def _figure(u: FactUsed) -> str:
     en, zh = lx.SCALE_NAMES.get(u.scale, ("", ""))
     scale = f" {en}" if en else zh
     return f"{u.printed or f'{u.value:,.2f}'}{scale} {u.unit}".strip()
+
+
+_OF_UNIT: Mapping[str, re.Pattern[str]] = {
+    "%": re.compile(r"\d\s?%|\bpercent|百分之"),
+    "x": re.compile(r"(?<![\d$€£¥,.])\d+\.\d+(?![\d,]*\s*(?:%|million|billion|thousand|万|亿|元))|\d\s?(?:x|times)\b|倍"),
+    "days": re.compile(r"\d\s*(?:days?\b|天)"),
+}
+"""A figure of a metric's unit: a percentage, a ratio (a decimal that is no amount, "2.8x"), a number of days."""
+
+
+def uncomputed(q: Question, text: str) -> str:
+    """The sentence a text answer begins with when the question asks a ratio or metric (``q``, understood) the
+    statement figures did not give and the answer's first sentence states no figure of its unit ("Debt to
+    equity?" answered "the current maturities of the Debt were $102,342"): it says the metric was not computed;
+    "" when the lead may state it."""
+    if not q.understood or len(q.measures) != 1 or q.measures[0].kind != "metric":
+        return ""
+    metric = METRIC_BY_NAME.get(q.measures[0].name)
+    kind = _OF_UNIT.get(metric.unit) if metric is not None else None
+    lead = re.split(r"(?<=[.!?。！？])\s|\n", text.strip(), maxsplit=1)[0]
+    if metric is None or kind is None or kind.search(lead):
+        return ""
+    if q.lang == "zh":
+        return f"无法据报表数字算出{next(iter(metric.chinese), metric.label)}；所读段落所载如下。"
+    return f"I could not compute {metric.label} from the statement figures; what the passages read state:"

@@ -555,3 +555,23 @@ def test_sga_is_named_as_analysts_write_it() -> None:
     from kb.core.vocab import line_concept
 
     assert line_concept("Research, development and engineering expenses") == "rd_expense"
+
+
+def test_a_month_written_alone_ends_on_its_last_day_and_a_metric_not_computed_is_said() -> None:
+    """"the June 2023 quarter" ends June 30, 2023 (a report ending July 1 is within a week of it; one ending
+    December 31 is not); a ratio asked that the statements did not give is said, when the text's lead states
+    no figure of its unit."""
+    import datetime as dt
+
+    from router.understood import uncomputed
+
+    (p,) = _q("Quillon's gross margin in the June 2023 quarter?").periods
+    assert (p.year, p.quarter, p.ends) == (2023, 2, dt.date(2023, 6, 30))
+    ratio = _q("What is Quillon's debt to equity at March 31, 2024?")
+    assert uncomputed(ratio, "The current maturities of the debt were $102,342 and $102,309.").startswith(
+        "I could not compute")
+    assert uncomputed(ratio, "Quillon's ratio of liabilities to equity was 1.84 at March 31, 2024.") == ""
+    tax = _q("Harbor Freight's effective tax rate in 2023?")
+    assert uncomputed(tax, "Our effective tax rate was 18% in 2023.") == ""
+    assert uncomputed(tax, "Income taxes paid were $41.2 million.").startswith("I could not compute")
+    assert uncomputed(_q("Harbor Freight's revenue in 2023?"), "Revenue was up.") == ""  # no metric asked

@@ -25,6 +25,7 @@ compact forms written out (``normalize_periods``), period words removed from a t
 
 from __future__ import annotations
 
+import calendar
 import datetime as dt
 import functools
 import re
@@ -97,7 +98,7 @@ class Mention(msgspec.Struct, frozen=True):
     short: bool = False
     """The year is written with two digits ("FY23", "23年", "2Q23")."""
     ends: dt.date | None = None
-    """A date with its day written ("the quarter ended July 29, 2023"): that day."""
+    """A date's day ("the quarter ended July 29, 2023"); a month written alone, its last day ("June 2023")."""
     zh: bool = False
     """Written the Chinese way: a quarter ("第三季度", "三季"), a date ("2023年9月30日"), a Chinese span, a year
     followed by 年 ("2023年")."""
@@ -183,8 +184,8 @@ def _dates(text: str) -> list[Mention]:
         else:
             quarter, months = (month - 1) // 3 + 1, 3
         day = m.group(2) or (re.search(r"(\d{1,2})\s*日", m.group(0)) or [None, None])[1]
-        try:
-            ends = dt.date(year, month, int(day)) if day else None
+        try:  # a month without its day ("the June 2023 quarter"): the month's last day
+            ends = dt.date(year, month, int(day) if day else calendar.monthrange(year, month)[1])
         except ValueError:  # "February 30": no such day
             ends = None
         out.append(Mention("date", m.start(), m.end(), year, quarter, months, ends=ends, zh=bool(m.group(4))))
