@@ -193,6 +193,30 @@ def _measures(r: _Reading, line_items: Sequence[str]) -> list[MeasureRef]:
     return list({ref.name: ref for *_, ref in reversed(found)}.values())[::-1]
 
 
+_OWNER = re.compile(r"\b([A-Z][\w&.-]*(?:\s+[A-Z][\w&.-]*){0,3})['’]s\b")
+
+
+def _unknown_owner(text: str, r: _Reading) -> str:
+    """A name the question writes as an owner ("Pepsico's operating income") that is no company of the
+    collection, no measure and no generic word: the figure asked is of a company the collection does not hold."""
+    for m in _OWNER.finditer(text[: len(r.raw)]):
+        name = m.group(1)
+        words = [w for w in name.lower().split() if w not in _GENERIC and w not in lx.STOP_WORDS]
+        if not words or not r.free(m.start(1), m.end(1)) or any(w.isupper() for w in name.split()) and len(name) <= 6:
+            continue  # a company read, a generic word ("Company's"), an acronym measure ("EBITDA's")
+        return name
+    return ""
+
+
+def _share_of_first(text: str, first: MeasureRef) -> bool:
+    """Is the first measure named the whole a share is taken of ("what percentage of revenue was operating
+    income", "share of total assets held as cash") — not the part ("operating income as a percentage of
+    revenue")?"""
+    phrase = measure_phrase(text, first)
+    return bool(phrase) and re.search(rf"(?i)(?<!as a )(?<!as an )\b(?:percentage|percent|share|proportion|fraction)\s+"
+                                      rf"of\s+(?:(?:the|its|their|total)\s+)?{re.escape(phrase)}", text) is not None
+
+
 def _cash_of(r: _Reading, measures: list[MeasureRef]) -> list[MeasureRef]:
     """"cash" with an activity word within six words after it ("burned the most cash in its operations") is
     that activity's cash flow (``kb.core.lexicon.CASH_OF``), not the cash balance."""
@@ -816,10 +840,13 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
     if len(measures) >= 2 and all(m.kind == "concept" for m in measures[:2]):
         share = r.any(lx.SHARE_OF)
         if share or r.any(lx.RATIO_OF):  # "the ratio of A to B", "A as a % of B", "A占B的比例": one formula
-            measures = [MeasureRef(quotient_name(measures[0].name, measures[1].name, bool(share)), "formula"),
-                        *measures[2:]]
+            num, den = (measures[1], measures[0]) if share and _share_of_first(r.raw, measures[0]) \
+                else (measures[0], measures[1])  # "what percentage of revenue was operating income": B over A
+            measures = [MeasureRef(quotient_name(num.name, den.name, bool(share)), "formula"), *measures[2:]]
     periods, ranged, _ = _periods(r)
     unknown: list[str] = [f"the name '{a}' fits several companies" for a in ambiguous]
+    if companies and not named and (stranger := _unknown_owner(text, r)):
+        unknown.append(f"'{stranger}' names no company of the collection")
     extreme, degree = _extreme(r)
     cues = {k: r.any(v) for k, v in (("rank", lx.RANK), ("compare", lx.COMPARE), ("series", lx.SERIES),
                                        ("change", lx.CHANGE), ("collection", lx.COLLECTION))}

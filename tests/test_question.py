@@ -575,3 +575,12 @@ def test_a_month_written_alone_ends_on_its_last_day_and_a_metric_not_computed_is
     assert uncomputed(tax, "Our effective tax rate was 18% in 2023.") == ""
     assert uncomputed(tax, "Income taxes paid were $41.2 million.").startswith("I could not compute")
     assert uncomputed(_q("Harbor Freight's revenue in 2023?"), "Revenue was up.") == ""  # no metric asked
+
+
+def test_an_owner_the_collection_does_not_hold_is_no_verdict() -> None:
+    """"Pepsico's operating income" over a collection without PepsiCo is not the routed company's."""
+    for text in ("What was Pepsico's operating income in 2022?", "How much cash did Tesla's operations generate in 2023?"):
+        q = _q(text)
+        assert not q.understood and any("names no company" in u for u in q.unknown), (text, q.unknown)
+    for text in ("What was Quillon's operating income in 2022?", "What is the Company's revenue for 2023?"):
+        assert not any("names no company" in u for u in _q(text).unknown), text
