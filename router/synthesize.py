@@ -677,7 +677,8 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
                 df[t] = df.get(t, 0) + 1
     n = max(1, len(sentences))
     kind = asked_kind(question)
-    asked = {t[:5] for t in measure_words(question, naming) if len(t) >= 4 and not lx.is_zh(t)}
+    capitalised = {w.lower() for w in re.findall(r"(?<=\s)[A-Z][\w&-]*", question)}  # names, not the measure
+    asked = {t[:5] for t in measure_words(question, naming) - capitalised if len(t) >= 4 and not lx.is_zh(t)}
     scored = []
     for ci, si, s in sentences:
         toks = set(tokenize(s))

@@ -419,3 +419,12 @@ def test_a_figure_of_another_measure_in_the_asked_word_s_compound_does_not_lead(
             "Pelican Bay grew revenue 9.1% in 2023 to $497.3 million on stronger harbour volumes.")
     answer = extractive_answer("What was Pelican Bay's revenue in 2023?", [_chunk(1, text, "pelican-bay-2023.pdf")])
     assert answer.text.startswith("Pelican Bay grew revenue 9.1% in 2023 to $497.3 million"), answer.text
+
+
+def test_a_name_the_question_capitalises_is_no_measure_word_a_figure_stands_beside() -> None:
+    text = ("Terminal revenue was $310.2 million, up 9.0%, including $12.1 million from Harbor Cold Storage after "
+            "its acquisition. In May we completed the acquisition of Harbor Cold Storage for $88 million in cash.")
+    answer = extractive_answer("How much did Pelican Bay pay for Harbor Cold Storage?",
+                               [_chunk(1, text, "pelican-bay-2023.pdf")])
+    assert answer.text.startswith("In May we completed the acquisition of Harbor Cold Storage for $88 million"), \
+        answer.text
