@@ -814,7 +814,7 @@ def _change_basis(r: _Reading) -> str:
 def _group_asked(r: _Reading) -> bool:
     return bool(r.any(lx.GROUP) or lx.GROUP_COUNT.search(r.raw)
                 or re.match(r"(?i)\s*(?:group|bucket|tier|split|classify|categori[sz]e|label)\b", r.raw)
-                or (len(re.findall(r"(?i)\b(?:who|which)\b", r.raw)) >= 2 and bool(_direction_groups(r))))
+                or (len(re.findall(r"(?i)\b(?:who|which)\b|哪些|哪几家|哪家", r.raw)) >= 2 and bool(_direction_groups(r))))
 
 
 def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[str]] = (),
@@ -833,8 +833,8 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
         measures = [MeasureRef(asked.name, "formula")]
     measures = _cash_of(r, measures)
     loss = any(lx.lemmas(w) & _LOSS_WORDS for _, _, w in r.words) or any(w in r.raw for w in lx.LOSS if lx.is_zh(w))
-    if not measures and loss:
-        measures = [MeasureRef("net_income")]  # "lost the most money", 亏损最多
+    if not measures and (loss or r.any(lx.PROFIT_SIGN)):
+        measures = [MeasureRef("net_income")]  # "lost the most money", 亏损最多, "was it profitable", 是否盈利
     burn = bool(r.any(lx.BURN)) and any(m.name in lx.CASH_OF.values() for m in measures)
     loss = (loss and any(m.name in lx.PROFIT_MEASURES for m in measures)) or burn
     if len(measures) >= 2 and all(m.kind == "concept" for m in measures[:2]):

@@ -584,3 +584,12 @@ def test_an_owner_the_collection_does_not_hold_is_no_verdict() -> None:
         assert not q.understood and any("names no company" in u for u in q.unknown), (text, q.unknown)
     for text in ("What was Quillon's operating income in 2022?", "What is the Company's revenue for 2023?"):
         assert not any("names no company" in u for u in _q(text).unknown), text
+
+
+def test_profit_s_sign_asks_the_net_income_and_two_which_words_group_by_it() -> None:
+    for text in ("Was Quillon profitable in the first quarter of 2024?", "晨光文具2023年是否盈利？"):
+        q = _q(text, FIRMS + ZH_FIRMS)
+        assert (q.operation, [m.name for m in q.measures]) == ("lookup", ["net_income"]), (text, q)
+    for text in ("这几家公司2023年哪些盈利，哪些亏损？", "2023年这三家里哪家营收增长、哪家营收下降？"):
+        q = _q(text, ZH_FIRMS)
+        assert q.operation == "group" and len(q.ranges) == 2, (text, q)

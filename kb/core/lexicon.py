@@ -101,6 +101,8 @@ DIRECTIONS: Mapping[str, tuple[str, ...]] = {
     "negative": ("loss making", "unprofitable", "in the red", "below zero", "negative", "outflow", "亏损", "为负", "负数"),
 }
 """Groups by sign ("profitable vs loss-making", 盈利和亏损), beside groups by direction of change."""
+PROFIT_SIGN = ("profitable", "unprofitable", "profit making", "loss making", "in the black", "in the red", "盈利")
+"""Words of a profit's sign: with no measure named ("was it profitable?", 是否盈利), the net income is asked."""
 OTHER_GROUP = ("other", "others", "unchanged", "no change", "flat", "其他", "其它", "不变", "持平")
 """A stated group for the companies that fit neither direction."""
 SERIES = ("trend", "history", "historical", "historically", "consistent", "stable", "steady", "volatile", "over time", "each year", "every year", "year by year", "evolve",

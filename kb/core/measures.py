@@ -148,7 +148,7 @@ MEASURES: tuple[Measure, ...] = (
         ("净利润",), ("net income", "net profit", "net loss", "profit", "earnings", "bottom line"), (*_IS, "cash_flow"),
             stand_in="net_income_parent",
             names=("net income", "net profit", "net earnings", "bottom line", "net loss", "profit", "earnings",
-                   "lose money", "净利润", "净利")),
+                   "lose money", "profitability", "净利润", "净利")),
     Measure("net_income_parent", "net income attributable to the parent", (),
             ("归属于母公司所有者的净利润", "归属于母公司股东的净利润"), ("attributable to",), _IS,
             names=("net income attributable to shareholders", "net income attributable to the parent", "归母",
