@@ -445,9 +445,11 @@ def per_document_answer(question: str, chunks: Sequence[RetrievedChunk], plan: S
             if (v := value(row)) is not None:
                 figures_read.append((who, v, lambda x, row=row: amount(x, row)))
             picked = [p for p in picked if " ".join(p[2].split()) != " ".join(row.row.line.split())]
-        elif wants_number and (found_amount := sentence_amount([p[2] for p in picked], measure_words(asked, naming))):
+        elif wants_number and (found_amount := sentence_amount(
+                [p[2] for p in picked if not forward_looking(p[2])], measure_words(asked, naming))):  # no plan
             figures_read.append((who, *found_amount))
-            stating = next(i for i, p in enumerate(picked) if sentence_amount([p[2]], measure_words(asked, naming)))
+            stating = next(i for i, p in enumerate(picked)
+                           if not forward_looking(p[2]) and sentence_amount([p[2]], measure_words(asked, naming)))
             picked.insert(0, picked.pop(stating))  # the sentence stating the figure first
         cited = " ".join([*lead, *(f"{readable(s)} [{idx[ci] + 1}]" for ci, _, s in picked)])
         used.update(idx[ci] + 1 for ci, _, _ in picked)
@@ -611,8 +613,8 @@ def _figure_beside(sentence: str, stems: set[str]) -> bool:
     revenue was $44.8 million"), and no share of it ("28.8% of revenue")."""
     for stem in stems:
         word = rf"\b{re.escape(stem)}\w*"
-        for m in re.finditer(rf"(?i)(?<![\w.])[$€£¥]?\d[\d,]*(?:\.\d+)?\s*(?:[A-Za-z%]+\s+){{0,2}}(?:of\s+)?({word})",
-                             sentence):
+        for m in re.finditer(rf"(?i)(?<![\w.])[$€£¥]?(?!(?:19|20)\d\d\b)\d[\d,]*(?:\.\d+)?\s*(?:[A-Za-z%]+\s+){{0,2}}"
+                             rf"(?:of\s+)?({word})", sentence):  # a year is no figure of it ("For 2024 we expect revenue")
             share = re.search(r"(?:%|\bpercent)\s*(?:of\s+)?$", sentence[m.start():m.start(1)])  # "28.8% of revenue"
             if not share and _plain(re.match(r"\s+([A-Za-z][\w&-]*)", sentence[m.end(1):]), stems):
                 return True
