@@ -40,6 +40,7 @@ def test_colloquial_verbs_name_their_measure() -> None:
     """"赚了多少钱" asks for the net profit, "研发花了多少" for the R&D expense; "第一季度" leaves nothing behind."""
     assert _match("德赛电池2024年第一季度赚了多少钱？")[0] == "net_income"
     assert _match("华胜天成一季度研发花了多少？")[0] == "rd_expense"
+    assert _match("德赛电池第一季度交了多少税费？")[0] == "支付的各项税费"  # a long line holding the words asked
     assert unplaced_words("德赛电池2024年第一季度赚了多少钱？", FIRMS) == ["净利润"]
 
 
