@@ -1129,7 +1129,7 @@ def same_reading(a: Question, b: Question) -> bool:
 
 _ZH_NOT_MEASURE = re.compile(rf"第[一二三四五六七八九十]+|(?:百万|千万|亿|万|千|美|港)?元|\d+\s*(?:{'|'.join(lx.ZH_PERIOD_UNITS)})?|[^\u4e00-\u9fff]+|[{lx.ZH_FUNCTION_CHARS}]")
 """What of a Chinese question names no measure: periods ("2023年"), anything not Han, function characters."""
-_NOT_CUES = frozenset({"ZH_LINE_ITEMS", "EN_LINE_ITEMS", "ZH_PLACES", "LOSS", "MARGIN_WORDS", "WEAK_MEASURE_WORDS",
+_NOT_CUES = frozenset({"ZH_LINE_ITEMS", "EN_LINE_ITEMS", "ZH_PLACES", "LOSS", "MARGIN_WORDS", "WEAK_MEASURE_WORDS", "NOT_EXTREMES",
                        "MEASURE_HEADS", "PROFIT_MEASURES", "NOT_THE_MEASURE_AFTER", "MONTH_NAMES", "FOLLOWUP_OPENERS",
                        "FOLLOWUP_ELLIPSIS", "FOLLOWUP_ENTITY", "FOLLOWUP_PERIOD", "FOLLOWUP_MEASURE", "FOLLOWUP_NOT"})
 """Lexicon lists that are no cue words of a single question (the follow-up cues are read by ``router.followup``)."""

@@ -593,3 +593,11 @@ def test_profit_s_sign_asks_the_net_income_and_two_which_words_group_by_it() -> 
     for text in ("这几家公司2023年哪些盈利，哪些亏损？", "2023年这三家里哪家营收增长、哪家营收下降？"):
         q = _q(text, ZH_FIRMS)
         assert q.operation == "group" and len(q.ranges) == 2, (text, q)
+
+
+def test_a_noun_ending_like_a_comparative_beside_a_measure_is_a_modifier() -> None:
+    """"data center revenue", "partner revenue": "center" and "partner" are no comparatives, and no cue words —
+    the segment's revenue may be another measure, so the reading is not sure."""
+    for text in ("What was Quillon's data center revenue in 2023?", "How much partner revenue did Marlow book in 2023?"):
+        q = _q(text)
+        assert q.unsure and not q.understood, (text, q)
