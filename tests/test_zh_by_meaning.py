@@ -44,6 +44,12 @@ def test_colloquial_verbs_name_their_measure() -> None:
     assert unplaced_words("德赛电池2024年第一季度赚了多少钱？", FIRMS) == ["净利润"]
 
 
+def test_who_earned_more_is_an_extreme_of_the_net_profit() -> None:
+    for question, op in (("德赛电池和华胜天成2024年一季度谁赚得多？", "max"), ("德赛电池和华胜天成谁赚得少？", "min")):
+        assert read_question(question, FIRMS).operation == op, question
+        assert _match(question)[0] == "net_income", question
+
+
 def test_words_near_no_line_find_nothing() -> None:
     for question in ("德赛电池2024年一季度交的税是多少？", "华胜天成的员工满意度如何？", "德赛电池一季度员工工资多少？"):
         assert _match(question)[0] == "", question

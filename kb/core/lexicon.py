@@ -74,8 +74,10 @@ IRREGULAR_COMPARATIVE: Mapping[str, str] = {"more": "max", "better": "max", "les
                                             "fewer": "min"}
 ZH_MAX = ("最高", "最大", "最多", "最强", "最好", "最快", "最厉害", "最严重", "居首", "位居榜首")
 ZH_MIN = ("最低", "最小", "最少", "最差", "最弱", "最慢", "垫底")
-ZH_MORE = ("更高", "更大", "更多", "较高", "较多", "哪个多", "哪个高", "哪个大", "谁多", "谁高", "谁大", "多一些", "高一些")
-ZH_LESS = ("更低", "更小", "更少", "较低", "较少", "哪个少", "哪个低", "哪个小", "谁少", "谁低", "少一些", "低一些")
+ZH_MORE = ("更高", "更大", "更多", "较高", "较多", "哪个多", "哪个高", "哪个大", "谁多", "谁高", "谁大", "多一些", "高一些",
+           "得多", "得更多")
+ZH_LESS = ("更低", "更小", "更少", "较低", "较少", "哪个少", "哪个低", "哪个小", "谁少", "谁低", "少一些", "低一些",
+           "得少", "得更少")
 BOUND_PHRASES = ("at least", "at most", "most recent", "most recently", "no less than", "no more than", "not less than",
                  "not more than", "more than", "less than", "the most recent")
 """Phrases whose "most"/"least"/"more"/"less" state a bound or a period, not an extreme."""
@@ -372,7 +374,7 @@ def zh_as_printed(text: str) -> str:
     for said in sorted(ZH_MEASURE_WORDS, key=len, reverse=True):
         text = text.replace(said, ZH_MEASURE_WORDS[said])
     return text
-ZH_FUNCTION_CHARS = "的是了在和与及或各这那哪些家年度公司"
+ZH_FUNCTION_CHARS = "的是了在和与及或各这那哪些家年度公司谁"
 """Characters of a Chinese question that never name a measure (the words left over are matched by meaning)."""
 STOP_WORDS = frozenset({"the", "a", "an", "of", "in", "on", "for", "to", "and", "or", "by", "with", "what", "was",
                         "is", "are", "were", "did", "does", "do", "how", "which", "who", "its", "their", "it", "that",
