@@ -778,8 +778,7 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, q: Question, p
         records = await store.collection_facts(pool, catalog.collection_id, concepts_read, within)
     else:
         flows = [CONCEPT_BY_NAME[c].flow for c in measures if c in CONCEPT_BY_NAME]
-        ids = _reading(plan, catalog, a.operation, a.years, a.quarter, balance=bool(flows) and not any(flows),
-                       ends=a.ends)
+        ids = _reading(plan, catalog, a, balance=bool(flows) and not any(flows))
         if a.operation == "trend" and not plan.scope.entities and len(set(a.years)) >= 2:
             ids = _covering(catalog, a.years, ids)
         if not ids:
@@ -951,13 +950,12 @@ def measure_rows(concept: str, rows: Sequence[_Row], question: str = "") -> list
     return own
 
 
-def _reading(plan: ScopePlan, catalog: Catalog, op: str, years: Sequence[int] = (), quarter: int = 0,
-             balance: bool = False, ends: dt.date | None = None) -> list[int]:
+def _reading(plan: ScopePlan, catalog: Catalog, a: MeasureAsk, balance: bool = False) -> list[int]:
     """The documents whose facts answer: the needed ones — each in place of the same company's report of the
     stated year (and quarter: "2018年9月末" is the third quarter's report, not the first's; and the day, when written:
     the report ending that day) when it is of another one (routing may pick the neighbouring filing); for a change
     over time every report of the company."""
-    ids = list(plan.needed)
+    ids, op, years, quarter, ends = list(plan.needed), a.operation, a.years, a.quarter, a.ends
     if op == "trend":
         return list(dict.fromkeys(x for d in ids for x in (*catalog.company_reports(d), d)))
     if len(set(years)) == 1:
@@ -1076,7 +1074,7 @@ async def _line_answer(pool: asyncpg.Pool, catalog: Catalog, q: Question, plan: 
     the same answer over the needed documents' facts of that printed line — the line the question names among
     the documents' own printed lines (the longest), else the line the reading named."""
     probe = a or MeasureAsk("line", EXECUTED[q.operation or "lookup"], lang=q.lang)
-    ids = _reading(plan, catalog, probe.operation)
+    ids = _reading(plan, catalog, msgspec.structs.replace(probe, years=(), quarter=0, ends=None))  # any report
     if not ids:
         return None
     rows = _rows(await store.document_lines(pool, ids))

@@ -40,7 +40,7 @@ from router.state import Clock, Evidence, QueryState, QueryVectors, Services, ad
 from router.sufficiency import Judgement, judge
 from router.synthesize import check_figures, synthesize
 from router.trace import QueryResult, RetrievalOutcome, build_trace
-from router.types import Oracle, QuestionScope, Request, RoutingResult, ScopePlan
+from router.types import Answer, Oracle, QuestionScope, Request, RoutingResult, ScopePlan
 from router.understood import abstained, disagreement, uncomputed
 
 log = structlog.get_logger("router.pipeline")
@@ -96,12 +96,7 @@ class QueryPipeline:
         admitted, chat, clock = await admit((await self.services()).pool, req), CountingChat(self.chat), Clock()
         req, out = admitted.req, await self.retrieve(admitted, on_event, chat=chat, clock=clock)
         with clock.stage("synthesize"):
-            answer = check_figures(await synthesize(chat, out.asked or req.query, list(out.evidence), req.history,
-                                                    plan=out.plan, facts=out.facts),
-                                   strict=self.settings.strict_figures, computed=out.facts.text if out.facts else "")
-        if out.facts is None and answer.mode.startswith("extractive") and out.reading is not None \
-                and (note := uncomputed(out.reading, answer.text)):  # a metric asked, no figure of its kind read
-            answer = msgspec.structs.replace(answer, text=f"{note}\n{answer.text}")
+            answer = await answer_of(chat, req, out, strict=self.settings.strict_figures)
         clock.total()
         usage = chat.usage()
         if self.observe is not None:
@@ -113,6 +108,19 @@ class QueryPipeline:
                  total_ms=round(clock.ms["total"], 1))
         return QueryResult(answer=answer.text, citations=list(answer.citations), documents=list(out.routing.documents),
                            facts=facts_table(out.facts, answer), not_found=answer.not_found, trace=trace)
+
+
+async def answer_of(chat: ChatModel, req: Request, out: RetrievalOutcome, *, strict: bool) -> Answer:
+    """The one synthesis over the evidence, its figures checked; an offline text answer to a ratio or metric the
+    facts did not give, whose lead states no figure of its unit, begins by saying it was not computed
+    (``router.understood.uncomputed``)."""
+    answer = check_figures(await synthesize(chat, out.asked or req.query, list(out.evidence), req.history,
+                                            plan=out.plan, facts=out.facts),
+                           strict=strict, computed=out.facts.text if out.facts else "")
+    if out.facts is None and answer.mode.startswith("extractive") and out.reading is not None \
+            and (note := uncomputed(out.reading, answer.text)):
+        return msgspec.structs.replace(answer, text=f"{note}\n{answer.text}")
+    return answer
 
 
 class ReplicaPipeline(QueryPipeline):
