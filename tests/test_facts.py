@@ -457,7 +457,10 @@ def test_a_stated_year_reads_the_company_s_report_of_that_year() -> None:
     report of that year (an annual one first), and keeps the routed report when it is of that year."""
     from types import SimpleNamespace
 
-    from router.facts import _reading
+    from router.facts import MeasureAsk, _reading
+
+    def ask(*years: int) -> MeasureAsk:
+        return MeasureAsk("revenue", "lookup", years)
 
     meta = {1: {"fiscal_year": 2021, "doc_type": "10k", "period_end_date": "2021-12-31"},
             2: {"fiscal_year": 2022, "doc_type": "10q"}, 3: {"fiscal_year": 2022, "doc_type": "10k"},
@@ -468,19 +471,19 @@ def test_a_stated_year_reads_the_company_s_report_of_that_year() -> None:
     reports = {1: (3, 2, 1), 2: (3, 2, 1), 3: (3, 2, 1), 4: (4,), 5: (5, 6), 6: (5, 6)}
     catalog = SimpleNamespace(docs=docs, company_reports=lambda d: reports[d])
     plan = SimpleNamespace(needed=(1, 4))
-    assert _reading(plan, catalog, "lookup", (2022,)) == [3, 4]  # type: ignore[arg-type]
-    assert _reading(plan, catalog, "lookup", ()) == [1, 4]  # type: ignore[arg-type]
-    assert _reading(plan, catalog, "lookup", (2021,)) == [1, 4]  # type: ignore[arg-type]  # 4 has no 2021 report
+    assert _reading(plan, catalog, ask(2022)) == [3, 4]  # type: ignore[arg-type]
+    assert _reading(plan, catalog, ask()) == [1, 4]  # type: ignore[arg-type]
+    assert _reading(plan, catalog, ask(2021)) == [1, 4]  # type: ignore[arg-type]  # 4 has no 2021 report
     quarter = SimpleNamespace(needed=(5,))  # "Q2 2023": the routed report ends in 2023; kept
-    assert _reading(quarter, catalog, "lookup", (2023,)) == [5]  # type: ignore[arg-type]
+    assert _reading(quarter, catalog, ask(2023)) == [5]  # type: ignore[arg-type]
     # a balance at the end of fiscal 2022 with no 2022 annual report: the next year's 10-Q prints it; kept
     meta.update({7: {"fiscal_year": 2023, "doc_type": "10q", "period_end_date": "2023-03-31"},
                  8: {"fiscal_year": 2022, "doc_type": "10q", "period_end_date": "2022-09-30"}})
     docs.update({d: SimpleNamespace(metadata=meta[d]) for d in (7, 8)})
     reports.update({7: (7, 8), 8: (7, 8)})
     routed = SimpleNamespace(needed=(7,))
-    assert _reading(routed, catalog, "lookup", (2022,), balance=True) == [7]  # type: ignore[arg-type]
-    assert _reading(routed, catalog, "lookup", (2022,)) == [8]  # type: ignore[arg-type]  # a flow: the year's report
+    assert _reading(routed, catalog, ask(2022), balance=True) == [7]  # type: ignore[arg-type]
+    assert _reading(routed, catalog, ask(2022)) == [8]  # type: ignore[arg-type]  # a flow: the year's report
 
 
 def test_the_headline_says_over_how_many_companies_it_computed() -> None:
