@@ -89,12 +89,6 @@ class MeaningIndex:
         return MeaningMatch(phrase, ref, round(score, 3), name=ref.name)
 
 
-def zh_pairs(text: str) -> frozenset[str]:
-    """A Chinese text's pairs of adjacent Han characters (one character alone: itself), after the colloquial
-    words are put as statements print them (``kb.core.lexicon.ZH_MEASURE_WORDS``)."""
-    return han_pairs(lx.zh_as_printed(text))
-
-
 class ZhNames:
     """Chinese measure names — the measure table's and the collection's own printed lines — matched to a
     question's leftover words by their characters: the idf-weighted Dice of their character pairs. MiniLM reads
@@ -104,7 +98,7 @@ class ZhNames:
     def __init__(self, names: Iterable[tuple[str, MeasureRef]]) -> None:
         self.names: list[tuple[str, MeasureRef, frozenset[str]]] = []
         for name, ref in dict(names).items():
-            if lx.is_zh(name) and (pairs := zh_pairs(name)):
+            if lx.is_zh(name) and (pairs := han_pairs(name)):
                 self.names.append((name, ref, pairs))
         self.df = Counter(p for *_, pairs in self.names for p in pairs)
         self.postings: dict[str, list[int]] = {}
@@ -122,7 +116,7 @@ class ZhNames:
     def match(self, phrase: str) -> MeaningMatch:
         """The measure whose Chinese name or printed line is nearest to ``phrase`` by its characters, if clearly so
         (``MEANING.zh_threshold`` and ``zh_margin`` over the nearest name of another measure)."""
-        asked = zh_pairs(phrase)
+        asked = han_pairs(lx.zh_as_printed(phrase))  # idempotent on words already as printed (unplaced_words)
         if not asked:
             return MeaningMatch(phrase, None, 0.0)
         mass = self._weight(asked)

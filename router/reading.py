@@ -845,7 +845,7 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
             measures = [MeasureRef(quotient_name(num.name, den.name, bool(share)), "formula"), *measures[2:]]
     periods, ranged, _ = _periods(r)
     unknown: list[str] = [f"the name '{a}' fits several companies" for a in ambiguous]
-    if companies and not named and (stranger := _unknown_owner(text, r)):
+    if companies and not named and (stranger := _unknown_owner(rest, r)):  # the text r reads, same offsets
         unknown.append(f"'{stranger}' names no company of the collection")
     extreme, degree = _extreme(r)
     cues = {k: r.any(v) for k, v in (("rank", lx.RANK), ("compare", lx.COMPARE), ("series", lx.SERIES),
