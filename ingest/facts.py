@@ -330,8 +330,9 @@ class _Table:
         if count == 0:
             if re.search(r"[A-Za-z]", stripped) and not re.search(r"\d", stripped):
                 self.context, self.section = stripped, []
-            if re.search(r"(?i)(?:,|\b(?:of|as of|at|and|in|to|for|from|through))$", stripped):
-                self.wrapped = True  # a label running on over lines: what follows continues it
+            if self.periods and re.search(r"(?i)(?:,|\b(?:of|as of|at|and|in|to|for|from|through))$", stripped):
+                self.wrapped = True  # a label running on over lines: what follows continues it ("As of" over the
+                # header's dates, before any row, is the header's first line)
             return
         if self.pending:
             resolved = self._resolve(count)

@@ -576,3 +576,23 @@ def test_an_annual_key_figures_table_dates_its_year_columns() -> None:
     assert got == {("营业收入（元）", "2023-12-31", 12, 900.0), ("营业收入（元）", "2022-12-31", 12, 800.0),
                    ("营业收入（元）", "2021-12-31", 12, 700.0), ("总资产（元）", "2023-12-31", 0, 9000.0),
                    ("总资产（元）", "2022-12-31", 0, 8000.0), ("总资产（元）", "2021-12-31", 0, 7000.0)}, got
+
+
+def test_a_balance_sheet_header_split_over_lines_gives_its_dates() -> None:
+    """"As of" over "March 31, 2024   December 31," over "(unaudited)   2023": one header, two dated columns."""
+    text = "\n".join([
+        "PART I - FINANCIAL INFORMATION", "Item 1. Financial Statements.", "",
+        "KESTREL DRONE WORKS INC. AND SUBSIDIARIES", "CONDENSED CONSOLIDATED BALANCE SHEETS", "",
+        f"{'':60}As of", f"{'':50}March 31, 2024       December 31,", f"{'':50}(unaudited)                  2023", "",
+        "ASSETS", "CURRENT ASSETS:",
+        f"{'Cash':60}$   812,400   $   790,115",
+        f"{'Inventories, net':60}   5,100,200      5,004,030",
+        f"{'Total current assets':60}   5,912,600      5,794,145",
+        f"{'Goodwill':60}   7,402,644      7,402,644",
+        f"{'Total assets':60}$ 13,315,244   $ 13,196,789",
+        f"{'Total liabilities':60}   4,100,000      3,900,000",
+    ])
+    facts = _facts(text, period_end="2024-03-31", doc_type="10q")
+    assert _get(facts, "total_assets", "2024-03-31") == [13_315_244]
+    assert _get(facts, "total_assets", "2023-12-31") == [13_196_789]
+    assert _get(facts, "cash", "2023-12-31") == [790_115]
