@@ -115,7 +115,8 @@ async def answer_of(chat: ChatModel, req: Request, out: RetrievalOutcome, *, str
     facts did not give, whose lead states no figure of its unit, begins by saying it was not computed
     (``router.understood.uncomputed``)."""
     answer = check_figures(await synthesize(chat, out.asked or req.query, list(out.evidence), req.history,
-                                            plan=out.plan, facts=out.facts),
+                                            plan=out.plan, facts=out.facts,
+                                            concept=out.reading.concept if out.reading is not None else ""),
                            strict=strict, computed=out.facts.text if out.facts else "")
     if out.facts is None and answer.mode.startswith("extractive") and out.reading is not None \
             and (note := uncomputed(out.reading, answer.text)):

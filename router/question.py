@@ -118,3 +118,10 @@ class Question(msgspec.Struct, frozen=True):
         """What was not understood that neither the executor nor matching by meaning may still settle."""
         soft = {*SOFT, *(unsure_of(p, m) for p, m in self.unsure)}
         return tuple(u for u in self.unknown if u not in soft)
+
+    @property
+    def concept(self) -> str:
+        """The one measure-table row asked for ("How much cash did Helios generate from operations": cfo), the
+        measure a text answer looks for; "" when it asks for none, several, a printed line or a formula."""
+        concepts = {m.name for m in self.measures if m.kind == "concept"}
+        return next(iter(concepts)) if len(concepts) == 1 and len(self.measures) == 1 else ""

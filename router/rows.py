@@ -24,6 +24,12 @@ _YEAR = re.compile(r"\b((?:19|20)\d{2})\b")
 _SCALE = re.compile(r"\bin\s+(thousands|millions|billions)\b|\b(thousands|millions|billions) of (?:u\.s\. )?dollars\b"
                     r"|\(\s*(?:\$|dollars|usd|us\$)?\s*(thousands?|millions?|billions?)\b"
                     r"|单位\s*[:：]\s*(?:人民币)?(万元|亿元|千元|元)", re.I)
+_EXCEPT = re.compile(r"(?i)\bexcept\s+(?:for\s+)?([^)]{3,60})")
+_EXCEPT_GENERIC = frozenset(tokenize("per share shares data amount amounts figures and or where noted otherwise "
+                                     "indicated as stated information"))
+"""Words of a scale's "except" clause that name no rows of their own ("except per-share data": the per-share
+rule covers those)."""
+_NOTE_MARK = re.compile(r"\(\d{1,2}\)|\[\d{1,2}\]")
 _SCALE_WORD = {"thousands": "thousand", "millions": "million", "billions": "billion"}  # and the singular as is
 # words of a question that ask how, not what: they never name the measure
 _ASKING = frozenset(tokenize(
@@ -96,7 +102,7 @@ def _headers(line: str) -> tuple[str, ...]:
 
 _CHANGE_HEADER = re.compile(r"(?i)%?\s*(?:change|chg\.?|variance|growth|increase|y/y|yoy)(?:\s*%|\s*\(%\))?|增减|变动")
 _PER_SHARE = re.compile(r"(?i)^(?!.*(?:weighted|shares used|number of shares|shares outstanding|股数))"
-                        r".*(?:\bper (?:common |diluted |basic )?share\b|\beps\b|每股)")
+                        r".*(?:\bper (?:[\w.-]+ ){0,2}share\b|\beps\b|每股)")  # "per 3M common share"
 """A row whose figures are per share: a table's "in millions" does not apply to it."""
 
 
@@ -106,10 +112,12 @@ def rows_of(text: str) -> list[Row]:
     scale, currency = "", "$" in text or "dollar" in text.lower()
     out: list[Row] = []
     header: tuple[str, ...] = ()
+    exempt: set[str] = set()  # "(Amounts in millions, except unit counts)": rows of unit counts keep their unit
     for line in lines:
         if m := _SCALE.search(line):
             word = next(g for g in m.groups() if g)
             scale = _SCALE_WORD.get(word.lower(), word.lower() if word.isascii() else word)
+            exempt = set(tokenize(e.group(1))) - _EXCEPT_GENERIC if (e := _EXCEPT.search(line)) else set()
         h = _headers(line)
         if h and (not re.search(r"\d", _YEAR.sub(" ", DATE_RE.sub(" ", line))) or "|" in line and _split_row(line) is None):
             header = h
@@ -121,7 +129,9 @@ def rows_of(text: str) -> list[Row]:
             continue
         label, cells = split
         heads = header if len(header) == len(cells) else ()
-        out.append(Row(label=label, cells=cells, headers=heads, scale=scale, currency=currency, line=line.strip()))
+        own = bool(exempt & set(tokenize(_NOTE_MARK.sub("", label))))  # a row the scale's "except" names
+        out.append(Row(label=label, cells=cells, headers=heads, scale="" if own else scale,
+                       currency=currency and not own, line=line.strip()))
     return out
 
 
@@ -166,12 +176,13 @@ class RowMatch:
     score: float
 
 
-def best_row(question: str, texts: Sequence[str], naming: set[str]) -> RowMatch | None:
+def best_row(question: str, texts: Sequence[str], naming: set[str], *, concept: str = "") -> RowMatch | None:
     """The row of the evidence that states the asked measure (its label's words are the question's, or it
-    prints the asked vocabulary concept), in the asked period's column when the header says which."""
+    prints the asked vocabulary concept: ``concept`` when known, else the one the question's words name), in
+    the asked period's column when the header says which."""
     words = measure_words(question, naming)
     asked = set(tokenize(question))
-    concept = question_concept(question)
+    concept = concept or question_concept(question)
     if not words and not concept:
         return None
     years = question_years(question)
@@ -214,17 +225,30 @@ def best_row(question: str, texts: Sequence[str], naming: set[str]) -> RowMatch 
     return best
 
 
+def row_of_sentence(sentence: str, text: str, question: str) -> RowMatch | None:
+    """The table row a lead sentence is ("Unit counts at period end 11,501 11,361 11,718"), in the asked year's
+    column, when its table prints a period over each figure; else None."""
+    said = " ".join(_NOTE_MARK.sub("", sentence).split())
+    years = question_years(question)
+    for row in rows_of(text):
+        if row.headers and " ".join(_NOTE_MARK.sub("", row.line).split()) == said:
+            column = next((i for i, h in enumerate(row.headers) if any(str(y) in h for y in years)), 0)
+            return RowMatch(chunk=0, row=row, column=column, score=0.0)
+    return None
+
+
 def render(match: RowMatch) -> str:
     """"Net sales, 2018: $32,765 million (2017: $30,109 million)" — the label, the column's period, the figure with
     its unit, then the other periods the row prints (at most two); a row
     whose header was not found keeps all its figures as printed ("Widgets shipped: 1,200, 900")."""
     row = match.row
+    label = _NOTE_MARK.sub("", row.label).strip()  # "Unit counts at period end(1)": the note mark is no name
     if not row.headers:
-        return f"{row.label}: " + ", ".join(_figure(row, i) for i in range(len(row.cells)))
+        return f"{label}: " + ", ".join(_figure(row, i) for i in range(len(row.cells)))
     others = [f"{row.headers[i]}: {_figure(row, i)}" for i in range(len(row.cells))
               if i != match.column and _YEAR.search(row.headers[i])][:2]  # the periods beside it, for comparison
     beside = f" ({'; '.join(others)})" if others else ""
-    return f"{row.label}, {row.headers[match.column]}: {_figure(row, match.column)}{beside}"
+    return f"{label}, {row.headers[match.column]}: {_figure(row, match.column)}{beside}"
 
 
 _NOT_A_FIGURE = re.compile(r"(?i)n/?m|n\.?m\.?|n/?a|n\.a\.|nil|—|–|-|\*")

@@ -18,6 +18,7 @@ from kb.core.text import Figure, figures, same_figure, split_sentences, tokenize
 from kb.core.vocab import line_concept, question_concept
 from router.events import asked_event, event_answer
 from router.facts import FactsAnswer
+from router.members import asked_members, counted_members
 from router.prompts import (
     NOT_STATED,
     SYNTHESIS_PURPOSE,
@@ -35,6 +36,7 @@ from router.rows import (
     names_a_span,
     question_names,
     render,
+    row_of_sentence,
     value,
 )
 from router.scope import evidence_found
@@ -48,6 +50,9 @@ _NUMBER = re.compile(r"\$?\d[\d,]*(?:\.\d+)?%?")
 _WANTS_NUMBER = re.compile(r"\b(how much|how many|what (?:was|is|were)|amount|total|percent|rate|ratio)\b", re.I)
 _COMPARES_FIGURES = re.compile(r"\b(compare[ds]?|change[ds]?|trend(?:ed|s)?|grow(?:th)?|increase[ds]?|decrease[ds]?)\b",
                                re.I)
+_PART_TOKENS = frozenset(t for w in lx.PART_WORDS for t in tokenize(w))
+_GLUED_NOTE = re.compile(r"(?<=[^\W\d_])\(\d{1,2}\)|(?<=[^\W\d_])\[\d{1,2}\]")
+"""A footnote mark glued to a word ("period end(1)")."""
 _SENTENCE_YEAR = re.compile(r"(?<!\d)((?:19|20)\d{2})(?!\d)")
 _MONTH_DAY = re.compile(rf"(?i)\b(?:{'|'.join(lx.MONTHS)})\.?\s+\d{{1,2}}\b")  # "January 31": a date, no figure
 _PROSE_WORD = re.compile(r"\b[^\W\d_]{3,}\b|[\u4e00-\u9fff]{2,}")
@@ -81,7 +86,7 @@ def _missing_note(plan: ScopePlan | None, w: Words = EN) -> str:
     return " ".join(w.no_document_about.format(name=m) for m in plan.scope.missing)
 
 
-def _offline(question: str, chunks: Sequence[RetrievedChunk], plan: ScopePlan | None) -> Answer:
+def _offline(question: str, chunks: Sequence[RetrievedChunk], plan: ScopePlan | None, concept: str = "") -> Answer:
     if plan is not None and plan.scope.kind != "single":
         if (event := asked_event(question)) is not None:  # "which companies made an acquisition"
             return event_answer(question, event, chunks, plan)
@@ -89,7 +94,7 @@ def _offline(question: str, chunks: Sequence[RetrievedChunk], plan: ScopePlan | 
     if plan is not None and any(w in question.lower() for w in lx.WHICH_ONE) \
             and (event := asked_event(question)) is not None:  # "which company had a product recall"
         return event_answer(question, event, chunks, plan)
-    ans = extractive_answer(question, chunks)
+    ans = extractive_answer(question, chunks, concept=concept)
     missing = _missing_note(plan)
     return msgspec.structs.replace(ans, text=f"{missing}\n{ans.text}") if missing else ans
 
@@ -124,19 +129,20 @@ def in_reading_order(answer: Answer) -> Answer:
 
 async def synthesize(chat: ChatModel, question: str, chunks: Sequence[RetrievedChunk],
                      history: Sequence[Turn] = (), *, plan: ScopePlan | None = None,
-                     facts: FactsAnswer | None = None) -> Answer:
+                     facts: FactsAnswer | None = None, concept: str = "") -> Answer:
     """LLM answer with [n] markers mapped to citations; extractive when offline or on failure. Markers are
     numbered in reading order (``in_reading_order``).
 
     A multi-document ``plan`` asks for the answer per document, then the comparison; a named entity that no
     document mentions is said to be missing instead of being answered from the others. With ``facts`` (a
     vocabulary measure computed from stored statement facts, ``router.facts``) the offline answer leads with
-    the computed figures; an LLM gets the fact rows and the computed result as its first evidence.
+    the computed figures; an LLM gets the fact rows and the computed result as its first evidence. ``concept``:
+    the measure the typed question asks for (``Question.concept``), which a text answer looks for.
     """
     if facts is not None:
         answer = await _facts_answer(chat, question, chunks, history, plan, facts)
     else:
-        answer = await _answer(chat, question, chunks, history, plan)
+        answer = await _answer(chat, question, chunks, history, plan, concept)
     return in_reading_order(answer)
 
 
@@ -230,7 +236,7 @@ def _looked_at(question: str, chunks: Sequence[RetrievedChunk], doc_ids: Sequenc
 
 
 async def _answer(chat: ChatModel, question: str, chunks: Sequence[RetrievedChunk], history: Sequence[Turn],
-                  plan: ScopePlan | None) -> Answer:
+                  plan: ScopePlan | None, concept: str = "") -> Answer:
     w = words(question)
     missing = _missing_note(plan, w)
     if missing and plan is not None and plan.scope.kind == "single" and not plan.scope.entities:
@@ -239,7 +245,7 @@ async def _answer(chat: ChatModel, question: str, chunks: Sequence[RetrievedChun
     if not chunks:
         return Answer(text=(missing + " " if missing else "") + w.nothing_found, citations=(), mode="none")
     if chat.offline:
-        return _offline(question, chunks, plan)
+        return _offline(question, chunks, plan, concept)
     if plan is not None and plan.scope.kind != "single":
         prompt = _multi_prompt(question, chunks, plan, history)
     else:
@@ -248,13 +254,13 @@ async def _answer(chat: ChatModel, question: str, chunks: Sequence[RetrievedChun
         res = await chat.complete_text(purpose=SYNTHESIS_PURPOSE, system=SYNTHESIS_SYSTEM, prompt=prompt)
     except LLMError as exc:
         log.warning("router.synthesis_llm_failed", error=str(exc))
-        ans = _offline(question, chunks, plan)
+        ans = _offline(question, chunks, plan, concept)
         return Answer(text=ans.text, citations=ans.citations, mode="extractive_fallback", llm_calls=1)
     text = res.text.strip()
     used = sorted({int(m) for m in _MARKER.findall(text) if 1 <= int(m) <= len(chunks)})
     if not used:  # an answer citing none of the evidence (or a garbled reply) is not handed out as one
         log.warning("router.synthesis_uncited", chars=len(text))
-        ans = _offline(question, chunks, plan)
+        ans = _offline(question, chunks, plan, concept)
         return Answer(text=ans.text, citations=ans.citations, mode="extractive_fallback", llm_calls=1)
     cites = tuple(_citation(i, chunks[i - 1]) for i in used)
     not_found = "the model found it not stated in the evidence" if NOT_STATED in text.lower()[:200] else ""
@@ -262,16 +268,18 @@ async def _answer(chat: ChatModel, question: str, chunks: Sequence[RetrievedChun
                   not_found=not_found)
 
 
-def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sentences: int = 3) -> Answer:
+def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sentences: int = 3, *,
+                      concept: str = "") -> Answer:
     """The answer first, then at most two supporting sentences, each cited ([n] = evidence block): the table row
     that states the asked measure for the asked period, read out (``router.rows``), else the best sentence;
-    "not stated" when the question asks for a vocabulary measure that no evidence row or sentence states."""
+    "not stated" when the question asks for a vocabulary measure that no evidence row or sentence states.
+    ``concept``: the measure of the typed question; else the one the question's words name."""
     w = words(question)
     naming = _naming(chunks)
-    concept = question_concept(question)
-    row = best_row(question, [c.text for c in chunks], naming) \
+    concept = concept if concept in CONCEPT_BY_NAME else question_concept(question)
+    row = best_row(question, [c.text for c in chunks], naming, concept=concept) \
         if concept or _WANTS_NUMBER.search(question) else None
-    picked = best_sentences(question, chunks, max_sentences + 1)
+    picked = best_sentences(question, chunks, max_sentences + 1, concept=concept)
     if concept and not _states(concept, chunks, row):
         return _not_stated(question, chunks, _concept_name(concept, question, w), w)
     if not concept and row is None and _WANTS_NUMBER.search(question) and (asked := _unmentioned(question, chunks)):
@@ -279,7 +287,15 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
     if not picked and row is None:
         return Answer(text=w.closest.format(text=readable(chunks[0].text[:300])),
                       citations=(_citation(1, chunks[0]),), mode="extractive")
-    if row is not None:
+    quote = ""  # the lead as the evidence prints it
+    also: tuple[int, int, str] | None = None  # the sentence answering a second thing asked
+    members = counted_members(noun, chunks) if row is None and (noun := asked_members(question)) else None
+    if members is not None:  # "What segments does it report?": the sentence counting them, and their names
+        lead, lead_ci = members.sentence, members.chunk
+        if members.names:
+            lead = f"{lead.rstrip('.')}: {', '.join(members.names)}."
+        picked = [p for p in picked if " ".join(p[2].split()) != members.sentence]
+    elif row is not None:
         lead, lead_ci = render(row), row.chunk
         if _COMPARES_FIGURES.search(question) and (change := change_of(row, question)):
             lead = f"{lead}: {change}"  # "by how much did revenue grow from 2022 to 2023"
@@ -318,17 +334,39 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
                 return _not_stated(question, chunks, _concept_name(concept, question, w) if concept else
                                    (_unmentioned(question, chunks) or w.figure_asked), w)
             prose = [i for i in prose if i in stating] + stating
+            if concept:  # the measure asked, named: a sentence naming it leads over one stating another figure
+                prose = [i for i in prose if _names_concept(picked[i][2], concept)] + prose
         (lead_ci, lead_si, lead) = picked.pop(prose[0] if prose else 0)
         lead = _completed(lead, chunks[lead_ci], lead_si)
+        quote = lead
+        if (as_row := row_of_sentence(lead, chunks[lead_ci].text, question)) is not None:
+            lead = render(as_row)  # a table row read with its column headers
+        if (also := _second_answer(question, chunks, quote)) is not None:
+            picked = [p for p in picked if p[2] != also[2]]
     support = picked[: max_sentences - 1]
     text = f"{readable(lead)} [{lead_ci + 1}]"
-    if support:
-        text += f"\n{w.supporting}\n" + "\n".join(f"- {readable(s)} [{ci + 1}]" for ci, _, s in support)
+    if also is not None:  # the second thing asked, in the lead too
+        text += f" {readable(also[2])} [{also[0] + 1}]"
+        support = [also, *support]  # quoted in its citation
+    if support[1 if also is not None else 0:]:
+        text += f"\n{w.supporting}\n" + "\n".join(f"- {readable(s)} [{ci + 1}]"
+                                                for ci, _, s in support[1 if also is not None else 0:])
     markers = sorted({lead_ci + 1, *(ci + 1 for ci, _, _ in support)})
-    lead_quote = row.row.line if row is not None else lead
+    lead_quote = row.row.line if row is not None else members.sentence if members is not None else quote
     return Answer(text=text, citations=tuple(
         _citation(i, chunks[i - 1], _quotes(support, i - 1, *([lead_quote] if i - 1 == lead_ci else [])))
         for i in markers), mode="extractive")
+
+
+def _second_answer(question: str, chunks: Sequence[RetrievedChunk], lead: str) -> tuple[int, int, str] | None:
+    """The best sentence stating a figure for the second thing a question asks ("…, and how much severance did
+    it book?", ``lexicon.SECOND_ASK``), when it is not the lead; None when one thing is asked."""
+    m = lx.SECOND_ASK.search(question)
+    if m is None or not _WANTS_NUMBER.search(question):
+        return None
+    part = question[m.start(1):]
+    return next(((ci, si, s) for ci, si, s in best_sentences(part, chunks, 3)
+                 if " ".join(s.split()) != " ".join(lead.split()) and _states_figure(s)), None)
 
 
 def _completed(sentence: str, chunk: RetrievedChunk, index: int) -> str:
@@ -347,17 +385,18 @@ def _states(concept: str, chunks: Sequence[RetrievedChunk], row: RowMatch | None
     it with a number."""
     if row is not None and (line_concept(row.row.label) == concept or row.score >= 2):
         return True
-    spec = CONCEPT_BY_NAME.get(concept)
-    if spec is None:
+    if concept not in CONCEPT_BY_NAME:
         return True
-    names = [n for n in {spec.label.lower(), *spec.printed, *spec.asked} if len(n) > 3]
-    for c in chunks:
-        for s in split_sentences(c.text):
-            low = " ".join(s.lower().split())
-            if any(ch.isdigit() for ch in low) and (any(n in low for n in names)
-                                                    or any(z in s for z in spec.chinese)):
-                return True
-    return False
+    return any(any(ch.isdigit() for ch in s) and _names_concept(s, concept)
+               for c in chunks for s in split_sentences(c.text))
+
+
+def _names_concept(sentence: str, concept: str) -> bool:
+    """Whether a sentence names the vocabulary measure by one of its names (English or Chinese)."""
+    spec = CONCEPT_BY_NAME[concept]
+    low = " ".join(sentence.lower().split())
+    return any(n in low for n in {spec.label.lower(), *spec.printed, *spec.asked} if len(n) > 3) \
+        or any(z in sentence for z in spec.chinese)
 
 
 def _concept_name(concept: str, question: str, w: Words) -> str:
@@ -538,9 +577,23 @@ def readable(text: str) -> str:
 
 
 def _of_other_years(sentence: str, asked: set[int]) -> bool:
-    """A sentence naming years, none of them asked (nor the one after, whose report restates it)."""
-    said = {int(y) for y in _SENTENCE_YEAR.findall(sentence)}
+    """A sentence naming years, none of them asked (nor the one after, whose report restates it); a year of
+    reference ("since 2019", ``lexicon.SINCE``) is no period the sentence is about."""
+    said = {int(m.group(1)) for m in _SENTENCE_YEAR.finditer(sentence) if not _reference_year(sentence, m)}
     return bool(asked and said and not said & (asked | {y + 1 for y in asked}))
+
+
+def _above(text: str, sentence: str, reach: int = 240) -> set[str]:
+    """The words printed just above a sentence in its passage (a table's title: "Walmart U.S. Segment")."""
+    at = text.find(sentence.split("\n")[0][:40])
+    return set(tokenize(text[max(0, at - reach):at])) if at > 0 else set()
+
+
+def _reference_year(sentence: str, m: re.Match[str]) -> bool:
+    """A year written as a point of reference: "since 2019", "2019年以来"."""
+    before = sentence[max(0, m.start() - 16):m.start()].lower().split()
+    after = sentence[m.end():m.end() + 4]
+    return bool(before and before[-1] in lx.SINCE) or any(after.lstrip("年").startswith(w) for w in lx.SINCE_AFTER)
 
 
 def _states_figure(sentence: str) -> bool:
@@ -643,9 +696,10 @@ def asked_kind(question: str) -> AskedKind | None:
 
 
 def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentences: int = 4, *,
-                   wants_number: bool | None = None) -> list[tuple[int, int, str]]:
+                   wants_number: bool | None = None, concept: str = "") -> list[tuple[int, int, str]]:
     """(chunk index, sentence index, sentence) of the best evidence sentences for the question, at most two
-    per chunk, best first; sentences with a figure weigh more when the question asks for one."""
+    per chunk, best first; sentences with a figure weigh more when the question asks for one. ``concept``: the
+    asked measure when known (else the one the question's words name), whose printed names count too."""
     q = set(tokenize(question))
     naming = _naming(chunks)
     naming |= question_names(question)  # the company the question names routed it too: not the answer's words
@@ -656,7 +710,8 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
             for t in set(tokenize(" ".join(written))) - q:
                 weight[t] = 0.5
                 q.add(t)
-    if (concept := question_concept(question)) and not lx.is_zh(question):
+    concept = concept if concept in CONCEPT_BY_NAME else question_concept(question)
+    if concept and not lx.is_zh(question):
         # the measure as statements write it ("EPS": diluted earnings per share), at half the question's weight
         for t in set(tokenize(CONCEPT_BY_NAME[concept].label)) - q:
             weight[t] = 0.5
@@ -670,6 +725,7 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
         body = _HEADING_LINE.sub("", c.text)
         prev: set[str] = set()
         for si, s in enumerate(split_sentences(body)):
+            s = _GLUED_NOTE.sub("", s)  # "Unit counts at period end(1) 11,501": the note mark is no figure
             before[(ci, si)], prev = prev, set(tokenize(s))
             # Chinese has no spaces; a short table row ("2024 1,097 862") counts when it prints figures
             if len(s) < 12 or (len(s.split()) < 4 and not _CJK_RUN.search(s) and len(_NUMBER.findall(s)) < 3):
@@ -678,6 +734,8 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
             for t in set(tokenize(s)):
                 df[t] = df.get(t, 0) + 1
     n = max(1, len(sentences))
+    whole = any(re.search(rf"(?<!\w){re.escape(x)}(?!\w)", low) for x in lx.WHOLE_ASKED) \
+        and not any(p in low for p in lx.PART_WORDS)  # "in total", and no segment asked
     kind = asked_kind(question)
     capitalised = {w.lower() for w in re.findall(r"(?<=\s)[A-Z][\w&-]*", question)}  # names, not the measure
     asked = {t[:5] for t in measure_words(question, naming) - capitalised if len(t) >= 4 and not lx.is_zh(t)}
@@ -694,6 +752,8 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
         if wants_number and any(n not in question for n in _NUMBER.findall(s)):
             score *= 1.4  # a figure the question does not already contain
         score *= 1.0 + 0.5 / (1 + ci)  # better-ranked evidence first: retrieval already weighed the chunk
+        if whole and (toks | before[(ci, si)] | _above(chunks[ci].text, s)) & _PART_TOKENS:
+            score *= 0.5  # the whole asked: a segment's figure (its table headed "Walmart U.S. Segment") is a part
         if wants_number and asked and _figure_beside(s, asked):
             score *= 3.0  # "420 MW of capacity": a figure of the asked word (as a count of the thing asked, stated
             # by the asked word: 2 × 1.5), not only a sentence sharing it

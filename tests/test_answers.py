@@ -429,3 +429,80 @@ def test_a_name_the_question_capitalises_is_no_measure_word_a_figure_stands_besi
                                [_chunk(1, text, "pelican-bay-2023.pdf")])
     assert answer.text.startswith("In May we completed the acquisition of Harbor Cold Storage for $88 million"), \
         answer.text
+
+
+def test_the_typed_measure_leads_over_another_figure_and_a_year_of_reference_is_no_period() -> None:
+    """The measure the typed question reads ("generate from operations": cfo) names the lead sentence; "since
+    2019" does not make a sentence one about 2019."""
+    from router.reading import read_question
+
+    assert read_question("How much cash did Pelican Bay generate from operations in 2024?").concept == "cfo"
+    text = ("Cash decreased because of the Harbor acquisition and capital expenditures of $41.2 million, mostly "
+            "for the new mill. Cash provided by operating activities was $14.9 million, the first positive year "
+            "since 2018. Inventories fell to $63.0 million.")
+    chunk = _chunk(1, text, "pelican.md")
+    answer = extractive_answer("How much cash did Pelican Bay generate from operations in 2024?", [chunk],
+                               concept="cfo")
+    assert answer.text.startswith("Cash provided by operating activities was $14.9 million"), answer.text
+    free = _chunk(1, "Free cash flow reached $30.1 million in the year, the highest since 2015. The board met "
+                     "eleven times.", "orchard.md")
+    answer = extractive_answer("What was Orchard Lane's free cash flow in 2024?", [free])
+    assert answer.text.startswith("Free cash flow reached $30.1 million"), answer.text
+
+
+def test_a_question_for_the_members_of_a_list_is_answered_with_their_names() -> None:
+    text = ("Segment results\nWe report four segments. Corporate costs were $12.5 million in 2024.\nPulp\n"
+            "Pulp revenue was $310.2 million.\nPackaging Board\nPackaging Board revenue was $205.0 million.\n"
+            "Tissue\nTissue revenue rose 4% to $98.1 million, helped by new lines in\nOhio and Kentucky\n"
+            "and lower costs.\nRecycling Services\nRecycling Services earned $41.7 million.")
+    chunk = _chunk(1, text, "pelican.pdf")
+    answer = extractive_answer("What segments does Pelican Bay report?", [chunk])
+    assert answer.text.startswith("We report four segments: Pulp, Packaging Board, Tissue, Recycling Services."), \
+        answer.text
+    two = _chunk(1, "Orchard Lane has two reportable segments, Groceries and Pharmacy, each with its own "
+                    "manager. Segment profit excludes $8.1 million of corporate costs.", "orchard.md")
+    answer = extractive_answer("Which reportable segments does Orchard Lane have?", [two])
+    assert answer.text.startswith("Orchard Lane has two reportable segments, Groceries and Pharmacy"), answer.text
+
+
+def test_a_scale_applies_only_to_the_rows_it_covers() -> None:
+    """"in millions, except per share amounts" / "except unit counts": those rows keep their own unit."""
+    table = ("(Dollars in millions, except per share amounts) 2024 2023 2022\n"
+             "Net sales $ 4,210 $ 3,980 $ 3,702\n"
+             "Cash dividends paid per Acme common share 2.40 2.20 2.00\n"
+             "Store counts at period end(1) 1,204 1,187 1,150")
+    chunk = _chunk(1, table, "acme.pdf")
+    answer = extractive_answer("What dividend per share did Acme pay in 2024?", [chunk],
+                               concept="dividends_per_share")
+    assert answer.text.startswith("Cash dividends paid per Acme common share, 2024: $2.40 per share"), answer.text
+    rows = {r.label: r for r in rows_of(table.replace("per share amounts", "per share amounts and unit counts"))}
+    store = rows["Store counts at period end(1)"]
+    assert store.scale == "" and not store.currency
+    assert rows["Net sales"].scale == "million"
+
+
+def test_the_whole_asked_is_not_answered_with_a_segment_and_a_row_keeps_its_columns() -> None:
+    us = _chunk(1, "Orchard Lane U.S. Segment\nFiscal Years Ended January 31,\n(Amounts in millions, except unit "
+                   "counts) 2024 2023\nStore counts at period end 2,310 2,295\nNet sales $ 41,200 $ 39,870", "o.pdf")
+    total = _chunk(2, "Consolidated Results of Operations\nFiscal Years Ended January 31,\n(Amounts in millions, "
+                      "except unit counts) 2024 2023\nTotal revenues $ 60,100 $ 58,020\n"
+                      "Store counts at period end(1) 4,112 4,090\nRetail square feet at period end(1) 402 398",
+                   "o.pdf")
+    answer = extractive_answer("How many stores did Orchard Lane operate in total at January 31, 2024?", [us, total])
+    assert answer.text.startswith("Store counts at period end, 2024: 4,112 (2023: 4,090)"), answer.text
+    answer = extractive_answer("Overall, how many stores did Orchard Lane have in 2024?", [us, total])
+    assert answer.text.startswith("Store counts at period end, 2024: 4,112"), answer.text
+
+
+def test_a_second_thing_asked_is_answered_in_the_lead() -> None:
+    text = ("In March 2024 we announced that we would close 14 older stores by year end. During the quarter ended "
+            "June 30, 2024 we recorded $22.5 million of lease impairment charges for these closures. Our "
+            "remaining stores performed well.")
+    chunk = _chunk(1, text, "orchard.md")
+    answer = extractive_answer("How many stores did Orchard Lane say it would close, and how much did it record "
+                               "in impairment charges?", [chunk])
+    lead = answer.text.split("\n")[0]
+    assert "14 older stores" in lead and "$22.5 million" in lead, answer.text
+    answer = extractive_answer("How many stores will Orchard Lane close and what impairment did it book?",
+                               [chunk])
+    assert "$22.5 million" in answer.text.split("\n")[0], answer.text

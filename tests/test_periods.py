@@ -189,3 +189,14 @@ def test_a_span_written_as_two_dates_is_its_months() -> None:
     assert spans_named("May 7, 2023 to June 3, 2023: open market purchases 21,876") == {1}
     assert spans_named("for the period January 1, 2024 through June 30, 2024") == {6}
     assert spans_named("January 1, 2023 through December 31, 2023") == set()  # a year: no span within one
+
+
+def test_year_to_date_through_a_quarter_end_is_the_months_to_it() -> None:
+    from kb.core.periods import find_periods
+
+    spans = {t: [(m.months, m.ends) for m in find_periods(t) if m.ends] for t in (
+        "How much did Orchard Lane earn YTD through June 2024?",
+        "Pelican Bay's year-to-date revenue through September 30, 2024",
+        "Revenue for the quarter ended September 30, 2024")}
+    got = [v[0][0] for v in spans.values()]
+    assert got == [6, 9, 3], spans

@@ -203,6 +203,13 @@ SPANS: Mapping[int, tuple[str, ...]] = {
     3: ("three months", "3 months", "three-month", "3-month", "quarter", "季度"),
 }
 """Stated spans of a period, in months (a quarter is read with its number: "Q3", "third quarter", 第三季度)."""
+SINCE = ("since", "until")
+"""Words before a year that make it a point of reference, not the period a sentence reports ("the first positive
+year since 2019"); in Chinese the year is followed by 以来 (``SINCE_AFTER``)."""
+SINCE_AFTER = ("以来",)
+YEAR_TO_DATE = ("year to date", "year-to-date", "ytd")
+"""Words of a span from the fiscal year's start: before a date ending a calendar quarter ("YTD through September
+2023") the months to that date (a calendar year is assumed); written alone, nine months (``SPANS``)."""
 YEAR_SPAN = ("twelve months", "12 months", "twelve-month", "12-month", "fiscal year", "year ended", "year ending",
              "years ended", "full year", "full-year", "财年", "全年")
 """Words that make a period ending at a date a whole year ("the fiscal year ended January 31, 2019")."""
@@ -490,6 +497,17 @@ EVENTS: tuple[EventWords, ...] = (
 )
 """Events a list question asks about over the companies, most specific first."""
 
+MEMBERS_ASKED = re.compile(r"(?i)^\s*(?:what|which)\s+(?:(?:are|were)\s+(?:the\s+)?)?(?:[a-z-]+\s+)?([a-z-]{4,}s)\s+"
+                           r"(?:does|do|did|has|have|had|are|is|were|of|for|in)\b")
+"""A question asking for the names of things a report lists ("What segments does Northwind report?", "Which
+business units does it have?", "What are the reportable segments of Helios?"): group 1, the plural noun."""
+SECOND_ASK = re.compile(r"(?i)(?:,\s*|\s+)and\s+((?:how|what|which|when|where|who)\b)")
+"""Where a question asks a second thing ("How many jobs will it cut, and how much severance did it book?"): the
+lead answers both."""
+WHOLE_ASKED = ("in total", "overall", "consolidated", "combined", "altogether", "company-wide", "合计", "总计", "合并")
+"""Words asking for the whole company's figure ("how many retail units in total"), not a segment's."""
+PART_WORDS = ("segment", "division", "分部")
+"""Words heading a part of the company: a segment's table is no answer when the whole is asked."""
 WHICH_ONE = ("which company", "which firm", "what company", "which one of the companies", "哪家公司", "哪家")
 """Words asking which one company: an event asked so ("which company had a recall") is read per document read."""
 

@@ -341,6 +341,15 @@ MEASURES: tuple[Measure, ...] = (
         "cash dividends paid to shareholders", "cash dividends paid to stockholders"),
         (), ("dividends paid",), _CF,
             names=("dividends paid", "dividends", "分红", "分配股利")),
+    Measure("dividends_per_share", "dividends per share", (
+        "dividends per share", "dividends per common share", "cash dividends per share",
+        "cash dividends per common share", "dividends declared per share", "dividends declared per common share",
+        "cash dividends declared per share", "cash dividends declared per common share",
+        "cash dividends paid per share", "cash dividends paid per common share",
+        "dividends declared per share of common stock", "cash dividends declared per share of common stock"),
+        ("每股股利", "每股现金股利", "每股派息"), ("dividends per share", "dividend per share", "dps"), _IS,
+        "per_share", names=("dividends per share", "dividend per share", "dividend per common share",
+                            "dividends per common share", "per-share dividend", "每股分红", "每股股利")),
     Measure("net_change_in_cash", "net change in cash", (
         "net increase decrease in cash and cash equivalents", "net decrease increase in cash and cash equivalents",
         "net increase in cash and cash equivalents", "net decrease in cash and cash equivalents",

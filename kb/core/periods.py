@@ -177,6 +177,8 @@ def _dates(text: str) -> list[Mention]:
         year = int(m.group(3) or m.group(4))
         before = text[max(0, m.start() - 40):m.start()]
         span = _span_before(before.lower())
+        if span == 9 and month in (3, 6, 9) and _year_to_date(before.lower()):
+            span = month  # "YTD through June 2023": six months
         if span in (6, 9, 12):
             quarter, months = 0, span
         elif span != 3 and month == 12:
@@ -192,14 +194,21 @@ def _dates(text: str) -> list[Mention]:
     return out
 
 
+def _year_to_date(before: str) -> bool:
+    """Whether the span words nearest before a date are year-to-date words (``lexicon.YEAR_TO_DATE``)."""
+    return any(re.search(rf"\b{re.escape(w)}\b", before) for w in lx.YEAR_TO_DATE)
+
+
 def _span_before(before: str) -> int:
     """The span the words nearest before a date state ("the nine months ended", "the fiscal year ended",
     "the quarter ended"), 0 when none does."""
     best = (-1, 0, 0)  # (where the words end, their length, months): the nearest, then the longest
     for months, words in (*lx.SPANS.items(), (12, lx.YEAR_SPAN)):
         for w in words:
-            if (not w.isascii() or len(w) > 3) and (i := before.rfind(w)) >= 0:  # "h1", "9m": a header's words
-                best = max(best, (i + len(w), len(w), months))
+            if len(w) < 3 and w.isascii():  # "h1", "9m": a header's words
+                continue
+            if (i := before.rfind(w)) >= 0 and (len(w) > 3 or not w.isascii() or re.search(rf"\b{w}\b", before)):
+                best = max(best, (i + len(w), len(w), months))  # "ytd" as a word of its own
     return best[2]
 
 
