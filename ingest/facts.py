@@ -29,6 +29,7 @@ import msgspec
 
 from kb.core import lexicon as lx
 from kb.core.measures import CONCEPT_BY_NAME
+from kb.core.text import NO_FIGURE_CELLS, figure_token
 from kb.core.types import DocumentTree, FactDraft, PageText
 from kb.core.vocab import (
     line_concept,
@@ -241,6 +242,7 @@ def _split(line: str) -> tuple[str, list[str]]:
         elif tok.endswith(")") and not tok.startswith("(") and i >= 2 and tokens[i - 2] == "(":  # "( 9,242)"
             tok = "(" + tok
             i -= 1
+        tok = "—" if tok.lower() in NO_FIGURE_CELLS else figure_token(tok)  # "n/m", "402.5(1)", "23.8-"
         if not _VALUE.match(tok):
             break
         values.append(tok)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from kb.core import lexicon as lx
 from kb.core.measures import CONCEPT_BY_NAME
 from kb.core.periods import question_quarters, question_years, spans_named, stated_months
-from kb.core.text import tokenize
+from kb.core.text import NO_FIGURE_CELLS, figure_token, tokenize
 from kb.core.vocab import DATE_RE, line_concept, question_concept
 
 _CELL = re.compile(r"^\(?-?\$?\(?\d[\d,]*(?:\.\d+)?\)?%?\)?$|^[—–-]$")
@@ -67,12 +67,15 @@ def _split_row(line: str) -> tuple[str, tuple[str, ...]] | None:
         toks = line.split()
         cells_rev: list[str] = []
         i = len(toks)
-        while i > 0 and (_CELL.match(toks[i - 1]) or toks[i - 1] == "$"):
+        while i > 0 and (_CELL.match(figure_token(toks[i - 1])) or toks[i - 1] == "$"
+                         or toks[i - 1].lower() in NO_FIGURE_CELLS):
             if toks[i - 1] != "$":
-                cells_rev.append(toks[i - 1])
+                cells_rev.append(figure_token(toks[i - 1]))  # "402.5(1)": the figure, not its note mark
             i -= 1
         label = " ".join(toks[:i])
         cells = tuple(reversed(cells_rev))
+        if not any(_CELL.match(c) and any(ch.isdigit() for ch in c) for c in cells):
+            cells = ()  # "n/m" and dashes keep their columns: a row of figures has one at least
     label = label.strip(" .:$")
     if not cells or not re.search(r"[^\W\d_]{2}", label) or len(label) > 120:
         return None
@@ -259,8 +262,8 @@ def _figure(row: Row, i: int) -> str:
     cell = row.cells[i]
     if _NOT_A_FIGURE.fullmatch(cell) and cell not in "—–-":
         return cell
-    negative = cell.startswith("(") and cell.endswith(")")
-    figure = cell.strip("()$")
+    negative = cell.startswith("(") and cell.endswith(")") or cell.startswith(("-", "−")) and len(cell) > 1
+    figure = cell.strip("()$-−")
     if figure in "—–-":
         figure = "—"
     elif row.currency and not figure.endswith("%") and not row.scale.endswith("元"):

@@ -506,3 +506,14 @@ def test_a_second_thing_asked_is_answered_in_the_lead() -> None:
     answer = extractive_answer("How many stores will Orchard Lane close and what impairment did it book?",
                                [chunk])
     assert "$22.5 million" in answer.text.split("\n")[0], answer.text
+
+
+def test_bad_cells_are_read_in_their_own_columns() -> None:
+    table = ("(in millions) 2024 2023\nNet income 402.5(1) 371.2\nOperating loss (23.8)(2) 14.6-\n"
+             "Other income n/m 3.1")
+    rows = {r.label: r for r in rows_of(table)}
+    assert rows["Net income"].cells == ("402.5", "371.2")
+    assert render(best_row("What was net income in 2024?", [table], set())).startswith(
+        "Net income, 2024: 402.5 million (2023: 371.2 million)")
+    assert "2023: −14.6 million" in render(best_row("What was the operating loss in 2024?", [table], set()))
+    assert rows["Other income"].cells == ("n/m", "3.1")

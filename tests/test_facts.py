@@ -596,3 +596,21 @@ def test_a_balance_sheet_header_split_over_lines_gives_its_dates() -> None:
     assert _get(facts, "total_assets", "2024-03-31") == [13_315_244]
     assert _get(facts, "total_assets", "2023-12-31") == [13_196_789]
     assert _get(facts, "cash", "2023-12-31") == [790_115]
+
+
+def test_a_footnote_mark_a_trailing_minus_and_n_m_cells_keep_each_figure_in_its_column() -> None:
+    """Bad cells: "402.5(1)" is 402.5 (its note mark dropped), "14.6-" is −14.6, "n/m" holds a column's place;
+    none takes a figure from another column."""
+    text = "\n".join([
+        "PELICAN BAY PAPER CO.", "CONSOLIDATED STATEMENTS OF OPERATIONS", "(In thousands)",
+        f"{'':50}Year Ended December 31,", f"{'':50}2023          2022",
+        f"{'Net sales':50}$ 4,020,100   $ 3,870,400",
+        f"{'Operating income (loss)':50}   120,300(1)      14,600-",
+        f"{'Other income':50}      n/m           2,100",
+        f"{'Net income (loss)':50}   402,500(1)     (23,800)",
+    ])
+    facts = _facts(text, period_end="2023-12-31", doc_type="10k")
+    assert _get(facts, "net_income", "2023-12-31") == [402_500_000]
+    assert _get(facts, "net_income", "2022-12-31") == [-23_800_000]
+    assert _get(facts, "operating_income", "2022-12-31") == [-14_600_000]
+    assert _get(facts, "operating_income", "2023-12-31") == [120_300_000]

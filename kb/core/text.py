@@ -302,3 +302,17 @@ def same_figure(ref: Figure, ev: Figure) -> bool:
     target, tol = ref.value * ref.scale, ref.tolerance * ref.scale
     candidates = [ev.value * ev.scale, ev.value] if ev.scale != 1.0 else [ev.value * f for f in (1, 1e3, 1e6, 1e9)]
     return any(abs(c - target) <= tol * (1 + 1e-9) for c in candidates)
+
+
+_GLUED_MARK = re.compile(r"(?<=[\d)%])(?:\((?:\d{1,2}|[a-z])\)|\*{1,3}|[†‡])$")
+_TRAILING_MINUS = re.compile(r"^(\$?\d[\d,]*(?:\.\d+)?)[-−]$")
+NO_FIGURE_CELLS = frozenset({"n/m", "nm", "n.m.", "n/a", "na", "n.a.", "nil", "—", "–", "-", "*"})
+"""Cells that hold no figure but a column's place ("n/m", "—"): a row keeps its figures in their columns."""
+
+
+def figure_token(token: str) -> str:
+    """A table cell as a figure: a footnote mark glued to it dropped ("402.5(1)" → "402.5", "1,204*"), a trailing
+    minus read as a sign ("23.8-" → "-23.8"); other tokens unchanged."""
+    token = _GLUED_MARK.sub("", token)
+    m = _TRAILING_MINUS.match(token)
+    return f"-{m.group(1)}" if m else token
