@@ -38,7 +38,7 @@ from router.retrieve import Reranker
 from router.routing import route
 from router.state import Clock, Evidence, QueryState, QueryVectors, Services, admit, prepare
 from router.sufficiency import Judgement, judge
-from router.synthesize import check_figures, synthesize
+from router.synthesize import Grounds, check_figures, synthesize
 from router.trace import QueryResult, RetrievalOutcome, build_trace
 from router.types import Answer, Oracle, QuestionScope, Request, RoutingResult, ScopePlan
 from router.understood import abstained, disagreement, uncomputed
@@ -101,7 +101,7 @@ class QueryPipeline:
         usage = chat.usage()
         if self.observe is not None:
             self.observe(clock.ms, usage)
-        trace = build_trace(out.asked or req.query, out, answer.mode, clock.ms, usage, answer.unsupported) \
+        trace = build_trace(out.asked or req.query, out, answer, clock.ms, usage) \
             if req.include_trace else None
         log.info("router.query_done", strategy=req.strategy, scope=out.plan.scope.kind,
                  docs=len(out.routing.documents), nodes=len(out.picks), chunks=len(out.evidence),
@@ -114,9 +114,8 @@ async def answer_of(chat: ChatModel, req: Request, out: RetrievalOutcome, *, str
     """The one synthesis over the evidence, its figures checked; an offline text answer to a ratio or metric the
     facts did not give, whose lead states no figure of its unit, begins by saying it was not computed
     (``router.understood.uncomputed``)."""
-    answer = check_figures(await synthesize(chat, out.asked or req.query, list(out.evidence), req.history,
-                                            plan=out.plan, facts=out.facts,
-                                            concept=out.reading.concept if out.reading is not None else ""),
+    grounds = Grounds(out.plan, out.facts, out.reading.concept if out.reading is not None else "")
+    answer = check_figures(await synthesize(chat, out.asked or req.query, list(out.evidence), req.history, grounds),
                            strict=strict, computed=out.facts.text if out.facts else "")
     if out.facts is None and answer.mode.startswith("extractive") and out.reading is not None \
             and (note := uncomputed(out.reading, answer.text)):

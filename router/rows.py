@@ -109,6 +109,25 @@ _PER_SHARE = re.compile(r"(?i)^(?!.*(?:weighted|shares used|number of shares|sha
 """A row whose figures are per share: a table's "in millions" does not apply to it."""
 
 
+_PARTIAL_DATE = re.compile(rf"(?i)\b({'|'.join(lx.MONTH_NAMES)})\.?\s+(\d{{1,2}})(?!\d),?(?!\s*,?\s*\d{{4}})")
+"""A date without its year ("December 31,"): a header split over lines prints the year below."""
+
+
+def _joined_header(held: str, line: str) -> tuple[str, ...]:
+    """The columns of a header split over two lines: "March 31, 2024   December 31," above "(unaudited)   2023"
+    is ("March 31, 2024", "December 31, 2023"); () when the lower line's years do not complete every date."""
+    years = _YEAR.findall(line)
+    if not years or _split_row(_YEAR.sub(" ", line)) is not None or re.search(r"\d", _YEAR.sub(" ", line)):
+        return ()
+    marks = sorted([(m.start(), m.group(0)) for m in DATE_RE.finditer(held)]
+                   + [(m.start(), m) for m in _PARTIAL_DATE.finditer(held)], key=lambda x: x[0])
+    partial = [m for _, m in marks if isinstance(m, re.Match)]
+    if len(partial) != len(years):
+        return ()
+    fill = iter(years)
+    return tuple(m if isinstance(m, str) else f"{m.group(1)} {m.group(2)}, {next(fill)}" for _, m in marks)
+
+
 def rows_of(text: str) -> list[Row]:
     """Every table row of a passage, each with the nearest header above it that has one period per figure."""
     lines = text.splitlines()
@@ -116,7 +135,15 @@ def rows_of(text: str) -> list[Row]:
     out: list[Row] = []
     header: tuple[str, ...] = ()
     exempt: set[str] = set()  # "(Amounts in millions, except unit counts)": rows of unit counts keep their unit
+    held = ""  # a header line with a date whose year is on the next line ("March 31, 2024   December 31,")
     for line in lines:
+        if held and (joined := _joined_header(held, line)):
+            header, held = joined, ""
+            continue
+        held = line if _PARTIAL_DATE.search(line) \
+            and not re.search(r"\d", DATE_RE.sub(" ", _PARTIAL_DATE.sub(" ", line))) else ""
+        if held:
+            continue  # the header's upper line, no row
         if m := _SCALE.search(line):
             word = next(g for g in m.groups() if g)
             scale = _SCALE_WORD.get(word.lower(), word.lower() if word.isascii() else word)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import msgspec
 import structlog
@@ -40,6 +42,7 @@ from router.rows import (
     value,
 )
 from router.scope import evidence_found
+from router.textfigure import asked_span, other_span, text_figure
 from router.types import Answer, CitationOut, RetrievedChunk, ScopePlan, Turn, UnsupportedFigure
 from router.wording import EN, Words, words
 
@@ -127,22 +130,27 @@ def in_reading_order(answer: Answer) -> Answer:
     return msgspec.structs.replace(answer, text=text, citations=cites)
 
 
-async def synthesize(chat: ChatModel, question: str, chunks: Sequence[RetrievedChunk],
-                     history: Sequence[Turn] = (), *, plan: ScopePlan | None = None,
-                     facts: FactsAnswer | None = None, concept: str = "") -> Answer:
-    """LLM answer with [n] markers mapped to citations; extractive when offline or on failure. Markers are
-    numbered in reading order (``in_reading_order``).
+@dataclass(frozen=True)
+class Grounds:
+    """What an answer stands on besides the evidence: the scope ``plan`` (a multi-document plan asks for the
+    answer per document, then the comparison; a named entity no document mentions is said to be missing), the
+    ``facts`` computed from stored statement facts (``router.facts``), and the ``concept`` the typed question
+    asks for (``Question.concept``), which a text answer looks for."""
 
-    A multi-document ``plan`` asks for the answer per document, then the comparison; a named entity that no
-    document mentions is said to be missing instead of being answered from the others. With ``facts`` (a
-    vocabulary measure computed from stored statement facts, ``router.facts``) the offline answer leads with
-    the computed figures; an LLM gets the fact rows and the computed result as its first evidence. ``concept``:
-    the measure the typed question asks for (``Question.concept``), which a text answer looks for.
-    """
-    if facts is not None:
-        answer = await _facts_answer(chat, question, chunks, history, plan, facts)
+    plan: ScopePlan | None = None
+    facts: FactsAnswer | None = None
+    concept: str = ""
+
+
+async def synthesize(chat: ChatModel, question: str, chunks: Sequence[RetrievedChunk],
+                     history: Sequence[Turn] = (), grounds: Grounds = Grounds()) -> Answer:
+    """LLM answer with [n] markers mapped to citations; extractive when offline or on failure. Markers are
+    numbered in reading order (``in_reading_order``). With facts the offline answer leads with the computed
+    figures; an LLM gets the fact rows and the computed result as its first evidence."""
+    if grounds.facts is not None:
+        answer = await _facts_answer(chat, question, chunks, history, grounds.plan, grounds.facts)
     else:
-        answer = await _answer(chat, question, chunks, history, plan, concept)
+        answer = await _answer(chat, question, chunks, history, grounds.plan, grounds.concept)
     return in_reading_order(answer)
 
 
@@ -344,10 +352,17 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
         if (also := _second_answer(question, chunks, quote)) is not None:
             picked = [p for p in picked if p[2] != also[2]]
     support = picked[: max_sentences - 1]
+    figure = text_figure(quote) if quote else None
     text = f"{readable(lead)} [{lead_ci + 1}]"
-    if also is not None:  # the second thing asked, in the lead too
-        text += f" {readable(also[2])} [{also[0] + 1}]"
+    if also is not None:  # the second thing asked, in the lead's sentence too
+        second = readable(also[2])
+        first = second.split(" ", 1)[0]
+        if first.lower() in lx.STOP_WORDS or first.lower() in lx.CLAUSE_OPENERS:
+            second = second[:1].lower() + second[1:]  # "…; during the three months ended …"
+        text = f"{readable(lead).rstrip('.')} [{lead_ci + 1}]; {second} [{also[0] + 1}]"
         support = [also, *support]  # quoted in its citation
+    if other_span(question, figure) and figure is not None:  # "$1.36 per share for each quarter" for the year's
+        text = w.other_span.format(asked=w.spans[asked_span(question)], span=w.spans[figure.months]) + "\n" + text
     if support[1 if also is not None else 0:]:
         text += f"\n{w.supporting}\n" + "\n".join(f"- {readable(s)} [{ci + 1}]"
                                                 for ci, _, s in support[1 if also is not None else 0:])
@@ -355,7 +370,8 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
     lead_quote = row.row.line if row is not None else members.sentence if members is not None else quote
     return Answer(text=text, citations=tuple(
         _citation(i, chunks[i - 1], _quotes(support, i - 1, *([lead_quote] if i - 1 == lead_ci else [])))
-        for i in markers), mode="extractive")
+        for i in markers), mode="extractive", lead=figure,
+        not_found="the figure read covers another span than asked" if other_span(question, figure) else "")
 
 
 def _second_answer(question: str, chunks: Sequence[RetrievedChunk], lead: str) -> tuple[int, int, str] | None:
@@ -392,11 +408,18 @@ def _states(concept: str, chunks: Sequence[RetrievedChunk], row: RowMatch | None
 
 
 def _names_concept(sentence: str, concept: str) -> bool:
-    """Whether a sentence names the vocabulary measure by one of its names (English or Chinese)."""
-    spec = CONCEPT_BY_NAME[concept]
+    """Whether a sentence names the vocabulary measure by one of its names (English or Chinese); a name of three
+    words or more may have a figure or a few words between its words ("dividends of $0.42 per share")."""
     low = " ".join(sentence.lower().split())
-    return any(n in low for n in {spec.label.lower(), *spec.printed, *spec.asked} if len(n) > 3) \
-        or any(z in sentence for z in spec.chinese)
+    return bool(_concept_pattern(concept).search(low)) or any(z in sentence for z in CONCEPT_BY_NAME[concept].chinese)
+
+
+@functools.cache
+def _concept_pattern(concept: str) -> re.Pattern[str]:
+    spec = CONCEPT_BY_NAME[concept]
+    names = sorted((n for n in {spec.label.lower(), *spec.printed, *spec.asked} if len(n) > 3), key=len, reverse=True)
+    return re.compile("|".join(r"\b" + (r"\W+(?:\S+\W+){0,3}?" if len(n.split()) >= 3 else r"\W+").join(
+        map(re.escape, n.split())) + r"\b" for n in names))
 
 
 def _concept_name(concept: str, question: str, w: Words) -> str:

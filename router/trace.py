@@ -15,6 +15,7 @@ from router.question import Question
 from router.scope import evidence_found
 from router.sufficiency import Judgement
 from router.types import (
+    Answer,
     CitationOut,
     Condition,
     DocCandidate,
@@ -23,6 +24,7 @@ from router.types import (
     RoutingResult,
     ScopePlan,
     SubQuestion,
+    TextFigure,
     TreeSearchResult,
     UnsupportedFigure,
 )
@@ -102,6 +104,7 @@ class Trace(msgspec.Struct, frozen=True):
     llm: LLMUsage
     question: Question | None = None  # the question as read (router.question), when an answer was computed
     follow_up: FollowUpTrace | None = None  # what a follow-up took from the earlier turns (router.followup)
+    lead_figure: TextFigure | None = None  # a text answer's lead figure, with its span (router.textfigure)
 
 
 @dataclass(frozen=True)
@@ -148,8 +151,8 @@ def scope_trace(question: str, plan: ScopePlan, routing: RoutingResult,
         nothing_found=tuple(names.get(d, str(d)) for d in plan.needed if not counts.get(d) or found.get(d) is False))
 
 
-def build_trace(question: str, out: RetrievalOutcome, synthesis: str, timings_ms: Mapping[str, float],
-                usage: LLMUsage, unsupported: Sequence[UnsupportedFigure] = ()) -> Trace:
+def build_trace(question: str, out: RetrievalOutcome, answer: Answer, timings_ms: Mapping[str, float],
+                usage: LLMUsage) -> Trace:
     """The trace of one answered query: the retrieval stages' outcome, the answer's mode, timings and usage."""
     routing, llm_ranking = out.routing, out.policy == "llm"
     return Trace(
@@ -160,6 +163,6 @@ def build_trace(question: str, out: RetrievalOutcome, synthesis: str, timings_ms
         chunks=tuple(ChunkTrace(c.chunk_id, c.doc_id, c.node_id, c.page, c.dense, c.bm25, c.fused, c.score, c.rerank,
                                 c.source, c.statement, llm_ranking and c.chunk_id not in out.chosen_chunks)
                      for c in out.chunks),
-        rerank=out.rerank_note, synthesis=synthesis, unsupported_figures=tuple(unsupported), timings_ms={k: round(v, 1) for k, v in timings_ms.items()},
-        llm=usage, question=out.reading,
+        rerank=out.rerank_note, synthesis=answer.mode, unsupported_figures=answer.unsupported, timings_ms={k: round(v, 1) for k, v in timings_ms.items()},
+        llm=usage, question=out.reading, lead_figure=answer.lead,
         follow_up=FollowUpTrace(out.asked, out.inherited) if out.inherited else None)

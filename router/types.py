@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from typing import Annotated, Any, Literal, get_args
@@ -200,6 +201,15 @@ class UnsupportedFigure(msgspec.Struct, frozen=True):
     dropped: bool  # KB_STRICT_FIGURES: the sentence was removed from the answer
 
 
+class TextFigure(msgspec.Struct, frozen=True):
+    """The figure a text answer leads with (``router.textfigure``): as printed, its span in months (12 a year, 9,
+    6, 3; 0 a point in time or not said) and its period end when the sentence writes a date."""
+
+    figure: str
+    months: int = 0
+    ends: dt.date | None = None
+
+
 class Answer(msgspec.Struct, frozen=True):
     text: str
     citations: tuple[CitationOut, ...]
@@ -207,6 +217,7 @@ class Answer(msgspec.Struct, frozen=True):
     llm_calls: int = 0
     unsupported: tuple[UnsupportedFigure, ...] = ()  # LLM answers: figures not in the cited evidence
     not_found: str = ""  # why the evidence does not answer ("" when it does)
+    lead: TextFigure | None = None  # a text answer: the figure its lead sentence states, with its span
 
 
 class QuestionScope(msgspec.Struct, frozen=True):

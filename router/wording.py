@@ -53,6 +53,8 @@ class Words(msgspec.Struct, frozen=True):
     looked_at: str  # a document read that does not state the asked measure: the passage read instead
     not_stated: str  # the evidence read states no figure of the asked measure
     figure_asked: str  # how "not stated" names a measure it has no name for
+    other_span: str  # a text lead whose figure covers another span than asked ("for each quarter" for the year)
+    spans: dict[int, str]  # a span in months, as ``other_span`` names it
     supporting: str  # before the supporting sentences after a lead row or sentence
     difference: str  # two documents' figures of one measure compared
     higher: str
@@ -115,6 +117,8 @@ EN = Words(
     looked_at='- {doc}: its statements do not state it; the closest passage read: "{text}" {cite}',
     not_stated='{doc}: {measure}{period} is not stated in the passages read. The closest passage: "{text}" [1]',
     figure_asked="the figure asked",
+    other_span="I could not find the figure for {asked} asked; the passage read states one for {span}:",
+    spans={12: "the year", 9: "nine months", 6: "six months", 3: "a quarter"},
     supporting="Supporting evidence:",
     difference="- Difference: {a} is {delta} {direction} than {b}{pct}.", higher="higher", lower="lower",
     statements={"income": "income statement", "balance": "balance sheet", "cash_flow": "cash flow statement",
@@ -140,6 +144,8 @@ ZH = Words(
     nothing_found="知识库中未找到与该问题相关的证据。", closest="检索到的证据未能明确回答该问题，最接近的段落：“{text}” [1]",
     looked_at="- {doc}：报表中未列示该数据；所读最接近的段落：“{text}”{cite}",
     not_stated="{doc}所读段落中未载明{period}{measure}。最接近的段落：“{text}” [1]", figure_asked="所问数字",
+    other_span="未找到所问{asked}的数字；所读段落载明的是{span}的数字：",
+    spans={12: "全年", 9: "前三季度", 6: "上半年", 3: "单季度"},
     supporting="相关证据：", other="其他", no_loss="均未出现亏损：各公司{label}均不为负。", computed="{what}{years}{over}：", computed_years="，{years}年",
     computed_over="，共{n}家公司", computed_over_one="，共1家公司",
     computed_ops={"lookup": "{label}", "max": "{label}最高者", "min": "{label}最低者", "rank": "按{label}排名",

@@ -503,6 +503,7 @@ def test_a_second_thing_asked_is_answered_in_the_lead() -> None:
                                "in impairment charges?", [chunk])
     lead = answer.text.split("\n")[0]
     assert "14 older stores" in lead and "$22.5 million" in lead, answer.text
+    assert "by year end [1]; during the quarter ended June 30, 2024" in lead  # one sentence
     answer = extractive_answer("How many stores will Orchard Lane close and what impairment did it book?",
                                [chunk])
     assert "$22.5 million" in answer.text.split("\n")[0], answer.text
@@ -517,3 +518,41 @@ def test_bad_cells_are_read_in_their_own_columns() -> None:
         "Net income, 2024: 402.5 million (2023: 371.2 million)")
     assert "2023: −14.6 million" in render(best_row("What was the operating loss in 2024?", [table], set()))
     assert rows["Other income"].cells == ("n/m", "3.1")
+
+
+def test_a_text_figure_carries_its_span_and_another_span_is_not_the_answer() -> None:
+    """The lead's figure is typed with its span ("for each quarter": 3 months); asked for the year, the answer
+    says the year's figure was not found and labels what the passage states."""
+    from router.textfigure import asked_span, text_figure
+
+    assert text_figure("Operating cash flow for the nine months was $48.2 million.").months == 9
+    assert text_figure("Revenue for the year was $1,204.5 million.").months == 12
+    assert text_figure("We employed 2,300 people at the end of the third quarter.").months == 0  # a count
+    dated = text_figure("During the three months ended June 30, 2024, we recorded $22.5 million of charges.")
+    assert dated is not None and dated.months == 3 and str(dated.ends) == "2024-06-30"
+    assert [asked_span(q) for q in ("Orchard Lane's revenue in fiscal 2024?", "Pelican Bay's Q2 2024 sales?",
+                                    "Orchard Lane's first-half 2024 revenue?", "Cash at March 31, 2024?")] \
+        == [12, 3, 6, 0]
+    chunk = _chunk(1, "Pelican Bay's board declared cash dividends of $0.42 per share for each quarter in 2024, "
+                      "up from $0.40 in 2023. Dividends are paid in the month after they are declared.", "p.md")
+    year = extractive_answer("What dividend did Pelican Bay pay per share in 2024?", [chunk])
+    assert year.text.startswith("I could not find the figure for the year asked; the passage read states one for "
+                                "a quarter:"), year.text
+    assert year.lead is not None and year.lead.months == 3 and year.not_found
+    quarter = extractive_answer("What dividend per share did Pelican Bay pay in the second quarter of 2024?",
+                                [chunk])
+    assert quarter.text.startswith("Pelican Bay's board declared cash dividends of $0.42"), quarter.text
+    assert not quarter.not_found
+
+
+def test_a_header_split_over_two_lines_gives_each_row_its_dates() -> None:
+    table = ("CONDENSED CONSOLIDATED BALANCE SHEETS\n                    As of\n"
+             "          June 30, 2024        December 31,\n          (unaudited)                 2023\nASSETS\n"
+             "Cash        $   512,300   $   498,010\nTotal assets   $ 9,301,200   $ 9,118,400")
+    rows = {r.label: r for r in rows_of(table)}
+    assert rows["Total assets"].headers == ("June 30, 2024", "December 31, 2023")
+    assert "March" not in " ".join(rows)  # the header's upper line is no row
+    two = "        September 30,     December 31,\n        2024              2023\nInventories  1,200  1,150"
+    assert rows_of(two)[0].headers == ("September 30, 2024", "December 31, 2023")
+    assert render(best_row("What were total assets at June 30, 2024?", [table], set())).startswith(
+        "Total assets, June 30, 2024: $9,301,200 (December 31, 2023: $9,118,400)")

@@ -501,6 +501,9 @@ MEMBERS_ASKED = re.compile(r"(?i)^\s*(?:what|which)\s+(?:(?:are|were)\s+(?:the\s
                            r"(?:does|do|did|has|have|had|are|is|were|of|for|in)\b")
 """A question asking for the names of things a report lists ("What segments does Northwind report?", "Which
 business units does it have?", "What are the reportable segments of Helios?"): group 1, the plural noun."""
+CLAUSE_OPENERS = frozenset({"during", "we", "our", "in", "for", "as", "at", "on", "the", "this", "these", "after",
+                            "before", "since", "through", "over", "under", "with"})
+"""Words a sentence may begin with that stay lower case when the sentence is joined to another by a semicolon."""
 SECOND_ASK = re.compile(r"(?i)(?:,\s*|\s+)and\s+((?:how|what|which|when|where|who)\b)")
 """Where a question asks a second thing ("How many jobs will it cut, and how much severance did it book?"): the
 lead answers both."""
