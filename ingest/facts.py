@@ -242,7 +242,7 @@ def _split(line: str) -> tuple[str, list[str]]:
         elif tok.endswith(")") and not tok.startswith("(") and i >= 2 and tokens[i - 2] == "(":  # "( 9,242)"
             tok = "(" + tok
             i -= 1
-        tok = "—" if tok.lower() in NO_FIGURE_CELLS else figure_token(tok)  # "n/m", "402.5(1)", "23.8-"
+        tok = "—" if tok in NO_FIGURE_CELLS else figure_token(tok)  # "n/m", "402.5(1)", "23.8-"
         if not _VALUE.match(tok):
             break
         values.append(tok)

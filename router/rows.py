@@ -29,6 +29,18 @@ _EXCEPT_GENERIC = frozenset(tokenize("per share shares data amount amounts figur
                                      "indicated as stated information"))
 """Words of a scale's "except" clause that name no rows of their own ("except per-share data": the per-share
 rule covers those)."""
+def _excepted(clause: str) -> list[set[str]]:
+    """The head noun of each item of a scale's "except" clause: "unit counts" → {"count"}, "number of stores" →
+    {"number"} (not every row naming stores); the per-share rule covers per-share rows."""
+    out = []
+    for part in re.split(r",|;|\band\b|\bor\b", clause):
+        head = re.split(r"\bof\b", part)[0]
+        words = [t for t in tokenize(head) if t not in _EXCEPT_GENERIC]
+        if words:
+            out.append({words[-1]})
+    return out
+
+
 _NOTE_MARK = re.compile(r"\(\d{1,2}\)|\[\d{1,2}\]")
 _SCALE_WORD = {"thousands": "thousand", "millions": "million", "billions": "billion"}  # and the singular as is
 # words of a question that ask how, not what: they never name the measure
@@ -68,7 +80,7 @@ def _split_row(line: str) -> tuple[str, tuple[str, ...]] | None:
         cells_rev: list[str] = []
         i = len(toks)
         while i > 0 and (_CELL.match(figure_token(toks[i - 1])) or toks[i - 1] == "$"
-                         or toks[i - 1].lower() in NO_FIGURE_CELLS):
+                         or toks[i - 1] in NO_FIGURE_CELLS):
             if toks[i - 1] != "$":
                 cells_rev.append(figure_token(toks[i - 1]))  # "402.5(1)": the figure, not its note mark
             i -= 1
@@ -134,7 +146,7 @@ def rows_of(text: str) -> list[Row]:
     scale, currency = "", "$" in text or "dollar" in text.lower()
     out: list[Row] = []
     header: tuple[str, ...] = ()
-    exempt: set[str] = set()  # "(Amounts in millions, except unit counts)": rows of unit counts keep their unit
+    exempt: list[set[str]] = []  # "(Amounts in millions, except unit counts)": rows of unit counts keep their unit
     held = ""  # a header line with a date whose year is on the next line ("March 31, 2024   December 31,")
     for line in lines:
         if held and (joined := _joined_header(held, line)):
@@ -147,7 +159,7 @@ def rows_of(text: str) -> list[Row]:
         if m := _SCALE.search(line):
             word = next(g for g in m.groups() if g)
             scale = _SCALE_WORD.get(word.lower(), word.lower() if word.isascii() else word)
-            exempt = set(tokenize(e.group(1))) - _EXCEPT_GENERIC if (e := _EXCEPT.search(line)) else set()
+            exempt = _excepted(e.group(1)) if (e := _EXCEPT.search(line)) else []
         h = _headers(line)
         if h and (not re.search(r"\d", _YEAR.sub(" ", DATE_RE.sub(" ", line))) or "|" in line and _split_row(line) is None):
             header = h
@@ -159,7 +171,8 @@ def rows_of(text: str) -> list[Row]:
             continue
         label, cells = split
         heads = header if len(header) == len(cells) else ()
-        own = bool(exempt & set(tokenize(_NOTE_MARK.sub("", label))))  # a row the scale's "except" names
+        words = set(tokenize(_NOTE_MARK.sub("", label)))
+        own = any(item <= words for item in exempt)  # a row the scale's "except" names, every word of one item
         out.append(Row(label=label, cells=cells, headers=heads, scale="" if own else scale,
                        currency=currency and not own, line=line.strip()))
     return out

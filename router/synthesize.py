@@ -297,7 +297,8 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
                       citations=(_citation(1, chunks[0]),), mode="extractive")
     quote = ""  # the lead as the evidence prints it
     also: tuple[int, int, str] | None = None  # the sentence answering a second thing asked
-    members = counted_members(noun, chunks) if row is None and (noun := asked_members(question)) else None
+    members = counted_members(noun, chunks) if row is None and not concept \
+        and (noun := asked_members(question)) else None
     if members is not None:  # "What segments does it report?": the sentence counting them, and their names
         lead, lead_ci = members.sentence, members.chunk
         if members.names:
@@ -352,7 +353,7 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
         if (also := _second_answer(question, chunks, quote)) is not None:
             picked = [p for p in picked if p[2] != also[2]]
     support = picked[: max_sentences - 1]
-    figure = text_figure(quote) if quote else None
+    figure = text_figure(_GLUED_NOTE.sub("", quote)) if quote else None
     text = f"{readable(lead)} [{lead_ci + 1}]"
     if also is not None:  # the second thing asked, in the lead's sentence too
         second = readable(also[2])
@@ -381,8 +382,14 @@ def _second_answer(question: str, chunks: Sequence[RetrievedChunk], lead: str) -
     if m is None or not _WANTS_NUMBER.search(question):
         return None
     part = question[m.start(1):]
+    kind = asked_kind(part)
+    own = set(tokenize(part)) - question_names(question) - GENERIC - set(tokenize(question[:m.start(1)]))
+
+    def answers(s: str) -> bool:  # a figure of the kind asked ("how much": money), else one of the part's words
+        return kind.stated_in(s) if kind is not None else _states_figure(s) and bool(own & set(tokenize(s)))
+
     return next(((ci, si, s) for ci, si, s in best_sentences(part, chunks, 3)
-                 if " ".join(s.split()) != " ".join(lead.split()) and _states_figure(s)), None)
+                 if " ".join(s.split()) != " ".join(lead.split()) and answers(s)), None)
 
 
 def _completed(sentence: str, chunk: RetrievedChunk, index: int) -> str:
@@ -418,7 +425,7 @@ def _names_concept(sentence: str, concept: str) -> bool:
 def _concept_pattern(concept: str) -> re.Pattern[str]:
     spec = CONCEPT_BY_NAME[concept]
     names = sorted((n for n in {spec.label.lower(), *spec.printed, *spec.asked} if len(n) > 3), key=len, reverse=True)
-    return re.compile("|".join(r"\b" + (r"\W+(?:\S+\W+){0,3}?" if len(n.split()) >= 3 else r"\W+").join(
+    return re.compile("|".join(r"\b" + (r"\W+(?:\w+\W+){0,3}?" if len(n.split()) >= 3 else r"\W+").join(
         map(re.escape, n.split())) + r"\b" for n in names))
 
 
@@ -606,10 +613,26 @@ def _of_other_years(sentence: str, asked: set[int]) -> bool:
     return bool(asked and said and not said & (asked | {y + 1 for y in asked}))
 
 
-def _above(text: str, sentence: str, reach: int = 240) -> set[str]:
-    """The words printed just above a sentence in its passage (a table's title: "Walmart U.S. Segment")."""
-    at = text.find(sentence.split("\n")[0][:40])
-    return set(tokenize(text[max(0, at - reach):at])) if at > 0 else set()
+def _table_title(text: str, sentence: str, reach: int = 6) -> set[str]:
+    """The words of the table a row stands in, up to its title ("Walmart U.S. Segment" over "Fiscal Years Ended
+    January 31," over the header): the lines above it up to the first line of prose, at most ``reach``; none
+    for a sentence of prose."""
+    lines = text.splitlines()
+    head = " ".join(sentence.split()[:4])
+    at = next((i for i, ln in enumerate(lines) if head and head in " ".join(ln.split())), None)
+    if at is None or _is_prose(lines[at]):
+        return set()
+    words: set[str] = set()
+    for ln in reversed(lines[max(0, at - reach):at]):
+        if _is_prose(ln):
+            break
+        words |= set(tokenize(ln))
+    return words
+
+
+def _is_prose(line: str) -> bool:
+    """A line of running text: it ends a sentence and has more than six words."""
+    return line.rstrip().endswith((".", "。")) and len(line.split()) > 6
 
 
 def _reference_year(sentence: str, m: re.Match[str]) -> bool:
@@ -744,11 +767,13 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
     df: dict[str, int] = {}
     sentences: list[tuple[int, int, str]] = []
     before: dict[tuple[int, int], set[str]] = {}  # the words of the sentence before (its subject, often)
+    printed: dict[tuple[int, int], str] = {}
     for ci, c in enumerate(chunks):
         body = _HEADING_LINE.sub("", c.text)
         prev: set[str] = set()
         for si, s in enumerate(split_sentences(body)):
-            s = _GLUED_NOTE.sub("", s)  # "Unit counts at period end(1) 11,501": the note mark is no figure
+            printed[(ci, si)] = s  # quoted as printed; read without a note mark glued to a word ("end(1) 11,501")
+            s = _GLUED_NOTE.sub("", s)
             before[(ci, si)], prev = prev, set(tokenize(s))
             # Chinese has no spaces; a short table row ("2024 1,097 862") counts when it prints figures
             if len(s) < 12 or (len(s.split()) < 4 and not _CJK_RUN.search(s) and len(_NUMBER.findall(s)) < 3):
@@ -775,7 +800,7 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
         if wants_number and any(n not in question for n in _NUMBER.findall(s)):
             score *= 1.4  # a figure the question does not already contain
         score *= 1.0 + 0.5 / (1 + ci)  # better-ranked evidence first: retrieval already weighed the chunk
-        if whole and (toks | before[(ci, si)] | _above(chunks[ci].text, s)) & _PART_TOKENS:
+        if whole and (toks | _table_title(chunks[ci].text, printed[(ci, si)])) & _PART_TOKENS:
             score *= 0.5  # the whole asked: a segment's figure (its table headed "Walmart U.S. Segment") is a part
         if wants_number and asked and _figure_beside(s, asked):
             score *= 3.0  # "420 MW of capacity": a figure of the asked word (as a count of the thing asked, stated
@@ -794,7 +819,7 @@ def best_sentences(question: str, chunks: Sequence[RetrievedChunk], max_sentence
         if per_chunk.get(ci, 0) >= 2 or said in seen:  # a sentence two passages repeat is read once
             continue
         seen.add(said)
-        picked.append((ci, si, s))
+        picked.append((ci, si, printed[(ci, si)]))
         per_chunk[ci] = per_chunk.get(ci, 0) + 1
         if len(picked) >= max_sentences:
             break

@@ -11,7 +11,10 @@ from router.types import TextFigure
 
 _FIGURE = re.compile(r"[$€£¥]?\(?\d[\d,]*(?:\.\d+)?\)?(?:\s?(?:%|percent|million|billion|thousand|per share|元|万元|亿元))?")
 _AMOUNT = re.compile(r"[$€£¥%]|million|billion|thousand|per share|元")
-_YEAR_WORDS = re.compile(r"(?i)\b(?:for|in|during|over) (?:the )?(?:full |fiscal )?year\b|\bannual(?:ly)?\b|全年|年度")
+_YEAR_WORDS = re.compile(r"(?i)\b(?:for|in|during|over) (?:the )?(?:full |fiscal )?year\b|\bannual(?:ly)?\b|"
+                         r"\bfull[- ]year\b|\bfiscal year\b|\btwelve months\b|\b12 months\b|全年|年度")
+SPANS = (3, 6, 9, 12)
+"""The spans a figure or a question is typed with (a span of other months, "May 7 to June 3", is not said)."""
 _POINT_WORDS = re.compile(r"(?i)\b(?:at|as of|as at)\s+(?:the end of\s+)?(?:[A-Z][a-z]+\s+\d|\d|year[- ]end|period[- ]end)"
                           r"|年末|期末")
 
@@ -32,7 +35,7 @@ def text_figure(sentence: str) -> TextFigure | None:
     else:
         months = 12 if _YEAR_WORDS.search(sentence) and not spans else 0
     dated = [p.ends for p in find_periods(sentence) if p.ends is not None]
-    return TextFigure(found.group(0).strip(), months, dated[0] if dated else None)
+    return TextFigure(found.group(0).strip(), months if months in SPANS else 0, dated[0] if dated else None)
 
 
 def asked_span(question: str) -> int:
@@ -43,9 +46,9 @@ def asked_span(question: str) -> int:
     mentions = find_periods(question)
     dated = [m.months for m in mentions if m.ends is not None]
     if dated:  # "the quarter ended July 29, 2023", "YTD through September 2023"
-        return dated[0]
+        return dated[0] if dated[0] in SPANS else 0
     if (months := stated_months(question.lower())) != 12:  # "nine months", 前三季度 (ending in a quarter)
-        return months
+        return months if months in SPANS else 0
     if question_quarters(question):
         return 3
     return 12 if mentions else 0

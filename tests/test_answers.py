@@ -556,3 +556,29 @@ def test_a_header_split_over_two_lines_gives_each_row_its_dates() -> None:
     assert rows_of(two)[0].headers == ("September 30, 2024", "December 31, 2023")
     assert render(best_row("What were total assets at June 30, 2024?", [table], set())).startswith(
         "Total assets, June 30, 2024: $9,301,200 (December 31, 2023: $9,118,400)")
+
+
+def test_review_cases_of_the_lead_rules_stay_right() -> None:
+    """Edges of the lead rules: a run of dashes after a measure's name, a span of odd months, a measure asked as
+    "what were the …", a total written in prose, a second ask the evidence does not answer, and a scale's
+    "except" item of two words."""
+    dashes = _chunk(1, "| Net cash from operating activities | " + "-" * 60 + " |\n| Net cash | 1,234 |", "a.md")
+    assert extractive_answer("How much cash did Acme generate from operations?", [dashes], concept="cfo").text
+    odd = _chunk(1, "Revenue for the period May 7, 2024 to June 3, 2024 was $5.0 million.", "a.md")
+    answer = extractive_answer("What was Acme's revenue in 2024?", [odd])
+    assert answer.lead is not None and answer.lead.months == 0
+    sales = _chunk(1, "We completed three sales of non-core businesses in 2024 for $120 million. Net sales were "
+                      "$2,410.5 million in 2024.", "a.md")
+    answer = extractive_answer("What were the net sales of Acme in 2024?", [sales], concept="revenue")
+    assert answer.text.startswith("Net sales were $2,410.5 million"), answer.text
+    prose = _chunk(1, "Acme manages its business in two segments, Retail and Wholesale. At year end Acme operated "
+                      "1,150 stores, of which the Retail segment operated 900.", "a.md")
+    answer = extractive_answer("How many stores did Acme operate in total?", [prose])
+    assert answer.text.startswith("At year end Acme operated 1,150 stores"), answer.text
+    plan = _chunk(1, "Acme will cut 1,200 jobs under the plan. The plan covers 14 countries.", "a.md")
+    answer = extractive_answer("How many jobs will Acme cut, and what will the plan cost?", [plan])
+    assert "14 countries" not in answer.text.split("\n")[0], answer.text
+    table = "(In thousands, except per share data and number of stores) 2024 2023\nStore operating expenses " \
+            "1,200 1,100\nNumber of stores 410 400"
+    rows = {r.label: r for r in rows_of(table)}
+    assert rows["Store operating expenses"].scale == "thousand" and rows["Number of stores"].scale == ""

@@ -614,3 +614,10 @@ def test_a_footnote_mark_a_trailing_minus_and_n_m_cells_keep_each_figure_in_its_
     assert _get(facts, "net_income", "2022-12-31") == [-23_800_000]
     assert _get(facts, "operating_income", "2022-12-31") == [-14_600_000]
     assert _get(facts, "operating_income", "2023-12-31") == [120_300_000]
+
+
+def test_a_label_ending_in_na_is_no_empty_cell() -> None:
+    from ingest.facts import split_row
+
+    assert split_row("Net sales NA 5,000 4,000", 2) == ("Net sales NA", ["5,000", "4,000"])
+    assert split_row("Other income n/m 2,100", 2) == ("Other income", ["—", "2,100"])

@@ -200,3 +200,13 @@ def test_year_to_date_through_a_quarter_end_is_the_months_to_it() -> None:
         "Revenue for the quarter ended September 30, 2024")}
     got = [v[0][0] for v in spans.values()]
     assert got == [6, 9, 3], spans
+
+
+def test_year_to_date_words_yield_to_a_span_written_after_them() -> None:
+    from kb.core.periods import find_periods
+
+    dated = [m for m in find_periods("Pelican Bay's year-to-date results, for the nine months ended June 30, 2024")
+             if m.ends]
+    assert [m.months for m in dated] == [9]
+    dated = [m for m in find_periods("Orchard Lane's YTD sales through March 2024") if m.ends]
+    assert [m.months for m in dated] == [3]

@@ -203,7 +203,7 @@ SPANS: Mapping[int, tuple[str, ...]] = {
     3: ("three months", "3 months", "three-month", "3-month", "quarter", "季度"),
 }
 """Stated spans of a period, in months (a quarter is read with its number: "Q3", "third quarter", 第三季度)."""
-SINCE = ("since", "until")
+SINCE = ("since",)
 """Words before a year that make it a point of reference, not the period a sentence reports ("the first positive
 year since 2019"); in Chinese the year is followed by 以来 (``SINCE_AFTER``)."""
 SINCE_AFTER = ("以来",)
@@ -498,7 +498,7 @@ EVENTS: tuple[EventWords, ...] = (
 """Events a list question asks about over the companies, most specific first."""
 
 MEMBERS_ASKED = re.compile(r"(?i)^\s*(?:what|which)\s+(?:(?:are|were)\s+(?:the\s+)?)?(?:[a-z-]+\s+)?([a-z-]{4,}s)\s+"
-                           r"(?:does|do|did|has|have|had|are|is|were|of|for|in)\b")
+                           r"(?:does|do|did|has|have|had|are|of)\b")
 """A question asking for the names of things a report lists ("What segments does Northwind report?", "Which
 business units does it have?", "What are the reportable segments of Helios?"): group 1, the plural noun."""
 CLAUSE_OPENERS = frozenset({"during", "we", "our", "in", "for", "as", "at", "on", "the", "this", "these", "after",

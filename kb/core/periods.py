@@ -195,8 +195,12 @@ def _dates(text: str) -> list[Mention]:
 
 
 def _year_to_date(before: str) -> bool:
-    """Whether the span words nearest before a date are year-to-date words (``lexicon.YEAR_TO_DATE``)."""
-    return any(re.search(rf"\b{re.escape(w)}\b", before) for w in lx.YEAR_TO_DATE)
+    """Whether the span words nearest before a date are year-to-date words (``lexicon.YEAR_TO_DATE``), not
+    "the nine months ended" written after them."""
+    ytd = max((m.end() for w in lx.YEAR_TO_DATE for m in re.finditer(rf"\b{re.escape(w)}\b", before)), default=-1)
+    other = max((before.rfind(w) + len(w) for months, words in lx.SPANS.items() for w in words
+                 if w not in lx.YEAR_TO_DATE and (len(w) > 3 or not w.isascii()) and w in before), default=-1)
+    return ytd > other
 
 
 def _span_before(before: str) -> int:

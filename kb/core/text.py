@@ -305,14 +305,15 @@ def same_figure(ref: Figure, ev: Figure) -> bool:
 
 
 _GLUED_MARK = re.compile(r"(?<=[\d)%])(?:\((?:\d{1,2}|[a-z])\)|\*{1,3}|[†‡])$")
-_TRAILING_MINUS = re.compile(r"^(\$?\d[\d,]*(?:\.\d+)?)[-−]$")
-NO_FIGURE_CELLS = frozenset({"n/m", "nm", "n.m.", "n/a", "na", "n.a.", "nil", "—", "–", "-", "*"})
-"""Cells that hold no figure but a column's place ("n/m", "—"): a row keeps its figures in their columns."""
+_TRAILING_MINUS = re.compile(r"^(\$?\d{1,3}(?:,\d{3})+(?:\.\d+)?|\$?\d+\.\d+)[-−]$")
+NO_FIGURE_CELLS = frozenset({"n/m", "N/M", "nm", "NM", "n.m.", "n/a", "N/A", "n.a.", "—", "–", "-"})
+"""Cells that hold no figure but a column's place ("n/m", "—"), matched as printed ("NA" may be a name)."""
 
 
 def figure_token(token: str) -> str:
     """A table cell as a figure: a footnote mark glued to it dropped ("402.5(1)" → "402.5", "1,204*"), a trailing
-    minus read as a sign ("23.8-" → "-23.8"); other tokens unchanged."""
+    minus after a figure with a thousands comma or decimals read as a sign ("23.8-" → "-23.8"; "2023-" is no
+    figure); other tokens unchanged."""
     token = _GLUED_MARK.sub("", token)
     m = _TRAILING_MINUS.match(token)
     return f"-{m.group(1)}" if m else token

@@ -355,7 +355,7 @@ def concept_label(label: str) -> str:
     text = re.sub(r"['‘]s?\b", "", text)
     text = re.sub(r",?\s*(?:net of|less allowances? (?:of|for))\b.*$", " net", text)
     text = re.sub(r"[^a-z0-9]+", " ", text)
-    text = re.sub(r"\bper (?!common\b|ordinary\b)\w+ (common|ordinary) share\b", r"per \1 share", text)  # "per 3M
+    text = re.sub(r"\bper (?!common\b|ordinary\b|basic\b|diluted\b|class\b)\w+ (common|ordinary) share\b", r"per \1 share", text)  # "per 3M
     # common share": the company's name is no part of the line
     return " ".join(text.split())
 
