@@ -63,3 +63,18 @@ def _is_title(before: str, line: str) -> bool:
     that ends a sentence (a wrapped line of prose follows one that does not)."""
     return bool(_TITLE.match(line)) and len(line.split()) <= 6 and not any(ch.isdigit() for ch in line) \
         and not line.endswith((".", ":", ";")) and (not before or before.endswith((".", ":", ")", "”", "!", "?")))
+
+
+def titled_members(noun: str, chunks: Sequence[RetrievedChunk]) -> Members | None:
+    """With no sentence counting them: a title naming the asked things ("Segment results") and the titles under
+    it in the same passage (each segment's part), two at least; the title is the sentence quoted."""
+    stem = noun[:-1] if noun.endswith("s") else noun
+    for ci, c in enumerate(chunks):
+        lines = [ln.strip().lstrip("#").strip() for ln in c.text.splitlines()]
+        for i, ln in enumerate(lines):
+            if not (_is_title(lines[i - 1] if i else "", ln) and re.search(rf"(?i)\b{re.escape(stem)}s?\b", ln)):
+                continue
+            under = [x for j, x in enumerate(lines) if j > i + 1 and _is_title(lines[j - 1], x)]
+            if len(under) >= 2:
+                return Members(ci, ln, tuple(under))
+    return None

@@ -218,15 +218,16 @@ def _share_of_first(text: str, first: MeasureRef) -> bool:
 
 
 def _cash_of(r: _Reading, measures: list[MeasureRef]) -> list[MeasureRef]:
-    """"cash" with an activity word within six words after it ("burned the most cash in its operations") is
+    """"cash" with an activity word within ten words after it ("burned the most cash in its operations") is
     that activity's cash flow (``kb.core.lexicon.CASH_OF``), not the cash balance."""
     if MeasureRef("cash") not in measures:
         return measures
     for _, b, ref in r.single:
         if ref != MeasureRef("cash"):
             continue
-        clause = re.split(r"[,;:?.]", r.raw[b:], maxsplit=1)[0]  # within its clause, six words at most
-        after = [w for s, _, w in r.words if b <= s < b + len(clause)][:6]
+        clause = re.split(r"[,;:?]|\.(?!\s*[a-z])", r.raw[b:], maxsplit=1)[0]  # within its clause ("Co." is
+        # no end), ten words at most
+        after = [w for s, _, w in r.words if b <= s < b + len(clause)][:10]
         flow = next((lx.CASH_OF[w] for w in after if w in lx.CASH_OF), None)
         if flow is not None:
             return [MeasureRef(flow) if m == MeasureRef("cash") else m for m in measures]

@@ -20,7 +20,7 @@ from kb.core.text import Figure, figures, same_figure, split_sentences, tokenize
 from kb.core.vocab import line_concept, question_concept
 from router.events import asked_event, event_answer
 from router.facts import FactsAnswer
-from router.members import asked_members, counted_members
+from router.members import asked_members, counted_members, titled_members
 from router.prompts import (
     NOT_STATED,
     SYNTHESIS_PURPOSE,
@@ -297,8 +297,12 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
                       citations=(_citation(1, chunks[0]),), mode="extractive")
     quote = ""  # the lead as the evidence prints it
     also: tuple[int, int, str] | None = None  # the sentence answering a second thing asked
-    members = counted_members(noun, chunks) if row is None and not concept \
-        and (noun := asked_members(question)) else None
+    members = None
+    if row is None and not concept and (noun := asked_members(question)):  # the names listed, else the count
+        counted = counted_members(noun, chunks)
+        members = counted if counted is not None and counted.names else titled_members(noun, chunks) or counted
+        if (members is None or not members.names) and any(noun.startswith(p) for p in lx.PART_WORDS):
+            return _not_stated(question, chunks, noun, w)  # "what segments": no passage read lists them
     if members is not None:  # "What segments does it report?": the sentence counting them, and their names
         lead, lead_ci = members.sentence, members.chunk
         if members.names:

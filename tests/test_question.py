@@ -601,3 +601,10 @@ def test_a_noun_ending_like_a_comparative_beside_a_measure_is_a_modifier() -> No
     for text in ("What was Quillon's data center revenue in 2023?", "How much partner revenue did Marlow book in 2023?"):
         q = _q(text)
         assert q.unsure and not q.understood, (text, q)
+
+
+def test_cash_with_its_activity_a_few_words_later_is_that_cash_flow() -> None:
+    """A company's name of two or three words between "cash" and its activity still names the cash flow."""
+    for q in ("How much cash did Orchard Lane Holdings burn in its operations in 2024?",
+              "How much cash did Pelican Bay Paper Co. generate from its core operations?"):
+        assert [m.name for m in read_question(q).measures] == ["cfo"], q
