@@ -24,6 +24,12 @@ class Members:
     chunk: int
     sentence: str
     names: tuple[str, ...]
+    listed: bool = False  # the sentence names them itself ("two segments, Groceries and Pharmacy")
+
+    @property
+    def named(self) -> bool:
+        """Whether the answer names the members (listed after the sentence or in it)."""
+        return bool(self.names) or self.listed
 
 
 def asked_members(question: str) -> str:
@@ -42,7 +48,9 @@ def counted_members(noun: str, chunks: Sequence[RetrievedChunk]) -> Members | No
             if m is None:
                 continue
             n = int(m.group(1)) if m.group(1).isdigit() else lx.NUMBER_WORDS[m.group(1).lower()]
-            return Members(ci, " ".join(s.split()), _titles_after(c.text, s, n))
+            items = [x.strip() for x in re.split(r",|;|:|\band\b", s[m.end():]) if x.strip()][:n]
+            listed = len(items) == n and all(x[:1].isupper() for x in items)  # ": Groceries and Pharmacy"
+            return Members(ci, " ".join(s.split()), _titles_after(c.text, s, n), listed)
     return None
 
 

@@ -300,8 +300,8 @@ def extractive_answer(question: str, chunks: Sequence[RetrievedChunk], max_sente
     members = None
     if row is None and not concept and (noun := asked_members(question)):  # the names listed, else the count
         counted = counted_members(noun, chunks)
-        members = counted if counted is not None and counted.names else titled_members(noun, chunks) or counted
-        if (members is None or not members.names) and any(noun.startswith(p) for p in lx.PART_WORDS):
+        members = counted if counted is not None and counted.named else titled_members(noun, chunks) or counted
+        if (members is None or not members.named) and any(noun.startswith(p) for p in lx.PART_WORDS):
             return _not_stated(question, chunks, noun, w)  # "what segments": no passage read lists them
     if members is not None:  # "What segments does it report?": the sentence counting them, and their names
         lead, lead_ci = members.sentence, members.chunk
