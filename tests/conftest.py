@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -19,6 +21,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from ingest.jobs import JobStatus, create_job, run_job  # noqa: E402
 from kb.core.settings import Settings, get_settings  # noqa: E402
 from kb.runtime import Runtime, build_ingest_context  # noqa: E402
+
+MODEL_DIR = Path(tempfile.mkdtemp(prefix="kb-test-models-"))
+"""``KB_MODEL_DIR`` of every test: the bundled model is exported to ONNX once per session, not per data dir."""
+atexit.register(shutil.rmtree, MODEL_DIR, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -69,7 +75,8 @@ def clean_kb_env(mp: pytest.MonkeyPatch, data_dir: Path, **env: str) -> dict[str
     for k in list(os.environ):
         if k.startswith("KB_"):
             mp.delenv(k, raising=False)
-    values = {"KB_DATA_DIR": str(data_dir), "KB_INGEST_WORKERS": "0", "KB_RUN_WORKER": "false", **env}
+    values = {"KB_DATA_DIR": str(data_dir), "KB_INGEST_WORKERS": "0", "KB_RUN_WORKER": "false",
+              "KB_MODEL_DIR": str(MODEL_DIR), **env}
     for k, v in values.items():
         mp.setenv(k, v)
     get_settings.cache_clear()

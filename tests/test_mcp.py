@@ -20,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from kb.app import create_app
 from kb.runtime import Runtime
-from tests.conftest import SetEnv, runtime_over
+from tests.conftest import MODEL_DIR, SetEnv, runtime_over
 from tests.corpus import build_corpus
 
 pytestmark = pytest.mark.slow
@@ -133,7 +133,7 @@ async def _exercise(client: Client) -> None:
 async def test_stdio_kb_mcp_subprocess(corpus: Runtime, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
     env.update({"KB_DATABASE_URL": corpus.database_url, "KB_DATA_DIR": str(tmp_path / "data"),
-                "KB_LOG_LEVEL": "warning", "HF_HUB_OFFLINE": "1"})
+                "KB_LOG_LEVEL": "warning", "HF_HUB_OFFLINE": "1", "KB_MODEL_DIR": str(MODEL_DIR)})
     params = StdioServerParameters(command=sys.executable, args=["-m", "kb.cli", "mcp"], env=env,
                                    cwd=str(REPO))
     async with Client(params, read_timeout_seconds=120) as client:

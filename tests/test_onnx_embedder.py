@@ -144,9 +144,11 @@ def test_threads_follow_the_setting_or_the_available_cores(int8: OnnxMiniLMEmbed
 
 
 async def test_a_database_of_torch_vectors_refuses_the_onnx_embedder(db_env: str, set_env: SetEnv,
-                                                                       onnx_data_dir: Path) -> None:
+                                                                       onnx_data_dir: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     async with open_runtime(set_env(KB_EMBEDDING_MODEL=BUNDLED_MINILM)) as rt:
         assert rt.embedder_record.model_id == BUNDLED_MINILM
+    monkeypatch.delenv("KB_MODEL_DIR")  # unset: the data dir's models/
     settings = set_env(KB_EMBEDDING_MODEL=ONNX_MINILM_INT8, KB_DATA_DIR=str(onnx_data_dir), KB_EMBEDDING_THREADS="1")
     emb = get_embedder(settings)
     assert (emb.model_id, emb.threads) == (ONNX_MINILM_INT8, 1)  # type: ignore[attr-defined]
@@ -160,3 +162,20 @@ async def test_a_database_of_torch_vectors_refuses_the_onnx_embedder(db_env: str
         assert await pool.fetchval("SELECT model_id FROM embedder_state") == BUNDLED_MINILM  # nothing changed
     finally:
         await pool.close()
+
+
+def test_the_default_runs_the_bundled_model_on_onnxruntime_under_its_own_id(kb_env: dict[str, str],
+                                                                             set_env: SetEnv,
+                                                                             torch_minilm: Embedder) -> None:
+    """KB_EMBEDDING_RUNTIME=onnx (the default): torch's vectors under torch's id, so a database of torch vectors
+    keeps working; torch on request; an unknown runtime or int8 under that id refused."""
+    emb = get_embedder(set_env())
+    assert isinstance(emb, OnnxMiniLMEmbedder) and emb.model_id == BUNDLED_MINILM
+    assert emb.cached.path.parent == Path(kb_env["KB_MODEL_DIR"])
+    assert _cosines(emb.embed_batch(SENTENCES), torch_minilm.embed_batch(SENTENCES)).min() >= 0.999
+    torch_run = get_embedder(set_env(KB_EMBEDDING_RUNTIME="torch"))
+    assert not isinstance(torch_run, OnnxMiniLMEmbedder) and torch_run.model_id == BUNDLED_MINILM
+    with pytest.raises(ConfigError, match="KB_EMBEDDING_RUNTIME must be one of onnx, torch"):
+        set_env(KB_EMBEDDING_RUNTIME="gpu")
+    with pytest.raises(ConfigError, match="int8 vectors are not the bundled model's"):
+        OnnxMiniLMEmbedder(cache_dir=Path(kb_env["KB_MODEL_DIR"]), quantize=True, model_id=BUNDLED_MINILM)

@@ -19,7 +19,7 @@ from kb.app import create_app
 from kb.core.collections import ensure_collection
 from kb.core.errors import IngestError
 from kb.runtime import Runtime
-from tests.conftest import ingest
+from tests.conftest import MODEL_DIR, ingest
 from tests.http import app_client
 from tests.pdfgen import Sec, make_report_pdf
 
@@ -141,7 +141,8 @@ async def test_round_trip_export_then_reingest_with_sidecar(runtime: Runtime, tm
 
     # `kb export` prints the same JSON
     env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
-    env.update({"KB_DATABASE_URL": runtime.database_url, "KB_EMBEDDING_MODEL": runtime.embedder.model_id})
+    env.update({"KB_DATABASE_URL": runtime.database_url, "KB_EMBEDDING_MODEL": runtime.embedder.model_id,
+                "KB_MODEL_DIR": str(MODEL_DIR)})
     proc = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "kb.cli", "export", str(doc_id)],
                                    env=env, capture_output=True, timeout=120)
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]

