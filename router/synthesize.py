@@ -430,7 +430,7 @@ def _concept_pattern(concept: str) -> re.Pattern[str]:
     spec = CONCEPT_BY_NAME[concept]
     names = sorted((n for n in {spec.label.lower(), *spec.printed, *spec.asked} if len(n) > 3), key=len, reverse=True)
     return re.compile("|".join(r"\b" + (r"\W+(?:\w+\W+){0,3}?" if len(n.split()) >= 3 else r"\W+").join(
-        map(re.escape, n.split())) + r"\b" for n in names))
+        map(re.escape, n.split())) + r"(?:s|es)?\b" for n in names))  # "interest expenses"
 
 
 def _concept_name(concept: str, question: str, w: Words) -> str:

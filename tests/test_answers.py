@@ -582,3 +582,14 @@ def test_review_cases_of_the_lead_rules_stay_right() -> None:
             "1,200 1,100\nNumber of stores 410 400"
     rows = {r.label: r for r in rows_of(table)}
     assert rows["Store operating expenses"].scale == "thousand" and rows["Number of stores"].scale == ""
+
+
+def test_a_measure_named_in_the_plural_is_named() -> None:
+    """"interest expenses", "dividends per share": the name's last word in the plural still names the measure."""
+    chunk = _chunk(1, "Interest expenses were $41.2 million in 2024, up from $38.0 million, on higher rates.", "a.md")
+    answer = extractive_answer("What were Orchard Lane's interest expenses in 2024?", [chunk],
+                               concept="interest_expense")
+    assert answer.text.startswith("Interest expenses were $41.2 million"), answer.text
+    answer = extractive_answer("How much interest expense did Orchard Lane report for 2024?", [chunk],
+                               concept="interest_expense")
+    assert answer.text.startswith("Interest expenses were $41.2 million"), answer.text
