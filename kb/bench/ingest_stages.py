@@ -78,7 +78,9 @@ async def run_stages(files: Sequence[Path], folder: Path) -> StageReport:
         coll = await ensure_collection(rt.pool, collection)
         for d in await list_documents(rt.pool, collection, limit=100_000):
             await delete_document(rt.pool, d.id)
-        report = StageReport(folder=str(folder), model=rt.embedder.model_id, batch=settings.embedding.batch_size)
+        runtime = "onnxruntime" if "onnx" in type(rt.embedder).__name__.lower() else type(rt.embedder).__name__
+        report = StageReport(folder=str(folder), model=f"{rt.embedder.model_id}` on `{runtime}",
+                             batch=settings.embedding.batch_size)
         with build_ingest_context(rt) as ctx:
             ctx.embedder = CachedEmbedder(rt.pool, rt.embedder, batch=settings.embedding.batch_size, refresh=True)
             recording = _Recording(ctx.embedder)
