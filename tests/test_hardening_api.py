@@ -378,3 +378,34 @@ async def test_lines_are_parsed_once_per_source(runtime: Runtime, tmp_path: Path
         assert app.state.lines.parses == 1  # six concurrent requests and a later one: one parse
         assert (await client.delete(f"/kb/documents/{doc_id}")).status_code == 204
         assert not app.state.lines._lines  # a deleted document's lines are forgotten
+
+
+async def test_a_wait_that_runs_out_under_load_is_overload_not_an_unreachable_database(runtime: Runtime) -> None:
+    """A pool slot, a connection or a statement that waited too long while the database is up is a 503 "Service
+    overloaded" with Retry-After (as JSON and mid-stream); "unreachable" only when the database is gone."""
+    import asyncpg
+
+    from router.pipeline import QueryPipeline
+
+    class Slow(QueryPipeline):  # what handlers are given must be a pipeline
+        def __init__(self, exc: BaseException) -> None:
+            self.exc = exc
+
+        async def run(self, *args: object, **kwargs: object) -> None:  # type: ignore[override]
+            raise self.exc
+
+    try:
+        async with _client(runtime) as client:
+            for exc in (TimeoutError(), asyncpg.QueryCanceledError("canceling statement due to statement timeout")):
+                runtime._pipeline = Slow(exc)
+                r = await client.post("/kb/query", json={"query": "anything?"})
+                assert r.status_code == 503 and r.headers["retry-after"], r.text
+                assert r.json()["title"] == "Service overloaded" and "busy" in r.json()["detail"], r.text
+                r = await client.post("/kb/query", json={"query": "anything?", "stream": True})
+                assert '"status": 503' in r.text and "Service overloaded" in r.text, r.text
+            runtime._pipeline = Slow(ConnectionRefusedError())
+            r = await client.post("/kb/query", json={"query": "anything?"})
+            assert r.status_code == 503 and r.json()["title"] == "Service unavailable", r.text
+            assert "unreachable" in r.json()["detail"]
+    finally:
+        runtime._pipeline = None

@@ -38,6 +38,7 @@ from kb.core.errors import (
     AuthError,
     ForbiddenError,
     KBError,
+    OverloadedError,
     UnavailableError,
     UnsupportedMediaTypeError,
     ValidationError,
@@ -165,6 +166,14 @@ def _settings_of(request: ASGIConnection[Any, Any, Any, Any]) -> Settings | None
     return rt.settings if rt is not None else None
 
 
+def unavailable(rt: Runtime | None, exc: BaseException) -> UnavailableError | None:
+    """The 503 an exception means: overloaded when a wait ran out (a pool slot, a connection, a statement) while
+    the runtime sees the database up; unreachable when the database is gone; None for anything else."""
+    if isinstance(exc, TimeoutError | asyncpg.QueryCanceledError) and (rt is None or rt.db_available):
+        return OverloadedError()
+    return UnavailableError() if db_unreachable(exc) else None
+
+
 def db_unreachable(exc: BaseException) -> bool:
     """``kb.core.db.is_db_unavailable``, and asyncpg's "cannot switch to state" of a connection whose server was
     killed in the middle of a statement (a 503 to retry, not a 500)."""
@@ -183,9 +192,9 @@ def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Respon
             headers = {"Retry-After": str(RETRY_AFTER_S)}
         return problem(exc.status_code, exc.title, scrub_paths(exc.detail, settings) if settings else exc.detail,
                        headers)
-    if db_unreachable(exc):
-        log.warning("api.db_unavailable", path=request.url.path, error=f"{type(exc).__name__}: {exc}"[:300])
-        down = UnavailableError()
+    if (down := unavailable(request.app.state.get("runtime"), exc)) is not None:
+        log.warning("api.overloaded" if isinstance(down, OverloadedError) else "api.db_unavailable",
+                    path=request.url.path, error=f"{type(exc).__name__}: {exc}"[:300])
         return problem(down.status_code, down.title, down.detail, {"Retry-After": str(RETRY_AFTER_S)})
     if isinstance(exc, UnicodeDecodeError):
         return problem(400, "Invalid request", "the request is not valid UTF-8")

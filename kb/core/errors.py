@@ -69,6 +69,17 @@ class UnavailableError(KBError):
         super().__init__(detail)
 
 
+class OverloadedError(UnavailableError):
+    """A wait ran out while the database is up — a pool slot, a new connection or a statement under load: the
+    server is busy, not the database gone (503 with Retry-After, its own title)."""
+
+    title = "Service overloaded"
+
+    def __init__(self, detail: str = "the server is busy: a database connection or statement waited too long; "
+                                     "retry shortly") -> None:
+        super().__init__(detail)
+
+
 class IngestError(KBError):
     """A single file could not be ingested; carries a readable reason."""
 
