@@ -71,6 +71,7 @@ class JobStatus(msgspec.Struct, frozen=True):
     chunks: int
     pages_per_s: float | None
     items: list[JobItem]
+    seconds_left: float | None = None  # a running job: its files left at the mean wall time per finished file
     llm_calls: int = 0
     llm_calls_per_100_pages: float | None = None
 
@@ -244,9 +245,12 @@ async def get_job(pool: asyncpg.Pool, job_id: int, *, items_limit: int | None = 
         wall = max((end - started).total_seconds(), 1e-6)
     rate = pages / wall if wall and pages else (pages / busy if busy else None)
     calls = sum(int(t["llm_calls"]) for t in totals)
+    done = sum(n for status, n in counts.items() if status not in {"pending", "running"})
+    left = sum(counts.values()) - done
+    eta = round(left * wall / done, 1) if wall and done and left and finished is None else None
     return JobStatus(**dict(row), counts=counts, files=sum(counts.values()), pages=pages,
                      chunks=sum(int(t["chunks"]) for t in totals), pages_per_s=round(rate, 3) if rate else None,
-                     items=items, llm_calls=calls,
+                     items=items, llm_calls=calls, seconds_left=eta,
                      llm_calls_per_100_pages=round(100 * calls / pages, 2) if pages else None)
 
 

@@ -59,7 +59,7 @@ log = structlog.get_logger("ingest.pipeline")
 Progress = Callable[[str, int, int], object]
 """``progress(stage, done, total)`` while a file is ingested: reading, tree, summaries, embedding, storing
 (``total`` 0 when not known; embedding counts chunks, the others pages)."""
-EMBED_STEP = 256  # chunks embedded between two progress reports
+EMBED_STEP = 64  # chunks embedded between two progress reports (the model's batch: no batch is split)
 
 class IngestOutcome(msgspec.Struct, frozen=True):
     name: str

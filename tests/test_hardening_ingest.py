@@ -310,3 +310,37 @@ async def _start(rt: Runtime, path: str) -> int:
 
     return await create_job(rt.pool, collection_id=1, path=rt.settings.ingest.root / path,
                             name_root=rt.settings.ingest.root)
+
+
+async def test_the_embedding_counter_counts_up_and_a_running_job_says_its_time_left(runtime: Runtime,
+                                                                                    tmp_path: Path) -> None:
+    """Progress that moves: a file of some hundred chunks reports chunks embedded before it stores them; a job
+    with files left has an estimated time left, and none once it is done."""
+    from ingest.jobs import create_job, get_job
+    from ingest.pipeline import EMBED_STEP, ingest_file
+    from kb.runtime import build_ingest_context
+
+    body = "\n\n".join(f"## Section {i}\n\n" + f"The Osprey plant {i} made {i * 7} tonnes of pulp. " * 30
+                       for i in range(60))
+    path = _memo(tmp_path / "p" / "long.md", "Long", body)
+    seen: list[tuple[str, int, int]] = []
+    with build_ingest_context(runtime, processes=False) as ctx:
+        out = await ingest_file(ctx, path, name="long.md", collection_id=1,
+                                progress=lambda stage, done, total: seen.append((stage, done, total)))
+    assert out.status == "ok" and out.chunks > 2 * EMBED_STEP, out
+    counts = [done for stage, done, total in seen if stage == "embedding"]
+    assert any(0 < d < out.chunks for d in counts), seen  # counts up while it embeds, not 0 until storing
+    assert counts == sorted(counts)
+    for i in range(3):
+        _memo(tmp_path / "q" / f"memo{i}.md", f"Memo {i}", f"The Osprey budget was {i} million euros.")
+    job_id = await create_job(runtime.pool, collection_id=1, path=tmp_path / "q")
+    await runtime.pool.execute("UPDATE ingest_jobs SET status='running', started_at=now() - interval '20 seconds' "
+                               "WHERE id=$1", job_id)
+    await runtime.pool.execute("UPDATE ingest_job_items SET status='ok', seconds=20 WHERE id = (SELECT min(id) FROM "
+                               "ingest_job_items WHERE job_id=$1)", job_id)
+    job = await get_job(runtime.pool, job_id)
+    assert (job.files, job.files_done) == (3, 1) and job.seconds_left is not None
+    assert 35 <= job.seconds_left <= 50, job.seconds_left  # two files left at about 20 s each
+    await runtime.pool.execute("UPDATE ingest_job_items SET status='ok' WHERE job_id=$1", job_id)
+    await runtime.pool.execute("UPDATE ingest_jobs SET status='done', finished_at=now() WHERE id=$1", job_id)
+    assert (await get_job(runtime.pool, job_id)).seconds_left is None

@@ -28,6 +28,9 @@ const $ = (sel, root = document) => root.querySelector(sel);
 const token = () => sessionStorage.getItem(TOKEN_KEY) || "";
 const fmt = (x, digits = 3) => (typeof x === "number" ? x.toFixed(digits) : "—");
 const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+/** "45 s", "12 min", "2 h 5 min": a job's time left. */
+const durationText = (s) => s < 60 ? `${Math.round(s)} s` : s < 3600 ? `${Math.round(s / 60)} min`
+  : `${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min`;
 
 class ApiError extends Error {
   constructor(status, title, detail) {
@@ -1509,6 +1512,7 @@ function jobCard(job, reload) {
       el("span", {}, el("b", { text: `${finished}/${total}` }), " files"),
       el("span", {}, el("b", { text: job.pages }), " pages"),
       el("span", {}, el("b", { text: job.pages_per_s === null ? "—" : job.pages_per_s.toFixed(1) }), " pages/s"),
+      job.seconds_left ? el("span", {}, "about ", el("b", { text: durationText(job.seconds_left) }), " left") : null,
       el("span", {}, el("b", { text: job.chunks }), " chunks")),
     job.error ? alertBox(new ApiError(0, "Job failed", job.error)) : null,
     job.items.length ? el("div", { class: "table-scroll" }, table([["File"], ["Status"], ["Pages", "num"], ["Seconds", "num"], ["Details"]],
