@@ -29,15 +29,13 @@ async def retrieve_in_nodes(pool: asyncpg.Pool, doc_name: str, picks: Sequence[N
     """For each (node, sub_query) of one document: dense + BM25 over that node's chunks, fused with the
     settings' weights; top_k per node.
 
-    One round trip per document; Postgres computes each chunk's cosine to every distinct sub-query (the
-    vectors stay in the database), so nodes sharing a sub-query cost nothing extra.
+    One round trip per document; dense scores per distinct sub-query are computed in Python from the
+    stored vectors (all float32, normalised), so nodes sharing a sub-query cost nothing extra.
     """
     if not picks:
         return []
     doc_id = picks[0].doc_id
-    asked = list(dict.fromkeys(p.sub_query for p in picks))
-    rows = await store.node_chunks(pool, doc_id, list(dict.fromkeys(p.node_id for p in picks)),
-                                   [embed_query[s] for s in asked])
+    rows = await store.node_chunks(pool, doc_id, list(dict.fromkeys(p.node_id for p in picks)))
     by_node: dict[str, list[asyncpg.Record]] = {}
     for r in rows:
         by_node.setdefault(r["node_id"], []).append(r)
@@ -46,9 +44,9 @@ async def retrieve_in_nodes(pool: asyncpg.Pool, doc_name: str, picks: Sequence[N
         node_rows = by_node.get(pick.node_id, [])
         if not node_rows:
             continue
-        k = asked.index(pick.sub_query)
+        qvec = embed_query[pick.sub_query]
         texts = [r["text"] for r in node_rows]
-        dense = [float(r["dense"][k]) for r in node_rows]
+        dense = [float(x) for x in np.stack([r["embedding"] for r in node_rows]) @ qvec]
         bm = bm25_scores(pick.sub_query, texts)
         fused = fuse(dense, bm, settings.dense_weight, settings.bm25_weight)
         order = sorted(range(len(node_rows)), key=lambda i: -fused[i])[:top_k]

@@ -14,7 +14,6 @@ rank-bm25 of in-node retrieval and the flat baseline read chunk texts from here.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import json
 import math
 import re
@@ -122,14 +121,9 @@ SELECT n.node_id, n.parent_id, n.ordinal, n.level, n.title, n.path, n.summary, n
        EXISTS (SELECT 1 FROM chunks c WHERE c.document_id = n.document_id AND c.node_id = n.node_id) AS has_text
 FROM nodes n WHERE n.document_id = $1 ORDER BY n.ordinal"""
 SQL_NODE_SIMS = "SELECT node_id, 1 - (embedding <=> $2) AS sim FROM nodes WHERE document_id = $1"
-@functools.cache
-def _sql_node_chunks(queries: int) -> str:
-    """The chunks of some nodes of one document with their cosine to each of ``queries`` query vectors ($3…):
-    the similarities, not the vectors, cross the wire. Built from constant fragments only."""
-    sims = ", ".join(f"1 - (c.embedding <=> ${i + 3})" for i in range(queries))
-    return f"""
-SELECT c.id, c.node_id, c.ordinal, c.text, c.page, c.page_end, c.heading_path,
-       n.start_index, n.end_index, n.unit, c.statement, ARRAY[{sims}]::float8[] AS dense
+SQL_NODE_CHUNKS = """
+SELECT c.id, c.node_id, c.ordinal, c.text, c.page, c.page_end, c.heading_path, c.embedding,
+       n.start_index, n.end_index, n.unit, c.statement
 FROM chunks c JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id
 WHERE c.document_id = $1 AND c.node_id = ANY($2::text[])
 ORDER BY c.ordinal"""
@@ -326,10 +320,9 @@ async def node_sims(pool: asyncpg.Pool, doc_id: int, qvec: np.ndarray) -> dict[s
             for r in await pool.fetch(SQL_NODE_SIMS, doc_id, qvec)}
 
 
-async def node_chunks(pool: asyncpg.Pool, doc_id: int, node_ids: Sequence[str],
-                      queries: Sequence[np.ndarray]) -> list[asyncpg.Record]:
-    """The chunks of some nodes of one document, in order, each with ``dense``: its cosine to each query vector."""
-    return await pool.fetch(_sql_node_chunks(len(queries)), doc_id, list(node_ids), *queries)
+async def node_chunks(pool: asyncpg.Pool, doc_id: int, node_ids: Sequence[str]) -> list[asyncpg.Record]:
+    """The chunks (with vectors) of some nodes of one document, in order."""
+    return await pool.fetch(SQL_NODE_CHUNKS, doc_id, list(node_ids))
 
 
 async def node_texts(pool: asyncpg.Pool, doc_id: int, node_ids: Sequence[str]) -> list[asyncpg.Record]:
