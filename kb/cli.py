@@ -169,8 +169,8 @@ async def _stdin_stream() -> asyncio.StreamReader | None:
     import stat
 
     mode = os.fstat(sys.stdin.fileno()).st_mode
-    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
-        return None
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and sys.stdin.isatty())):
+        return None  # a file, or a device that is no terminal (/dev/null: epoll refuses it): read like a file
     stream = asyncio.StreamReader(limit=STDIN_LINE_LIMIT)
     await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stream), sys.stdin)
     return stream
@@ -199,9 +199,10 @@ class _LineReader:
 
     def __init__(self) -> None:
         self._stream: asyncio.StreamReader | None = None
+        self._tty = sys.stdin.isatty()  # asked once: the pipe's transport closes stdin at its end
 
     async def __call__(self, prompt: str) -> str:
-        if sys.stdin.isatty():
+        if self._tty:
             return await self._terminal(prompt)
         if self._stream is None:
             self._stream = await _stdin_stream()
@@ -242,26 +243,29 @@ async def _query(args: argparse.Namespace) -> int:
     from kb.runtime import build_pipeline, open_runtime
     from router.types import QueryRequest
 
+    piped = not args.question and not args.interactive and not sys.stdin.isatty()  # one question per line
     async with open_runtime() as rt:
         pipeline = build_pipeline(rt)
         questions = [args.question] if args.question else []
-        interactive = args.interactive or not questions
+        interactive = args.interactive or not (questions or piped)
         read_line = _LineReader()
         history: list[Any] = []
+        asked = 0
         while True:
-            if interactive:
+            if interactive or piped:
                 try:
-                    q = (await read_line("kb> ")).strip()
+                    q = (await read_line("" if piped else "kb> ")).strip()
                 except EOFError:
                     break
                 if q in {"", "exit", "quit"}:
-                    if q:
+                    if q and not piped:
                         break
                     continue
             elif questions:
                 q = questions.pop()
             else:
                 break
+            asked += 1
             req = QueryRequest(query=q, collection=args.collection, strategy=args.strategy, top_docs=args.top_docs,
                                top_k=args.top_k, history=history if interactive else [])
             try:
@@ -279,6 +283,10 @@ async def _query(args: argparse.Namespace) -> int:
                 from router.types import Turn
 
                 history = [*history, Turn("user", q), Turn("assistant", result.answer)][-6:]
+        if piped and not asked:
+            print("kb query: no question — pass one as an argument, pipe questions one per line, or run "
+                  "`kb query --interactive` on a terminal", file=sys.stderr)
+            return 2
         return 0
 
 

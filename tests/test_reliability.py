@@ -335,6 +335,14 @@ def test_cli_query_leaves_no_postgres_running(tmp_path: Path) -> None:
                              timeout=300)
         assert out.returncode == 0, out.stderr[-2000:]
     assert "4.2" in out.stdout and embedded_status(tmp_path / "data")["running"] is False
+    # questions piped one per line are each answered; no question and no terminal is exit 2 with a message
+    piped = subprocess.run([sys.executable, "-m", "kb.cli", "query", "--json"], env=env, capture_output=True,
+                           text=True, timeout=300,
+                           input="What was the revenue of the Kite project?\n\nWhich project is the memo about?\n")
+    assert piped.returncode == 0 and piped.stdout.count('"answer":') == 2, piped.stderr[-2000:]
+    empty = subprocess.run([sys.executable, "-m", "kb.cli", "query"], env=env, capture_output=True, text=True,
+                           timeout=120, stdin=subprocess.DEVNULL)
+    assert empty.returncode == 2 and "no question" in empty.stderr, empty.stderr[-2000:]
 
 
 def test_killed_server_leaves_no_parser_processes(tmp_path: Path) -> None:
