@@ -1,4 +1,5 @@
-"""The ``kb`` command line: run, serve, worker, db, config, ingest, query, export, reembed, facts, mcp, bench."""
+"""The ``kb`` command line: run, serve, worker, db, config, ingest, query, export, reembed, reindex, jobs, facts, mcp,
+bench."""
 
 from __future__ import annotations
 
@@ -338,6 +339,30 @@ async def _reindex(every: bool) -> int:
     return 0
 
 
+async def _jobs(limit: int, cancel: int | None, as_json: bool) -> int:
+    """List the newest ingest jobs (status, files, pages/s, time left), or cancel one."""
+    from ingest.jobs import cancel_job, list_jobs
+    from kb.runtime import open_runtime
+
+    async with open_runtime() as rt:
+        if cancel is not None:
+            n = await cancel_job(rt.pool, cancel)
+            print(f"kb: job {cancel} cancelled ({n} pending files; a file being ingested stops within seconds)")
+            return 0
+        jobs = await list_jobs(rt.pool, limit=limit, items_limit=0)
+    if as_json:
+        print(json.dumps([msgspec.to_builtins(j) for j in jobs], indent=2, ensure_ascii=False))
+        return 0
+    if not jobs:
+        print("kb: no ingest jobs")
+    for j in jobs:
+        rate = f"{j.pages_per_s:.1f} pages/s" if j.pages_per_s else "— pages/s"
+        left = f", about {j.seconds_left:.0f} s left" if j.seconds_left else ""
+        print(f"{j.id:>5}  {j.status:<9} {j.collection:<16} {j.files_done}/{j.files} files, {j.pages} pages, "
+              f"{rate}{left}  {j.root_path}")
+    return 0
+
+
 async def _facts(collection: str) -> int:
     """Re-read the statement facts of a collection's documents from their source files."""
     from ingest.pipeline import refresh_facts
@@ -545,6 +570,10 @@ def build_parser() -> argparse.ArgumentParser:
     rb.add_argument("--batch", type=int, default=256, help="texts per staged batch")
     ri = sub.add_parser("reindex", help="re-tokenise stored chunks for full-text search (no re-embedding)")
     ri.add_argument("--all", action="store_true", help="every chunk, not only those without current tokens")
+    jb = sub.add_parser("jobs", help="list the newest ingest jobs, or cancel one")
+    jb.add_argument("--limit", type=int, default=20, help="how many jobs, newest first")
+    jb.add_argument("--cancel", type=int, metavar="JOB", help="cancel this job (its pending and running files)")
+    jb.add_argument("--json", action="store_true", help="print the jobs as JSON")
     fa = sub.add_parser("facts", help="re-read the statement facts of stored documents from their source files")
     fa.add_argument("--collection", required=True)
     sub.add_parser("mcp", help="serve the Model Context Protocol over stdio (for agents; HTTP is at /mcp)")
@@ -645,6 +674,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             return run_async(_reindex(args.all))
         if args.command == "facts":
             return run_async(_facts(args.collection))
+        if args.command == "jobs":
+            return run_async(_jobs(max(1, min(args.limit, 200)), args.cancel, args.json))
         if args.command == "mcp":
             return run_async(_mcp_stdio())
         if args.command == "bench":

@@ -343,6 +343,15 @@ def test_cli_query_leaves_no_postgres_running(tmp_path: Path) -> None:
     empty = subprocess.run([sys.executable, "-m", "kb.cli", "query"], env=env, capture_output=True, text=True,
                            timeout=120, stdin=subprocess.DEVNULL)
     assert empty.returncode == 2 and "no question" in empty.stderr, empty.stderr[-2000:]
+    # jobs are listed and cancelled from the CLI
+    jobs = subprocess.run([sys.executable, "-m", "kb.cli", "jobs", "--json"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    listed = json.loads(jobs.stdout)
+    assert jobs.returncode == 0 and [(j["status"], j["files"]) for j in listed] == [("done", 1)], jobs.stdout
+    for job, says in ((listed[0]["id"], "already done"), (424242, "does not exist")):
+        out = subprocess.run([sys.executable, "-m", "kb.cli", "jobs", "--cancel", str(job)], env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 1 and says in out.stderr, out.stderr[-2000:]
 
 
 def test_killed_server_leaves_no_parser_processes(tmp_path: Path) -> None:
