@@ -409,3 +409,10 @@ async def test_a_wait_that_runs_out_under_load_is_overload_not_an_unreachable_da
             assert "unreachable" in r.json()["detail"]
     finally:
         runtime._pipeline = None
+
+
+def test_a_logged_path_carries_no_control_characters() -> None:
+    from kb.api.common import logged_path
+
+    assert logged_path("/ui/a\x1b[31mred\x00z") == "/ui/a\\x1b[31mred\\x00z"
+    assert len(logged_path("/kb/" + "x" * 5000)) == 300 and logged_path("/kb/documents/3") == "/kb/documents/3"

@@ -343,3 +343,11 @@ async def test_original_file_section_chunks_and_overview(runtime: Runtime, tmp_p
 
         (docs / "report.pdf").write_bytes(b"%PDF-1.7 changed")
         _is_problem(await client.get(f"/kb/documents/{ids['report.pdf']}/file"), 409)
+
+
+async def test_odd_ui_paths_are_not_found_not_server_errors(runtime: Runtime) -> None:
+    """A NUL byte or a very long name under /ui/ is a 404, not a 500 (no token is needed to ask)."""
+    async with _client(runtime) as client:
+        for path in ("/ui/%00", "/ui/a%00b.js", "/ui/" + "x" * 5000, "/ui/" + "é" * 2000 + ".css"):
+            r = await client.get(path)
+            assert r.status_code == 404, (path[:40], r.status_code, r.text[:200])

@@ -166,6 +166,11 @@ def _settings_of(request: ASGIConnection[Any, Any, Any, Any]) -> Settings | None
     return rt.settings if rt is not None else None
 
 
+def logged_path(path: str, limit: int = 300) -> str:
+    """A request path as the log may print it: control characters (an escape byte, a NUL) escaped, and cut."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in path[:limit])
+
+
 def unavailable(rt: Runtime | None, exc: BaseException) -> UnavailableError | None:
     """The 503 an exception means: overloaded when a wait ran out (a pool slot, a connection, a statement) while
     the runtime sees the database up; unreachable when the database is gone; None for anything else."""
@@ -194,7 +199,7 @@ def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Respon
                        headers)
     if (down := unavailable(request.app.state.get("runtime"), exc)) is not None:
         log.warning("api.overloaded" if isinstance(down, OverloadedError) else "api.db_unavailable",
-                    path=request.url.path, error=f"{type(exc).__name__}: {exc}"[:300])
+                    path=logged_path(request.url.path), error=f"{type(exc).__name__}: {exc}"[:300])
         return problem(down.status_code, down.title, down.detail, {"Retry-After": str(RETRY_AFTER_S)})
     if isinstance(exc, UnicodeDecodeError):
         return problem(400, "Invalid request", "the request is not valid UTF-8")
@@ -208,7 +213,7 @@ def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Respon
     if isinstance(exc, HTTPException):  # its headers (e.g. Allow on a 405) are kept
         return problem(exc.status_code, exc.__class__.__name__.replace("Exception", "") or "Error", str(exc.detail),
                        dict(exc.headers or {}))
-    log.exception("api.unhandled", path=request.url.path)
+    log.exception("api.unhandled", path=logged_path(request.url.path))
     return problem(500, "Internal error", "an unexpected error occurred; see the server log for the request id")
 
 

@@ -53,6 +53,19 @@ def csp_middleware(app: ASGIApp) -> ASGIApp:
     return middleware
 
 
+def odd_path_middleware(app: ASGIApp) -> ASGIApp:
+    """A UI path no file can have — a NUL byte, a name longer than a file system allows — is a 404 before the
+    static files are looked up (the look-up raised a 500)."""
+
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if "\x00" in path or any(len(part.encode()) > 255 for part in path.split("/")):
+            raise NotFoundException("no such file of the web UI")
+        await app(scope, receive, send)
+
+    return middleware
+
+
 API_PREFIXES = ("/kb", "/mcp", "/metrics", "/schema", "/health")
 
 
@@ -114,7 +127,7 @@ async def ui_help() -> Response[bytes]:
 def ui_router() -> Router:
     """``/ui/…`` from the packaged static folder (``index.html`` for the folder, ``404.html`` when missing)."""
     return create_static_files_router(path="/ui", directories=[STATIC_DIR], html_mode=True, name="ui",
-                                      middleware=[csp_middleware])
+                                      middleware=[csp_middleware, odd_path_middleware])
 
 
 SOURCE_TYPES = {"pdf": "application/pdf",
