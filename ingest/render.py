@@ -361,10 +361,12 @@ class LinesCache:
 
 def cited_lines(doc: SourceDoc, lines: list[str], start: int, end: int, chunk: ChunkRef | None) -> SourceLines:
     """Lines ``start..end`` (1-based, inclusive, at most MAX_LINES) of a source's ``lines``; the lines of
-    ``chunk``'s text are marked ``cited``."""
+    ``chunk``'s text are marked ``cited``; none when ``end`` is before ``start``."""
     total = len(lines)
-    if start < 1 or end < start:
-        raise ValidationError(f"need 1 ≤ start ≤ end, got start={start}, end={end}")
+    if start < 1:
+        raise ValidationError(f"need 1 ≤ start, got start={start}")
+    if end < start:
+        return SourceLines(document_id=doc.doc_id, name=doc.name, start=start, end=end, total=total, lines=[])
     if start > total:
         raise NotFoundError(f"line {start} does not exist: document {doc.doc_id} has {total} lines")
     end = min(end, total, start + MAX_LINES - 1)

@@ -148,9 +148,9 @@ async def test_timeout_is_retried(fake_openai: FakeOpenAI) -> None:
 
 
 async def test_timeout_every_time_raises_llm_error(fake_openai: FakeOpenAI) -> None:
-    fake_openai.script(responder=lambda _req: FakeReply.slow(2.0))
-    with pytest.raises(LLMError, match="APITimeoutError"):
-        await ask(make_model(fake_openai, timeout_s=0.3, max_retries=1))
+    fake_openai.script(responder=lambda _req: FakeReply.slow(4.0))
+    with pytest.raises(LLMError, match="APITimeoutError"):  # a timeout long enough for the retry to arrive on a
+        await ask(make_model(fake_openai, timeout_s=1.0, max_retries=1))  # busy machine (0.3 s lost it in CI)
     assert fake_openai.call_count == 2
 
 

@@ -71,15 +71,13 @@ class PagesController(Controller):
                     start: Annotated[int | None, Parameter(ge=1, le=10**9, description="first line (1-based)")] = None,
                     count: Annotated[int, Parameter(ge=1, le=MAX_LINES, description="lines to return")] = MAX_LINES,
                     end: Annotated[int | None, Parameter(ge=1, le=10**9, description=(
-                        "last line (1-based, inclusive), instead of count; at most 400 lines are returned"))] = None,
+                        "last line (1-based, inclusive), instead of count; at most 400 lines; before start: none"))] = None,
                     highlight: Highlight = None) -> SourceLines:
         """Lines of a Markdown/text document, or paragraphs of a .docx/HTML one (1-based; at most 400); with
         ``highlight`` and no ``start``, those of the chunk's section, the chunk's own marked ``cited``. A source
         is parsed once (then kept in memory by its sha256); 503 while too many others wait for theirs."""
-        if end is not None:
-            if end < (start or 1):
-                raise ValidationError(f"end ({end}) is before start ({start or 1})")
-            count, start = min(MAX_LINES, end - (start or 1) + 1), start or 1
+        if end is not None:  # an end before start reads no lines
+            count, start = max(0, min(MAX_LINES, end - (start or 1) + 1)), start or 1
         doc = await load_source(rt.pool, doc_id)
         if doc.is_pdf:
             raise NotFoundError(f"document {doc_id} is a PDF: it has pages, not lines; preview them at "
