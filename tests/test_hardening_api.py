@@ -420,3 +420,22 @@ def test_a_logged_path_carries_no_control_characters() -> None:
 
     assert logged_path("/ui/a\x1b[31mred\x00z") == "/ui/a\\x1b[31mred\\x00z"
     assert len(logged_path("/kb/" + "x" * 5000)) == 300 and logged_path("/kb/documents/3") == "/kb/documents/3"
+
+
+async def test_the_503s_of_an_outage_are_a_few_log_lines(runtime: Runtime) -> None:
+    """Every request during an outage gets its 503, but the log says so once per interval, with the count."""
+    from structlog.testing import capture_logs
+
+    from kb.api.common import UNAVAILABLE_LOG
+
+    UNAVAILABLE_LOG._last = float("-inf")
+    runtime.db_available = False
+    try:
+        async with _client(runtime) as client:
+            with capture_logs() as logs:
+                codes = [(await client.get("/kb/documents")).status_code for _ in range(40)]
+        assert codes == [503] * 40
+        said = [e for e in logs if e["event"] in ("api.unavailable", "api.error")]
+        assert len(said) == 1 and said[0]["event"] == "api.unavailable" and said[0]["log_level"] == "warning", said
+    finally:
+        runtime.db_available = True

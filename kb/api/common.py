@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import ipaddress
+import math
 import re
 import time
 import uuid
@@ -166,6 +167,27 @@ def _settings_of(request: ASGIConnection[Any, Any, Any, Any]) -> Settings | None
     return rt.settings if rt is not None else None
 
 
+class _Throttled:
+    """One warning per ``interval_s`` for the 503s of an outage (each request of it gets one), with the number
+    of them since the last line: thousands of requests during a short outage are a few log lines, not thousands."""
+
+    def __init__(self, interval_s: float = 10.0) -> None:
+        self.interval_s = interval_s
+        self._last = -math.inf
+        self._since = 0
+
+    def say(self, exc: UnavailableError, cause: str = "") -> None:
+        self._since += 1
+        now = time.monotonic()
+        if now - self._last >= self.interval_s:
+            event = "api.overloaded" if isinstance(exc, OverloadedError) else "api.unavailable"
+            log.warning(event, reason=exc.detail, cause=cause or None, requests=self._since)
+            self._last, self._since = now, 0
+
+
+UNAVAILABLE_LOG = _Throttled()
+
+
 def logged_path(path: str, limit: int = 300) -> str:
     """A request path as the log may print it: control characters (an escape byte, a NUL) escaped, and cut."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in path[:limit])
@@ -189,7 +211,9 @@ def db_unreachable(exc: BaseException) -> bool:
 def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     """The one handler: KBError → its status; framework errors → their status; anything else → 500."""
     if isinstance(exc, KBError):
-        if exc.status_code >= 500:
+        if isinstance(exc, UnavailableError):  # expected while the database is down: said once per interval
+            UNAVAILABLE_LOG.say(exc)
+        elif exc.status_code >= 500:
             log.error("api.error", error=exc.detail, kind=type(exc).__name__)
         settings = _settings_of(request)
         headers = {"WWW-Authenticate": 'Bearer realm="kb"'} if isinstance(exc, AuthError) else None
@@ -198,8 +222,7 @@ def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Respon
         return problem(exc.status_code, exc.title, scrub_paths(exc.detail, settings) if settings else exc.detail,
                        headers)
     if (down := unavailable(request.app.state.get("runtime"), exc)) is not None:
-        log.warning("api.overloaded" if isinstance(down, OverloadedError) else "api.db_unavailable",
-                    path=logged_path(request.url.path), error=f"{type(exc).__name__}: {exc}"[:300])
+        UNAVAILABLE_LOG.say(down, cause=f"{type(exc).__name__}: {exc}"[:300])
         return problem(down.status_code, down.title, down.detail, {"Retry-After": str(RETRY_AFTER_S)})
     if isinstance(exc, UnicodeDecodeError):
         return problem(400, "Invalid request", "the request is not valid UTF-8")

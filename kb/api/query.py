@@ -13,8 +13,8 @@ from litestar import Controller, post
 from litestar.response import ServerSentEvent
 
 from ingest.page_labels import with_printed_pages
-from kb.api.common import BEARER, errors, read_guard, unavailable
-from kb.core.errors import KBError, OverloadedError
+from kb.api.common import BEARER, UNAVAILABLE_LOG, errors, read_guard, unavailable
+from kb.core.errors import KBError
 from kb.runtime import Runtime
 from router.pipeline import QueryPipeline
 from router.state import admit
@@ -69,8 +69,7 @@ async def _stream(pipeline: Any, req: Request, rt: Runtime | None = None) -> Asy
             await queue.put(("error", {"status": exc.status_code, "title": exc.title, "detail": exc.detail}))
         except Exception as exc:  # noqa: BLE001 - reported to the client as an event, and logged
             if (down := unavailable(rt, exc)) is not None:  # busy, or the database went away: retry, as a 503 says
-                log.warning("api.overloaded" if isinstance(down, OverloadedError) else "api.db_unavailable",
-                            error=f"{type(exc).__name__}: {exc}"[:300])
+                UNAVAILABLE_LOG.say(down, cause=f"{type(exc).__name__}: {exc}"[:300])
                 await queue.put(("error", {"status": down.status_code, "title": down.title, "detail": down.detail}))
                 return
             log.exception("api.stream_failed")
