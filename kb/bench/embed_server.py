@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = get_settings()
     s = settings.embedding
-    embedder = build_embedder(s.model, s.batch_size, threads=s.threads, cache_dir=settings.database.data_dir / "models")
+    embedder = build_embedder(s.model, s.batch_size, threads=s.threads,
+                              cache_dir=s.model_dir or settings.database.data_dir / "models", runtime=s.runtime)
     served = Served()
     server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(embedder, served))
 
