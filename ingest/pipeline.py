@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
@@ -47,6 +48,7 @@ from ingest.store import (
 from ingest.summaries import summarize_tree
 from kb.core.collections import get_collection
 from kb.core.errors import IngestError, KBError, LLMError
+from kb.core.process import pool_process_started
 from kb.core.providers import ChatModel
 from kb.core.providers.chat import CountingChat, OfflineChatModel
 from kb.core.settings import IngestSettings
@@ -124,7 +126,7 @@ def make_executor(workers: int) -> Executor | None:
     from concurrent.futures import ProcessPoolExecutor
 
     return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_init_parser_process)
+                               initializer=pool_process_started, initargs=(os.getpid(),))
 
 
 def stop_executor(executor: Executor) -> None:
@@ -134,22 +136,6 @@ def stop_executor(executor: Executor) -> None:
     for proc in processes:
         if proc.is_alive():
             proc.kill()
-
-
-def _init_parser_process() -> None:
-    """Parser processes die with their parent (even a ``kill -9`` of it) and log like it."""
-    import sys
-
-    if sys.platform == "linux":  # PR_SET_PDEATHSIG: no orphaned parser after the server is killed
-        import ctypes
-        import signal
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
-    from kb.core.logging import configure_logging
-    from kb.core.settings import get_settings
-
-    server = get_settings().server
-    configure_logging(server.log_format, server.log_level)
 
 
 def max_file_bytes(settings: IngestSettings) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import time
@@ -589,19 +590,37 @@ def main(argv: list[str] | None = None) -> int:
     and the caller's other child processes are left alone."""
     import signal
 
-    from kb.core.process import STOP_SIGNALS, install_stop_signals, received_signal
+    from kb.core.process import STOP_SIGNALS, die_with_spawner, install_stop_signals, received_signal
 
     args = build_parser().parse_args(argv)
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     install_stop_signals()  # SIGTERM and SIGHUP stop every command the way Ctrl-C does
+    die_with_spawner()  # a kb child of another kb command (kb bench's workers) stops when that one dies
     try:
-        return _dispatch(args)
+        code = _dispatch(args)
     except KeyboardInterrupt:
-        return 128 + (received_signal() or signal.SIGINT)
+        code = 128 + (received_signal() or signal.SIGINT)
     finally:
         _finish(args.command, end_all_children=argv is None)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if argv is None and received_signal() is not None:
+        _exit_now(code)
+    return code
+
+
+def _exit_now(code: int) -> None:
+    """End a stopped ``kb`` process when its stop line says so: its children are ended, its Postgres stopped and
+    its logs flushed; what is left — joining threads still blocked in a read or a model call, the interpreter's
+    tear-down of large libraries — took seconds after the line (the line said 2.0 s, the process lived 7)."""
+    import logging
+    import os
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
 
 
 def _finish(command: str, *, end_all_children: bool) -> None:

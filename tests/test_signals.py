@@ -175,6 +175,7 @@ def test_a_stop_signal_leaves_nothing_running(shared: Shared, command: str, sig:
         sent = time.monotonic()
         proc.send_signal(SIGNALS[sig])
         code = proc.wait(timeout=STOP_LIMIT_S)
+        exited = time.monotonic() - sent
         _, alive = psutil.wait_procs(started, timeout=max(0.1, sent + STOP_LIMIT_S - time.monotonic()))
         alive = [p for p in alive if _running(p)]  # a zombie has ended; only its parent has not reaped it yet
         elapsed = time.monotonic() - sent
@@ -185,6 +186,8 @@ def test_a_stop_signal_leaves_nothing_running(shared: Shared, command: str, sig:
     assert shared.postmaster() is None
     lines = [ln for ln in out.splitlines() if f"kb {command.split('-')[0]}: stopped by SIG{sig} " in ln]
     assert len(lines) == 1 and "stopped the embedded Postgres" in lines[0], out[-2000:]
+    said = float(lines[0].split(" in ", 1)[1].split(" s;", 1)[0])  # "... stopped by SIGTERM in 2.0 s; ..."
+    assert said <= exited + 0.1 and exited - said < 1.5, (said, exited)  # the line's time is the process's end
     assert code in {0, 128 + SIGNALS[sig]}, (code, out[-2000:])
     print(f"{command} SIG{sig}: exit {code}, everything gone {elapsed:.1f} s after the signal")
 
@@ -245,3 +248,70 @@ def test_workers_die_with_a_killed_supervisor_and_the_next_start_adopts_postgres
             again.kill()
     assert psutil.wait_procs([postmaster], timeout=STOP_LIMIT_S)[1] == []
     assert "stopped the embedded Postgres" in log2.read_text()
+
+
+PARSER_POOL = '''
+import os, sys, time
+from ingest.pipeline import make_executor
+
+if __name__ == "__main__":  # a spawned parser imports this file again, as __mp_main__, like the kb script
+    ex = make_executor(1)
+    ex.submit(os.getpid)  # starts the parser process (and multiprocessing's resource tracker) now
+    print("submitted", flush=True)
+    time.sleep(120)
+'''
+
+
+def test_parsers_die_with_a_parent_killed_at_any_moment_of_their_start(tmp_path: Path) -> None:
+    """R2: a parser process outlives no SIGKILLed parent, also one killed while the parser is still importing
+    (the parent-death signal used to be set after the parsers' imports: seconds in which a kill left it for
+    good). Kill moments drawn at random over the parser's start-up and after; the seed is in the message."""
+    import random
+
+    script = tmp_path / "pool_main.py"
+    script.write_text(PARSER_POOL)
+    seed = random.randrange(10**6)
+    delays = [0.0, *sorted(random.Random(seed).uniform(0.05, 3.0) for _ in range(3)), 5.0]
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("KB_")}, "PYTHONPATH": str(REPO)}
+    for delay in delays:
+        proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, env=env, cwd=tmp_path,
+                                start_new_session=True)
+        try:
+            assert proc.stdout is not None and proc.stdout.readline() == b"submitted\n"
+            time.sleep(delay)
+            children = psutil.Process(proc.pid).children(recursive=True)
+            assert children, "no parser process was started"
+            proc.kill()  # SIGKILL, as the OOM killer does
+            proc.wait()
+            _, alive = psutil.wait_procs(children, timeout=STOP_LIMIT_S)
+            alive = [p for p in alive if _running(p)]
+        finally:
+            _end_session(proc)
+        assert not alive, f"seed {seed}: killed {delay:.2f} s after the parser started, still running: {alive}"
+
+
+def test_a_killed_bench_leaves_no_worker_behind(shared: Shared) -> None:
+    """R3: SIGKILL of ``kb bench ingest --workers`` takes its ``kb worker`` (and that worker's parser) with it;
+    the worker used to live on, logging an error every second."""
+    _stop_leftovers(shared)
+    log = shared.root / "bench-workers-kill.log"
+    proc = _kb(shared, "bench", "ingest", "--workers", "1", "--files", "40", "--pages-per-file", "8", log=log)
+
+    def workers() -> list[psutil.Process]:
+        try:
+            return [c for c in psutil.Process(proc.pid).children() if "worker" in c.cmdline()]
+        except psutil.Error:
+            return []
+
+    try:
+        _wait("its worker started", lambda: bool(workers()), proc, log)
+        time.sleep(2.0)  # the worker mid start-up or at work
+        started = [p for p in psutil.Process(proc.pid).children(recursive=True) if p.name() != "postgres"]
+        proc.kill()
+        proc.wait()
+        _, alive = psutil.wait_procs(started, timeout=STOP_LIMIT_S)
+        alive = [p for p in alive if _running(p)]
+    finally:
+        _stop_leftovers(shared)  # the Postgres the bench started, stopped cleanly (a killed owner leaves it)
+        _end_session(proc)
+    assert not alive, f"still running after the bench was killed: {alive}\n{log.read_text(errors='replace')[-2000:]}"

@@ -16,6 +16,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from kb.core.process import die_with_spawner
 from kb.core.providers.embed import build_embedder
 from kb.core.settings import get_settings
 
@@ -78,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, default=0, help="0: any free port")
     args = parser.parse_args(argv)
+    die_with_spawner()  # kb bench ingest's server: it stops with the bench, even a SIGKILLed one
     settings = get_settings()
     s = settings.embedding
     embedder = build_embedder(s.model, s.batch_size, threads=s.threads,

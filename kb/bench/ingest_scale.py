@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ import msgspec
 import structlog
 
 from kb.core.errors import ConfigError
+from kb.core.process import as_child
 
 log = structlog.get_logger("kb.bench.ingest_scale")
 
@@ -49,7 +50,12 @@ FROM pg_stat_activity a
 WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND a.wait_event_type = 'Lock'"""
 SQL_BENCH_COLLECTION = "SELECT id, description FROM collections WHERE name = $1"
 SQL_JOB_WORKERS = "SELECT count(DISTINCT worker) FROM ingest_job_items WHERE job_id = $1"
-SQL_DROP_COLLECTION = "DELETE FROM collections WHERE id = $1"  # documents, chunks, nodes, jobs cascade
+SQL_DROP_COLLECTION = "DELETE FROM collections WHERE id = $1"
+SQL_JOB_PROGRESS = """
+SELECT count(*) FILTER (WHERE status NOT IN ('pending', 'running')) AS done,
+       coalesce(sum(stage_done) FILTER (WHERE status = 'running'), 0) AS moving,
+       string_agg(stage, ',') FILTER (WHERE status = 'running') AS stages
+FROM ingest_job_items WHERE job_id = $1"""  # documents, chunks, nodes, jobs cascade
 _WORDS = (
     "revenue margin segment growth capital liquidity customer product market operating income tax cash flow "
     "equity debt lease asset liability pension supply demand region volume price cost expense investment "
@@ -104,6 +110,8 @@ class WorkerRun(msgspec.Struct, frozen=True):
     lock_waits: LockWaits
     worker_start_s: float  # until every worker process was ready (not in ``seconds``)
     workers_claiming: int  # distinct workers that claimed the job's files
+    peak_rss_mb: float = 0.0  # the largest resident memory of one worker process with its parser, sampled every 0.5 s
+    progress_gap_s: float = 0.0  # the longest time the job's progress (files done, stage, count) stood still
 
 
 class ScaleReport(msgspec.Struct, frozen=True):
@@ -214,7 +222,8 @@ async def worker_processes(n: int, env: dict[str, str], log_dir: Path) -> AsyncI
         for i in range(n):
             with (log_dir / f"worker-{i}.log").open("wb") as err:
                 procs.append(await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "kb.cli", "worker", env=env, stdout=subprocess.PIPE, stderr=err))
+                    sys.executable, "-m", "kb.cli", "worker", env=as_child(env), stdout=subprocess.PIPE,
+                    stderr=err))
         await asyncio.gather(*(_ready(p, READY_TIMEOUT_S) for p in procs))
         yield [p.pid for p in procs]
     finally:
@@ -234,7 +243,7 @@ async def worker_processes(n: int, env: dict[str, str], log_dir: Path) -> AsyncI
 def embeddings_server(env: dict[str, str], log_dir: Path) -> Any:
     """``kb.bench.embed_server`` in its own process; yields its base URL; stopped on leaving."""
     with (log_dir / "embed-server.log").open("wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "kb.bench.embed_server"], env=env, stdout=subprocess.PIPE,
+        proc = subprocess.Popen([sys.executable, "-m", "kb.bench.embed_server"], env=as_child(env), stdout=subprocess.PIPE,
                                 stderr=err, text=True)
     try:
         assert proc.stdout is not None
@@ -275,6 +284,39 @@ async def _finished(pool: asyncpg.Pool, job_id: int) -> Any:
         await asyncio.sleep(0.2)
 
 
+class ProcessSampler:
+    """Every ``interval_s``: the resident memory of each worker process with its children (its parser), the
+    largest seen; and the job's progress (files finished, the running files' stage and count), the longest time
+    it stood still."""
+
+    def __init__(self, pids: Sequence[int], interval_s: float = 0.5) -> None:
+        self.pids = list(pids)
+        self.interval_s = interval_s
+        self.peak_bytes = 0
+        self.longest_still_s = 0.0
+
+    def _rss(self, pid: int) -> int:
+        import psutil
+
+        try:
+            proc = psutil.Process(pid)
+            return sum(p.memory_info().rss for p in (proc, *proc.children(recursive=True)))
+        except psutil.Error:
+            return 0
+
+    async def run(self, pool: asyncpg.Pool, job_id: int, stop: asyncio.Event) -> None:
+        seen, since = None, time.monotonic()
+        while not stop.is_set():
+            self.peak_bytes = max([self.peak_bytes, *(self._rss(p) for p in self.pids)])
+            row = await pool.fetchrow(SQL_JOB_PROGRESS, job_id)
+            now = (row["done"], row["moving"], row["stages"]) if row is not None else None
+            if now != seen:
+                seen, since = now, time.monotonic()
+            self.longest_still_s = max(self.longest_still_s, time.monotonic() - since)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.interval_s)
+
+
 async def measure_workers(rt: Any, cfg: ScaleConfig, n: int, work_dir: Path,
                           embed_url: str | None) -> WorkerRun:
     """One run with ``n`` worker processes: see the module docstring."""
@@ -292,17 +334,20 @@ async def measure_workers(rt: Any, cfg: ScaleConfig, n: int, work_dir: Path,
                 "KB_EMBEDDING_DIMENSIONS": str(rt.embedder.dimension)}
     try:
         t0 = time.perf_counter()
-        async with worker_processes(n, env, corpus):
+        async with worker_processes(n, env, corpus) as pids:
             started_s = time.perf_counter() - t0
             sampler = LockSampler(rt.database_url, cfg.sample_s)
             stop = asyncio.Event()
             sampling = asyncio.create_task(sampler.run(stop))
             t = time.perf_counter()
             job_id = await create_job(rt.pool, collection_id=coll_id, path=corpus / "pdfs")
+            watcher = ProcessSampler(pids)
+            watching = asyncio.create_task(watcher.run(rt.pool, job_id, stop))
             job = await _finished(rt.pool, job_id)
             seconds = time.perf_counter() - t
             stop.set()
             await sampling
+            await watching
             claiming = int(await rt.pool.fetchval(SQL_JOB_WORKERS, job_id))
     finally:
         row = await rt.pool.fetchrow(SQL_BENCH_COLLECTION, name)
@@ -315,7 +360,8 @@ async def measure_workers(rt: Any, cfg: ScaleConfig, n: int, work_dir: Path,
                     pages=job.pages, chunks=job.chunks, seconds=round(seconds, 2),
                     pages_per_s=round(job.pages / seconds, 2), chunks_per_s=round(job.chunks / seconds, 2),
                     lock_waits=sampler.result(), worker_start_s=round(started_s, 2),
-                    workers_claiming=claiming)
+                    workers_claiming=claiming, peak_rss_mb=round(watcher.peak_bytes / 2**20, 1),
+                    progress_gap_s=round(watcher.longest_still_s, 1))
     log.info("bench.ingest_workers", workers=n, pages_per_s=run.pages_per_s, chunks_per_s=run.chunks_per_s,
              job_table_lock_samples=run.lock_waits.job_table_samples)
     return run
@@ -345,14 +391,15 @@ async def run_scale(cfg: ScaleConfig) -> ScaleReport:
 def summary_lines(report: ScaleReport) -> list[str]:
     """The report as a small table for the terminal and the README."""
     lines = ["| workers (claiming) | embedder | pages | chunks | seconds | pages/s | chunks/s | failed "
-             "| job-table lock waits (samples, waiter-s) | other lock waits |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---|---|"]
+             "| job-table lock waits (samples, waiter-s) | other lock waits | peak worker MB | longest still s |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|"]
     for r in report.runs:
         w = r.lock_waits
         emb = f"{r.embedder} (remote)" if r.remote_embeddings else r.embedder
         lines.append(f"| {r.workers} ({r.workers_claiming}) | {emb} | {r.pages} | {r.chunks} | {r.seconds} | {r.pages_per_s} | "
                      f"{r.chunks_per_s} | {r.files_failed} | {w.job_table_samples}/{w.samples}, "
-                     f"{w.job_table_waiter_s} | {w.other_samples}/{w.samples}, {w.other_waiter_s} |")
+                     f"{w.job_table_waiter_s} | {w.other_samples}/{w.samples}, {w.other_waiter_s} | {r.peak_rss_mb} | "
+                     f"{r.progress_gap_s} |")
     return lines
 
 

@@ -23,6 +23,7 @@ log = structlog.get_logger("kb.core.process")
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 CHILD_GRACE_S = 3.0  # a child that has not exited this long after SIGTERM gets SIGKILL
 _PR_SET_PDEATHSIG = 1
+PARENT_ENV = "_KB_PARENT_PID"  # internal, not a setting: the pid a child started with ``as_child`` dies with
 T = TypeVar("T")
 _received: list[tuple[int, float]] = []  # the stop signals this process got, with when (monotonic)
 
@@ -109,6 +110,33 @@ def die_with_parent(parent_pid: int | None = None, sig: int = signal.SIGTERM) ->
         return
     if parent_pid is not None and os.getppid() != parent_pid:  # the parent died before the call above
         os.kill(os.getpid(), sig)
+
+
+def as_child(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a ``kb`` child process that is to die with this one, even when this one is SIGKILLed (the
+    child calls ``die_with_spawner`` first thing)."""
+    return {**env, PARENT_ENV: str(os.getpid())}
+
+
+def die_with_spawner() -> None:
+    """In a process started with ``as_child``: SIGTERM when its parent ends (at once if it already has), so it
+    stops cleanly — handing back what it holds — instead of living on as an orphan. Not passed on to its own
+    children."""
+    parent = os.environ.pop(PARENT_ENV, None)
+    if parent and parent.isdigit():
+        die_with_parent(int(parent))
+
+
+def pool_process_started(parent_pid: int) -> None:
+    """Initializer of a parser process (a spawned pool's): SIGKILL when ``parent_pid`` ends, and at once if it
+    ended while this process was starting; then log like the parent. It lives in this light module so that
+    it runs before the parsers' imports (seconds during which a killed parent used to leave an orphan)."""
+    die_with_parent(parent_pid, signal.SIGKILL)
+    from kb.core.logging import configure_logging
+    from kb.core.settings import get_settings
+
+    server = get_settings().server
+    configure_logging(server.log_format, server.log_level)
 
 
 def _spared(proc: psutil.Process) -> bool:
