@@ -3,7 +3,9 @@
 The tools call the same library functions as the REST controllers (``ingest.store``,
 ``ingest.pageindex``, ``router.metadata``, ``QueryPipeline.run``). Product errors become MCP tool
 errors (``isError`` results with the reason); the SDK validates argument types and sizes from the
-signatures below and turns anything unexpected into an error result without crashing the server.
+signatures below and turns anything unexpected into an error result without crashing the server. An argument a
+tool does not have is an error too (``KBMCPServer``), not silently dropped, and each tool's input schema says so
+(``additionalProperties: false``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import msgspec
 import structlog
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import Tool as MCPTool
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
@@ -35,6 +38,7 @@ from router.types import (
     COLLECTION_PATTERN,
     DEFAULT_TOP_K,
     MAX_COLLECTION_CHARS,
+    MAX_FILTER_KEYS,
     MAX_QUERY_CHARS,
     MAX_TOP_DOCS,
     MAX_TOP_K,
@@ -66,6 +70,30 @@ Collection = Annotated[str, Field(min_length=1, max_length=MAX_COLLECTION_CHARS,
 DocId = Annotated[int, Field(ge=1, le=MAX_DOC_ID, description="document id (the doc_id from list_documents)")]
 
 READ_ONLY = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+Filters = Annotated[dict[str, Any] | None, Field(description=(
+    'metadata filter, e.g. {"company": "Acme"}, {"fiscal_year": [2022, 2023]}, '
+    '{"fiscal_year": {"gte": 2021, "lte": 2023}} or {"title": {"contains": "annual"}}; '
+    "all conditions must hold"), max_length=MAX_FILTER_KEYS)]
+
+
+class KBMCPServer(MCPServer):
+    """The SDK's server, strict about argument names: a call naming an argument its tool does not declare
+    is refused with the names it does (the SDK would drop it and answer as if it had not been given)."""
+
+    async def list_tools(self) -> list[MCPTool]:
+        tools = await super().list_tools()
+        for tool in tools:
+            tool.input_schema["additionalProperties"] = False
+        return tools
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        declared = {t.name: set(t.input_schema.get("properties", {})) for t in await super().list_tools()}
+        unknown = sorted(set(arguments) - declared[name]) if name in declared else []
+        if unknown:
+            log.info("mcp.tool_refused", tool=name, error="unknown arguments", arguments=unknown)
+            raise ToolError(f"{name} has no argument {', '.join(map(repr, unknown))}; its arguments are "
+                            f"{', '.join(sorted(declared[name]))}")
+        return await super().call_tool(name, arguments, context)
 
 
 @dataclass
@@ -119,7 +147,7 @@ def _prune(node: dict[str, Any], depth: int) -> dict[str, Any]:
 
 def build_mcp_server(services: Services) -> MCPServer:
     """An MCP server with the knowledge-base tools, reading its runtime from ``services``."""
-    server = MCPServer("kb", instructions=INSTRUCTIONS, version=__version__)
+    server = KBMCPServer("kb", instructions=INSTRUCTIONS, version=__version__)
 
     async def query(
         question: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS,
@@ -132,8 +160,10 @@ def build_mcp_server(services: Services) -> MCPServer:
         top_docs: Annotated[int | None, Field(ge=1, le=MAX_TOP_DOCS, description=(
             "how many documents to route to; leave unset to let the question decide"))] = None,
         top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K, description="evidence passages handed to the answer")] = DEFAULT_TOP_K,
+        filters: Filters = None,
     ) -> dict[str, Any]:
-        """Answer a question from the documents of a collection, with citations.
+        """Answer a question from the documents of a collection, with citations. `filters` (metadata, as in
+        `list_documents`) limits the documents the answer may come from.
 
         Returns `answer` (text with [n] markers), `citations` (each with doc_id, doc_name, node_id,
         section_path, pages and the quoted text; pass doc_id and node_id to `get_node` to read more)
@@ -144,6 +174,8 @@ def build_mcp_server(services: Services) -> MCPServer:
                                       "top_k": top_k, "include_trace": False}
             if top_docs is not None:
                 fields["top_docs"] = top_docs
+            if filters:
+                fields["filters"] = filters
             result = await pipeline.run(QueryRequest(**fields))
             return {"answer": result.answer, "citations": msgspec.to_builtins(result.citations),
                     "documents": msgspec.to_builtins(result.documents)}
@@ -157,10 +189,7 @@ def build_mcp_server(services: Services) -> MCPServer:
 
     async def list_documents(
         collection: Collection = "default",
-        filters: Annotated[dict[str, Any] | None, Field(description=(
-            'metadata filter, e.g. {"company": "Acme"}, {"fiscal_year": [2022, 2023]}, '
-            '{"fiscal_year": {"gte": 2021, "lte": 2023}} or {"title": {"contains": "annual"}}; '
-            "all conditions must hold"), max_length=20)] = None,
+        filters: Filters = None,
         limit: Annotated[int, Field(ge=1, le=1000, description="at most this many documents")] = 100,
         offset: Annotated[int, Field(ge=0, le=10**9, description="skip this many (paging)")] = 0,
     ) -> dict[str, Any]:

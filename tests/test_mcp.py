@@ -103,6 +103,22 @@ async def _exercise(client: Client) -> None:
     assert answer["answer"] and answer["citations"]
     assert answer["documents"][0]["name"] == "voltaic-devices-2023.pdf" and len(answer["documents"]) <= 2
     assert any("41,000" in c["text"] for c in answer["citations"])
+    # the API's metadata filters: only that company's reports may answer, whatever the question matches best
+    kept = _data(await client.call_tool("query", {"question": "Which company recalled lithium battery packs?",
+                                                  "filters": {"company": "Zephyr Mining"}}))
+    assert kept["documents"] and {d["name"] for d in kept["documents"]} <= {"zephyr-mining-2021.md",
+                                                                            "zephyr-mining-2022.md"}
+    assert all(c["doc_name"].startswith("zephyr-mining") for c in kept["citations"])
+    assert "invalid filter key" in _error(await client.call_tool("query", {"question": "revenue?",
+                                                                         "filters": {"a b": 1}}))
+    # an argument a tool does not have is refused by name, not dropped (the schema says so too)
+    schemas = {t.name: t.input_schema for t in (await client.list_tools()).tools}
+    assert all(schemas[name]["additionalProperties"] is False for name in TOOLS)
+    refused = _error(await client.call_tool("query", {"question": "Which company recalled lithium battery packs?",
+                                                      "filter": {"company": "Zephyr Mining"}}))
+    assert "no argument 'filter'" in refused and "filters" in refused
+    assert "no argument 'depth'" in _error(await client.call_tool("get_document_tree", {"doc_id": pdf["doc_id"],
+                                                                                        "depth": 1}))
 
     # bad input: MCP errors with the reason, and the server keeps serving
     assert "document 999999 does not exist" in _error(await client.call_tool("get_node", {"doc_id": 999999,
@@ -160,7 +176,7 @@ async def test_http_mcp_endpoint(corpus: Runtime) -> None:
     async with _http_client(corpus) as (client, http):
         before = answered()
         await _exercise(client)
-        assert answered() == before + 1  # the one answered MCP query (untraced) is counted
+        assert answered() == before + 2  # the two answered MCP queries (untraced) are counted
         # a page on another origin (DNS rebinding) cannot drive the loopback-bound server
         accept = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
         body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
