@@ -5,18 +5,19 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 from kb.core.errors import IngestError
 
 OUTSIDE_ROOT = "outside the ingest root (symbolic link)"
 
 
-def read_confined(path: Path, root: Path | None, max_bytes: int | None = None) -> bytes:
-    """The bytes of ``path``, read from one descriptor whose real path must lie inside ``root``.
+def open_confined(path: Path, root: Path | None, max_bytes: int | None = None) -> BinaryIO:
+    """``path`` opened for reading on one descriptor whose real path must lie inside ``root``.
 
     The check is made on the opened descriptor, not on the name, so a symbolic link swapped in after the
     job was created cannot make the worker read a file outside ``root``. A file over ``max_bytes`` is
-    refused before it is read. Raises :class:`IngestError`.
+    refused before it is read. Raises :class:`IngestError`; the caller closes the file.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # O_NONBLOCK: a FIFO cannot hang us
@@ -24,7 +25,8 @@ def read_confined(path: Path, root: Path | None, max_bytes: int | None = None) -
         raise IngestError("file vanished before it could be read") from exc
     except OSError as exc:
         raise IngestError(f"cannot read file: {exc.strerror or exc}") from exc
-    with os.fdopen(fd, "rb") as fh:
+    fh = os.fdopen(fd, "rb")
+    try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise IngestError("not a regular file")
@@ -36,6 +38,16 @@ def read_confined(path: Path, root: Path | None, max_bytes: int | None = None) -
                 raise IngestError(reason)
         if max_bytes is not None and info.st_size > max_bytes:
             raise IngestError(too_large(info.st_size, max_bytes))
+    except BaseException:
+        fh.close()
+        raise
+    return fh
+
+
+def read_confined(path: Path, root: Path | None, max_bytes: int | None = None) -> bytes:
+    """The bytes of ``path``, read through ``open_confined`` (the same checks); one that grew past
+    ``max_bytes`` after the check is refused too. Raises :class:`IngestError`."""
+    with open_confined(path, root, max_bytes) as fh:
         data = fh.read() if max_bytes is None else fh.read(max_bytes + 1)
         if max_bytes is not None and len(data) > max_bytes:  # grew after the check
             raise IngestError(too_large(len(data), max_bytes))

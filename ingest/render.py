@@ -16,6 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import BinaryIO
 
 import asyncpg
 import msgspec
@@ -24,7 +25,7 @@ import pymupdf
 import structlog
 
 from ingest import store
-from ingest.files import read_confined
+from ingest.files import open_confined, read_confined
 from ingest.pipeline import parse_file
 from kb.core.errors import ConflictError, IngestError, NotFoundError, UnavailableError, ValidationError
 
@@ -127,6 +128,30 @@ def read_source(doc: SourceDoc) -> bytes:
         raise ConflictError(f"the source file of document {doc.doc_id} changed since it was ingested; "
                             "re-ingest it to preview its pages")
     return data
+
+
+SOURCE_CHUNK = 256 * 1024
+"""Bytes per read of a source file sent to a client (what one slow reader can hold besides the socket's buffer)."""
+
+
+def open_source(doc: SourceDoc) -> tuple[BinaryIO, int]:
+    """The ingested file of ``doc`` opened at its start, checked against its digest by reading it once in
+    ``SOURCE_CHUNK`` pieces (never whole in memory), and its size; gone or changed files are errors."""
+    try:
+        fh = open_confined(Path(doc.source_path), Path(doc.allowed_root) if doc.allowed_root else None)
+    except IngestError as exc:
+        raise NotFoundError(f"the source file of document {doc.doc_id} cannot be read: {exc.detail}") from exc
+    try:
+        digest = hashlib.file_digest(fh, "sha256")
+        if digest.hexdigest() != doc.sha256:
+            raise ConflictError(f"the source file of document {doc.doc_id} changed since it was ingested; "
+                                "re-ingest it to preview its pages")
+        size = fh.tell()
+        fh.seek(0)
+    except BaseException:
+        fh.close()
+        raise
+    return fh, size
 
 
 def fragments(text: str) -> list[str]:

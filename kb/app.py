@@ -15,7 +15,6 @@ from litestar.openapi.plugins import SwaggerRenderPlugin
 from litestar.openapi.spec import Components, OpenAPI, OpenAPIMediaType, OpenAPIType, Schema, SecurityScheme
 from litestar.routes import HTTPRoute
 
-from ingest.jobs import STOP_GRACE_S, Worker
 from ingest.render import LinesCache, PageCache
 from kb import __version__
 from kb.api.admin import AdminController
@@ -27,11 +26,12 @@ from kb.api.common import (
     before_request,
     body_limit,
     exception_handler,
+    head_as_get_middleware,
     host_check_middleware,
     read_guard,
     request_id_middleware,
 )
-from kb.api.lifecycle import bound_hosts, watch_embedder
+from kb.api.lifecycle import WorkerRunner, bound_hosts, watch_embedder
 from kb.api.mcp import http_session_manager, mcp_route
 from kb.api.metrics import PROMETHEUS, MetricsController
 from kb.api.pages import PagesController
@@ -158,22 +158,23 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         adjust_openapi(app.openapi_schema, rt.settings.server)
         services.runtime, services.pipeline = rt, rt.pipeline
         app.state.embedder_problem = None
-        stop, worker_stop = asyncio.Event(), asyncio.Event()
+        stop = asyncio.Event()
+        ctx = build_ingest_context(rt) if (run_worker if run_worker is not None else settings.ingest.run_worker) else None
+        app.state.worker = runner = WorkerRunner(ctx, settings.ingest.job_stale_s)
 
         def embedder_problem(reason: str | None) -> None:
             app.state.embedder_problem = reason
-            if reason:
-                worker_stop.set()  # its vectors would not fit the re-embedded store: leave the queue to others
+            if reason:  # its vectors would not fit the re-embedded store: leave the queue to others
+                runner.pause(reason)
+            else:  # the stored vectors are this server's (again): ingest at their generation
+                if ctx is not None:
+                    ctx.embedder_generation = rt.embedder_record.generation
+                runner.start()
 
         watchdog = asyncio.create_task(rt.watch_database(stop))
         watchers = [asyncio.create_task(watch_embedder(rt, embedder_problem, stop)),
                     asyncio.create_task(announce(host, settings.server))]
-        worker_task = None
-        ctx = build_ingest_context(rt) if (run_worker if run_worker is not None else settings.ingest.run_worker) else None
-        if ctx is not None:
-            worker = Worker(ctx, concurrency=1, stale_s=settings.ingest.job_stale_s)
-            worker_task = asyncio.create_task(worker.run(worker_stop, grace_s=STOP_GRACE_S))
-            log.info("worker.started", worker=worker.name)
+        runner.start()
         if on_ready is not None:
             on_ready()
         try:
@@ -181,13 +182,11 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
                 yield
         finally:
             stop.set()
-            worker_stop.set()
             await watchdog
             for task in watchers:
                 task.cancel()
             await asyncio.gather(*watchers, return_exceptions=True)
-            if worker_task is not None:
-                await worker_task  # its file is handed back; a worker stuck longer than STOP_GRACE_S is cancelled
+            await runner.close()  # its file is handed back
             if ctx is not None:
                 ctx.close()
             app.state.lines.close()
@@ -214,4 +213,5 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         debug=False,
     )
     fix_options_allow(app)
+    app.asgi_handler = head_as_get_middleware(app.asgi_handler)  # before routing: a HEAD finds the GET route
     return app

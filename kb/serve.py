@@ -42,10 +42,33 @@ class KBH11Protocol(H11Protocol):
     _seen = 0  # bytes of the current request head received so far
     _tail = b""  # the last bytes seen, to find a terminator split across reads
 
+    _send_timer: asyncio.TimerHandle | None = None
+
     @property
     def _limits(self) -> tuple[float, int]:
         server = get_settings().server
         return server.header_timeout_s, server.max_header_kb * 1024
+
+    def pause_writing(self) -> None:
+        """The socket's send buffer is full (the client is not reading): a client that reads nothing for
+        ``KB_SEND_TIMEOUT_S`` is dropped, so a stalled reader holds neither a connection nor a response for
+        ever (what it holds meanwhile: the buffer, at most one piece of a streamed response)."""
+        super().pause_writing()
+        if self._send_timer is None:
+            self._send_timer = self.loop.call_later(get_settings().server.send_timeout_s, self._send_overdue)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None
+
+    def _send_overdue(self) -> None:
+        self._send_timer = None
+        if not self.transport.is_closing():
+            log.warning("http.slow_reader_dropped", client=str(self.client),
+                        timeout_s=get_settings().server.send_timeout_s)
+            self.transport.abort()  # its unsent bytes are dropped; the response's stream sees the disconnect
 
     def _refuse(self) -> None:
         body = problem_bytes(431, "Request headers too large", "request headers exceed KB_MAX_HEADER_KB")
@@ -104,8 +127,9 @@ class KBH11Protocol(H11Protocol):
             self.transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._header_timer is not None:
-            self._header_timer.cancel()
+        for timer in (self._header_timer, self._send_timer):
+            if timer is not None:
+                timer.cancel()
         if self._counted is not None:
             left = self._clients.get(self._counted, 1) - 1
             if left > 0:

@@ -14,9 +14,12 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
+import psutil
 import pymupdf
 import pytest
 
@@ -25,7 +28,7 @@ from kb.app import create_app
 from kb.core.errors import UnavailableError
 from kb.runtime import Runtime
 from tests.conftest import SetEnv, ingest
-from tests.http import app_client
+from tests.http import app_client, wait_for_job
 from tests.live import LiveServer, free_port, ingest_and_wait, live_server
 from tests.pdfgen import make_text_pdf
 
@@ -184,6 +187,55 @@ async def test_reembed_under_a_running_server_is_a_503_with_the_reason(runtime: 
         mcp = await client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                                 headers={"Accept": "application/json, text/event-stream"})
         assert mcp.status_code == 503 and "kb reembed" in mcp.json()["detail"]
+
+
+async def test_head_is_answered_like_get_without_a_body(runtime: Runtime, tmp_path: Path) -> None:
+    doc_id = await _md_document(runtime, tmp_path)
+    async with _client(runtime) as client:
+        for path in ("/health", "/kb/documents", f"/kb/documents/{doc_id}/file", "/ui/", "/schema/openapi.json"):
+            got, head = await client.get(path), await client.head(path)
+            assert got.status_code == head.status_code == 200, (path, head.status_code)  # it was 405
+            assert head.content == b"" and got.content, path
+            assert head.headers["content-type"] == got.headers["content-type"], path
+            if "content-length" in got.headers:
+                assert head.headers["content-length"] == got.headers["content-length"], path
+        assert (await client.head("/kb/documents/999999")).status_code == 404
+        assert (await client.head("/kb/query")).status_code == 405  # a POST-only address stays 405 for HEAD
+
+
+async def _health_until(client: httpx.AsyncClient, ready: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    async with asyncio.timeout(20):  # the embedder record is read every 2 s
+        for _ in range(1000):
+            if ready(body := (await client.get("/health")).json()):
+                return body
+            await asyncio.sleep(0.2)
+    raise AssertionError("health never became ready")
+
+
+async def test_reembed_away_and_back_leaves_the_server_ingesting(runtime: Runtime, tmp_path: Path,
+                                                                 kb_env: dict[str, str]) -> None:
+    """R7: the worker paused by ``kb reembed`` to another model starts again when the vectors are this server's
+    again, and ``/health`` says which (it used to stay stopped under a 200, a new job queued for ever)."""
+    from ingest.reembed import reembed
+    from kb.core.providers.embed import HashEmbedder
+
+    await _md_document(runtime, tmp_path)
+    (tmp_path / "later").mkdir()
+    (tmp_path / "later" / "vega.md").write_text("# Vega\n\n## Output\n\nVega Metals produced 9 tonnes of gold.\n")
+    async with app_client(create_app(runtime=runtime, run_worker=True)) as client:
+        assert (await client.get("/health")).json()["ingest_worker"] == {"state": "running", "reason": None}
+        await reembed(runtime.pool, HashEmbedder(runtime.embedder.dimension // 2))
+        away = await _health_until(client, lambda h: h["ingest_worker"]["state"] == "stopped")
+        assert "kb reembed" in away["ingest_worker"]["reason"] and away["embedder"]["matches_database"] is False
+        await reembed(runtime.pool, runtime.embedder)
+        back = await _health_until(client, lambda h: h["status"] == "ok")
+        assert back["ingest_worker"] == {"state": "running", "reason": None}
+        r = await client.post("/kb/admin/ingest", json={"path": "later", "collection": "default"})
+        assert r.status_code == 202, r.text
+        job = await wait_for_job(client, r.json()["job_id"], timeout_s=60)
+        assert job["status"] == "done" and job["counts"] == {"ok": 1}, job["items"]
+    async with app_client(create_app(runtime=runtime, run_worker=False)) as client:
+        assert (await client.get("/health")).json()["ingest_worker"] == {"state": "off", "reason": None}
 
 
 # ---------------------------------------------------------------- a live server: sockets, a database to freeze
@@ -439,3 +491,64 @@ async def test_the_503s_of_an_outage_are_a_few_log_lines(runtime: Runtime) -> No
         assert len(said) == 1 and said[0]["event"] == "api.unavailable" and said[0]["log_level"] == "warning", said
     finally:
         runtime.db_available = True
+
+
+def _big_pdf(path: Path, image_mb: int) -> Path:
+    """A one-page PDF carrying ``image_mb`` MB of incompressible image (random pixels), and a line of text."""
+    import numpy as np
+
+    side = int((image_mb * 1024 * 1024 / 3) ** 0.5)
+    pix = pymupdf.Pixmap(pymupdf.csRGB, side, side,
+                         np.random.default_rng(7).integers(0, 256, side * side * 3, dtype=np.uint8).tobytes(), False)
+    doc = pymupdf.open()
+    page = doc.new_page()
+    page.insert_text((72, 72), "Borealis Shipping annual report: revenue was 81 million dollars in 2023.")
+    page.insert_image(pymupdf.Rect(72, 100, 400, 428), pixmap=pix)
+    doc.save(path)
+    return path
+
+
+@pytest.mark.live
+def test_stalled_readers_of_a_large_file_hold_neither_memory_nor_connections(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """R1: ten clients that ask for a large original file and never read the answer. The file used to be held
+    whole in memory per client for as long as the socket stayed open (10 × 39 MB); it is streamed in pieces,
+    and a client that reads nothing for ``KB_SEND_TIMEOUT_S`` is dropped. Meanwhile others are served and a
+    full download is byte-exact."""
+    root = tmp_path_factory.mktemp("stalled")
+    size = _big_pdf(root / "big.pdf", 24).stat().st_size
+    assert size > 20 * 1024 * 1024
+    with live_server(root, KB_SEND_TIMEOUT_S="3") as srv:
+        job = ingest_and_wait(srv, "big.pdf")
+        doc_id = job["items"][0]["document_id"]
+        server = psutil.Process(srv.pid)
+        request = f"GET /kb/documents/{doc_id}/file HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
+        assert httpx.get(f"{srv.base}/kb/documents/{doc_id}/file", timeout=30).content == (root / "big.pdf").read_bytes()
+        before = server.memory_info().rss
+        stalled = []
+        for i in range(10):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a reader that takes (almost) nothing
+            s.bind((f"127.0.3.{i + 1}", 0))
+            s.connect(("127.0.0.1", srv.port))
+            s.sendall(request)
+            stalled.append(s)
+        time.sleep(1.5)
+        grown = server.memory_info().rss - before
+        assert grown < 60 * 1024 * 1024, f"{grown / 2**20:.0f} MB held for 10 stalled readers of a {size / 2**20:.0f} MB file"
+        assert httpx.get(f"{srv.base}/health", timeout=10).status_code == 200  # others are served meanwhile
+        time.sleep(4.5)  # past KB_SEND_TIMEOUT_S: every stalled reader is dropped
+        for s in stalled:
+            got, s_closed = 0, False
+            s.settimeout(10)
+            try:
+                while chunk := s.recv(1 << 20):
+                    got += len(chunk)
+                s_closed = True
+            except ConnectionResetError:
+                s_closed = True
+            finally:
+                s.close()
+            assert s_closed and got < size, (got, size)
+        assert srv.log.read_text().count("http.slow_reader_dropped") >= 10
+        assert httpx.get(f"{srv.base}/kb/documents/{doc_id}/file", timeout=30).content == (root / "big.pdf").read_bytes()

@@ -87,6 +87,8 @@ async def health(rt: Runtime, state: State) -> Response[dict[str, Any]]:
                      "dimension": rt.embedder.dimension, "matches_database": not embedder_problem},
         "llm": {"offline": rt.chat.offline, "model": rt.chat.model_id},
     }
+    if (runner := state.get("worker")) is not None:  # off with KB_RUN_WORKER=false; stopped: paused or crashed
+        body["ingest_worker"] = {"state": runner.state, "reason": runner.reason}
     if db_ok and not embedder_problem:
         return Response(body)
     # not ready: problem details (RFC 9457) with the health fields as extension members

@@ -417,6 +417,27 @@ def request_id_middleware(app: ASGIApp) -> ASGIApp:
     return middleware
 
 
+def head_as_get_middleware(app: ASGIApp) -> ASGIApp:
+    """``HEAD`` answered as the ``GET`` of the same address would be, headers only (RFC 9110 §9.3.2; it was a
+    405 everywhere): monitors and link checkers use it."""
+
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "HEAD":
+            await app(scope, receive, send)
+            return
+
+        async def headers_only(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                if message.get("more_body", False):
+                    return  # the body is not sent; its last (empty) message ends the response
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
+            await send(message)
+
+        await app({**scope, "method": "GET"}, receive, headers_only)
+
+    return middleware
+
+
 def _host_name(host: str) -> str:
     """The name of a ``Host`` header value, without its port (``[::1]:8000`` → ``::1``)."""
     name = host.strip().lower()

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import structlog
 
+from ingest.jobs import STOP_GRACE_S, Worker
+from ingest.pipeline import IngestContext
 from kb.core.embedder_record import mismatch_message, read_record
 from kb.runtime import Runtime
 
@@ -21,11 +23,68 @@ log = structlog.get_logger("kb.app")
 EMBEDDER_CHECK_S = 2.0
 
 
+class WorkerRunner:
+    """The API process's ingest worker. It pauses while the stored vectors are another embedder's (``kb reembed``
+    to another model: its vectors would not fit) and starts again once they match; ``state`` says which, for
+    ``/health``. A worker that crashed is ``stopped`` with the error as its reason (logged when seen)."""
+
+    def __init__(self, ctx: IngestContext | None, stale_s: int) -> None:
+        self.ctx = ctx
+        self.stale_s = stale_s
+        self.reason: str | None = None
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[int] | None = None
+
+    def start(self) -> None:
+        """Start a worker unless one is running (or this process runs none); one still handing its file back
+        after a pause is waited for first."""
+        if self.ctx is None or (self._task is not None and not self._task.done() and not self._stop.is_set()):
+            return
+        self._stop = asyncio.Event()
+        self._task = asyncio.create_task(self._run(self.ctx, self._task, self._stop))
+        self._task.add_done_callback(self._ended)
+        self.reason = None
+
+    async def _run(self, ctx: IngestContext, previous: asyncio.Task[int] | None, stop: asyncio.Event) -> int:
+        if previous is not None:
+            await asyncio.wait({previous})  # its end (and any crash) is reported by its own callback
+        worker = Worker(ctx, concurrency=1, stale_s=self.stale_s)
+        log.info("worker.started", worker=worker.name)
+        return await worker.run(stop, grace_s=STOP_GRACE_S)
+
+    def pause(self, reason: str) -> None:
+        """Stop taking files (the one in hand is handed back); ``start`` resumes."""
+        if self._task is not None and not self._task.done():
+            self.reason = reason
+            self._stop.set()
+            log.warning("worker.paused", reason=reason)
+
+    def _ended(self, task: asyncio.Task[int]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self.reason = f"the ingest worker crashed: {type(task.exception()).__name__}: {task.exception()}"
+            log.error("worker.crashed", error=self.reason)
+
+    @property
+    def state(self) -> str:
+        """``off`` (``KB_RUN_WORKER=false``), ``running`` or ``stopped``."""
+        if self.ctx is None:
+            return "off"
+        return "running" if self._task is not None and not self._task.done() else "stopped"
+
+    async def close(self) -> None:
+        """Stop the worker and wait for it (a worker stuck longer than ``STOP_GRACE_S`` is cancelled)."""
+        self._stop.set()
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
 async def watch_embedder(rt: Runtime, on_problem: Callable[[str | None], None], stop: asyncio.Event,
                          interval_s: float = EMBEDDER_CHECK_S) -> None:
     """Until ``stop``: read the embedder record every ``interval_s``. A record this process's embedder no
     longer matches (``kb reembed`` to another model) is reported through ``on_problem(reason)`` (queries
-    would compare vectors of two embedders); the same embedder at a new generation is adopted."""
+    would compare vectors of two embedders); the same embedder at a new generation is adopted, and reported as
+    ``on_problem(None)`` (the ingest worker then writes at that generation)."""
     problem: str | None = None
     while not stop.is_set():
         with contextlib.suppress(TimeoutError):
@@ -41,12 +100,16 @@ async def watch_embedder(rt: Runtime, on_problem: Callable[[str | None], None], 
         if record is None:
             continue
         now: str | None = None
+        regenerated = False
         if not record.matches(rt.embedder.model_id, rt.embedder.dimension):
             now = (mismatch_message(record, rt.embedder.model_id, rt.embedder.dimension)
                    + "; then restart this server")
         elif record.generation != rt.embedder_record.generation:
             log.info("embedder.regenerated", generation=record.generation)
             rt.embedder_record = record
+            regenerated = True
+        if regenerated and now is None and problem is None:  # re-embedded by the same model: ingest at the new
+            on_problem(None)  # generation (its stored vectors were refused as stale before)
         if now != problem:
             (log.error if now else log.info)("embedder.changed" if now else "embedder.matches", detail=now)
             problem = now

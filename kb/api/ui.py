@@ -8,8 +8,9 @@ import functools
 import importlib.metadata
 import re
 from collections import Counter
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, BinaryIO, Literal
 from urllib.parse import quote
 
 import msgspec
@@ -17,13 +18,13 @@ from litestar import Controller, Request, Response, Router, get
 from litestar.exceptions import NotFoundException
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
-from litestar.response import Redirect
+from litestar.response import Redirect, Stream
 from litestar.static_files import create_static_files_router
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from markdown_it import MarkdownIt
 
 from ingest.chunk_view import SectionChunks, section_chunks
-from ingest.render import load_source, read_source
+from ingest.render import SOURCE_CHUNK, load_source, open_source
 from ingest.store import DocumentInfo, list_documents
 from kb.api.common import BEARER, DbId, errors, exception_handler, read_guard
 from kb.runtime import Runtime
@@ -135,6 +136,15 @@ SOURCE_TYPES = {"pdf": "application/pdf",
 """Media types of original files; every other format is sent as plain text (an HTML source is never run)."""
 
 
+async def _pieces(fh: BinaryIO) -> AsyncIterator[bytes]:
+    """``fh`` in ``SOURCE_CHUNK`` pieces, read off the event loop; closed at the end or when the client goes."""
+    try:
+        while piece := await asyncio.to_thread(fh.read, SOURCE_CHUNK):
+            yield piece
+    finally:
+        fh.close()
+
+
 class SourceFileController(Controller):
     """The original file of a document, for the page viewer's "Open original"."""
 
@@ -145,14 +155,15 @@ class SourceFileController(Controller):
     @get("/{doc_id:int}/file", responses={200: ResponseSpec(data_container=bytes, media_type="*/*",
                                                             description="the original file (PDF, .docx or text)"),
                                            **errors(400, 401, 404, 409)})
-    async def source_file(self, rt: Runtime, doc_id: DbId) -> Response[bytes]:
+    async def source_file(self, rt: Runtime, doc_id: DbId) -> Stream:
         """The file as it was ingested (404 when it is gone, 409 when it changed since). Sent inline, sandboxed:
-        a PDF opens in the browser's viewer; HTML and Markdown come as plain text."""
+        a PDF opens in the browser's viewer; HTML and Markdown come as plain text. Streamed in pieces, so a
+        client that reads slowly holds one piece, not the file (a stalled one is dropped: ``KB_SEND_TIMEOUT_S``)."""
         doc = await load_source(rt.pool, doc_id)
-        data = await asyncio.to_thread(read_source, doc)
+        fh, size = await asyncio.to_thread(open_source, doc)
         name = Path(doc.name).name
-        return Response(data, media_type=SOURCE_TYPES.get(doc.file_type, "text/plain"), headers={
-            "Content-Disposition": f"inline; filename*=UTF-8''{quote(name)}",
+        return Stream(_pieces(fh), media_type=SOURCE_TYPES.get(doc.file_type, "text/plain"), headers={
+            "Content-Length": str(size), "Content-Disposition": f"inline; filename*=UTF-8''{quote(name)}",
             "Content-Security-Policy": "sandbox", "X-Content-Type-Options": "nosniff",
             "Cache-Control": "private, max-age=3600"})
 

@@ -206,6 +206,9 @@ class ServerSettings:
     body_timeout_s: float = setting("KB_BODY_TIMEOUT_S", 30.0,
                                     "a request body that pauses this long (or a JSON body not complete within "
                                     "it) gets a 408 and its connection is closed")
+    send_timeout_s: float = setting("KB_SEND_TIMEOUT_S", 60.0,
+                                    "`kb serve`: a client that reads none of a response for this long (its socket "
+                                    "buffer full) is dropped and its connection closed")
     max_client_connections: int = setting("KB_MAX_CLIENT_CONNECTIONS", 64,
                                           "`kb serve`: open connections from one client address; beyond it "
                                           "a 503 (0: no cap; behind a proxy every client is the proxy)")
