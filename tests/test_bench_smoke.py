@@ -335,7 +335,7 @@ def test_bench_ingest_stages_times_the_whole_ingest_and_the_embedder_alone(db_en
     the report is appended to ``--out``; a folder without supported files is refused."""
     from kb.cli import main
 
-    set_env(KB_EMBEDDING_MODEL="hash:384")
+    set_env(KB_EMBEDDING_MODEL="hash:384", KB_INGEST_WORKERS="2")  # two files at a time, as kb ingest takes them
     folder = tmp_path / "docs"
     folder.mkdir()
     make_text_pdf(folder / "report.pdf", [f"Section {i}\n\n" + paragraph(f"page {i}", 8) for i in range(1, 5)])
@@ -344,7 +344,7 @@ def test_bench_ingest_stages_times_the_whole_ingest_and_the_embedder_alone(db_en
     for _ in range(2):
         assert main(["bench", "ingest", "--stages", "--data", str(folder), "--out", str(out)]) == 0
         text = capsys.readouterr().out
-        assert "2 files (0 not ingested), 4 pages" in text, text
+        assert "2 files (0 not ingested), 2 at a time (`KB_INGEST_WORKERS`), 4 pages" in text, text
         for stage in ("| parse |", "| tree |", "| chunking |", "| embedding |", "| store |"):
             assert stage in text, (stage, text)
         assert "of the embedder's limit" in text and "`hash:384`" in text
