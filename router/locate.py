@@ -56,7 +56,7 @@ async def search_trees(state: QueryState, docs: Sequence[DocCandidate], oracle: 
             q = state.doc_q[doc_id]
             terms = state.terms if q == state.question else await store.query_terms(
                 state.pool, state.collection_id, q, n_docs=state.catalog.stamp.documents)
-            tree = await load_tree(state.pool, doc_id, name, state.vectors[q], (state.collection_id, state.catalog.stamp))
+            tree = await load_tree(state.nearest, doc_id, name, state.vectors[q], (state.collection_id, state.catalog.stamp))
             res = await searcher.search(tree, q, state.vectors[q], terms=terms, statements=state.statements)
             return Searched(tree, res)
 
@@ -111,7 +111,7 @@ async def _read_chosen(state: QueryState, x: Searched, vectors: Mapping[str, np.
     """One document: hybrid retrieval in its chosen nodes, then once in the nodes that text refers to
     ("see Note 7")."""
     tree, question = x.tree, state.doc_q[x.tree.doc_id]
-    found = await retrieve_in_nodes(state.pool, tree.doc_name, x.result.picks, vectors, top_k=state.req.top_k,
+    found = await retrieve_in_nodes(state.nearest, tree.doc_name, x.result.picks, vectors, top_k=state.req.top_k,
                                     settings=state.settings)
     refs = find_cross_references([c.text for c in found])[: state.settings.max_cross_refs]
     picked_ids = {p.node_id for p in x.result.picks}
@@ -125,7 +125,7 @@ async def _read_chosen(state: QueryState, x: Searched, vectors: Mapping[str, np.
                                   reason=f"cross-reference '{label}'"))
     if extra:
         found += [msgspec.structs.replace(c, source="cross_ref") for c in await retrieve_in_nodes(
-            state.pool, tree.doc_name, extra, state.vectors, top_k=max(1, state.req.top_k // 2),
+            state.nearest, tree.doc_name, extra, state.vectors, top_k=max(1, state.req.top_k // 2),
             settings=state.settings)]
     return found, tuple(extra)
 
@@ -172,7 +172,7 @@ async def read_more(state: QueryState, ev: Evidence, verdict: Judgement, trees: 
             reason=f"round {verdict.round + 1}: {verdict.judgement} ({verdict.reason})"))
     vectors = await state.embed([p.sub_query for picks in new.values() for p in picks])
     for doc_id, picks in new.items():
-        found = await retrieve_in_nodes(state.pool, by_tree[doc_id].doc_name, picks, vectors,
+        found = await retrieve_in_nodes(state.nearest, by_tree[doc_id].doc_name, picks, vectors,
                                         top_k=state.req.top_k, settings=state.settings)
         for p in picks:
             ev.chosen.setdefault((doc_id, p.node_id), (0, doc_rank.get(doc_id, len(doc_rank))))

@@ -23,6 +23,7 @@ from kb.core.settings import RetrievalSettings
 from kb.core.types import LLMUsage
 from router import store
 from router.catalog import Catalogs
+from router.doccache import DocCache
 from router.events import asked_event, event_passages
 from router.facts import FactsAnswer, answer_from_facts, facts_table, with_named
 from router.locate import Searched, documents_to_read, locate, read_more, search_trees
@@ -57,12 +58,14 @@ class QueryPipeline:
                  reranker: Reranker | None = None, observe: Observer | None = None) -> None:
         self.pool, self.chat, self.settings, self.reranker, self.observe = pool, chat, settings, reranker, observe
         self.vectors, self.catalogs, self.meaning = QueryVectors(embedder), Catalogs(pool), MeaningIndex(embedder)
+        self.documents = DocCache(settings.doc_cache_mb * 1024 * 1024)
         self._services: Services | None = None
 
     async def services(self) -> Services:
         if self._services is None:
             self._services = Services(self.pool, self.settings, self.vectors, self.catalogs,
-                                      iterative_scan=await supports_iterative_scan(self.pool), meaning=self.meaning)
+                                      iterative_scan=await supports_iterative_scan(self.pool), meaning=self.meaning,
+                                      documents=self.documents)
         return self._services
 
     async def retrieve(self, req: Request, on_event: Event | None = None, *, chat: ChatModel | None = None,

@@ -13,6 +13,7 @@ import numpy as np
 from kb.core.settings import RetrievalSettings
 from kb.core.text import cited_span, count_tokens
 from router import store
+from router.doccache import DocReads
 from router.scoring import bm25_scores, fuse, min_max
 from router.types import NodePick, RetrievedChunk
 
@@ -23,30 +24,32 @@ class Reranker(Protocol):
     def score(self, query: str, texts: list[str]) -> list[float]: ...
 
 
-async def retrieve_in_nodes(pool: asyncpg.Pool, doc_name: str, picks: Sequence[NodePick],
+async def retrieve_in_nodes(reads: DocReads, doc_name: str, picks: Sequence[NodePick],
                             embed_query: Mapping[str, np.ndarray], *, top_k: int,
                             settings: RetrievalSettings) -> list[RetrievedChunk]:
     """For each (node, sub_query) of one document: dense + BM25 over that node's chunks, fused with the
     settings' weights; top_k per node.
 
-    One round trip per document; dense scores per distinct sub-query are computed in Python from the
-    stored vectors (all float32, normalised), so nodes sharing a sub-query cost nothing extra.
+    The document's chunks and vectors come from the process's cache (``router.doccache``); dense scores per
+    distinct sub-query are computed in Python from the stored vectors (all float32, normalised), so nodes sharing
+    a sub-query cost nothing extra.
     """
     if not picks:
         return []
     doc_id = picks[0].doc_id
-    rows = await store.node_chunks(pool, doc_id, list(dict.fromkeys(p.node_id for p in picks)))
-    by_node: dict[str, list[asyncpg.Record]] = {}
-    for r in rows:
-        by_node.setdefault(r["node_id"], []).append(r)
+    rows, vectors = await reads.node_chunks(doc_id, list(dict.fromkeys(p.node_id for p in picks)))
+    by_node: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        by_node.setdefault(r["node_id"], []).append(i)
     out: list[RetrievedChunk] = []
     for pick in picks:
-        node_rows = by_node.get(pick.node_id, [])
-        if not node_rows:
+        index = by_node.get(pick.node_id, [])
+        if not index:
             continue
+        node_rows = [rows[i] for i in index]
         qvec = embed_query[pick.sub_query]
         texts = [r["text"] for r in node_rows]
-        dense = [float(x) for x in np.stack([r["embedding"] for r in node_rows]) @ qvec]
+        dense = [float(x) for x in vectors[index] @ qvec]
         bm = bm25_scores(pick.sub_query, texts)
         fused = fuse(dense, bm, settings.dense_weight, settings.bm25_weight)
         order = sorted(range(len(node_rows)), key=lambda i: -fused[i])[:top_k]
@@ -63,13 +66,13 @@ async def retrieve_in_nodes(pool: asyncpg.Pool, doc_name: str, picks: Sequence[N
     return out
 
 
-async def direct_hits(nearest: store.NearestChunks, doc_ids: Sequence[int], qvec: np.ndarray, names: dict[int, str],
+async def direct_hits(reads: DocReads, doc_ids: Sequence[int], qvec: np.ndarray, names: dict[int, str],
                       *, limit: int) -> list[RetrievedChunk]:
     """The best chunks by cosine inside the routed documents (exact: each document's nearest chunks, read once
     per query and shared with tree search)."""
     if not doc_ids:
         return []
-    rows = await store.nearest_chunk_rows(nearest, doc_ids, qvec, limit)
+    rows = await reads.nearest_rows(doc_ids, qvec, limit)
     return _dense_rows([r for r, _ in rows], names, "direct", [sim for _, sim in rows])
 
 

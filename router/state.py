@@ -20,6 +20,7 @@ from kb.core.telemetry import Clock as Clock  # re-exported: the pipeline times 
 from kb.core.vocab import question_statements
 from router import store
 from router.catalog import Catalog, Catalogs
+from router.doccache import DocCache, DocReads
 from router.followup import FollowUp, resolve
 from router.meaning import MeaningIndex
 from router.metadata import conditions_from_filters
@@ -71,6 +72,7 @@ class Services:
     catalogs: Catalogs
     iterative_scan: bool
     meaning: MeaningIndex | None = None  # measure names embedded once (router.meaning)
+    documents: DocCache | None = None  # documents' chunks and vectors kept between queries (router.doccache)
 
     def for_query(self) -> Services:
         """The services of one query: with read replicas (``KB_DATABASE_READ_URLS``), its reads pinned to one
@@ -96,7 +98,7 @@ class QueryState:
     top_docs: int
     policy: RankingPolicy
     statements: frozenset[str]  # the financial statements the question names
-    nearest: store.NearestChunks  # each document's chunks nearest a question, read once per query
+    nearest: DocReads  # the query's reads of its documents' chunks and vectors (cached by the process)
     reading: Question | None = None  # the question as read (router.reading): what facts and filters compute
     plan: ScopePlan | None = None
     doc_q: Mapping[int, str] = field(default_factory=dict)  # each routed document's (sub-)question
@@ -193,7 +195,7 @@ async def prepare(services: Services, request: Request, chat: ChatModel) -> Quer
         vectors=vectors, terms=await store.query_terms(pool, collection_id, question, n_docs=catalog.stamp.documents), within=within, scope=scope,
         missing=missing, top_docs=effective_top_docs(req.top_docs, scope, catalog.known), policy=policy_for(chat),
         statements=question_statements(question), reading=reading, follow_up=follow_up,
-        nearest=store.NearestChunks(pool))
+        nearest=DocReads(pool, services.documents or DocCache(0), (collection_id, catalog.stamp)))
 
 
 NodeKey = tuple[int, str]

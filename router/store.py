@@ -59,14 +59,6 @@ SELECT c.id, c.document_id, c.node_id, c.text, c.page, c.page_end, c.heading_pat
        n.start_index, n.end_index, n.unit, c.statement
 FROM top JOIN chunks c ON c.id = top.id JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id
 ORDER BY top.dense DESC, c.id"""
-# one document's chunks nearest the question (exact)
-SQL_DOC_NEAREST = """
-SELECT id, node_id, 1 - (embedding <=> $2) AS sim FROM chunks WHERE document_id = $1
-ORDER BY 1 - (embedding <=> $2) DESC, id LIMIT $3"""
-SQL_CHUNK_ROWS = """
-SELECT c.id, c.document_id, c.node_id, c.text, c.page, c.page_end, c.heading_path, n.start_index, n.end_index, n.unit,
-       c.statement
-FROM chunks c JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id WHERE c.id = ANY($1::bigint[])"""
 SQL_CHUNK_SIMS = "SELECT c.id, 1 - (c.embedding <=> $1) AS sim FROM chunks c WHERE c.id = ANY($2::bigint[])"
 SQL_SET_EF = "SELECT set_config('hnsw.ef_search', $1, true)"
 SQL_SET_ITERATIVE = "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"
@@ -117,16 +109,9 @@ LEFT JOIN lexeme_df l ON l.collection_id = $1 AND l.lexeme = q.lexeme"""
 # nodes and chunks of chosen nodes
 SQL_DOC_NODES = """
 SELECT n.node_id, n.parent_id, n.ordinal, n.level, n.title, n.path, n.summary, n.start_index, n.end_index, n.unit, n.is_leaf,
-       n.statements, 1 - (n.embedding <=> $2) AS sim,
+       n.statements,
        EXISTS (SELECT 1 FROM chunks c WHERE c.document_id = n.document_id AND c.node_id = n.node_id) AS has_text
 FROM nodes n WHERE n.document_id = $1 ORDER BY n.ordinal"""
-SQL_NODE_SIMS = "SELECT node_id, 1 - (embedding <=> $2) AS sim FROM nodes WHERE document_id = $1"
-SQL_NODE_CHUNKS = """
-SELECT c.id, c.node_id, c.ordinal, c.text, c.page, c.page_end, c.heading_path, c.embedding,
-       n.start_index, n.end_index, n.unit, c.statement
-FROM chunks c JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id
-WHERE c.document_id = $1 AND c.node_id = ANY($2::text[])
-ORDER BY c.ordinal"""
 SQL_NODE_TEXTS = """
 SELECT node_id, text, start_index, end_index, unit FROM nodes WHERE document_id = $1 AND node_id = ANY($2::text[])"""
 SQL_CHUNK_DETAILS = """
@@ -189,40 +174,25 @@ class Nearest(msgspec.Struct, frozen=True):
     sim: float
 
 
-class NearestChunks:
-    """Each document's chunks nearest a question vector (an exact scan of the document), read once per query:
-    tree search takes a document's nearest chunks by node, the direct hits the same chunks with their text."""
-
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self.pool = pool
-        self._read: dict[tuple[int, bytes], tuple[int, tuple[Nearest, ...]]] = {}  # → (limit read, chunks)
-
-    async def top(self, doc_id: int, qvec: np.ndarray, limit: int) -> tuple[Nearest, ...]:
-        """The document's ``limit`` chunks nearest ``qvec``, nearest first (ties by id)."""
-        key = (doc_id, np.asarray(qvec, dtype=np.float32).tobytes())
-        read = self._read.get(key)
-        if read is None or (read[0] < limit and len(read[1]) == read[0]):  # more asked, and the document has more
-            asked = max(limit, NEAREST_READ)
-            rows = await self.pool.fetch(SQL_DOC_NEAREST, doc_id, qvec, asked)
-            read = (asked, tuple(Nearest(int(r["id"]), r["node_id"], float(r["sim"])) for r in rows))
-            self._read[key] = read
-        return read[1][:limit]
+SQL_DOC_CHUNK_ROWS = """
+SELECT c.id, c.document_id, c.node_id, c.ordinal, c.text, c.page, c.page_end, c.heading_path,
+       n.start_index, n.end_index, n.unit, c.statement
+FROM chunks c JOIN nodes n ON n.document_id = c.document_id AND n.node_id = c.node_id
+WHERE c.document_id = $1 ORDER BY c.ordinal, c.id"""
+SQL_DOC_CHUNK_VECTORS = "SELECT c.embedding FROM chunks c WHERE c.document_id = $1 ORDER BY c.ordinal, c.id"
+SQL_DOC_NODE_VECTORS = """
+SELECT node_id, embedding FROM nodes WHERE document_id = $1 AND embedding IS NOT NULL ORDER BY ordinal, node_id"""
 
 
-NEAREST_READ = 64
-"""Chunks of a document read at least, once per query: tree search takes 40, the direct hits their share."""
-
-
-async def nearest_chunk_rows(nearest: NearestChunks, doc_ids: Sequence[int], qvec: np.ndarray,
-                             limit: int) -> list[tuple[asyncpg.Record, float]]:
-    """The ``limit`` chunks nearest the question over some documents (exact), nearest first (ties by id), each
-    with its text, pages, unit and node range, and its cosine."""
-    per_doc = [await nearest.top(d, qvec, limit) for d in doc_ids]
-    near = sorted((n for found in per_doc for n in found), key=lambda n: (-n.sim, n.id))[:limit]
-    if not near:
-        return []
-    rows = {int(r["id"]): r for r in await nearest.pool.fetch(SQL_CHUNK_ROWS, [n.id for n in near])}
-    return [(rows[n.id], n.sim) for n in near if n.id in rows]
+async def doc_chunk_snapshot(pool: asyncpg.Pool, doc_id: int) -> tuple[list[asyncpg.Record], list[np.ndarray],
+                                                                       list[tuple[str, np.ndarray]]]:
+    """One document's chunk rows in order (without vectors), their vectors in the same order, and its nodes'
+    vectors — read in one snapshot (``router.doccache``: kept in the process between queries)."""
+    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+        rows = await conn.fetch(SQL_DOC_CHUNK_ROWS, doc_id)
+        vectors = [r["embedding"] for r in await conn.fetch(SQL_DOC_CHUNK_VECTORS, doc_id)]
+        nodes = [(r["node_id"], r["embedding"]) for r in await conn.fetch(SQL_DOC_NODE_VECTORS, doc_id)]
+    return rows, vectors, nodes
 
 
 async def chunk_sims(pool: asyncpg.Pool, qvec: np.ndarray, chunk_ids: Sequence[int]) -> dict[int, float]:
@@ -309,20 +279,9 @@ async def node_text_hits(pool: asyncpg.Pool, doc_id: int, terms: QueryTerms, lim
 # --------------------------------------------------------------------------- nodes and chunks
 
 
-async def doc_nodes(pool: asyncpg.Pool, doc_id: int, qvec: np.ndarray) -> list[asyncpg.Record]:
-    """A document's nodes in order, with the cosine of their embedding to the question."""
-    return await pool.fetch(SQL_DOC_NODES, doc_id, qvec)
-
-
-async def node_sims(pool: asyncpg.Pool, doc_id: int, qvec: np.ndarray) -> dict[str, float]:
-    """The cosine of each node's embedding of a document to the question (nodes without one: 0)."""
-    return {r["node_id"]: float(r["sim"]) if r["sim"] is not None else 0.0
-            for r in await pool.fetch(SQL_NODE_SIMS, doc_id, qvec)}
-
-
-async def node_chunks(pool: asyncpg.Pool, doc_id: int, node_ids: Sequence[str]) -> list[asyncpg.Record]:
-    """The chunks (with vectors) of some nodes of one document, in order."""
-    return await pool.fetch(SQL_NODE_CHUNKS, doc_id, list(node_ids))
+async def doc_nodes(pool: asyncpg.Pool, doc_id: int) -> list[asyncpg.Record]:
+    """A document's nodes in order (their cosines to a question: ``router.doccache``)."""
+    return await pool.fetch(SQL_DOC_NODES, doc_id)
 
 
 async def node_texts(pool: asyncpg.Pool, doc_id: int, node_ids: Sequence[str]) -> list[asyncpg.Record]:

@@ -14,7 +14,6 @@ from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import asyncpg
 import numpy as np
 import structlog
 
@@ -26,6 +25,7 @@ from kb.core.text import count_tokens, normalize_title, unit_label
 from kb.core.types import TreeNode
 from kb.core.vocab import STATEMENT_LABELS
 from router import store
+from router.doccache import DocReads
 from router.policy import OFFLINE, RankingPolicy
 from router.prompts import TREE_SEARCH, tree_search_prompt
 from router.scoring import bm25_scores, group_scores, min_max
@@ -72,26 +72,27 @@ TREE_CACHE_DOCS = 256
 collection changes (the key holds the collection's stamp)."""
 
 
-async def load_tree(pool: asyncpg.Pool, doc_id: int, doc_name: str, query_vec: np.ndarray,
+async def load_tree(reads: DocReads, doc_id: int, doc_name: str, query_vec: np.ndarray,
                     stamp: object = None) -> LoadedTree:
     """A document's tree with each node's similarity to the question; the nodes themselves from the process's
-    cache when the collection is unchanged since they were read (``stamp``), so only the similarities are
-    fetched."""
+    cache when the collection is unchanged since they were read (``stamp``), the similarities from the
+    document's cached node vectors (``router.doccache``)."""
     key = (doc_id, stamp)
     cached = _TREES.get(key) if stamp is not None else None
+    sims = await reads.node_sims(doc_id, query_vec)
     if cached is not None:
         _TREES.move_to_end(key)
         nodes, with_text = cached
-        return LoadedTree(doc_id=doc_id, doc_name=doc_name, nodes=nodes, sims=await store.node_sims(pool, doc_id, query_vec),
-                          with_text=with_text)
-    rows = await store.doc_nodes(pool, doc_id, query_vec)
+        return LoadedTree(doc_id=doc_id, doc_name=doc_name, nodes=nodes,
+                          sims={n.node_id: sims.get(n.node_id, 0.0) for n in nodes}, with_text=with_text)
+    rows = await store.doc_nodes(reads.pool, doc_id)
     nodes = tuple(
         TreeNode(node_id=r["node_id"], parent_id=r["parent_id"], ordinal=r["ordinal"], level=r["level"],
                  title=r["title"], start=r["start_index"], end=r["end_index"], text="", summary=r["summary"],
                  path=tuple(r["path"]), is_leaf=r["is_leaf"], unit=r["unit"], statements=tuple(r["statements"] or ()))
         for r in rows
     )
-    sims = {r["node_id"]: float(r["sim"]) if r["sim"] is not None else 0.0 for r in rows}
+    sims = {r["node_id"]: sims.get(r["node_id"], 0.0) for r in rows}
     with_text = frozenset(r["node_id"] for r in rows if r["has_text"])
     if stamp is not None:
         _TREES[key] = (nodes, with_text)
@@ -119,7 +120,7 @@ def serialize_tree(nodes: Sequence[TreeNode], *, with_summary: bool = True, mark
 class TreeSearcher:
     """Chooses nodes in one document; LLM when available, offline otherwise or on failure."""
 
-    def __init__(self, nearest: store.NearestChunks | None, chat: ChatModel, settings: RetrievalSettings,
+    def __init__(self, nearest: DocReads | None, chat: ChatModel, settings: RetrievalSettings,
                  policy: RankingPolicy = OFFLINE, *, expert_knowledge: str | None = None,
                  history: Sequence[Turn] = ()) -> None:
         """One searcher per query: ``nearest`` is the query's memo of each document's chunks nearest a question

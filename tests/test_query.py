@@ -340,28 +340,58 @@ async def test_one_stamp_query_and_one_catalog_read_per_change(corpus: tuple[Run
 
 async def test_a_document_tree_is_read_once_per_collection_change(corpus: tuple[Runtime, Path],
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """A query reads the trees of the documents it searches (nodes, titles, summaries) only when the collection
-    changed since they were read; otherwise only the nodes' similarities — and answers the same."""
+    """A query reads the trees of the documents it searches (nodes, titles, summaries) and their chunks and vectors
+    only when the collection changed since they were read; otherwise nothing of them — the cosines come from the
+    vectors the process keeps — and it answers the same."""
     from router import store, tree_search
 
     rt, _ = corpus
-    calls = {"nodes": 0, "sims": 0}
+    calls = {"nodes": 0, "chunks": 0}
     counting = _counter(calls)
 
     tree_search._TREES.clear()
     monkeypatch.setattr(store, "doc_nodes", counting("nodes", store.doc_nodes))
-    monkeypatch.setattr(store, "node_sims", counting("sims", store.node_sims))
+    monkeypatch.setattr(store, "doc_chunk_snapshot", counting("chunks", store.doc_chunk_snapshot))
     pipeline = build_pipeline(rt)
     question = QUESTIONS["semantic"][0]
     first = await pipeline.run(QueryRequest(query=question, strategy="semantic", include_trace=True))
-    read = calls["nodes"]
-    assert read >= 1 and calls["sims"] == 0
+    read, loaded = calls["nodes"], calls["chunks"]
+    assert read >= 1 and loaded >= read
     again = await pipeline.run(QueryRequest(query=question, strategy="semantic", include_trace=True))
-    assert calls == {"nodes": read, "sims": read}, calls
+    assert calls == {"nodes": read, "chunks": loaded}, calls
     assert again.answer == first.answer and again.trace.nodes == first.trace.nodes
+    assert again.citations == first.citations
     await rt.pool.execute("UPDATE documents SET updated_at = now() WHERE id = (SELECT min(id) FROM documents)")
     await pipeline.run(QueryRequest(query=question, strategy="semantic"))
-    assert calls["nodes"] == 2 * read, calls
+    assert calls["nodes"] == 2 * read and calls["chunks"] == 2 * loaded, calls
+    small = build_pipeline(rt)  # a cache too small for one document keeps nothing and answers the same
+    small.documents.max_bytes = 1
+    before = calls["chunks"]
+    same = await small.run(QueryRequest(query=question, strategy="semantic", include_trace=True))
+    await small.run(QueryRequest(query=question, strategy="semantic"))
+    assert calls["chunks"] == before + 2 * loaded  # once per document and query, none kept
+    assert same.answer == first.answer and small.documents.bytes == 0
+
+
+async def test_cached_cosines_are_pgvectors(corpus: tuple[Runtime, Path]) -> None:
+    """The cosines and nearest chunks computed from a document's cached vectors are the ones pgvector's exact
+    scan gives (to float rounding, in the same order), and so are the nodes' cosines."""
+    from router.doccache import DocCache, DocReads
+
+    rt, _ = corpus
+    qvec = rt.embedder.embed_batch(["Which company recalled lithium battery packs?"])[0]
+    reads = DocReads(rt.pool, DocCache(64 * 1024 * 1024), stamp=None)
+    for doc_id in [r["id"] for r in await rt.pool.fetch("SELECT id FROM documents ORDER BY id")]:
+        exact = await rt.pool.fetch("SELECT id, 1 - (embedding <=> $2) AS sim FROM chunks WHERE document_id = $1 "
+                                    "ORDER BY 1 - (embedding <=> $2) DESC, id LIMIT 20", doc_id, qvec)
+        mine = await reads.top(doc_id, qvec, 20)
+        assert [n.id for n in mine] == [r["id"] for r in exact]
+        assert max(abs(a.sim - b["sim"]) for a, b in zip(mine, exact, strict=True)) < 1e-6
+        nodes = {r["node_id"]: r["sim"] for r in await rt.pool.fetch(
+            "SELECT node_id, 1 - (embedding <=> $2) AS sim FROM nodes WHERE document_id = $1 AND embedding IS NOT NULL",
+            doc_id, qvec)}
+        sims = await reads.node_sims(doc_id, qvec)
+        assert sims.keys() == nodes.keys() and all(abs(sims[n] - nodes[n]) < 1e-6 for n in nodes)
 
 
 async def test_an_empty_collection_answers_400_nothing_to_search(corpus: tuple[Runtime, Path]) -> None:

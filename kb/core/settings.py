@@ -137,6 +137,9 @@ class RetrievalSettings:
     hnsw_ef_search: int = setting("KB_HNSW_EF_SEARCH", 100, "HNSW search breadth")
     max_nodes_per_doc: int = setting("KB_MAX_NODES_PER_DOC", 4, "tree search: nodes picked per document")
     doc_concurrency: int = setting("KB_DOC_CONCURRENCY", 4, "documents tree-searched in parallel")
+    doc_cache_mb: int = setting("KB_DOC_CACHE_MB", 256,
+                                "chunks and vectors of recently asked documents kept per server process (a query's "
+                                "cosines and in-node candidates computed from them, not read again); 0: none kept")
     tree_prompt_tokens: int = setting("KB_TREE_PROMPT_TOKENS", 12000,
                                       "LLM tree search: above this a tree is searched top-down, one level at a time")
     description_shortlist: int = setting("KB_DESCRIPTION_SHORTLIST", 50,
