@@ -4,7 +4,7 @@ A question reads a few documents; each is read over and over by later questions.
 node ranges) and the vectors of their chunks and nodes are loaded once per document and collection stamp, and
 a query's cosines, nearest chunks and in-node candidates are computed here in numpy instead of being shipped
 from Postgres for every query (they were most of a query's database time and of its row decoding). Cosines are
-pgvector's: ``dot / sqrt(|a|² |b|²)`` in float64 over the stored float32 (or float16) values, ties by id.
+pgvector's: ``dot / sqrt(|a|² |b|²)`` (float32 dot products, as pgvector sums), ties by id.
 
 The cache is bounded in bytes (``KB_DOC_CACHE_MB``, least recently used out first); a document is loaded once
 however many queries ask for it at the same time. Without a stamp (no collection) nothing is kept.
@@ -28,12 +28,14 @@ ROW_OVERHEAD = 600
 
 
 def _cosines(vectors: np.ndarray, norms_sq: np.ndarray, qvec: np.ndarray) -> np.ndarray:
-    """pgvector's cosine similarity (1 − ``<=>``) of each row to ``qvec``, float64."""
-    q = np.asarray(qvec, dtype=np.float64)
+    """pgvector's cosine similarity (1 − ``<=>``) of each row to ``qvec``: float32 dot products (pgvector sums in
+    float32 too), divided in float64 by the norms."""
     if not len(vectors):
         return np.zeros(0, dtype=np.float64)
+    q = np.asarray(qvec, dtype=np.float32)
+    qq = float(np.dot(q.astype(np.float64), q.astype(np.float64)))
     with np.errstate(divide="ignore", invalid="ignore"):
-        return (vectors.astype(np.float64) @ q) / np.sqrt(norms_sq * float(q @ q))
+        return (vectors @ q).astype(np.float64) / np.sqrt(norms_sq * qq)
 
 
 @dataclass(frozen=True)
