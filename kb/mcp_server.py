@@ -169,14 +169,15 @@ def build_mcp_server(services: Services) -> MCPServer:
         section_path, pages and the quoted text; pass doc_id and node_id to `get_node` to read more)
         and `documents` (the documents consulted, with routing scores and why they were chosen)."""
         with _tool_errors("query"):
-            _, pipeline = services.get()
+            runtime, pipeline = services.get()
             fields: dict[str, Any] = {"query": question, "collection": collection, "strategy": strategy,
                                       "top_k": top_k, "include_trace": False}
             if top_docs is not None:
                 fields["top_docs"] = top_docs
             if filters:
                 fields["filters"] = filters
-            result = await pipeline.run(QueryRequest(**fields))
+            async with runtime.query_gate.turn():
+                result = await pipeline.run(QueryRequest(**fields))
             return {"answer": result.answer, "citations": msgspec.to_builtins(result.citations),
                     "documents": msgspec.to_builtins(result.documents)}
 

@@ -5,7 +5,8 @@ and the benchmarks all get their parts here; nothing else wires them together.""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Generator
+import contextlib
+from collections.abc import AsyncIterator, Generator
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -27,6 +28,7 @@ from kb.core.db import (
     restart_embedded_if_down,
 )
 from kb.core.embedder_record import EmbedderRecord, ensure_embedder
+from kb.core.errors import OverloadedError
 from kb.core.llm_store import PgLLMStore
 from kb.core.providers import ChatModel, Embedder, get_chat_model, get_embedder, get_reranker
 from kb.core.settings import Settings, get_settings
@@ -34,6 +36,30 @@ from kb.core.telemetry import observe_query
 from router.pipeline import QueryPipeline, ReplicaPipeline
 
 log = structlog.get_logger("kb.runtime")
+
+
+class QueryGate:
+    """At most ``limit`` questions answered at once in this process; the others wait their turn in order (first
+    come, first served: under load every question waits about as long, instead of each taking as long as the
+    number of questions sharing the cores allows — a heavy one several times longer). One that waited ``wait_s``
+    gets ``OverloadedError`` (503 with Retry-After)."""
+
+    def __init__(self, limit: int, wait_s: float) -> None:
+        self.limit = max(1, limit)
+        self.wait_s = wait_s
+        self._slots = asyncio.Semaphore(self.limit)
+
+    @contextlib.asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        try:
+            await asyncio.wait_for(self._slots.acquire(), self.wait_s)
+        except TimeoutError:
+            raise OverloadedError(f"the server is busy: this question waited {self.wait_s:g} s for its turn "
+                                  "(KB_QUERY_QUEUE_S); retry shortly") from None
+        try:
+            yield
+        finally:
+            self._slots.release()
 
 
 @dataclass
@@ -47,6 +73,16 @@ class Runtime:
     db_available: bool = True  # kept by watch_database: False while the database is unreachable
     read_pools: ReadPools | None = None  # KB_DATABASE_READ_URLS: the query path's replicas (None: the primary)
     _pipeline: QueryPipeline | None = field(default=None, init=False, repr=False)
+    _gate: QueryGate | None = field(default=None, init=False, repr=False)
+
+    @property
+    def query_gate(self) -> QueryGate:
+        """The turns of the questions the API and MCP answer (``KB_QUERY_CONCURRENCY``)."""
+        if self._gate is None:
+            server = self.settings.server
+            limit = server.query_concurrency or (4 if self.chat.offline else 32)
+            self._gate = QueryGate(limit, server.query_queue_s)
+        return self._gate
 
     @property
     def pipeline(self) -> QueryPipeline:

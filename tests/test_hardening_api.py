@@ -203,6 +203,41 @@ async def test_head_is_answered_like_get_without_a_body(runtime: Runtime, tmp_pa
         assert (await client.head("/kb/query")).status_code == 405  # a POST-only address stays 405 for HEAD
 
 
+async def test_a_few_questions_at_once_the_rest_in_order_and_a_long_wait_is_a_503(runtime: Runtime, tmp_path: Path,
+                                                                                   set_env: SetEnv) -> None:
+    """KB_QUERY_CONCURRENCY questions are answered at once per process and the others wait their turn; one that
+    waited KB_QUERY_QUEUE_S is a 503 "Service overloaded" with Retry-After (JSON, stream and MCP alike)."""
+    from kb.runtime import QueryGate
+
+    gate, running, most = QueryGate(2, 5.0), 0, 0
+
+    async def question() -> None:
+        nonlocal running, most
+        async with gate.turn():
+            running += 1
+            most = max(most, running)
+            await asyncio.sleep(0.01)
+            running -= 1
+
+    await asyncio.gather(*(question() for _ in range(12)))
+    assert most == 2
+
+    await _md_document(runtime, tmp_path)
+    runtime.settings = set_env(KB_QUERY_CONCURRENCY="1", KB_QUERY_QUEUE_S="20")
+    query = {"query": "How much copper did Orion produce?"}
+    async with _client(runtime) as client:
+        first, second = await asyncio.gather(*(client.post("/kb/query", json=query) for _ in range(2)))
+        assert first.status_code == second.status_code == 200 and runtime.query_gate.limit == 1
+        runtime.query_gate.wait_s = 0.3
+        async with runtime.query_gate.turn():  # another question holds the one turn
+            r = await client.post("/kb/query", json=query)
+            assert r.status_code == 503 and r.json()["title"] == "Service overloaded" and r.headers["retry-after"]
+            assert "KB_QUERY_QUEUE_S" in r.json()["detail"]
+            streamed = await client.post("/kb/query", json={**query, "stream": True})
+            assert streamed.status_code == 200 and "event: error" in streamed.text and "503" in streamed.text
+        assert (await client.post("/kb/query", json=query)).status_code == 200  # its turn came back
+
+
 async def _health_until(client: httpx.AsyncClient, ready: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
     async with asyncio.timeout(20):  # the embedder record is read every 2 s
         for _ in range(1000):

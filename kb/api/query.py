@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -41,9 +42,16 @@ class QueryController(Controller):
     @post("/query", status_code=200, responses=errors(400, 401, 404))
     async def query(self, rt: Runtime, pipeline: QueryPipeline, data: QueryRequest) -> QueryResult | ServerSentEvent:
         if not data.stream:
-            return await _printed(rt, await pipeline.run(data))
+            async with _turn(rt):
+                result = await pipeline.run(data)
+            return await _printed(rt, result)
         # admitted before the stream starts, so that a bad request fails with its status, not an error event
         return EventStream(_stream(pipeline, await admit(rt.pool, data) if rt is not None else data, rt))
+
+
+def _turn(rt: Runtime | None) -> contextlib.AbstractAsyncContextManager[None]:
+    """The question's turn among those this process answers at once (``KB_QUERY_CONCURRENCY``)."""
+    return rt.query_gate.turn() if rt is not None else contextlib.nullcontext()
 
 
 async def _printed(rt: Runtime | None, result: QueryResult) -> QueryResult:
@@ -63,7 +71,9 @@ async def _stream(pipeline: Any, req: Request, rt: Runtime | None = None) -> Asy
 
     async def run() -> None:
         try:
-            result = await _printed(rt, await pipeline.run(req, on_event))
+            async with _turn(rt):
+                found = await pipeline.run(req, on_event)
+            result = await _printed(rt, found)
             await queue.put(("result", result))
         except KBError as exc:
             await queue.put(("error", {"status": exc.status_code, "title": exc.title, "detail": exc.detail}))

@@ -209,6 +209,13 @@ class ServerSettings:
     body_timeout_s: float = setting("KB_BODY_TIMEOUT_S", 30.0,
                                     "a request body that pauses this long (or a JSON body not complete within "
                                     "it) gets a 408 and its connection is closed")
+    query_concurrency: int = setting("KB_QUERY_CONCURRENCY", 0,
+                                     "questions answered at once per server process, the rest wait their turn in "
+                                     "order (a heavy question then does not slow every other); 0: 4 offline, 32 "
+                                     "with an LLM (its calls wait on the network)")
+    query_queue_s: float = setting("KB_QUERY_QUEUE_S", 30.0,
+                                   "a question that waited this long for its turn gets a 503 \"Service overloaded\" "
+                                   "with Retry-After")
     send_timeout_s: float = setting("KB_SEND_TIMEOUT_S", 60.0,
                                     "`kb serve`: a client that reads none of a response for this long (its socket "
                                     "buffer full) is dropped and its connection closed")
