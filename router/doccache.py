@@ -108,18 +108,23 @@ class DocCache:
 
     async def get(self, pool: asyncpg.Pool, doc_id: int, stamp: object) -> DocChunks:
         key = (doc_id, stamp)
+        while (loading := self._loading.get(key)) is not None:  # another question is loading it: share its read
+            await asyncio.wait({loading})
+            if not loading.cancelled() and loading.exception() is None:
+                return loading.result()  # (a failed or cancelled load: this question tries itself)
         if (doc := self._docs.get(key)) is not None:
             self._docs.move_to_end(key)
             return doc
-        if (loading := self._loading.get(key)) is not None:  # another query is loading it: share its read
-            return await asyncio.shield(loading)
         future: asyncio.Future[DocChunks] = asyncio.get_running_loop().create_future()
         self._loading[key] = future
         try:
             doc = await load_doc_chunks(pool, doc_id)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
         except BaseException as exc:
             future.set_exception(exc)
-            future.exception()  # retrieved here: a waiter re-raises it, none is needed
+            future.exception()  # retrieved here: a waiter sees it and loads itself
             raise
         finally:
             del self._loading[key]

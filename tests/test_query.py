@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -392,6 +393,30 @@ async def test_cached_cosines_are_pgvectors(corpus: tuple[Runtime, Path]) -> Non
             doc_id, qvec)}
         sims = await reads.node_sims(doc_id, qvec)
         assert sims.keys() == nodes.keys() and all(abs(sims[n] - nodes[n]) < 1e-6 for n in nodes)
+
+
+async def test_a_document_asked_by_questions_at_once_is_loaded_once(corpus: tuple[Runtime, Path],
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Questions asking for the same document at the same time share one read of it; a load that was cancelled
+    leaves nothing behind, and the next question reads it."""
+    from router import store
+    from router.doccache import DocCache
+
+    rt, _ = corpus
+    calls = {"chunks": 0}
+    monkeypatch.setattr(store, "doc_chunk_snapshot", _counter(calls)("chunks", store.doc_chunk_snapshot))
+    doc_id = int(await rt.pool.fetchval("SELECT min(id) FROM documents"))
+    cache = DocCache(64 * 1024 * 1024)
+    docs = await asyncio.gather(*(cache.get(rt.pool, doc_id, "stamp") for _ in range(5)))
+    assert calls["chunks"] == 1 and all(d is docs[0] for d in docs) and len(docs[0].rows) > 0
+    fresh = DocCache(64 * 1024 * 1024)
+    first = asyncio.create_task(fresh.get(rt.pool, doc_id, "stamp"))
+    await asyncio.sleep(0)  # the load has started
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    again = await fresh.get(rt.pool, doc_id, "stamp")
+    assert len(again.rows) == len(docs[0].rows) and fresh.bytes == again.nbytes
 
 
 async def test_an_empty_collection_answers_400_nothing_to_search(corpus: tuple[Runtime, Path]) -> None:
