@@ -282,6 +282,7 @@ async def convert_vector_type(pool: asyncpg.Pool, target: str) -> VectorTypeChan
                 log.info("db.vector_type_retyped", seconds=round(retype_s, 1), index_build_memory_mb=mb)
                 for ix in indexes:
                     await store.create_index(conn, ix["indexdef"], vector_type=target)
+                await store.touch_all_documents(conn)  # servers read the retyped vectors anew
                 index_s = time.perf_counter() - t
         finally:
             await store.advisory_unlock(conn, MIGRATION_LOCK_KEY)

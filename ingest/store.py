@@ -1065,9 +1065,23 @@ UPDATE documents d SET description_embedding = s.embedding FROM reembed_document
 WHERE s.model_id = $1 AND s.dimension = $2 AND s.document_id = d.id"""
 
 
+SQL_TOUCH_RESTAGED = """
+UPDATE documents d SET updated_at = now()
+FROM (SELECT DISTINCT c.document_id FROM reembed_chunks s JOIN chunks c ON c.id = s.chunk_id
+      WHERE s.model_id = $1 AND s.dimension = $2) t
+WHERE d.id = t.document_id"""
+SQL_TOUCH_ALL = "UPDATE documents SET updated_at = now()"
+
+
+async def touch_all_documents(conn: asyncpg.Connection) -> None:
+    """Mark every document changed (its vectors were retyped): servers read their chunks and vectors anew."""
+    await conn.execute(SQL_TOUCH_ALL, timeout=LONG_STATEMENT_S)
+
+
 async def apply_staged_vectors(conn: asyncpg.Connection, model_id: str, dimension: int) -> None:
-    """Replace the stored chunk, node and document vectors by those staged for the target (in that order)."""
-    for sql in (SQL_APPLY_CHUNKS, SQL_APPLY_NODES, SQL_APPLY_DOCUMENTS):
+    """Replace the stored chunk, node and document vectors by those staged for the target (in that order); the
+    documents whose vectors change are marked changed (``updated_at``), so servers read them anew."""
+    for sql in (SQL_TOUCH_RESTAGED, SQL_APPLY_CHUNKS, SQL_APPLY_NODES, SQL_APPLY_DOCUMENTS):
         await conn.execute(sql, model_id, dimension, timeout=LONG_STATEMENT_S)
 
 

@@ -595,8 +595,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     install_stop_signals()  # SIGTERM and SIGHUP stop every command the way Ctrl-C does
-    die_with_spawner()  # a kb child of another kb command (kb bench's workers) stops when that one dies
     try:
+        die_with_spawner()  # a kb child of another kb command (kb bench's workers) stops when that one dies
         code = _dispatch(args)
     except KeyboardInterrupt:
         code = 128 + (received_signal() or signal.SIGINT)

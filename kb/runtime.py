@@ -42,7 +42,7 @@ class QueryGate:
     """At most ``limit`` questions answered at once in this process; the others wait their turn in order (first
     come, first served: under load every question waits about as long, instead of each taking as long as the
     number of questions sharing the cores allows — a heavy one several times longer). One that waited ``wait_s``
-    gets ``OverloadedError`` (503 with Retry-After)."""
+    gets ``OverloadedError`` (503 with Retry-After); 0 waits without limit."""
 
     def __init__(self, limit: int, wait_s: float) -> None:
         self.limit = max(1, limit)
@@ -52,7 +52,8 @@ class QueryGate:
     @contextlib.asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:
         try:
-            await asyncio.wait_for(self._slots.acquire(), self.wait_s)
+            async with asyncio.timeout(self.wait_s if self.wait_s > 0 else None):
+                await self._slots.acquire()
         except TimeoutError:
             raise OverloadedError(f"the server is busy: this question waited {self.wait_s:g} s for its turn "
                                   "(KB_QUERY_QUEUE_S); retry shortly") from None

@@ -54,8 +54,8 @@ class KBH11Protocol(H11Protocol):
         ``KB_SEND_TIMEOUT_S`` is dropped, so a stalled reader holds neither a connection nor a response for
         ever (what it holds meanwhile: the buffer, at most one piece of a streamed response)."""
         super().pause_writing()
-        if self._send_timer is None:
-            self._send_timer = self.loop.call_later(get_settings().server.send_timeout_s, self._send_overdue)
+        if self._send_timer is None and (limit := get_settings().server.send_timeout_s) > 0:
+            self._send_timer = self.loop.call_later(limit, self._send_overdue)
 
     def resume_writing(self) -> None:
         super().resume_writing()
@@ -65,10 +65,9 @@ class KBH11Protocol(H11Protocol):
 
     def _send_overdue(self) -> None:
         self._send_timer = None
-        if not self.transport.is_closing():
-            log.warning("http.slow_reader_dropped", client=str(self.client),
-                        timeout_s=get_settings().server.send_timeout_s)
-            self.transport.abort()  # its unsent bytes are dropped; the response's stream sees the disconnect
+        log.warning("http.slow_reader_dropped", client=str(self.client), timeout_s=get_settings().server.send_timeout_s)
+        # also when closing: a closed transport still waits for its full buffer to drain, for ever
+        self.transport.abort()  # its unsent bytes are dropped; the response's stream sees the disconnect
 
     def _refuse(self) -> None:
         body = problem_bytes(431, "Request headers too large", "request headers exceed KB_MAX_HEADER_KB")

@@ -23,8 +23,8 @@ import numpy as np
 from router import store
 from router.store import Nearest
 
-ROW_OVERHEAD = 600
-"""Bytes a cached chunk row costs besides its text (the record and its small fields), for the budget."""
+ROW_OVERHEAD = 800
+"""Bytes a cached chunk row costs besides its text (the record, its small fields, its index entries)."""
 
 
 def _cosines(vectors: np.ndarray, norms_sq: np.ndarray, qvec: np.ndarray) -> np.ndarray:
@@ -35,7 +35,7 @@ def _cosines(vectors: np.ndarray, norms_sq: np.ndarray, qvec: np.ndarray) -> np.
     q = np.asarray(qvec, dtype=np.float32)
     qq = float(np.dot(q.astype(np.float64), q.astype(np.float64)))
     with np.errstate(divide="ignore", invalid="ignore"):
-        return (vectors @ q).astype(np.float64) / np.sqrt(norms_sq * qq)
+        return np.clip((vectors @ q).astype(np.float64) / np.sqrt(norms_sq * qq), -1.0, 1.0)  # pgvector keeps it in range
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,7 @@ class DocChunks:
     node_vectors: np.ndarray
     node_norms_sq: np.ndarray
     nbytes: int
+    complete: bool = True  # its rows are the chunk count its document records (not a lagging replica's view)
 
     def nearest(self, qvec: np.ndarray, limit: int) -> tuple[Nearest, ...]:
         """The ``limit`` chunks nearest ``qvec``, nearest first (ties by id), as the exact scan ordered them."""
@@ -78,7 +79,7 @@ class DocChunks:
 
 async def load_doc_chunks(pool: asyncpg.Pool, doc_id: int) -> DocChunks:
     """One document's chunks and vectors, read in one snapshot."""
-    rows, chunk_vecs, nodes = await store.doc_chunk_snapshot(pool, doc_id)
+    rows, chunk_vecs, nodes, recorded = await store.doc_chunk_snapshot(pool, doc_id)
     ids = np.fromiter((r["id"] for r in rows), dtype=np.int64, count=len(rows))
     dim = len(chunk_vecs[0]) if chunk_vecs else (len(nodes[0][1]) if nodes else 0)
     vectors = np.stack(chunk_vecs) if chunk_vecs else np.zeros((0, dim), dtype=np.float32)
@@ -87,13 +88,14 @@ async def load_doc_chunks(pool: asyncpg.Pool, doc_id: int) -> DocChunks:
         by_node.setdefault(r["node_id"], []).append(i)
     node_ids = tuple(n for n, _ in nodes)
     node_vectors = np.stack([v for _, v in nodes]) if nodes else np.zeros((0, dim), dtype=np.float32)
-    text_bytes = sum(len(r["text"]) + len(r["heading_path"] or "") for r in rows)
+    text_bytes = sum(len(r["text"].encode()) + len((r["heading_path"] or "").encode()) for r in rows)
     return DocChunks(
         doc_id=doc_id, rows=tuple(rows), vectors=vectors,
         norms_sq=np.einsum("ij,ij->i", vectors.astype(np.float64), vectors.astype(np.float64)),
         ids=ids, at={int(i): k for k, i in enumerate(ids)}, by_node={n: tuple(ix) for n, ix in by_node.items()}, node_ids=node_ids, node_vectors=node_vectors,
         node_norms_sq=np.einsum("ij,ij->i", node_vectors.astype(np.float64), node_vectors.astype(np.float64)),
-        nbytes=int(vectors.nbytes + node_vectors.nbytes + text_bytes + ROW_OVERHEAD * len(rows)))
+        nbytes=int(vectors.nbytes + node_vectors.nbytes + text_bytes + ROW_OVERHEAD * len(rows)),
+        complete=recorded is not None and int(recorded) == len(rows))
 
 
 class DocCache:
@@ -129,7 +131,7 @@ class DocCache:
         finally:
             del self._loading[key]
         future.set_result(doc)
-        if stamp is not None and doc.nbytes <= self.max_bytes:
+        if stamp is not None and doc.complete and doc.nbytes <= self.max_bytes:
             self._docs[key] = doc
             self.bytes += doc.nbytes
             while self.bytes > self.max_bytes:

@@ -182,17 +182,20 @@ WHERE c.document_id = $1 ORDER BY c.ordinal, c.id"""
 SQL_DOC_CHUNK_VECTORS = "SELECT c.embedding FROM chunks c WHERE c.document_id = $1 ORDER BY c.ordinal, c.id"
 SQL_DOC_NODE_VECTORS = """
 SELECT node_id, embedding FROM nodes WHERE document_id = $1 AND embedding IS NOT NULL ORDER BY ordinal, node_id"""
+SQL_DOC_CHUNK_COUNT = "SELECT chunk_count FROM documents WHERE id = $1"
 
 
 async def doc_chunk_snapshot(pool: asyncpg.Pool, doc_id: int) -> tuple[list[asyncpg.Record], list[np.ndarray],
-                                                                       list[tuple[str, np.ndarray]]]:
-    """One document's chunk rows in order (without vectors), their vectors in the same order, and its nodes'
-    vectors — read in one snapshot (``router.doccache``: kept in the process between queries)."""
+                                                                       list[tuple[str, np.ndarray]], int | None]:
+    """One document's chunk rows in order (without vectors), their vectors in the same order, its nodes'
+    vectors and the chunk count its row records (None: no such document here, e.g. on a lagging replica) —
+    read in one snapshot (``router.doccache``: kept in the process between queries)."""
     async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
         rows = await conn.fetch(SQL_DOC_CHUNK_ROWS, doc_id)
         vectors = [r["embedding"] for r in await conn.fetch(SQL_DOC_CHUNK_VECTORS, doc_id)]
         nodes = [(r["node_id"], r["embedding"]) for r in await conn.fetch(SQL_DOC_NODE_VECTORS, doc_id)]
-    return rows, vectors, nodes
+        recorded = await conn.fetchval(SQL_DOC_CHUNK_COUNT, doc_id)
+    return rows, vectors, nodes, recorded
 
 
 async def chunk_sims(pool: asyncpg.Pool, qvec: np.ndarray, chunk_ids: Sequence[int]) -> dict[int, float]:

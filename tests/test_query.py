@@ -419,6 +419,27 @@ async def test_a_document_asked_by_questions_at_once_is_loaded_once(corpus: tupl
     assert len(again.rows) == len(docs[0].rows) and fresh.bytes == again.nbytes
 
 
+async def test_re_embedded_vectors_are_read_anew(corpus: tuple[Runtime, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``kb reembed --collection`` replaces vectors without adding or removing a document: the documents it
+    re-embedded are marked changed, so a running server reads their chunks and vectors again instead of answering
+    from the ones it kept."""
+    from ingest.reembed import reembed
+    from router import store
+
+    rt, _ = corpus
+    calls = {"chunks": 0}
+    monkeypatch.setattr(store, "doc_chunk_snapshot", _counter(calls)("chunks", store.doc_chunk_snapshot))
+    pipeline = build_pipeline(rt)
+    question = QueryRequest(query=QUESTIONS["semantic"][0], strategy="semantic")
+    await pipeline.run(question)
+    loaded = calls["chunks"]
+    await pipeline.run(question)
+    assert loaded >= 1 and calls["chunks"] == loaded
+    await reembed(rt.pool, rt.embedder, collection="default")
+    await pipeline.run(question)
+    assert calls["chunks"] == 2 * loaded
+
+
 async def test_an_empty_collection_answers_400_nothing_to_search(corpus: tuple[Runtime, Path]) -> None:
     rt, _ = corpus
     async with app_client(create_app(runtime=rt, run_worker=False)) as client:

@@ -75,8 +75,7 @@ class WorkerRunner:
         """Stop the worker and wait for it (a worker stuck longer than ``STOP_GRACE_S`` is cancelled)."""
         self._stop.set()
         if self._task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await asyncio.wait({self._task})  # a crash was logged by _ended: the rest of the shutdown still runs
 
 
 async def watch_embedder(rt: Runtime, on_problem: Callable[[str | None], None], stop: asyncio.Event,

@@ -136,10 +136,13 @@ SOURCE_TYPES = {"pdf": "application/pdf",
 """Media types of original files; every other format is sent as plain text (an HTML source is never run)."""
 
 
-async def _pieces(fh: BinaryIO) -> AsyncIterator[bytes]:
-    """``fh`` in ``SOURCE_CHUNK`` pieces, read off the event loop; closed at the end or when the client goes."""
+async def _pieces(fh: BinaryIO, size: int) -> AsyncIterator[bytes]:
+    """The first ``size`` bytes of ``fh`` (what was checked and announced) in ``SOURCE_CHUNK`` pieces, read off
+    the event loop; the file is closed at the end, when the client goes, or with the generator."""
     try:
-        while piece := await asyncio.to_thread(fh.read, SOURCE_CHUNK):
+        left = size
+        while left > 0 and (piece := await asyncio.to_thread(fh.read, min(SOURCE_CHUNK, left))):
+            left -= len(piece)
             yield piece
     finally:
         fh.close()
@@ -162,7 +165,7 @@ class SourceFileController(Controller):
         doc = await load_source(rt.pool, doc_id)
         fh, size = await asyncio.to_thread(open_source, doc)
         name = Path(doc.name).name
-        return Stream(_pieces(fh), media_type=SOURCE_TYPES.get(doc.file_type, "text/plain"), headers={
+        return Stream(_pieces(fh, size), media_type=SOURCE_TYPES.get(doc.file_type, "text/plain"), headers={
             "Content-Length": str(size), "Content-Disposition": f"inline; filename*=UTF-8''{quote(name)}",
             "Content-Security-Policy": "sandbox", "X-Content-Type-Options": "nosniff",
             "Cache-Control": "private, max-age=3600"})

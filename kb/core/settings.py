@@ -215,10 +215,10 @@ class ServerSettings:
                                      "with an LLM (its calls wait on the network)")
     query_queue_s: float = setting("KB_QUERY_QUEUE_S", 30.0,
                                    "a question that waited this long for its turn gets a 503 \"Service overloaded\" "
-                                   "with Retry-After")
+                                   "with Retry-After (0: no limit)")
     send_timeout_s: float = setting("KB_SEND_TIMEOUT_S", 60.0,
                                     "`kb serve`: a client that reads none of a response for this long (its socket "
-                                    "buffer full) is dropped and its connection closed")
+                                    "buffer full) is dropped and its connection closed (0: never)")
     max_client_connections: int = setting("KB_MAX_CLIENT_CONNECTIONS", 64,
                                           "`kb serve`: open connections from one client address; beyond it "
                                           "a 503 (0: no cap; behind a proxy every client is the proxy)")
