@@ -31,7 +31,7 @@ from kb.api.common import (
     read_guard,
     request_id_middleware,
 )
-from kb.api.lifecycle import WorkerRunner, bound_hosts, watch_embedder
+from kb.api.lifecycle import WorkerRunner, bound_hosts, warm_up, watch_embedder
 from kb.api.mcp import http_session_manager, mcp_route
 from kb.api.metrics import PROMETHEUS, MetricsController
 from kb.api.pages import PagesController
@@ -175,6 +175,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         watchers = [asyncio.create_task(watch_embedder(rt, embedder_problem, stop)),
                     asyncio.create_task(announce(host, settings.server))]
         runner.start()
+        await warm_up(rt, settings.server.warmup_s)
         if on_ready is not None:
             on_ready()
         try:

@@ -440,6 +440,25 @@ async def test_re_embedded_vectors_are_read_anew(corpus: tuple[Runtime, Path], m
     assert calls["chunks"] == 2 * loaded
 
 
+async def test_the_server_warms_its_documents_before_it_is_ready(corpus: tuple[Runtime, Path],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """At start (KB_WARMUP_S) the server loads its collections' documents into the process's cache, so the
+    first questions read none of them; KB_WARMUP_S=0 loads nothing."""
+    from kb.api.lifecycle import warm_up
+    from router import store
+
+    rt, _ = corpus
+    calls = {"chunks": 0}
+    monkeypatch.setattr(store, "doc_chunk_snapshot", _counter(calls)("chunks", store.doc_chunk_snapshot))
+    rt._pipeline = None  # a fresh pipeline: nothing kept yet
+    assert await warm_up(rt, 0) == 0 and rt.pipeline.documents.bytes == 0
+    documents = int(await rt.pool.fetchval("SELECT count(*) FROM documents"))
+    async with app_client(create_app(runtime=rt, run_worker=False)) as client:
+        assert calls["chunks"] == documents and rt.pipeline.documents.bytes > 0
+        r = await client.post("/kb/query", json={"query": QUESTIONS["semantic"][0], "strategy": "semantic"})
+        assert r.status_code == 200 and calls["chunks"] == documents  # the question read no document again
+
+
 async def test_an_empty_collection_answers_400_nothing_to_search(corpus: tuple[Runtime, Path]) -> None:
     rt, _ = corpus
     async with app_client(create_app(runtime=rt, run_worker=False)) as client:

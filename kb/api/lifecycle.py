@@ -8,19 +8,53 @@ import asyncio
 import contextlib
 import ipaddress
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+import asyncpg
 import structlog
 
 from ingest.jobs import STOP_GRACE_S, Worker
 from ingest.pipeline import IngestContext
 from kb.core.embedder_record import mismatch_message, read_record
+from kb.core.errors import KBError
 from kb.runtime import Runtime
 
 log = structlog.get_logger("kb.app")
 
 EMBEDDER_CHECK_S = 2.0
+
+
+async def warm_up(rt: Runtime, budget_s: float) -> int:
+    """Before the server says it is ready: load what the first questions would otherwise load one by one — the
+    lemmatiser's tables, each collection's catalog and its documents' chunks and vectors into the process's
+    cache (``router.doccache``, up to its budget) — for at most ``budget_s`` (``KB_WARMUP_S``). Returns the
+    documents loaded. A database that does not answer is left to the watcher: warming is skipped, not fatal."""
+    from kb.core.collections import list_collections
+    from router.reading import read_question
+
+    if budget_s <= 0:
+        return 0
+    pipeline, loaded, started = rt.pipeline, 0, time.perf_counter()
+    try:
+        async with asyncio.timeout(budget_s):
+            read_question("What was revenue in fiscal 2023?", ())
+            for coll in await list_collections(rt.pool):
+                if not coll.documents:
+                    continue
+                catalog = await pipeline.catalogs.get(coll.id)
+                for doc_id in catalog.docs:
+                    if pipeline.documents.bytes >= pipeline.documents.max_bytes:
+                        break
+                    await pipeline.documents.get(rt.pool, doc_id, (coll.id, catalog.stamp))
+                    loaded += 1
+    except TimeoutError:
+        log.info("warmup.cut", seconds=budget_s, documents=loaded)
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, KBError) as exc:
+        log.warning("warmup.skipped", error=f"{type(exc).__name__}: {exc}"[:200])
+    log.info("warmup.done", documents=loaded, seconds=round(time.perf_counter() - started, 2))
+    return loaded
 
 
 class WorkerRunner:
