@@ -25,7 +25,7 @@ import pymupdf
 import structlog
 
 from ingest import store
-from ingest.files import open_confined, read_confined
+from ingest.files import open_confined
 from ingest.pipeline import parse_file
 from kb.core.errors import ConflictError, IngestError, NotFoundError, UnavailableError, ValidationError
 
@@ -118,15 +118,25 @@ def check_page(doc: SourceDoc, page: int) -> None:
         raise NotFoundError(f"page {page} does not exist: document {doc.doc_id} has {doc.page_count} pages")
 
 
-def read_source(doc: SourceDoc) -> bytes:
-    """The ingested bytes of ``doc``, read confined to its job's folder; gone or changed files are errors."""
+def _source_file(doc: SourceDoc) -> BinaryIO:
+    """The ingested file of ``doc`` opened confined to its job's folder; a gone file is ``NotFoundError``."""
     try:
-        data = read_confined(Path(doc.source_path), Path(doc.allowed_root) if doc.allowed_root else None)
+        return open_confined(Path(doc.source_path), Path(doc.allowed_root) if doc.allowed_root else None)
     except IngestError as exc:
         raise NotFoundError(f"the source file of document {doc.doc_id} cannot be read: {exc.detail}") from exc
-    if hashlib.sha256(data).hexdigest() != doc.sha256:
+
+
+def _check_digest(doc: SourceDoc, digest: str) -> None:
+    if digest != doc.sha256:
         raise ConflictError(f"the source file of document {doc.doc_id} changed since it was ingested; "
                             "re-ingest it to preview its pages")
+
+
+def read_source(doc: SourceDoc) -> bytes:
+    """The ingested bytes of ``doc``, read once; gone or changed files are errors."""
+    with _source_file(doc) as fh:
+        data = fh.read()
+    _check_digest(doc, hashlib.sha256(data).hexdigest())
     return data
 
 
@@ -135,17 +145,11 @@ SOURCE_CHUNK = 256 * 1024
 
 
 def open_source(doc: SourceDoc) -> tuple[BinaryIO, int]:
-    """The ingested file of ``doc`` opened at its start, checked against its digest by reading it once in
-    ``SOURCE_CHUNK`` pieces (never whole in memory), and its size; gone or changed files are errors."""
+    """The ingested file of ``doc`` opened at its start, checked against its digest by reading it once in pieces
+    (never whole in memory), and its size; gone or changed files are errors."""
+    fh = _source_file(doc)
     try:
-        fh = open_confined(Path(doc.source_path), Path(doc.allowed_root) if doc.allowed_root else None)
-    except IngestError as exc:
-        raise NotFoundError(f"the source file of document {doc.doc_id} cannot be read: {exc.detail}") from exc
-    try:
-        digest = hashlib.file_digest(fh, "sha256")
-        if digest.hexdigest() != doc.sha256:
-            raise ConflictError(f"the source file of document {doc.doc_id} changed since it was ingested; "
-                                "re-ingest it to preview its pages")
+        _check_digest(doc, hashlib.file_digest(fh, "sha256").hexdigest())
         size = fh.tell()
         fh.seek(0)
     except BaseException:
