@@ -22,6 +22,7 @@ from kb.core.text import unit_label
 from router.types import DEFAULT_TOP_K, MAX_TOP_DOCS, MAX_TOP_K, STRATEGIES
 
 if TYPE_CHECKING:
+    from kb.core.db import Release
     from router.trace import QueryResult, ScopeTrace
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples" / "reports"
@@ -624,28 +625,38 @@ def _exit_now(code: int) -> None:
 
 
 def _finish(command: str, *, end_all_children: bool) -> None:
-    """After every command: end the child processes left, stop the embedded Postgres this process started
-    (not one it found running and shared) and, after a stop signal, say so in one line."""
+    """After every command: end the child processes left, leave the embedded Postgres (stopped when this was
+    the last process using it) and, after a stop signal, say so in one line."""
     import signal
 
-    from kb.core.db import stop_owned_embedded
+    from kb.core.db import release_embedded
     from kb.core.process import STOP_SIGNALS, end_children, received_signal, seconds_since_signal, signal_name
 
     for sig in STOP_SIGNALS:  # a second Ctrl-C must not leave the database half stopped
         signal.signal(sig, signal.SIG_IGN)
     children = end_children() if end_all_children else 0
-    stopped = stop_owned_embedded()
+    released = release_embedded()
     sig = received_signal()
     if sig is None:
         return
-    if stopped:
-        db = f"stopped the embedded Postgres it started ({stopped[0]})"
-    elif _embedded_db():
-        db = "left the embedded Postgres it did not start as it was"
-    else:
-        db = "external database untouched"
-    print(f"kb {command}: stopped by {signal_name(sig)} in {seconds_since_signal():.1f} s; {db}; "
+    print(f"kb {command}: stopped by {signal_name(sig)} in {seconds_since_signal():.1f} s; {_database_line(released)}; "
           f"{children} child process{'es' if children != 1 else ''} ended", file=sys.stderr, flush=True)
+
+
+def _database_line(released: list[Release]) -> str:
+    """What became of the database, for the stop line."""
+    if not released:
+        return "left the embedded Postgres as it was" if _embedded_db() else "external database untouched"
+    r = released[0]
+    if r.stopped:
+        return f"stopped the embedded Postgres, the last process using it ({r.data_dir})"
+    if r.error:
+        return f"could not stop the embedded Postgres ({r.error})"
+    if r.kept:
+        return "left the embedded Postgres running (kept by kb db start)"
+    if r.others:
+        return f"left the embedded Postgres running for {r.others} other kb process{'es' if r.others != 1 else ''}"
+    return "the embedded Postgres was not running"
 
 
 def _embedded_db() -> bool:

@@ -52,11 +52,11 @@ class Shared:
         except (OSError, ValueError, IndexError, psutil.Error):
             return None
 
-    def owner(self) -> int | None:
-        try:
-            return int(json.loads((self.data / "embedded-owner.json").read_text())["pid"])
-        except (OSError, ValueError, KeyError):
-            return None
+    def users(self) -> list[int]:
+        """The live kb processes registered as users of the embedded Postgres."""
+        from kb.core.db import embedded_users
+
+        return embedded_users(self.data)
 
 
 def _kb(shared: Shared, *args: str, log: Path, stdin: int = subprocess.DEVNULL, **env: str) -> subprocess.Popen:
@@ -141,7 +141,7 @@ def _case(name: str, shared: Shared, log: Path, tag: str) -> tuple[subprocess.Po
         return _kb(shared, "worker", log=log), lambda: "waiting for ingest jobs" in text()
     if name == "ingest":
         proc = _kb(shared, "ingest", str(shared.root / "many"), "--collection", f"sig-{tag}", log=log)
-        return proc, lambda: shared.owner() == proc.pid and bool(psutil.Process(proc.pid).children())
+        return proc, lambda: proc.pid in shared.users() and bool(psutil.Process(proc.pid).children())
     if name == "bench":
         proc = _kb(shared, "bench", "latency", "--docs", "300", "--chunks-per-doc", "30", "--queries", "100000",
                    "--collection", f"bench-{tag}", log=log)
@@ -170,7 +170,7 @@ def test_a_stop_signal_leaves_nothing_running(shared: Shared, command: str, sig:
     try:
         _wait("at work", at_work, proc, log)
         postmaster = shared.postmaster()
-        assert postmaster is not None and shared.owner() == proc.pid  # this command started it
+        assert postmaster is not None and proc.pid in shared.users()  # this command started it (and uses it)
         started = [*psutil.Process(proc.pid).children(recursive=True), postmaster, *postmaster.children()]
         sent = time.monotonic()
         proc.send_signal(SIGNALS[sig])
@@ -198,14 +198,14 @@ def test_a_shared_postgres_is_left_running(shared: Shared) -> None:
     assert subprocess.run([sys.executable, "-m", "kb.cli", "db", "start"], env=shared.env(), cwd=shared.root,
                           capture_output=True, timeout=60).returncode == 0
     postmaster = shared.postmaster()
-    assert postmaster is not None and shared.owner() is None
+    assert postmaster is not None and shared.users() == []
     try:
         proc, at_work = _case("serve", shared, log, "shared")
         _wait("serving", at_work, proc, log)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=STOP_LIMIT_S) == 0
         assert postmaster.is_running() and shared.postmaster() is not None
-        assert "left the embedded Postgres it did not start as it was" in log.read_text()
+        assert "left the embedded Postgres running (kept by kb db start)" in log.read_text()
     finally:
         subprocess.run([sys.executable, "-m", "kb.cli", "db", "stop"], env=shared.env(), cwd=shared.root, timeout=60)
     assert not postmaster.is_running()
@@ -240,7 +240,7 @@ def test_workers_die_with_a_killed_supervisor_and_the_next_start_adopts_postgres
     try:
         _wait("serving on the same port", _http_ready(port), again, log2)
         assert shared.postmaster() is not None and shared.postmaster().pid == postmaster.pid
-        assert shared.owner() == again.pid and "db.embedded_adopted" in log2.read_text()
+        assert shared.users() == [again.pid] and "db.embedded_adopted" in log2.read_text()
         again.send_signal(signal.SIGTERM)
         assert again.wait(timeout=STOP_LIMIT_S) == 0
     finally:
@@ -248,6 +248,129 @@ def test_workers_die_with_a_killed_supervisor_and_the_next_start_adopts_postgres
             again.kill()
     assert psutil.wait_procs([postmaster], timeout=STOP_LIMIT_S)[1] == []
     assert "stopped the embedded Postgres" in log2.read_text()
+
+
+def _serve(shared: Shared, tag: str, workers: int = 1) -> tuple[subprocess.Popen, int, Path]:
+    port = free_port()
+    log = shared.root / f"{tag}.log"
+    proc = _kb(shared, "serve", "--port", str(port), *(["--workers", str(workers)] if workers > 1 else []), log=log)
+    return proc, port, log
+
+
+def _kill_postmaster(shared: Shared) -> int:
+    postmaster = shared.postmaster()
+    assert postmaster is not None
+    postmaster.kill()
+    postmaster.wait(timeout=STOP_LIMIT_S)
+    return postmaster.pid
+
+
+def _restarted(shared: Shared, old_pid: int) -> Callable[[], bool]:
+    return lambda: (pm := shared.postmaster()) is not None and pm.pid != old_pid
+
+
+def test_a_worker_that_restarted_postgres_does_not_keep_it_after_the_supervisor_stops(shared: Shared) -> None:
+    """R4: with ``--workers 2`` a worker restarts a Postgres that died; a clean SIGTERM of the supervisor then
+    stops it (the worker used to become its sole owner, and Postgres outlived everything)."""
+    _stop_leftovers(shared)
+    proc, port, log = _serve(shared, "r4", workers=2)
+    try:
+        _wait("serving", _http_ready(port), proc, log)
+        old = _kill_postmaster(shared)
+        _wait("Postgres restarted by a worker", _restarted(shared, old), proc, log, timeout_s=60)
+        _wait("serving again", _http_ready(port), proc, log, timeout_s=60)
+        restarted = shared.postmaster()
+        assert restarted is not None and proc.pid in shared.users() and len(shared.users()) >= 3
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=STOP_LIMIT_S + 5) == 0
+        assert psutil.wait_procs([restarted], timeout=STOP_LIMIT_S)[1] == [], "Postgres outlived its users"
+    finally:
+        _end_session(proc)
+        _stop_leftovers(shared)
+    assert "stopped the embedded Postgres, the last process using it" in log.read_text(errors="replace")
+    assert shared.users() == []
+
+
+def test_three_servers_on_one_data_folder_the_last_to_stop_stops_postgres(shared: Shared) -> None:
+    """R5 and issue 38 item 4: three servers (one with two workers) on one data folder are stopped one by one in
+    a random order, each by SIGTERM or SIGKILL at random, with Postgres killed at a random moment in between.
+    While one server lives, Postgres runs (restarted by whoever sees it down) and the live servers answer;
+    the last clean stop stops it; after a last SIGKILL it is left, and the next start adopts it and stops it
+    when that one stops. Two rounds; the seed is in every message."""
+    import random
+
+    seed = random.randrange(10**6)
+    rng = random.Random(seed)
+    _stop_leftovers(shared)
+    for round_ in range(2):
+        servers = [_serve(shared, f"r5-{round_}-{i}", workers=2 if i == 0 else 1) for i in range(3)]
+        try:
+            for proc, port, log in servers:
+                _wait("serving", _http_ready(port), proc, log)
+            kill_pg_at = rng.randrange(3)
+            order = rng.sample(servers, 3)
+            for step, (proc, _port, log) in enumerate(order):
+                if step == kill_pg_at:
+                    old = _kill_postmaster(shared)
+                    live = order[step]
+                    _wait("Postgres restarted", _restarted(shared, old), live[0], live[2], timeout_s=60)
+                how = rng.choice(["TERM", "KILL"])
+                postmaster = shared.postmaster()
+                assert postmaster is not None, f"seed {seed}: round {round_} step {step}: Postgres is not running"
+                proc.send_signal(signal.SIGTERM if how == "TERM" else signal.SIGKILL)
+                proc.wait(timeout=STOP_LIMIT_S + 5)
+                rest = order[step + 1:]
+                for other, port, olog in rest:  # the others still serve, on the same Postgres
+                    _wait(f"seed {seed}: round {round_}: serving after SIG{how} of another", _http_ready(port), other,
+                          olog, timeout_s=30)
+                    assert shared.postmaster() is not None
+                if rest:
+                    continue
+                if how == "TERM":  # the last one stopped cleanly: it stopped Postgres
+                    assert psutil.wait_procs([postmaster], timeout=STOP_LIMIT_S)[1] == [], \
+                        f"seed {seed}: round {round_}: Postgres outlived the last clean stop"
+                    assert "stopped the embedded Postgres, the last process using it" in log.read_text()
+                    continue
+                time.sleep(1.0)  # a SIGKILLed last server leaves Postgres: the next start adopts it
+                assert postmaster.is_running(), f"seed {seed}: round {round_}"
+                proc2, port2, log2 = _serve(shared, f"r5-{round_}-adopt")
+                try:
+                    _wait("serving", _http_ready(port2), proc2, log2)
+                    assert shared.postmaster() is not None and shared.postmaster().pid == postmaster.pid
+                    assert shared.users() == [proc2.pid] and "db.embedded_adopted" in log2.read_text()
+                    proc2.send_signal(signal.SIGTERM)
+                    assert proc2.wait(timeout=STOP_LIMIT_S) == 0
+                finally:
+                    _end_session(proc2)
+                assert psutil.wait_procs([postmaster], timeout=STOP_LIMIT_S)[1] == [], f"seed {seed}"
+        finally:
+            for proc, _, _ in servers:
+                _end_session(proc)
+            _stop_leftovers(shared)
+        assert shared.users() == [], f"seed {seed}: round {round_}: {shared.users()}"
+        print(f"seed {seed} round {round_}: order and signals held")
+
+
+def test_a_corrupt_or_stale_users_file_is_read_as_no_user(shared: Shared) -> None:
+    """Bad input: a users file that is not JSON, or that names dead processes (and the earlier single-owner
+    file naming a dead PID), neither stops a start nor keeps Postgres alive after the server stops."""
+    _stop_leftovers(shared)
+    for body in ("{not json", json.dumps({"users": [{"pid": 999_999, "started": 1.0}], "kept": False})):
+        (shared.data / "embedded-users.json").write_text(body)
+        (shared.data / "embedded-owner.json").write_text(json.dumps({"pid": 999_998, "started": 2.0}))
+        proc, port, log = _serve(shared, "corrupt")
+        try:
+            _wait("serving", _http_ready(port), proc, log)
+            assert shared.users() == [proc.pid]
+            postmaster = shared.postmaster()
+            assert postmaster is not None
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=STOP_LIMIT_S) == 0
+            assert psutil.wait_procs([postmaster], timeout=STOP_LIMIT_S)[1] == []
+        finally:
+            _end_session(proc)
+            _stop_leftovers(shared)
+        assert not (shared.data / "embedded-owner.json").exists()
 
 
 PARSER_POOL = '''

@@ -6,8 +6,6 @@ import asyncio
 import atexit
 import contextlib
 import importlib.resources
-import json
-import os
 import re
 import time
 import warnings
@@ -23,6 +21,7 @@ import structlog
 from pgvector import HalfVector, Vector
 from pgvector.asyncpg import register_vector
 
+from kb.core import embedded_users as users_registry
 from kb.core.errors import ConfigError, DatabaseError
 from kb.core.settings import DatabaseSettings
 
@@ -37,8 +36,7 @@ if not SQL_DIR.is_dir():  # installed from a wheel
     SQL_DIR = Path(str(importlib.resources.files("kb.sql")))
 MIGRATION_LOCK_KEY = 7_351_100_001  # pg_advisory_lock key for migrations
 LONG_STATEMENT_S = 6 * 3600.0  # migrations (index builds) are exempt from KB_DB_COMMAND_TIMEOUT_S
-OWNER_FILE = "embedded-owner.json"  # in KB_DATA_DIR: the kb process that stops the embedded server on exit
-_owned: set[Path] = set()  # data dirs whose embedded server this process stops when it exits
+_using: set[Path] = set()  # data dirs whose embedded server this process uses (and leaves when it exits)
 _MIGRATION_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 SQL_CREATE_MIGRATIONS = """
@@ -85,47 +83,26 @@ def check_pgdata_version(pgdata: Path) -> None:
         )
 
 
-def _owner_file(data_dir: Path) -> Path:
-    return data_dir / OWNER_FILE
+def embedded_users(data_dir: Path) -> list[int]:
+    """The pids of the live ``kb`` processes using the embedded server in ``data_dir`` (the last to stop stops
+    it, unless ``kb db start`` keeps it running)."""
+    return [u.pid for u in users_registry.read(data_dir.expanduser().resolve()).users]
 
 
-def _process_tag(pid: int) -> float | None:
-    """The start time of process ``pid`` (None if it is gone): a pid plus its start time names one process."""
-    import psutil
-
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.Error:
-        return None
-
-
-def embedded_owner(data_dir: Path) -> int | None:
-    """The pid of the live ``kb`` process that started the embedded server in ``data_dir`` and stops it when
-    it exits; None when nobody does (started by ``kb db start``, or its starter was killed)."""
-    try:
-        owner = json.loads(_owner_file(data_dir).read_text())
-        pid, started = int(owner["pid"]), float(owner["started"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    tag = _process_tag(pid)
-    return pid if tag is not None and abs(tag - started) < 1.0 else None
-
-
-def _claim(data_dir: Path) -> None:
-    """Record this process as the one that stops the embedded server in ``data_dir`` when it exits."""
-    pid = os.getpid()
-    _owner_file(data_dir).write_text(json.dumps({"pid": pid, "started": _process_tag(pid)}))
-    if not _owned:  # any program that starts it (uvicorn on the app factory, a script) stops it on a normal exit
-        atexit.register(stop_owned_embedded)
-    _owned.add(data_dir)
+def _use(data_dir: Path, session: users_registry.Session) -> None:
+    """Register this process as a user of the embedded server (under the registry lock); it leaves on exit."""
+    session.add(users_registry.this_process())
+    if not _using:  # any program that starts it (uvicorn on the app factory, a script) leaves on a normal exit
+        atexit.register(release_embedded)
+    _using.add(data_dir)
 
 
 def start_embedded(data_dir: Path, *, keep_running: bool = True) -> str:
     """Start (or attach to) the embedded Postgres in ``data_dir``; return its URI.
 
-    Unless ``keep_running`` (``kb db start``), a server started here is this process's to stop when it exits
-    (``stop_owned_embedded``). One found running is shared and left alone, except one whose starter is gone
-    (killed with SIGKILL, OOM): that one is adopted, and stops when this process exits.
+    ``keep_running`` (``kb db start``): nobody stops it on exit, only ``kb db stop``. Otherwise this process
+    becomes one of its users, and the last user to exit stops it (``release_embedded``). One left running with
+    no live user (its users were killed with SIGKILL or by the OOM killer) is adopted the same way.
     """
     import pgserver
 
@@ -133,57 +110,76 @@ def start_embedded(data_dir: Path, *, keep_running: bool = True) -> str:
     data_dir.mkdir(parents=True, exist_ok=True)
     pgdata = _embedded_pgdata(data_dir)
     check_pgdata_version(pgdata)
-    was_running = bool(embedded_status(data_dir)["running"])
-    try:  # never pgserver's own clean-up: it trusts a list of pids that a killed process never leaves
-        server = pgserver.get_server(pgdata, cleanup_mode=None)
-    except Exception as exc:  # noqa: BLE001 - turned into one readable line
-        raise ConfigError(f"KB_DATA_DIR={data_dir}: embedded Postgres failed to start: {exc}") from exc
-    if keep_running:
-        _owner_file(data_dir).unlink(missing_ok=True)  # kept running: nobody stops it on exit
-        _owned.discard(data_dir)
-    elif not was_running:
-        _claim(data_dir)
-    elif data_dir not in _owned and _owner_file(data_dir).exists() and embedded_owner(data_dir) is None:
-        _claim(data_dir)  # its starter died without stopping it
-        log.warning("db.embedded_adopted", data_dir=str(data_dir), pid=server.get_pid())
+    me = users_registry.this_process()
+    with users_registry.locked(data_dir) as session:
+        leftover = (bool(embedded_status(data_dir)["running"]) and not session.registry.kept
+                    and not session.others(me))
+        try:  # never pgserver's own clean-up: it trusts a list of pids that a killed process never leaves
+            server = pgserver.get_server(pgdata, cleanup_mode=None)
+        except Exception as exc:  # noqa: BLE001 - turned into one readable line
+            raise ConfigError(f"KB_DATA_DIR={data_dir}: embedded Postgres failed to start: {exc}") from exc
+        if keep_running:
+            session.keep(True)
+        else:
+            if leftover and me not in session.registry.users:
+                log.warning("db.embedded_adopted", data_dir=str(data_dir), pid=server.get_pid())
+            _use(data_dir, session)
     return server.get_uri()
 
 
-def stop_owned_embedded() -> list[Path]:
-    """Stop every embedded server this process started (or adopted) and still owns; the data dirs stopped.
-    One found running and shared is left running."""
-    stopped = []
-    for data_dir in sorted(_owned):
-        _owned.discard(data_dir)
-        if embedded_owner(data_dir) != os.getpid():
-            continue  # another process has taken it over
+@dataclass(frozen=True)
+class Release:
+    """What became of one embedded server when this process stopped using it."""
+
+    data_dir: Path
+    stopped: bool
+    others: int = 0  # live kb processes still using it
+    kept: bool = False  # kept running by ``kb db start``
+    error: str | None = None
+
+
+def release_embedded() -> list[Release]:
+    """This process stops using its embedded servers; each one it was the last user of (and not kept running by
+    ``kb db start``) is stopped, under the registry lock so that no other process starts using it meanwhile."""
+    me = users_registry.this_process()
+    released = []
+    for data_dir in sorted(_using):
+        _using.discard(data_dir)
+        if not _embedded_pgdata(data_dir).exists():  # removed meanwhile (a test's folder): nothing to stop or record
+            continue
         try:
-            if stop_embedded(data_dir):
-                stopped.append(data_dir)
-        except Exception as exc:  # noqa: BLE001 - reported; the other servers are still stopped
+            with users_registry.locked(data_dir) as session:
+                session.remove(me)
+                others, kept = len(session.registry.users), session.registry.kept
+                stopped = not others and not kept and _stop_postmaster(data_dir)
+            released.append(Release(data_dir, stopped, others, kept))
+        except Exception as exc:  # noqa: BLE001 - reported; the other servers are still released
             log.error("db.embedded_stop_failed", data_dir=str(data_dir), error=str(exc))
-    return stopped
+            released.append(Release(data_dir, False, error=str(exc)))
+    return released
 
 
 def embedded_status(data_dir: Path) -> dict[str, object]:
-    """Whether the embedded server in ``data_dir`` exists and runs (without starting it)."""
+    """Whether the embedded server in ``data_dir`` exists and runs (without starting it), and who uses it."""
     from pgserver.utils import PostmasterInfo
 
     pgdata = _embedded_pgdata(data_dir)
     info = PostmasterInfo.read_from_pgdata(pgdata) if pgdata.exists() else None
     running = bool(info is not None and info.is_running())
+    registry = users_registry.read(data_dir) if data_dir.exists() else users_registry.Registry()
     return {
         "data_dir": str(data_dir),
         "initialised": (pgdata / "PG_VERSION").exists(),
         "running": running,
         "pid": info.pid if running and info else None,
         "uri": info.get_uri() if running and info else None,
+        "users": [u.pid for u in registry.users],
+        "kept_running": registry.kept,
     }
 
 
-def stop_embedded(data_dir: Path, timeout_s: float = 8.0) -> bool:
-    """Stop the embedded server if it runs (a fast shutdown: clients are disconnected, nothing is lost).
-    Returns True when it was stopped.
+def _stop_postmaster(data_dir: Path, timeout_s: float = 8.0) -> bool:
+    """Stop the server if it runs (a fast shutdown); True when it was stopped. The caller holds the lock.
 
     The postmaster is signalled directly rather than through ``pg_ctl``: run as root, pgserver runs
     ``pg_ctl`` as its own user, which fails once a parent folder has lost the traversal right it was given.
@@ -207,35 +203,42 @@ def stop_embedded(data_dir: Path, timeout_s: float = 8.0) -> bool:
                 log.warning("db.embedded_stop_slow", data_dir=str(data_dir), signal=sig.name)
     except psutil.NoSuchProcess:
         pass
-    _owner_file(data_dir.expanduser().resolve()).unlink(missing_ok=True)
     return True
 
 
-def restart_embedded_if_down(data_dir: Path) -> bool:
-    """Start the embedded server again when its postmaster died (``kill -9``); True when it was restarted.
+def stop_embedded(data_dir: Path, timeout_s: float = 8.0) -> bool:
+    """``kb db stop``: stop the embedded server whoever uses it (clients are disconnected, nothing is lost) and
+    no longer keep it running. True when it was stopped."""
+    data_dir = data_dir.expanduser().resolve()
+    with users_registry.locked(data_dir) as session:
+        session.keep(False)
+        return _stop_postmaster(data_dir, timeout_s)
 
-    The server keeps its socket folder, so the URI and the pool stay valid. This process started it, so it
-    stops it when it exits.
+
+def restart_embedded_if_down(data_dir: Path) -> bool:
+    """Start the embedded server again when its postmaster died (``kill -9``); True when this process did.
+
+    Under the registry lock, so that of several processes that notice at once one restarts it and the others
+    find it running; the server keeps its socket folder, so the URI and the pools stay valid.
     """
     if embedded_status(data_dir)["running"]:
         return False
-    from pgserver.postgres_server import PostgresServer
+    import pgserver
 
     data_dir = data_dir.expanduser().resolve()
-    server = PostgresServer._instances.get(_embedded_pgdata(data_dir))
-    if server is None:
-        start_embedded(data_dir, keep_running=False)
-    else:
-        server.ensure_postgres_running()
-        _claim(data_dir)
+    with users_registry.locked(data_dir) as session:
+        if embedded_status(data_dir)["running"]:
+            return False  # another user restarted it while this one waited for the lock
+        pgserver.get_server(_embedded_pgdata(data_dir), cleanup_mode=None).ensure_postgres_running()
+        _use(data_dir, session)
     return True
 
 
 def resolve_database_url(settings: DatabaseSettings, *, keep_running: bool = False) -> str:
     """``KB_DATABASE_URL`` if set, else the embedded server's URI (started if needed).
 
-    An embedded server started here is stopped by ``stop_owned_embedded`` when this process exits, unless
-    ``keep_running`` (``kb db start``) or it was already running (see ``start_embedded``).
+    This process becomes a user of an embedded server (``start_embedded``); the last user to exit stops it,
+    unless ``keep_running`` (``kb db start``).
     """
     if settings.url:
         return settings.url
