@@ -192,6 +192,52 @@ def enumerate_files(root: Path, recursive: bool, allowed_root: Path | None = Non
     return out
 
 
+def qualified_names(path: Path, name: str) -> list[str]:
+    """``name``, then the file's path with one more of its folders in front each time, up to the whole path."""
+    whole = Path(os.path.abspath(path))
+    depth = len(Path(name).parts)
+    longer = [Path(*whole.parts[-k:]).as_posix() for k in range(depth + 1, len(whole.parts))]
+    return [name, *longer, whole.as_posix()]
+
+
+def loose_names(files: list[tuple[Path, str, str | None]], name_root: Path | None) -> dict[int, list[str]]:
+    """For each file named by its place in the job's folder (not under the ingest root): the names it may take."""
+    root = name_root.resolve() if name_root is not None else None
+    return {i: qualified_names(file, name) for i, (file, name, _) in enumerate(files)
+            if root is None or root not in Path(os.path.abspath(file)).parents}
+
+
+def names_apart(files: list[tuple[Path, str, str | None]], options: dict[int, list[str]],
+                stored: dict[str, str]) -> list[tuple[Path, str, str | None]]:
+    """Each loose file keeps the name its stored document has (``stored``: name → source path), else takes the
+    first of its names that no stored document and no other file of the job holds."""
+    taken = {name for _, name, _ in files}
+    out = list(files)
+    for i, names in options.items():
+        file, name, refused = files[i]
+        here = os.path.abspath(file)
+        mine = [n for n in names if n in stored and os.path.abspath(stored[n]) == here]
+        free = [n for n in names if n not in stored and (n == name or n not in taken)]
+        chosen = (mine or free or names[-1:])[0]
+        if chosen != name:
+            taken.add(chosen)
+            out[i] = (file, chosen, refused)
+    return out
+
+
+async def _names_apart(pool: asyncpg.Pool, collection_id: int, files: list[tuple[Path, str, str | None]],
+                       name_root: Path | None) -> list[tuple[Path, str, str | None]]:
+    """Files named by their place in the job's folder (outside the ingest root) do not take the name of a stored
+    document from another file: ``kb ingest /a`` and then ``kb ingest /b`` both holding ``annual.md`` make
+    ``annual.md`` and ``b/annual.md``. The same file ingested again keeps the name it was given (and
+    replaces its document when changed); a name taken, the next longer one is tried."""
+    options = await asyncio.to_thread(loose_names, files, name_root)
+    if not options:
+        return files
+    stored = await store.sources_by_name(pool, collection_id, sorted({n for ns in options.values() for n in ns}))
+    return await asyncio.to_thread(names_apart, files, options, stored)
+
+
 async def create_job(pool: asyncpg.Pool, *, collection_id: int, path: Path, recursive: bool = False,
                      metadata_path: Path | None = None, allowed_root: Path | None = None,
                      name_root: Path | None = None, upload: bool = False) -> int:
@@ -210,6 +256,8 @@ async def create_job(pool: asyncpg.Pool, *, collection_id: int, path: Path, recu
         except (IngestError, OSError, ValueError) as exc:
             raise ValidationError(f"metadata file {metadata_path.name!r} is unusable: {exc}") from exc
     files = await asyncio.to_thread(enumerate_files, path, recursive, allowed_root, name_root)
+    if not upload:
+        files = await _names_apart(pool, collection_id, files, name_root)
     allowed = await asyncio.to_thread(allowed_root.resolve) if allowed_root is not None else None
     rows = []
     for file, name, refused in files:

@@ -313,6 +313,16 @@ async def find_existing(pool: asyncpg.Pool, collection_id: int, name: str, sha25
     return None
 
 
+SQL_SOURCES_BY_NAME = """
+SELECT name, source_path FROM documents WHERE collection_id = $1 AND name = ANY($2::text[])"""
+
+
+async def sources_by_name(pool: asyncpg.Pool, collection_id: int, names: Sequence[str]) -> dict[str, str]:
+    """The source path of each stored document of the collection named in ``names``."""
+    rows = await pool.fetch(SQL_SOURCES_BY_NAME, collection_id, list(names))
+    return {r["name"]: r["source_path"] for r in rows}
+
+
 class NewDocument(msgspec.Struct, frozen=True):
     """Everything the atomic write needs for one document."""
 

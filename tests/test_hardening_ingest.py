@@ -344,3 +344,38 @@ async def test_the_embedding_counter_counts_up_and_a_running_job_says_its_time_l
     await runtime.pool.execute("UPDATE ingest_job_items SET status='ok' WHERE job_id=$1", job_id)
     await runtime.pool.execute("UPDATE ingest_jobs SET status='done', finished_at=now() WHERE id=$1", job_id)
     assert (await get_job(runtime.pool, job_id)).seconds_left is None
+
+
+async def _ingest_folder(rt: Runtime, folder: Path, name_root: Path) -> list[tuple[str, str]]:
+    """What ``kb ingest FOLDER`` does: a job named under the ingest root ``name_root``, run to the end."""
+    from ingest.jobs import create_job
+    from kb.core.collections import ensure_collection
+
+    coll = await ensure_collection(rt.pool, "default")
+    job_id = await create_job(rt.pool, collection_id=coll.id, path=folder, name_root=name_root)
+    return [(i.name, i.status) for i in (await finish_job(rt, job_id)).items]
+
+
+async def test_two_folders_outside_the_root_with_the_same_file_name_make_two_documents(runtime: Runtime,
+                                                                                      tmp_path: Path) -> None:
+    """Issue 38: ``kb ingest`` of two folders outside ``KB_INGEST_ROOT`` that both hold ``annual.md`` made one
+    document, the second replacing the first. Now the second takes its folder's name in front; each folder
+    ingested again keeps its own document (skipped unchanged, replaced when changed)."""
+    root = tmp_path / "root"
+    root.mkdir()
+    north = _memo(tmp_path / "north" / "annual.md", "Annual report North", "Revenue of North was 10 million kroner.")
+    _memo(tmp_path / "south" / "annual.md", "Annual report South", "Revenue of South was 20 million kroner.")
+    _memo(tmp_path / "far" / "south" / "annual.md", "Annual report Far South", "Revenue of Far South was 7 million.")
+    assert await _ingest_folder(runtime, tmp_path / "north", root) == [("annual.md", "ok")]
+    assert await _ingest_folder(runtime, tmp_path / "south", root) == [("south/annual.md", "ok")]
+    assert await _ingest_folder(runtime, tmp_path / "far" / "south", root) == [("far/south/annual.md", "ok")]
+    docs = {r["name"]: r["source_path"] for r in await runtime.pool.fetch("SELECT name, source_path FROM documents")}
+    assert docs == {"annual.md": str(tmp_path / "north" / "annual.md"),
+                    "south/annual.md": str(tmp_path / "south" / "annual.md"),
+                    "far/south/annual.md": str(tmp_path / "far" / "south" / "annual.md")}
+    # again: each keeps its name; a changed file replaces its own document, not another folder's
+    assert await _ingest_folder(runtime, tmp_path / "south", root) == [("south/annual.md", "skipped")]
+    north.write_text("# Annual report North\n\nRevenue of North was 11 million kroner (restated).\n")
+    assert await _ingest_folder(runtime, tmp_path / "north", root) == [("annual.md", "replaced")]
+    text = " ".join(r["text"] for r in await runtime.pool.fetch("SELECT text FROM chunks"))
+    assert "11 million" in text and "20 million" in text and "7 million" in text and "10 million" not in text
