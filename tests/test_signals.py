@@ -146,6 +146,9 @@ def _case(name: str, shared: Shared, log: Path, tag: str) -> tuple[subprocess.Po
         proc = _kb(shared, "bench", "latency", "--docs", "300", "--chunks-per-doc", "30", "--queries", "100000",
                    "--collection", f"bench-{tag}", log=log)
         return proc, lambda: "runtime.ready" in text()
+    if name == "bench-ingest":  # a bench with a kb worker child and its parsers, stopped mid-job
+        proc = _kb(shared, "bench", "ingest", "--workers", "1", "--files", "40", "--pages-per-file", "8", log=log)
+        return proc, lambda: "jobs.created" in text()
     if name == "query":
         proc = _kb(shared, "query", "--interactive", log=log, stdin=subprocess.PIPE)
         return proc, lambda: "kb> " in text()
@@ -158,7 +161,7 @@ def _case(name: str, shared: Shared, log: Path, tag: str) -> tuple[subprocess.Po
     raise AssertionError(name)
 
 
-COMMANDS = ["serve", "serve-workers", "run", "worker", "ingest", "bench", "query", "mcp", "reembed"]
+COMMANDS = ["serve", "serve-workers", "run", "worker", "ingest", "bench", "bench-ingest", "query", "mcp", "reembed"]
 
 
 @pytest.mark.parametrize("sig", list(SIGNALS))
@@ -189,6 +192,7 @@ def test_a_stop_signal_leaves_nothing_running(shared: Shared, command: str, sig:
     said = float(lines[0].split(" in ", 1)[1].split(" s;", 1)[0])  # "... stopped by SIGTERM in 2.0 s; ..."
     assert said <= exited + 0.1 and exited - said < 1.5, (said, exited)  # the line's time is the process's end
     assert code in {0, 128 + SIGNALS[sig]}, (code, out[-2000:])
+    assert "Traceback" not in out, out[-3000:]  # a stop is not a crash: no traceback noise (kb bench had some)
     print(f"{command} SIG{sig}: exit {code}, everything gone {elapsed:.1f} s after the signal")
 
 
