@@ -39,9 +39,9 @@ bench: install
 	$(BIN)/kb bench docugami --data ../shared/data/docugami-10q
 
 # the reliability suite (the tests marked live), long form: schemathesis with 200 examples per operation,
-# fault and load tests
+# fault and load tests, and the mixed-traffic probe across Postgres kills for 60 s
 reliability: install
-	KB_SCHEMATHESIS_EXAMPLES=200 $(BIN)/python -m pytest -q -m live --basetemp=.pytest-tmp
+	KB_SCHEMATHESIS_EXAMPLES=200 KB_PROBE_SECONDS=60 $(BIN)/python -m pytest -q -m live --basetemp=.pytest-tmp
 
 clean:
 	rm -rf $(VENV) .kb .pytest-tmp

@@ -133,7 +133,6 @@ class Runtime:
             try:
                 if embedded and await asyncio.to_thread(restart_embedded_if_down, data_dir):
                     self.pool.expire_connections()
-                    log.warning("db.embedded_restarted", data_dir=str(data_dir))
                 ok = await self.probe_database()
             except Exception as exc:  # noqa: BLE001 - keep watching; the next round tries again
                 log.error("db.watch_failed", error=str(exc))

@@ -230,6 +230,7 @@ def restart_embedded_if_down(data_dir: Path) -> bool:
         if embedded_status(data_dir)["running"]:
             return False  # another user restarted it while this one waited for the lock
         pgserver.get_server(_embedded_pgdata(data_dir), cleanup_mode=None).ensure_postgres_running()
+        log.warning("db.embedded_restarted", data_dir=str(data_dir))
         _use(data_dir, session)
     return True
 
