@@ -18,7 +18,9 @@ Kinds, each drawn the way its real counterpart is typeset:
 Issue 27 added ``tex_article`` (LaTeX ``article`` through dvips and Ghostscript: ligature and dash titles,
 subsubsections bold at body size), ``institutional_report`` (a central bank's report: two-page contents with
 part dividers, unnumbered display chapters, sidebars, the chapter name as running head) and
-``earnings_release_tables`` (financial tables under bold and display-size titles).
+``earnings_release_tables`` (financial tables under bold and display-size titles). Issue 41 added ``dvips_notes`` and
+``dvips_notes_unnumbered``: 53 pages of lecture notes as dvipsk 5.58f and Ghostscript 9.06 write them (every word its
+own block at size 0.12), with numbered headings or headings told only by size and spacing.
 
 :func:`section_recall` scores a built tree against the truth: the share of the true sections found
 as a node with the same title (after normalisation) starting within ``tolerance`` pages.
@@ -36,7 +38,19 @@ from pathlib import Path
 import pymupdf
 
 from kb.core.types import DocumentTree, TreeNode
-from tests.pdfgen import PAGE_H, PAGE_W, _Op, _Type3Writer, _width, _wrap, paragraph, roman
+from tests.pdfgen import (
+    GS906,
+    GS926,
+    PAGE_H,
+    PAGE_W,
+    Dvips,
+    _Op,
+    _Type3Writer,
+    _width,
+    _wrap,
+    paragraph,
+    roman,
+)
 from tests.pdfgen import Sec as Section
 
 
@@ -61,6 +75,7 @@ class Style:
     new_page_level: int = 1  # sections of this level or above start a new page (0: never)
     caps_levels: int = 0  # levels drawn in capitals in the body
     type3: bool = False
+    dvips: Dvips = GS926  # which dvips + Ghostscript run writes the Type 3 text
     header: str = ""  # running header on body pages
     latex_heads: bool = False  # LaTeX book style: "CHAPTER 1. TITLE" / "1.2. SECTION" heads with the page number
     chapter_label: bool = False  # level 1 drawn as "Chapter N" above its (unnumbered) title
@@ -121,9 +136,10 @@ def _lay_out(sections: Sequence[Section], style: Style, title_block: Sequence[tu
     """Body pages as draw operations, and (0-based body page, printed title) per section."""
     s = style
     y = s.margin
+    wide = s.dvips.widths if s.type3 else 1.0  # lines wrapped to the widths drawn
     head: list[_Op] = []
     for text, size, bold in title_block:  # full width on the first page
-        for ln in _wrap(text, PAGE_W - 2 * s.margin, size, s.bold if bold else s.font):
+        for ln in _wrap(text, (PAGE_W - 2 * s.margin) / wide, size, s.bold if bold else s.font):
             y += size * 1.3
             head.append(_Op(y, ln, size, bold, s.margin))
     flow = _Flow(s, y + (12 if head else 0))
@@ -138,7 +154,7 @@ def _lay_out(sections: Sequence[Section], style: Style, title_block: Sequence[tu
         if s.chapter_label and sec.level == 1:
             label, _, title = title.partition(" ")
             label = f"Chapter {label}"
-        lines = _wrap(title, flow.col_w, size, font)
+        lines = _wrap(title, flow.col_w / wide, size, font)
         if sec.level <= s.new_page_level and len(flow.pages[-1]) > (len(head) if len(flow.pages) == 1 else 0):
             flow.new_page()  # unless the page holds nothing but the title block
         flow.room(len(lines) * size * 1.3 + size * 0.8 + 3 * s.leading)
@@ -151,7 +167,7 @@ def _lay_out(sections: Sequence[Section], style: Style, title_block: Sequence[tu
             flow.line(ln, size, bold, size * 1.3)
         flow.y += s.leading * 0.3
         for k in range(sec.paragraphs):
-            for ln in _wrap(paragraph(f"s{i}p{k}"), flow.col_w, s.body, s.font):
+            for ln in _wrap(paragraph(f"s{i}p{k}"), flow.col_w / wide, s.body, s.font):
                 flow.line(ln, s.body, False, s.leading)
             flow.y += s.leading * 0.5
     return flow.pages, where
@@ -268,7 +284,7 @@ def make_document(path: str | Path, sections: Sequence[Section], style: Style, *
     else:
         pages += [_page_ops(ops, str(b + 1), style, style.header if b else "") for b, ops in enumerate(body)]
     doc = pymupdf.open()
-    writer = _Type3Writer(doc, [op for ops in pages for op in ops]) if style.type3 else None
+    writer = _Type3Writer(doc, [op for ops in pages for op in ops], run=style.dvips) if style.type3 else None
     _draw(doc, pages, style, writer)
     truth = [Truth(title, sec.level, len(front) + bp + 1) for sec, (bp, title) in zip(sections, where, strict=True)]
     made = Made(path, truth, doc.page_count)
@@ -360,6 +376,42 @@ def tex_article(path: str | Path) -> Made:
 
 LATEX_BOOK = Style(font="tiro", bold="tibo", sizes=(24.8, 14.4, 12.0), body=10.0, leading=12.0, new_page_level=1,
                    type3=True, margin=90.0, latex_heads=True, chapter_label=True)
+
+
+# The issue-41 file: algorithm lecture notes (LaTeX article class, 10 pt) through dvipsk 5.58f and Ghostscript 9.06,
+# 53 sections and subsections on 53 pages, none starting a page, a running head in small print; sizes as measured
+# there (mean glyph advances 5.3 pt in the body, 6.9 and 7.7 in the headings, 4.5 in small print).
+DVIPS_NOTES = Style(font="tiro", bold="tibo", sizes=(13.5, 12.0, 10.0), body=10.0, leading=12.0, new_page_level=0,
+                    type3=True, dvips=GS906, margin=90.0, header="Algorithms and Data Structures \u2013 Lecture Notes")
+_ALGORITHMS = (
+    ("Asymptotic analysis", ("Definitions of growth rates", "Recurrences", "The master theorem")),
+    ("Priority queues", ("Binary heaps", "Binomial heaps", "Fibonacci heaps", "Amortised analysis")),
+    ("Sorting", ("Merge sort", "Quicksort", "Comparison lower bounds \u2264 n log n", "Selection in linear time")),
+    ("Search trees", ("Binary search trees", "AVL trees", "Red\u2013black trees", "Splay trees")),
+    ("Hashing", ("Chaining", "Open addressing", "Universal hashing")),
+    ("Graph traversal", ("Breadth-first search", "Depth-first search", "Topological order")),
+    ("Shortest paths", ("Dijkstra's algorithm", "Bellman\u2013Ford", "All pairs")),
+    ("Spanning trees", ("Kruskal's algorithm", "Prim's algorithm", "Union\u2013find")),
+    ("Network flows", ("Flow networks", "Augmenting paths", "Efficient flow algorithms", "Bipartite matchings")),
+    ("Dynamic programming", ("Optimal substructure", "Sequence alignment", "Knapsack")),
+    ("Greedy algorithms", ("Interval scheduling", "Huffman codes", "Matroids")),
+    ("Intractability", ("Reductions", "NP-completeness", "Approximation ratios", "Further reading")),
+)
+
+
+def dvips_notes(path: str | Path, *, numbered: bool = True) -> Made:
+    """The lecture notes of issue 41 as dvipsk 5.58f and Ghostscript 9.06 write them (:data:`tests.pdfgen.GS906`:
+    every word its own block at size 0.12): 12 sections at 13.5 pt and 41 subsections at 12 pt, bold, over 50+
+    pages; numbered "1 Asymptotic analysis" / "1.2 Recurrences", or (``numbered=False``, as ``\\section*``)
+    told from the body only by size and the space above."""
+    rng = random.Random(41)
+    sections: list[Section] = []
+    for c, (title, subs) in enumerate(_ALGORITHMS, 1):
+        sections.append(Section(f"{c} {title}" if numbered else title, 1, rng.randint(2, 4)))
+        for k, sub in enumerate(subs, 1):
+            sections.append(Section(f"{c}.{k} {sub}" if numbered else sub, 2, rng.randint(6, 9)))
+    return make_document(path, sections, DVIPS_NOTES, title_block=(
+        ("Algorithms and Data Structures", 17.3, False), ("Lecture Notes, Autumn Term", 12.0, False)))
 
 
 PAPER = Style(columns=2, font="tiro", bold="tibo", sizes=(12.0, 10.0, 10.0), body=10.0, leading=11.5,
@@ -649,6 +701,8 @@ KINDS = {
     "lecture_notes_book": lambda p: lecture_notes(p, book=True),
     "lecture_notes_book_toc": lambda p: lecture_notes(p, toc=True, book=True),
     "tex_article": tex_article,
+    "dvips_notes": dvips_notes,
+    "dvips_notes_unnumbered": lambda p: dvips_notes(p, numbered=False),
     "research_paper": research_paper,
     "annual_report": annual_report,
     "annual_report_number_first": lambda p: annual_report(p, toc="number_first"),

@@ -6,7 +6,8 @@ tests can compare a built tree with the truth. Options add an embedded outline, 
 printed table of contents (with or without page numbers) on roman-numbered front-matter
 pages, PDF page labels, and SEC-style headings (bold, body size). ``make_type3_report_pdf``
 draws the same layout the way TeX through dvips and GPL Ghostscript does (see :class:`_Type3Writer`:
-Type 3 fonts in device pixels set at size 0.1, OT1 ligature codes, a piece per kern, no ToUnicode).
+Type 3 fonts in device pixels, OT1 ligature codes, a piece per kern, no ToUnicode), as two runs (:class:`Dvips`):
+the issue-27 one at size 0.1 and the issue-41 one (Ghostscript 9.06) at size 0.12 with every word its own block.
 ``write_column`` sets text in columns for layout pages. Helpers write the broken inputs: encrypted,
 corrupt, zero-page, truncated, image-only PDFs and Type 3 glyph codes that are not characters.
 """
@@ -231,7 +232,6 @@ def make_report_pdf(
 # ---------------------------------------------------------------------------- Type 3 text (TeX via dvips)
 
 _DEVICE_PX = 72 / 600  # dvips positions glyphs on the pixels of a 600-dpi printer; glyph units are those pixels
-_T3_TF = 0.1  # every font is set at 0.1 Tf: MuPDF reports size 0.1 whatever the glyphs' size
 _T3_ASCENDERS = frozenset("bdfhklt0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ()[]/\x0b\x0c\x0d\x0e\x0f")
 _T3_DESCENDERS = frozenset("gjpqy,;()[]/")
 # OT1 (the TeX text encoding): ligatures and dashes sit in the control and brace slots
@@ -249,32 +249,60 @@ def ot1(text: str) -> str:
     return text
 
 
-class _Type3Writer:
-    """Text the way TeX → dvips → GPL Ghostscript 9 writes it (the issue-27 lecture notes, read with pymupdf):
+@dataclass(frozen=True)
+class Dvips:
+    """How one TeX → dvips → GPL Ghostscript run writes its text, as pymupdf reads it back.
 
-    * one Type 3 font per face and size, glyphs in device pixels (FontMatrix 0.12 pt / 0.1), no ToUnicode
-      map and glyph names that mean nothing (``/a12``), every font set at ``0.1 Tf`` so MuPDF reports size
-      0.1; the producer and creator name Ghostscript and dvipsk, and there is no outline;
-    * OT1 codes: ligatures come out as control characters ("De\\x0cnition"), dashes as ``{``/``|``;
-    * each word is cut at its kerns and each piece placed on its own, so MuPDF makes every piece its own
-      span and line ("Lab" / "oratory");
-    * headings differ from the body only in the glyphs' size and font (bold is a second font, not a flag).
+    ``gs926`` is the issue-27 emulation: every font at ``0.1 Tf`` (MuPDF reports size 0.1) with a FontMatrix
+    scaling glyph pixels to text space, glyph boxes as tall as the glyphs, pieces of a line in one block.
+    ``gs906`` is the issue-41 file (53 pages of lecture notes, "GPL Ghostscript 9.06" / "dvipsk 5.58f"):
+    text space is the 600-dpi device's pixels (``1 Tf`` and a ``0.12`` text matrix: MuPDF reports size 0.12),
+    the FontBBox is one pixel tall (every glyph box is 0.12 pt high), and the words of a line sit a device
+    pixel above or below its baseline in turn, so MuPDF makes every word and every kerned piece its own
+    block (it opens a block when a glyph is more than 1.5 × size off the last one's baseline). Computer
+    Modern is about a fifth wider than the Times metrics drawn here (``widths``).
     """
 
-    def __init__(self, doc: pymupdf.Document, ops: list[_Op], seed: int = 7) -> None:
-        self.doc, self.rng = doc, random.Random(seed)
+    name: str
+    producer: str
+    creator: str
+    tf: float  # the Tf operand
+    widths: float = 1.0  # advance widths as a multiple of Times'
+    word_blocks: bool = False  # every piece its own text object, a pixel off the baseline in turn
+
+
+GS926 = Dvips("gs926", "GPL Ghostscript 9.26", "dvips(k) 5.998 Copyright 2018 Radical Eye Software", 0.1)
+GS906 = Dvips("gs906", "GPL Ghostscript 9.06", "dvipsk 5.58f Copyright 1986, 1994 Radical Eye Software", 1.0,
+              widths=1.2, word_blocks=True)
+
+
+class _Type3Writer:
+    """Text the way TeX → dvips → GPL Ghostscript writes it (:class:`Dvips` says which run), read with pymupdf:
+
+    * one Type 3 font per face and size, glyphs in device pixels, no ToUnicode map and glyph names that mean
+      nothing (``/a12``); the producer and creator name Ghostscript and dvipsk, and there is no outline;
+    * OT1 codes: ligatures come out as control characters ("De\\x0cnition"), dashes as ``{``/``|``, ≤ as ``\\x14``;
+    * each word is cut at its kerns and each piece placed on its own, so MuPDF makes every piece its own
+      span and line ("Lab" / "oratory"), and with ``word_blocks`` its own block;
+    * headings differ from the body only in the glyphs' size and font (bold is a second font, not a flag);
+      fonts are named by their object only (``/R12``: pymupdf reports ``Type3 (12 0 R)``, no face name).
+    """
+
+    def __init__(self, doc: pymupdf.Document, ops: list[_Op], seed: int = 7, run: Dvips = GS926) -> None:
+        self.doc, self.rng, self.run = doc, random.Random(seed), run
         faces: dict[tuple[bool, float], set[str]] = {}
         for op in ops:
             faces.setdefault((op.bold, op.size), set()).update(ot1(op.text).replace(" ", ""))
         self.fonts = {key: self._font(key, codes) for key, codes in sorted(faces.items())}
-        self.names = {key: f"R{k + 7}" for k, key in enumerate(self.fonts)}
-        doc.set_metadata({"producer": "GPL Ghostscript 9.26",
-                          "creator": "dvips(k) 5.998 Copyright 2018 Radical Eye Software"})
+        if run.word_blocks:
+            self.names = {key: f"R{xref}" for key, xref in self.fonts.items()}
+        else:
+            self.names = {key: f"R{k + 7}" for k, key in enumerate(self.fonts)}
+        doc.set_metadata({"producer": run.producer, "creator": run.creator})
 
-    @staticmethod
-    def advance(text: str, size: float, bold: bool) -> float:
-        """Width in pt of OT1 ``text`` (Times metrics stand in for Computer Modern)."""
-        return sum(_width(_OT1_TEXT.get(c, c), size, "tibo" if bold else "tiro") for c in text)
+    def advance(self, text: str, size: float, bold: bool) -> float:
+        """Width in pt of OT1 ``text`` (Times metrics, times ``widths``, stand in for Computer Modern)."""
+        return self.run.widths * sum(_width(_OT1_TEXT.get(c, c), size, "tibo" if bold else "tiro") for c in text)
 
     def _font(self, key: tuple[bool, float], codes: set[str]) -> int:
         bold, size = key
@@ -288,8 +316,11 @@ class _Type3Writer:
             widths[ord(c)] = w
             procs.append(f"/a{ord(c)} {self._stream(f'{w} 0 0 {bottom} {w} {top} d1 0 {bottom} {w} {top - bottom} re f')} 0 R")
         first, last = min(widths), max(widths)
-        bbox = (0, min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
-        scale = _DEVICE_PX / _T3_TF
+        if self.run.word_blocks:  # text space in pixels; a box one pixel tall
+            bbox, scale = (0, 0, max(b[2] for b in boxes), 1), 1.0
+        else:
+            bbox = (0, min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
+            scale = _DEVICE_PX / self.run.tf
         font = self.doc.get_new_xref()
         self.doc.update_object(
             font,
@@ -316,6 +347,15 @@ class _Type3Writer:
                 start = i
         return [*out, word[start:]]
 
+    def _show(self, name: str, x: float, y: float, piece: str, k: int) -> str:
+        """One positioned piece: at ``0.1 Tf`` in one text object (gs926), or in a text object of its own in
+        pixel units, a pixel above or below the baseline in turn (gs906)."""
+        data = piece.encode("latin-1").hex()
+        if not self.run.word_blocks:
+            return f"/{name} {self.run.tf} Tf 1 0 0 1 {x:.3f} {y:.3f} Tm <{data}> Tj"
+        y += _DEVICE_PX if k % 2 else -_DEVICE_PX
+        return f"BT /{name} {self.run.tf:g} Tf {_DEVICE_PX:.2f} 0 0 {_DEVICE_PX:.2f} {x:.2f} {y:.2f} Tm <{data}> Tj ET"
+
     def _line(self, op: _Op) -> list[str]:
         name = self.names[(op.bold, op.size)]
         x = op.x
@@ -325,15 +365,14 @@ class _Type3Writer:
                 if k:
                     x += self.rng.choice((-0.028, 0.028)) * op.size  # the kern
                 fx = round(x / _DEVICE_PX) * _DEVICE_PX
-                data = piece.encode("latin-1").hex()
-                commands.append(f"/{name} {_T3_TF} Tf 1 0 0 1 {fx:.3f} {PAGE_H - op.y:.3f} Tm <{data}> Tj")
+                commands.append(self._show(name, fx, PAGE_H - op.y, piece, len(commands)))
                 x += self.advance(piece, op.size, op.bold)
-            x += 0.333 * op.size
+            x += 0.333 * op.size * self.run.widths
         return commands
 
     def draw(self, page: pymupdf.Page, ops: list[_Op]) -> None:
         commands = [cmd for op in ops for cmd in self._line(op)]
-        content = self._stream("\n".join(["BT", *commands, "ET"]))
+        content = self._stream("\n".join(commands if self.run.word_blocks else ["BT", *commands, "ET"]))
         fonts = " ".join(f"/{self.names[key]} {xref} 0 R" for key, xref in self.fonts.items())
         self.doc.xref_set_key(page.xref, "Contents", f"{content} 0 R")
         self.doc.xref_set_key(page.xref, "Resources", f"<< /Font << {fonts} >> >>")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pymupdf
 import pytest
 
 from ingest.pdf_read import read_pdf
+from tests.docgen import KINDS
 from tests.pdfgen import (
     BODY_SIZE,
     LINE_H,
@@ -78,6 +80,55 @@ async def test_fragmented_type3_text_reads_as_whole_words(tmp_path: Path) -> Non
     assert tree.source_mode == "no_toc"
     assert [n.title for n in tree.nodes] == [s.title for s in LECTURES]
     assert_matches_layout(tree, layout)
+
+
+def _mean_advances(doc: pymupdf.Document) -> dict[str, float]:
+    """Per font: the mean distance between consecutive glyph origins inside a span, over the document."""
+    steps: dict[str, list[float]] = {}
+    for page in doc:
+        for block in page.get_text("rawdict")["blocks"]:
+            for span in (s for ln in block["lines"] for s in ln["spans"]):
+                chars = span["chars"]
+                steps.setdefault(span["font"], []).extend(
+                    b["origin"][0] - a["origin"][0] for a, b in zip(chars, chars[1:], strict=False))
+    return {font: sum(v) / len(v) for font, v in steps.items() if len(v) >= 10}
+
+
+def test_dvips_gs906_emulation_has_the_measured_properties(tmp_path: Path) -> None:
+    """The issue-41 lecture notes (dvipsk 5.58f, Ghostscript 9.06) as pymupdf reads the real file: every word
+    its own block of one line and one span, size 0.12 and a box 0.1 pt high whatever the glyphs' size, words
+    cut at kerns into blocks of their own, Type 3 fonts named by their object only, OT1 control characters,
+    and fonts told apart by their glyph advances alone (≈ 5.3 pt body, 6.9 and 7.7 headings, 4.5 small)."""
+    made = KINDS["dvips_notes"](tmp_path / "notes.pdf")
+    doc = pymupdf.open(made.path)
+    assert doc.page_count >= 50 and len(made.truth) >= 50 and {t.level for t in made.truth} == {1, 2}
+    assert doc.metadata["producer"] == "GPL Ghostscript 9.06" and doc.metadata["creator"].startswith("dvipsk 5.58f")
+    assert doc.get_toc() == []
+    spans = []
+    for page in doc:
+        blocks = page.get_text("dict")["blocks"]
+        assert all(len(b["lines"]) == 1 and len(b["lines"][0]["spans"]) == 1 for b in blocks), page.number
+        spans += [b["lines"][0]["spans"][0] for b in blocks]
+    assert not any(" " in s["text"] for s in spans)  # one block per word
+    assert len(doc[2].get_text("dict")["blocks"]) > 400  # hundreds of them on a page
+    assert {round(s["size"], 2) for s in spans} == {0.12}
+    assert {round(s["bbox"][3] - s["bbox"][1], 1) for s in spans} == {0.1}
+    assert all(re.fullmatch(r"Type3 \(\d+ 0 R\)", s["font"]) for s in spans)  # no face name
+    assert not any(s["flags"] & 16 for s in spans)
+    fonts = doc[2].get_fonts(full=True)
+    assert {f[2] for f in fonts} == {"Type3"} and all(f[3] == "" and f[4] == f"R{f[0]}" for f in fonts)
+    # fragments: a word cut at a kern is two blocks side by side ("gro" + "wth")
+    texts = [s["text"] for s in spans]
+    pieces = [(a, b) for a, b in zip(spans, spans[1:], strict=False)
+              if abs(a["origin"][1] - b["origin"][1]) < 1 and -1 < b["bbox"][0] - a["bbox"][2] < 0.5]
+    assert len(pieces) > 1000 and ("gro", "wth") in {(a["text"], b["text"]) for a, b in pieces}
+    assert any("\x0c" in t or "\x0d" in t for t in texts) and "\x14" in texts  # ligatures; ≤ alone in its block
+    advances = _mean_advances(doc)
+    body = advances[max(advances, key=lambda f: sum(s["font"] == f for s in spans))]
+    assert 5.0 <= body <= 5.6
+    ratios = sorted(a / body for a in advances.values())
+    for want in (4.5 / 5.3, 6.9 / 5.3, 7.7 / 5.3):  # the small print and the two heading fonts
+        assert min(abs(r - want) for r in ratios) < 0.08, (want, ratios)
 
 
 # ---------------------------------------------------------------------------- reading order
