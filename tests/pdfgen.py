@@ -379,15 +379,16 @@ class _Type3Writer:
 
 
 def make_type3_report_pdf(
-    path: str | Path, sections: list[Sec], *, heading_sizes: tuple[float, ...] = (18.0, 14.0, 12.0)
+    path: str | Path, sections: list[Sec], *, heading_sizes: tuple[float, ...] = (18.0, 14.0, 12.0),
+    run: Dvips = GS926,
 ) -> Layout:
-    """The body of :func:`make_report_pdf` (page numbers included) in fragmented Type 3 text."""
+    """The body of :func:`make_report_pdf` (page numbers included) in fragmented Type 3 text, as ``run`` writes it."""
     path = Path(path)
     body, where = _layout_body(sections, heading_sizes, False)
     for b, ops in enumerate(body):
         ops.append(_Op(PAGE_H - 40, str(b + 1), 9.0, False, PAGE_W / 2))
     doc = pymupdf.open()
-    writer = _Type3Writer(doc, [op for ops in body for op in ops])
+    writer = _Type3Writer(doc, [op for ops in body for op in ops], run=run)
     for ops in body:
         writer.draw(doc.new_page(width=PAGE_W, height=PAGE_H), ops)
     layout = Layout(path, doc.page_count, 0, _placed(sections, where, 0))

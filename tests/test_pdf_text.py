@@ -12,10 +12,13 @@ from ingest.pdf_read import read_pdf
 from tests.docgen import KINDS
 from tests.pdfgen import (
     BODY_SIZE,
+    GS906,
+    GS926,
     LINE_H,
     MARGIN,
     PAGE_H,
     PAGE_W,
+    Dvips,
     Sec,
     make_report_pdf,
     make_type3_report_pdf,
@@ -58,10 +61,12 @@ def test_type3_emulation_is_what_dvips_and_ghostscript_write(tmp_path: Path) -> 
     assert not any(s["flags"] & 16 for s in spans)
 
 
-async def test_fragmented_type3_text_reads_as_whole_words(tmp_path: Path) -> None:
-    """dvips-style Type 3 text (sizes reported as 0.1, words cut at kerns, OT1 ligatures and dashes)
-    reads exactly like the same layout set in an ordinary font, and its headings make the tree."""
-    layout = make_type3_report_pdf(tmp_path / "lectures.pdf", LECTURES)
+@pytest.mark.parametrize("run", [GS926, GS906], ids=lambda run: run.name)
+async def test_fragmented_type3_text_reads_as_whole_words(tmp_path: Path, run: Dvips) -> None:
+    """dvips-style Type 3 text (sizes reported as 0.1, or 0.12 with every word its own block; words cut at
+    kerns, OT1 ligatures and dashes) reads exactly like the same layout set in an ordinary font, and its
+    headings make the tree."""
+    layout = make_type3_report_pdf(tmp_path / "lectures.pdf", LECTURES, run=run)
     plain = read_pdf(make_report_pdf(tmp_path / "plain.pdf", LECTURES).path)
     parsed = read_pdf(layout.path)
     assert parsed.page_count == plain.page_count == layout.page_count

@@ -21,6 +21,8 @@ MODES = {
     "lecture_notes_book": "no_toc",
     "lecture_notes_book_toc": "toc_pages",
     "tex_article": "no_toc",
+    "dvips_notes": "no_toc",
+    "dvips_notes_unnumbered": "no_toc",
     "research_paper": "no_toc",
     "annual_report": "toc_pages",
     "annual_report_number_first": "toc_pages",
@@ -93,6 +95,17 @@ async def test_tex_titles_read_as_printed(tmp_path: Path) -> None:
     tree = await _tree(made)
     assert [(n.title, n.level, n.start) for n in tree.nodes] == [(t.title, t.level, t.page) for t in made.truth]
     assert any("fi" in t.title for t in made.truth) and any("\u2013" in t.title for t in made.truth)
+
+
+@pytest.mark.parametrize("kind", ["dvips_notes", "dvips_notes_unnumbered"])
+async def test_dvips_word_blocks_read_as_printed(tmp_path: Path, kind: str) -> None:
+    """The issue-41 notes (Ghostscript 9.06: every word its own block at size 0.12, boxes 0.1 pt high): lines
+    rebuilt from the words' origins, sizes from the glyph advances, so every section and subsection is found
+    with its title, level and start page, numbered or told only by size and the space above."""
+    made = KINDS[kind](tmp_path / f"{kind}.pdf")
+    tree = await _tree(made)
+    assert made.page_count >= 50 and not tree.warnings
+    assert [(n.title, n.level, n.start) for n in tree.nodes] == [(t.title, t.level, t.page) for t in made.truth]
 
 
 async def test_table_titles_are_sections_and_table_rows_are_not(tmp_path: Path) -> None:

@@ -1,8 +1,10 @@
 """Text spans of a page: read with pymupdf, glyph by glyph where the font size is wrong, banded into lines.
 
 A span whose reported size fits neither its box height nor its glyph advances (a Type 3 font from
-LaTeX via dvips) is read again from ``rawdict`` as one span per glyph; :func:`_band_spans` groups
-spans into horizontal bands (visual lines) by vertical centre.
+LaTeX via dvips), or is below 1 pt with advances many times larger (dvips text in device pixels, where
+every word is its own block at size 0.12 and its box as high), is read again from ``rawdict`` as one
+span per glyph, sized from its advances; :func:`_band_spans` groups spans into horizontal bands (visual
+lines) by vertical centre, so the words of a line join again whatever block MuPDF put them in.
 """
 
 from __future__ import annotations
@@ -47,6 +49,10 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 # words into fragments ("Lect ures", "Lab" / "oratory").
 _SANE_HEIGHT = (0.5, 3.0)
 _SANE_ADVANCE = (0.1, 2.0)
+# No text is set below 1 pt. A smaller size whose glyph advances are many times larger is in device pixels,
+# as Ghostscript 9.06 writes dvips text (1 Tf, a 0.12 text matrix: size 0.12 for every font); MuPDF then takes
+# the glyph boxes from the same wrong size (0.12 pt high), so the height fits and only the advances tell.
+_MIN_SIZE = 1.0
 
 
 def _span_text(span: dict) -> str:
@@ -62,6 +68,8 @@ def _size_is_wrong(line: dict, span: dict) -> bool:
         return False
     size = float(span.get("size", 0.0))
     advance = (x1 - x0) / n
+    if 0 < size < _MIN_SIZE and advance > _SANE_ADVANCE[1] * size:
+        return True
     return not (_SANE_HEIGHT[0] * size <= y1 - y0 <= _SANE_HEIGHT[1] * size) and not (
         _SANE_ADVANCE[0] * size <= advance <= _SANE_ADVANCE[1] * size
     )
@@ -103,6 +111,12 @@ def _glyph_sizes(spans: list[dict]) -> dict[str, float]:
     }
 
 
+def _advance_size(s: dict) -> float:
+    """The size a span's glyphs are set in from their advances alone: an average glyph is half an em wide."""
+    widths = [ch["bbox"][2] - ch["bbox"][0] for ch in s.get("chars", [])]
+    return round(2 * statistics.median(widths), 1) if widths else 0.0
+
+
 def _glyph_spans(s: dict, size: float | None) -> list[_Span]:
     """A span whose size is wrong, as one span per glyph sized by ``size`` (else its box) on the baseline.
 
@@ -110,6 +124,9 @@ def _glyph_spans(s: dict, size: float | None) -> list[_Span]:
     :func:`_make_line` puts spaces back from the gaps between glyphs. OT1 codes become letters.
     """
     height = s["bbox"][3] - s["bbox"][1]
+    if height < _MIN_SIZE:  # a box as small as the wrong size (device pixels): sized by the advances instead
+        size = size or _advance_size(s)
+        height = size
     size, bold = size or round(height, 1), _is_bold(s)
     out: list[_Span] = []
     for ch in s.get("chars", []):
