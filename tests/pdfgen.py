@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -395,6 +396,51 @@ def make_type3_report_pdf(
     doc.save(path)
     doc.close()
     return layout
+
+
+def make_broken_dvips_pdf(path: str | Path, sections: list[Sec], flaw: str) -> Layout:
+    """:func:`make_type3_report_pdf` as Ghostscript 9.06 writes it, then broken: ``no_widths`` (Type 3 fonts
+    without /Widths), ``equal_advances`` (every glyph of every font 50 pixels wide) or ``one_origin`` (every
+    word of a page placed at the same point)."""
+    path = Path(path)
+    layout = make_type3_report_pdf(path, sections, run=GS906)
+    doc = pymupdf.open(path)
+    for xref in range(1, doc.xref_length()):
+        if doc.xref_get_key(xref, "Subtype")[1] != "/Type3":
+            continue
+        if flaw == "no_widths":
+            for key in ("Widths", "FirstChar", "LastChar"):
+                doc.xref_set_key(xref, key, "null")
+        elif flaw == "equal_advances":
+            count = len(doc.xref_get_key(xref, "Widths")[1].strip("[]").split())
+            doc.xref_set_key(xref, "Widths", f"[{' '.join(['50'] * count)}]")
+    if flaw == "one_origin":
+        for page in doc:
+            for xref in page.get_contents():
+                content = doc.xref_stream(xref).decode("latin-1")
+                doc.update_stream(xref, re.sub(r"(Tf [\d.]+ 0 0 [\d.]+) [\d.]+ [\d.]+ Tm", r"\1 200 400 Tm",
+                                               content).encode("latin-1"))
+    doc.save(path.with_suffix(".tmp"))
+    doc.close()
+    path.with_suffix(".tmp").replace(path)
+    return layout
+
+
+def make_long_dvips_pdf(path: str | Path, pages: int) -> Path:
+    """A dvips file (Ghostscript 9.06) of ``pages`` pages, each a numbered section heading and a short paragraph."""
+    path = Path(path)
+    body = [[_Op(MARGIN + 20, f"{p + 1} Lecture {p + 1}", 14.4, True),
+             *(_Op(MARGIN + 50 + LINE_H * k, line, BODY_SIZE, False)
+               for k, line in enumerate(_wrap(paragraph(f"p{p % 50}", 2), 400, BODY_SIZE, "tiro"))),
+             _Op(PAGE_H - 40, str(p + 1), 9.0, False, PAGE_W / 2)] for p in range(pages)]
+    doc = pymupdf.open()
+    writer = _Type3Writer(doc, [op for ops in body[:50] for op in ops] + [op for ops in body for op in ops[:1]],
+                          run=GS906)
+    for ops in body:
+        writer.draw(doc.new_page(width=PAGE_W, height=PAGE_H), ops)
+    doc.save(path)
+    doc.close()
+    return path
 
 
 def make_text_pdf(path: str | Path, pages: list[str], *, size: float = BODY_SIZE) -> Path:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pymupdf
 import pytest
 
-from ingest.pdf_read import read_pdf
+from ingest.pdf_read import TEX_MAX_PAGES, TEX_TOO_LONG, TEX_UNREADABLE, read_pdf, reader
+from ingest.pdf_tree import build_pdf_tree
+from kb.core.providers.chat import OfflineChatModel
+from kb.core.settings import IngestSettings
 from tests.docgen import KINDS
 from tests.pdfgen import (
     BODY_SIZE,
@@ -20,6 +24,8 @@ from tests.pdfgen import (
     PAGE_W,
     Dvips,
     Sec,
+    make_broken_dvips_pdf,
+    make_long_dvips_pdf,
     make_report_pdf,
     make_type3_report_pdf,
     paragraph,
@@ -134,6 +140,49 @@ def test_dvips_gs906_emulation_has_the_measured_properties(tmp_path: Path) -> No
     ratios = sorted(a / body for a in advances.values())
     for want in (4.5 / 5.3, 6.9 / 5.3, 7.7 / 5.3):  # the small print and the two heading fonts
         assert min(abs(r - want) for r in ratios) < 0.08, (want, ratios)
+
+
+@pytest.mark.parametrize("flaw", ["no_widths", "equal_advances", "one_origin"])
+async def test_dvips_text_that_cannot_be_rebuilt_gives_a_node_per_page(tmp_path: Path, flaw: str) -> None:
+    """Ghostscript 9.06 text whose lines or sizes cannot be rebuilt (Type 3 fonts without widths, every glyph
+    advancing alike, every word of a page on one origin): a node per page and the reason, never an exception."""
+    layout = make_broken_dvips_pdf(tmp_path / "notes.pdf", LECTURES, flaw)
+    parsed = read_pdf(layout.path)
+    assert parsed.warnings == (TEX_UNREADABLE,)
+    tree, _ = await build(layout.path)
+    pages = range(1, layout.page_count + 1)
+    assert [(n.title, n.start, n.end) for n in tree.nodes] == [(f"Page {p}", p, p) for p in pages]
+    assert TEX_UNREADABLE in tree.warnings and tree.source_mode == "pages"
+
+
+async def test_dvips_text_beyond_the_page_budget_is_read_word_by_word(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dvips file longer than TEX_MAX_PAGES (made 3 here) is not read glyph by glyph: its words are taken whole,
+    sized from their advances (the same text as the glyph-by-glyph reading), and its tree is a node per page."""
+    layout = make_type3_report_pdf(tmp_path / "notes.pdf", LECTURES, run=GS906)
+    rebuilt = read_pdf(layout.path)
+    monkeypatch.setattr(reader, "TEX_MAX_PAGES", 3)
+    cheap = read_pdf(layout.path)
+    assert layout.page_count > 3 and not rebuilt.warnings and cheap.warnings == (TEX_TOO_LONG,)
+    assert [p.text for p in cheap.pages] == [p.text for p in rebuilt.pages]
+    tree = await build_pdf_tree(cheap, OfflineChatModel(), IngestSettings())
+    assert [n.title for n in tree.nodes] == [f"Page {p}" for p in range(1, layout.page_count + 1)]
+    assert TEX_TOO_LONG in tree.warnings
+
+
+@pytest.mark.slow
+async def test_a_3000_page_dvips_file_gives_a_node_per_page_in_time(tmp_path: Path) -> None:
+    """3,000 pages of Ghostscript 9.06 text: read word by word (beyond TEX_MAX_PAGES), a node per page with the
+    reason, well within the per-file time limit."""
+    path = make_long_dvips_pdf(tmp_path / "long.pdf", 3000)
+    started = time.perf_counter()
+    parsed = read_pdf(path)
+    tree = await build_pdf_tree(parsed, OfflineChatModel(), IngestSettings())
+    seconds = time.perf_counter() - started
+    assert parsed.page_count == 3000 > TEX_MAX_PAGES and parsed.warnings == (TEX_TOO_LONG,)
+    assert "Lecture 2999" in parsed.pages[2998].text and "liquidity" in " ".join(p.text for p in parsed.pages[:50])
+    assert len(tree.nodes) == 3000 and tree.source_mode == "pages" and TEX_TOO_LONG in tree.warnings
+    assert seconds < min(120.0, IngestSettings().file_timeout_s), seconds
 
 
 # ---------------------------------------------------------------------------- reading order

@@ -2,8 +2,10 @@
 
 One pass over the pages with pymupdf (``get_text("dict")``): spans are grouped into
 visual lines (so a printed-TOC row "Item 7 ..... 34" or a table row stays one line),
-spans whose reported font size is wrong (Type 3 fonts from LaTeX via dvips) are taken
-glyph by glyph and their words rejoined from the gaps, two-column pages (also when the
+spans whose reported font size is wrong (Type 3 fonts from LaTeX via dvips, also in device
+pixels with every word its own block) are taken glyph by glyph, sized from their advances,
+and their words rejoined from the gaps (a file whose glyphs cannot be rebuilt, or too long for
+it, is flagged so that its tree is one node per page: :data:`PAGES_ONLY`), two-column pages (also when the
 columns' baselines do not line up, or a sidebar stands beside the body) are read column
 by column, running headers/footers are marked, and lines that look like headings
 (larger font, bold, numbering such as ``Item 7.``, ``PART II``, ``Note 3``, ``1.2``) are
@@ -20,7 +22,16 @@ from ingest.pdf_read.columns import page_lines
 from ingest.pdf_read.headings import DISPLAY_SIZE, HeadingCandidate, numbering_of
 from ingest.pdf_read.lines import LineInfo, clean_text
 from ingest.pdf_read.margins import printed_page_number
-from ingest.pdf_read.reader import LAYOUT_PAGES, NO_TEXT_LAYER, ParsedPdf, read_pdf
+from ingest.pdf_read.reader import (
+    LAYOUT_PAGES,
+    NO_TEXT_LAYER,
+    PAGES_ONLY,
+    TEX_MAX_PAGES,
+    TEX_TOO_LONG,
+    TEX_UNREADABLE,
+    ParsedPdf,
+    read_pdf,
+)
 
 __all__ = [
     "DISPLAY_SIZE",
@@ -28,7 +39,11 @@ __all__ = [
     "LAYOUT_PAGES",
     "LineInfo",
     "NO_TEXT_LAYER",
+    "PAGES_ONLY",
     "ParsedPdf",
+    "TEX_MAX_PAGES",
+    "TEX_TOO_LONG",
+    "TEX_UNREADABLE",
     "clean_text",
     "numbering_of",
     "page_lines",

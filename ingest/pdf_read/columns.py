@@ -14,11 +14,12 @@ import numpy as np
 import pymupdf
 
 from ingest.pdf_read.lines import _letters, _Line, _make_line
-from ingest.pdf_read.spans import _band_spans, _collect_spans, _Span
+from ingest.pdf_read.spans import _MIN_SIZE, PixelText, _band_spans, _collect_spans, _Span
 
 _PROSE = 20  # letters on one side of a gutter for a line of running text
 _MIN_PROSE_LINES = 6  # such lines needed on each side
 _GUTTER_STEP = 4.0  # pt between candidate gutter xs (a gutter is at least 1.2 em wide)
+_STACKED = 0.1  # em: a glyph this close to the origin of the one before it on its line did not advance from it
 
 
 @dataclass(frozen=True)
@@ -181,13 +182,43 @@ def _table_rows(left: np.ndarray, right: np.ndarray) -> bool:
     return n >= 2 and n >= 0.5 * min(len(tops_left), len(tops_right))
 
 
+@dataclass(frozen=True)
+class PageRead:
+    """A page's visual lines in reading order, and what of its text is set in device pixels (TeX via dvips)."""
+
+    lines: list[_Line]
+    pixels: PixelText
+
+
 def page_lines(page: pymupdf.Page) -> list[_Line]:
     """Visual lines of a page in reading order (two columns, or a body and a sidebar, one after the other)."""
-    spans = _collect_spans(page)
+    return read_page(page).lines
+
+
+def _stacked(bands: list[list[_Span]]) -> int:
+    """Glyphs in device pixels on (nearly) the origin of the glyph before them on their line."""
+    count = 0
+    for band in bands:
+        glyphs = sorted((s for s in band if s.pixel and s.size >= _MIN_SIZE), key=lambda s: s.x0)
+        count += sum(1 for a, b in zip(glyphs, glyphs[1:], strict=False) if b.x0 - a.x0 < _STACKED * b.size)
+    return count
+
+
+def read_page(page: pymupdf.Page, rebuild: bool = True) -> PageRead:
+    """:func:`page_lines` with what the page holds in device pixels; ``rebuild=False`` takes such spans whole
+    (no glyph-by-glyph reading: the cheap path for a file too long for it)."""
+    spans, pixels = _collect_spans(page, rebuild)
     if not spans:
-        return []
+        return PageRead([], pixels)
     bands = _band_spans(spans)
-    columns = _column_split(bands, page.rect.width)
+    if pixels.glyphs:
+        pixels += PixelText(stacked=_stacked(bands))
+    return PageRead(_ordered_lines(bands, page.rect.width), pixels)
+
+
+def _ordered_lines(bands: list[list[_Span]], width: float) -> list[_Line]:
+    """Bands made lines in reading order: a page in two columns (or with a sidebar) one column after the other."""
+    columns = _column_split(bands, width)
     if columns is None:
         return [_make_line(b) for b in bands]
     out: list[_Line] = []

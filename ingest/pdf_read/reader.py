@@ -9,10 +9,11 @@ import msgspec
 import pymupdf
 import structlog
 
-from ingest.pdf_read.columns import page_lines
+from ingest.pdf_read.columns import read_page
 from ingest.pdf_read.headings import HeadingCandidate, _candidate, _page_headings
 from ingest.pdf_read.lines import LineInfo, _letters, _Line, _PageRecord, clean_text
 from ingest.pdf_read.margins import _edge_kind, _margin_lines, _printed_label, running_lines
+from ingest.pdf_read.spans import PixelText
 from kb.core.errors import IngestError
 from kb.core.text import count_tokens
 from kb.core.types import PageText
@@ -20,6 +21,15 @@ from kb.core.types import PageText
 log = structlog.get_logger("ingest.pdf_read")
 
 NO_TEXT_LAYER = "no text layer: OCR not configured"
+TEX_MAX_PAGES = 2000  # pages of a file whose text in device pixels (TeX via dvips) is rebuilt glyph by glyph
+TEX_UNREADABLE = ("TeX text in device pixels (dvips) whose lines or sizes cannot be rebuilt (Type 3 glyphs without "
+                  "usable advances, or on one origin): one node per page")
+TEX_TOO_LONG = (f"TeX text in device pixels (dvips) on more than {TEX_MAX_PAGES} pages: read word by word without "
+                "rebuilding sizes, one node per page")
+PAGES_ONLY = frozenset({NO_TEXT_LAYER, TEX_UNREADABLE, TEX_TOO_LONG})
+"""Reader warnings after which the tree is one node per page."""
+_PIXEL_SHARE = 0.5  # of a file's characters set in device pixels: a TeX file read from dvips
+_PIXEL_BROKEN = 0.2  # of those that could not be rebuilt: its lines and sizes are not to be trusted
 _MIN_LETTERS = 40  # fewer letters than this in the whole file: a scan
 _MIN_LETTER_SHARE = 0.3  # fewer of the visible characters being letters: glyph codes that are not characters
 _FIGURE_CHARS = frozenset("0123456789.,$%()-–")  # a table of figures is text too: these do not count as visible
@@ -82,6 +92,16 @@ def _open(source: Path | bytes) -> pymupdf.Document:
     return doc
 
 
+def _pixel_warnings(pixels: PixelText, chars: int, rebuilt: bool) -> tuple[str, ...]:
+    """:data:`TEX_TOO_LONG` or :data:`TEX_UNREADABLE` for a file set mostly in device pixels whose text was not
+    rebuilt glyph by glyph, or came out broken; else nothing."""
+    if not pixels.glyphs or pixels.glyphs < _PIXEL_SHARE * chars:
+        return ()
+    if not rebuilt:
+        return (TEX_TOO_LONG,)
+    return (TEX_UNREADABLE,) if pixels.broken > _PIXEL_BROKEN * pixels.glyphs else ()
+
+
 def read_pdf(
     source: str | Path | bytes, *, max_pages: int | None = None, layout_pages: int = LAYOUT_PAGES
 ) -> ParsedPdf:
@@ -89,7 +109,10 @@ def read_pdf(
 
     Raises :class:`IngestError` for a corrupt/unreadable or encrypted PDF and a PDF with zero pages.
     A PDF without a usable text layer (a scan; Type 3 glyphs whose codes are not characters) is read
-    as empty pages with the warning :data:`NO_TEXT_LAYER`.
+    as empty pages with the warning :data:`NO_TEXT_LAYER`. A file set mostly in device pixels (TeX via dvips)
+    whose glyphs have no usable advances or lie on one origin has the warning :data:`TEX_UNREADABLE`, and one
+    longer than :data:`TEX_MAX_PAGES` is read word by word with :data:`TEX_TOO_LONG`: their trees are one node
+    per page (:data:`PAGES_ONLY`).
     """
     if isinstance(source, bytes):
         label, doc = "(bytes)", _open(source)
@@ -103,7 +126,8 @@ def read_pdf(
     layout: list[tuple[LineInfo, ...]] = []
     pdf_labels: list[str] = []
     size_chars: Counter[float] = Counter()
-    letters = visible = 0
+    letters = visible = chars = 0
+    pixels = PixelText()
     try:
         total = doc.page_count
         if total == 0:
@@ -118,24 +142,28 @@ def read_pdf(
         except (RuntimeError, ValueError) as exc:
             log.warning("ingest.pdf_outline_unreadable", file=label, error=str(exc))
             outline = ()
+        rebuild = n <= TEX_MAX_PAGES
         for i in range(n):
             try:
                 page = doc.load_page(i)
-                lines = page_lines(page)
-                label = page.get_label() if doc.is_pdf else ""
+                read = read_page(page, rebuild)
+                lines = read.lines
+                pixels += read.pixels
+                page_label = page.get_label() if doc.is_pdf else ""
                 rect = page.rect
             except (RuntimeError, ValueError, _MuPdfError) as exc:
                 log.warning("ingest.pdf_page_unreadable", file=label, page=i + 1, error=str(exc))
-                lines, label, rect = [], "", pymupdf.Rect(0, 0, 612, 792)
+                lines, page_label, rect = [], "", pymupdf.Rect(0, 0, 612, 792)
             text = "\n".join(ln.text for ln in lines)
             pages.append(PageText(number=i + 1, text=text, tokens=count_tokens(text)))
             for ln in lines:
                 size_chars[round(ln.size * 2) / 2] += len(ln.text)
                 letters += _letters(ln.text)
                 visible += sum(1 for c in ln.text if not c.isspace() and c not in _FIGURE_CHARS)
+                chars += len(ln.text) - ln.text.count(" ")
             if i < layout_pages:
                 layout.append(tuple(LineInfo(ln.text, round(ln.x0, 1), ln.size, ln.bold) for ln in lines))
-            pdf_labels.append(label or "")
+            pdf_labels.append(page_label or "")
             records.append(_record(lines, rect.height or 792.0, rect.width or 612.0))
     finally:
         doc.close()
@@ -146,6 +174,10 @@ def read_pdf(
             outline=(), headings=(), body_font_size=10.0, page_labels=tuple(pdf_labels),
             margins=tuple(() for _ in pages), layout=(), total_pages=total, warnings=(NO_TEXT_LAYER,),
         )
+    warnings = _pixel_warnings(pixels, chars, rebuild)
+    if warnings:
+        log.warning("ingest.pdf_tex_pages_only", file=label, pages=len(pages), glyphs=pixels.glyphs,
+                    unsized=pixels.unsized, flat=pixels.flat, stacked=pixels.stacked, reason=warnings[0])
     body = max(size_chars.items(), key=lambda kv: kv[1])[0] if size_chars else 10.0
     margins = _margin_lines(records)
     headings: list[HeadingCandidate] = []
@@ -161,6 +193,7 @@ def read_pdf(
         running=tuple(tuple(m) for m in running_lines(records, margins)),
         layout=tuple(layout),
         total_pages=total,
+        warnings=warnings,
     )
     log.debug("ingest.pdf_read", file=label, pages=len(pages), headings=len(headings), body_font=body)
     return parsed

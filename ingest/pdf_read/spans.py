@@ -26,10 +26,31 @@ class _Span:
     size: float
     bold: bool
     base: float  # baseline y
+    pixel: bool = False  # a glyph (or word) of text set in device pixels, sized from its advances
 
     @property
     def yc(self) -> float:
         return (self.y0 + self.y1) / 2
+
+
+@dataclass(frozen=True)
+class PixelText:
+    """How much of a page's text is set in device pixels (spans below 1 pt: TeX via dvips), and how much of
+    that could not be rebuilt: glyphs with no usable advance (a Type 3 font without widths), in a font whose
+    advances are all equal (they tell no size), or on the origin of the glyph before them on their line."""
+
+    glyphs: int = 0
+    unsized: int = 0
+    flat: int = 0
+    stacked: int = 0
+
+    def __add__(self, other: PixelText) -> PixelText:
+        return PixelText(self.glyphs + other.glyphs, self.unsized + other.unsized, self.flat + other.flat,
+                         self.stacked + other.stacked)
+
+    @property
+    def broken(self) -> int:
+        return self.unsized + self.flat + self.stacked
 
 
 def _is_bold(span: dict) -> bool:
@@ -134,29 +155,92 @@ def _glyph_spans(s: dict, size: float | None) -> list[_Span]:
         if text.strip():
             x0, _, x1, _ = ch["bbox"]
             base = ch["origin"][1]
-            out.append(_Span(x0, base - 0.8 * height, x1, base + 0.2 * height, text, size, bold, base))
+            out.append(_Span(x0, base - 0.8 * height, x1, base + 0.2 * height, text, size, bold, base, True))
     return out
 
 
-def _collect_spans(page: pymupdf.Page) -> list[_Span]:
-    """Text spans of a page; a page with wrongly sized spans is read again glyph by glyph."""
+def _word_sizes(spans: list[tuple[dict, dict]]) -> dict[str, float]:
+    """Per font: the size its words in device pixels are set in, from their mean glyph advance (half an em)."""
+    advances: dict[str, list[float]] = {}
+    for ln, s in spans:
+        n = len(_span_text(s))
+        if n and _is_pixel(s) and _size_is_wrong(ln, s):
+            advances.setdefault(str(s.get("font", "")), []).append((s["bbox"][2] - s["bbox"][0]) / n)
+    return {font: round(2 * statistics.median(a), 1) for font, a in advances.items()}
+
+
+def _pixel_word(s: dict, size: float) -> _Span | None:
+    """A span in device pixels taken whole (too many pages to read glyph by glyph), set in ``size``."""
+    text = _CONTROL.sub("", _span_text(s).translate(_OT1))
+    if not text.strip():
+        return None
+    x0, _, x1, _ = s["bbox"]
+    base = float(s["origin"][1])
+    return _Span(x0, base - 0.8 * size, x1, base + 0.2 * size, text, size, _is_bold(s), base, True)
+
+
+_FLAT_CHARS = 4  # distinct characters of equal advance that make a font's advances tell no size
+
+
+def _flat_fonts(spans: list[dict]) -> set[str]:
+    """Fonts (of re-read spans) whose glyphs all advance alike over at least ``_FLAT_CHARS`` characters."""
+    widths: dict[str, dict[str, float]] = {}
+    for s in spans:
+        for ch in s.get("chars", []):
+            if ch["c"].isalnum():
+                widths.setdefault(str(s.get("font", "")), {})[ch["c"]] = ch["bbox"][2] - ch["bbox"][0]
+    return {font for font, w in widths.items()
+            if len(w) >= _FLAT_CHARS and max(w.values()) - min(w.values()) <= 0.02 * max(w.values())}
+
+
+def _is_pixel(span: dict) -> bool:
+    return 0 < float(span.get("size", 0.0)) < _MIN_SIZE
+
+
+def _plain_span(s: dict) -> list[_Span]:
+    """A span as MuPDF reads it (none when it holds no text)."""
+    text = _CONTROL.sub("", _span_text(s))  # NUL and friends: Postgres text rejects \x00
+    if not text.strip():
+        return []
+    x0, y0, x1, y1 = s["bbox"]
+    return [_Span(x0, y0, x1, y1, text, round(float(s.get("size", 0.0)), 1), _is_bold(s), float(s["origin"][1]))]
+
+
+def _pixel_count(s: dict, read: list[_Span], flat: set[str]) -> PixelText:
+    """What a span read as ``read`` adds to the page's text in device pixels."""
+    if not _is_pixel(s):
+        return PixelText()
+    n = sum(len(r.text) for r in read)
+    unsized = sum(len(r.text) for r in read if r.size < _MIN_SIZE)  # no usable advance: left below 1 pt
+    return PixelText(n, unsized, n if str(s.get("font", "")) in flat else 0)
+
+
+def _collect_spans(page: pymupdf.Page, rebuild: bool = True) -> tuple[list[_Span], PixelText]:
+    """Text spans of a page; a page with wrongly sized spans is read again glyph by glyph (spans in device
+    pixels only with ``rebuild``: else each is taken whole, sized from its advances). Also what of the page is
+    set in device pixels, and how much of that could not be rebuilt."""
     spans = _dict_spans(page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT))
-    glyphs = any(_size_is_wrong(ln, s) for ln, s in spans)
+    glyphs = any(_size_is_wrong(ln, s) and (rebuild or not _is_pixel(s)) for ln, s in spans)
     sizes: dict[str, float] = {}
+    words = {} if rebuild else _word_sizes(spans)
+    flat: set[str] = set()
     if glyphs:  # the same spans, with their glyphs instead of their text
         spans = _dict_spans(page.get_text("rawdict", flags=pymupdf.TEXTFLAGS_TEXT))
-        sizes = _glyph_sizes([s for ln, s in spans if _size_is_wrong(ln, s)])
+        wrong = [s for ln, s in spans if _size_is_wrong(ln, s)]
+        sizes, flat = _glyph_sizes(wrong), _flat_fonts(wrong)
     out: list[_Span] = []
+    pixels = PixelText()
     for ln, s in spans:
-        if glyphs and _size_is_wrong(ln, s):
-            out.extend(_glyph_spans(s, sizes.get(str(s.get("font", "")))))
-            continue
-        text = _CONTROL.sub("", _span_text(s))  # NUL and friends: Postgres text rejects \x00
-        if text.strip():
-            x0, y0, x1, y1 = s["bbox"]
-            size = round(float(s.get("size", 0.0)), 1)
-            out.append(_Span(x0, y0, x1, y1, text, size, _is_bold(s), float(s["origin"][1])))
-    return out
+        font = str(s.get("font", ""))
+        if glyphs and _size_is_wrong(ln, s) and (rebuild or not _is_pixel(s)):
+            read = _glyph_spans(s, sizes.get(font))
+        elif _is_pixel(s) and _size_is_wrong(ln, s):
+            read = [w for w in [_pixel_word(s, words.get(font, 0.0))] if w is not None]
+        else:
+            read = _plain_span(s)
+        out.extend(read)
+        pixels += _pixel_count(s, read, flat)
+    return out, pixels
 
 
 def _band_spans(spans: list[_Span]) -> list[list[_Span]]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 
 import structlog
 
-from ingest.pdf_read import NO_TEXT_LAYER, HeadingCandidate, ParsedPdf, clean_text
+from ingest.pdf_read import PAGES_ONLY, HeadingCandidate, ParsedPdf, clean_text
 from ingest.pdf_tree.entries import DetectedToc, FlatEntry, codes_from_levels, neighbour_range
 from ingest.pdf_tree.headings import heading_styles, no_toc_entries, split_entries
 from ingest.pdf_tree.llm import TreeLlm
@@ -55,10 +55,11 @@ class _Builder:
     # ------------------------------------------------------------------ main flow
 
     async def build(self) -> DocumentTree:
-        if NO_TEXT_LAYER in self.parsed.warnings:  # nothing to read: one node per page, and say so
+        reasons = [w for w in self.parsed.warnings if w in PAGES_ONLY]
+        if reasons:  # nothing to read, or no lines to trust: one node per page, and say so
             self.warnings.extend(self.parsed.warnings)
             nodes = self.emit([_Node(f"Page {p}", p, p) for p in range(1, self.n + 1)])
-            log.warning("ingest.tree_pages_only", pages=self.n, reason=NO_TEXT_LAYER)
+            log.warning("ingest.tree_pages_only", pages=self.n, reason=reasons[0])
             return DocumentTree(nodes=tuple(nodes), page_count=self.n, source_mode="pages", unit="page",
                                 warnings=tuple(self.warnings))
         entries, mode = await self.flat_list()
