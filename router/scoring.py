@@ -49,11 +49,26 @@ def group_scores(pairs: Iterable[tuple[Hashable, float]]) -> dict[Hashable, floa
     return {k: aggregate_score(v) for k, v in groups.items()}
 
 
-@functools.lru_cache(maxsize=20_000)
+TOKEN_COUNT_TEXTS = 20_000  # texts whose token counts a process keeps (``_text_counts``)
+
+
+@functools.lru_cache(maxsize=TOKEN_COUNT_TEXTS)
 def _text_counts(text: str) -> Counter[str]:
     """A chunk's token counts (first occurrence first), computed once per text: the same chunks come back
     query after query."""
     return Counter(tokenize(text) or ("\u2205",))
+
+
+def warm_token_counts(texts: Sequence[str]) -> int:
+    """Compute the token counts of ``texts`` into the process's cache, as the first queries reading them would
+    (a server's warm-up); returns how many were computed. Stops once the cache is full."""
+    done = 0
+    for text in texts:
+        if _text_counts.cache_info().currsize >= TOKEN_COUNT_TEXTS:
+            break
+        _text_counts(text)
+        done += 1
+    return done
 
 
 class PostingsBM25:

@@ -14,6 +14,7 @@ from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
 import numpy as np
 import structlog
 
@@ -72,6 +73,40 @@ TREE_CACHE_DOCS = 256
 collection changes (the key holds the collection's stamp)."""
 
 
+async def _read_tree(pool: asyncpg.Pool, doc_id: int,
+                     stamp: object) -> tuple[tuple[TreeNode, ...], frozenset[str]]:
+    """A document's nodes (without text) and the ids of those holding text, read from the database and kept in
+    the process's cache under ``stamp`` (when one is given)."""
+    rows = await store.doc_nodes(pool, doc_id)
+    nodes = tuple(
+        TreeNode(node_id=r["node_id"], parent_id=r["parent_id"], ordinal=r["ordinal"], level=r["level"],
+                 title=r["title"], start=r["start_index"], end=r["end_index"], text="", summary=r["summary"],
+                 path=tuple(r["path"]), is_leaf=r["is_leaf"], unit=r["unit"], statements=tuple(r["statements"] or ()))
+        for r in rows
+    )
+    with_text = frozenset(r["node_id"] for r in rows if r["has_text"])
+    if stamp is not None:
+        _TREES[(doc_id, stamp)] = (nodes, with_text)
+        while len(_TREES) > TREE_CACHE_DOCS:
+            _TREES.popitem(last=False)
+    return nodes, with_text
+
+
+def leaf_label(node: TreeNode) -> str:
+    """What the offline search matches a question's words against for a selectable node: its path and summary."""
+    return " ".join(node.path) + " " + node.summary
+
+
+async def warm_tree(pool: asyncpg.Pool, doc_id: int, stamp: object) -> list[str]:
+    """Read a document's tree into the process's cache unless it is there (a server's warm-up); returns the
+    labels of its selectable nodes (:func:`leaf_label`), whose token counts the first search would compute.
+    The cache keeps :data:`TREE_CACHE_DOCS` trees: warming more only replaces the first ones."""
+    cached = _TREES.get((doc_id, stamp))
+    nodes, with_text = cached if cached is not None else await _read_tree(pool, doc_id, stamp)
+    tree = LoadedTree(doc_id=doc_id, doc_name="", nodes=nodes, sims={}, with_text=with_text)
+    return [leaf_label(n) for n in tree.leaves]
+
+
 async def load_tree(reads: DocReads, doc_id: int, doc_name: str, query_vec: np.ndarray,
                     stamp: object = None) -> LoadedTree:
     """A document's tree with each node's similarity to the question; the nodes themselves from the process's
@@ -85,19 +120,8 @@ async def load_tree(reads: DocReads, doc_id: int, doc_name: str, query_vec: np.n
         nodes, with_text = cached
         return LoadedTree(doc_id=doc_id, doc_name=doc_name, nodes=nodes,
                           sims={n.node_id: sims.get(n.node_id, 0.0) for n in nodes}, with_text=with_text)
-    rows = await store.doc_nodes(reads.pool, doc_id)
-    nodes = tuple(
-        TreeNode(node_id=r["node_id"], parent_id=r["parent_id"], ordinal=r["ordinal"], level=r["level"],
-                 title=r["title"], start=r["start_index"], end=r["end_index"], text="", summary=r["summary"],
-                 path=tuple(r["path"]), is_leaf=r["is_leaf"], unit=r["unit"], statements=tuple(r["statements"] or ()))
-        for r in rows
-    )
-    sims = {r["node_id"]: sims.get(r["node_id"], 0.0) for r in rows}
-    with_text = frozenset(r["node_id"] for r in rows if r["has_text"])
-    if stamp is not None:
-        _TREES[key] = (nodes, with_text)
-        while len(_TREES) > TREE_CACHE_DOCS:
-            _TREES.popitem(last=False)
+    nodes, with_text = await _read_tree(reads.pool, doc_id, stamp)
+    sims = {n.node_id: sims.get(n.node_id, 0.0) for n in nodes}
     return LoadedTree(doc_id=doc_id, doc_name=doc_name, nodes=nodes, sims=sims, with_text=with_text)
 
 
@@ -178,7 +202,7 @@ class TreeSearcher:
             [(r.node_id, self.dense_weight * max(r.sim, 0.0)) for r in hits]
             + [(r["node_id"], self.bm25_weight * t_norm[i]) for i, r in enumerate(texts)]
         )
-        labels = [" ".join(n.path) + " " + n.summary for n in leaves]
+        labels = [leaf_label(n) for n in leaves]
         q_for_titles = question + (" " + expert_knowledge if expert_knowledge else "")
         title_bm = min_max(bm25_scores(q_for_titles, labels))
         title_dense = min_max([tree.sims.get(n.node_id, 0.0) for n in leaves])

@@ -442,21 +442,29 @@ async def test_re_embedded_vectors_are_read_anew(corpus: tuple[Runtime, Path], m
 
 async def test_the_server_warms_its_documents_before_it_is_ready(corpus: tuple[Runtime, Path],
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """At start (KB_WARMUP_S) the server loads its collections' documents into the process's cache, so the
-    first questions read none of them; KB_WARMUP_S=0 loads nothing."""
+    """At start (KB_WARMUP_S) the server loads its collections' documents and trees into the process's caches,
+    the token counts of their chunks and the measure names' vectors, so the first questions read none of them
+    and count no chunk's tokens; KB_WARMUP_S=0 loads nothing."""
     from kb.api.lifecycle import warm_up
-    from router import store
+    from router import scoring, store, tree_search
 
     rt, _ = corpus
-    calls = {"chunks": 0}
+    calls = {"chunks": 0, "trees": 0}
     monkeypatch.setattr(store, "doc_chunk_snapshot", _counter(calls)("chunks", store.doc_chunk_snapshot))
-    rt._pipeline = None  # a fresh pipeline: nothing kept yet
+    monkeypatch.setattr(store, "doc_nodes", _counter(calls)("trees", store.doc_nodes))
+    rt._pipeline = None  # a fresh pipeline, no tree and no token count kept yet
+    tree_search._TREES.clear()
+    scoring._text_counts.cache_clear()
     assert await warm_up(rt, 0) == 0 and rt.pipeline.documents.bytes == 0
     documents = int(await rt.pool.fetchval("SELECT count(*) FROM documents"))
     async with app_client(create_app(runtime=rt, run_worker=False)) as client:
-        assert calls["chunks"] == documents and rt.pipeline.documents.bytes > 0
+        assert calls == {"chunks": documents, "trees": documents} and rt.pipeline.documents.bytes > 0
+        assert rt.pipeline.meaning._vectors is not None
+        counted = scoring._text_counts.cache_info()
         r = await client.post("/kb/query", json={"query": QUESTIONS["semantic"][0], "strategy": "semantic"})
-        assert r.status_code == 200 and calls["chunks"] == documents  # the question read no document again
+        assert r.status_code == 200 and calls == {"chunks": documents, "trees": documents}  # nothing read again
+        after = scoring._text_counts.cache_info()
+        assert after.hits > counted.hits  # its chunks' token counts were there
 
 
 async def test_an_empty_collection_answers_400_nothing_to_search(corpus: tuple[Runtime, Path]) -> None:

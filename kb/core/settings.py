@@ -214,8 +214,9 @@ class ServerSettings:
                                      "order (a heavy question then does not slow every other); 0: 4 offline, 32 "
                                      "with an LLM (its calls wait on the network)")
     warmup_s: float = setting("KB_WARMUP_S", 10.0,
-                              "at start, before it is ready: the server loads its collections' documents (chunks "
-                              "and vectors, up to `KB_DOC_CACHE_MB`) for at most this long; 0: not at all")
+                              "at start, before it is ready: the server loads its collections' documents (chunks, "
+                              "vectors and trees, up to `KB_DOC_CACHE_MB`), their chunks' token counts and the "
+                              "measure names' vectors for at most this long; 0: not at all")
     query_queue_s: float = setting("KB_QUERY_QUEUE_S", 30.0,
                                    "a question that waited this long for its turn gets a 503 \"Service overloaded\" "
                                    "with Retry-After (0: no limit)")
