@@ -22,6 +22,7 @@ from ingest.markdown_tree import build_markdown_tree, build_text_tree, decode_te
 from ingest.outline import UNIT as OUTLINE_UNIT
 from ingest.outline import Outline, outline_tree
 from ingest.pdf_tree import ParsedPdf, build_pdf_tree, read_pdf
+from ingest.printed import printed_labels
 from kb.core.errors import IngestError
 from kb.core.providers import ChatModel
 from kb.core.settings import IngestSettings
@@ -37,6 +38,7 @@ class ParsedFile(msgspec.Struct, frozen=True):
     outline: Outline | None = None
     front_matter: dict[str, Any] = {}
     warnings: tuple[str, ...] = ()
+    printed_pages: dict[int, str] | None = None  # a PDF's printed page labels (ingest.printed); None otherwise
 
 
 Reader = Callable[[bytes | Path, int | None], ParsedFile]
@@ -70,7 +72,12 @@ def _file_bytes(source: bytes | Path) -> bytes:
 
 
 def _read_pdf(source: bytes | Path, max_bytes: int | None) -> ParsedFile:
-    return ParsedFile(kind="pdf", pdf=read_pdf(source))
+    pdf = read_pdf(source)  # first: its IngestError says what is wrong with the file
+    try:
+        printed: dict[int, str] | None = printed_labels(_file_bytes(source))
+    except (RuntimeError, ValueError):  # left to the first query that cites it (which shows none then)
+        printed = None
+    return ParsedFile(kind="pdf", pdf=pdf, printed_pages=printed)
 
 
 def _read_markdown(source: bytes | Path, max_bytes: int | None) -> ParsedFile:

@@ -2,77 +2,73 @@
 may be the page that prints "2" after a cover).
 
 From the PDF's page labels when it has them, else a bare number in the page's header or footer lines
-("2", "Page 2", "2 | Annual report", "ii"); ``None`` when the page prints none."""
+("2", "Page 2", "2 | Annual report", "ii"); ``None`` when the page prints none. Read at ingest and stored with
+the document (``documents.printed_pages``); a document ingested before has them read from its source by the
+first query that cites it, once however many ask at the same time, and stored."""
 
 from __future__ import annotations
 
 import asyncio
-import re
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
 import asyncpg
 import msgspec
-import pymupdf
 
+from ingest import store
+from ingest.printed import PRINTED, edge_number, printed_labels
 from ingest.render import load_source, read_source
 from kb.core.errors import KBError
 
-EDGE = 0.1  # header / footer: the top and bottom tenth of the page
-_NUMBER = r"(\d{1,4}|[ivxlcdm]{1,7})"
-PRINTED = (
-    re.compile(rf"^(?:page|p\.)?\s*{_NUMBER}(?:\s*(?:of|/)\s*\d+)?$", re.I),
-    re.compile(rf"^{_NUMBER}\s*[|·•–—-]\s+\S", re.I),
-    re.compile(rf"\S\s+[|·•–—-]\s*{_NUMBER}$", re.I),
-)
-CACHE_DOCS = 64  # documents whose labels are kept (by content hash)
+__all__ = ["PRINTED", "edge_number", "labels_of", "printed_labels", "with_printed_pages"]
+
+CACHE_DOCS = 64  # documents whose labels are kept in the process (by content hash)
 _cache: OrderedDict[str, dict[int, str]] = OrderedDict()
-
-
-def _is_year(text: str) -> bool:
-    return text.isdigit() and len(text) == 4 and text[:2] in {"19", "20"}
-
-
-def edge_number(page: pymupdf.Page) -> str | None:
-    """A page number printed in the header or footer lines of ``page`` (footer first), or None."""
-    height = page.rect.height or 1.0
-    lines: list[tuple[float, str]] = []
-    for block in page.get_text("dict")["blocks"]:
-        for line in block.get("lines", []):
-            y0, y1 = line["bbox"][1], line["bbox"][3]
-            if y1 <= EDGE * height or y0 >= (1 - EDGE) * height:
-                text = "".join(s["text"] for s in line["spans"]).strip()
-                lines.append((-y0, text))  # bottom lines first
-    for _, text in sorted(lines):
-        for pattern in PRINTED:
-            m = pattern.search(text)
-            if m and not _is_year(m.group(1)):
-                return m.group(1)
-    return None
-
-
-def printed_labels(data: bytes) -> dict[int, str]:
-    """Physical page (1-based) → the number it prints, for the pages that print one."""
-    with pymupdf.open(stream=data, filetype="pdf") as doc:
-        if doc.get_page_labels():
-            return {p.number + 1: label for p in doc if (label := p.get_label())}
-        return {p.number + 1: n for p in doc if (n := edge_number(p)) is not None}
+_reading: dict[str, asyncio.Future[dict[int, str]]] = {}  # content hash → the labels being read from the source
 
 
 async def labels_of(pool: asyncpg.Pool, doc_id: int) -> dict[int, str]:
-    """The printed labels of PDF document ``doc_id`` (cached by content); {} for a source that cannot be read."""
+    """The printed labels of PDF document ``doc_id``: kept in the process by content, else stored with the
+    document, else read from its source (once per content at a time) and stored; {} for a source that cannot be
+    read."""
     doc = await load_source(pool, doc_id)
     if not doc.is_pdf:
         return {}
     if doc.sha256 in _cache:
         _cache.move_to_end(doc.sha256)
         return _cache[doc.sha256]
+    stored = await store.stored_printed_pages(pool, doc_id)
+    if stored is not None:
+        return _keep(doc.sha256, stored)
+    while (reading := _reading.get(doc.sha256)) is not None:  # another question reads the same source: share it
+        await asyncio.wait({reading})
+        if not reading.cancelled() and reading.exception() is None:
+            return reading.result()  # (a failed or cancelled read: this question tries itself)
+    future: asyncio.Future[dict[int, str]] = asyncio.get_running_loop().create_future()
+    _reading[doc.sha256] = future
     try:
-        labels = await asyncio.to_thread(lambda: printed_labels(read_source(doc)))
-    except (KBError, RuntimeError, ValueError):  # moved or changed source, or a PDF pymupdf cannot reopen
-        return {}
-    _cache[doc.sha256] = labels
+        try:
+            labels = await asyncio.to_thread(lambda: printed_labels(read_source(doc)))
+        except (KBError, RuntimeError, ValueError):  # moved or changed source, or a PDF pymupdf cannot reopen
+            future.set_result({})
+            return {}
+        await store.store_printed_pages(pool, doc_id, doc.sha256, labels)
+        future.set_result(_keep(doc.sha256, labels))
+        return labels
+    except asyncio.CancelledError:
+        future.cancel()
+        raise
+    except BaseException as exc:
+        future.set_exception(exc)
+        future.exception()  # retrieved here: a waiter sees it and reads itself
+        raise
+    finally:
+        del _reading[doc.sha256]
+
+
+def _keep(sha256: str, labels: dict[int, str]) -> dict[int, str]:
+    _cache[sha256] = labels
     while len(_cache) > CACHE_DOCS:
         _cache.popitem(last=False)
     return labels

@@ -390,6 +390,7 @@ async def ingest_file(
                 metadata=meta, title=title, description=description, description_embedding=desc_vec,
                 tree=tree, node_embeddings=node_vecs, chunks=chunks, chunk_embeddings=chunk_vecs,
                 embedder_generation=ctx.embedder_generation, facts=facts, job_id=job_id,
+                printed_pages=parsed.printed_pages,
             ),
         )
         if any(not f.concept for f in facts):

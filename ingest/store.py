@@ -342,6 +342,7 @@ class NewDocument(msgspec.Struct, frozen=True):
     embedder_generation: int | None = None  # when set, the write is refused if `kb reembed` ran since
     facts: Sequence[FactDraft] = ()  # statement line items per period (ingest.facts)
     job_id: int | None = None  # when set, the write is refused (JobCancelledError) once that job is cancelled
+    printed_pages: dict[int, str] | None = None  # a PDF's printed page labels (ingest.printed); None: not read
 
 
 class JobCancelledError(IngestError):
@@ -388,8 +389,9 @@ SQL_DOC_BY_NAME = "SELECT id FROM documents WHERE collection_id = $1 AND name = 
 SQL_DELETE_BY_NAME = "DELETE FROM documents WHERE collection_id = $1 AND name = $2"
 SQL_INSERT_DOCUMENT = """
 INSERT INTO documents (collection_id, name, source_path, sha256, file_type, metadata, title, description,
-                       description_embedding, page_count, tree_mode, node_count, chunk_count, warnings)
-VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id"""
+                       description_embedding, page_count, tree_mode, node_count, chunk_count, warnings,
+                       printed_pages)
+VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15::jsonb) RETURNING id"""
 NODE_COLUMNS = ("document_id", "node_id", "parent_id", "ordinal", "level", "title", "start_index", "end_index",
                 "unit", "is_leaf", "summary", "text", "path", "embedding", "statements")
 CHUNK_COLUMNS = ("document_id", "collection_id", "node_id", "ordinal", "text", "page", "token_count",
@@ -424,6 +426,7 @@ async def _write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
             SQL_INSERT_DOCUMENT, doc.collection_id, doc.name, doc.source_path, doc.sha256, doc.file_type,
             json.dumps(doc.metadata, default=str), doc.title, doc.description, doc.description_embedding,
             tree.page_count, tree.source_mode, len(tree.nodes), len(doc.chunks), list(tree.warnings),
+            printed_pages_json(doc.printed_pages),
         )
         await conn.copy_records_to_table(
             "nodes",
@@ -576,6 +579,29 @@ async def document_source(pool: asyncpg.Pool, doc_id: int) -> asyncpg.Record | N
     """Where a document's source file is (id, name, source_path, sha256, file_type, page_count, and the
     ``allowed_root`` of the latest job that ingested it); None for an unknown document."""
     return await pool.fetchrow(SQL_DOCUMENT_SOURCE, doc_id)
+
+
+SQL_PRINTED_PAGES = "SELECT printed_pages FROM documents WHERE id = $1"
+SQL_STORE_PRINTED_PAGES = "UPDATE documents SET printed_pages = $3::jsonb WHERE id = $1 AND sha256 = $2"
+
+
+def printed_pages_json(labels: Mapping[int, str] | None) -> str | None:
+    """Printed page labels as stored (JSON object, physical page as key); None stays NULL (not read yet)."""
+    return None if labels is None else json.dumps({str(k): v for k, v in sorted(labels.items())})
+
+
+async def stored_printed_pages(pool: asyncpg.Pool, doc_id: int) -> dict[int, str] | None:
+    """The printed page labels stored with a document; None when they were never read."""
+    raw = await pool.fetchval(SQL_PRINTED_PAGES, doc_id)
+    if raw is None:
+        return None
+    data = json.loads(raw) if isinstance(raw, str) else raw
+    return {int(k): str(v) for k, v in data.items()}
+
+
+async def store_printed_pages(pool: asyncpg.Pool, doc_id: int, sha256: str, labels: Mapping[int, str]) -> None:
+    """Store a document's printed page labels (unless it was replaced by other content meanwhile)."""
+    await pool.execute(SQL_STORE_PRINTED_PAGES, doc_id, sha256, printed_pages_json(labels))
 
 
 SQL_CHUNK_REF = "SELECT id, document_id, text, page, COALESCE(page_end, page) AS page_end FROM chunks WHERE id = $1"

@@ -3,6 +3,7 @@ a Markdown file written by the test and ingested by the real worker."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pymupdf
@@ -308,6 +309,57 @@ async def test_citations_carry_the_printed_page_number(runtime: Runtime, tmp_pat
                                                         "strategy": "semantic", "top_docs": 2, "stream": True})
         assert "event: citations" in streamed.text, streamed.text[:300]
         assert '"printed_page":"' in streamed.text.split("event: citations", 1)[1].split("event:", 1)[0]
+
+
+async def test_printed_pages_are_stored_at_ingest_and_read_once_for_older_documents(runtime: Runtime,
+                                                                                    tmp_path: Path) -> None:
+    """Issue 37 (the first seconds after a start): the printed page labels are read at ingest and stored, so a
+    citation needs neither the source file nor a pass over its pages; a document stored before (no labels) has
+    them read by the first queries that cite it — once, however many ask at the same time — and stored."""
+    import asyncio
+
+    from ingest import page_labels
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    make_report_pdf(docs / "front.pdf", [Sec("Revenue", paragraphs=5), Sec("Liquidity", paragraphs=12)],
+                    front_matter_pages=2)
+    job = await ingest(runtime, docs, allowed_root=tmp_path)
+    assert job.counts == {"ok": 1}
+    doc_id = job.items[0].document_id
+    stored = await runtime.pool.fetchval("SELECT printed_pages FROM documents WHERE id = $1", doc_id)
+    labels = {int(k): v for k, v in json.loads(stored).items()}
+    assert labels[3] == "1" and labels[4] == "2" and all(labels[p] == str(p - 2) for p in labels if p > 2), labels
+    question = {"query": "What does the report say about liquidity?", "strategy": "semantic"}
+    (docs / "front.pdf").rename(tmp_path / "moved.pdf")  # the source is gone: the stored labels still serve
+    page_labels._cache.clear()
+    async with _client(runtime) as client:
+        r = await client.post("/kb/query", json=question)
+        cites = [c for c in r.json()["citations"] if c["unit"] == "page"]
+        assert cites and all(c["printed_page"] == str(c["pages"][0] - 2) for c in cites if c["pages"][0] > 2), cites
+        # as if ingested before the labels were stored: the first questions read them from the source, once
+        (tmp_path / "moved.pdf").rename(docs / "front.pdf")
+        await runtime.pool.execute("UPDATE documents SET printed_pages = NULL WHERE id = $1", doc_id)
+        page_labels._cache.clear()
+        reads = 0
+        real = page_labels.printed_labels
+
+        def counted(data: bytes) -> dict[int, str]:
+            nonlocal reads
+            reads += 1
+            return real(data)
+
+        page_labels.printed_labels = counted  # type: ignore[assignment]
+        try:
+            answers = await asyncio.gather(*(client.post("/kb/query", json=question) for _ in range(4)))
+        finally:
+            page_labels.printed_labels = real  # type: ignore[assignment]
+        assert reads == 1 and all(a.status_code == 200 for a in answers)
+        for a in answers:
+            cites = [c for c in a.json()["citations"] if c["unit"] == "page" and c["pages"][0] > 2]
+            assert cites and all(c["printed_page"] == str(c["pages"][0] - 2) for c in cites), cites
+    again = await runtime.pool.fetchval("SELECT printed_pages FROM documents WHERE id = $1", doc_id)
+    assert {int(k): v for k, v in json.loads(again).items()} == labels
 
 
 async def test_original_file_section_chunks_and_overview(runtime: Runtime, tmp_path: Path) -> None:
