@@ -18,14 +18,15 @@ import msgspec
 
 from ingest import store
 from ingest.printed import PRINTED, edge_number, printed_labels
-from ingest.render import load_source, read_source
+from ingest.render import SourceDoc, load_source, read_source
 from kb.core.errors import KBError
+from kb.core.singleflight import SingleFlight
 
 __all__ = ["PRINTED", "edge_number", "labels_of", "printed_labels", "with_printed_pages"]
 
 CACHE_DOCS = 64  # documents whose labels are kept in the process (by content hash)
 _cache: OrderedDict[str, dict[int, str]] = OrderedDict()
-_reading: dict[str, asyncio.Future[dict[int, str]]] = {}  # content hash → the labels being read from the source
+_reading: SingleFlight[str, dict[int, str]] = SingleFlight()  # by content hash: one read from the source at a time
 
 
 async def labels_of(pool: asyncpg.Pool, doc_id: int) -> dict[int, str]:
@@ -41,30 +42,17 @@ async def labels_of(pool: asyncpg.Pool, doc_id: int) -> dict[int, str]:
     stored = await store.stored_printed_pages(pool, doc_id)
     if stored is not None:
         return _keep(doc.sha256, stored)
-    while (reading := _reading.get(doc.sha256)) is not None:  # another question reads the same source: share it
-        await asyncio.wait({reading})
-        if not reading.cancelled() and reading.exception() is None:
-            return reading.result()  # (a failed or cancelled read: this question tries itself)
-    future: asyncio.Future[dict[int, str]] = asyncio.get_running_loop().create_future()
-    _reading[doc.sha256] = future
+    return await _reading.run(doc.sha256, lambda: _read_and_store(pool, doc))
+
+
+async def _read_and_store(pool: asyncpg.Pool, doc: SourceDoc) -> dict[int, str]:
+    """Read a document's labels from its source and store them; {} (not stored) when the source cannot be read."""
     try:
-        try:
-            labels = await asyncio.to_thread(lambda: printed_labels(read_source(doc)))
-        except (KBError, RuntimeError, ValueError):  # moved or changed source, or a PDF pymupdf cannot reopen
-            future.set_result({})
-            return {}
-        await store.store_printed_pages(pool, doc_id, doc.sha256, labels)
-        future.set_result(_keep(doc.sha256, labels))
-        return labels
-    except asyncio.CancelledError:
-        future.cancel()
-        raise
-    except BaseException as exc:
-        future.set_exception(exc)
-        future.exception()  # retrieved here: a waiter sees it and reads itself
-        raise
-    finally:
-        del _reading[doc.sha256]
+        labels = await asyncio.to_thread(lambda: printed_labels(read_source(doc)))
+    except (KBError, RuntimeError, ValueError):  # moved or changed source, or a PDF pymupdf cannot reopen
+        return {}
+    await store.store_printed_pages(pool, doc.doc_id, doc.sha256, labels)
+    return _keep(doc.sha256, labels)
 
 
 def _keep(sha256: str, labels: dict[int, str]) -> dict[int, str]:

@@ -12,7 +12,6 @@ however many queries ask for it at the same time. Without a stamp (no collection
 
 from __future__ import annotations
 
-import asyncio
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 import asyncpg
 import numpy as np
 
+from kb.core.singleflight import SingleFlight
 from router import store
 from router.store import Nearest
 
@@ -106,32 +106,20 @@ class DocCache:
         self.max_bytes = max(0, max_bytes)
         self.bytes = 0
         self._docs: OrderedDict[tuple[int, object], DocChunks] = OrderedDict()
-        self._loading: dict[tuple[int, object], asyncio.Future[DocChunks]] = {}
+        self._loading: SingleFlight[tuple[int, object], DocChunks] = SingleFlight()
 
     async def get(self, pool: asyncpg.Pool, doc_id: int, stamp: object) -> DocChunks:
         key = (doc_id, stamp)
-        while (loading := self._loading.get(key)) is not None:  # another question is loading it: share its read
-            await asyncio.wait({loading})
-            if not loading.cancelled() and loading.exception() is None:
-                return loading.result()  # (a failed or cancelled load: this question tries itself)
         if (doc := self._docs.get(key)) is not None:
             self._docs.move_to_end(key)
             return doc
-        future: asyncio.Future[DocChunks] = asyncio.get_running_loop().create_future()
-        self._loading[key] = future
-        try:
-            doc = await load_doc_chunks(pool, doc_id)
-        except asyncio.CancelledError:
-            future.cancel()
-            raise
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved here: a waiter sees it and loads itself
-            raise
-        finally:
-            del self._loading[key]
-        future.set_result(doc)
-        if stamp is not None and doc.complete and doc.nbytes <= self.max_bytes:
+        return await self._loading.run(key, lambda: self._load(pool, doc_id, key))
+
+    async def _load(self, pool: asyncpg.Pool, doc_id: int, key: tuple[int, object]) -> DocChunks:
+        if (doc := self._docs.get(key)) is not None:  # loaded while this question waited for another's load
+            return doc
+        doc = await load_doc_chunks(pool, doc_id)
+        if key[1] is not None and doc.complete and doc.nbytes <= self.max_bytes:
             self._docs[key] = doc
             self.bytes += doc.nbytes
             while self.bytes > self.max_bytes:
