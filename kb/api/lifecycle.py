@@ -46,13 +46,13 @@ async def warm_up(rt: Runtime, budget_s: float) -> int:
     try:
         async with asyncio.timeout(budget_s):
             read_question("What was revenue in fiscal 2023?", ())
-            count_tokens("What was revenue in fiscal 2023?")
-            await asyncio.to_thread(rt.embedder.embed_batch, ["What was revenue in fiscal 2023?"])
-            await pipeline.meaning.vectors()  # the measure names, embedded once per process (≈ 1 s)
+            collections = [c for c in await list_collections(rt.pool) if c.documents]
+            if collections:  # else no question can be answered yet: nothing more to load
+                count_tokens("What was revenue in fiscal 2023?")
+                await asyncio.to_thread(rt.embedder.embed_batch, ["What was revenue in fiscal 2023?"])
+                await pipeline.meaning.vectors()  # the measure names, embedded once per process (≈ 1 s)
             texts: list[list[str]] = []  # per document: its nodes' labels, then its chunks' texts
-            for coll in await list_collections(rt.pool):
-                if not coll.documents:
-                    continue
+            for coll in collections:
                 catalog = await pipeline.catalogs.get(coll.id)
                 stamp = (coll.id, catalog.stamp)
                 for doc_id in catalog.docs:
