@@ -321,8 +321,13 @@ def test_three_servers_on_one_data_folder_the_last_to_stop_stops_postgres(shared
                 how = rng.choice(["TERM", "KILL"])
                 postmaster = shared.postmaster()
                 assert postmaster is not None, f"seed {seed}: round {round_} step {step}: Postgres is not running"
+                children = psutil.Process(proc.pid).children(recursive=True)
                 proc.send_signal(signal.SIGTERM if how == "TERM" else signal.SIGKILL)
                 proc.wait(timeout=STOP_LIMIT_S + 5)
+                # its workers end with it (a SIGKILLed supervisor's workers a little later): only then is the
+                # next server the last user when it comes to the last one
+                _, alive = psutil.wait_procs(children, timeout=STOP_LIMIT_S)
+                assert not [c for c in alive if _running(c)], f"seed {seed}: round {round_}: {alive}"
                 rest = order[step + 1:]
                 for other, port, olog in rest:  # the others still serve, on the same Postgres
                     _wait(f"seed {seed}: round {round_}: serving after SIG{how} of another", _http_ready(port), other,
