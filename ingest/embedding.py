@@ -27,12 +27,15 @@ class CachedEmbedder:
 
     A cached vector of another dimension (the same model asked for another size) is a miss. With ``refresh``
     nothing is read from the cache: every text is embedded again and its entry overwritten. Missing texts go to
-    the embedder ``batch`` at a time (``KB_EMBEDDING_BATCH``), each batch stored as soon as it is embedded.
+    the embedder ``batch`` at a time (``KB_EMBEDDING_BATCH``), each batch stored as soon as it is embedded. With
+    ``background`` (ingest) they go to the embedder's ``embed_background`` when it has one: below queries.
     """
 
-    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, *, batch: int, refresh: bool = False) -> None:
+    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, *, batch: int, refresh: bool = False,
+                 background: bool = False) -> None:
         self.pool = pool
         self.embedder = embedder
+        self._embed = getattr(embedder, "embed_background", embedder.embed_batch) if background else embedder.embed_batch
         self.batch = batch
         self.refresh = refresh
         self.hits = 0
@@ -59,7 +62,7 @@ class CachedEmbedder:
         self.misses += len(missing)
         for i in range(0, len(missing), self.batch):
             part = missing[i : i + self.batch]
-            vecs = await asyncio.to_thread(self.embedder.embed_batch, [t for _, t in part])
+            vecs = await asyncio.to_thread(self._embed, [t for _, t in part])
             for (sha, _), vec in zip(part, vecs, strict=True):
                 found[sha] = vec
             await store.store_embeddings(self.pool, [(model, sha, found[sha]) for sha, _ in part])

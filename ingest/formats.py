@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -21,12 +21,16 @@ from ingest.html_read import read_html
 from ingest.markdown_tree import build_markdown_tree, build_text_tree, decode_text_file
 from ingest.outline import UNIT as OUTLINE_UNIT
 from ingest.outline import Outline, outline_tree
+from ingest.parse_progress import PageCounter
 from ingest.pdf_tree import ParsedPdf, build_pdf_tree, read_pdf
-from ingest.printed import printed_labels
+from ingest.printed import PrintedLabels
 from kb.core.errors import IngestError
 from kb.core.providers import ChatModel
 from kb.core.settings import IngestSettings
 from kb.core.types import DocumentTree
+
+if TYPE_CHECKING:
+    import pymupdf
 
 
 class ParsedFile(msgspec.Struct, frozen=True):
@@ -41,8 +45,9 @@ class ParsedFile(msgspec.Struct, frozen=True):
     printed_pages: dict[int, str] | None = None  # a PDF's printed page labels (ingest.printed); None otherwise
 
 
-Reader = Callable[[bytes | Path, int | None], ParsedFile]
-"""``(file path or bytes, max_bytes) -> ParsedFile``; runs in a worker process, raises ``IngestError``."""
+Reader = Callable[[bytes | Path, int | None, PageCounter | None], ParsedFile]
+"""``(file path or bytes, max_bytes, pages read so far) -> ParsedFile``; runs in a worker process, raises
+``IngestError``. A reader of pages counts them on the counter as it reads them."""
 
 TreeBuilder = Callable[[ParsedFile, ChatModel, IngestSettings, str], Awaitable[DocumentTree]]
 """``(parsed, chat, settings, title) -> DocumentTree``."""
@@ -71,22 +76,32 @@ def _file_bytes(source: bytes | Path) -> bytes:
 # ---------------------------------------------------------------------------- readers
 
 
-def _read_pdf(source: bytes | Path, max_bytes: int | None) -> ParsedFile:
-    pdf = read_pdf(source)  # first: its IngestError says what is wrong with the file
-    try:
-        printed: dict[int, str] | None = printed_labels(_file_bytes(source))
-    except (RuntimeError, ValueError):  # left to the first query that cites it (which shows none then)
-        printed = None
-    return ParsedFile(kind="pdf", pdf=pdf, printed_pages=printed)
+def _read_pdf(source: bytes | Path, max_bytes: int | None, counter: PageCounter | None = None) -> ParsedFile:
+    """The PDF's pages (its IngestError says what is wrong with the file) and, in the same pass, the numbers
+    its pages print (``ingest.printed``; left to the first query citing it when they cannot be read)."""
+    printed: PrintedLabels | None = PrintedLabels()
+
+    def on_page(number: int, total: int, page: pymupdf.Page | None) -> None:
+        nonlocal printed
+        if printed is not None and page is not None:
+            try:
+                printed.add(page)
+            except (RuntimeError, ValueError):
+                printed = None
+        if counter is not None:
+            counter.write(number, total)
+
+    pdf = read_pdf(source, on_page=on_page)
+    return ParsedFile(kind="pdf", pdf=pdf, printed_pages=printed.labels if printed is not None else None)
 
 
-def _read_markdown(source: bytes | Path, max_bytes: int | None) -> ParsedFile:
+def _read_markdown(source: bytes | Path, max_bytes: int | None, counter: PageCounter | None = None) -> ParsedFile:
     text, warnings = decode_text_file(_file_bytes(source))
     front, _ = parse_front_matter(text)
     return ParsedFile(kind="markdown", text=text, front_matter=front, warnings=tuple(warnings))
 
 
-def _read_text(source: bytes | Path, max_bytes: int | None) -> ParsedFile:
+def _read_text(source: bytes | Path, max_bytes: int | None, counter: PageCounter | None = None) -> ParsedFile:
     text, warnings = decode_text_file(_file_bytes(source))
     return ParsedFile(kind="text", text=text, front_matter={}, warnings=tuple(warnings))
 
@@ -95,11 +110,11 @@ def _outline_file(kind: str, outline: Outline) -> ParsedFile:
     return ParsedFile(kind=kind, text=outline.render(), outline=outline, front_matter=dict(outline.properties))
 
 
-def _read_docx(source: bytes | Path, max_bytes: int | None) -> ParsedFile:
+def _read_docx(source: bytes | Path, max_bytes: int | None, counter: PageCounter | None = None) -> ParsedFile:
     return _outline_file("docx", read_docx(_file_bytes(source), max_bytes=max_bytes))
 
 
-def _read_html(source: bytes | Path, max_bytes: int | None) -> ParsedFile:
+def _read_html(source: bytes | Path, max_bytes: int | None, counter: PageCounter | None = None) -> ParsedFile:
     return _outline_file("html", read_html(_file_bytes(source)))
 
 
@@ -146,13 +161,19 @@ def format_of(path: Path | str) -> Format | None:
     return FORMATS[name] if name is not None else None
 
 
-def parse_file(source: str | bytes, kind: str, max_bytes: int | None = None) -> ParsedFile:
+def parse_file(source: str | bytes, kind: str, max_bytes: int | None = None,
+               counter: PageCounter | None = None) -> ParsedFile:
     """Parse a file (a path, or its bytes) of format ``kind`` into pages, text or an outline. Runs in a
-    worker process; raises ``IngestError``. ``max_bytes`` bounds what a .docx may unpack to."""
+    worker process; raises ``IngestError``. ``max_bytes`` bounds what a .docx may unpack to; ``counter`` hears
+    the pages read so far (PDF)."""
     fmt = FORMATS.get(kind)
     if fmt is None:
         raise IngestError(f"unsupported file type {kind!r}")
-    return fmt.read(source if isinstance(source, bytes) else Path(source), max_bytes)
+    try:
+        return fmt.read(source if isinstance(source, bytes) else Path(source), max_bytes, counter)
+    finally:
+        if counter is not None:
+            counter.close()
 
 
 async def build_tree(parsed: ParsedFile, chat: ChatModel, settings: IngestSettings, title: str) -> DocumentTree:

@@ -34,6 +34,7 @@ from ingest.pageindex import (
     tree_from_pageindex,
     tree_sidecar_path,
 )
+from ingest.parse_progress import page_counter
 from ingest.statements import mark_statements, statement_pages
 from ingest.store import (
     DuplicateContentError,
@@ -62,6 +63,7 @@ Progress = Callable[[str, int, int], object]
 """``progress(stage, done, total)`` while a file is ingested: reading, tree, summaries, embedding, storing
 (``total`` 0 when not known; embedding counts chunks, the others pages)."""
 EMBED_STEP = 64  # chunks embedded between two progress reports (the model's batch: no batch is split)
+READ_POLL_S = 0.5  # how often the pages a parser has read are looked at
 
 class IngestOutcome(msgspec.Struct, frozen=True):
     name: str
@@ -103,7 +105,7 @@ class IngestContext:
         old = self.executor
         if old is not None:
             stop_executor(old)
-            self.executor = make_executor(getattr(old, "_max_workers", 1))
+            self.executor = make_executor(getattr(old, "_max_workers", 1), getattr(old, "kb_nice", 0))
 
     def close(self) -> None:
         """Stop the parser pool (queued parses dropped, running parser processes killed); idempotent."""
@@ -118,15 +120,18 @@ class IngestContext:
         self.close()
 
 
-def make_executor(workers: int) -> Executor | None:
-    """A process pool for parsing (spawned, so it is safe beside threads and asyncio); None for 0 workers."""
+def make_executor(workers: int, nice: int = 0) -> Executor | None:
+    """A process pool for parsing (spawned, so it is safe beside threads and asyncio), its processes ``nice``
+    steps below normal CPU priority (``KB_INGEST_NICE``); None for 0 workers."""
     if workers <= 0:
         return None
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=pool_process_started, initargs=(os.getpid(),))
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=pool_process_started, initargs=(os.getpid(), nice))
+    pool.kb_nice = nice  # type: ignore[attr-defined]  # kept by renew_executor
+    return pool
 
 
 def stop_executor(executor: Executor) -> None:
@@ -170,14 +175,24 @@ def looks_like(data: bytes) -> tuple[str, str]:
     return "markdown", "plain text"
 
 
-async def _parse(ctx: IngestContext, data: bytes, kind: str) -> ParsedFile:
-    """The parsed file; a file whose content is not its suffix's format says what it looks like instead."""
+async def _parse(ctx: IngestContext, data: bytes, kind: str, report: Progress) -> ParsedFile:
+    """The parsed file; a file whose content is not its suffix's format says what it looks like instead.
+    While the parser reads, ``report("reading", pages read, pages)`` every ``READ_POLL_S``."""
     loop = asyncio.get_running_loop()
     limit = max_file_bytes(ctx.settings)
     try:
-        if ctx.executor is not None:
-            return await loop.run_in_executor(ctx.executor, parse_file, data, kind, limit)
-        return await asyncio.to_thread(parse_file, data, kind, limit)
+        with page_counter() as counter:
+            if ctx.executor is not None:
+                parsing = loop.run_in_executor(ctx.executor, parse_file, data, kind, limit, counter)
+            else:
+                parsing = asyncio.ensure_future(asyncio.to_thread(parse_file, data, kind, limit, counter))
+            try:
+                while not (await asyncio.wait({parsing}, timeout=READ_POLL_S))[0]:
+                    if (seen := counter.read())[1]:
+                        report("reading", *seen)
+            finally:
+                parsing.cancel()  # stopped while waiting (the job cancelled): not left pending; done: no-op
+            return parsing.result()
     except IngestError as exc:
         actual, what = looks_like(data)
         if actual == kind or kind not in KIND_NAMES:
@@ -332,7 +347,7 @@ async def ingest_file(
     try:
         report("reading", 0, 0)
         with clock.stage("parse"):
-            parsed = await _parse(ctx, data, kind)
+            parsed = await _parse(ctx, data, kind, report)
         del data
         pages = max(parsed.pdf.total_pages, parsed.pdf.page_count) if parsed.pdf is not None else 0
         report("tree", pages, pages)
@@ -379,10 +394,11 @@ async def ingest_file(
                 report("embedding", at, len(texts))
                 parts.append(await ctx.embedder.embed(texts[at : at + EMBED_STEP]))
             chunk_vecs = parts[0] if len(parts) == 1 else np.concatenate(parts)
-            report("storing", len(texts), len(texts))
+            report("embedding", len(texts), len(texts))
             node_vecs = await ctx.embedder.embed([embed_text_for_node(label, n.path, n.summary) for n in tree.nodes])
             desc_vec = (await ctx.embedder.embed([embed_text_for_description(title, description)]))[0]
         with clock.stage("store"):
+            report("storing", 0, len(chunks))
             doc_id = await write_document(
             ctx.pool,
             NewDocument(
@@ -392,6 +408,7 @@ async def ingest_file(
                 embedder_generation=ctx.embedder_generation, facts=facts, job_id=job_id,
                 printed_pages=parsed.printed_pages,
             ),
+            progress=lambda done, total: report("storing", done, total),
         )
         if any(not f.concept for f in facts):
             with clock.stage("lines"):

@@ -38,9 +38,28 @@ def edge_number(page: pymupdf.Page) -> str | None:
     return None
 
 
+class PrintedLabels:
+    """The printed labels of a document's pages, collected page by page as a reader goes through them: the
+    PDF's page labels when it has them, else the number each page prints in its header or footer."""
+
+    def __init__(self) -> None:
+        self.labels: dict[int, str] = {}
+        self._labelled: bool | None = None
+
+    def add(self, page: pymupdf.Page) -> None:
+        """Read ``page``'s label (``RuntimeError``/``ValueError`` from pymupdf pass through)."""
+        if self._labelled is None:
+            doc = page.parent
+            self._labelled = bool(doc.is_pdf and doc.get_page_labels())
+        label = page.get_label() if self._labelled else edge_number(page)
+        if label:
+            self.labels[page.number + 1] = label
+
+
 def printed_labels(data: bytes) -> dict[int, str]:
     """Physical page (1-based) → the number it prints, for the pages that print one."""
+    found = PrintedLabels()
     with pymupdf.open(stream=data, filetype="pdf") as doc:
-        if doc.get_page_labels():
-            return {p.number + 1: label for p in doc if (label := p.get_label())}
-        return {p.number + 1: n for p in doc if (n := edge_number(p)) is not None}
+        for page in doc:
+            found.add(page)
+    return found.labels

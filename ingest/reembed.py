@@ -209,7 +209,7 @@ async def reembed(pool: asyncpg.Pool, embedder: Embedder, *, collection: str | N
             plan = await plan_reembed(pool, embedder, collection)
             log.info("reembed.start", source=plan.recorded.model_id, target=plan.model_id, dimension=plan.dimension,
                      collection=collection, total=plan.total, staged=plan.staged)
-            cached = CachedEmbedder(pool, embedder, batch=batch, refresh=not plan.changes_embedder)
+            cached = CachedEmbedder(pool, embedder, batch=batch, refresh=not plan.changes_embedder, background=True)
             progress = plan.staged
 
             def advance(n: int) -> None:

@@ -364,21 +364,23 @@ UNIQUE_CONTENT = "documents_collection_sha256_key"
 SQL_DOC_BY_SHA = "SELECT id, name FROM documents WHERE collection_id = $1 AND sha256 = $2"
 
 
-async def write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
+async def write_document(pool: asyncpg.Pool, doc: NewDocument,
+                         progress: Callable[[int, int], object] | None = None) -> int:
     """Replace-or-insert one document with its nodes and chunks in ONE transaction.
 
     A collection holds each content once: the unique (collection, sha256) index decides between two
     concurrent writers, and the loser gets :class:`DuplicateContentError`. Job items that pointed at a
-    replaced version now point at the new one.
+    replaced version now point at the new one. ``progress(chunks written, chunks)`` hears the chunks go in,
+    ``STORE_STEP`` at a time (all committed together at the end).
     """
     try:
-        return await _write_document(pool, doc)
+        return await _write_document(pool, doc, progress)
     except asyncpg.UniqueViolationError as exc:
         if exc.constraint_name != UNIQUE_CONTENT:
             raise
         row = await pool.fetchrow(SQL_DOC_BY_SHA, doc.collection_id, doc.sha256)
         if row is None:  # the other copy was deleted meanwhile: try once more
-            return await _write_document(pool, doc)
+            return await _write_document(pool, doc, progress)
         raise DuplicateContentError(row["id"], row["name"]) from exc
 
 
@@ -405,8 +407,13 @@ ON CONFLICT (collection_id, lexeme) DO UPDATE SET df = lexeme_df.df + 1"""
 SQL_REPOINT_ITEMS = "UPDATE ingest_job_items SET document_id = $2 WHERE document_id = $1"
 
 
-async def _write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
+STORE_STEP = 2000  # chunks per COPY of one document's write: its progress moves between them
+
+
+async def _write_document(pool: asyncpg.Pool, doc: NewDocument,
+                          progress: Callable[[int, int], object] | None = None) -> int:
     tree = doc.tree
+    told = progress or (lambda done, total: None)
     async with pool.acquire() as conn, conn.transaction():
         if doc.job_id is not None:  # held to commit: a cancel either sees this document stored or stops it
             if await conn.fetchval(SQL_JOB_FOR_WRITE, doc.job_id) == "cancelled":
@@ -439,17 +446,20 @@ async def _write_document(pool: asyncpg.Pool, doc: NewDocument) -> int:
             ],
         )
         if doc.chunks:
-            await conn.copy_records_to_table(
-                "chunks",
-                columns=CHUNK_COLUMNS,
-                timeout=LONG_STATEMENT_S,
-                records=[
-                    (doc_id, doc.collection_id, c.node_id, c.ordinal, c.text, c.page, c.token_count,
-                     c.heading_path, doc.chunk_embeddings[i], c.page_end, c.statement, c.context,
-                     index_tokens(c.heading_path, c.text))
-                    for i, c in enumerate(doc.chunks)
-                ],
-            )
+            for at in range(0, len(doc.chunks), STORE_STEP):
+                told(at, len(doc.chunks))
+                await conn.copy_records_to_table(
+                    "chunks",
+                    columns=CHUNK_COLUMNS,
+                    timeout=LONG_STATEMENT_S,
+                    records=[
+                        (doc_id, doc.collection_id, c.node_id, c.ordinal, c.text, c.page, c.token_count,
+                         c.heading_path, doc.chunk_embeddings[i], c.page_end, c.statement, c.context,
+                         index_tokens(c.heading_path, c.text))
+                        for i, c in enumerate(doc.chunks[at : at + STORE_STEP], start=at)
+                    ],
+                )
+            told(len(doc.chunks), len(doc.chunks))
             await conn.execute(SQL_LEXEMES_ADD, doc.collection_id, doc_id, timeout=LONG_STATEMENT_S)
         await _copy_facts(conn, doc_id, doc.collection_id, doc.facts)
         if old_id is not None:

@@ -219,7 +219,7 @@ def build_ingest_context(rt: Runtime, *, processes: bool = True) -> IngestContex
     when ``processes``). It owns that pool: use it as ``with build_ingest_context(rt) as ctx:`` (or call
     ``ctx.close()``)."""
     s = rt.settings.ingest
-    cached = CachedEmbedder(rt.pool, rt.embedder, batch=rt.settings.embedding.batch_size)
+    cached = CachedEmbedder(rt.pool, rt.embedder, batch=rt.settings.embedding.batch_size, background=True)
     return IngestContext(pool=rt.pool, embedder=cached, chat=rt.chat, settings=s,
-                         executor=make_executor(s.workers) if processes else None,
+                         executor=make_executor(s.workers, s.nice) if processes else None,
                          embedder_generation=rt.embedder_record.generation)

@@ -7,6 +7,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -179,3 +182,40 @@ def test_the_default_runs_the_bundled_model_on_onnxruntime_under_its_own_id(kb_e
         set_env(KB_EMBEDDING_RUNTIME="gpu")
     with pytest.raises(ConfigError, match="int8 vectors are not the bundled model's"):
         OnnxMiniLMEmbedder(cache_dir=Path(kb_env["KB_MODEL_DIR"]), quantize=True, model_id=BUNDLED_MINILM)
+
+
+def _nice_of(thread_prefix: str) -> set[int]:
+    return {os.getpriority(os.PRIO_PROCESS, t.native_id) for t in threading.enumerate()
+            if t.name.startswith(thread_prefix) and t.native_id is not None}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="threads have their own nice value on Linux")
+def test_ingest_texts_run_below_queries_and_never_ahead_of_them(cache_dir: Path) -> None:
+    e = OnnxMiniLMEmbedder(cache_dir=cache_dir, quantize=False, threads=1, background_nice=7)
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    long_texts = [f"Revenue of segment {i} rose {i} percent on higher volumes and prices. " * 20 for i in range(300)]
+    order: list[str] = []
+    with ThreadPoolExecutor(1) as side:
+        ingest = side.submit(lambda: (e.embed_background(long_texts), order.append("ingest"))[0])
+        while not _nice_of("kb-onnx-ingest"):  # the ingest run has started
+            time.sleep(0.01)
+        query = e.embed_batch(["What was revenue in 2023?"])  # one thread, busy with ingest: a pool of its own
+        order.append("query")
+        vectors = ingest.result()
+    assert order == ["query", "ingest"]  # the question did not wait for the 300 texts
+    assert _nice_of("kb-onnx-ingest") == {min(19, base + 7)} and _nice_of("kb-onnx-embed") == {base}
+    assert np.allclose(query[0], e.embed_batch(["What was revenue in 2023?"])[0])
+    assert np.allclose(vectors[:3], e.embed_batch(long_texts[:3]), atol=1e-6)  # same vectors either way
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="nice values as on Linux")
+def test_parser_processes_run_below_normal_priority() -> None:
+    from ingest.pipeline import make_executor, stop_executor
+
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    pool = make_executor(1, 5)
+    assert pool is not None
+    try:
+        assert pool.submit(os.getpriority, os.PRIO_PROCESS, 0).result(timeout=60) == min(19, base + 5)
+    finally:
+        stop_executor(pool)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -102,8 +103,14 @@ def _pixel_warnings(pixels: PixelText, chars: int, rebuilt: bool) -> tuple[str, 
     return (TEX_UNREADABLE,) if pixels.broken > _PIXEL_BROKEN * pixels.glyphs else ()
 
 
+PageHook = Callable[[int, int, "pymupdf.Page | None"], object]
+"""``hook(number, total, page)`` after each page is read (1-based; ``page`` None when it could not be loaded):
+what else the parser's one pass over the pages does (printed labels, progress)."""
+
+
 def read_pdf(
-    source: str | Path | bytes, *, max_pages: int | None = None, layout_pages: int = LAYOUT_PAGES
+    source: str | Path | bytes, *, max_pages: int | None = None, layout_pages: int = LAYOUT_PAGES,
+    on_page: PageHook | None = None,
 ) -> ParsedPdf:
     """Read a PDF (a path, or its bytes) into a :class:`ParsedPdf`, one page at a time.
 
@@ -112,7 +119,7 @@ def read_pdf(
     as empty pages with the warning :data:`NO_TEXT_LAYER`. A file set mostly in device pixels (TeX via dvips)
     whose glyphs have no usable advances or lie on one origin has the warning :data:`TEX_UNREADABLE`, and one
     longer than :data:`TEX_MAX_PAGES` is read word by word with :data:`TEX_TOO_LONG`: their trees are one node
-    per page (:data:`PAGES_ONLY`).
+    per page (:data:`PAGES_ONLY`). ``on_page`` sees each page once it is read, while the document is open.
     """
     if isinstance(source, bytes):
         label, doc = "(bytes)", _open(source)
@@ -144,6 +151,7 @@ def read_pdf(
             outline = ()
         rebuild = n <= TEX_MAX_PAGES
         for i in range(n):
+            page = None
             try:
                 page = doc.load_page(i)
                 read = read_page(page, rebuild)
@@ -153,7 +161,9 @@ def read_pdf(
                 rect = page.rect
             except (RuntimeError, ValueError, _MuPdfError) as exc:
                 log.warning("ingest.pdf_page_unreadable", file=label, page=i + 1, error=str(exc))
-                lines, page_label, rect = [], "", pymupdf.Rect(0, 0, 612, 792)
+                lines, page_label, rect, page = [], "", pymupdf.Rect(0, 0, 612, 792), None
+            if on_page is not None:
+                on_page(i + 1, n, page)
             text = "\n".join(ln.text for ln in lines)
             pages.append(PageText(number=i + 1, text=text, tokens=count_tokens(text)))
             for ln in lines:

@@ -86,7 +86,8 @@ async def run_stages(files: Sequence[Path], folder: Path) -> StageReport:
         report = StageReport(folder=str(folder), model=f"{rt.embedder.model_id}` on `{runtime}",
                              batch=settings.embedding.batch_size)
         with build_ingest_context(rt) as ctx:
-            ctx.embedder = CachedEmbedder(rt.pool, rt.embedder, batch=settings.embedding.batch_size, refresh=True)
+            ctx.embedder = CachedEmbedder(rt.pool, rt.embedder, batch=settings.embedding.batch_size, refresh=True,
+                                          background=True)
             recording = _Recording(ctx.embedder)
             ctx.embedder = recording  # type: ignore[assignment]
             report.at_a_time = max(1, settings.ingest.workers)

@@ -127,11 +127,26 @@ def die_with_spawner() -> None:
         die_with_parent(int(parent))
 
 
-def pool_process_started(parent_pid: int) -> None:
+def lower_priority(nice: int) -> None:
+    """Run the calling thread (Linux: threads have their own nice value; elsewhere the process) ``nice``
+    steps below normal CPU priority: background work that takes only what queries leave. Lowering one's own
+    priority needs no privilege; a platform without it is left as it is."""
+    if nice <= 0:
+        return
+    try:
+        who = threading.get_native_id() if sys.platform.startswith("linux") else 0
+        os.setpriority(os.PRIO_PROCESS, who, min(19, os.getpriority(os.PRIO_PROCESS, who) + nice))
+    except (AttributeError, OSError):  # no setpriority (Windows) or refused: same priority, still correct
+        pass
+
+
+def pool_process_started(parent_pid: int, nice: int = 0) -> None:
     """Initializer of a parser process (a spawned pool's): SIGKILL when ``parent_pid`` ends, and at once if it
-    ended while this process was starting; then log like the parent. It lives in this light module so that
-    it runs before the parsers' imports (seconds during which a killed parent used to leave an orphan)."""
+    ended while this process was starting; ``nice`` steps below normal CPU priority (``KB_INGEST_NICE``: parsing
+    takes what queries leave); then log like the parent. It lives in this light module so that it runs before
+    the parsers' imports (seconds during which a killed parent used to leave an orphan)."""
     die_with_parent(parent_pid, signal.SIGKILL)
+    lower_priority(nice)
     from kb.core.logging import configure_logging
     from kb.core.settings import get_settings
 

@@ -36,6 +36,12 @@ def setting(env: str, default: Any = None, doc: str = "", *, secret: bool = Fals
     return field(default=default, repr=not secret, metadata=meta)
 
 
+def _in_range(name: str, value: int, low: int, high: int) -> int:
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be between {low} and {high}, got {value}")
+    return value
+
+
 def _default_workers() -> int:
     return max(1, min(2, os.cpu_count() or 1))
 
@@ -175,6 +181,10 @@ class IngestSettings:
     workers: int = setting("KB_INGEST_WORKERS", factory=_default_workers, shown="min(2, CPUs)",
                            doc="parser processes (0: parse in the worker process)")
     run_worker: bool = setting("KB_RUN_WORKER", True, "the API process also runs one ingest worker")
+    nice: int = setting("KB_INGEST_NICE", 10,
+                        "CPU priority of ingest below queries (0-19 nice steps): the parser processes and the "
+                        "threads embedding ingested text take only what queries leave; 0: the same priority",
+                        normalize=lambda v: _in_range("KB_INGEST_NICE", v, 0, 19))
     job_stale_s: int = setting("KB_JOB_STALE_S", 120,
                                "a claimed file with no heartbeat for this long is resumed "
                                "(a file that kills its worker 3 times is failed)")

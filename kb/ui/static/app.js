@@ -1459,12 +1459,18 @@ const STATUS_CHIP = { done: "ok", ok: "ok", replaced: "ok", failed: "err", runni
 const STAGE_LABEL = { reading: "reading the file", tree: "building the tree", summaries: "writing summaries",
   embedding: "embedding", storing: "storing" };
 
-/** Where a running file is: "embedding 120/400 chunks", "building the tree · 12 pages". */
+/** Where a running file is: "reading the file 300/3000 pages", "embedding 120/400 chunks",
+ * "storing 2000/25000 chunks", "building the tree · 12 pages". */
 function stageText(item) {
   if (item.status !== "running") return "";
   const label = STAGE_LABEL[item.stage] || "starting";
-  if (item.stage === "embedding") return `${label} ${item.stage_done}/${item.stage_total} chunks`;
+  if (item.stage === "embedding" || (item.stage === "storing" && item.stage_done < item.stage_total)) {
+    return `${label} ${item.stage_done}/${item.stage_total} chunks`;
+  }
   if (item.stage === "storing") return `${label} ${plural(item.stage_total, "chunk")}`;
+  if (item.stage === "reading" && item.stage_total && item.stage_done < item.stage_total) {
+    return `${label} ${item.stage_done}/${item.stage_total} pages`;
+  }
   if (item.stage_total) return `${label} · ${plural(item.stage_total, "page")}`;
   return label;
 }
@@ -1484,7 +1490,8 @@ function jobCard(job, reload) {
   // a running file counts by its stage's share, so the bar moves inside a long file
   const inFile = job.items.filter((i) => i.status === "running")
     .reduce((sum, i) => sum + (i.stage === "embedding" && i.stage_total ? 0.3 + 0.6 * (i.stage_done / i.stage_total)
-      : ({ reading: 0.05, tree: 0.15, summaries: 0.25, storing: 0.95 }[i.stage] || 0)), 0);
+      : i.stage === "reading" && i.stage_total ? 0.1 * (i.stage_done / i.stage_total)
+      : ({ tree: 0.15, summaries: 0.25, storing: 0.95 }[i.stage] || 0)), 0);
   const done = finished + inFile;
   const chip = jobState(job);
   const bar = el("div", { class: chip.cls === "warn" || chip.cls === "err" ? chip.cls : null });
