@@ -68,7 +68,11 @@ async def test_two_worker_processes_share_one_job_and_clean_up(db_env: str, set_
         assert run.chunks >= 12 and run.pages_per_s > 0 and run.chunks_per_s > 0
         assert run.lock_waits.samples > 0 and run.embedder == "hash:384" and not run.remote_embeddings
     assert one.workers_claiming == 1 and two.workers_claiming == 2  # both processes took files off the queue
-    assert len(summary_lines(report)) == 4
+    for run in (one, two):  # memory over time: points in time order, files done counting up, real sizes
+        times, done, mbs = zip(*run.memory_series, strict=True)
+        assert list(times) == sorted(times) and list(done) == sorted(done) and done[-1] <= 6
+        assert 1 <= len(run.memory_series) <= 10 and all(50 < mb <= run.peak_rss_mb for mb in mbs)
+    assert len(summary_lines(report)) == 4 + 2  # the table, and each run's memory line
     async with open_runtime(get_settings()) as rt:
         assert await rt.pool.fetchval(SQL_LEFT, BENCH_MARK) == 0  # each run's collection removed
     data_dir = get_settings().database.data_dir / "bench" / "ingest-workers"

@@ -42,6 +42,7 @@ log = structlog.get_logger("kb.bench.ingest_scale")
 BENCH_MARK = "kb bench ingest --workers"  # the description of a collection this bench made
 READY_LINE = "waiting for ingest jobs"  # what `kb worker` prints once it can claim files
 READY_TIMEOUT_S = 300.0
+SERIES_POINTS = 10  # points of a run's memory over time
 STOP_TIMEOUT_S = 20.0
 SQL_LOCK_WAITERS = r"""
 SELECT a.wait_event, a.query ILIKE '%ingest_job%' AS job_table,
@@ -112,6 +113,9 @@ class WorkerRun(msgspec.Struct, frozen=True):
     workers_claiming: int  # distinct workers that claimed the job's files
     peak_rss_mb: float = 0.0  # the largest resident memory of one worker process with its parser, sampled every 0.5 s
     progress_gap_s: float = 0.0  # the longest time the job's progress (files done, stage, count) stood still
+    memory_series: tuple[tuple[float, int, float], ...] = ()
+    """(seconds since the job started, files finished, the largest worker memory in MB since the previous point):
+    one point every ``SERIES_POINTS``-th of the run, so memory can be seen bounded over time."""
 
 
 class ScaleReport(msgspec.Struct, frozen=True):
@@ -294,6 +298,19 @@ class ProcessSampler:
         self.interval_s = interval_s
         self.peak_bytes = 0
         self.longest_still_s = 0.0
+        self.samples: list[tuple[float, int, int]] = []  # (seconds, files done, largest worker bytes)
+
+    def series(self, points: int = SERIES_POINTS) -> tuple[tuple[float, int, float], ...]:
+        """The samples in ``points`` equal spans of the run: each span's end, files done, largest MB in it."""
+        if not self.samples:
+            return ()
+        end = self.samples[-1][0] or 1.0
+        spans: dict[int, tuple[float, int, int]] = {}
+        for t, done, rss in self.samples:
+            k = min(points - 1, int(points * t / end))
+            prev = spans.get(k)
+            spans[k] = (t, done, max(rss, prev[2] if prev else 0))
+        return tuple((round(t, 1), done, round(rss / 2**20, 1)) for _, (t, done, rss) in sorted(spans.items()))
 
     def _rss(self, pid: int) -> int:
         import psutil
@@ -306,9 +323,12 @@ class ProcessSampler:
 
     async def run(self, pool: asyncpg.Pool, job_id: int, stop: asyncio.Event) -> None:
         seen, since = None, time.monotonic()
+        started = since
         while not stop.is_set():
-            self.peak_bytes = max([self.peak_bytes, *(self._rss(p) for p in self.pids)])
+            rss = max(self._rss(p) for p in self.pids) if self.pids else 0
+            self.peak_bytes = max(self.peak_bytes, rss)
             row = await pool.fetchrow(SQL_JOB_PROGRESS, job_id)
+            self.samples.append((time.monotonic() - started, int(row["done"]) if row is not None else 0, rss))
             now = (row["done"], row["moving"], row["stages"]) if row is not None else None
             if now != seen:
                 seen, since = now, time.monotonic()
@@ -361,7 +381,7 @@ async def measure_workers(rt: Any, cfg: ScaleConfig, n: int, work_dir: Path,
                     pages_per_s=round(job.pages / seconds, 2), chunks_per_s=round(job.chunks / seconds, 2),
                     lock_waits=sampler.result(), worker_start_s=round(started_s, 2),
                     workers_claiming=claiming, peak_rss_mb=round(watcher.peak_bytes / 2**20, 1),
-                    progress_gap_s=round(watcher.longest_still_s, 1))
+                    progress_gap_s=round(watcher.longest_still_s, 1), memory_series=watcher.series())
     log.info("bench.ingest_workers", workers=n, pages_per_s=run.pages_per_s, chunks_per_s=run.chunks_per_s,
              job_table_lock_samples=run.lock_waits.job_table_samples)
     return run
@@ -400,6 +420,11 @@ def summary_lines(report: ScaleReport) -> list[str]:
                      f"{r.chunks_per_s} | {r.files_failed} | {w.job_table_samples}/{w.samples}, "
                      f"{w.job_table_waiter_s} | {w.other_samples}/{w.samples}, {w.other_waiter_s} | {r.peak_rss_mb} | "
                      f"{r.progress_gap_s} |")
+    for r in report.runs:
+        if r.memory_series:
+            points = ", ".join(f"{t:g} s: {done} files, {mb:g} MB" for t, done, mb in r.memory_series)
+            lines.append(f"\nMemory over time, N = {r.workers} (largest worker with its parser per tenth of the run): "
+                         f"{points}")
     return lines
 
 
