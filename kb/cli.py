@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from kb.core.errors import ConfigError, KBError
+from kb.core.errors import ConfigError, KBError, ValidationError
 from kb.core.logging import configure_logging
 from kb.core.process import run_async
 from kb.core.settings import Settings, get_settings, setting_docs, settings_table
@@ -242,6 +242,25 @@ class _LineReader:
         return await line
 
 
+def _filters(pairs: list[str]) -> dict[str, Any]:
+    """``--filter key=value`` pairs as request filters: a value that reads as JSON (2023, [2022, 2023],
+    {"gte": 2021}) is taken as such, anything else as text; a key given twice takes both values."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValidationError(f"--filter {pair!r}: write it as key=value (e.g. fiscal_year=2023)")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        key = key.strip()
+        if key in out:
+            value = [*(out[key] if isinstance(out[key], list) else [out[key]]), value]
+        out[key] = value
+    return out
+
+
 async def _query(args: argparse.Namespace) -> int:
     from kb.runtime import build_pipeline, open_runtime
     from router.types import QueryRequest
@@ -270,7 +289,9 @@ async def _query(args: argparse.Namespace) -> int:
                 break
             asked += 1
             req = QueryRequest(query=q, collection=args.collection, strategy=args.strategy, top_docs=args.top_docs,
-                               top_k=args.top_k, history=history if interactive else [])
+                               top_k=args.top_k, history=history if interactive else [],
+                               documents=[int(d) if d.isdigit() else d for d in args.document or []],
+                               filters=_filters(args.filter or []))
             try:
                 result = await pipeline.run(req)
             except KBError as exc:
@@ -553,6 +574,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "  kb query \"What was Helios Robotics revenue in fiscal 2023?\"\n"
                               "  kb query \"Which company had a product recall?\" --strategy semantic --top-k 8\n"
                               "  kb query \"Compare the 2023 revenue of Aurora and Northwind\" --top-docs 2 --json\n"
+                              "  kb query \"What were the main risks?\" --document helios-robotics-2023-annual-report.md\n"
+                              "  kb query \"Total revenue?\" --filter company=\"Helios Robotics\" --filter fiscal_year=2023\n"
                               "  kb query --interactive          # a conversation: follow-up questions keep context")
     q.add_argument("question", nargs="?", help="the question (omit with --interactive)")
     q.add_argument("--strategy", default="auto", choices=STRATEGIES,
@@ -563,6 +586,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"documents to route (1-{MAX_TOP_DOCS}; default: as many as the question's scope needs)")
     q.add_argument("--top-k", type=int, default=DEFAULT_TOP_K, metavar="N",
                    help=f"evidence passages to cite (1-{MAX_TOP_K}, default {DEFAULT_TOP_K})")
+    q.add_argument("--document", action="append", metavar="ID_OR_NAME",
+                   help="ask only this document (repeat for several; ids or names as `GET /kb/documents` lists "
+                        "them): routing is skipped")
+    q.add_argument("--filter", action="append", metavar="KEY=VALUE",
+                   help="only documents whose metadata matches (repeat; e.g. company=Acme, fiscal_year=2023, "
+                        "'fiscal_year={\"gte\": 2021}')")
     q.add_argument("--json", action="store_true", help="print the whole result (citations, trace) as JSON")
     q.add_argument("--interactive", action="store_true", help="ask several questions in a row, with history")
     e = sub.add_parser("export", help="print a document's tree as PageIndex JSON (usable as a .tree.json sidecar)")

@@ -59,6 +59,8 @@ titles, page ranges, summaries) over its text.
 Two ways to answer a question:
 1. `query` — the server routes to the right documents, finds the sections, retrieves evidence and
    returns an answer with citations (document, section path, pages). One call; start here.
+   `retrieve` takes the same arguments and returns the evidence (documents, sections, ranked
+   passages with citations) without an answer, to write your own.
 2. Navigate yourself, like a reader with a table of contents: `list_collections` →
    `list_documents` (optionally filtered by metadata such as company or fiscal_year) →
    `get_document_tree` (the outline) → `get_node` (read the sections that matter, following
@@ -68,6 +70,8 @@ Pages are 1-based physical PDF pages; for Markdown and text files the ranges are
 Collection = Annotated[str, Field(min_length=1, max_length=MAX_COLLECTION_CHARS, pattern=COLLECTION_PATTERN,
                                   description="collection name; 'default' exists")]
 DocId = Annotated[int, Field(ge=1, le=MAX_DOC_ID, description="document id (the doc_id from list_documents)")]
+DocumentRef = Annotated[int, Field(ge=1, le=MAX_DOC_ID)] | Annotated[str, Field(min_length=1, max_length=512)]
+"""A document by its doc_id or its name (as ``list_documents`` gives them)."""
 
 READ_ONLY = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 Filters = Annotated[dict[str, Any] | None, Field(description=(
@@ -161,9 +165,11 @@ def build_mcp_server(services: Services) -> MCPServer:
             "how many documents to route to; leave unset to let the question decide"))] = None,
         top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K, description="evidence passages handed to the answer")] = DEFAULT_TOP_K,
         filters: Filters = None,
+        documents: Annotated[list[DocumentRef] | None, Field(max_length=MAX_TOP_DOCS, description=(
+            "ask only these documents (doc_id or name from `list_documents`); routing is skipped"))] = None,
     ) -> dict[str, Any]:
         """Answer a question from the documents of a collection, with citations. `filters` (metadata, as in
-        `list_documents`) limits the documents the answer may come from.
+        `list_documents`) limits the documents the answer may come from; `documents` names them (ids or names).
 
         Returns `answer` (text with [n] markers), `citations` (each with doc_id, doc_name, node_id,
         section_path, pages and the quoted text; pass doc_id and node_id to `get_node` to read more)
@@ -176,10 +182,43 @@ def build_mcp_server(services: Services) -> MCPServer:
                 fields["top_docs"] = top_docs
             if filters:
                 fields["filters"] = filters
+            if documents:
+                fields["documents"] = documents
             async with runtime.query_gate.turn():
                 result = await pipeline.run(QueryRequest(**fields))
             return {"answer": result.answer, "citations": msgspec.to_builtins(result.citations),
                     "documents": msgspec.to_builtins(result.documents)}
+
+    async def retrieve(
+        question: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS,
+                                       description="the question, in natural language")],
+        collection: Collection = "default",
+        strategy: Annotated[Strategy, Field(description="how documents are routed (as in `query`)")] = "auto",
+        top_docs: Annotated[int | None, Field(ge=1, le=MAX_TOP_DOCS, description=(
+            "how many documents to route to; leave unset to let the question decide"))] = None,
+        top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K, description="evidence passages to return")] = DEFAULT_TOP_K,
+        filters: Filters = None,
+        documents: Annotated[list[DocumentRef] | None, Field(max_length=MAX_TOP_DOCS, description=(
+            "search only these documents (doc_id or name from `list_documents`); routing is skipped"))] = None,
+    ) -> dict[str, Any]:
+        """Find the evidence for a question without answering it: the routed documents (scores and why), the
+        sections chosen in them (node_id, section path, pages) and the ranked passages, each with its score
+        and citation (doc_id, doc_name, node_id, section_path, pages, text). For writing your own answer;
+        `get_node` reads a section in full."""
+        with _tool_errors("retrieve"):
+            runtime, pipeline = services.get()
+            fields: dict[str, Any] = {"query": question, "collection": collection, "strategy": strategy,
+                                      "top_k": top_k, "include_trace": False}
+            if top_docs is not None:
+                fields["top_docs"] = top_docs
+            if filters:
+                fields["filters"] = filters
+            if documents:
+                fields["documents"] = documents
+            async with runtime.query_gate.turn():
+                found = await pipeline.retrieved(QueryRequest(**fields))
+            return {"documents": msgspec.to_builtins(found.documents), "sections": msgspec.to_builtins(found.sections),
+                    "passages": msgspec.to_builtins(found.passages), "strategy_used": found.strategy_used}
 
     async def list_collections() -> dict[str, Any]:
         """List the collections of the knowledge base with their descriptions and document counts."""
@@ -254,6 +293,6 @@ def build_mcp_server(services: Services) -> MCPServer:
                     "children": [{"node_id": i, "title": t} for i, t in node.children],
                     "text": piece, "offset": offset, "text_chars": len(node.text),
                     "truncated": end < len(node.text), "next_offset": end if end < len(node.text) else None}
-    for tool in (query, list_collections, list_documents, get_document_tree, get_node):
+    for tool in (query, retrieve, list_collections, list_documents, get_document_tree, get_node):
         server.add_tool(tool, description=inspect.cleandoc(tool.__doc__ or ""), annotations=READ_ONLY)
     return server

@@ -40,7 +40,7 @@ from router.routing import route
 from router.state import Clock, Evidence, QueryState, QueryVectors, Services, admit, prepare
 from router.sufficiency import Judgement, judge
 from router.synthesize import Grounds, check_figures, synthesize
-from router.trace import QueryResult, RetrievalOutcome, build_trace
+from router.trace import QueryResult, RetrievalOutcome, RetrieveResult, build_retrieved, build_trace
 from router.types import Answer, Oracle, QuestionScope, Request, RoutingResult, ScopePlan
 from router.understood import abstained, disagreement, uncomputed
 
@@ -93,6 +93,14 @@ class QueryPipeline:
             ranked = await as_passages(state, await judge_and_read(
                 state, ev, routing, searched, await rank(state, ev, routing, self.reranker), self.reranker))
         return replace(outcome(state, routing, searched, ev, ranked, clock.ms), facts=facts, reading=reading)
+
+    async def retrieved(self, req: Request) -> RetrieveResult:
+        """Every stage but synthesis, as documents, sections and ranked passages (``POST /kb/retrieve``)."""
+        admitted, chat, clock = await admit((await self.services()).pool, req), CountingChat(self.chat), Clock()
+        out = await self.retrieve(admitted, chat=chat, clock=clock)
+        clock.total()
+        spans = await store.node_spans(self.pool, list(dict.fromkeys((p.doc_id, p.node_id) for p in out.picks)))
+        return build_retrieved(out.asked or admitted.req.query, out, spans, clock.ms)
 
     async def run(self, req: Request, on_event: Event | None = None) -> QueryResult:
         """The whole pipeline; the trace when the request asks for it; the observer in every case."""

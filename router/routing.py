@@ -70,6 +70,12 @@ async def metadata(state: QueryState, within: Sequence[int] | None = None) -> Ro
         explanation += f" (relaxed to {len(attempt)} of {len(conds)} conditions)"
     if not conds and within is not None:
         docs = list(state.catalog.names(within).items())
+    if not docs and within is None:  # no company, period or type the collection knows: routed as auto instead
+        why = "no document matched its conditions" if conds else "the question names nothing the collection's metadata knows"
+        fallback = await auto(state, within)
+        return msgspec.structs.replace(
+            fallback, strategy_used="metadata→auto", llm_calls=fallback.llm_calls + match.llm_calls,
+            notes=(f"metadata: {why} ({explanation}); fell back to auto", *fallback.notes))
     if within is not None:
         allowed = set(within)
         docs = [d for d in docs if d[0] in allowed]
@@ -164,10 +170,25 @@ if tuple(ROUTERS) != STRATEGIES:  # a strategy is added in router.types.Strategy
     raise ImportError(f"router.routing.ROUTERS {tuple(ROUTERS)} differ from router.types.STRATEGIES {STRATEGIES}")
 
 
+async def given(state: QueryState) -> RoutingResult:
+    """The request's own documents (``documents``), in its order, those its filters allow: no routing. Each
+    keeps its DocScore for the trace."""
+    allowed = [d for d in state.given if state.within is None or d in set(state.within)]
+    scores = await doc_scores(state, allowed) if allowed else {}
+    names = state.catalog.names(allowed)
+    cands = tuple(DocCandidate(d, names.get(d, str(d)), round(scores.get(d, (0.0, 0))[0], 4), "given in the request")
+                  for d in allowed)
+    note = f"{len(state.given)} documents given in the request: routing skipped"
+    if len(allowed) < len(state.given):
+        note += f"; the filters keep {len(allowed)} of them"
+    return RoutingResult(strategy_used="documents", documents=cands, candidates=cands, notes=(note,))
+
+
 async def route(state: QueryState, oracle: Oracle | None = None) -> tuple[RoutingResult, QuestionScope]:
-    """The routing stage: the request's strategy (within the explicit filters), the scope widened when the LLM
-    saw more than the rules, and DocScore for a list question that named no metadata."""
-    routing = await ROUTERS[state.req.strategy](state, state.within)
+    """The routing stage: the request's own documents when it names them; else its strategy (within the explicit
+    filters), the scope widened when the LLM saw more than the rules, and DocScore for a list question that named
+    no metadata."""
+    routing = await given(state) if state.given else await ROUTERS[state.req.strategy](state, state.within)
     scope = state.scope
     if oracle is not None and oracle.docs:  # benchmark diagnostics: the gold documents are routed
         names = state.catalog.names(list(oracle.docs))
@@ -176,7 +197,7 @@ async def route(state: QueryState, oracle: Oracle | None = None) -> tuple[Routin
     if scope.kind == "single" and routing.scope_hint in {"multi", "list"}:  # the LLM saw more than the rules
         scope = msgspec.structs.replace(scope, kind=routing.scope_hint,
                                         reason=f"LLM (route.metadata): {routing.scope_hint}; rules: {scope.reason}")
-    if scope.kind == "list" and not routing.documents:  # "which of these companies…": no metadata condition
+    if scope.kind == "list" and not routing.documents and not state.given:  # "which of these companies…"
         by_score = await semantic(state, state.within)
         routing = msgspec.structs.replace(routing, documents=by_score.documents, candidates=by_score.candidates,
                                           notes=(*routing.notes, "list question: documents by DocScore"))

@@ -13,7 +13,7 @@ import numpy as np
 
 from kb.core.collections import lookup_collection_id
 from kb.core.db import ReadPools
-from kb.core.errors import ValidationError
+from kb.core.errors import NotFoundError, ValidationError
 from kb.core.providers import ChatModel, Embedder
 from kb.core.settings import RetrievalSettings
 from kb.core.telemetry import Clock as Clock  # re-exported: the pipeline times its stages with it
@@ -92,7 +92,7 @@ class QueryState:
     question: str  # what routing and retrieval search for (a follow-up resolved from the earlier turns)
     vectors: Mapping[str, np.ndarray]  # the question's, then every sub-question's
     terms: QueryTerms
-    within: tuple[int, ...] | None  # the documents the explicit filters allow (None: no filters)
+    within: tuple[int, ...] | None  # the documents the request's documents and filters allow (None: any)
     scope: QuestionScope  # by the rules; the routing stage may widen it
     missing: tuple[str, ...]  # names in the question no document of the collection mentions
     top_docs: int
@@ -103,6 +103,7 @@ class QueryState:
     plan: ScopePlan | None = None
     doc_q: Mapping[int, str] = field(default_factory=dict)  # each routed document's (sub-)question
     follow_up: FollowUp | None = None  # the question resolved against the conversation (router.followup)
+    given: tuple[int, ...] = ()  # the request's documents (routing skipped), in its order; () → routed
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -150,16 +151,33 @@ def retrieval_query(req: QueryRequest, follow_up: FollowUp | None = None) -> str
     return q
 
 
-async def preflight(pool: asyncpg.Pool, req: QueryRequest) -> int:
+async def preflight(pool: asyncpg.Pool, req: QueryRequest) -> Admitted:
     """What a request must pass before any work (and before a streamed answer starts, so that it fails with
-    its status, not an error event): an existing collection (its id), a question in words, well-formed filters."""
+    its status, not an error event): an existing collection (its id), a question in words, well-formed filters,
+    and each document it names found in that collection (404 otherwise)."""
     collection_id = await lookup_collection_id(pool, req.collection)
     if len(re.findall(r"\w", req.query)) < 2:
         raise ValidationError("the question has nothing to search for: ask in words (at least two letters or "
                               "digits)")
     if req.filters:
         conditions_from_filters(req.filters)
-    return collection_id
+    return Admitted(req=req, collection_id=collection_id,
+                    documents=await given_documents(pool, collection_id, req) if req.documents else ())
+
+
+async def given_documents(pool: asyncpg.Pool, collection_id: int, req: QueryRequest) -> tuple[int, ...]:
+    """``req.documents`` (ids or names, any case) as ids in the order given, each once; ``NotFoundError``
+    naming those the collection does not hold."""
+    ids = [r for r in req.documents if isinstance(r, int)]
+    names = [r for r in req.documents if isinstance(r, str)]
+    rows = await store.documents_by_ref(pool, collection_id, ids, names)
+    by_id = {d: d for d, _ in rows}
+    by_name = {n.lower(): d for d, n in rows}
+    found = [by_id.get(r) if isinstance(r, int) else by_name.get(r.lower()) for r in req.documents]
+    if missing := [repr(r) for r, d in zip(req.documents, found, strict=True) if d is None]:
+        raise NotFoundError(f"no document {', '.join(missing)} in collection {req.collection!r} "
+                            "(documents are named by their id or name, as GET /kb/documents lists them)")
+    return tuple(dict.fromkeys(d for d in found if d is not None))
 
 
 async def admit(pool: asyncpg.Pool, req: Request) -> Admitted:
@@ -167,8 +185,7 @@ async def admit(pool: asyncpg.Pool, req: Request) -> Admitted:
     pre-flight."""
     if isinstance(req, Admitted):
         return req
-    req = checked(req)
-    return Admitted(req=req, collection_id=await preflight(pool, req))
+    return await preflight(pool, checked(req))
 
 
 async def prepare(services: Services, request: Request, chat: ChatModel) -> QueryState:
@@ -187,14 +204,15 @@ async def prepare(services: Services, request: Request, chat: ChatModel) -> Quer
     reading = follow_up.question if question == follow_up.text else read_question(question, catalog.companies)
     scope = classify_scope(question, catalog.known, reading)
     missing = await missing_entities(pool, collection_id, req.query, catalog.known)
-    within = None
+    within = admitted.documents or None
     if req.filters:
-        within = tuple(d for d, _ in await store.run_filter(pool, collection_id, conditions_from_filters(req.filters)))
+        allowed = tuple(d for d, _ in await store.run_filter(pool, collection_id, conditions_from_filters(req.filters)))
+        within = tuple(d for d in within if d in set(allowed)) if within is not None else allowed
     return QueryState(
         req=req, chat=chat, services=services, collection_id=collection_id, catalog=catalog, question=question,
         vectors=vectors, terms=await store.query_terms(pool, collection_id, question, n_docs=catalog.stamp.documents), within=within, scope=scope,
         missing=missing, top_docs=effective_top_docs(req.top_docs, scope, catalog.known), policy=policy_for(chat),
-        statements=question_statements(question), reading=reading, follow_up=follow_up,
+        statements=question_statements(question), reading=reading, follow_up=follow_up, given=admitted.documents,
         nearest=DocReads(pool, services.documents or DocCache(0), (collection_id, catalog.stamp)))
 
 

@@ -282,6 +282,19 @@ async def node_text_hits(pool: asyncpg.Pool, doc_id: int, terms: QueryTerms, lim
 # --------------------------------------------------------------------------- nodes and chunks
 
 
+SQL_NODE_SPANS = """
+SELECT n.document_id, n.node_id, n.start_index, n.end_index, n.unit FROM nodes n
+JOIN unnest($1::bigint[], $2::text[]) AS k(doc_id, node_id) ON n.document_id = k.doc_id AND n.node_id = k.node_id"""
+
+
+async def node_spans(pool: asyncpg.Pool, keys: Sequence[tuple[int, str]]) -> dict[tuple[int, str], tuple[int, int, str]]:
+    """(document id, node id) → (start, end, unit): where each of those nodes lies (pages or lines)."""
+    if not keys:
+        return {}
+    rows = await pool.fetch(SQL_NODE_SPANS, [d for d, _ in keys], [n for _, n in keys])
+    return {(r["document_id"], r["node_id"]): (r["start_index"], r["end_index"], r["unit"]) for r in rows}
+
+
 async def doc_nodes(pool: asyncpg.Pool, doc_id: int) -> list[asyncpg.Record]:
     """A document's nodes in order (their cosines to a question: ``router.doccache``)."""
     return await pool.fetch(SQL_DOC_NODES, doc_id)
@@ -368,6 +381,18 @@ def _fact_exists(value: dict[str, Any], p: Any) -> str:
         if bound in value:
             where.append(f"f.value {sym} {p(float(value[bound]))}")
     return "AND EXISTS (SELECT 1 FROM facts f WHERE " + " AND ".join(where) + ")"
+
+
+SQL_DOCUMENTS_BY_REF = """
+SELECT id, name FROM documents
+WHERE collection_id = $1 AND (id = ANY($2::bigint[]) OR lower(name) = ANY($3::text[]))"""
+
+
+async def documents_by_ref(pool: asyncpg.Pool, collection_id: int, ids: Sequence[int],
+                           names: Sequence[str]) -> list[tuple[int, str]]:
+    """The collection's documents among ``ids`` or named one of ``names`` (any case): (id, name) rows."""
+    rows = await pool.fetch(SQL_DOCUMENTS_BY_REF, collection_id, list(ids), [n.lower() for n in names])
+    return [(r["id"], r["name"]) for r in rows]
 
 
 async def run_filter(pool: asyncpg.Pool, collection_id: int, conditions: Sequence[Condition]) -> list[tuple[int, str]]:

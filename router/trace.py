@@ -166,3 +166,64 @@ def build_trace(question: str, out: RetrievalOutcome, answer: Answer, timings_ms
         rerank=out.rerank_note, synthesis=answer.mode, unsupported_figures=answer.unsupported, timings_ms={k: round(v, 1) for k, v in timings_ms.items()},
         llm=usage, question=out.reading, lead_figure=answer.lead,
         follow_up=FollowUpTrace(out.asked, out.inherited) if out.inherited else None)
+
+
+class Section(msgspec.Struct, frozen=True):
+    """A section tree search chose in a routed document: where it lies and why it was read."""
+
+    doc_id: int
+    doc_name: str
+    node_id: str
+    title: str
+    section_path: str
+    pages: tuple[int, int] | None  # first and last page (or line, per ``unit``); None when unknown
+    unit: str
+    score: float
+    reason: str
+
+
+class Passage(msgspec.Struct, frozen=True):
+    """One ranked evidence passage, as synthesis would get it: its scores and its citation."""
+
+    rank: int
+    score: float
+    dense: float
+    bm25: float
+    source: str  # node | cross_ref | direct | statement | section
+    citation: CitationOut  # marker = rank
+
+
+class RetrieveResult(msgspec.Struct, frozen=True):
+    """``POST /kb/retrieve``: what the router found for a question, without an answer."""
+
+    question: str  # as routed and retrieved (a follow-up resolved from the conversation)
+    strategy_used: str
+    documents: list[DocCandidate]
+    sections: list[Section]
+    passages: list[Passage]
+    facts: list[FactUsed] = []  # statement facts the question computes from, when it does
+    routing_notes: list[str] = []
+    timings_ms: dict[str, float] = {}
+
+
+def build_retrieved(question: str, out: RetrievalOutcome, spans: Mapping[tuple[int, str], tuple[int, int, str]],
+                    timings_ms: Mapping[str, float]) -> RetrieveResult:
+    """The retrieval outcome as documents, sections (with their page spans) and ranked passages."""
+    names = {d.doc_id: d.name for d in out.routing.documents}
+    sections = []
+    for p in out.picks:
+        span = spans.get((p.doc_id, p.node_id))
+        sections.append(Section(p.doc_id, names.get(p.doc_id, str(p.doc_id)), p.node_id, p.title, p.section_path,
+                                (span[0], span[1]) if span else None, span[2] if span else "page", round(p.score, 4),
+                                p.reason))
+    passages = [Passage(rank=i, score=round(c.score, 4), dense=round(c.dense, 4), bm25=round(c.bm25, 4),
+                        source=c.source,
+                        citation=CitationOut(marker=i, doc_id=c.doc_id, doc_name=c.doc_name, node_id=c.node_id,
+                                             section_path=c.section_path, pages=c.pages, text=c.text, unit=c.unit,
+                                             chunk_id=c.chunk_id if c.chunk_id > 0 else None))
+                for i, c in enumerate(out.evidence, 1)]
+    return RetrieveResult(question=question, strategy_used=out.routing.strategy_used,
+                          documents=list(out.routing.documents), sections=sections, passages=passages,
+                          facts=list(out.facts.used) if out.facts is not None else [],
+                          routing_notes=list(out.routing.notes),
+                          timings_ms={k: round(v, 1) for k, v in timings_ms.items()})

@@ -52,6 +52,11 @@ TopK = Annotated[int, msgspec.Meta(
                 "needed documents.")]
 
 
+DocumentRef = Annotated[int, msgspec.Meta(ge=1)] | Annotated[str, msgspec.Meta(min_length=1, max_length=512,
+                                                                                pattern=NO_NUL)]
+"""A stored document by its id or its name (as ``GET /kb/documents`` lists them)."""
+
+
 class QueryRequest(msgspec.Struct, frozen=True, kw_only=True):
     query: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_QUERY_CHARS,
                                        pattern=r"^[^\x00]*[^\x00\s][^\x00]*$",
@@ -64,6 +69,11 @@ class QueryRequest(msgspec.Struct, frozen=True, kw_only=True):
     filters: Annotated[dict[str, Any], msgspec.Meta(
         max_length=MAX_FILTER_KEYS,
         description=f"{{key: value | [values] | {{gte, lte}} | {{contains}}}}; at most {MAX_FILTER_KEYS} keys")] = {}
+    documents: Annotated[list[DocumentRef], msgspec.Meta(
+        max_length=MAX_TOP_DOCS,
+        description=f"Ask these documents only (1-{MAX_TOP_DOCS} ids or names from GET /kb/documents): routing is "
+                    "skipped (the trace says so); filters, when given too, narrow them further.",
+        examples=[[3], ["3M_2018_10K.pdf", "3M_2022_10K.pdf"]])] = []
     expert_knowledge: Annotated[str, msgspec.Meta(max_length=MAX_EXPERT_CHARS, pattern=NO_NUL)] | None = None
     history: Annotated[list[Turn], msgspec.Meta(max_length=MAX_HISTORY_TURNS)] = []
     rerank: bool | None = None
@@ -108,6 +118,7 @@ class Admitted(msgspec.Struct, frozen=True):
 
     req: QueryRequest
     collection_id: int
+    documents: tuple[int, ...] = ()  # ``req.documents`` as ids, in the order given (none: routing decides)
 
 
 Request = QueryRequest | Admitted

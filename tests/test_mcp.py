@@ -24,7 +24,7 @@ from tests.conftest import MODEL_DIR, SetEnv, runtime_over
 from tests.corpus import build_corpus
 
 pytestmark = pytest.mark.slow
-TOOLS = {"query", "list_collections", "list_documents", "get_document_tree", "get_node"}
+TOOLS = {"query", "retrieve", "list_collections", "list_documents", "get_document_tree", "get_node"}
 BASE = "http://127.0.0.1:8000"
 REPO = Path(__file__).resolve().parent.parent
 
@@ -111,6 +111,23 @@ async def _exercise(client: Client) -> None:
     assert all(c["doc_name"].startswith("zephyr-mining") for c in kept["citations"])
     assert "invalid filter key" in _error(await client.call_tool("query", {"question": "revenue?",
                                                                          "filters": {"a b": 1}}))
+    # one document asked by name or id: routing skipped, only it cited
+    named = _data(await client.call_tool("query", {"question": "What was the total revenue?",
+                                                   "documents": ["zephyr-mining-2022.md"]}))
+    assert [d["name"] for d in named["documents"]] == ["zephyr-mining-2022.md"] and "377.9" in named["answer"]
+    by_id = _data(await client.call_tool("query", {"question": "What was the total revenue?",
+                                                   "documents": [named["documents"][0]["doc_id"]]}))
+    assert [d["name"] for d in by_id["documents"]] == ["zephyr-mining-2022.md"]
+    assert "no document 'nope.md'" in _error(await client.call_tool("query", {"question": "revenue?",
+                                                                            "documents": ["nope.md"]}))
+    # the evidence without an answer: documents, sections with pages, passages with scores and citations
+    found = _data(await client.call_tool("retrieve", {"question": "Which company recalled lithium battery packs?",
+                                                      "top_k": 3}))
+    assert "answer" not in found and found["documents"][0]["name"] == "voltaic-devices-2023.pdf"
+    assert found["sections"] and all(s["pages"] for s in found["sections"] if s["doc_name"].endswith(".pdf"))
+    ranks = [p["rank"] for p in found["passages"]]
+    assert ranks == list(range(1, len(ranks) + 1)) and 1 <= len(ranks) <= 3
+    assert any("41,000" in p["citation"]["text"] for p in found["passages"])
     # an argument a tool does not have is refused by name, not dropped (the schema says so too)
     schemas = {t.name: t.input_schema for t in (await client.list_tools()).tools}
     assert all(schemas[name]["additionalProperties"] is False for name in TOOLS)
@@ -176,7 +193,7 @@ async def test_http_mcp_endpoint(corpus: Runtime) -> None:
     async with _http_client(corpus) as (client, http):
         before = answered()
         await _exercise(client)
-        assert answered() == before + 2  # the two answered MCP queries (untraced) are counted
+        assert answered() == before + 4  # the four answered MCP queries (untraced) are counted; `retrieve` answers none
         # a page on another origin (DNS rebinding) cannot drive the loopback-bound server
         accept = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
         body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}

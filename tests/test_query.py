@@ -476,3 +476,91 @@ async def test_an_empty_collection_answers_400_nothing_to_search(corpus: tuple[R
         assert r.status_code in (201, 409), r.text
         r = await client.post("/kb/query", json={"query": "What was revenue in 2023?", "collection": "empty-shelf"})
         assert r.status_code == 400 and "holds no documents" in r.json()["detail"], r.text
+
+
+async def test_a_question_asked_of_named_documents_skips_routing(corpus: tuple[Runtime, Path]) -> None:
+    rt, _ = corpus
+    ids = {r["name"]: r["id"] for r in await rt.pool.fetch("SELECT id, name FROM documents")}
+    body = await _query(rt, query="What was the total revenue?", documents=["zephyr-mining-2022.md"])
+    assert [d["name"] for d in body["documents"]] == ["zephyr-mining-2022.md"]
+    assert body["trace"]["strategy_used"] == "documents"
+    assert any("routing skipped" in n for n in body["trace"]["routing"]["notes"])
+    assert "377.9" in body["answer"] and {c["doc_name"] for c in body["citations"]} == {"zephyr-mining-2022.md"}
+    # by id, and by name in another case; a question about another company still reads only the named report
+    body = await _query(rt, query="Which company recalled lithium battery packs?",
+                        documents=[ids["kestrel-airlines-2020.md"]])
+    assert {c["doc_name"] for c in body["citations"]} <= {"kestrel-airlines-2020.md"}
+    assert [d["name"] for d in body["documents"]] == ["kestrel-airlines-2020.md"]
+    body = await _query(rt, query="What was total revenue?", documents=["Zephyr-Mining-2021.MD"])
+    assert [d["name"] for d in body["documents"]] == ["zephyr-mining-2021.md"]
+
+
+async def test_named_documents_and_filters_both_hold(corpus: tuple[Runtime, Path]) -> None:
+    rt, _ = corpus
+    body = await _query(rt, query="What was the total revenue?", filters={"fiscal_year": 2022},
+                        documents=["zephyr-mining-2021.md", "zephyr-mining-2022.md"])
+    assert [d["name"] for d in body["documents"]] == ["zephyr-mining-2022.md"]
+    assert any("the filters keep 1 of them" in n for n in body["trace"]["routing"]["notes"])
+
+
+@pytest.mark.parametrize(("documents", "status", "says"), [
+    (["no-such-report.md"], 404, "no document 'no-such-report.md' in collection 'default'"),
+    ([999999], 404, "no document 999999"),
+    ([0], 400, ""),
+    ([""], 400, ""),
+    ([f"d{i}.md" for i in range(21)], 400, ""),
+])
+async def test_named_documents_are_checked_before_any_work(corpus: tuple[Runtime, Path], documents: list[Any],
+                                                           status: int, says: str) -> None:
+    rt, _ = corpus
+    async with app_client(create_app(runtime=rt, run_worker=False)) as client:
+        for stream in (False, True):  # a streamed answer fails with its status before the stream starts
+            r = await client.post("/kb/query", json={"query": "What was revenue?", "documents": documents,
+                                                     "stream": stream})
+            assert r.status_code == status, r.text
+            assert says in r.json()["detail"]
+
+
+@pytest.mark.parametrize(("question", "expected"), [
+    ("Tell me about the lithium battery packs that overheated and were recalled.", "voltaic-devices-2023.pdf"),
+    ("Which report describes a regional airline flying in Norway?", "kestrel-airlines-2020.md"),
+])
+async def test_a_metadata_question_naming_nothing_known_falls_back_to_auto(
+        corpus: tuple[Runtime, Path], question: str, expected: str) -> None:
+    rt, _ = corpus
+    body = await _query(rt, query=question, strategy="metadata")
+    assert body["trace"]["strategy_used"] == "metadata→auto"
+    assert any("fell back to auto" in n for n in body["trace"]["routing"]["notes"]), body["trace"]["routing"]
+    assert body["documents"] and body["documents"][0]["name"] == expected, body["documents"]
+
+
+async def test_retrieve_returns_the_evidence_without_an_answer(corpus: tuple[Runtime, Path]) -> None:
+    rt, _ = corpus
+    question = "Which company recalled lithium battery packs because they were overheating?"
+    async with app_client(create_app(runtime=rt, run_worker=False)) as client:
+        r = await client.post("/kb/retrieve", json={"query": question, "top_k": 4})
+        assert r.status_code == 200, r.text
+        found = r.json()
+        asked = (await client.post("/kb/query", json={"query": question, "top_k": 4})).json()
+        refused = await client.post("/kb/retrieve", json={"query": question, "stream": True})
+        schema = (await client.get("/schema/openapi.json")).json()
+    assert "answer" not in found and found["strategy_used"] == "auto"
+    # the same routing and evidence the answer is written from
+    assert [d["doc_id"] for d in found["documents"]] == [d["doc_id"] for d in asked["documents"]]
+    assert found["documents"][0]["name"] == "voltaic-devices-2023.pdf" and found["documents"][0]["why"]
+    assert 1 <= len(found["passages"]) <= 4 and [p["rank"] for p in found["passages"]] == list(
+        range(1, len(found["passages"]) + 1))
+    cited = found["passages"][0]["citation"]
+    assert cited["doc_name"] == "voltaic-devices-2023.pdf" and cited["pages"][0] >= 1 and cited["text"]
+    assert any("41,000" in p["citation"]["text"] for p in found["passages"])
+    pdf_sections = [s for s in found["sections"] if s["doc_name"] == "voltaic-devices-2023.pdf"]
+    assert pdf_sections and all(s["unit"] == "page" and s["pages"][0] <= s["pages"][1] for s in pdf_sections)
+    assert refused.status_code == 400 and "not streamed" in refused.json()["detail"]
+    assert "/kb/retrieve" in schema["paths"] and "Example" in schema["paths"]["/kb/retrieve"]["post"]["description"]
+    # named documents and their checks apply here too
+    async with app_client(create_app(runtime=rt, run_worker=False)) as client:
+        one = (await client.post("/kb/retrieve", json={"query": "revenue", "documents": ["zephyr-mining-2021.md"]}))
+        missing = await client.post("/kb/retrieve", json={"query": "revenue", "documents": ["nope.md"]})
+    assert [d["name"] for d in one.json()["documents"]] == ["zephyr-mining-2021.md"]
+    assert {p["citation"]["doc_name"] for p in one.json()["passages"]} == {"zephyr-mining-2021.md"}
+    assert missing.status_code == 404

@@ -3,7 +3,11 @@ answered from the right document, through the production ingest job and query pi
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import msgspec
@@ -329,3 +333,26 @@ async def test_the_llm_reads_the_resolved_follow_up(samples_rt: Runtime, fake_op
     alone = await pipeline.run(QueryRequest(  # type: ignore[attr-defined]
         query="What was Helios Robotics' net income in fiscal 2022?", strategy="metadata"))
     assert follow.trace.llm.calls == alone.trace.llm.calls
+
+
+def _kb_query(rt: Runtime, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KB_DATABASE_URL": rt.database_url, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", "kb.cli", "query", *args], env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+async def test_kb_query_asks_named_documents_and_filters(samples_rt: Runtime) -> None:
+    one = _kb_query(samples_rt, "What were the main risks?", "--document", "helios-robotics-2022-annual-report.md",
+                    "--json")
+    assert one.returncode == 0, one.stderr
+    result = json.loads(one.stdout)
+    assert [d["name"] for d in result["documents"]] == ["helios-robotics-2022-annual-report.md"]
+    assert result["trace"]["strategy_used"] == "documents"
+    filtered = _kb_query(samples_rt, "What was revenue?", "--filter", "company=Helios Robotics",
+                         "--filter", "fiscal_year=2023", "--json")
+    assert filtered.returncode == 0, filtered.stderr
+    assert {d["name"] for d in json.loads(filtered.stdout)["documents"]} == {"helios-robotics-2023-annual-report.md"}
+    missing = _kb_query(samples_rt, "What was revenue?", "--document", "nope.pdf")
+    assert missing.returncode == 2 and "no document 'nope.pdf'" in missing.stderr
+    bad = _kb_query(samples_rt, "What was revenue?", "--filter", "fiscal_year")
+    assert bad.returncode != 0 and "write it as key=value" in bad.stderr and "Traceback" not in bad.stderr

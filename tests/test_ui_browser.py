@@ -299,6 +299,28 @@ async def test_folder_ingest_under_the_ingest_root(page, server: Server, shots: 
     await page.screenshot(path=str(shots / "ingest-folder.png"), full_page=True)
 
 
+async def test_ask_this_document_scopes_the_question_to_it(page, shots: Path) -> None:
+    await page.goto("/ui/#/documents")
+    await page.wait_for_selector(".doc-table")
+    await page.get_by_role("link", name="Aurora Pharma Annual Report 2023").click()
+    await page.wait_for_selector("#ask-this")
+    await page.click("#ask-this")
+    await page.wait_for_selector("#question")
+    assert await page.input_value("#documents") == "aurora-pharma-2023-annual-report.pdf"
+    assert await page.locator("#advanced").evaluate("d => d.open")  # the scope is shown, not hidden
+    async with page.expect_request(lambda r: r.url.endswith("/kb/query")) as req:
+        await page.fill("#question", "What was revenue in 2023?")  # a question that names no company
+        await page.click("#ask-btn")
+    assert (await req.value).post_data_json["documents"] == ["aurora-pharma-2023-annual-report.pdf"]
+    await _wait_answer(page, 1)
+    docs = {await c.inner_text() for c in await page.locator(".citation .doc").all()}
+    assert docs == {"aurora-pharma-2023-annual-report.pdf"}, docs
+    await page.screenshot(path=str(shots / "ask-this-document.png"), full_page=True)
+    await page.goto("/ui/#/documents")  # handed over once: the next visit to Ask is not scoped
+    await page.goto("/ui/#/ask")
+    assert await page.input_value("#documents") == ""
+
+
 async def test_api_error_shows_a_readable_message(page, shots: Path) -> None:
     await page.goto("/ui/#/ask")
     await _ask(page, "revenue " * 600)

@@ -15,11 +15,11 @@ from litestar.response import ServerSentEvent
 
 from ingest.page_labels import with_printed_pages
 from kb.api.common import BEARER, UNAVAILABLE_LOG, errors, read_guard, unavailable
-from kb.core.errors import KBError
+from kb.core.errors import KBError, ValidationError
 from kb.runtime import Runtime
 from router.pipeline import QueryPipeline
 from router.state import admit
-from router.trace import QueryResult
+from router.trace import QueryResult, RetrieveResult
 from router.types import QueryRequest, Request
 
 log = structlog.get_logger("kb.api")
@@ -32,6 +32,18 @@ class EventStream(ServerSentEvent):
     def to_asgi_response(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["media_type"] = "text/event-stream"
         return super().to_asgi_response(*args, **kwargs)
+
+
+RETRIEVE_DOC = """What the router finds for a question, without an answer: the routed documents (scores and why), \
+the sections tree search chose (with their pages) and the ranked evidence passages with their citations — for agents \
+and other RAG front-ends. The same request as `POST /kb/query` (`documents`, `filters`, `strategy`, `top_k`, \
+`history`…); no synthesis, so no LLM call for an answer; not streamed.
+
+Example: `{"query": "What was Helios Robotics' revenue in fiscal 2023?", "top_k": 5}` →
+`{"question": …, "strategy_used": "auto", "documents": [{"doc_id": 4, "name": "helios-robotics-2023-annual-report.md", \
+"score": 0.81, "why": …}], "sections": [{"node_id": "0003", "section_path": "… > Results of operations", \
+"pages": [12, 18], "unit": "line", …}], "passages": [{"rank": 1, "score": 0.92, "citation": {"doc_name": …, \
+"pages": [14, 15], "text": "Revenue rose to $412.0 million …"}}]}`."""
 
 
 class QueryController(Controller):
@@ -47,6 +59,21 @@ class QueryController(Controller):
             return await _printed(rt, result)
         # admitted before the stream starts, so that a bad request fails with its status, not an error event
         return EventStream(_stream(pipeline, await admit(rt.pool, data) if rt is not None else data, rt))
+
+
+    @post("/retrieve", status_code=200, responses=errors(400, 401, 404), description=RETRIEVE_DOC,
+          summary="The evidence for a question, without an answer")
+    async def retrieve(self, rt: Runtime, pipeline: QueryPipeline, data: QueryRequest) -> RetrieveResult:
+        """``POST /kb/retrieve`` (``RETRIEVE_DOC``)."""
+        if data.stream:
+            raise ValidationError("POST /kb/retrieve is not streamed: leave out stream (or set it false)")
+        async with _turn(rt):
+            found = await pipeline.retrieved(data)
+        if rt is None or not found.passages:
+            return found
+        cited = await with_printed_pages(rt.pool, [p.citation for p in found.passages])
+        return msgspec.structs.replace(found, passages=[msgspec.structs.replace(p, citation=c)
+                                                        for p, c in zip(found.passages, cited, strict=True)])
 
 
 def _turn(rt: Runtime | None) -> contextlib.AbstractAsyncContextManager[None]:

@@ -227,7 +227,9 @@ function renderAsk(view) {
   const topDocs = el("input", { id: "top-docs", name: "top_docs", type: "number", min: 1, max: 20, placeholder: "automatic" });
   const topK = el("input", { id: "top-k", name: "top_k", type: "number", min: 1, max: 50, value: 5 });
   const filters = el("textarea", { id: "filters", name: "filters", rows: 2, spellcheck: "false",
-    placeholder: '{"company": "Helios Robotics", "year": 2023}' });
+    placeholder: '{"company": "Helios Robotics", "fiscal_year": 2023}' });
+  const documents = el("input", { id: "documents", name: "documents", type: "text", spellcheck: "false",
+    placeholder: "e.g. helios-robotics-2023-annual-report.md, 12", value: (state.askDocuments || []).join(", ") });
   const expert = el("textarea", { id: "expert", name: "expert_knowledge", rows: 2,
     placeholder: "e.g. Fiscal years end in June; revenue means net sales." });
   const question = el("textarea", { id: "question", name: "query", rows: 2, required: true,
@@ -249,7 +251,9 @@ function renderAsk(view) {
         field("Documents to read", topDocs, "Empty: as many as the question needs."),
         field("Passages to cite", topK, "Evidence passages the answer is built from.")),
       el("div", { class: "grid cols-2" },
-        field("Metadata filters (JSON)", filters, "Only documents whose metadata match, e.g. company and year."),
+        field("Only these documents", documents, "Names or ids, separated by commas: routing is skipped."),
+        field("Metadata filters (JSON)", filters, "Only documents whose metadata match, e.g. company and fiscal_year.")),
+      el("div", { class: "grid cols-2" },
         field("Expert knowledge", expert, "Domain hints passed to document and section selection."))),
     formError);
 
@@ -265,6 +269,10 @@ function renderAsk(view) {
     form.requestSubmit();
   };
   state.askAgain = askAgain;
+  if (state.askDocuments && state.askDocuments.length) {
+    form.querySelector("#advanced").open = true;
+    state.askDocuments = null;  // handed over once: a later visit starts unscoped
+  }
   fillStrategies(strategy).then((caps) => { if (caps) modeSlot.replaceChildren(modeBadge(caps)); });
   collectionSelect("collection", () => {
     if (!state.turns.length) conversation.replaceChildren(emptyConversation(askAgain));
@@ -292,6 +300,8 @@ function renderAsk(view) {
     if (strategy.value) body.strategy = strategy.value;
     if (topDocs.value) body.top_docs = Number(topDocs.value);
     if (expert.value.trim()) body.expert_knowledge = expert.value.trim();
+    const named = documents.value.split(",").map((d) => d.trim()).filter(Boolean);
+    if (named.length) body.documents = named.map((d) => (/^\d{1,15}$/.test(d) ? Number(d) : d));
     if (filters.value.trim()) {
       try {
         body.filters = JSON.parse(filters.value);
@@ -1201,10 +1211,14 @@ async function renderDocument(view, id, tab) {
   ], tab === "facts" ? "facts" : "outline", (name) => {
     history.replaceState(null, "", `#/documents/${d.id}${name === "facts" ? "/facts" : ""}`);
   });
+  const askThis = el("button", { type: "button", class: "ghost", id: "ask-this", text: "Ask this document",
+    title: "Ask a question of this document only (routing skipped)",
+    onclick: () => { state.askDocuments = [d.name]; location.hash = "#/ask"; } });
   view.replaceChildren(
     el("p", {}, el("a", { href: "#/documents", text: "← All documents" })),
     el("div", { class: "page-head" }, el("div", {}, el("h1", { text: displayTitle(d) }),
-      el("p", { class: "muted", text: `${d.name} · ${d.page_count} ${sizeUnit(d.file_type)} · ${d.tree_mode} tree · ${plural(d.node_count, "node")} · ${plural(d.chunk_count, "chunk")}` }))),
+      el("p", { class: "muted", text: `${d.name} · ${d.page_count} ${sizeUnit(d.file_type)} · ${d.tree_mode} tree · ${plural(d.node_count, "node")} · ${plural(d.chunk_count, "chunk")}` })),
+      askThis),
     el("div", { class: "panel" }, el("p", { text: d.description || "No description." }), metaChips(d.metadata),
       d.warnings && d.warnings.length ? el("ul", { class: "small muted" }, d.warnings.map((w) => el("li", { text: w }))) : null),
     tabs.node);
