@@ -22,11 +22,12 @@ from ingest.markdown_tree import build_markdown_tree, build_text_tree, decode_te
 from ingest.outline import UNIT as OUTLINE_UNIT
 from ingest.outline import Outline, outline_tree
 from ingest.parse_progress import PageCounter
+from ingest.pdf_read.ocr import engine_for
 from ingest.pdf_tree import ParsedPdf, build_pdf_tree, read_pdf
 from ingest.printed import PrintedLabels
 from kb.core.errors import IngestError
 from kb.core.providers import ChatModel
-from kb.core.settings import IngestSettings
+from kb.core.settings import IngestSettings, get_settings
 from kb.core.types import DocumentTree
 
 if TYPE_CHECKING:
@@ -91,7 +92,9 @@ def _read_pdf(source: bytes | Path, max_bytes: int | None, counter: PageCounter 
         if counter is not None:
             counter.write(number, total)
 
-    pdf = read_pdf(source, on_page=on_page)
+    settings = get_settings().ingest  # in the parser process: the same KB_* variables as its parent
+    ocr = engine_for(settings.ocr, settings.ocr_languages.split("+"), settings.ocr_dpi)
+    pdf = read_pdf(source, on_page=on_page, ocr=ocr)
     return ParsedFile(kind="pdf", pdf=pdf, printed_pages=printed.labels if printed is not None else None)
 
 

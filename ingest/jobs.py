@@ -24,6 +24,7 @@ from ingest.metadata import load_folder_metadata
 from ingest.pageindex import TREE_SIDECAR_SUFFIX
 from ingest.pipeline import IngestContext, IngestOutcome, ingest_file
 from ingest.store import Deleting, finish_delete, stalled_deletes
+from kb.core.collections import get_collection
 from kb.core.db import is_db_unavailable
 from kb.core.errors import ConflictError, IngestError, NotFoundError, ValidationError
 
@@ -240,13 +241,15 @@ async def _names_apart(pool: asyncpg.Pool, collection_id: int, files: list[tuple
 
 async def create_job(pool: asyncpg.Pool, *, collection_id: int, path: Path, recursive: bool = False,
                      metadata_path: Path | None = None, allowed_root: Path | None = None,
-                     name_root: Path | None = None, upload: bool = False) -> int:
+                     name_root: Path | None = None, upload: bool = False, force: bool = False,
+                     name: str | None = None) -> int:
     """Create a job with one item per file; unsupported files are recorded as such right away.
 
     ``allowed_root`` confines the job: files whose real path lies outside it are refused now, and the
     worker checks each file again on the descriptor it reads from. Documents are named by their path under
     ``name_root`` (the ingest root; default: the folder ingested). An ``upload`` job's file is removed
-    when it is skipped as a copy of a stored document, or (failed or cancelled) when its item is removed.
+    when it is skipped as a copy of a stored document, or (failed or cancelled) when its item is removed. With
+    ``force`` its files are re-processed even when nothing changed (``ingest.pipeline.ingest_file``).
 
     The metadata file is read here, so a broken one is a 400 for the caller, not a failure per file.
     """
@@ -256,7 +259,9 @@ async def create_job(pool: asyncpg.Pool, *, collection_id: int, path: Path, recu
         except (IngestError, OSError, ValueError) as exc:
             raise ValidationError(f"metadata file {metadata_path.name!r} is unusable: {exc}") from exc
     files = await asyncio.to_thread(enumerate_files, path, recursive, allowed_root, name_root)
-    if not upload:
+    if name is not None and len(files) == 1:  # one file re-ingested under its stored document's name
+        files = [(files[0][0], name, files[0][2])]
+    elif not upload:
         files = await _names_apart(pool, collection_id, files, name_root)
     allowed = await asyncio.to_thread(allowed_root.resolve) if allowed_root is not None else None
     rows = []
@@ -268,7 +273,7 @@ async def create_job(pool: asyncpg.Pool, *, collection_id: int, path: Path, recu
     job_id = await store.insert_job(pool, collection_id=collection_id, root_path=str(path), recursive=recursive,
                                     metadata_path=str(metadata_path) if metadata_path else None,
                                     allowed_root=str(allowed) if allowed is not None else None, upload=upload,
-                                    items=rows)
+                                    items=rows, force=force)
     log.info("jobs.created", job_id=job_id, files=len(files), path=str(path))
     return int(job_id)
 
@@ -546,7 +551,7 @@ class Worker:
                 self.ctx, Path(item["path"]), name=item["name"], collection_id=job["collection_id"],
                 folder_metadata=meta.get(stem) or meta.get(in_folder) or meta.get(item["name"]) or {},
                 allowed_root=allowed, job_id=item["job_id"],
-                progress=(lambda *at: progress(at)) if progress is not None else None,
+                progress=(lambda *at: progress(at)) if progress is not None else None, force=job["force"],
             )
         except IngestError as exc:  # the job's folder metadata is unreadable or outside the root
             return IngestOutcome(item["name"], "failed", error=f"folder metadata: {exc.detail}")
@@ -630,6 +635,25 @@ async def _retry_db(call: Any, stop: asyncio.Event | None, wait_s: float = 2.0) 
         if stop is not None and stop.is_set():
             return  # the item stays claimed; its heartbeat stops, so it is resumed after KB_JOB_STALE_S
         await asyncio.sleep(wait_s)
+
+
+async def reingest_document(pool: asyncpg.Pool, doc_id: int, *, ingest_root: Path, uploads: Path) -> int:
+    """A job re-processing one stored document from its source file, under its name, even if nothing changed
+    (``force``); its source must lie inside the ingest root or the uploads folder. The stored version stays
+    until the new one is written. Returns the job id."""
+    info, _ = await store.get_document(pool, doc_id)
+    source = Path(info.source_path)
+    real = await asyncio.to_thread(source.resolve)
+    root = next((r for r in (uploads, ingest_root) if real.is_relative_to(r.resolve())), None)
+    if root is None:
+        raise ConflictError(f"document {doc_id}'s source file lies outside KB_INGEST_ROOT; re-ingest it with "
+                            "`kb ingest --force PATH`")
+    if not await asyncio.to_thread(source.is_file):
+        raise ConflictError(f"document {doc_id}'s source file is gone (moved or deleted); ingest it again from "
+                            "where it is now")
+    coll = await get_collection(pool, info.collection or "default")
+    return await create_job(pool, collection_id=coll.id, path=source, allowed_root=root, force=True,
+                            name=info.name, upload=root == uploads)
 
 
 async def cancel_job(pool: asyncpg.Pool, job_id: int) -> int:

@@ -22,6 +22,7 @@ from ingest.describe import describe_document
 from ingest.embedding import CachedEmbedder
 from ingest.facts import extract_facts
 from ingest.files import read_confined
+from ingest.fingerprint import ingest_key
 from ingest.formats import FORMATS, ParsedFile, build_tree, format_of
 from ingest.formats import SUPPORTED as SUPPORTED  # re-exported for kb.bench
 from ingest.formats import parse_file as parse_file  # re-exported for ingest.render, kb.bench
@@ -35,6 +36,7 @@ from ingest.pageindex import (
     tree_sidecar_path,
 )
 from ingest.parse_progress import page_counter
+from ingest.pdf_read.ocr import unread_pages_note
 from ingest.statements import mark_statements, statement_pages
 from ingest.store import (
     DuplicateContentError,
@@ -314,8 +316,13 @@ async def ingest_file(
     allowed_root: Path | None = None,
     job_id: int | None = None,
     progress: Progress | None = None,
+    force: bool = False,
 ) -> IngestOutcome:
     """Ingest one file into a collection. Never raises for bad input: returns a failed outcome.
+
+    A file whose bytes are stored already is skipped unless what shaped its document changed since (settings,
+    embedder, LLM model, given metadata: ``ingest.fingerprint``) or ``force``; then it is re-processed and the
+    outcome says why. The stored version stays until the new one is written (one transaction).
 
     The file is read once, from one descriptor; with ``allowed_root`` its real path must lie inside it.
     With ``job_id``, nothing is stored once that job is cancelled (status ``cancelled``).
@@ -340,9 +347,22 @@ async def ingest_file(
     if tree_json is not None:
         digest.update(b"\x00tree.json\x00" + tree_json)
     sha = digest.hexdigest()
+    try:
+        sidecar = await asyncio.to_thread(read_sidecar, path, allowed_root)
+    except IngestError as exc:
+        log.warning("ingest.file_failed", name=name, error=exc.detail)
+        return IngestOutcome(name=name, status="failed", error=exc.detail)
+    key = ingest_key(ctx.settings, embedder=ctx.embedder.embedder.model_id, llm=ctx.chat.model_id,
+                     metadata={"folder": dict(folder_metadata or {}), "sidecar": sidecar})
     existing = await find_existing(ctx.pool, collection_id, name, sha)
-    if existing and existing[0] == "same":
-        return IngestOutcome(name=name, status="skipped", document_id=existing[1], error="unchanged (same sha256)")
+    redo = ""
+    if existing is not None and existing.kind == "same":
+        changed = key.changes(existing.ingest_key)
+        if existing.name != name or not (force or changed):  # a copy under another name stays one document
+            return IngestOutcome(name=name, status="skipped", document_id=existing.doc_id,
+                                 error="unchanged (same sha256)")
+        redo = (f"re-processed: {' and '.join(changed)} changed since it was stored" if changed
+                else "re-processed on request (--force)")
     chat = CountingChat(ctx.chat)
     try:
         report("reading", 0, 0)
@@ -367,7 +387,6 @@ async def ingest_file(
         if sidecar_note:
             tree = msgspec.structs.replace(tree, warnings=(*tree.warnings, sidecar_note))
         with clock.stage("metadata"):
-            sidecar = await asyncio.to_thread(read_sidecar, path, allowed_root)
             auto = await asyncio.to_thread(extract_metadata, _first_pages_text(parsed), file_name=path.name,
                                            title_hint=tree.nodes[0].title if tree.nodes else None)
             meta = merge_metadata(folder_metadata or {}, sidecar, parsed.front_matter, auto)
@@ -406,7 +425,7 @@ async def ingest_file(
                 metadata=meta, title=title, description=description, description_embedding=desc_vec,
                 tree=tree, node_embeddings=node_vecs, chunks=chunks, chunk_embeddings=chunk_vecs,
                 embedder_generation=ctx.embedder_generation, facts=facts, job_id=job_id,
-                printed_pages=parsed.printed_pages,
+                printed_pages=parsed.printed_pages, ingest_key=key.parts,
             ),
             progress=lambda done, total: report("storing", done, total),
         )
@@ -428,11 +447,13 @@ async def ingest_file(
         return IngestOutcome(name=name, status="failed", error="file vanished during ingest",
                              seconds=time.perf_counter() - started)
     seconds = time.perf_counter() - started
+    unread = [w for w in tree.warnings if unread_pages_note(w)]  # said in the job, not only on the document
+    note = "; ".join(x for x in (redo, sidecar_note, *unread) if x) or None
     outcome = IngestOutcome(
         name=name, status="replaced" if existing else "ok", document_id=doc_id, pages=tree.page_count if tree.unit == "page" else 0,
         chunks=len(chunks),
         nodes=len(tree.nodes), seconds=seconds, tree_mode=tree.source_mode,
-        llm_calls=chat.calls, warnings=tuple(tree.warnings), error=sidecar_note,
+        llm_calls=chat.calls, warnings=tuple(tree.warnings), error=note,
         stage_ms=tuple((k, round(v, 1)) for k, v in clock.ms.items()),
     )
     log.info("ingest.file_done", name=name, doc_id=doc_id, pages=tree.page_count, nodes=len(tree.nodes),

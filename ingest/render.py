@@ -26,8 +26,10 @@ import structlog
 
 from ingest import store
 from ingest.files import open_confined
+from ingest.pdf_read.ocr import engine_for, needs_ocr, ocr_textpage
 from ingest.pipeline import parse_file
 from kb.core.errors import ConflictError, IngestError, NotFoundError, UnavailableError, ValidationError
+from kb.core.settings import get_settings
 
 log = structlog.get_logger("ingest.render")
 
@@ -175,10 +177,28 @@ def fragments(text: str) -> list[str]:
 
 
 def _highlight_rects(pg: pymupdf.Page, highlight: str) -> list[pymupdf.Rect]:
+    """Where the fragments of ``highlight`` are on the page: in its text layer, or on a scanned page in the text
+    OCR reads from it (the same engine and settings as at ingest, so the same words in the same places)."""
+    textpage = _scan_textpage(pg)
     rects: list[pymupdf.Rect] = []
     for frag in fragments(highlight):  # a fragment repeated in the chunk is marked once
-        rects.extend(r for r in pg.search_for(frag) if not any(r.intersects(o) for o in rects))
+        rects.extend(r for r in pg.search_for(frag, textpage=textpage) if not any(r.intersects(o) for o in rects))
     return rects
+
+
+def _scan_textpage(pg: pymupdf.Page) -> pymupdf.TextPage | None:
+    """The OCR text of a scanned page (``ingest.pdf_read.ocr.needs_ocr``) when an engine is installed; else None
+    (the page's own text layer)."""
+    if not needs_ocr(pg, sum(c.isalpha() for c in pg.get_text("text"))):
+        return None
+    s = get_settings().ingest
+    engine = engine_for(s.ocr, s.ocr_languages.split("+"), s.ocr_dpi)
+    if engine is None:
+        return None
+    try:
+        return ocr_textpage(pg, engine)
+    except (RuntimeError, ValueError):
+        return None
 
 
 def render_page(pdf: bytes, page: int, dpi: int = PAGE_DPI) -> bytes:

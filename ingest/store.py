@@ -298,19 +298,37 @@ async def stalled_deletes(pool: asyncpg.Pool, idle_s: float) -> list[Deleting]:
 # ---- writing documents
 
 SQL_FIND_SAME = """
-SELECT id, name, sha256 FROM documents WHERE collection_id = $1 AND (name = $2 OR sha256 = $3)"""
+SELECT id, name, sha256, ingest_key FROM documents WHERE collection_id = $1 AND (name = $2 OR sha256 = $3)"""
 
 
-async def find_existing(pool: asyncpg.Pool, collection_id: int, name: str, sha256: str) -> tuple[str, int] | None:
-    """('same', id) when identical content is already stored under any name; ('changed', id) for the name."""
-    rows = await pool.fetch(SQL_FIND_SAME, collection_id, name, sha256)
+class Existing(msgspec.Struct, frozen=True):
+    """A stored document a file meets: ``same`` content (under any name) or a ``changed`` one under its name,
+    with the fingerprint it was ingested with (``ingest.fingerprint``; None before fingerprints)."""
+
+    kind: str  # same | changed
+    doc_id: int
+    ingest_key: dict[str, str] | None = None
+    name: str = ""
+
+
+async def find_existing(pool: asyncpg.Pool, collection_id: int, name: str, sha256: str) -> Existing | None:
+    """The stored document with identical content (under any name, its own name first), else the one under the
+    name with other content; None when neither."""
+    rows = sorted(await pool.fetch(SQL_FIND_SAME, collection_id, name, sha256), key=lambda r: r["name"] != name)
     for r in rows:
         if r["sha256"] == sha256:
-            return ("same", r["id"])
+            return Existing("same", r["id"], json_dict(r["ingest_key"]), r["name"])
     for r in rows:
         if r["name"] == name:
-            return ("changed", r["id"])
+            return Existing("changed", r["id"], json_dict(r["ingest_key"]), r["name"])
     return None
+
+
+def json_dict(value: Any) -> dict[str, Any] | None:
+    """A jsonb column's value as a dict (asyncpg hands jsonb over as text), None for NULL."""
+    if value is None:
+        return None
+    return json.loads(value) if isinstance(value, str) else dict(value)
 
 
 SQL_SOURCES_BY_NAME = """
@@ -343,6 +361,7 @@ class NewDocument(msgspec.Struct, frozen=True):
     facts: Sequence[FactDraft] = ()  # statement line items per period (ingest.facts)
     job_id: int | None = None  # when set, the write is refused (JobCancelledError) once that job is cancelled
     printed_pages: dict[int, str] | None = None  # a PDF's printed page labels (ingest.printed); None: not read
+    ingest_key: dict[str, str] | None = None  # what shaped it besides its bytes (ingest.fingerprint)
 
 
 class JobCancelledError(IngestError):
@@ -392,8 +411,8 @@ SQL_DELETE_BY_NAME = "DELETE FROM documents WHERE collection_id = $1 AND name = 
 SQL_INSERT_DOCUMENT = """
 INSERT INTO documents (collection_id, name, source_path, sha256, file_type, metadata, title, description,
                        description_embedding, page_count, tree_mode, node_count, chunk_count, warnings,
-                       printed_pages)
-VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15::jsonb) RETURNING id"""
+                       printed_pages, ingest_key)
+VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15::jsonb, $16::jsonb) RETURNING id"""
 NODE_COLUMNS = ("document_id", "node_id", "parent_id", "ordinal", "level", "title", "start_index", "end_index",
                 "unit", "is_leaf", "summary", "text", "path", "embedding", "statements")
 CHUNK_COLUMNS = ("document_id", "collection_id", "node_id", "ordinal", "text", "page", "token_count",
@@ -433,7 +452,7 @@ async def _write_document(pool: asyncpg.Pool, doc: NewDocument,
             SQL_INSERT_DOCUMENT, doc.collection_id, doc.name, doc.source_path, doc.sha256, doc.file_type,
             json.dumps(doc.metadata, default=str), doc.title, doc.description, doc.description_embedding,
             tree.page_count, tree.source_mode, len(tree.nodes), len(doc.chunks), list(tree.warnings),
-            printed_pages_json(doc.printed_pages),
+            printed_pages_json(doc.printed_pages), json.dumps(doc.ingest_key) if doc.ingest_key is not None else None,
         )
         await conn.copy_records_to_table(
             "nodes",
@@ -647,8 +666,8 @@ async def maybe_finish_job(conn: asyncpg.Connection | asyncpg.Pool, job_id: int)
 
 
 SQL_CREATE_JOB = """
-INSERT INTO ingest_jobs (collection_id, root_path, recursive, metadata_path, allowed_root, upload)
-VALUES ($1, $2, $3, $4, $5, $6) RETURNING id"""
+INSERT INTO ingest_jobs (collection_id, root_path, recursive, metadata_path, allowed_root, upload, force)
+VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id"""
 SQL_ADD_ITEM = """
 INSERT INTO ingest_job_items (job_id, path, name, status, error, finished_at)
 VALUES ($1, $2, $3, $4, $5, CASE WHEN $4 = 'pending' THEN NULL ELSE now() END)"""
@@ -656,12 +675,12 @@ VALUES ($1, $2, $3, $4, $5, CASE WHEN $4 = 'pending' THEN NULL ELSE now() END)""
 
 async def insert_job(pool: asyncpg.Pool, *, collection_id: int, root_path: str, recursive: bool,
                      metadata_path: str | None, allowed_root: str | None, upload: bool,
-                     items: Sequence[tuple[str, str, str, str | None]]) -> int:
+                     items: Sequence[tuple[str, str, str, str | None]], force: bool = False) -> int:
     """A job with its items (path, document name, status, error) in one transaction; a job with no pending
     file is done at once. Returns the job id."""
     async with pool.acquire() as conn, conn.transaction():
         job_id = await conn.fetchval(SQL_CREATE_JOB, collection_id, root_path, recursive, metadata_path,
-                                     allowed_root, upload)
+                                     allowed_root, upload, force)
         await conn.executemany(SQL_ADD_ITEM, [(job_id, *r) for r in items])
         await maybe_finish_job(conn, job_id)
     return int(job_id)
@@ -852,13 +871,13 @@ async def claim_item(pool: asyncpg.Pool, worker: str, stale_s: float, max_attemp
 
 
 SQL_JOB_FOR_ITEM = """
-SELECT j.id, j.collection_id, j.root_path, j.metadata_path, j.allowed_root, j.status, j.upload
+SELECT j.id, j.collection_id, j.root_path, j.metadata_path, j.allowed_root, j.status, j.upload, j.force
 FROM ingest_jobs j WHERE j.id = $1"""
 
 
 async def job_for_item(pool: asyncpg.Pool, job_id: int) -> asyncpg.Record | None:
     """What a worker needs of a claimed file's job: collection_id, root_path, metadata_path, allowed_root,
-    status, upload."""
+    status, upload, force."""
     return await pool.fetchrow(SQL_JOB_FOR_ITEM, job_id)
 
 

@@ -41,9 +41,10 @@ def _pages(item: Any) -> str:
 
 
 async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path | None, *, quiet: bool = False,
-                  by_root: bool = True) -> int:
+                  by_root: bool = True, force: bool = False) -> int:
     """Create a job and run a local worker until it is done, with a progress bar and a final table; documents
-    are named by their path under ``KB_INGEST_ROOT`` when inside it (``by_root``), else under ``path``."""
+    are named by their path under ``KB_INGEST_ROOT`` when inside it (``by_root``), else under ``path``;
+    ``force`` re-processes files even when nothing changed."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -62,7 +63,8 @@ async def _ingest(path: Path, collection: str, recursive: bool, metadata: Path |
     async with open_runtime() as rt:
         coll = await ensure_collection(rt.pool, collection)
         job_id = await create_job(rt.pool, collection_id=coll.id, path=path, recursive=recursive,
-                                  metadata_path=metadata, name_root=rt.settings.ingest.root if by_root else None)
+                                  metadata_path=metadata, name_root=rt.settings.ingest.root if by_root else None,
+                                  force=force)
         started = time.perf_counter()
         columns = (TextColumn("[bold]ingest[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[detail]}"),
                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
@@ -561,13 +563,17 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="examples:\n"
                               "  kb ingest samples/reports --metadata samples/metadata.jsonl\n"
                               "  kb ingest ~/filings --recursive --collection filings\n"
-                              "  kb ingest report.pdf            # one file; an unchanged file is skipped")
+                              "  kb ingest report.pdf            # one file; an unchanged file is skipped\n"
+                              "  kb ingest ~/filings --force     # re-process every file, changed or not")
     i.add_argument("path", type=Path, help="a file, or a folder of .pdf/.md/.txt/.docx/.html files")
     i.add_argument("--collection", default="default",
                    help="collection to add to (default: default; create others with POST /kb/collections)")
     i.add_argument("--metadata", type=Path, metavar="FILE",
                    help="metadata.jsonl or .csv with one row per file (name = file stem), e.g. company, fiscal_year")
     i.add_argument("--recursive", action="store_true", help="include subfolders (hidden ones are skipped)")
+    i.add_argument("--force", action="store_true",
+                   help="re-process every file, even unchanged ones (a file whose settings, embedder, LLM model "
+                        "or given metadata changed is re-processed anyway)")
     q = sub.add_parser("query", help="ask a question", formatter_class=examples,
                        description="Ask the documents of a collection; the answer cites the pages it comes from.",
                        epilog="examples:\n"
@@ -722,7 +728,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             if not args.path.exists():
                 raise ConfigError(f"path {args.path} does not exist")
             meta = args.metadata.resolve() if args.metadata else None
-            return run_async(_ingest(args.path.resolve(), args.collection, args.recursive, meta))
+            return run_async(_ingest(args.path.resolve(), args.collection, args.recursive, meta, force=args.force))
         if args.command == "query":
             return run_async(_query(args))
         if args.command == "export":

@@ -32,7 +32,7 @@ from kb.core import collections
 from kb.core.errors import KBError, NotFoundError
 from kb.runtime import Runtime
 from router.metadata import conditions_from_filters
-from router.pipeline import QueryPipeline
+from router.pipeline import QueryPipeline, retrieved
 from router.store import run_filter
 from router.types import (
     COLLECTION_PATTERN,
@@ -216,7 +216,7 @@ def build_mcp_server(services: Services) -> MCPServer:
             if documents:
                 fields["documents"] = documents
             async with runtime.query_gate.turn():
-                found = await pipeline.retrieved(QueryRequest(**fields))
+                found = await retrieved(pipeline, QueryRequest(**fields))
             return {"documents": msgspec.to_builtins(found.documents), "sections": msgspec.to_builtins(found.sections),
                     "passages": msgspec.to_builtins(found.passages), "strategy_used": found.strategy_used}
 

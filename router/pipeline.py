@@ -94,14 +94,6 @@ class QueryPipeline:
                 state, ev, routing, searched, await rank(state, ev, routing, self.reranker), self.reranker))
         return replace(outcome(state, routing, searched, ev, ranked, clock.ms), facts=facts, reading=reading)
 
-    async def retrieved(self, req: Request) -> RetrieveResult:
-        """Every stage but synthesis, as documents, sections and ranked passages (``POST /kb/retrieve``)."""
-        admitted, chat, clock = await admit((await self.services()).pool, req), CountingChat(self.chat), Clock()
-        out = await self.retrieve(admitted, chat=chat, clock=clock)
-        clock.total()
-        spans = await store.node_spans(self.pool, list(dict.fromkeys((p.doc_id, p.node_id) for p in out.picks)))
-        return build_retrieved(out.asked or admitted.req.query, out, spans, clock.ms)
-
     async def run(self, req: Request, on_event: Event | None = None) -> QueryResult:
         """The whole pipeline; the trace when the request asks for it; the observer in every case."""
         admitted, chat, clock = await admit((await self.services()).pool, req), CountingChat(self.chat), Clock()
@@ -119,6 +111,16 @@ class QueryPipeline:
                  total_ms=round(clock.ms["total"], 1))
         return QueryResult(answer=answer.text, citations=list(answer.citations), documents=list(out.routing.documents),
                            facts=facts_table(out.facts, answer), not_found=answer.not_found, trace=trace)
+
+
+async def retrieved(pipeline: QueryPipeline, req: Request) -> RetrieveResult:
+    """Every stage but synthesis, as documents, sections and ranked passages (``POST /kb/retrieve``)."""
+    services = await pipeline.services()
+    admitted, clock = await admit(services.pool, req), Clock()
+    out = await pipeline.retrieve(admitted, chat=CountingChat(pipeline.chat), clock=clock)
+    clock.total()
+    spans = await store.node_spans(services.pool, list(dict.fromkeys((p.doc_id, p.node_id) for p in out.picks)))
+    return build_retrieved(out.asked or admitted.req.query, out, spans, clock.ms)
 
 
 async def answer_of(chat: ChatModel, req: Request, out: RetrievalOutcome, *, strict: bool) -> Answer:

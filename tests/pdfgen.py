@@ -554,3 +554,22 @@ def make_zero_page_pdf(path: str | Path) -> Path:
         b"trailer << /Root 1 0 R >>\n%%EOF\n"
     )
     return path
+
+
+def make_scanned_pdf(path: str | Path, pages: list[str], *, font: str = "helv", size: float = 13.0,
+                     dpi: int = 150) -> Path:
+    """Scanned pages: each string typeset on a page, the page photographed (rendered at ``dpi``) and only the
+    picture kept — no text layer, the words where they were drawn. ``font="china-s"`` for Chinese."""
+    path = Path(path)
+    out = pymupdf.open()
+    for text in pages:
+        src = pymupdf.open()
+        page = src.new_page(width=PAGE_W, height=PAGE_H)
+        page.insert_textbox(pymupdf.Rect(MARGIN, MARGIN, PAGE_W - MARGIN, PAGE_H - MARGIN), text, fontsize=size,
+                            fontname=font)
+        pix = page.get_pixmap(dpi=dpi, alpha=False)
+        out.new_page(width=PAGE_W, height=PAGE_H).insert_image(pymupdf.Rect(0, 0, PAGE_W, PAGE_H), pixmap=pix)
+        src.close()
+    out.save(path)
+    out.close()
+    return path

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -184,9 +183,10 @@ def test_the_default_runs_the_bundled_model_on_onnxruntime_under_its_own_id(kb_e
         OnnxMiniLMEmbedder(cache_dir=Path(kb_env["KB_MODEL_DIR"]), quantize=True, model_id=BUNDLED_MINILM)
 
 
-def _nice_of(thread_prefix: str) -> set[int]:
-    return {os.getpriority(os.PRIO_PROCESS, t.native_id) for t in threading.enumerate()
-            if t.name.startswith(thread_prefix) and t.native_id is not None}
+def _nice_of(e: OnnxMiniLMEmbedder, background: bool) -> set[int]:
+    """The nice values of the threads of ``e``'s pool (its ingest pool with ``background``)."""
+    threads = e._executor(background)._threads  # noqa: SLF001 - the pool's own threads, not other embedders'
+    return {os.getpriority(os.PRIO_PROCESS, t.native_id) for t in threads if t.native_id is not None}
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="threads have their own nice value on Linux")
@@ -197,13 +197,13 @@ def test_ingest_texts_run_below_queries_and_never_ahead_of_them(cache_dir: Path)
     order: list[str] = []
     with ThreadPoolExecutor(1) as side:
         ingest = side.submit(lambda: (e.embed_background(long_texts), order.append("ingest"))[0])
-        while not _nice_of("kb-onnx-ingest"):  # the ingest run has started
+        while not e._executor(True)._threads:  # noqa: SLF001 - the ingest run has started
             time.sleep(0.01)
         query = e.embed_batch(["What was revenue in 2023?"])  # one thread, busy with ingest: a pool of its own
         order.append("query")
         vectors = ingest.result()
     assert order == ["query", "ingest"]  # the question did not wait for the 300 texts
-    assert _nice_of("kb-onnx-ingest") == {min(19, base + 7)} and _nice_of("kb-onnx-embed") == {base}
+    assert _nice_of(e, True) == {min(19, base + 7)} and _nice_of(e, False) == {base}
     assert np.allclose(query[0], e.embed_batch(["What was revenue in 2023?"])[0])
     assert np.allclose(vectors[:3], e.embed_batch(long_texts[:3]), atol=1e-6)  # same vectors either way
 

@@ -204,10 +204,11 @@ def _stacked(bands: list[list[_Span]]) -> int:
     return count
 
 
-def read_page(page: pymupdf.Page, rebuild: bool = True) -> PageRead:
+def read_page(page: pymupdf.Page, rebuild: bool = True, textpage: pymupdf.TextPage | None = None) -> PageRead:
     """:func:`page_lines` with what the page holds in device pixels; ``rebuild=False`` takes such spans whole
-    (no glyph-by-glyph reading: the cheap path for a file too long for it)."""
-    spans, pixels = _collect_spans(page, rebuild)
+    (no glyph-by-glyph reading: the cheap path for a file too long for it). ``textpage``: the page's text from
+    elsewhere (OCR) instead of its text layer."""
+    spans, pixels = _collect_spans(page, rebuild, textpage)
     if not spans:
         return PageRead([], pixels)
     bands = _band_spans(spans)

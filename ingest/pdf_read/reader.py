@@ -10,10 +10,11 @@ import msgspec
 import pymupdf
 import structlog
 
-from ingest.pdf_read.columns import read_page
+from ingest.pdf_read.columns import PageRead, read_page
 from ingest.pdf_read.headings import HeadingCandidate, _candidate, _page_headings
 from ingest.pdf_read.lines import LineInfo, _letters, _Line, _PageRecord, clean_text
 from ingest.pdf_read.margins import _edge_kind, _margin_lines, _printed_label, running_lines
+from ingest.pdf_read.ocr import OCR_UNAVAILABLE, UNREAD_PAGES, OcrEngine, needs_ocr, ocr_textpage
 from ingest.pdf_read.spans import PixelText
 from kb.core.errors import IngestError
 from kb.core.text import count_tokens
@@ -21,7 +22,7 @@ from kb.core.types import PageText
 
 log = structlog.get_logger("ingest.pdf_read")
 
-NO_TEXT_LAYER = "no text layer: OCR not configured"
+NO_TEXT_LAYER = "no readable text layer: one node per page"
 TEX_MAX_PAGES = 2000  # pages of a file whose text in device pixels (TeX via dvips) is rebuilt glyph by glyph
 TEX_UNREADABLE = ("TeX text in device pixels (dvips) whose lines or sizes cannot be rebuilt (Type 3 glyphs without "
                   "usable advances, or on one origin): one node per page")
@@ -103,6 +104,40 @@ def _pixel_warnings(pixels: PixelText, chars: int, rebuilt: bool) -> tuple[str, 
     return (TEX_UNREADABLE,) if pixels.broken > _PIXEL_BROKEN * pixels.glyphs else ()
 
 
+class ScanCount:
+    """The scanned pages of one document: read by OCR, or left empty for want of an engine (or by its failure)."""
+
+    def __init__(self) -> None:
+        self.read_by_ocr = 0
+        self.unread = 0
+        self.failed = 0
+
+    def read(self, page: pymupdf.Page, read: PageRead, ocr: OcrEngine | None, rebuild: bool, label: str) -> PageRead:
+        """The page read by OCR when there is an engine (its text layer's reading otherwise, or if OCR fails)."""
+        if ocr is None:
+            self.unread += 1
+            return read
+        try:
+            found = read_page(page, rebuild, ocr_textpage(page, ocr))
+        except (RuntimeError, ValueError, _MuPdfError) as exc:
+            log.warning("ingest.pdf_ocr_failed", file=label, page=page.number + 1, error=str(exc))
+            self.failed += 1
+            return read
+        self.read_by_ocr += 1
+        return found
+
+    def warnings(self, pages: int, ocr: OcrEngine | None) -> tuple[str, ...]:
+        """What the reader says about them: how many pages were read by OCR, and how many have no text."""
+        out = []
+        if self.read_by_ocr:
+            out.append(f"{self.read_by_ocr} of {pages} pages read by OCR (Tesseract, {ocr.languages if ocr else ''})")
+        if self.unread:
+            out.append(f"{self.unread} of {pages} {UNREAD_PAGES}; {OCR_UNAVAILABLE}")
+        if self.failed:
+            out.append(f"{self.failed} of {pages} {UNREAD_PAGES} and OCR failed on them (see the log)")
+        return tuple(out)
+
+
 PageHook = Callable[[int, int, "pymupdf.Page | None"], object]
 """``hook(number, total, page)`` after each page is read (1-based; ``page`` None when it could not be loaded):
 what else the parser's one pass over the pages does (printed labels, progress)."""
@@ -110,7 +145,7 @@ what else the parser's one pass over the pages does (printed labels, progress)."
 
 def read_pdf(
     source: str | Path | bytes, *, max_pages: int | None = None, layout_pages: int = LAYOUT_PAGES,
-    on_page: PageHook | None = None,
+    on_page: PageHook | None = None, ocr: OcrEngine | None = None,
 ) -> ParsedPdf:
     """Read a PDF (a path, or its bytes) into a :class:`ParsedPdf`, one page at a time.
 
@@ -120,6 +155,8 @@ def read_pdf(
     whose glyphs have no usable advances or lie on one origin has the warning :data:`TEX_UNREADABLE`, and one
     longer than :data:`TEX_MAX_PAGES` is read word by word with :data:`TEX_TOO_LONG`: their trees are one node
     per page (:data:`PAGES_ONLY`). ``on_page`` sees each page once it is read, while the document is open.
+    A page whose text layer has no letters but shows an image (a scan) is read by OCR with ``ocr``; without an
+    engine the warnings say how many pages could not be read (:func:`scan_warnings`).
     """
     if isinstance(source, bytes):
         label, doc = "(bytes)", _open(source)
@@ -135,6 +172,7 @@ def read_pdf(
     size_chars: Counter[float] = Counter()
     letters = visible = chars = 0
     pixels = PixelText()
+    scans = ScanCount()
     try:
         total = doc.page_count
         if total == 0:
@@ -155,6 +193,8 @@ def read_pdf(
             try:
                 page = doc.load_page(i)
                 read = read_page(page, rebuild)
+                if needs_ocr(page, sum(_letters(ln.text) for ln in read.lines)):
+                    read = scans.read(page, read, ocr, rebuild, label)
                 lines = read.lines
                 pixels += read.pixels
                 page_label = page.get_label() if doc.is_pdf else ""
@@ -182,12 +222,14 @@ def read_pdf(
         return ParsedPdf(
             pages=tuple(PageText(number=p.number, text="", tokens=0) for p in pages),
             outline=(), headings=(), body_font_size=10.0, page_labels=tuple(pdf_labels),
-            margins=tuple(() for _ in pages), layout=(), total_pages=total, warnings=(NO_TEXT_LAYER,),
+            margins=tuple(() for _ in pages), layout=(), total_pages=total,
+            warnings=(NO_TEXT_LAYER, *scans.warnings(len(pages), ocr)),
         )
-    warnings = _pixel_warnings(pixels, chars, rebuild)
-    if warnings:
+    tex = _pixel_warnings(pixels, chars, rebuild)
+    warnings = (*tex, *scans.warnings(len(pages), ocr))
+    if tex:
         log.warning("ingest.pdf_tex_pages_only", file=label, pages=len(pages), glyphs=pixels.glyphs,
-                    unsized=pixels.unsized, flat=pixels.flat, stacked=pixels.stacked, reason=warnings[0])
+                    unsized=pixels.unsized, flat=pixels.flat, stacked=pixels.stacked, reason=tex[0])
     body = max(size_chars.items(), key=lambda kv: kv[1])[0] if size_chars else 10.0
     margins = _margin_lines(records)
     headings: list[HeadingCandidate] = []

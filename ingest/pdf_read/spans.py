@@ -215,17 +215,18 @@ def _pixel_count(s: dict, read: list[_Span], flat: set[str]) -> PixelText:
     return PixelText(n, unsized, n if str(s.get("font", "")) in flat else 0)
 
 
-def _collect_spans(page: pymupdf.Page, rebuild: bool = True) -> tuple[list[_Span], PixelText]:
+def _collect_spans(page: pymupdf.Page, rebuild: bool = True,
+                   textpage: pymupdf.TextPage | None = None) -> tuple[list[_Span], PixelText]:
     """Text spans of a page; a page with wrongly sized spans is read again glyph by glyph (spans in device
     pixels only with ``rebuild``: else each is taken whole, sized from its advances). Also what of the page is
     set in device pixels, and how much of that could not be rebuilt."""
-    spans = _dict_spans(page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT))
+    spans = _dict_spans(page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT, textpage=textpage))
     glyphs = any(_size_is_wrong(ln, s) and (rebuild or not _is_pixel(s)) for ln, s in spans)
     sizes: dict[str, float] = {}
     words = {} if rebuild else _word_sizes(spans)
     flat: set[str] = set()
     if glyphs:  # the same spans, with their glyphs instead of their text
-        spans = _dict_spans(page.get_text("rawdict", flags=pymupdf.TEXTFLAGS_TEXT))
+        spans = _dict_spans(page.get_text("rawdict", flags=pymupdf.TEXTFLAGS_TEXT, textpage=textpage))
         wrong = [s for ln, s in spans if _size_is_wrong(ln, s)]
         sizes, flat = _glyph_sizes(wrong), _flat_fonts(wrong)
     out: list[_Span] = []

@@ -24,6 +24,7 @@ from ingest.jobs import (
     create_job,
     get_job,
     list_jobs,
+    reingest_document,
     remove_item,
     resolve_ingest_path,
     retry_item,
@@ -86,6 +87,9 @@ class IngestIn(msgspec.Struct, frozen=True):
     collection: Annotated[str, msgspec.Meta(pattern=COLLECTION_NAME)] = "default"
     recursive: bool = False
     metadata: str | None = None
+    force: Annotated[bool, msgspec.Meta(description=(
+        "re-process every file, even unchanged ones (one whose settings, embedder, LLM model or given metadata "
+        "changed is re-processed anyway)"))] = False
 
 
 class JobPage(msgspec.Struct, frozen=True):
@@ -117,7 +121,7 @@ class AdminController(Controller):
         path = resolve_ingest_path(root, data.path)
         meta = resolve_ingest_path(root, data.metadata) if data.metadata else None
         job_id = await create_job(rt.pool, collection_id=coll.id, path=path, recursive=data.recursive,
-                                  metadata_path=meta, allowed_root=root, name_root=root)
+                                  metadata_path=meta, allowed_root=root, name_root=root, force=data.force)
         return JobCreated(job_id=job_id, status_url=f"/kb/admin/jobs/{job_id}")
 
     @get("/jobs", responses=errors(400, 401, 403))
@@ -161,6 +165,16 @@ class AdminController(Controller):
         """Remove a finished file from the job's list (a failed file stored nothing); 409 while it is queued
         or running."""
         await remove_item(rt.pool, job_id, item_id)
+
+    @post("/documents/{doc_id:int}/reingest", status_code=202, responses=errors(400, 401, 403, 404, 409),
+          summary="Re-process one document from its source file")
+    async def reingest(self, rt: Runtime, doc_id: DbId) -> JobCreated:
+        """A job re-processing the document from its source file under its name, even if nothing changed (new
+        settings, embedder or LLM are applied); the stored version stays until the new one is written. 409 when
+        the source is gone or lies outside KB_INGEST_ROOT and the uploads folder."""
+        job_id = await reingest_document(rt.pool, doc_id, ingest_root=rt.settings.ingest.root,
+                                         uploads=rt.settings.database.data_dir / "uploads")
+        return JobCreated(job_id=job_id, status_url=f"/kb/admin/jobs/{job_id}")
 
     @post("/documents", status_code=202, responses=errors(400, 401, 403, 404, 413))
     async def upload(

@@ -14,6 +14,7 @@ import msgspec
 from litestar import Controller, get
 
 from ingest.formats import FORMATS
+from ingest.pdf_read.ocr import OcrEngine, engine_for
 from kb.api.common import BEARER, errors, read_guard
 from kb.core.measures import CONCEPTS
 from kb.runtime import Runtime
@@ -58,6 +59,7 @@ class Capabilities(msgspec.Struct, frozen=True):
     chat_model: str | None = None  # the configured LLM's name (KB_LLM_MODEL) in llm mode
     read_token: bool = False  # KB_API_TOKEN is set: reading needs it
     admin_token: bool = False  # KB_ADMIN_TOKEN is set: ingest and delete need it
+    ocr_languages: str | None = None  # scanned PDF pages are read by OCR in these (Tesseract's "eng+chi_sim"); None: not
 
 
 def default_strategy() -> str:
@@ -76,7 +78,13 @@ def capabilities(rt: Runtime) -> Capabilities:
                         max_upload_mb=rt.settings.ingest.max_upload_mb,
                         chat_model=None if rt.chat.offline else getattr(rt.chat, "model_id", None),
                         read_token=rt.settings.server.api_token is not None,
-                        admin_token=rt.settings.server.admin_token is not None)
+                        admin_token=rt.settings.server.admin_token is not None,
+                        ocr_languages=ocr.languages if (ocr := _ocr(rt)) is not None else None)
+
+
+def _ocr(rt: Runtime) -> OcrEngine | None:
+    s = rt.settings.ingest
+    return engine_for(s.ocr, s.ocr_languages.split("+"), s.ocr_dpi)
 
 
 class CapabilitiesController(Controller):

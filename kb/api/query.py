@@ -17,7 +17,7 @@ from ingest.page_labels import with_printed_pages
 from kb.api.common import BEARER, UNAVAILABLE_LOG, errors, read_guard, unavailable
 from kb.core.errors import KBError, ValidationError
 from kb.runtime import Runtime
-from router.pipeline import QueryPipeline
+from router.pipeline import QueryPipeline, retrieved
 from router.state import admit
 from router.trace import QueryResult, RetrieveResult
 from router.types import QueryRequest, Request
@@ -68,7 +68,7 @@ class QueryController(Controller):
         if data.stream:
             raise ValidationError("POST /kb/retrieve is not streamed: leave out stream (or set it false)")
         async with _turn(rt):
-            found = await pipeline.retrieved(data)
+            found = await retrieved(pipeline, data)
         if rt is None or not found.passages:
             return found
         cited = await with_printed_pages(rt.pool, [p.citation for p in found.passages])

@@ -12,7 +12,8 @@ from kb.bench.strategies import BENCH_STRATEGIES
 DEFAULT_STRATEGIES = ",".join(BENCH_STRATEGIES)
 RUNNERS: dict[str, str] = {"latency": "kb.bench.latency", "ingest": "kb.bench.ingest_profile", "load": "kb.bench.load",
                            "parse": "kb.bench.parse_bench",
-                           "facts": "kb.bench.facts_bench", "answers": "kb.bench.answers_bench"}
+                           "facts": "kb.bench.facts_bench", "answers": "kb.bench.answers_bench",
+                           "ocr": "kb.bench.ocr_bench"}
 """Benchmarks without a question set: name → module whose ``run_cli(args)`` runs it. The question datasets
 are ``kb.bench.datasets.DATASETS`` (all run by ``kb.bench.harness``)."""
 BENCHMARKS: tuple[str, ...] = (*DATASETS, *RUNNERS)
@@ -22,7 +23,7 @@ BENCHMARKS: tuple[str, ...] = (*DATASETS, *RUNNERS)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dataset", choices=BENCHMARKS,
                         help="; ".join(f"{d.name}: {d.summary}" for d in DATASETS.values())
-                        + "; latency, ingest, load, facts, parse, answers: see the README")
+                        + "; latency, ingest, load, facts, parse, answers, ocr: see the README")
     parser.add_argument("--data", type=Path, help="dataset folder (pdfs/ or docs/ + questions); not for latency")
     parser.add_argument("--questions", type=Path, help="replace the question file (parse: bench/parse/questions.jsonl; "
                                                       "load: a JSONL of {query, strategy}, e.g. bench/load/filings.jsonl)")

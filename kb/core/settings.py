@@ -192,6 +192,12 @@ class IngestSettings:
     max_file_mb: int = setting("KB_MAX_FILE_MB", 200,
                                "a file larger than this (or a `.docx` that unpacks to more) fails alone with that "
                                "reason; checked before the file is read")
+    ocr: bool = setting("KB_OCR", True, "read PDF pages without a text layer (scans) by OCR when Tesseract's "
+                        "language data is installed (README: Scanned PDFs); false: leave them empty, said per document")
+    ocr_languages: str = setting("KB_OCR_LANGUAGES", "eng+chi_sim",
+                                 "Tesseract languages for OCR, `+`-separated (those installed are used)")
+    ocr_dpi: int = setting("KB_OCR_DPI", 300, "resolution a scanned page is read at",
+                           normalize=lambda v: _in_range("KB_OCR_DPI", v, 72, 600))
     max_pages: int = setting("KB_MAX_PAGES", 5000, "a PDF with more pages fails alone with that reason")
     max_chunks: int = setting("KB_MAX_CHUNKS_PER_FILE", 50_000, "a file yielding more chunks fails alone with that reason")
     file_timeout_s: float = setting("KB_FILE_TIMEOUT_S", 3600.0,
