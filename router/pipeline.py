@@ -7,7 +7,8 @@ Each stage is a function over the query's ``QueryState`` (``router.state``) with
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -18,7 +19,7 @@ import structlog
 from kb.core import lexicon as lx
 from kb.core.db import ReplicaLostError, supports_iterative_scan
 from kb.core.providers import ChatModel, Embedder
-from kb.core.providers.chat import CountingChat
+from kb.core.providers.chat import TEXT_DELTAS, CountingChat
 from kb.core.settings import RetrievalSettings
 from kb.core.types import LLMUsage
 from router import store
@@ -98,7 +99,7 @@ class QueryPipeline:
         """The whole pipeline; the trace when the request asks for it; the observer in every case."""
         admitted, chat, clock = await admit((await self.services()).pool, req), CountingChat(self.chat), Clock()
         req, out = admitted.req, await self.retrieve(admitted, on_event, chat=chat, clock=clock)
-        with clock.stage("synthesize"):
+        with clock.stage("synthesize"), streamed(on_event):
             answer = await answer_of(chat, req, out, strict=self.settings.strict_figures)
         clock.total()
         usage = chat.usage()
@@ -111,6 +112,20 @@ class QueryPipeline:
                  total_ms=round(clock.ms["total"], 1))
         return QueryResult(answer=answer.text, citations=list(answer.citations), documents=list(out.routing.documents),
                            facts=facts_table(out.facts, answer), not_found=answer.not_found, trace=trace)
+
+
+@contextlib.contextmanager
+def streamed(on_event: Event | None) -> Iterator[None]:
+    """With ``on_event``, the model's answer text goes to it piece by piece as it is written (``answer_delta``;
+    ``kb.core.providers.chat.TEXT_DELTAS``); the checked answer follows in the result."""
+    if on_event is None:
+        yield
+        return
+    token = TEXT_DELTAS.set(lambda piece: on_event("answer_delta", piece))
+    try:
+        yield
+    finally:
+        TEXT_DELTAS.reset(token)
 
 
 async def retrieved(pipeline: QueryPipeline, req: Request) -> RetrieveResult:

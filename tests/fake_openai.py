@@ -56,6 +56,7 @@ class FakeReply:
     model: str | None = None  # None → echo the requested model
     finish_reason: str = "stop"
     is_json: bool = False  # made by .json(): routed to a step, it must fit the step's reply type
+    piece_delay_s: float = 0.0  # a streamed reply (``"stream": true``): seconds between its word-sized pieces
 
     @classmethod
     def json(cls, data: Any, **kw: Any) -> FakeReply:
@@ -293,8 +294,44 @@ def _make_handler(state: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 err = {"message": reply.error_message, "type": reply.error_type,
                        "param": reply.error_param, "code": None}
                 self._send(reply.status, {"error": err}, reply.headers)
+            elif (body or {}).get("stream"):
+                self._stream(reply, body, seq)
             else:
                 self._send(reply.status, _completion_body(reply, body, seq), reply.headers)
+
+        def _stream(self, reply: FakeReply, body: Any, seq: int) -> None:
+            """The completion as server-sent chunks, one word (with its space) each, ``piece_delay_s`` apart; the
+            last chunk carries the finish reason, then the usage (``stream_options.include_usage``)."""
+            model = reply.model or (body or {}).get("model") or "fake-model"
+            words = [w for w in reply.content.split(" ")]
+            pieces = [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
+
+            def chunk(delta: dict[str, Any], finish: str | None, usage: dict[str, int] | None = None) -> bytes:
+                data = {"id": f"chatcmpl-fake-{seq}", "object": "chat.completion.chunk", "created": 1_700_000_000,
+                        "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
+                        if usage is None else [], "usage": usage}
+                return f"data: {json.dumps(data)}\n\n".encode()
+
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                self.wfile.write(chunk({"role": "assistant", "content": ""}, None))
+                for i, piece in enumerate(pieces):
+                    if i and reply.piece_delay_s > 0 and state._stopping.wait(reply.piece_delay_s):
+                        return
+                    self.wfile.write(chunk({"content": piece}, None))
+                    self.wfile.flush()
+                self.wfile.write(chunk({}, reply.finish_reason))
+                self.wfile.write(chunk({}, None, {"prompt_tokens": reply.prompt_tokens,
+                                                  "completion_tokens": reply.completion_tokens,
+                                                  "total_tokens": reply.prompt_tokens + reply.completion_tokens}))
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
 
         def _embeddings(self, body: Any) -> None:
             answer = state.embedder(body)  # type: ignore[misc]

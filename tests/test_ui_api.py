@@ -403,3 +403,22 @@ async def test_odd_ui_paths_are_not_found_not_server_errors(runtime: Runtime) ->
         for path in ("/ui/%00", "/ui/a%00b.js", "/ui/" + "x" * 5000, "/ui/" + "é" * 2000 + ".css"):
             r = await client.get(path)
             assert r.status_code == 404, (path[:40], r.status_code, r.text[:200])
+
+
+def test_the_overview_counts_one_company_under_its_several_names() -> None:
+    from datetime import UTC, datetime
+
+    from ingest.store import DocumentInfo
+    from kb.api.ui import company_names, summarize
+
+    def doc(name: str, company: str, year: int) -> DocumentInfo:
+        now = datetime.now(UTC)
+        return DocumentInfo(id=1, name=name, source_path=name, sha256="0", file_type="pdf",
+                            metadata={"company": company, "fiscal_year": year}, title=name, description="",
+                            page_count=3, tree_mode="pages", node_count=1, chunk_count=1, warnings=[], status="ready",
+                            created_at=now, updated_at=now)
+
+    docs = [doc("a.pdf", "Amcor", 2023), doc("b.pdf", "Amcor PLC", 2023), doc("c.pdf", "AMCOR P.L.C.", 2022),
+            doc("d.pdf", "Best Buy Co., Inc.", 2019), doc("e.pdf", "Best Buy", 2017), doc("f.pdf", "3M Company", 2022)]
+    assert company_names(docs) == ["3M Company", "Amcor", "Best Buy"]
+    assert "3M Company, Amcor, Best Buy" in summarize(docs)

@@ -90,7 +90,8 @@ async def _printed(rt: Runtime | None, result: QueryResult) -> QueryResult:
 
 async def _stream(pipeline: Any, req: Request, rt: Runtime | None = None) -> AsyncGenerator[dict[str, str], None]:
     """routing → nodes → answer deltas → citations → done (the documents, the trace and the facts used; errors
-    become an ``error`` event)."""
+    become an ``error`` event). With an LLM the deltas are the model's words as it writes them, followed by
+    ``answer_final`` (the checked answer, which replaces them); offline the answer in pieces once it exists."""
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
     async def on_event(kind: str, payload: Any) -> None:
@@ -113,17 +114,24 @@ async def _stream(pipeline: Any, req: Request, rt: Runtime | None = None) -> Asy
             await queue.put(("error", {"status": 500, "title": "Internal error", "detail": type(exc).__name__}))
 
     task = asyncio.create_task(run())
+    streamed = False  # the model's words were sent as it wrote them
     try:
         while True:
             kind, payload = await queue.get()
             if kind == "error":
                 yield {"event": "error", "data": json.dumps(payload)}
                 break
+            if kind == "answer_delta":
+                streamed = True
+                yield {"event": "answer", "data": json.dumps({"delta": payload})}
+                continue
             if kind != "result":
                 yield {"event": kind, "data": msgspec.json.encode(payload).decode()}
                 continue
             result: QueryResult = payload
-            words = result.answer.split(" ")
+            if streamed:  # the checked answer, its citations numbered in reading order, replaces what was streamed
+                yield {"event": "answer_final", "data": json.dumps({"text": result.answer})}
+            words = [] if streamed else result.answer.split(" ")
             for i in range(0, len(words), 8):
                 yield {"event": "answer", "data": json.dumps({"delta": " ".join(words[i : i + 8]) + " "})}
             yield {"event": "citations", "data": msgspec.json.encode(result.citations).decode()}

@@ -27,6 +27,7 @@ from ingest.chunk_view import SectionChunks, section_chunks
 from ingest.render import SOURCE_CHUNK, load_source, open_source
 from ingest.store import DocumentInfo, list_documents
 from kb.api.common import BEARER, DbId, errors, exception_handler, read_guard
+from kb.core.vocab import company_core
 from kb.runtime import Runtime
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "ui" / "static"
@@ -203,6 +204,16 @@ def sample_questions(text: str) -> list[tuple[str, str, str]]:
     return [(m[1], m[2].strip(), m[3]) for m in _QUESTION.finditer(text)]
 
 
+def company_names(docs: list[DocumentInfo]) -> list[str]:
+    """The companies the documents name, one per company however its documents write it ("Amcor", "Amcor PLC",
+    "AMCOR P.L.C." are one: ``kb.core.vocab.company_core``), each by its shortest spelling, sorted."""
+    by_core: dict[str, set[str]] = {}
+    for d in docs:
+        if name := str(d.metadata.get("company") or "").strip():
+            by_core.setdefault(company_core(name) or name.lower(), set()).add(name)
+    return sorted(min(names, key=lambda n: (len(n), n)) for names in by_core.values())
+
+
 def summarize(docs: list[DocumentInfo]) -> str:
     """What a collection holds, in one line."""
     if not docs:
@@ -210,7 +221,7 @@ def summarize(docs: list[DocumentInfo]) -> str:
     kinds = Counter(TYPE_NAMES.get(d.file_type, d.file_type) for d in docs)
     parts = [f"{len(docs)} document{'s' if len(docs) != 1 else ''} ("
              + ", ".join(f"{n} {k}" for k, n in kinds.most_common()) + ")"]
-    companies = sorted({str(d.metadata["company"]) for d in docs if d.metadata.get("company")})
+    companies = company_names(docs)
     if companies:
         parts.append(", ".join(companies) if len(companies) <= 4 else f"{len(companies)} companies")
     years = sorted({int(y) for d in docs if str(y := d.metadata.get("fiscal_year", "")).isdigit()})

@@ -319,7 +319,8 @@ def zh_report_period(text: str) -> tuple[int, int, str] | None:
 # --------------------------------------------------------------------------- company names
 
 CORP_SUFFIX = re.compile(
-    r"\b(incorporated|inc|corp|corporation|company|co|plc|ltd|limited|llc|lp|l\.p|group|holdings|the|sa|ag|nv)\b\.?",
+    r"\b(incorporated|inc|corp|corporation|company|co|plc|p\.l\.c|ltd|limited|llc|lp|l\.p|group|holdings|the|sa|ag|nv)"
+    r"\b\.?",
     re.I,
 )
 """Legal-form words (and "The") that a question may leave out of a company's name."""

@@ -9,6 +9,9 @@ import json
 import random
 import re
 import time
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import openai
@@ -85,6 +88,17 @@ class TruncatedReply(LLMError):
     """The model stopped at its output token limit."""
 
 
+@dataclass(frozen=True)
+class _Reply:
+    """A completion's text and what came with it, whole or streamed."""
+
+    text: str
+    finish_reason: str | None
+    model: str | None
+    prompt_tokens: int
+    completion_tokens: int
+
+
 class OpenAIChatModel:
     """OpenAI-compatible chat (OpenAI, vLLM, Ollama, …) with retries, timeout, cache and usage log."""
 
@@ -102,6 +116,7 @@ class OpenAIChatModel:
         self._sem = asyncio.Semaphore(max(1, settings.concurrency))
         self._store = store
         self._json_mode = "json_schema"  # downgraded to json_object if the server rejects schemas
+        self._streams = True  # free-text replies are streamed when asked (TEXT_DELTAS); off if the server refuses
 
     async def complete_json(self, *, purpose: str, system: str, prompt: str, schema: dict[str, Any]) -> ChatResult:
         return await self._complete(purpose, system, prompt, schema)
@@ -122,6 +137,8 @@ class OpenAIChatModel:
                     duration_ms=0.0,
                 )
                 await self._store.record(purpose, self.model_id, phash, cached, True)
+                if schema is None and (sink := TEXT_DELTAS.get()) is not None:
+                    await sink(cached.text)
                 return cached
         started = time.perf_counter()
         try:
@@ -140,6 +157,26 @@ class OpenAIChatModel:
                 log.error("llm.store_failed", purpose=purpose, error=str(exc))
         return result
 
+    async def _streamed(self, kwargs: dict[str, Any], sink: TextSink) -> _Reply:
+        """One completion streamed (``stream: true``): each piece of text handed to ``sink`` as it arrives."""
+        parts: list[str] = []
+        finish = model = None
+        prompt_tokens = completion_tokens = 0
+        async with self._sem:
+            stream = await self._client.chat.completions.create(**kwargs, stream=True,
+                                                                stream_options={"include_usage": True})
+            async for chunk in stream:
+                model = chunk.model or model
+                if chunk.usage is not None:
+                    prompt_tokens = chunk.usage.prompt_tokens or 0
+                    completion_tokens = chunk.usage.completion_tokens or 0
+                for choice in chunk.choices:
+                    if choice.delta is not None and choice.delta.content:
+                        parts.append(choice.delta.content)
+                        await sink(choice.delta.content)
+                    finish = choice.finish_reason or finish
+        return _Reply("".join(parts), finish, model, prompt_tokens, completion_tokens)
+
     def _response_format(self, purpose: str, schema: dict[str, Any]) -> dict[str, Any]:
         if self._json_mode == "json_schema":
             return {"type": "json_schema",
@@ -154,27 +191,34 @@ class OpenAIChatModel:
         last: Exception | None = None
         attempt = 0
         max_tokens: int | None = None
+        sink = TEXT_DELTAS.get() if schema is None else None  # streamed once: a retry's reply comes whole
         while attempt < attempts:
             kwargs: dict[str, Any] = {"model": self.model_id, "messages": messages, "temperature": 0}
             if schema is not None:
                 kwargs["response_format"] = self._response_format(purpose, schema)
             if max_tokens is not None:
                 kwargs["max_tokens"] = max_tokens
+            streaming = sink is not None and self._streams
             try:
-                async with self._sem:
-                    resp = await self._client.chat.completions.create(**kwargs)
-                if resp.choices and resp.choices[0].finish_reason == "length":
+                if streaming and sink is not None:
+                    sink_now, sink = sink, None
+                    reply = await self._streamed(kwargs, sink_now)
+                else:
+                    async with self._sem:
+                        resp = await self._client.chat.completions.create(**kwargs)
+                    reply = _Reply((resp.choices[0].message.content or "") if resp.choices else "",
+                                   resp.choices[0].finish_reason if resp.choices else None, resp.model,
+                                   getattr(resp.usage, "prompt_tokens", 0) or 0,
+                                   getattr(resp.usage, "completion_tokens", 0) or 0)
+                if reply.finish_reason == "length":
                     raise TruncatedReply(f"{purpose}: reply cut off at the output token limit")
-                text = (resp.choices[0].message.content or "") if resp.choices else ""
+                text = reply.text
                 data = parse_json_reply(text) if schema is not None else None
                 if schema is not None and schema.get("type") == "object" and not isinstance(data, dict):
                     raise LLMError(f"{purpose}: reply is JSON but not an object")
-                usage = ChatUsage(
-                    prompt_tokens=getattr(resp.usage, "prompt_tokens", 0) or 0,
-                    completion_tokens=getattr(resp.usage, "completion_tokens", 0) or 0,
-                )
+                usage = ChatUsage(prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens)
                 return ChatResult(
-                    text=text, data=data, model=resp.model or self.model_id, usage=usage,
+                    text=text, data=data, model=reply.model or self.model_id, usage=usage,
                     duration_ms=(time.perf_counter() - started) * 1000,
                 )
             except TruncatedReply:
@@ -184,6 +228,10 @@ class OpenAIChatModel:
                 log.warning("llm.reply_truncated", purpose=purpose, retry_max_tokens=max_tokens)
                 continue  # once, with a larger output limit
             except openai.BadRequestError as exc:
+                if streaming and "stream" in str(exc):
+                    self._streams = False  # a server that does not stream: whole replies from now on
+                    log.warning("llm.streaming_unsupported", purpose=purpose)
+                    continue  # not an attempt
                 if schema is not None and self._json_mode == "json_schema" and "response_format" in str(exc):
                     self._json_mode = "json_object"
                     log.warning("llm.json_schema_unsupported", purpose=purpose)
@@ -203,6 +251,12 @@ class OpenAIChatModel:
             except openai.APIError as exc:
                 raise LLMError(f"{purpose}: {exc}") from exc
         raise LLMError(f"{purpose}: failed after {attempts} attempts: {type(last).__name__}: {last}")
+
+
+TextSink = Callable[[str], Awaitable[object]]
+TEXT_DELTAS: ContextVar[TextSink | None] = ContextVar("kb_text_deltas", default=None)
+"""Where the pieces of a free-text completion go as the model writes them: set around a streamed query's answer
+(``router.pipeline``); None (the default): the reply arrives whole. A reply from the LLM cache is one piece."""
 
 
 class CountingChat:

@@ -424,6 +424,9 @@ async function runTurn(body, conversation, strategySelect) {
       } else if (name === "answer") {
         text += data.delta;
         answer.replaceChildren(...linkMarkers(text.trimEnd(), turn));
+      } else if (name === "answer_final") {  // the model's streamed words, checked and renumbered
+        text = data.text;
+        answer.replaceChildren(...linkMarkers(text.trimEnd(), turn));
       } else if (name === "citations") {
         citations = data;
         turn.citations = new Map(citations.map((c) => [c.marker, c]));
