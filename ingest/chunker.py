@@ -17,7 +17,7 @@ nodes hold one paragraph or table row per line: each line is a paragraph for pac
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import msgspec
 import structlog
@@ -396,13 +396,20 @@ def _is_heading_only(text: str, title: str) -> bool:
     return not strip_title_lines(text, title) or (len(text.strip().split("\n")) == 1 and text.lstrip().startswith("#"))
 
 
+PROGRESS_NODES = 50  # nodes chunked between two progress reports
+
+
 def chunk_tree(
-    tree: DocumentTree, settings: IngestSettings, page_texts: Mapping[int, str] | None = None
+    tree: DocumentTree, settings: IngestSettings, page_texts: Mapping[int, str] | None = None,
+    progress: Callable[[int, int], object] | None = None,
 ) -> list[ChunkDraft]:
-    """Chunks of a whole document in tree order: leaves, plus parents' own text (see module doc)."""
+    """Chunks of a whole document in tree order: leaves, plus parents' own text (see module doc).
+    ``progress(nodes done, nodes)`` hears it go, every ``PROGRESS_NODES`` nodes."""
     texts = section_texts(tree, page_texts)
     out: list[ChunkDraft] = []
-    for node in tree.nodes:
+    for i, node in enumerate(tree.nodes):
+        if progress is not None and i % PROGRESS_NODES == 0:
+            progress(i, len(tree.nodes))
         text = texts[node.node_id]
         if _is_heading_only(text, node.title):
             continue

@@ -62,8 +62,8 @@ from kb.core.vocab import company_core, description_label
 log = structlog.get_logger("ingest.pipeline")
 
 Progress = Callable[[str, int, int], object]
-"""``progress(stage, done, total)`` while a file is ingested: reading, tree, summaries, embedding, storing
-(``total`` 0 when not known; embedding counts chunks, the others pages)."""
+"""``progress(stage, done, total)`` while a file is ingested: reading, tree, summaries, chunking, embedding, storing
+(``total`` 0 when not known; reading and tree count pages, chunking nodes, embedding and storing chunks)."""
 EMBED_STEP = 64  # chunks embedded between two progress reports (the model's batch: no batch is split)
 READ_POLL_S = 0.5  # how often the pages a parser has read are looked at
 
@@ -398,7 +398,9 @@ async def ingest_file(
         with clock.stage("description"):
             description = await describe_document(tree, meta, name, chat)
         with clock.stage("chunking"):
-            chunks = await asyncio.to_thread(chunk_tree, tree, ctx.settings, page_texts)
+            report("chunking", 0, len(tree.nodes))
+            chunks = await asyncio.to_thread(chunk_tree, tree, ctx.settings, page_texts,
+                                             lambda done, total: report("chunking", done, total))
             on_pages = statement_pages(parsed.pdf.pages) if parsed.pdf else {}
             tree, chunks = mark_statements(tree, chunks, on_pages)
         with clock.stage("facts"):

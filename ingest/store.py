@@ -426,7 +426,7 @@ ON CONFLICT (collection_id, lexeme) DO UPDATE SET df = lexeme_df.df + 1"""
 SQL_REPOINT_ITEMS = "UPDATE ingest_job_items SET document_id = $2 WHERE document_id = $1"
 
 
-STORE_STEP = 2000  # chunks per COPY of one document's write: its progress moves between them
+STORE_STEP = 1000  # chunks per COPY of one document's write: its progress moves between them (≈ 2 s apart)
 
 
 async def _write_document(pool: asyncpg.Pool, doc: NewDocument,

@@ -64,6 +64,8 @@ async def test_storing_a_document_reports_the_chunks_written(
         outcome = await pipeline.ingest_file(ctx, path, name="short.pdf", collection_id=1,
                                              progress=lambda *at: seen.append(at))
     assert outcome.status == "ok" and outcome.chunks > 8, outcome
+    chunking = [(done, total) for stage, done, total in seen if stage == "chunking"]
+    assert chunking[0] == (0, outcome.nodes) and all(total == outcome.nodes for _, total in chunking)
     storing = [(done, total) for stage, done, total in seen if stage == "storing"]
     n = outcome.chunks
     assert storing == [(0, n), *((at, n) for at in range(0, n, 4)), (n, n)]

@@ -264,7 +264,7 @@ async def test_ingest_reports_stages_and_failed_files_can_be_retried_or_removed(
     assert errors["notes.pdf"].startswith("This file is not a PDF; it looks like plain text")
     assert errors["memo.docx"].startswith("This file is not a .docx document; it looks like an HTML page")
     row = await runtime.pool.fetchrow("SELECT stage, stage_total FROM ingest_job_items WHERE name = 'report.pdf'")
-    assert row["stage"] in {"reading", "tree", "embedding", "storing"}, row  # the worker wrote where it was
+    assert row["stage"] in {"reading", "tree", "chunking", "embedding", "storing"}, row  # the worker wrote where it was
     assert all(i.stage is None for i in job.items)  # shown only while a file runs
 
     ids = {i.name: i.id for i in job.items}

@@ -1474,7 +1474,7 @@ async function refreshCollections() {
 const STATUS_CHIP = { done: "ok", ok: "ok", replaced: "ok", failed: "err", running: "blue", queued: "", pending: "", skipped: "warn",
   unsupported: "warn", cancelled: "warn" };
 const STAGE_LABEL = { reading: "reading the file", tree: "building the tree", summaries: "writing summaries",
-  embedding: "embedding", storing: "storing" };
+  chunking: "cutting into chunks", embedding: "embedding", storing: "storing" };
 
 /** Where a running file is: "reading the file 300/3000 pages", "embedding 120/400 chunks",
  * "storing 2000/25000 chunks", "building the tree · 12 pages". */
@@ -1488,6 +1488,7 @@ function stageText(item) {
   if (item.stage === "reading" && item.stage_total && item.stage_done < item.stage_total) {
     return `${label} ${item.stage_done}/${item.stage_total} pages`;
   }
+  if (item.stage === "chunking") return item.stage_total ? `${label} · ${item.stage_done}/${item.stage_total} sections` : label;
   if (item.stage_total) return `${label} · ${plural(item.stage_total, "page")}`;
   return label;
 }
@@ -1508,7 +1509,7 @@ function jobCard(job, reload) {
   const inFile = job.items.filter((i) => i.status === "running")
     .reduce((sum, i) => sum + (i.stage === "embedding" && i.stage_total ? 0.3 + 0.6 * (i.stage_done / i.stage_total)
       : i.stage === "reading" && i.stage_total ? 0.1 * (i.stage_done / i.stage_total)
-      : ({ tree: 0.15, summaries: 0.25, storing: 0.95 }[i.stage] || 0)), 0);
+      : ({ tree: 0.15, summaries: 0.25, chunking: 0.28, storing: 0.95 }[i.stage] || 0)), 0);
   const done = finished + inFile;
   const chip = jobState(job);
   const bar = el("div", { class: chip.cls === "warn" || chip.cls === "err" ? chip.cls : null });
