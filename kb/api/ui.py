@@ -111,9 +111,14 @@ def help_page(text: str) -> bytes:
     for i, tok in enumerate(tokens):
         if tok.type == "heading_open" and i + 1 < len(tokens):
             tok.attrSet("id", slug(tokens[i + 1].content))
+        elif tok.type in ("th_open", "td_open") and (style := tok.attrGet("style")):
+            # a column's alignment as a class: the UI's content-security policy refuses inline styles
+            tok.attrs.pop("style", None)
+            tok.attrSet("class", "align-" + str(style).removeprefix("text-align:").strip())
     body = md.renderer.render(tokens, md.options, {})
     return ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>kb — help</title>"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            "<link rel=\"icon\" href=\"/ui/favicon.svg\" type=\"image/svg+xml\">"
             "<link rel=\"stylesheet\" href=\"/ui/app.css\"></head><body><main class=\"help\">"
             "<p><a href=\"/ui/\">← back to the knowledge base</a></p>" + body + "</main></body></html>").encode()
 

@@ -1448,7 +1448,9 @@ async function pollJobs(box) {
     const reload = () => pollJobs(box);
     box.replaceChildren(jobs.length ? el("div", {}, jobs.map((j) => jobCard(j, reload)))
       : stateBox("empty", "No jobs yet", "Start a folder ingest or upload files above."));
-    const running = jobs.some((j) => j.status === "queued" || j.status === "running");
+    // a cancelled job's file keeps "running" until its worker lets go (within seconds): polled until then too
+    const running = jobs.some((j) => j.status === "queued" || j.status === "running"
+      || j.items.some((i) => i.status === "running" || i.status === "pending"));
     if (jobsRunning && !running) refreshCollections();
     jobsRunning = running;
     if (running) pollTimer = setTimeout(reload, 1000);
@@ -1502,6 +1504,27 @@ function jobState(job) {
   return { text: job.status, cls: STATUS_CHIP[job.status] || "" };
 }
 
+/** Whether retrying a file can end otherwise: not for a file that is not what its name says, of a type not
+ * supported, encrypted or corrupt — the same bytes fail the same way (a size or page limit may be raised). */
+function retryable(item) {
+  if (item.status === "cancelled") return true;
+  if (item.status !== "failed") return false;
+  return !/^This file is not |unsupported file type|encrypted|password required|corrupt or unreadable/i
+    .test(item.error || "");
+}
+
+/** A job's file as its user named it: an upload's document name without the content hash the server adds
+ * ("report-3f2a9c01d4.pdf" → "report.pdf"); a folder file's name as it is. */
+function shownName(name, job) {
+  return job.root_path.startsWith("uploads/") ? name.replace(/-[0-9a-f]{10}(\.[A-Za-z0-9]+)?$/, "$1") : name;
+}
+
+/** Where a job's files come from, for its card: the folder under the ingest root, or "uploaded file". */
+function jobSource(job) {
+  return job.root_path.startsWith("uploads/") ? `uploaded: ${shownName(job.root_path.split("/").pop(), job)}`
+    : job.root_path;
+}
+
 function jobCard(job, reload) {
   const finished = job.files - (job.counts.pending || 0) - (job.counts.running || 0);  // items: the first 200 only
   const total = job.files || job.items.length;
@@ -1525,11 +1548,22 @@ function jobCard(job, reload) {
         btn.closest("td").append(alertBox(err));
       }
     } });
+  const cancel = job.status === "queued" || job.status === "running" ? el("button", { type: "button",
+    class: "small ghost cancel-job", text: "Cancel", "aria-label": `Cancel job ${job.id}`, onclick: async (e) => {
+      const btn = e.currentTarget;
+      btn.disabled = true;
+      try {
+        await api(`/kb/admin/jobs/${job.id}/cancel`, { method: "POST" });
+      } catch (err) {
+        if (err.status !== 409) card.append(alertBox(err));  // 409: it ended meanwhile
+      }
+      reload();
+    } }) : null;
   const card = el("section", { class: "panel job", "aria-label": `Job ${job.id}`, dataset: { status: job.status } },
     el("div", { class: "job-head" },
       el("h2", { class: "job-title", text: `Job ${job.id} · ${job.collection}` }),
-      el("span", { class: `chip job-state ${chip.cls}`, text: chip.text })),
-    el("p", { class: "muted small", text: job.root_path }),
+      el("span", { class: `chip job-state ${chip.cls}`, text: chip.text }), cancel),
+    el("p", { class: "muted small job-source", text: jobSource(job), title: job.root_path }),
     el("div", { class: "progressbar", role: "progressbar", "aria-valuemin": 0, "aria-valuemax": total,
       "aria-valuenow": finished, "aria-valuetext": `${finished} of ${plural(total, "file")} finished`,
       "aria-label": `Job ${job.id} progress` }, bar),
@@ -1542,14 +1576,15 @@ function jobCard(job, reload) {
     job.error ? alertBox(new ApiError(0, "Job failed", job.error)) : null,
     job.items.length ? el("div", { class: "table-scroll" }, table([["File"], ["Status"], ["Pages", "num"], ["Seconds", "num"], ["Details"]],
       job.items.map((i) => [
-        i.document_id ? el("a", { href: `#/documents/${i.document_id}`, text: i.name }) : i.name,
+        i.document_id ? el("a", { href: `#/documents/${i.document_id}`, text: shownName(i.name, job), title: i.name })
+          : shownName(i.name, job),
         el("span", { class: `chip ${STATUS_CHIP[i.status] || ""}`, text: i.status }),
         i.pages || "—", i.seconds === null ? "—" : i.seconds.toFixed(1),
         i.status === "running" ? el("span", { class: "stage", role: "status", text: stageText(i) })
           : el("div", {}, el("span", { class: i.error ? `item-error ${i.status === "failed" ? "err" : "muted"}` : "muted",
             text: i.error || "" }),
           ["failed", "cancelled", "unsupported"].includes(i.status) ? el("div", { class: "row item-actions" },
-            i.status !== "unsupported" ? action("Retry", i, () => api(`/kb/admin/jobs/${job.id}/items/${i.id}/retry`,
+            retryable(i) ? action("Retry", i, () => api(`/kb/admin/jobs/${job.id}/items/${i.id}/retry`,
               { method: "POST" })) : null,
             action("Remove", i, () => api(`/kb/admin/jobs/${job.id}/items/${i.id}`, { method: "DELETE" }))) : null)]))) : null);
   bar.style.width = `${total ? (100 * done) / total : 0}%`;
