@@ -677,6 +677,20 @@ async def test_narrow_screen_stacks_without_horizontal_overflow(browser, server:
         assert side_box["y"] >= main_box["y"] + main_box["height"] - 1  # stacked: sources below the answer
         assert await tab.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
         await tab.screenshot(path=_shot(shots, "ask-narrow.png"), full_page=True)
+        await tab.locator(".turn details.trace > summary, .turn details > summary", has_text="Trace").first.click()
+        await tab.wait_for_timeout(300)  # the trace open: its tables scroll inside it, the page does not
+        assert await tab.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0, "trace"
+        await tab.screenshot(path=_shot(shots, "trace-narrow.png"), full_page=True)
+        await tab.goto("/ui/#/documents")
+        await tab.locator(".doc-table a").first.click()
+        await tab.wait_for_selector(".outline")
+        await tab.locator(".node-btn").nth(1).click()
+        await tab.wait_for_timeout(500)
+        assert await tab.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0, "document"
+        await tab.screenshot(path=_shot(shots, "document-narrow.png"), full_page=True)
+        await tab.goto("/ui/help")
+        await tab.wait_for_selector("main.help table")
+        assert await tab.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0, "help"
     finally:
         await context.close()
 

@@ -388,11 +388,12 @@ async function runTurn(body, conversation, strategySelect) {
   const side = el("aside", { class: "answer-side", "aria-label": `Sources of answer ${turnNo}` }, viewer, citeHead, citeList);
   const grid = el("div", { class: "answer-grid" },
     el("div", { class: "answer-main" }, el("div", { class: "row between" }, progress, stop), routed, answer, notFoundSlot,
-      factsSlot, errorSlot, traceSlot),
+      factsSlot, errorSlot),
     side);
+  // the trace under both columns, the answer's full width: its tables keep their columns (and scroll when narrow)
   const node = el("div", { class: "turn" },
     el("div", { class: "turn-q", text: body.query }),
-    el("article", { class: "turn-a", "aria-busy": "true", "aria-label": `Answer ${turnNo}` }, grid));
+    el("article", { class: "turn-a", "aria-busy": "true", "aria-label": `Answer ${turnNo}` }, grid, traceSlot));
   const turn = { question: body.query, answer: "", node, citations: new Map(), viewer };
   state.turns.push(turn);
   conversation.append(node);
