@@ -735,6 +735,33 @@ async def test_not_stated_shows_its_reason_and_citations_highlight_the_quote(pag
     await page.screenshot(path=_shot(shots, "ask-not-stated-and-quote.png"), full_page=True)
 
 
+async def test_a_citation_card_shows_its_quote_and_opens_to_the_whole_passage(page, shots: Path) -> None:
+    await page.goto("/ui/#/ask")
+    await _ask(page, "What did Helios Robotics say about its HeliosOS subscriptions and deferred revenue in 2023?")
+    await _wait_answer(page, 1)
+    cards = page.locator(".turn .citation")
+    await cards.first.wait_for()
+    checked = scrolled = 0
+    for i in range(await cards.count()):
+        card = cards.nth(i)
+        excerpt, mark = card.locator(".excerpt"), card.locator(".excerpt mark.quote").first
+        if not await mark.count():
+            continue
+        box, seen = await excerpt.bounding_box(), await mark.bounding_box()
+        assert box["y"] - 1 <= seen["y"] and seen["y"] + min(seen["height"], 12) <= box["y"] + box["height"] + 1, i
+        checked += 1
+        scrolled += await excerpt.evaluate("e => e.scrollTop > 0")  # its quote lay below the card's first lines
+        more = card.get_by_role("button", name=re.compile("Show the whole passage"))
+        if await more.is_visible():  # a passage longer than the card: it opens in full, and closes again
+            await more.click()
+            assert await more.get_attribute("aria-expanded") == "true"
+            assert (await excerpt.bounding_box())["height"] > box["height"]
+            await more.click()
+            assert (await excerpt.bounding_box())["height"] == box["height"]
+    assert checked >= 1 and scrolled >= 1, (checked, scrolled)  # the quote shows, wherever it lies in the passage
+    await page.screenshot(path=_shot(shots, "citation-quote.png"), full_page=True)
+
+
 async def test_a_failed_question_is_kept_with_a_retry(page, shots: Path) -> None:
     await page.goto("/ui/#/ask")
     await page.wait_for_selector("#collection option", state="attached")

@@ -534,8 +534,32 @@ function citationItem(c, turn, turnNo) {
     el("span", { class: "num", text: `[${c.marker}]` }),
     el("div", {}, el("div", { class: "doc", text: c.doc_name }),
       el("div", { class: "path" }, `${c.section_path || "—"} · `, el("span", { class: "chip", text: citePages(c) }))),
-    open,
-    el("div", { class: "excerpt" }, ...quoted(c.text.replace(/^#{1,6}\s+/gm, "").replace(/\n{2,}/g, "\n").trim(), c.quote)));
+    open, ...excerptOf(c));
+}
+
+/** A citation's passage, clipped to a few lines that show the quoted sentence (scrolled to it when it lies further
+ * down), with a toggle to read the whole passage. */
+function excerptOf(c) {
+  const excerpt = el("div", { class: "excerpt" },
+    ...quoted(c.text.replace(/^#{1,6}\s+/gm, "").replace(/\n{2,}/g, "\n").trim(), c.quote));
+  const toQuote = () => {
+    const mark = excerpt.querySelector("mark.quote");
+    excerpt.scrollTop = 0;
+    if (mark) excerpt.scrollTop = Math.max(0, mark.getBoundingClientRect().top - excerpt.getBoundingClientRect().top - 4);
+  };
+  const more = el("button", { type: "button", class: "link more", text: "Show the whole passage",
+    "aria-expanded": "false", "aria-label": `Show the whole passage of citation ${c.marker}`, onclick: () => {
+      const on = excerpt.classList.toggle("open");
+      more.setAttribute("aria-expanded", String(on));
+      more.textContent = on ? "Show less" : "Show the whole passage";
+      if (on) excerpt.scrollTop = 0;
+      else toQuote();
+    } });
+  requestAnimationFrame(() => {
+    toQuote();
+    more.hidden = excerpt.scrollHeight <= excerpt.clientHeight + 2;  // all of it shows already
+  });
+  return [excerpt, more];
 }
 
 /** The passage as text nodes, the parts the answer cites (``quote``, " … "-separated) in <mark>. */
