@@ -179,7 +179,7 @@ async def test_citation_opens_the_highlighted_page_and_markdown_lines(page, shot
     await page.goto("/ui/#/ask")
     await _ask(page, "What was Aurora Pharma total revenue in 2023?", "metadata")
     await _wait_answer(page, 1)
-    await page.locator(".citation", has_text=".pdf").first.locator("button").click()
+    await page.locator(".citation", has_text=".pdf").first.get_by_role("button", name=re.compile("View source")).click()
     await page.wait_for_selector(".viewer #page-image")  # beside the answer, not in a modal over it
     assert await page.locator("#preview[open]").count() == 0
     size = await page.evaluate("(() => { const i = document.getElementById('page-image');"
@@ -193,7 +193,7 @@ async def test_citation_opens_the_highlighted_page_and_markdown_lines(page, shot
     await page.click("#new-chat")
     await _ask(page, QUESTION, "metadata")
     await _wait_answer(page, 1)
-    await page.locator(".turn .citation", has_text=".md").first.locator("button").click()
+    await page.locator(".turn .citation", has_text=".md").first.get_by_role("button", name=re.compile("View source")).click()
     await page.wait_for_selector(".viewer #source-lines")
     assert await page.locator("#source-lines .cited").count() >= 1
     await page.screenshot(path=str(shots / "citation-lines.png"))
@@ -415,7 +415,7 @@ async def test_document_text_is_never_markup(page, tmp_path: Path) -> None:
     cite = page.locator(".citation", has_text="quokka-notes")
     assert await cite.count() >= 1
     assert "<img src=x" in await cite.first.inner_text()  # shown as text …
-    await cite.first.locator("button").click()
+    await cite.first.get_by_role("button", name=re.compile("View source")).click()
     await page.wait_for_selector(".viewer #source-lines .cited")
     assert "<script>" in await page.inner_text("#source-lines")
     await page.goto("/ui/#/documents")
