@@ -149,6 +149,20 @@ def _prune(node: dict[str, Any], depth: int) -> dict[str, Any]:
     return {**node, "nodes": [_prune(c, depth - 1) for c in node["nodes"]]}
 
 
+def _request(question: str, collection: str, strategy: str, top_docs: int | None, top_k: int,  # noqa: PLR0913
+             filters: dict[str, Any] | None, documents: list[int | str] | None) -> QueryRequest:
+    """The query request of a ``query`` or ``retrieve`` call (untraced: a tool answers without the trace)."""
+    fields: dict[str, Any] = {"query": question, "collection": collection, "strategy": strategy, "top_k": top_k,
+                              "include_trace": False}
+    if top_docs is not None:
+        fields["top_docs"] = top_docs
+    if filters:
+        fields["filters"] = filters
+    if documents:
+        fields["documents"] = documents
+    return QueryRequest(**fields)
+
+
 def build_mcp_server(services: Services) -> MCPServer:
     """An MCP server with the knowledge-base tools, reading its runtime from ``services``."""
     server = KBMCPServer("kb", instructions=INSTRUCTIONS, version=__version__)
@@ -176,16 +190,9 @@ def build_mcp_server(services: Services) -> MCPServer:
         and `documents` (the documents consulted, with routing scores and why they were chosen)."""
         with _tool_errors("query"):
             runtime, pipeline = services.get()
-            fields: dict[str, Any] = {"query": question, "collection": collection, "strategy": strategy,
-                                      "top_k": top_k, "include_trace": False}
-            if top_docs is not None:
-                fields["top_docs"] = top_docs
-            if filters:
-                fields["filters"] = filters
-            if documents:
-                fields["documents"] = documents
+            req = _request(question, collection, strategy, top_docs, top_k, filters, documents)
             async with runtime.query_gate.turn():
-                result = await pipeline.run(QueryRequest(**fields))
+                result = await pipeline.run(req)
             return {"answer": result.answer, "citations": msgspec.to_builtins(result.citations),
                     "documents": msgspec.to_builtins(result.documents)}
 
@@ -207,16 +214,9 @@ def build_mcp_server(services: Services) -> MCPServer:
         `get_node` reads a section in full."""
         with _tool_errors("retrieve"):
             runtime, pipeline = services.get()
-            fields: dict[str, Any] = {"query": question, "collection": collection, "strategy": strategy,
-                                      "top_k": top_k, "include_trace": False}
-            if top_docs is not None:
-                fields["top_docs"] = top_docs
-            if filters:
-                fields["filters"] = filters
-            if documents:
-                fields["documents"] = documents
+            req = _request(question, collection, strategy, top_docs, top_k, filters, documents)
             async with runtime.query_gate.turn():
-                found = await retrieved(pipeline, QueryRequest(**fields))
+                found = await retrieved(pipeline, req)
             return {"documents": msgspec.to_builtins(found.documents), "sections": msgspec.to_builtins(found.sections),
                     "passages": msgspec.to_builtins(found.passages), "strategy_used": found.strategy_used}
 
