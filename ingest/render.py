@@ -177,9 +177,16 @@ def fragments(text: str) -> list[str]:
 
 
 def _highlight_rects(pg: pymupdf.Page, highlight: str) -> list[pymupdf.Rect]:
-    """Where the fragments of ``highlight`` are on the page: in its text layer, or on a scanned page in the text
-    OCR reads from it (the same engine and settings as at ingest, so the same words in the same places)."""
-    textpage = _scan_textpage(pg)
+    """Where the fragments of ``highlight`` are on the page: in its text layer, or, when that holds none of them
+    and the page is a scan, in the text OCR reads from it (the same engine and settings as at ingest, so the same
+    words in the same places)."""
+    rects = _rects(pg, highlight, None)
+    if not rects and (textpage := _scan_textpage(pg)) is not None:
+        rects = _rects(pg, highlight, textpage)
+    return rects
+
+
+def _rects(pg: pymupdf.Page, highlight: str, textpage: pymupdf.TextPage | None) -> list[pymupdf.Rect]:
     rects: list[pymupdf.Rect] = []
     for frag in fragments(highlight):  # a fragment repeated in the chunk is marked once
         rects.extend(r for r in pg.search_for(frag, textpage=textpage) if not any(r.intersects(o) for o in rects))
@@ -187,9 +194,8 @@ def _highlight_rects(pg: pymupdf.Page, highlight: str) -> list[pymupdf.Rect]:
 
 
 def _scan_textpage(pg: pymupdf.Page) -> pymupdf.TextPage | None:
-    """The OCR text of a scanned page (``ingest.pdf_read.ocr.needs_ocr``) when an engine is installed; else None
-    (the page's own text layer)."""
-    if not needs_ocr(pg, sum(c.isalpha() for c in pg.get_text("text"))):
+    """The OCR text of a scanned page (``ingest.pdf_read.ocr.needs_ocr``) when an engine is installed; else None."""
+    if not needs_ocr(pg, any(c.isalpha() for c in pg.get_text("text"))):
         return None
     s = get_settings().ingest
     engine = engine_for(s.ocr, s.ocr_languages.split("+"), s.ocr_dpi)

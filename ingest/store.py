@@ -147,7 +147,7 @@ class NodeText(msgspec.Struct, frozen=True):
 def _doc(row: asyncpg.Record) -> DocumentInfo:
     data = dict(row)
     meta = data.get("metadata")
-    data["metadata"] = json.loads(meta) if isinstance(meta, str) else (meta or {})
+    data["metadata"] = json_dict(meta) or {}
     data["warnings"] = list(data.get("warnings") or [])
     return DocumentInfo(**data)
 
@@ -621,11 +621,8 @@ def printed_pages_json(labels: Mapping[int, str] | None) -> str | None:
 
 async def stored_printed_pages(pool: asyncpg.Pool, doc_id: int) -> dict[int, str] | None:
     """The printed page labels stored with a document; None when they were never read."""
-    raw = await pool.fetchval(SQL_PRINTED_PAGES, doc_id)
-    if raw is None:
-        return None
-    data = json.loads(raw) if isinstance(raw, str) else raw
-    return {int(k): str(v) for k, v in data.items()}
+    data = json_dict(await pool.fetchval(SQL_PRINTED_PAGES, doc_id))
+    return {int(k): str(v) for k, v in data.items()} if data is not None else None
 
 
 async def store_printed_pages(pool: asyncpg.Pool, doc_id: int, sha256: str, labels: Mapping[int, str]) -> None:

@@ -173,7 +173,7 @@ if tuple(ROUTERS) != STRATEGIES:  # a strategy is added in router.types.Strategy
 async def given(state: QueryState) -> RoutingResult:
     """The request's own documents (``documents``), in its order, those its filters allow: no routing. Each
     keeps its DocScore for the trace."""
-    allowed = [d for d in state.given if state.within is None or d in set(state.within)]
+    allowed = list(state.within or ())  # the request's documents the filters allow, in its order (state.prepare)
     scores = await doc_scores(state, allowed) if allowed else {}
     names = state.catalog.names(allowed)
     cands = tuple(DocCandidate(d, names.get(d, str(d)), round(scores.get(d, (0.0, 0))[0], 4), "given in the request")

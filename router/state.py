@@ -207,7 +207,8 @@ async def prepare(services: Services, request: Request, chat: ChatModel) -> Quer
     within = admitted.documents or None
     if req.filters:
         allowed = tuple(d for d, _ in await store.run_filter(pool, collection_id, conditions_from_filters(req.filters)))
-        within = tuple(d for d in within if d in set(allowed)) if within is not None else allowed
+        kept = set(allowed)
+        within = tuple(d for d in within if d in kept) if within is not None else allowed
     return QueryState(
         req=req, chat=chat, services=services, collection_id=collection_id, catalog=catalog, question=question,
         vectors=vectors, terms=await store.query_terms(pool, collection_id, question, n_docs=catalog.stamp.documents), within=within, scope=scope,

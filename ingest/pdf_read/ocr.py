@@ -81,8 +81,8 @@ def ocr_textpage(page: pymupdf.Page, engine: OcrEngine) -> pymupdf.TextPage:
 SCAN_COVER = 0.5  # of the page's area an image must cover for a page without text to be a scan
 
 
-def needs_ocr(page: pymupdf.Page, letters: int) -> bool:
-    """A page with no letters in its text layer whose images cover at least ``SCAN_COVER`` of it: a scanned
+def needs_ocr(page: pymupdf.Page, letters: bool) -> bool:
+    """A page with no ``letters`` in its text layer whose images cover at least ``SCAN_COVER`` of it: a scanned
     page (a page showing only a logo, a chart or a photo is not read by OCR)."""
     if letters or not page.get_images(full=False):
         return False

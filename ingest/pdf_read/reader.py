@@ -193,7 +193,7 @@ def read_pdf(
             try:
                 page = doc.load_page(i)
                 read = read_page(page, rebuild)
-                if needs_ocr(page, sum(_letters(ln.text) for ln in read.lines)):
+                if needs_ocr(page, any(_letters(ln.text) for ln in read.lines)):  # stops at the first letter
                     read = scans.read(page, read, ocr, rebuild, label)
                 lines = read.lines
                 pixels += read.pixels

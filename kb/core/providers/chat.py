@@ -198,11 +198,11 @@ class OpenAIChatModel:
                 kwargs["response_format"] = self._response_format(purpose, schema)
             if max_tokens is not None:
                 kwargs["max_tokens"] = max_tokens
-            streaming = sink is not None and self._streams
+            streaming = False
             try:
-                if streaming and sink is not None:
-                    sink_now, sink = sink, None
-                    reply = await self._streamed(kwargs, sink_now)
+                if sink is not None and self._streams:
+                    streaming, to, sink = True, sink, None  # one streamed attempt: a retry's reply comes whole
+                    reply = await self._streamed(kwargs, to)
                 else:
                     async with self._sem:
                         resp = await self._client.chat.completions.create(**kwargs)
