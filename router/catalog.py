@@ -18,10 +18,11 @@ import numpy as np
 import structlog
 
 from kb.core.collections import CollectionStamp, collection_stamp
+from kb.core.lexicon import is_zh
 from kb.core.text import tokenize
 from kb.core.vocab import company_core
 from router import store
-from router.metadata import COMPANY_KEYS, KnownValues, company_index, renamed_companies
+from router.metadata import COMPANY_KEYS, ENTITY_KEY, Entity, KnownValues, company_entities, company_index
 from router.scoring import PostingsBM25
 from router.store import DocFields
 
@@ -61,6 +62,8 @@ class Catalog:
     docs: dict[int, DocFields]
     known: KnownValues
     descriptions: DescriptionIndex
+    entities: dict[str, Entity] = field(default_factory=dict)
+    """Each company value → its entity (``router.metadata.company_entities``), as routing and facts join them."""
     reports: dict[str, tuple[int, ...]] = field(default_factory=dict)
     """Each company's documents (renamed companies as one), latest period first: ``company_core`` → ids."""
 
@@ -81,6 +84,12 @@ class Catalog:
         return {d: f.metadata for d, f in self.fields(doc_ids).items()}
 
     @functools.cached_property
+    def languages(self) -> frozenset[str]:
+        """The languages the documents are written in ("en", "zh"), each document's by its description (else
+        its name)."""
+        return frozenset("zh" if is_zh(f.description or f.name) else "en" for f in self.docs.values())
+
+    @functools.cached_property
     def companies(self) -> dict[str, tuple[str, ...]]:
         """Each company the documents name (a renamed company once, by its latest name) → the tickers and other
         names its documents record (how a question may write it: ``router.reading``)."""
@@ -89,8 +98,8 @@ class Catalog:
             if company := str(f.metadata.get("company") or ""):
                 entity = self.known.entity(company)  # a renamed company is one company under all its names
                 found = aliases.setdefault(entity, set())
-                found.update(str(v) for v in (company, f.metadata.get("ticker"), *(f.metadata.get("also_known_as") or ()))
-                             if v and str(v) != entity)
+                found.update(str(v) for v in (company, f.metadata.get("ticker"), f.metadata.get(ENTITY_KEY),
+                                              *(f.metadata.get("also_known_as") or ())) if v and str(v) != entity)
         return {name: tuple(sorted(a)) for name, a in aliases.items()}
 
 
@@ -127,14 +136,15 @@ class Catalogs:
         index = await asyncio.to_thread(_description_index, rows)
         docs = {int(r["id"]): DocFields(r["name"], r["description"], store.json_object(r["metadata"])) for r in rows}
         log.debug("router.catalog_built", collection_id=collection_id, documents=len(docs))
-        groups, other_names = renamed_companies(
-            (str(f.metadata["company"]), [str(n) for n in f.metadata.get("also_known_as") or () if n])
-            for f in docs.values() if f.metadata.get("company"))
+        found = company_entities(
+            (str(f.metadata["company"]), [str(n) for n in f.metadata.get("also_known_as") or () if n],
+             str(f.metadata.get(ENTITY_KEY) or "")) for f in docs.values() if f.metadata.get("company"))
+        groups, other_names = found.groups, found.extra
         companies = {k: company_index(k, values[k], other_names if k == "company" else None)
                      for k in COMPANY_KEYS if k in values}
         known = KnownValues(values=values, doc_count=stamp.documents, companies=companies, groups=groups)
         return Catalog(collection_id=collection_id, stamp=stamp, docs=docs, descriptions=index, known=known,
-                       reports=_reports(docs, known))
+                       entities=found.by_value, reports=_reports(docs, known))
 
 
 def _reports(docs: dict[int, DocFields], known: KnownValues) -> dict[str, tuple[int, ...]]:

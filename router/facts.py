@@ -1068,6 +1068,21 @@ def named_line(question: str, labels: Sequence[str]) -> str:
     return best
 
 
+def _rows_of_line(keyed: Sequence[tuple[str, _Row]], label: str, *, by_lemmas: bool = False) -> dict[int, list[_Row]]:
+    """Each document's rows of the printed line ``label`` (``line_key``): printed so, else as the report prints it
+    another way ("及" for "以及"); ``by_lemmas``: English compared word by word by lemma ("assets" is "asset")."""
+    rows_by_doc: dict[int, list[_Row]] = {}
+    words = lx.lemma_words(label) if by_lemmas and not lx.is_zh(label) else None
+    for k, r in keyed:
+        if k == label or (words is not None and not lx.is_zh(k) and lx.lemma_words(k) == words):
+            rows_by_doc.setdefault(r.doc_id, []).append(r)
+    exact = set(rows_by_doc)
+    for k, r in keyed:  # a report that prints the line another way ("及" for "以及"): its own printing
+        if k != label and r.doc_id not in exact and same_line(k, label):
+            rows_by_doc.setdefault(r.doc_id, []).append(r)
+    return rows_by_doc
+
+
 async def _line_answer(pool: asyncpg.Pool, catalog: Catalog, q: Question, plan: ScopePlan,
                        a: MeasureAsk | None = None) -> FactsAnswer | None:
     """A question naming a statement line outside the vocabulary ("交易性金融资产", "other current liabilities"):
@@ -1084,18 +1099,16 @@ async def _line_answer(pool: asyncpg.Pool, catalog: Catalog, q: Question, plan: 
         label = line_key(a.concept[5:])
     if not label:
         return None
-    rows_by_doc: dict[int, list[_Row]] = {}
-    for k, r in keyed:
-        if k == label:
-            rows_by_doc.setdefault(r.doc_id, []).append(r)
-    exact = set(rows_by_doc)
-    for k, r in keyed:  # a report that prints the line another way ("及" for "以及"): its own printing
-        if k != label and r.doc_id not in exact and same_line(k, label):
-            rows_by_doc.setdefault(r.doc_id, []).append(r)
+    rows_by_doc, asked = _rows_of_line(keyed, label), ""
+    for other in () if rows_by_doc else lx.line_equivalents(label):  # the line in the reports' own language
+        if rows_by_doc := _rows_of_line(keyed, line_key(other), by_lemmas=True):
+            asked = label  # named as the question names it, then as printed: "trading financial asset (交易性金融资产)"
+            break
     if not rows_by_doc:
         return None
     first = next(iter(rows_by_doc.values()))[0]
-    spec = Measure(name=f"line:{label}", label=first.line_item.strip().rstrip(":："), printed=(),
+    printed = first.line_item.strip().rstrip(":：")
+    spec = Measure(name=f"line:{label}", label=f"{asked} ({printed})" if asked else printed, printed=(),
                    kinds=(first.statement,), unit="per_share" if first.unit.endswith("/share") else "money",
                    flow=first.statement != "balance")
     probe = msgspec.structs.replace(probe, concept=spec.name)

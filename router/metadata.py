@@ -176,6 +176,9 @@ def period_prior(period: QuestionPeriod, meta: Mapping[str, Any], years_present:
     return boost, ", ".join(why)
 
 
+_TOKEN = re.compile(r"[0-9a-z]+|[\u4e00-\u9fff]+")
+"""A question's words for finding companies: Latin and Han runs apart ("Gresham Worldwide的应付账款" → gresham,
+worldwide, 的应付账款)."""
 _CJK_NAME = re.compile(r"[\u4e00-\u9fff0-9A-Za-z*]*[\u4e00-\u9fff][\u4e00-\u9fff0-9A-Za-z*]*")
 
 
@@ -193,13 +196,17 @@ class CompanyIndex:
         self.phrases: dict[str, set[str]] = {}
         self.compact: dict[str, set[str]] = {}
         self.cjk: dict[str, set[str]] = {}  # Chinese names, found inside a question's unspaced text
+        self.pinyin: dict[str, set[str]] = {}  # Chinese names in pinyin ("Yanghe"), found written with a capital
         other_names = other_names or {}
         for value in values:
             if exact_case:
                 self.phrases.setdefault(value.strip(), set()).add(value)
                 continue
+            for name in (value, *other_names.get(value, ())):
+                for p in vocab.pinyin_names(name):
+                    self.pinyin.setdefault(p, set()).add(value)
             for alias in {a for name in (value, *other_names.get(value, ())) for a in company_aliases(name)}:
-                self.phrases.setdefault(alias, set()).add(value)
+                self.phrases.setdefault(" ".join(_TOKEN.findall(alias)), set()).add(value)  # "tcl科技" → "tcl 科技"
                 if " " not in alias and len(alias) >= 5:  # "Best Buy" written "bestbuy", or the other way round
                     self.compact.setdefault(alias, set()).add(value)
                 if _CJK_NAME.fullmatch(alias.replace(" ", "")) and len(alias.replace(" ", "")) >= 2:
@@ -210,11 +217,14 @@ class CompanyIndex:
     def mentions(self, question: str) -> list[tuple[str, int, int]]:
         """(value, start, end) of each company named in the question, by character offsets, in order; a name
         inside a longer named one ("Buy" in "Best Buy") is not a mention of its own."""
-        pattern = r"[A-Za-z0-9]+" if self.exact_case else r"[0-9a-z\u4e00-\u9fff]+"
-        tokens = list(re.finditer(pattern, question if self.exact_case else question.lower()))
+        pattern = r"[A-Za-z0-9]+" if self.exact_case else _TOKEN
+        lowered = question if self.exact_case else question.lower()
+        tokens = list(re.finditer(pattern, lowered))
         words = [t.group(0) for t in tokens]
         found: list[tuple[int, int, str]] = []
         for i in range(len(words)):
+            if self.pinyin and len(lowered) == len(question) and question[tokens[i].start()].isupper():
+                found.extend((i, i + 1, v) for v in self.pinyin.get(words[i], ()))
             for n in range(1, min(self.MAX_WORDS, len(words) - i) + 1):
                 span = words[i: i + n]
                 for value in self.phrases.get(" ".join(span), ()):
@@ -224,7 +234,7 @@ class CompanyIndex:
                         found.append((i, i + n, value))
         spans = [(tokens[i].start(), tokens[j - 1].end(), v) for i, j, v in found]
         if self._cjk_pattern is not None:  # "洋河股份的…": a Chinese name is a substring, not a word
-            spans += [(m.start(), m.end(), v) for m in self._cjk_pattern.finditer(question)
+            spans += [(m.start(), m.end(), v) for m in self._cjk_pattern.finditer(lowered)
                       for v in self.cjk[m.group(0)]]
         spans.sort(key=lambda m: (m[0] - m[1], m[0]))  # longest first
         kept: list[tuple[int, int, str]] = []
@@ -280,37 +290,102 @@ def company_index(key: str, values: Iterable[str],
     return CompanyIndex(values, exact_case=key == "ticker", other_names=other_names)
 
 
-def renamed_companies(docs: Iterable[tuple[str, Sequence[str]]]) -> tuple[dict[str, tuple[str, ...]],
-                                                                          dict[str, list[str]]]:
-    """From (company value, other names the report states) per document: the values that are one entity
-    (a report of "Ascent Industries Co." says it was "Synalloy Corporation", and "Synalloy Corporation" is the
-    company of older reports) and, per value, the other names no value carries (found by them too)."""
-    docs = [(c, list(names)) for c, names in docs]
-    by_core: dict[str, set[str]] = {}
-    for company, _ in docs:
-        by_core.setdefault(vocab.company_core(company), set()).add(company)
+ENTITY_KEY = "entity"
+"""Document metadata naming the company a document is about as one entity, over how its name is spelled: documents
+with the same ``entity`` are one company ("BYD" for 比亚迪's reports, and "BYD" then finds them), and documents
+whose ``entity`` differ are never joined by their spelling."""
+
+JOINED_LEGAL_FORM = "same name but for legal form, case or punctuation"
+JOINED_FORMER_NAME = "a former name its report states"
+JOINED_METADATA = "the same entity in their metadata"
+
+
+class Entity(msgspec.Struct, frozen=True):
+    """One company as the overview, routing and facts see it: its company values, and why they were joined."""
+
+    name: str  # the metadata ``entity`` when set, else the shortest spelling
+    names: tuple[str, ...]  # every company value of its documents, sorted
+    joined: tuple[str, ...] = ()  # why (``JOINED_*``), empty for a company written one way
+
+
+class CompanyEntities(msgspec.Struct, frozen=True):
+    """The companies of a collection as entities: ``groups`` (each value of a joined entity → all its values,
+    sorted; the first names the entity in answers), ``extra`` (per value, other names no value carries, found by
+    them too: former names, the metadata ``entity``) and each value's ``Entity``."""
+
+    groups: dict[str, tuple[str, ...]]
+    extra: dict[str, list[str]]
+    by_value: dict[str, Entity]
+
+
+def company_entities(docs: Iterable[tuple[str, Sequence[str], str]]) -> CompanyEntities:
+    """From (company value, other names its report states, metadata ``entity``) per document: the values that
+    are one company — written alike but for legal form and punctuation ("Amcor", "Amcor PLC"), renamed (a report
+    of "Ascent Industries Co." says it was "Synalloy Corporation", the company of older reports), or given one
+    ``entity`` — unless their metadata gives them different entities."""
+    docs = [(c, list(names), (e or "").strip()) for c, names, e in docs]
     parent: dict[str, str] = {}
+    given: dict[str, str] = {}  # root → the metadata entity of its values
+    why: dict[str, set[str]] = {}
 
     def root(v: str) -> str:
         while parent.get(v, v) != v:
             v = parent[v]
         return v
 
+    def join(x: str, y: str, reason: str) -> None:
+        a, b = sorted((root(x), root(y)))
+        if a == b or (given.get(a) and given.get(b) and given[a].casefold() != given[b].casefold()):
+            return  # one already, or told apart by their metadata
+        parent[b] = a
+        if given.get(b):
+            given.setdefault(a, given[b])
+        why.setdefault(a, set()).update({reason, *why.pop(b, set())})
+
+    for company, _, entity in docs:
+        if entity:
+            given.setdefault(company, entity)
+    by_given: dict[str, str] = {}
+    spelled: dict[str, str] = {}  # an entity as its first document writes it ("BYD", then "byd")
+    for company, _, entity in docs:
+        if entity:
+            spelled.setdefault(entity.casefold(), entity)
+            join(by_given.setdefault(entity.casefold(), company), company, JOINED_METADATA)
+    by_core: dict[str, set[str]] = {}
+    for company, _, _ in docs:
+        by_core.setdefault(vocab.company_core(company), set()).add(company)
+    for spellings in by_core.values():
+        first, *rest = sorted(spellings)
+        for other in rest:
+            join(first, other, JOINED_LEGAL_FORM)
     extra: dict[str, list[str]] = {}
-    for company, names in docs:
+    for company, names, _ in docs:
         for name in names:
             same = by_core.get(vocab.company_core(name))
             if not same:
                 extra.setdefault(company, []).append(name)
             for other in same or ():
-                a, b = sorted((root(company), root(other)))
-                if a != b:
-                    parent[b] = a
+                join(company, other, JOINED_FORMER_NAME)
     members: dict[str, set[str]] = {}
-    for v in {c for c, _ in docs}:
-        members.setdefault(root(v), set()).add(v)
+    for company, _, _ in docs:
+        members.setdefault(root(company), set()).add(company)
     groups = {v: tuple(sorted(g)) for g in members.values() if len(g) > 1 for v in g}
-    return groups, extra
+    by_value: dict[str, Entity] = {}
+    for r, g in members.items():
+        name = spelled[given[r].casefold()] if given.get(r) else min(g, key=lambda n: (len(n), n))
+        entity = Entity(name=name, names=tuple(sorted(g)), joined=tuple(sorted(why.get(r, ()))) if len(g) > 1 else ())
+        for v in g:
+            by_value[v] = entity
+            if given.get(r) and vocab.company_core(name) not in {vocab.company_core(x) for x in g}:
+                extra.setdefault(v, []).append(name)  # found by the name the metadata gives
+    return CompanyEntities(groups=groups, extra=extra, by_value=by_value)
+
+
+def renamed_companies(docs: Iterable[tuple[str, Sequence[str]]]) -> tuple[dict[str, tuple[str, ...]],
+                                                                          dict[str, list[str]]]:
+    """``company_entities`` without metadata entities: (groups, extra)."""
+    found = company_entities((c, names, "") for c, names in docs)
+    return found.groups, found.extra
 
 
 class MetadataMatch(msgspec.Struct, frozen=True):

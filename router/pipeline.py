@@ -142,7 +142,8 @@ async def answer_of(chat: ChatModel, req: Request, out: RetrievalOutcome, *, str
     """The one synthesis over the evidence, its figures checked; an offline text answer to a ratio or metric the
     facts did not give, whose lead states no figure of its unit, begins by saying it was not computed
     (``router.understood.uncomputed``)."""
-    grounds = Grounds(out.plan, out.facts, out.reading.concept if out.reading is not None else "")
+    grounds = Grounds(out.plan, out.facts, out.reading.concept if out.reading is not None else "",
+                      out.reading.lang if out.reading is not None else "")
     answer = check_figures(await synthesize(chat, out.asked or req.query, list(out.evidence), req.history, grounds),
                            strict=strict, computed=out.facts.text if out.facts else "")
     if out.facts is None and answer.mode.startswith("extractive") and out.reading is not None \

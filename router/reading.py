@@ -18,7 +18,7 @@ import msgspec
 from kb.core import lexicon as lx
 from kb.core.measures import CONCEPT_BY_NAME, METRICS
 from kb.core.periods import YEAR, Form, Mention, find_periods, names_period, stated_months, states_range
-from kb.core.vocab import company_core, question_concept
+from kb.core.vocab import company_core, pinyin_names, question_concept, zh_short
 from router.calc import catalog_formula, concepts, quotient, quotient_name
 from router.measures import measure_names
 from router.metrics import definitions, named_formula
@@ -64,6 +64,7 @@ class _Reading:
 
     raw: str
     words: list[tuple[int, int, str]] = field(default_factory=list)  # (start, end, lower word)
+    text: str = ""  # the question as written, where its length is raw's (capitals of pinyin names)
     taken: list[tuple[int, int]] = field(default_factory=list)
     single: list[tuple[int, int, MeasureRef]] = field(default_factory=list)  # measures named by one English word
 
@@ -75,7 +76,8 @@ class _Reading:
         # "loss per Class A share", "earnings per common share": per share
         low = re.sub(r"(?<=\bper )(?:class [a-c] |common |ordinary )+(?=shares?\b)", lambda m: " " * len(m.group(0)),
                      low)
-        return cls(raw=low, words=[(m.start(), m.end(), m.group(0)) for m in _WORD.finditer(low)])
+        return cls(raw=low, words=[(m.start(), m.end(), m.group(0)) for m in _WORD.finditer(low)],
+                   text=text if len(text) == len(low) else "")
 
     def free(self, a: int, b: int) -> bool:
         return not any(x < b and a < y for x, y in self.taken)
@@ -138,6 +140,11 @@ def _measure_table() -> list[tuple[str, MeasureRef]]:
         table.setdefault(alias, MeasureRef(label, "line"))
     for label in (*lx.ZH_LINE_ITEMS, *lx.EN_LINE_ITEMS):
         table.setdefault(label, MeasureRef(label, "line"))
+    known = {lx.lemma_words(phrase) for phrase in table if not lx.is_zh(phrase)}
+    for english in lx.ZH_LINE_ENGLISH.values():  # the English of Chinese lines (found in Chinese reports too),
+        for name in english:  # unless a measure is named so already ("research and development expenses")
+            if lx.lemma_words(name) not in known:
+                table.setdefault(name, MeasureRef(name, "line"))
     return sorted(table.items(), key=lambda kv: -len(kv[0]))
 
 
@@ -341,9 +348,7 @@ _ZH_LEGAL = frozenset({"股份", "集团", "控股", "公司", "有限", "科技
 
 
 def _zh_forms(core: str) -> list[str]:
-    place = next((p for p in lx.ZH_PLACES if core.startswith(p) and len(core) > len(p) + 1), "")
-    stripped = core[len(place):]
-    stripped = re.sub(r"^[市省]", "", stripped)
+    stripped = zh_short(core)
     forms = [core, stripped, stripped[:4]]
     if len(stripped) >= 3:
         forms += [stripped[:3]]
@@ -352,11 +357,14 @@ def _zh_forms(core: str) -> list[str]:
 
 
 @functools.lru_cache(maxsize=200_000)
-def _company_entry(name: str, aliases: tuple[str, ...]) -> tuple[str, tuple[tuple[str, str], ...]]:
-    """(the company's key, its forms each with what must stand in a question for it to be looked for: the
-    form's first word, or the Chinese form itself) — read once per name, not per question."""
-    forms = _company_forms(name, aliases)
-    return company_core(name) or name, tuple((f, f if lx.is_zh(f) else next(iter(_WORD.findall(f)), f)) for f in forms)
+def _company_entry(name: str, aliases: tuple[str, ...]) -> tuple[str, tuple[tuple[str, str, bool], ...]]:
+    """(the company's key, its forms each with what must stand in a question for it to be looked for — the
+    form's first word, or the Chinese form itself — and whether it is the pinyin of a Chinese name, found only
+    written with a capital: "Yanghe") — read once per name, not per question."""
+    forms = [(f, False) for f in _company_forms(name, aliases)]
+    forms += [(p, True) for spelling in (name, *aliases) for p in pinyin_names(spelling)]
+    return company_core(name) or name, tuple((f, f if lx.is_zh(f) else next(iter(_WORD.findall(f)), f), latin)
+                                             for f, latin in dict.fromkeys(forms))
 
 
 def _company_forms(name: str, aliases: Sequence[str] = ()) -> list[str]:
@@ -404,10 +412,12 @@ def _companies(r: _Reading, companies: Mapping[str, Sequence[str]]) -> tuple[lis
         if key in seen:
             continue
         seen.add(key)
-        for form, cue in forms:
+        for form, cue, latin in forms:
             if (cue not in r.raw) if lx.is_zh(form) else (cue not in words):
                 continue  # a set look-up per form: a collection of 10,000 companies costs no scan per name
             spans = r._find(form)  # the collection's names: data, not wording (never masked)
+            if latin:  # pinyin names a company only as a proper noun ("Yanghe's", not "yanghe")
+                spans = [(a, b) for a, b in spans if r.text[a:a + 1].isupper()]
             if spans:
                 hits[name] = [_extend(r, s, name) for s in spans]
                 break

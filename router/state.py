@@ -20,6 +20,7 @@ from kb.core.telemetry import Clock as Clock  # re-exported: the pipeline times 
 from kb.core.vocab import question_statements
 from router import store
 from router.catalog import Catalog, Catalogs
+from router.crosslang import bridged
 from router.doccache import DocCache, DocReads
 from router.followup import FollowUp, resolve
 from router.meaning import MeaningIndex
@@ -200,9 +201,10 @@ async def prepare(services: Services, request: Request, chat: ChatModel) -> Quer
     follow_up = await asyncio.to_thread(resolve, req.query, req.history, catalog.companies) if req.history \
         else resolve(req.query, (), catalog.companies)  # earlier turns are read off the event loop
     question = retrieval_query(req, follow_up)
-    vectors = await services.vectors.embed([question])
     reading = follow_up.question if question == follow_up.text else read_question(question, catalog.companies)
     scope = classify_scope(question, catalog.known, reading)
+    question = bridged(question, reading, catalog.languages)  # searched in the documents' language too
+    vectors = await services.vectors.embed([question])
     missing = await missing_entities(pool, collection_id, req.query, catalog.known)
     within = admitted.documents or None
     if req.filters:

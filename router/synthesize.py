@@ -44,7 +44,7 @@ from router.rows import (
 from router.scope import evidence_found
 from router.textfigure import asked_span, other_span, text_figure
 from router.types import Answer, CitationOut, RetrievedChunk, ScopePlan, Turn, UnsupportedFigure
-from router.wording import EN, Words, words
+from router.wording import ANSWER_LANG, EN, Words, words
 
 log = structlog.get_logger("router.synthesize")
 
@@ -140,6 +140,7 @@ class Grounds:
     plan: ScopePlan | None = None
     facts: FactsAnswer | None = None
     concept: str = ""
+    lang: str = ""  # the language the question was read in ("" : by its characters)
 
 
 async def synthesize(chat: ChatModel, question: str, chunks: Sequence[RetrievedChunk],
@@ -147,10 +148,14 @@ async def synthesize(chat: ChatModel, question: str, chunks: Sequence[RetrievedC
     """LLM answer with [n] markers mapped to citations; extractive when offline or on failure. Markers are
     numbered in reading order (``in_reading_order``). With facts the offline answer leads with the computed
     figures; an LLM gets the fact rows and the computed result as its first evidence."""
-    if grounds.facts is not None:
-        answer = await _facts_answer(chat, question, chunks, history, grounds.plan, grounds.facts)
-    else:
-        answer = await _answer(chat, question, chunks, history, grounds.plan, grounds.concept)
+    token = ANSWER_LANG.set(grounds.lang)
+    try:
+        if grounds.facts is not None:
+            answer = await _facts_answer(chat, question, chunks, history, grounds.plan, grounds.facts)
+        else:
+            answer = await _answer(chat, question, chunks, history, grounds.plan, grounds.concept)
+    finally:
+        ANSWER_LANG.reset(token)
     return in_reading_order(answer)
 
 

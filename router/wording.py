@@ -3,6 +3,7 @@ sentences and figures are the documents' own; what joins them is said the way th
 
 from __future__ import annotations
 
+import contextvars
 import datetime as dt
 
 import msgspec
@@ -169,8 +170,16 @@ ZH = Words(
 )
 
 
+ANSWER_LANG: contextvars.ContextVar[str] = contextvars.ContextVar("answer_lang", default="")
+"""The language the typed question was read in ("en", "zh"; ``router.reading``, company names aside), set for
+the one synthesis of a query: "What trading financial assets does 英力特 hold?" is answered in English."""
+
+
 def words(question: str) -> Words:
-    """The wording of a question's language: Chinese when it is written in Chinese, else English."""
+    """The wording of a question's language: the language it was read in (``ANSWER_LANG``), else Chinese when it
+    is written in Chinese, else English."""
+    if lang := ANSWER_LANG.get():
+        return ZH if lang == "zh" else EN
     return ZH if len(lx.HAN.findall(question)) >= 2 else EN
 
 

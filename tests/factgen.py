@@ -88,9 +88,11 @@ def figures(revenue: float, net_income: float, *, cash: float, liabilities: floa
             "cfo": round(net_income * 1.5), "capex": 30}
 
 
-def chinese_report(company: str, revenue: str = "4,094,687,499.12", cash_flow: Mapping[str, str] | None = None) -> str:
-    """A Chinese first-quarter report (2024年第一季度报告) with 合并资产负债表 (单位：万元) and 合并利润表 (元), and a
-    合并现金流量表 (元) of the ``cash_flow`` lines (printed label → this quarter's figure) when given."""
+def chinese_report(company: str, revenue: str = "4,094,687,499.12", cash_flow: Mapping[str, str] | None = None,
+                   balance: Mapping[str, str] | None = None) -> str:
+    """A Chinese first-quarter report (2024年第一季度报告) with 合并资产负债表 (单位：万元; ``balance``: further lines,
+    printed label → this quarter's figure) and 合并利润表 (元), and a 合并现金流量表 (元) of the ``cash_flow``
+    lines (printed label → this quarter's figure) when given."""
     flows = ["2、合并现金流量表", "单位：元", "|项目|本期发生额|上期发生额|", "|---|---|---|", "|一、经营活动产生的现金流量：|-|-|",
              *(f"|{label}|{value}|1.00|" for label, value in (cash_flow or {}).items()), ""] if cash_flow else []
     return "\n".join([
@@ -98,7 +100,8 @@ def chinese_report(company: str, revenue: str = "4,094,687,499.12", cash_flow: M
         f"深圳市{company}科技股份有限公司2024年第一季度报告", "", "四、季度财务报表", "（一）财务报表",
         "1、合并资产负债表", f"编制单位：{company}股份有限公司", "2024年 03月 31日", "单位：万元",
         "|项目|期末余额|期初余额|", "|---|---|---|",
-        "|货币资金|1,234.50|1,000.00|", "|流动资产合计|5,000.00|4,800.00|",
+        "|货币资金|1,234.50|1,000.00|", *(f"|{label}|{value}|1.00|" for label, value in (balance or {}).items()),
+        "|流动资产合计|5,000.00|4,800.00|",
         "|资产总计|12,000.00|11,000.00|", "|流动负债合计|3,000.00|2,800.00|", "|负债合计|7,000.00|6,500.00|",
         "|所有者权益合计|5,000.00|4,500.00|", "",
         "2、合并利润表", "单位：元", "|项目|本期发生额|上期发生额|", "|---|---|---|",

@@ -39,11 +39,12 @@ from kb.api.common import (
     public_path,
     read_guard,
 )
-from kb.core.collections import Collection, create_collection, list_collections
+from kb.core.collections import Collection, create_collection, list_collections, lookup_collection_id
 from kb.core.db import schema_version
 from kb.core.errors import UnavailableError
 from kb.core.settings import Settings
 from kb.runtime import Runtime
+from router.metadata import Entity
 
 log = structlog.get_logger("kb.api")
 
@@ -61,6 +62,9 @@ def _public(doc: DocumentInfo, settings: Settings) -> DocumentInfo:
 class DocumentDetail(msgspec.Struct, frozen=True):
     document: DocumentInfo
     tree: list[NodeInfo]
+    entity: Entity | None = None
+    """The company the document is about as routing and facts see it: the company values joined with its own
+    and why (legal form, a former name, the metadata ``entity``, which overrides); null without a company."""
 
 
 @get("/health", responses=errors(503))
@@ -137,7 +141,11 @@ class CatalogController(Controller):
     @get("/documents/{doc_id:int}", responses=errors(400, 401, 404))
     async def document(self, rt: Runtime, doc_id: DbId) -> DocumentDetail:
         info, nodes = await get_document(rt.pool, doc_id)
-        return DocumentDetail(document=_public(info, rt.settings), tree=nodes)
+        entity = None
+        if (company := str(info.metadata.get("company") or "")) and info.collection:
+            catalog = await rt.pipeline.catalogs.get(await lookup_collection_id(rt.pool, info.collection))
+            entity = catalog.entities.get(company)
+        return DocumentDetail(document=_public(info, rt.settings), tree=nodes, entity=entity)
 
     @get("/documents/{doc_id:int}/tree", responses=errors(400, 401, 404))
     async def tree(self, rt: Runtime, doc_id: DbId,

@@ -27,8 +27,8 @@ from ingest.chunk_view import SectionChunks, section_chunks
 from ingest.render import SOURCE_CHUNK, load_source, open_source
 from ingest.store import DocumentInfo, list_documents
 from kb.api.common import BEARER, DbId, errors, exception_handler, read_guard
-from kb.core.vocab import company_core
 from kb.runtime import Runtime
+from router.metadata import ENTITY_KEY, Entity, company_entities
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "ui" / "static"
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; "
@@ -209,14 +209,18 @@ def sample_questions(text: str) -> list[tuple[str, str, str]]:
     return [(m[1], m[2].strip(), m[3]) for m in _QUESTION.finditer(text)]
 
 
+def document_entities(docs: list[DocumentInfo]) -> dict[str, Entity]:
+    """Each company value of the documents → the entity it is one of, as routing and facts join them
+    (``router.metadata.company_entities``: legal forms, former names, the metadata ``entity``)."""
+    return company_entities(
+        (name, [str(n) for n in d.metadata.get("also_known_as") or () if n], str(d.metadata.get(ENTITY_KEY) or ""))
+        for d in docs if (name := str(d.metadata.get("company") or "").strip())).by_value
+
+
 def company_names(docs: list[DocumentInfo]) -> list[str]:
-    """The companies the documents name, one per company however its documents write it ("Amcor", "Amcor PLC",
-    "AMCOR P.L.C." are one: ``kb.core.vocab.company_core``), each by its shortest spelling, sorted."""
-    by_core: dict[str, set[str]] = {}
-    for d in docs:
-        if name := str(d.metadata.get("company") or "").strip():
-            by_core.setdefault(company_core(name) or name.lower(), set()).add(name)
-    return sorted(min(names, key=lambda n: (len(n), n)) for names in by_core.values())
+    """The companies the documents name, one per entity however its documents write it ("Amcor", "Amcor PLC",
+    "AMCOR P.L.C." are one), each by its metadata ``entity`` or shortest spelling, sorted."""
+    return sorted({e.name for e in document_entities(docs).values()})
 
 
 def summarize(docs: list[DocumentInfo]) -> str:

@@ -441,6 +441,135 @@ LINE_ALIASES: Mapping[str, str] = {
 }
 """Short names analysts give printed lines (扣非净利润) → the printed label."""
 
+ZH_LINE_ENGLISH: Mapping[str, tuple[str, ...]] = {
+    # 资产负债表
+    "货币资金": ("monetary fund", "cash and bank balance"), "交易性金融资产": ("trading financial asset",
+    "financial asset held for trading", "held for trading financial asset"),
+    "衍生金融资产": ("derivative financial asset",), "应收票据": ("note receivable", "bill receivable"),
+    "应收账款": ("account receivable",), "应收款项融资": ("receivables financing", "receivable financing"),
+    "预付款项": ("prepayment", "advance to supplier"), "其他应收款": ("other receivable",), "存货": ("inventory",),
+    "合同资产": ("contract asset",), "持有待售资产": ("asset held for sale",),
+    "一年内到期的非流动资产": ("non current asset due within one year", "non current asset fall due within one year",
+                      "current portion of non current asset"),
+    "其他流动资产": ("other current asset",), "流动资产合计": ("total current asset",),
+    "债权投资": ("debt investment",), "其他债权投资": ("other debt investment",),
+    "长期应收款": ("long term receivable",), "长期股权投资": ("long term equity investment",),
+    "其他权益工具投资": ("other equity instrument investment", "investment in other equity instrument"),
+    "其他非流动金融资产": ("other non current financial asset",),
+    "投资性房地产": ("investment property", "investment real estate"), "固定资产": ("fixed asset",),
+    "在建工程": ("construction in progress",), "生产性生物资产": ("productive biological asset",),
+    "使用权资产": ("right of use asset",), "无形资产": ("intangible asset",),
+    "开发支出": ("development expenditure",), "商誉": ("goodwill",),
+    "长期待摊费用": ("long term prepaid expense", "long term deferred expense"),
+    "递延所得税资产": ("deferred tax asset", "deferred income tax asset"),
+    "其他非流动资产": ("other non current asset",), "非流动资产合计": ("total non current asset",),
+    "资产总计": ("total asset",), "短期借款": ("short term borrowing", "short term loan"),
+    "交易性金融负债": ("trading financial liability",), "衍生金融负债": ("derivative financial liability",),
+    "应付票据": ("note payable", "bill payable"), "应付账款": ("account payable",),
+    "预收款项": ("advance from customer", "receipt in advance"), "合同负债": ("contract liability",),
+    "应付职工薪酬": ("employee benefit payable", "payroll payable"), "应交税费": ("tax payable",),
+    "其他应付款": ("other payable",), "持有待售负债": ("liability held for sale",),
+    "一年内到期的非流动负债": ("non current liability due within one year", "non current liability fall due within one year",
+                      "current portion of non current liability"),
+    "其他流动负债": ("other current liability",), "流动负债合计": ("total current liability",),
+    "长期借款": ("long term borrowing", "long term loan"), "应付债券": ("bond payable",),
+    "租赁负债": ("lease liability",), "长期应付款": ("long term payable",),
+    "预计负债": ("provision", "estimated liability"), "递延收益": ("deferred income",),
+    "递延所得税负债": ("deferred tax liability", "deferred income tax liability"),
+    "其他非流动负债": ("other non current liability",), "非流动负债合计": ("total non current liability",),
+    "负债合计": ("total liability",), "实收资本": ("paid in capital",), "股本": ("share capital",),
+    "资本公积": ("capital reserve",), "库存股": ("treasury share", "treasury stock"),
+    "其他综合收益": ("other comprehensive income",), "专项储备": ("special reserve",),
+    "盈余公积": ("surplus reserve", "statutory surplus reserve"),
+    "未分配利润": ("undistributed profit", "retained earning"),
+    "少数股东权益": ("minority interest", "non controlling interest"),
+    "所有者权益合计": ("total owners equity", "total owner equity"),
+    "负债和所有者权益总计": ("total liability and owners equity", "total liability and owner equity"),
+    # 利润表
+    "营业总收入": ("total operating revenue",), "营业收入": ("operating revenue",), "利息收入": ("interest income",),
+    "营业总成本": ("total operating cost",), "营业成本": ("operating cost",),
+    "税金及附加": ("tax and surcharge", "taxes and surcharges"), "销售费用": ("selling expense",),
+    "管理费用": ("administrative expense",), "研发费用": ("research and development expense",),
+    "财务费用": ("financial expense", "finance cost"), "利息费用": ("interest expense",),
+    "其他收益": ("other income",), "投资收益": ("investment income",),
+    "对联营企业和合营企业的投资收益": ("investment income from associates and joint ventures",),
+    "净敞口套期收益": ("net exposure hedging gain",),
+    "公允价值变动收益": ("gain from change in fair value", "gain or loss from change in fair value",
+                 "gain from fair value change", "fair value change gain"),
+    "信用减值损失": ("credit impairment loss",), "资产减值损失": ("asset impairment loss", "impairment loss on asset"),
+    "资产处置收益": ("gain on disposal of asset", "asset disposal gain"), "营业利润": ("operating profit",),
+    "营业外收入": ("non operating income",), "营业外支出": ("non operating expense",),
+    "利润总额": ("total profit",), "所得税费用": ("income tax expense",), "净利润": ("net profit",),
+    "终止经营净利润": ("net profit from discontinued operation",),
+    "少数股东损益": ("profit attributable to minority interest", "minority interest income"),
+    "其他综合收益的税后净额": ("other comprehensive income net of tax",),
+    "综合收益总额": ("total comprehensive income",), "基本每股收益": ("basic earnings per share",),
+    "稀释每股收益": ("diluted earnings per share",),
+    # 现金流量表
+    "销售商品、提供劳务收到的现金": ("cash received from selling goods and rendering services",
+                       "cash received from sale of goods and rendering of services"),
+    "收到的税费返还": ("tax refund received",),
+    "收到其他与经营活动有关的现金": ("other cash received relating to operating activities",),
+    "经营活动现金流入小计": ("cash inflow from operating activities", "operating cash inflow"),
+    "购买商品、接受劳务支付的现金": ("cash paid for goods and services",),
+    "支付给职工以及为职工支付的现金": ("cash paid to and on behalf of employees",),
+    "支付的各项税费": ("tax paid", "cash paid for taxes"),
+    "支付其他与经营活动有关的现金": ("other cash paid relating to operating activities",),
+    "经营活动现金流出小计": ("cash outflow from operating activities", "operating cash outflow"),
+    "经营活动产生的现金流量净额": ("net cash flow from operating activities",),
+    "收回投资收到的现金": ("cash received from disposal of investments", "cash received from recovery of investments"),
+    "取得投资收益收到的现金": ("cash received from investment income",),
+    "处置固定资产、无形资产和其他长期资产收回的现金净额": (
+        "net cash received from disposal of fixed assets intangible assets and other long term assets",),
+    "投资活动现金流入小计": ("cash inflow from investing activities",),
+    "购建固定资产、无形资产和其他长期资产支付的现金": (
+        "cash paid to acquire fixed assets intangible assets and other long term assets",),
+    "投资支付的现金": ("cash paid for investments",),
+    "投资活动现金流出小计": ("cash outflow from investing activities",),
+    "投资活动产生的现金流量净额": ("net cash flow from investing activities",),
+    "吸收投资收到的现金": ("cash received from capital contributions", "cash received from investors"),
+    "取得借款收到的现金": ("cash received from borrowings",),
+    "筹资活动现金流入小计": ("cash inflow from financing activities",),
+    "偿还债务支付的现金": ("cash paid to repay debts", "cash paid for debt repayment", "cash repayment of debts",
+                  "cash paid to repay debt"),
+    "分配股利、利润或偿付利息支付的现金": ("cash paid for dividends profits or interest",
+                          "cash paid for distribution of dividends profits or interest"),
+    "筹资活动现金流出小计": ("cash outflow from financing activities",),
+    "筹资活动产生的现金流量净额": ("net cash flow from financing activities",),
+    "汇率变动对现金及现金等价物的影响": ("effect of exchange rate changes on cash and cash equivalents",),
+    "现金及现金等价物净增加额": ("net increase in cash and cash equivalents",),
+    "期初现金及现金等价物余额": ("cash and cash equivalents at the beginning of the period",),
+    "期末现金及现金等价物余额": ("cash and cash equivalents at the end of the period",),
+    # 主要会计数据和财务指标
+    "归属于上市公司股东的净利润": ("net profit attributable to shareholders of the listed company",),
+    "归属于上市公司股东的扣除非经常性损益的净利润": (
+        "net profit attributable to shareholders after deducting non recurring gains and losses",
+        "net profit after deducting non recurring gains and losses",
+        "net profit attributable to shareholders of the listed company after deducting non recurring gains and losses"),
+    "加权平均净资产收益率": ("weighted average return on net assets",),
+    "归属于上市公司股东的净资产": ("net assets attributable to shareholders of the listed company",),
+    "非经常性损益": ("non recurring gains and losses", "non recurring gain and loss"),
+}
+"""How English names each line item of Chinese statements (the standard English of the CAS formats, words in their
+lemma form: "trading financial asset" is also "trading financial assets"): an English question over Chinese reports
+names 交易性金融资产 by them, a Chinese question over English reports finds the printed English line by them. A name
+that is already a measure's (``kb.core.measures``: "total assets", "net profit") stays that measure's."""
+
+
+@functools.lru_cache(maxsize=4096)
+def line_equivalents(label: str) -> tuple[str, ...]:
+    """The line item's names in the other language: a Chinese CAS label → its English names; an English name →
+    the Chinese labels it names (() when the vocabulary knows none)."""
+    if is_zh(label):
+        return ZH_LINE_ENGLISH.get(LINE_ALIASES.get(label, label), ())
+    key = " ".join(lemma_words(label))
+    return tuple(zh for zh, names in ZH_LINE_ENGLISH.items() if key in {" ".join(lemma_words(n)) for n in names})
+
+
+def lemma_words(phrase: str) -> tuple[str, ...]:
+    """A phrase's words, each by its shortest lemma ("assets" → "asset"), for comparing names."""
+    return tuple(min(lemmas(w) | {w}, key=lambda x: (len(x), x)) for w in re.findall(r"[a-z0-9&]+", phrase.lower()))
+
 EN_LINE_ITEMS = (
     "goodwill", "intangible assets", "deferred revenue", "accrued liabilities", "accrued expenses", "prepaid expenses",
     "operating lease liabilities", "finance lease liabilities", "deferred tax assets", "deferred tax liabilities",

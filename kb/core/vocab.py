@@ -10,13 +10,16 @@ first, and the ``FORM`` alternation follows it.
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import itertools
 import re
 from collections.abc import Mapping
 from typing import Literal
 
 import msgspec
+import pypinyin
 
-from kb.core.lexicon import HAN, MONTH_NAMES, MONTHS, QUARTER_WORDS, is_zh
+from kb.core.lexicon import HAN, MONTH_NAMES, MONTHS, QUARTER_WORDS, ZH_PLACES, is_zh
 from kb.core.measures import CONCEPTS
 from kb.core.periods import YEAR as _YEAR
 from kb.core.periods import question_quarters as question_quarters  # re-exported: tests import them from here
@@ -335,6 +338,42 @@ def company_core(name: str) -> str:
     name = ZH_CORP_SUFFIX.sub("", re.sub(r"^\*?ST", "", name.strip())) if is_zh(name) else name
     text = re.sub(r"\s+and (?:its )?subsidiaries\b.*$", "", STATE_SUFFIX.sub(" ", name), flags=re.I)
     return " ".join(re.sub(r"[^0-9a-z\u4e00-\u9fff]+", " ", CORP_SUFFIX.sub(" ", text).lower()).split())
+
+
+PINYIN_MIN_LETTERS = 5
+"""A pinyin name shorter than this ("anda") is too likely an English word or another name to find a company by."""
+_PINYIN_MAX_READINGS = 8
+
+
+def zh_short(core: str) -> str:
+    """A Chinese core name (``company_core``) without the place it starts with ("深圳市德赛电池" → "德赛电池")."""
+    place = next((p for p in ZH_PLACES if core.startswith(p) and len(core) > len(p) + 1), "")
+    return re.sub(r"^[市省]", "", core[len(place):])
+
+
+@functools.lru_cache(maxsize=50_000)
+def pinyin_names(company: str) -> tuple[str, ...]:
+    """How a question in Latin script may write a Chinese company: the pinyin of its short name (``zh_short``) run together,
+    without tones ("洋河" → "yanghe", "珠江啤酒" → "zhujiangpijiu"), and of its first two characters when the
+    name is longer and they are not a place ("Zhujiang Brewery": "zhujiang"); a character read several ways gives each reading ("长盈" →
+    "changying", "zhangying"). Names of fewer than ``PINYIN_MIN_LETTERS`` letters are left out."""
+    core = company_core(company)
+    if not is_zh(core):
+        return ()
+    chars = "".join(ch for ch in zh_short(core) if HAN.match(ch))
+    out: list[str] = []
+    prefix = chars[:2] if len(chars) > 3 and chars[:2] not in ZH_PLACES else ""  # "Chongqing" names a city
+    for part in dict.fromkeys(p for p in (chars, prefix) if len(p) >= 2):
+        usual = pypinyin.lazy_pinyin(part, style=pypinyin.Style.NORMAL, errors="ignore")  # read as a phrase
+        every = pypinyin.pinyin(part, style=pypinyin.Style.NORMAL, heteronym=True, errors="ignore")
+        if len(usual) != len(part) or len(every) != len(part):
+            continue
+        readings = [list(dict.fromkeys([u, *e[:2]])) for u, e in zip(usual, every, strict=True)]  # the commoner two
+        for combo in itertools.islice(itertools.product(*readings), _PINYIN_MAX_READINGS):
+            word = "".join(combo).replace("ü", "v")
+            if len(word) >= PINYIN_MIN_LETTERS and word.isascii():
+                out.append(word)
+    return tuple(dict.fromkeys(out))
 
 
 # --------------------------------------------------------------------------- financial concepts (facts)

@@ -1248,11 +1248,20 @@ async function renderDocument(view, id, tab) {
       el("p", { class: "muted", text: `${d.name} · ${d.page_count} ${sizeUnit(d.file_type)} · ${d.tree_mode} tree · ${plural(d.node_count, "node")} · ${plural(d.chunk_count, "chunk")}` })),
       askThis),
     el("div", { class: "panel" }, el("p", { text: d.description || "No description." }), metaChips(d.metadata),
+      entityNote(detail.entity),
       d.warnings && d.warnings.length ? el("ul", { class: "small muted" }, d.warnings.map((w) => el("li", { text: w }))) : null),
     tabs.node);
   const [rows, concepts] = await Promise.all([factsRequest, conceptsRequest]);
   factsPanel.lastChild.replaceWith(rows instanceof Error ? alertBox(rows) : factsView(d, rows, concepts));
   if (!(rows instanceof Error)) tabs.count("facts", rows.filter((r) => r.concept).length);
+}
+
+/** Which company names routing and facts read as this document's company, and why ("Amcor PLC" with "Amcor"). */
+function entityNote(entity) {
+  if (!entity || entity.names.length < 2) return null;
+  return el("p", { class: "small muted", id: "entity-note",
+    text: `Read as one company, ${entity.name}: ${entity.names.join(", ")} (${entity.joined.join("; ")}). ` +
+      "Set \"entity\" in a document's metadata to join or separate companies." });
 }
 
 /** WAI-ARIA tabs: ``panes`` [name, label, content]; arrow keys, Home and End move between the tabs. */
