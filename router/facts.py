@@ -35,9 +35,9 @@ from kb.core.vocab import (
 from router import store
 from router.calc import Formula, Term, concepts, evaluate, standard
 from router.catalog import Catalog
-from router.measures import DERIVED, STAND_INS, STANDS_FOR
+from router.measures import DERIVED, STAND_INS, STANDS_FOR, measure_inside
 from router.metadata import company_aliases
-from router.question import Question, Range
+from router.question import MeasureRef, Question, Range
 from router.scope import doc_entity
 from router.types import Answer, CitationOut, RetrievedChunk, ScopePlan
 from router.wording import EN, ZH, Words, date_text
@@ -767,7 +767,13 @@ async def answer_from_facts(pool: asyncpg.Pool, catalog: Catalog, q: Question, p
     if a is None:
         return await _line_answer(pool, catalog, q, plan) if q.operation and q.operation in EXECUTED else None
     if a.concept.startswith("line:"):
-        return await _line_answer(pool, catalog, q, plan, a)
+        found = await _line_answer(pool, catalog, q, plan, a)
+        if found is None and (inner := measure_inside(a.concept[5:])) is not None:  # no report prints the line
+            found = await answer_from_facts(pool, catalog, msgspec.structs.replace(q, measures=(inner,)), plan,
+                                            within=within)
+            if found is not None:
+                found = msgspec.structs.replace(found, text=_instead(a.concept[5:], inner, q.lang) + found.text)
+        return found
     formula = standard(q.measures[0].kind, q.measures[0].name) if a.concept.startswith("metric:") else None
     measures = list(concepts(formula)) if formula else [a.concept]
     concepts_read = list(dict.fromkeys(c for m in measures for c in (m, *DERIVED.get(m, ()), *_stands_for(m),
@@ -1066,6 +1072,14 @@ def named_line(question: str, labels: Sequence[str]) -> str:
         elif len(key.split()) >= 2 and f" {key} " in norm:
             best = key
     return best
+
+
+def _instead(line: str, inner: MeasureRef, lang: str) -> str:
+    """The lead of an answer given by the measure a line's name holds, when no report read prints the line."""
+    label = CONCEPT_BY_NAME[inner.name].label
+    if lang == "zh":
+        return f"所读报告均未列示“{line}”这一行，以下为{CONCEPT_BY_NAME[inner.name].chinese[0] if CONCEPT_BY_NAME[inner.name].chinese else label}：\n"
+    return f"No report read prints a “{line}” line; what they state is {label}:\n"
 
 
 def _rows_of_line(keyed: Sequence[tuple[str, _Row]], label: str, *, by_lemmas: bool = False) -> dict[int, list[_Row]]:

@@ -7,6 +7,7 @@ period the reports print, across companies and in Chinese.
 
 from __future__ import annotations
 
+from kb.core import lexicon as lx
 from kb.core.measures import CONCEPTS, METRICS, StandsFor
 from kb.core.vocab import measure_phrases
 from router.question import MeasureRef
@@ -25,6 +26,26 @@ def measure_names() -> dict[str, MeasureRef]:
     for phrase, name in measure_phrases():
         names.setdefault(phrase, MeasureRef(name))
     return names
+
+
+def measure_inside(line: str) -> MeasureRef | None:
+    """The longest statement measure of two words or more named inside a printed line's name, word by word by
+    lemma ("financing activities" in "cash inflow from financing activities"), or None; never after "non" or
+    "other" (a non-operating expense is no operating expense, other current assets are not current assets)."""
+    words = lx.lemma_words(line)
+    for phrase, ref in _CONCEPT_PHRASES:
+        n = len(phrase)
+        if n < len(words) and any(words[i:i + n] == phrase and (i == 0 or words[i - 1] not in _NOT_INSIDE)
+                                  for i in range(len(words) - n + 1)):
+            return ref
+    return None
+
+
+_NOT_INSIDE = frozenset({"non", "other"})
+
+_CONCEPT_PHRASES = sorted({(lx.lemma_words(p), r) for p, r in measure_names().items()
+                           if r.kind == "concept" and not lx.is_zh(p) and len(lx.lemma_words(p)) > 1},
+                          key=lambda x: (-len(x[0]), x[0]))
 
 
 # ------------------------------------------------------------------------ measures a statement may not print
