@@ -291,17 +291,19 @@ async def get_job(pool: asyncpg.Pool, job_id: int, *, items_limit: int | None = 
     counts = {t["status"]: int(t["files"]) for t in totals}
     pages = sum(int(t["pages"]) for t in totals if t["status"] in STORED)
     busy = sum(float(t["seconds"]) for t in totals if t["status"] in {*STORED, "failed"})
+    fields = dict(row)
+    idle = float(fields.pop("idle_seconds") or 0)  # stood finished before a retry: not working time
     started, finished = row["started_at"], row["finished_at"]
     wall = None
     if started is not None:
         end = finished or datetime.now(started.tzinfo)
-        wall = max((end - started).total_seconds(), 1e-6)
+        wall = max((end - started).total_seconds() - idle, 1e-6)
     rate = pages / wall if wall and pages else (pages / busy if busy else None)
     calls = sum(int(t["llm_calls"]) for t in totals)
     done = sum(n for status, n in counts.items() if status not in {"pending", "running"})
     left = sum(counts.values()) - done
     eta = round(left * wall / done, 1) if wall and done and left and finished is None else None
-    return JobStatus(**dict(row), counts=counts, files=sum(counts.values()), pages=pages,
+    return JobStatus(**fields, counts=counts, files=sum(counts.values()), pages=pages,
                      chunks=sum(int(t["chunks"]) for t in totals), pages_per_s=round(rate, 3) if rate else None,
                      items=items, llm_calls=calls, seconds_left=eta,
                      llm_calls_per_100_pages=round(100 * calls / pages, 2) if pages else None)

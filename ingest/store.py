@@ -685,7 +685,7 @@ async def insert_job(pool: asyncpg.Pool, *, collection_id: int, root_path: str, 
 
 SQL_GET_JOB = """
 SELECT j.id, c.name AS collection, j.root_path, j.recursive, j.status, j.error, j.created_at, j.started_at,
-       j.finished_at
+       j.finished_at, j.idle_seconds
 FROM ingest_jobs j JOIN collections c ON c.id = j.collection_id WHERE j.id = $1"""
 
 
@@ -769,12 +769,14 @@ async def requeue_item(conn: asyncpg.Connection, job_id: int, item_id: int) -> i
 
 SQL_REOPEN_JOB = """
 UPDATE ingest_jobs SET status = CASE WHEN started_at IS NULL THEN 'queued' ELSE 'running' END, finished_at = NULL,
-       error = NULL
+       error = NULL,
+       idle_seconds = idle_seconds + coalesce(extract(epoch FROM now() - finished_at), 0)
 WHERE id = $1"""
 
 
 async def reopen_job(conn: asyncpg.Connection, job_id: int) -> None:
-    """A job back to queued (never started) or running, its end and error cleared."""
+    """A job back to queued (never started) or running, its end and error cleared; the time it stood finished
+    is added to its idle seconds (not counted in its pages/s)."""
     await conn.execute(SQL_REOPEN_JOB, job_id)
 
 

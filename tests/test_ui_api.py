@@ -272,6 +272,9 @@ async def test_ingest_reports_stages_and_failed_files_can_be_retried_or_removed(
         base = f"/kb/admin/jobs/{job.id}/items"
         _is_problem(await client.post(f"{base}/{ids['report.pdf']}/retry"), 409)  # an ingested file is not retried
         _is_problem(await client.post(f"{base}/999999/retry"), 404)
+        # the job ran an hour ago; the hour it then stood finished is not counted in its pages/s after the retry
+        await runtime.pool.execute("UPDATE ingest_jobs SET started_at = started_at - interval '1 hour', "
+                                   "finished_at = finished_at - interval '1 hour' WHERE id = $1", job.id)
         again = await client.post(f"{base}/{ids['notes.pdf']}/retry")
         assert again.status_code == 200, again.text
         assert again.json()["status"] in {"queued", "running"}
@@ -279,6 +282,10 @@ async def test_ingest_reports_stages_and_failed_files_can_be_retried_or_removed(
         _is_problem(await client.delete(f"{base}/{ids['notes.pdf']}"), 409)  # queued: not removed
         rerun = await finish_job(runtime, job.id)
         assert rerun.status == "done" and rerun.counts == {"ok": 1, "failed": 2}
+        idle = await runtime.pool.fetchval("SELECT idle_seconds FROM ingest_jobs WHERE id = $1", job.id)
+        wall = (rerun.finished_at - rerun.started_at).total_seconds()
+        assert 3600 <= idle < wall, (idle, wall)
+        assert rerun.pages_per_s == pytest.approx(rerun.pages / (wall - idle), rel=0.01) and rerun.pages_per_s > 0.1
         assert (await client.delete(f"{base}/{ids['notes.pdf']}")).status_code == 204
         left = (await client.get(f"/kb/admin/jobs/{job.id}")).json()
         assert [i["name"] for i in left["items"]] == ["memo.docx", "report.pdf"] and left["status"] == "done"
