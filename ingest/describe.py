@@ -23,14 +23,14 @@ log = structlog.get_logger("ingest.describe")
 _TREE_TOKENS = 6000
 _GENERIC_TITLES = re.compile(
     r"^(preface|table of contents|contents|index|cover( page)?|signatures?|exhibits?( and financial statement schedules)?"
-    r"|part [ivx]+|item \d+[a-z]?\.?|not applicable|none)$",
+    r"|part [ivx]+|item \d+(?:\.\d+)?[a-z]?\.?|not applicable|none)$",
     re.I,
 )
 
 
 def _clean_section_title(title: str) -> str:
     t = re.sub(r"^(part\s+[ivx]+\s*[-—–.:]?\s*)", "", title.strip(), flags=re.I)
-    t = re.sub(r"^item\s+\d+[a-z]?\s*[.:—–-]?\s*", "", t, flags=re.I)
+    t = re.sub(r"^item\s+\d+(?:\.\d+)?[a-z]?\s*[.:—–-]?\s*", "", t, flags=re.I)  # "Item 8.01 Other Events"
     t = re.sub(r"\s*\(part \d+\)$", "", t)
     t = re.sub(r"\s+", " ", t).strip(" .:")
     return t

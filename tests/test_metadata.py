@@ -345,3 +345,13 @@ def test_a_name_wrapped_before_its_legal_form_words_is_read_whole(lines: str, co
     company, not the legal form alone."""
     meta = extract_metadata(cover_10q(company=lines), file_name="x.txt")
     assert meta["company"] == company
+
+
+def test_an_8k_description_keeps_its_item_titles_whole() -> None:
+    """Form 8-K items are numbered "Item 8.01": the whole number goes, not half of it ("01 Other Events")."""
+    md = ("# Form 8-K\n## Item 2.02 Results of Operations and Financial Condition\ntext\n"
+          "## Item 8.01. Other Events\ntext\n## Item 9.01 Financial Statements and Exhibits\ntext\n")
+    tree = build_markdown_tree(md, IngestSettings(min_node_token=0), title="8-K")
+    text = offline_description(tree, {}, "amcor-8k.md")
+    assert text == ("Form 8-K, covering Results of Operations and Financial Condition, Other Events and Financial "
+                    "Statements and Exhibits."), text
