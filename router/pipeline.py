@@ -40,8 +40,16 @@ from router.retrieve import Reranker
 from router.routing import route
 from router.state import Clock, Evidence, QueryState, QueryVectors, Services, admit, prepare
 from router.sufficiency import Judgement, judge
+from router.suggest import follow_ups
 from router.synthesize import Grounds, check_figures, synthesize
-from router.trace import QueryResult, RetrievalOutcome, RetrieveResult, build_retrieved, build_trace
+from router.trace import (
+    FollowUpTrace,
+    QueryResult,
+    RetrievalOutcome,
+    RetrieveResult,
+    build_retrieved,
+    build_trace,
+)
 from router.types import Answer, Oracle, QuestionScope, Request, RoutingResult, ScopePlan
 from router.understood import abstained, disagreement, uncomputed
 
@@ -110,8 +118,14 @@ class QueryPipeline:
         log.info("router.query_done", strategy=req.strategy, scope=out.plan.scope.kind,
                  docs=len(out.routing.documents), nodes=len(out.picks), chunks=len(out.evidence),
                  total_ms=round(clock.ms["total"], 1))
+        services = await self.services()
+        suggestions = () if answer.not_found else await follow_ups(
+            services.pool, await services.catalogs.get(admitted.collection_id), out.reading,
+            out.facts if answer.mode.startswith("facts") else None, [c.doc_id for c in answer.citations], out.within)
         return QueryResult(answer=answer.text, citations=list(answer.citations), documents=list(out.routing.documents),
-                           facts=facts_table(out.facts, answer), not_found=answer.not_found, trace=trace)
+                           facts=facts_table(out.facts, answer), not_found=answer.not_found, trace=trace,
+                           suggestions=list(suggestions),
+                           read_as=FollowUpTrace(out.asked, out.inherited) if out.inherited else None)
 
 
 @contextlib.contextmanager
@@ -309,4 +323,5 @@ def outcome(state: QueryState, routing: RoutingResult, searched: tuple[Searched,
                             chunks=ranked.chunks, rerank_note=ranked.rerank_note, timings_ms=dict(timings_ms),
                             llm_calls=calls, plan=state.plan, evidence=ranked.evidence, policy=state.policy.name,
                             rounds=rounds, chosen_chunks=chosen, asked=state.asked,
-                            inherited=state.follow_up.inherited if state.follow_up is not None else ())
+                            inherited=state.follow_up.inherited if state.follow_up is not None else (),
+                            within=state.within)

@@ -127,6 +127,7 @@ class RetrievalOutcome:
     reading: Question | None = None  # the question as read beside it (router.question)
     asked: str = ""  # the question the text path ranked and synthesis answers (a follow-up as resolved)
     inherited: tuple[Inherited, ...] = ()  # what a follow-up took from the earlier turns
+    within: tuple[int, ...] | None = None  # the documents the request's documents and filters allow (None: any)
 
 
 class QueryResult(msgspec.Struct, frozen=True):
@@ -136,6 +137,8 @@ class QueryResult(msgspec.Struct, frozen=True):
     facts: list[FactUsed] = []  # the statement facts an answer computed from (its table)
     not_found: str = ""  # why the evidence does not answer the question ("" when it does)
     trace: Trace | None = None
+    suggestions: list[str] = []  # follow-up questions to offer (router.suggest): computed answers only
+    read_as: FollowUpTrace | None = None  # a follow-up: the question as resolved, and what it took from earlier turns
 
 
 def scope_trace(question: str, plan: ScopePlan, routing: RoutingResult,

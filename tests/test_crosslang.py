@@ -164,3 +164,13 @@ async def test_one_company_under_two_spellings_and_a_metadata_entity(mixed: Runt
         body = r.json()
     assert body["citations"] and body["citations"][0]["doc_name"] == "byd.txt", body["answer"]
     assert "9,100,000,000" in body["answer"], body["answer"]
+
+
+@pytest.mark.slow
+async def test_follow_ups_offered_under_a_computed_answer_name_entities_by_their_entity(mixed: Runtime) -> None:
+    async with app_client(create_app(runtime=mixed, run_worker=False)) as client:
+        body = (await client.post("/kb/query", json={"query": "What was Nimbus Foods' revenue in 2023?"})).json()
+        assert body["facts"] and body["suggestions"] == ["And its net income?", "What about 2022?", "How about BYD?"], \
+            body["suggestions"]
+        zh = (await client.post("/kb/query", json={"query": "洋河股份的货币资金是多少？"})).json()
+        assert zh["suggestions"] == ["那营业总收入呢？", "BYD呢？"], zh["suggestions"]

@@ -356,3 +356,22 @@ async def test_kb_query_asks_named_documents_and_filters(samples_rt: Runtime) ->
     assert missing.returncode == 2 and "no document 'nope.pdf'" in missing.stderr
     bad = _kb_query(samples_rt, "What was revenue?", "--filter", "fiscal_year")
     assert bad.returncode != 0 and "write it as key=value" in bad.stderr and "Traceback" not in bad.stderr
+
+
+async def test_a_computed_answer_offers_follow_ups_and_a_follow_up_says_how_it_was_read(samples_rt: Runtime) -> None:
+    """Issue 40 item 3: follow-ups to a one-company answer (the year before when a report covers it, another company;
+    another measure only where the reports state facts, and these Markdown samples have no statements), and a
+    follow-up carries what it took from the earlier turns."""
+    pipeline = build_pipeline(samples_rt)
+    first = "What was Helios Robotics' revenue in fiscal 2023?"
+    result = await pipeline.run(QueryRequest(query=first))
+    assert result.read_as is None
+    assert result.suggestions == ["What about 2022?", "How about Aurora Pharma?"], result.suggestions  # no facts
+    history = [Turn(role="user", content=first), Turn(role="assistant", content=result.answer)]
+    asked = await pipeline.run(QueryRequest(query="What about 2022?", history=history))
+    assert asked.read_as is not None and "Helios Robotics" in asked.read_as.question and "2022" in asked.read_as.question
+    assert {i.part for i in asked.read_as.inherited} == {"entities", "measures"}, asked.read_as
+    assert asked.citations and {c.doc_name for c in asked.citations} == {"helios-robotics-2022-annual-report.md"}
+    assert "412.6" in asked.answer, asked.answer
+    compared = await pipeline.run(QueryRequest(query="Compare the revenue of Helios Robotics and Aurora Pharma in 2023."))
+    assert compared.suggestions == []  # nothing is offered under an answer about several companies

@@ -784,6 +784,48 @@ async def test_a_failed_question_is_kept_with_a_retry(page, shots: Path) -> None
     assert api.status == 404 and api.headers["content-type"].startswith("application/problem+json")
 
 
+async def test_follow_ups_are_offered_and_a_follow_up_shows_how_it_was_read(page, shots: Path) -> None:
+    """Issue 40 item 3: questions offered under an answer ask in the conversation; the follow-up says the subject it
+    was read with, and "Change" puts that reading in the question box."""
+    await page.goto("/ui/#/ask")
+    await page.wait_for_selector("#collection option", state="attached")
+    await _ask(page, QUESTION)
+    await _wait_answer(page, 1)
+    offered = await page.locator("#next-1 button").all_inner_texts()
+    assert "What about 2022?" in offered and any(q.startswith("How about ") for q in offered), offered
+    assert await page.locator("#read-as-1").count() == 0  # a question of its own
+    await page.locator("#next-1 button", has_text="What about 2022?").click()
+    await _wait_answer(page, 2)
+    read = await page.inner_text("#read-as-2")
+    assert read.startswith("Read as:") and "Helios Robotics" in read and "2022" in read, read
+    assert "412.6" in await page.inner_text("#answer-2")
+    await page.locator("#read-as-2 button", has_text="Change").click()
+    assert "Helios Robotics" in await page.input_value("#question")
+    await page.screenshot(path=_shot(shots, "ask-follow-ups.png"), full_page=True)
+
+
+async def test_an_answer_the_server_stops_sending_stays_marked_incomplete_with_a_retry(page, shots: Path) -> None:
+    """The stream ends before its "done" event (the server stopped mid-answer): the words that came stay, marked
+    incomplete, and Retry asks again."""
+    await page.goto("/ui/#/ask")
+    await page.wait_for_selector("#collection option", state="attached")
+    partial = ('event: routing\ndata: {"strategy_used": "auto", "documents": [], "candidates": []}\n\n'
+               'event: answer\ndata: {"delta": "Revenue, 2023: $497.3 "}\n\n')
+    await page.route("**/kb/query", lambda route: route.fulfill(status=200, body=partial,
+                                                                headers={"Content-Type": "text/event-stream"}))
+    await _ask(page, QUESTION)
+    await page.wait_for_selector(".turn-a .alert")
+    assert "Revenue, 2023: $497.3" in await page.inner_text("#answer-1")  # what arrived stays
+    assert "incomplete" in (await page.get_attribute("#answer-1", "class") or "")
+    assert "Incomplete" in await page.inner_text(".turn-a .incomplete-note")
+    assert "Connection lost" in await page.inner_text(".turn-a .alert")
+    await page.screenshot(path=_shot(shots, "ask-incomplete.png"), full_page=True)
+    await page.unroute("**/kb/query")
+    await page.click(".turn-a button.retry")
+    await _wait_answer(page, 1)
+    assert await page.locator(".incomplete-note").count() == 0 and "497.3" in await page.inner_text("#answer-1")
+
+
 async def test_ingest_shows_stages_failed_files_and_refreshes_counts(page, shots: Path, tmp_path: Path) -> None:
     from tests.pdfgen import Sec, make_report_pdf
 

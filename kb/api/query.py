@@ -137,7 +137,8 @@ async def _stream(pipeline: Any, req: Request, rt: Runtime | None = None) -> Asy
             yield {"event": "citations", "data": msgspec.json.encode(result.citations).decode()}
             yield {"event": "done", "data": msgspec.json.encode(
                 {"documents": result.documents, "trace": result.trace, "facts": result.facts,
-                 "not_found": result.not_found}).decode()}
+                 "not_found": result.not_found, "suggestions": result.suggestions,
+                 "read_as": result.read_as}).decode()}
             break
     finally:
         if not task.done():

@@ -182,10 +182,22 @@ async function streamQuery(body, onEvent, signal) {
   if (!res.ok) throw await failure(res);
   const reader = res.body.getReader();
   const decoder = new TextDecoder();
+  const lost = () => new ApiError(0, "Connection lost", "The server stopped before the answer was complete.");
   let buffer = "";
+  let ended = false;  // a "done" or "error" event: the server finished the answer
   for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
+    let chunk;
+    try {
+      chunk = await reader.read();
+    } catch (err) {
+      if (err.name === "AbortError") throw err;
+      throw lost();
+    }
+    const { value, done } = chunk;
+    if (done) {
+      if (!ended) throw lost();
+      break;
+    }
     buffer += decoder.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
     let cut;
     while ((cut = buffer.indexOf("\n\n")) >= 0) {
@@ -197,7 +209,9 @@ async function streamQuery(body, onEvent, signal) {
         if (line.startsWith("event:")) name = line.slice(6).trim();
         else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
       }
-      if (data.length) onEvent(name, JSON.parse(data.join("\n")));
+      if (!data.length) continue;
+      if (name === "done" || name === "error") ended = true;
+      onEvent(name, JSON.parse(data.join("\n")));
     }
   }
 }
@@ -382,13 +396,15 @@ async function runTurn(body, conversation, strategySelect) {
   const factsSlot = el("div", {});
   const errorSlot = el("div", {});
   const notFoundSlot = el("div", {});
+  const readAsSlot = el("div", {});
+  const nextSlot = el("div", {});
   const controller = new AbortController();
   const stop = el("button", { type: "button", class: "ghost small stop", text: "Stop", "aria-label": `Stop answer ${turnNo}`,
     onclick: () => controller.abort() });
   const side = el("aside", { class: "answer-side", "aria-label": `Sources of answer ${turnNo}` }, viewer, citeHead, citeList);
   const grid = el("div", { class: "answer-grid" },
-    el("div", { class: "answer-main" }, el("div", { class: "row between" }, progress, stop), routed, answer, notFoundSlot,
-      factsSlot, errorSlot),
+    el("div", { class: "answer-main" }, el("div", { class: "row between" }, progress, stop), routed, readAsSlot, answer,
+      notFoundSlot, factsSlot, errorSlot, nextSlot),
     side);
   // the trace under both columns, the answer's full width: its tables keep their columns (and scroll when narrow)
   const node = el("div", { class: "turn" },
@@ -441,6 +457,8 @@ async function runTurn(body, conversation, strategySelect) {
         if (data.facts && data.facts.length) factsSlot.replaceChildren(answerFacts(data.facts, citations, turnNo));
         if (data.trace) traceSlot.replaceChildren(traceView(data.trace, docNames, data.documents || []));
         if (!citations.length || data.not_found) notFoundSlot.replaceChildren(notFound(data, body, strategyUsed, strategySelect));
+        if (data.read_as) readAsSlot.replaceChildren(readAs(data.read_as, turnNo));
+        if (data.suggestions && data.suggestions.length) nextSlot.replaceChildren(suggestions(data.suggestions, turnNo));
       } else if (name === "error") {
         throw new ApiError(data.status, data.title, data.detail);
       }
@@ -450,6 +468,11 @@ async function runTurn(body, conversation, strategySelect) {
     return true;
   } catch (err) {
     progress.remove();
+    if (text.trim()) {  // what arrived stays, marked as cut short
+      answer.classList.add("incomplete");
+      answer.before(el("p", { class: "chip warn incomplete-note", role: "status",
+        text: err.name === "AbortError" ? "Stopped before the answer was complete." : "Incomplete: the answer stopped before it was complete." }));
+    }
     if (err.name === "AbortError") errorSlot.replaceChildren(el("p", { class: "muted", role: "status", text: "Stopped." }));
     else {
       errorSlot.replaceChildren(alertBox(err), el("div", { class: "row" },
@@ -466,6 +489,26 @@ async function runTurn(body, conversation, strategySelect) {
     stop.remove();
     node.querySelector(".turn-a").setAttribute("aria-busy", "false");
   }
+}
+
+/** A follow-up's reading: the question as the earlier turns completed it, what came from which turn, and a button
+ * that puts it in the question box to change and ask on its own. */
+function readAs(read, turnNo) {
+  const taken = (read.inherited || []).map((i) => `${i.part}: ${i.value}`).join(" · ");
+  return el("div", { class: "read-as small", id: `read-as-${turnNo}` },
+    el("span", { class: "muted", text: "Read as: " }), el("q", { text: read.question }),
+    taken ? el("span", { class: "muted", text: ` (from earlier turns: ${taken})` }) : null, " ",
+    el("button", { type: "button", class: "ghost small", text: "Change",
+      title: "Put this reading in the question box to change it and ask again",
+      onclick: () => { const box = document.getElementById("question"); box.value = read.question; box.focus(); } }));
+}
+
+/** Follow-up questions the server offers under a computed answer; one click asks it in this conversation. */
+function suggestions(list, turnNo) {
+  return el("div", { class: "suggestions", id: `next-${turnNo}`, "aria-label": "Follow-up questions" },
+    el("span", { class: "small muted", text: "Ask next: " }),
+    list.map((q) => el("button", { type: "button", class: "example small", text: q,
+      onclick: () => state.askAgain && state.askAgain(q) })));
 }
 
 /** A "not found" answer: the reason, and one click to ask again with another strategy. */
