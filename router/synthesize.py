@@ -590,29 +590,63 @@ _CJK_RUN = re.compile(r"[\u4e00-\u9fff]{4}")
 
 def readable(text: str) -> str:
     """A passage as a reader reads it: whitespace collapsed, and a Markdown table's rows ("| Revenue | 497.3 |
-    412.6 |", "|---|") written as "Revenue: 497.3, 412.6" — no table syntax in an answer."""
+    412.6 |", "|---|") written as "Revenue: 497.3 (2023), 412.6 (2022)" — each figure with its column's header
+    when the table has one, the header's caption ("(in millions)") once before the rows; no table syntax in an
+    answer."""
     if text.count("|") < 3 or not re.search(r"\|\s*:?-{2,}:?\s*\||^\s*\|.*\|\s*$", text, re.M):
         return " ".join(text.split())
     lines = [ln for ln in text.splitlines() if ln.strip()]
     rows = lines if all(ln.strip().startswith("|") for ln in lines if "|" in ln) and len(lines) > 1 else \
         re.split(r"\|\s+(?=\|)", " ".join(text.split()))  # rows run together on one line: "| a | b | | c | d |"
-    out = []
+    table: list[list[str] | str] = []  # cells of each row, or a line of text
     for r in rows:
         r = r.strip()
         if "|" not in r:
-            out.append(" ".join(r.split()))
+            table.append(" ".join(r.split()))
             continue
-        parts = [c.strip() for c in r.strip("|").split("|")] if r.startswith("|") else [c.strip() for c in r.split("|")]
-        if all(re.fullmatch(r":?-{2,}:?|", c) for c in parts):
+        table.append([" ".join(c.split()) for c in (r.strip("|") if r.startswith("|") else r).split("|")])
+    out: list[str] = []
+    header: list[str] | None = None
+    for i, row in enumerate(table):
+        if isinstance(row, str):
+            out.append(row)
+            continue
+        if all(re.fullmatch(r":?-{2,}:?|", c) for c in row):
             continue  # a separator row
-        cells = [c for c in parts if c and c not in {"-", "—"}]
+        following = table[i + 1] if i + 1 < len(table) else None
+        if isinstance(following, list) and following and all(re.fullmatch(r":?-{2,}:?|", c) for c in following):
+            header = row  # the row over the separator names the columns
+            caption = row[0] if _CAPTION.search(row[0]) else ""  # "(in millions)", not a column name ("Segment")
+            if not [c for c in row[1:] if c and c not in {"-", "—"}]:
+                header = None
+                if caption:
+                    out.append(caption)
+            elif caption:
+                out.append(caption)
+            continue
+        cells = [c for c in row if c and c not in {"-", "—"}]
         if not cells:
             continue
-        if parts[0] in {"", "-", "—"}:  # a header row without a label: its columns
+        if row[0] in {"", "-", "—"}:  # a header row without a label: its columns
             out.append(f"({', '.join(cells)})")
+        elif len(row) == 1:
+            out.append(row[0])
+        elif header is not None and len(header) == len(row):
+            out.append(f"{row[0]}: " + ", ".join(_headed(v, h) for v, h in zip(row[1:], header[1:], strict=True)
+                                                 if v and v not in {"-", "—"}))
         else:
-            out.append(f"{parts[0]}: {', '.join(c for c in parts[1:] if c)}" if len(parts) > 1 else parts[0])
-    return "; ".join(" ".join(o.split()) for o in out)
+            out.append(f"{row[0]}: {', '.join(c for c in row[1:] if c)}")
+    return "; ".join(" ".join(o.split()) for o in out if o)
+
+
+_CAPTION = re.compile(r"^\(|\bin (?:thousands|millions|billions)\b|单位|人民币|\$", re.I)
+
+
+def _headed(value: str, head: str) -> str:
+    """A table figure with its column's header: "497.3 (2023)", "9,268.40（本报告期）"."""
+    if not head or head in {"-", "—"}:
+        return value
+    return f"{value}（{head}）" if lx.is_zh(head) else f"{value} ({head})"
 
 
 def _of_other_years(sentence: str, asked: set[int]) -> bool:

@@ -260,9 +260,11 @@ def test_no_table_syntax_in_an_answer() -> None:
     from router.synthesize import readable
 
     assert readable("| (in millions) | 2023 | 2022 | |---|--:|--:| | Revenue | 497.3 | 412.6 | | Net income | 6.1 "
-                    "| (23.8) |") == "(in millions): 2023, 2022; Revenue: 497.3, 412.6; Net income: 6.1, (23.8)"
+                    "| (23.8) |") == "(in millions); Revenue: 497.3 (2023), 412.6 (2022); Net income: 6.1 (2023), (23.8) (2022)"
     assert readable("|-|本报告期|上年同期| |---|---|---| |营业收入（元）|9,268.40|10,889.63|") == \
-        "(本报告期, 上年同期); 营业收入（元）: 9,268.40, 10,889.63"
+        "营业收入（元）: 9,268.40（本报告期）, 10,889.63（上年同期）"  # each figure with its column
+    assert readable("| Segment | Q3 2024 | Q3 2023 |\n|---|---|---|\n| Cloud | 12.1 | - |") == "Cloud: 12.1 (Q3 2024)"
+    assert readable("| a | b |\n| c | d |") == "a: b; c: d"  # no header row: the rows as they are
     assert readable("A sentence  with\nspaces | and one pipe.") == "A sentence with spaces | and one pipe."
 
 
