@@ -731,7 +731,12 @@ async def test_not_stated_shows_its_reason_and_citations_highlight_the_quote(pag
     quote = await mark.text_content()
     shown = " ".join((await page.inner_text("#answer-1")).split())
     # the passage's own text is highlighted; the answer states it as a reader reads it (a table row readably)
-    assert len(quote) > 20 and (" ".join(quote.split()) in shown or readable(quote) in shown), (quote, shown)
+    row = page.locator("#cite-1-1 .excerpt tr.quote").first
+    if await row.count():  # a table row: shown as a row of its table, each of its figures stated by the answer
+        cells = [c for c in await row.locator("th, td").all_inner_texts() if c.strip()]
+        assert quote == cells[0] and len(cells) > 2 and all(c in shown for c in cells), (cells, shown)
+    else:
+        assert len(quote) > 20 and (" ".join(quote.split()) in shown or readable(quote) in shown), (quote, shown)
     await page.screenshot(path=_shot(shots, "ask-not-stated-and-quote.png"), full_page=True)
 
 
@@ -802,6 +807,22 @@ async def test_follow_ups_are_offered_and_a_follow_up_shows_how_it_was_read(page
     await page.locator("#read-as-2 button", has_text="Change").click()
     assert "Helios Robotics" in await page.input_value("#question")
     await page.screenshot(path=_shot(shots, "ask-follow-ups.png"), full_page=True)
+
+
+async def test_a_cited_table_shows_its_figures_under_their_column_headers(page, shots: Path) -> None:
+    """Issue 40 item 2: a citation of a Markdown table row shows the table with its header row, the cited row marked;
+    the answer writes the row with each figure's column."""
+    await page.goto("/ui/#/ask")
+    await page.wait_for_selector("#collection option", state="attached")
+    await _ask(page, QUESTION)
+    await _wait_answer(page, 1)
+    table = page.locator(".turn:nth-of-type(1) .citation .excerpt table.md-table").first
+    heads = await table.locator("thead th").all_inner_texts()
+    assert "2023" in heads and "2022" in heads, heads
+    marked = await table.locator("tr.quote").all_inner_texts()
+    assert marked and marked[0].startswith("Revenue"), marked
+    assert "|" not in await table.inner_text()
+    await page.screenshot(path=_shot(shots, "ask-cited-table.png"), full_page=True)
 
 
 async def test_an_answer_the_server_stops_sending_stays_marked_incomplete_with_a_retry(page, shots: Path) -> None:

@@ -584,11 +584,13 @@ function citationItem(c, turn, turnNo) {
  * down), with a toggle to read the whole passage. */
 function excerptOf(c) {
   const excerpt = el("div", { class: "excerpt" },
-    ...quoted(c.text.replace(/^#{1,6}\s+/gm, "").replace(/\n{2,}/g, "\n").trim(), c.quote));
+    ...withTables(c.text.replace(/^#{1,6}\s+/gm, "").replace(/\n{2,}/g, "\n").trim(), c.quote));
   const toQuote = () => {
     const mark = excerpt.querySelector("mark.quote");
     excerpt.scrollTop = 0;
-    if (mark) excerpt.scrollTop = Math.max(0, mark.getBoundingClientRect().top - excerpt.getBoundingClientRect().top - 4);
+    const head = mark && mark.closest("table") ? mark.closest("table").querySelector("thead") : null;  // stays on top
+    if (mark) excerpt.scrollTop = Math.max(0, mark.getBoundingClientRect().top - excerpt.getBoundingClientRect().top - 4
+      - (head ? head.getBoundingClientRect().height : 0));
   };
   const more = el("button", { type: "button", class: "link more", text: "Show the whole passage",
     "aria-expanded": "false", "aria-label": `Show the whole passage of citation ${c.marker}`, onclick: () => {
@@ -603,6 +605,51 @@ function excerptOf(c) {
     more.hidden = excerpt.scrollHeight <= excerpt.clientHeight + 2;  // all of it shows already
   });
   return [excerpt, more];
+}
+
+const SEPARATOR_ROW = /^\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$/;
+
+/** The passage with its Markdown tables as tables (the header row over the figures' columns, the row the answer
+ * cites marked) and the rest as ``quoted`` text. */
+function withTables(text, quote) {
+  const lines = text.split("\n");
+  const out = [];
+  let prose = [];
+  const flush = () => { if (prose.length) out.push(...quoted(prose.join("\n"), quote), "\n"); prose = []; };
+  for (let i = 0; i < lines.length;) {
+    let j = i;
+    while (j < lines.length && lines[j].trim().startsWith("|")) j += 1;
+    if (j - i >= 2 && lines.slice(i, j).some((ln) => SEPARATOR_ROW.test(ln.trim()))) {
+      flush();
+      out.push(mdTable(lines.slice(i, j), quote));
+      i = j;
+    } else {
+      prose.push(lines[i]);
+      i += 1;
+    }
+  }
+  flush();
+  if (out.length && out[out.length - 1] === "\n") out.pop();
+  return out;
+}
+
+/** Markdown table lines as a <table>: the row over the separator is the header; a row the quote holds is marked. */
+function mdTable(lines, quote) {
+  const norm = (t) => t.replace(/\s+/g, " ").trim();
+  const said = (quote || "").split(" … ").map(norm).filter((q) => q.length > 3);
+  const cells = (ln) => ln.trim().replace(/^\|/, "").replace(/\|$/, "").split("|").map((x) => x.trim());
+  const sep = lines.findIndex((ln) => SEPARATOR_ROW.test(ln.trim()));
+  const head = sep > 0 ? cells(lines[sep - 1]) : null;
+  const body = lines.filter((ln, k) => k !== sep && !(head && k === sep - 1) && !SEPARATOR_ROW.test(ln.trim()));
+  const row = (ln) => {
+    const marked = said.some((q) => q.includes(norm(ln)) || norm(ln).includes(q));
+    const tds = cells(ln).map((x, k) => el(k === 0 ? "th" : "td", k === 0 ? { scope: "row" } : {},
+      marked && k === 0 ? el("mark", { class: "quote", text: x }) : x));
+    return el("tr", marked ? { class: "quote" } : {}, tds);
+  };
+  return el("table", { class: "md-table" },
+    head ? el("thead", {}, el("tr", {}, head.map((x) => el("th", { scope: "col", text: x })))) : null,
+    el("tbody", {}, body.map(row)));
 }
 
 /** The passage as text nodes, the parts the answer cites (``quote``, " … "-separated) in <mark>. */
