@@ -65,12 +65,37 @@ def _informative(sentence: str) -> bool:
 _TRAILING_FIGURES = re.compile(r"(?:\s+(?:\$|\(?-?\$?\d[\d,]*(?:\.\d+)?\)?%?|[—–-]|n/?m))+\s*$", re.I)
 
 
+_LEADER = re.compile(r"(?:\s*[.·…]){3,}\s*|\s*…+\s*")
+"""Dot leaders of a contents line, between a title and its page number."""
+
+
+def _contents(text: str) -> bool:
+    """A contents list: most of its lines a title, dot leaders and a page number."""
+    lines = [ln for ln in text.split("\n") if ln.strip()]
+    return len(lines) >= 3 and sum(bool(_LEADER.search(ln)) for ln in lines) >= 0.5 * len(lines)
+
+
+_CONTENTS_HEAD = re.compile(r"(?i)^(?:table of )?contents$")
+_SEPARATOR = re.compile(r"^\s*\|?(?:\s*:?-{2,}:?\s*\|)+\s*:?-*:?\s*$")
+
+
+def _columns(text: str) -> tuple[list[str], str]:
+    """The column headers of a text's first Markdown table (the row over its separator) and its first cell."""
+    lines = text.split("\n")
+    at = next((i for i, ln in enumerate(lines) if i and _SEPARATOR.match(ln)), None)
+    if at is None or not lines[at - 1].strip().startswith("|"):
+        return [], ""
+    cells = [c.strip() for c in lines[at - 1].strip().strip("|").split("|")]
+    return [c for c in cells[1:] if c and c not in {"-", "—"}][:6], cells[0]
+
+
 def _row_labels(text: str, limit: int = 10) -> list[str]:
     labels: list[str] = []
     for line in text.split("\n"):
         label = line.strip()
         if label.startswith("|"):  # Markdown table row: its first non-empty cell
             label = next((c.strip() for c in label.strip("|").split("|") if c.strip()), "")
+        label = _LEADER.sub(" ", label)  # a contents line: "Risk Factors ........ 12" → "Risk Factors 12"
         label = _TRAILING_FIGURES.sub("", label).strip(":").strip()  # "Revenue 412.6 348.5 18.4%" → "Revenue"
         if len(label) < 4 or not re.match(r"[A-Za-z]{2}", label) or sum(c.isdigit() for c in label) > 4:
             continue
@@ -171,6 +196,9 @@ def extractive_summary(text: str, max_words: int = SUMMARY_WORDS) -> str:
     gets a Chinese summary of about as many characters as ``max_words`` × 2."""
     if is_chinese(text):
         return _zh_extractive(text, 2 * max_words)
+    if _contents(text) and (titles := _row_labels(text, limit=20)):  # a contents page: its titles, no leaders
+        return _cap_words("Contents: " + "; ".join(t for t in titles if not _CONTENTS_HEAD.match(t)) + ".",
+                          max_words)
     # PDF/Markdown line breaks → spaces, paragraphs kept
     prose = "\n\n".join(" ".join(p.split()) for p in re.split(r"\n[ \t]*\n", text) if p.strip())
     sentences = [" ".join(s.split()) for s in split_sentences(prose)]
@@ -178,7 +206,10 @@ def extractive_summary(text: str, max_words: int = SUMMARY_WORDS) -> str:
     if not good:
         labels = _row_labels(text)
         if labels:
-            return _cap_words("Covers: " + "; ".join(labels) + ".", max_words)
+            columns, corner = _columns(text)
+            labels = [lb for lb in labels if lb != corner] or labels  # the header's first cell names no row
+            return _cap_words("Covers: " + "; ".join(labels) + (f" (columns: {', '.join(columns)})" if columns else "")
+                              + ".", max_words)
         return _cap_words(_flat(text), max_words)
     tf = Counter(tokenize(" ".join(s for _, s in good)))
 

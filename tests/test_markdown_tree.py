@@ -209,7 +209,11 @@ def test_extractive_summary_of_a_pure_table_lists_row_labels() -> None:
     one_line = "Revenue $ 412.6 348.5 18.4%\nGross profit 170.0 148.1 14.8%\nOperating loss (14.6) (27.9) n/m"
     assert extractive_summary(one_line) == "Covers: Revenue; Gross profit; Operating loss."
     pipe = "| Item | 2022 | 2021 |\n|---|---|---|\n| Revenue | 412.6 | 348.5 |\n| Net loss | (23.8) | (31.5) |"
-    assert extractive_summary(pipe) == "Covers: Item; Revenue; Net loss."
+    assert extractive_summary(pipe) == "Covers: Revenue; Net loss (columns: 2022, 2021)."  # with its columns
+    contents = ("Table of Contents\nItem 1. Business .................... 4\nItem 1A. Risk Factors ........... 12\n"
+                "Item 2. Properties . . . . . . . . 25\nItem 7. Management's Discussion and Analysis …… 31")
+    assert extractive_summary(contents) == ("Contents: Item 1. Business; Item 1A. Risk Factors; Item 2. Properties; "
+                                            "Item 7. Management's Discussion and Analysis.")  # no leaders, no pages
 
 
 def _many_sections(n: int) -> str:

@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from typing import Literal
 
 import msgspec
-import pypinyin
 
 from kb.core.lexicon import HAN, MONTH_NAMES, MONTHS, QUARTER_WORDS, ZH_PLACES, is_zh
 from kb.core.measures import CONCEPTS
@@ -360,6 +359,8 @@ def pinyin_names(company: str) -> tuple[str, ...]:
     core = company_core(company)
     if not is_zh(core):
         return ()
+    import pypinyin  # its dictionaries load in ~0.3 s: only where a Chinese company name is read (not in parsers)
+
     chars = "".join(ch for ch in zh_short(core) if HAN.match(ch))
     out: list[str] = []
     prefix = chars[:2] if len(chars) > 3 and chars[:2] not in ZH_PLACES else ""  # "Chongqing" names a city
