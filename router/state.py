@@ -13,7 +13,7 @@ import numpy as np
 
 from kb.core.collections import lookup_collection_id
 from kb.core.db import ReadPools
-from kb.core.errors import NotFoundError, ValidationError
+from kb.core.errors import ValidationError
 from kb.core.providers import ChatModel, Embedder
 from kb.core.settings import RetrievalSettings
 from kb.core.telemetry import Clock as Clock  # re-exported: the pipeline times its stages with it
@@ -155,7 +155,7 @@ def retrieval_query(req: QueryRequest, follow_up: FollowUp | None = None) -> str
 async def preflight(pool: asyncpg.Pool, req: QueryRequest) -> Admitted:
     """What a request must pass before any work (and before a streamed answer starts, so that it fails with
     its status, not an error event): an existing collection (its id), a question in words, well-formed filters,
-    and each document it names found in that collection (404 otherwise)."""
+    and each document it names found in that collection (400 naming those it does not hold)."""
     collection_id = await lookup_collection_id(pool, req.collection)
     if len(re.findall(r"\w", req.query)) < 2:
         raise ValidationError("the question has nothing to search for: ask in words (at least two letters or "
@@ -167,8 +167,8 @@ async def preflight(pool: asyncpg.Pool, req: QueryRequest) -> Admitted:
 
 
 async def given_documents(pool: asyncpg.Pool, collection_id: int, req: QueryRequest) -> tuple[int, ...]:
-    """``req.documents`` (ids or names, any case) as ids in the order given, each once; ``NotFoundError``
-    naming those the collection does not hold."""
+    """``req.documents`` (ids or names, any case) as ids in the order given, each once; a ``ValidationError``
+    (400: the request names them) naming those the collection does not hold."""
     ids = [r for r in req.documents if isinstance(r, int)]
     names = [r for r in req.documents if isinstance(r, str)]
     rows = await store.documents_by_ref(pool, collection_id, ids, names)
@@ -176,7 +176,7 @@ async def given_documents(pool: asyncpg.Pool, collection_id: int, req: QueryRequ
     by_name = {n.lower(): d for d, n in rows}
     found = [by_id.get(r) if isinstance(r, int) else by_name.get(r.lower()) for r in req.documents]
     if missing := [repr(r) for r, d in zip(req.documents, found, strict=True) if d is None]:
-        raise NotFoundError(f"no document {', '.join(missing)} in collection {req.collection!r} "
+        raise ValidationError(f"no document {', '.join(missing)} in collection {req.collection!r} "
                             "(documents are named by their id or name, as GET /kb/documents lists them)")
     return tuple(dict.fromkeys(d for d in found if d is not None))
 

@@ -504,8 +504,8 @@ async def test_named_documents_and_filters_both_hold(corpus: tuple[Runtime, Path
 
 
 @pytest.mark.parametrize(("documents", "status", "says"), [
-    (["no-such-report.md"], 404, "no document 'no-such-report.md' in collection 'default'"),
-    ([999999], 404, "no document 999999"),
+    (["no-such-report.md"], 400, "no document 'no-such-report.md' in collection 'default'"),
+    ([999999], 400, "no document 999999"),
     ([0], 400, ""),
     ([""], 400, ""),
     ([f"d{i}.md" for i in range(21)], 400, ""),
