@@ -935,6 +935,37 @@ async def test_a_job_is_cancelled_from_its_card_and_its_rows_follow(page, shots:
     await page.screenshot(path=_shot(shots, "ingest-cancelled.png"), full_page=True)
 
 
+async def test_a_job_of_20000_files_is_shown_a_page_at_a_time(page, server: Server, shots: Path) -> None:
+    """Issue 40, bad input: a job of 20,000 files (cancelled at once, so that it stays) is listed 200 files at a
+    time with its pages before and after, and the Ingest page stays quick."""
+    folder = server.root / "many"
+    folder.mkdir()
+    for i in range(20_000):
+        (folder / f"note-{i:05d}.md").write_text(f"# Note {i}\n")
+    headers = {"Authorization": f"Bearer {ADMIN}"}
+    created = await page.request.post("/kb/admin/ingest", data={"path": "many"}, headers=headers)
+    assert created.status == 202, await created.text()
+    job_id = (await created.json())["job_id"]
+    cancelled = await page.request.post(f"/kb/admin/jobs/{job_id}/cancel", headers=headers)
+    assert cancelled.status in (200, 202, 409), await cancelled.text()
+    await page.goto("/ui/#/ingest")
+    await page.click("#token-btn")
+    await page.fill("#token-input", ADMIN)
+    await page.press("#token-input", "Enter")
+    job = page.locator(".job", has_text=f"Job {job_id} ")
+    started = time.monotonic()
+    await job.locator(".pager-text", has_text="of 20,000").wait_for()
+    assert time.monotonic() - started < 10
+    assert await job.locator(".pager-text").inner_text() == "Files 1–200 of 20,000"
+    assert await job.locator("tbody tr").count() == 200
+    await job.get_by_role("button", name=f"Next files of job {job_id}").click()
+    await job.locator(".pager-text", has_text="Files 201–400").wait_for()
+    assert (await job.locator("tbody td").first.inner_text()).endswith("note-00200.md")
+    await job.get_by_role("button", name=f"Previous files of job {job_id}").click()
+    await job.locator(".pager-text", has_text="Files 1–200").wait_for()
+    await page.screenshot(path=_shot(shots, "ingest-20000-files.png"), full_page=False)
+
+
 async def test_documents_page_search_filters_and_chunk_view(page, shots: Path) -> None:
     await page.goto("/ui/#/documents")
     await page.wait_for_selector(".doc-table tbody tr")

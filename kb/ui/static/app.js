@@ -3,7 +3,8 @@
 "use strict";
 
 const TOKEN_KEY = "kb.token";
-const state = { collection: sessionStorage.getItem("kb.collection") || "default", turns: [], jobs: new Map() };
+const state = { collection: sessionStorage.getItem("kb.collection") || "default", turns: [], jobs: new Map(),
+  jobPages: new Map() };
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -1568,7 +1569,11 @@ async function pollJobs(box) {
   clearTimeout(pollTimer);
   if (!document.body.contains(box)) return;
   try {
-    const { jobs } = await api("/kb/admin/jobs?limit=20&items=200");
+    const { jobs } = await api(`/kb/admin/jobs?limit=20&items=${JOB_PAGE}`);
+    for (const [i, job] of jobs.entries()) {  // a job shown from a later page of its files: that page
+      const offset = state.jobPages.get(job.id) || 0;
+      if (offset) jobs[i] = await api(`/kb/admin/jobs/${job.id}?items_limit=${JOB_PAGE}&items_offset=${offset}`);
+    }
     const reload = () => pollJobs(box);
     box.replaceChildren(jobs.length ? el("div", {}, jobs.map((j) => jobCard(j, reload)))
       : stateBox("empty", "No jobs yet", "Start a folder ingest or upload files above."));
@@ -1649,8 +1654,25 @@ function jobSource(job) {
     : job.root_path;
 }
 
+const JOB_PAGE = 200;  // files of a job shown at once (a job of 20,000 files is read a page at a time)
+
+/** "Files 201–400 of 20,000" with the pages before and after, when a job has more files than one page. */
+function jobPager(job, reload) {
+  const offset = state.jobPages.get(job.id) || 0;
+  if (job.files <= JOB_PAGE && !offset) return null;
+  const go = (to) => { state.jobPages.set(job.id, Math.max(0, to)); reload(); };
+  const last = offset + job.items.length;
+  return el("div", { class: "row pager", "aria-label": `Files of job ${job.id}` },
+    el("button", { type: "button", class: "small ghost", text: "← Previous", disabled: offset === 0,
+      "aria-label": `Previous files of job ${job.id}`, onclick: () => go(offset - JOB_PAGE) }),
+    el("span", { class: "small muted pager-text", role: "status",
+      text: `Files ${job.items.length ? offset + 1 : 0}–${last} of ${job.files.toLocaleString("en-US")}` }),
+    el("button", { type: "button", class: "small ghost", text: "Next →", disabled: last >= job.files,
+      "aria-label": `Next files of job ${job.id}`, onclick: () => go(offset + JOB_PAGE) }));
+}
+
 function jobCard(job, reload) {
-  const finished = job.files - (job.counts.pending || 0) - (job.counts.running || 0);  // items: the first 200 only
+  const finished = job.files - (job.counts.pending || 0) - (job.counts.running || 0);  // items: one page of them
   const total = job.files || job.items.length;
   // a running file counts by its stage's share, so the bar moves inside a long file
   const inFile = job.items.filter((i) => i.status === "running")
@@ -1698,6 +1720,7 @@ function jobCard(job, reload) {
       job.seconds_left ? el("span", {}, "about ", el("b", { text: durationText(job.seconds_left) }), " left") : null,
       el("span", {}, el("b", { text: job.chunks }), " chunks")),
     job.error ? alertBox(new ApiError(0, "Job failed", job.error)) : null,
+    jobPager(job, reload),
     job.items.length ? el("div", { class: "table-scroll" }, table([["File"], ["Status"], ["Pages", "num"], ["Seconds", "num"], ["Details"]],
       job.items.map((i) => [
         i.document_id ? el("a", { href: `#/documents/${i.document_id}`, text: shownName(i.name, job), title: i.name })
