@@ -6,6 +6,7 @@ ingest and must still have the bytes that were ingested (sha256)."""
 from __future__ import annotations
 
 import asyncio
+import difflib
 import hashlib
 import os
 import re
@@ -36,7 +37,6 @@ log = structlog.get_logger("ingest.render")
 PAGE_DPI = 110  # readable text on a laptop screen; an A4 page is about 910×1290 px
 MAX_SIDE_PX = 2400  # a poster-sized page is scaled down to this
 MAX_LINES = 400  # lines returned for one Markdown/text preview
-_FRAGMENT_MIN, _FRAGMENT_MAX, _MAX_FRAGMENTS = 12, 90, 60
 _HIGHLIGHT_RGB = (1.0, 0.85, 0.2)
 
 
@@ -160,22 +160,6 @@ def open_source(doc: SourceDoc) -> tuple[BinaryIO, int]:
     return fh, size
 
 
-def fragments(text: str) -> list[str]:
-    """Search strings for a chunk's text: its lines and sentences, cut to what a page search can match."""
-    out: list[str] = []
-    for line in text.splitlines():
-        line = re.sub(r"\s+", " ", line.lstrip("#>*-| ")).strip()
-        for part in re.split(r"(?<=[.;:!?])\s+|\s+\|\s+", line):
-            part = part.strip(" |")
-            while len(part) >= _FRAGMENT_MIN and len(out) < _MAX_FRAGMENTS:
-                cut = part[:_FRAGMENT_MAX]
-                if len(part) > _FRAGMENT_MAX and " " in cut:
-                    cut = cut.rsplit(" ", 1)[0]
-                out.append(cut)
-                part = part[len(cut):].strip()
-    return out
-
-
 def _highlight_rects(pg: pymupdf.Page, highlight: str) -> list[pymupdf.Rect]:
     """Where the fragments of ``highlight`` are on the page: in its text layer, or, when that holds none of them
     and the page is a scan, in the text OCR reads from it (the same engine and settings as at ingest, so the same
@@ -186,11 +170,37 @@ def _highlight_rects(pg: pymupdf.Page, highlight: str) -> list[pymupdf.Rect]:
     return rects
 
 
+_TOKEN = re.compile(r"[^\w]+")
+MIN_RUN = 4
+"""Words in a row the page must share with the cited text, in its order, for a run to count as the passage."""
+MIN_SHARE = 0.5
+"""Of the cited text's words (at most ``MIN_WORDS``), the share a page must hold in runs to be highlighted."""
+MIN_WORDS = 24
+MIN_LONGEST = 8
+"""The longest run must hold this many words (or the whole cited text)."""
+
+
 def _rects(pg: pymupdf.Page, highlight: str, textpage: pymupdf.TextPage | None) -> list[pymupdf.Rect]:
-    rects: list[pymupdf.Rect] = []
-    for frag in fragments(highlight):  # a fragment repeated in the chunk is marked once
-        rects.extend(r for r in pg.search_for(frag, textpage=textpage) if not any(r.intersects(o) for o in rects))
-    return rects
+    """The cited text where it stands on the page: its words aligned in order with the page's words (runs of
+    ``MIN_RUN`` or more), so that a phrase the page repeats elsewhere ("Segment operating income" under every
+    segment) is not marked there; one box per line. None when the page does not hold the text (a file changed
+    since the citation was made): nothing else is marked instead."""
+    words = pg.get_text("words", textpage=textpage)
+    page = [_TOKEN.sub("", w[4].lower()) for w in words]
+    cited = [t for t in (_TOKEN.sub("", w.lower()) for w in highlight.split()) if t]
+    if not page or not cited:
+        return []
+    matcher = difflib.SequenceMatcher(None, page, cited, autojunk=False)
+    runs = [b for b in matcher.get_matching_blocks() if b.size >= min(MIN_RUN, len(cited))]
+    if sum(b.size for b in runs) < MIN_SHARE * min(len(cited), MIN_WORDS) or \
+            max((b.size for b in runs), default=0) < min(MIN_LONGEST, len(cited)):
+        return []  # boilerplate in common is not the passage
+    lines: dict[tuple[int, int], pymupdf.Rect] = {}
+    for b in runs:
+        for w in words[b.a: b.a + b.size]:
+            key = (w[5], w[6])  # block and line: one box per line
+            lines[key] = lines[key] | pymupdf.Rect(w[:4]) if key in lines else pymupdf.Rect(w[:4])
+    return list(lines.values())
 
 
 def _scan_textpage(pg: pymupdf.Page) -> pymupdf.TextPage | None:

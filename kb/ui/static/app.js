@@ -84,7 +84,9 @@ async function api(path, options = {}) {
 async function pageImage(path) {
   const res = await api(path, { raw: true, headers: { Accept: "image/png" } });
   const top = res.headers.get("X-Highlight-Top");
-  return { url: URL.createObjectURL(await res.blob()), top: top === null ? null : Number(top) };
+  const marked = res.headers.get("X-Highlights");
+  return { url: URL.createObjectURL(await res.blob()), top: top === null ? null : Number(top),
+    highlights: marked === null ? null : Number(marked) };
 }
 
 function alertBox(err) {
@@ -834,7 +836,7 @@ async function showPage(docId, page, chunkId, body) {
   body.replaceChildren(loading(`Rendering page ${page}…`));
   const q = chunkId ? `?highlight=${encodeURIComponent(chunkId)}` : "";
   try {
-    const { url, top } = await pageImage(`/kb/documents/${docId}/pages/${page}.png${q}`);
+    const { url, top, highlights } = await pageImage(`/kb/documents/${docId}/pages/${page}.png${q}`);
     preview.urls.push(url);
     const img = el("img", { class: "page-img", src: url, alt: `Page ${page}${chunkId ? ", cited text highlighted" : ""}`,
       id: "page-image" });
@@ -844,7 +846,8 @@ async function showPage(docId, page, chunkId, body) {
         scroller.scrollTop = Math.max(0, img.offsetTop - scroller.offsetTop + top * img.height - 80);
       }, { once: true });
     }
-    body.replaceChildren(img);
+    body.replaceChildren(chunkId && highlights === 0 ? el("p", { class: "chip warn unmarked", role: "status",
+      text: "The cited passage was not found on this page as the file reads now: nothing is highlighted." }) : "", img);
   } catch (err) {
     body.replaceChildren(alertBox(err));
   }

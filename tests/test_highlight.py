@@ -1,0 +1,45 @@
+"""Page highlights mark the cited passage where it stands (issue 40 item 1): its words aligned in order with the
+page's, so a phrase the page repeats elsewhere is not marked there, and a passage the page no longer holds marks
+nothing (no other text is marked instead)."""
+
+from __future__ import annotations
+
+import pymupdf
+
+from ingest.render import find_marks
+
+SEGMENTS = ("Industrial", "Consumer", "Energy")
+
+
+def _page() -> tuple[bytes, dict[str, float]]:
+    """One page, three segment paragraphs sharing their wording; the top of each (fraction of the page)."""
+    doc = pymupdf.open()
+    page = doc.new_page()
+    tops, y = {}, 72.0
+    for i, name in enumerate(SEGMENTS):
+        tops[name] = y / page.rect.height
+        for line in (f"{name} segment", f"Segment operating income of the {name} segment was {100 + i}.5 million,",
+                     "up from the prior year on higher volumes and pricing.",
+                     f"The {name} segment employed {1200 + i} people at the end of the year."):
+            page.insert_text((72, y), line, fontsize=10)
+            y += 16
+        y += 40
+    return doc.tobytes(), tops
+
+
+def test_the_cited_paragraph_is_marked_not_its_phrases_repeated_elsewhere() -> None:
+    pdf, tops = _page()
+    cited = ("Segment operating income of the Consumer segment was 101.5 million, up from the prior year on higher "
+             "volumes and pricing. The Consumer segment employed 1201 people at the end of the year.")
+    marks = find_marks(pdf, 1, cited)
+    assert marks.marks.highlights == 3, marks  # its three lines, one box each
+    assert all(tops["Consumer"] <= y0 and y1 < tops["Energy"] for _, y0, _, y1 in marks.boxes), (marks.boxes, tops)
+    assert abs(marks.marks.top - tops["Consumer"] - 16 / 792) < 0.03
+
+
+def test_a_passage_the_page_no_longer_holds_marks_nothing() -> None:
+    pdf, _ = _page()
+    stale = ("Segment operating income of the Aerospace segment was 87.0 million, down from the prior year on lower "
+             "deliveries. The Aerospace segment closed two plants during the year.")
+    marks = find_marks(pdf, 1, stale)
+    assert marks.marks.highlights == 0 and marks.marks.top is None and marks.boxes == ()
