@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import pymupdf
 import pytest
 
 from router.synthesize import readable
@@ -964,6 +965,48 @@ async def test_a_job_of_20000_files_is_shown_a_page_at_a_time(page, server: Serv
     await job.get_by_role("button", name=f"Previous files of job {job_id}").click()
     await job.locator(".pager-text", has_text="Files 1–200").wait_for()
     await page.screenshot(path=_shot(shots, "ingest-20000-files.png"), full_page=False)
+
+
+async def test_a_3000_page_document_is_viewed_a_page_at_a_time(page, server: Server, shots: Path) -> None:
+    """Issue 40, bad input: a 3,000-page PDF — its outline of 301 sections renders, and its Pages tab is a pager
+    (not 3,000 buttons) that renders each page when asked, holding one page image at a time."""
+    folder = server.root / "huge"
+    folder.mkdir()
+    doc = pymupdf.open()
+    for i in range(1, 3001):
+        doc.new_page().insert_text((72, 72), f"Ledger page {i}. Entries of the day were posted.", fontsize=10)
+    doc.set_toc([[1, "Ledger", 1]])
+    doc.save(folder / "ledger.pdf")
+    headers = {"Authorization": f"Bearer {ADMIN}"}
+    created = await page.request.post("/kb/admin/ingest", data={"path": "huge"}, headers=headers)
+    assert created.status == 202, await created.text()
+    job_id = (await created.json())["job_id"]
+    for _ in range(600):
+        job = await (await page.request.get(f"/kb/admin/jobs/{job_id}", headers=headers)).json()
+        if job["status"] not in ("queued", "running"):
+            break
+        await asyncio.sleep(0.5)
+    assert job["status"] == "done", job
+    doc_id = job["items"][0]["document_id"]
+    started = time.monotonic()
+    await page.goto(f"/ui/#/documents/{doc_id}")
+    await page.locator(".node-btn").nth(300).wait_for()  # the outline: 301 sections of 10 pages
+    assert time.monotonic() - started < 15
+    await page.get_by_role("tab", name="Pages").click()
+    number = page.locator("#pages-pane .page-number")
+    await number.wait_for()
+    assert await page.locator("#pages-pane .page-span").inner_text() == "of 1–3000"
+    assert await page.locator("#pages-pane .preview-nav button").count() == 2  # previous and next, not 3,000
+    await page.locator("#pages-pane img.page-img[alt='Page 1']").wait_for()
+    await number.fill("2999")
+    await number.press("Enter")
+    await page.locator("#pages-pane img.page-img[alt='Page 2999']").wait_for()
+    await page.get_by_role("button", name="Next page").click()
+    await page.locator("#pages-pane img.page-img[alt='Page 3000']").wait_for()
+    assert await page.get_by_role("button", name="Next page").is_disabled()
+    assert await page.locator("#pages-pane img.page-img").count() == 1  # one page image held at a time
+    assert page.url.endswith(f"/documents/{doc_id}/pages")
+    await page.screenshot(path=_shot(shots, "document-3000-pages.png"), full_page=False)
 
 
 async def test_documents_page_search_filters_and_chunk_view(page, shots: Path) -> None:

@@ -833,11 +833,13 @@ const preview = {
 };
 
 async function showPage(docId, page, chunkId, body) {
+  const shown = body.querySelector("img.page-img");  // one page image per view: the one it replaces is freed
+  if (shown && shown.src.startsWith("blob:")) URL.revokeObjectURL(shown.src);
   body.replaceChildren(loading(`Rendering page ${page}…`));
   const q = chunkId ? `?highlight=${encodeURIComponent(chunkId)}` : "";
   try {
     const { url, top, highlights } = await pageImage(`/kb/documents/${docId}/pages/${page}.png${q}`);
-    preview.urls.push(url);
+    preview.urls.push(url);  // the dialog frees the last ones when it closes
     const img = el("img", { class: "page-img", src: url, alt: `Page ${page}${chunkId ? ", cited text highlighted" : ""}`,
       id: "page-image" });
     if (top !== null) {  // scroll the highlighted text into view
@@ -870,18 +872,42 @@ async function showLines(docId, params, body, mark) {
   }
 }
 
-function pageButtons(nav, pages, onPick) {
+const PAGE_BUTTONS = 12;  // a span of more pages gets a pager (previous, a page number, next), not a button each
+
+/** Pages ``first``..``last`` to pick from: a button each, or for a long span (a 3,000-page section) a pager that
+ * loads one page at a time. */
+function pageButtons(nav, first, last, onPick) {
   nav.replaceChildren();
-  if (pages.length <= 1) return;
-  nav.append(el("span", { class: "muted small", text: "Page" }));
-  for (const p of pages) {
-    nav.append(el("button", { type: "button", class: "small", text: p, "aria-label": `Page ${p}`, onclick: (e) => {
-      for (const b of nav.querySelectorAll("button")) b.removeAttribute("aria-current");
-      e.currentTarget.setAttribute("aria-current", "true");
-      onPick(p);
-    } }));
+  if (last <= first) return;
+  if (last - first + 1 <= PAGE_BUTTONS) {
+    nav.append(el("span", { class: "muted small", text: "Page" }));
+    for (let p = first; p <= last; p++) {
+      nav.append(el("button", { type: "button", class: "small", text: p, "aria-label": `Page ${p}`, onclick: (e) => {
+        for (const b of nav.querySelectorAll("button")) b.removeAttribute("aria-current");
+        e.currentTarget.setAttribute("aria-current", "true");
+        onPick(p);
+      } }));
+    }
+    nav.querySelector("button").setAttribute("aria-current", "true");
+    return;
   }
-  nav.querySelector("button").setAttribute("aria-current", "true");
+  let at = first;
+  const number = el("input", { type: "number", class: "page-number", min: first, max: last, value: first,
+    "aria-label": "Page number", inputmode: "numeric" });
+  const go = (p) => {
+    at = Math.min(last, Math.max(first, Math.round(p) || first));
+    number.value = at;
+    prev.disabled = at === first;
+    next.disabled = at === last;
+    onPick(at);
+  };
+  const prev = el("button", { type: "button", class: "small", text: "←", "aria-label": "Previous page", disabled: true,
+    onclick: () => go(at - 1) });
+  const next = el("button", { type: "button", class: "small", text: "→", "aria-label": "Next page",
+    onclick: () => go(at + 1) });
+  number.addEventListener("change", () => go(Number(number.value)));
+  nav.append(el("span", { class: "muted small", text: "Page" }), prev, number, next,
+    el("span", { class: "muted small page-span", text: `of ${first}–${last}` }));
 }
 
 /** Query parameters of /lines for lines a..b (the server returns at most 400). */
@@ -895,12 +921,6 @@ function contextWindow(a, b, context = 15) {
   return { start, count: Math.max(1, Math.min(400, b + context - start + 1)) };
 }
 
-function range(a, b, max = 30) {
-  const out = [];
-  for (let p = a; p <= b && out.length < max; p++) out.push(p);
-  return out;
-}
-
 function openPreview(c) {
   const dialog = preview.dialog();
   preview.clear();
@@ -909,9 +929,8 @@ function openPreview(c) {
   const body = $("#preview-body");
   const nav = $("#preview-nav");
   if (c.unit === "page") {
-    const pages = range(c.pages[0], c.pages[1]);
-    pageButtons(nav, pages, (p) => showPage(c.doc_id, p, c.chunk_id, body));
-    showPage(c.doc_id, pages[0], c.chunk_id, body);
+    pageButtons(nav, c.pages[0], c.pages[1], (p) => showPage(c.doc_id, p, c.chunk_id, body));
+    showPage(c.doc_id, c.pages[0], c.chunk_id, body);
   } else {
     nav.replaceChildren();
     if (c.chunk_id) showLines(c.doc_id, { highlight: c.chunk_id }, body);
@@ -1321,6 +1340,17 @@ async function renderDocument(view, id, tab) {
     button.setAttribute("aria-pressed", "true");
     showNode(d, node, pane);
   });
+  // every page of a PDF, one at a time (a 3,000-page report: a pager, each page rendered when asked)
+  const pagesNav = el("div", { class: "preview-nav" });
+  const pagesBody = el("div", {});
+  const pagesPanel = el("div", { class: "panel", id: "pages-pane" }, el("h2", { text: "Pages" }), pagesNav, pagesBody);
+  let pagesOpen = false;
+  const openPages = () => {
+    if (pagesOpen) return;
+    pagesOpen = true;
+    pageButtons(pagesNav, 1, d.page_count, (p) => showPage(d.id, p, null, pagesBody));
+    showPage(d.id, 1, null, pagesBody);
+  };
   const factsPanel = el("div", { class: "panel", id: "facts-pane" }, el("h2", { text: "Financial facts" }),
     el("p", { class: "muted small", text: "Statement line items read at ingest, per period column. Open a source to see the line highlighted." }),
     loading("Loading facts…"));
@@ -1330,8 +1360,10 @@ async function renderDocument(view, id, tab) {
         detail.tree.length ? outline : el("p", { class: "empty", text: "This document has no tree." })),
       pane)],
     ["facts", "Financial facts", factsPanel],
-  ], tab === "facts" ? "facts" : "outline", (name) => {
-    history.replaceState(null, "", `#/documents/${d.id}${name === "facts" ? "/facts" : ""}`);
+    ...(isPdf && d.page_count > 0 ? [["pages", "Pages", pagesPanel]] : []),
+  ], ["facts", "pages"].includes(tab) ? tab : "outline", (name) => {
+    history.replaceState(null, "", `#/documents/${d.id}${name === "outline" ? "" : `/${name}`}`);
+    if (name === "pages") openPages();
   });
   const askThis = el("button", { type: "button", class: "ghost", id: "ask-this", text: "Ask this document",
     title: "Ask a question of this document only (routing skipped)",
@@ -1345,6 +1377,7 @@ async function renderDocument(view, id, tab) {
       entityNote(detail.entity),
       d.warnings && d.warnings.length ? el("ul", { class: "small muted" }, d.warnings.map((w) => el("li", { text: w }))) : null),
     tabs.node);
+  if (tab === "pages" && isPdf) openPages();
   const [rows, concepts] = await Promise.all([factsRequest, conceptsRequest]);
   factsPanel.lastChild.replaceWith(rows instanceof Error ? alertBox(rows) : factsView(d, rows, concepts));
   if (!(rows instanceof Error)) tabs.count("facts", rows.filter((r) => r.concept).length);
@@ -1441,9 +1474,8 @@ function showNode(doc, node, pane) {
   const views = el("div", { class: "row node-views", role: "group", "aria-label": "Section view" });
   const showSource = () => {
     if (doc.file_type === "pdf") {
-      const pages = range(node.start_index, node.end_index);
-      pageButtons(nav, pages, (p) => showPage(doc.id, p, null, body));
-      showPage(doc.id, pages[0], null, body);
+      pageButtons(nav, node.start_index, node.end_index, (p) => showPage(doc.id, p, null, body));
+      showPage(doc.id, node.start_index, null, body);
     } else {
       nav.replaceChildren();
       showLines(doc.id, lineWindow(node.start_index, node.end_index), body);
