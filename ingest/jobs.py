@@ -572,7 +572,7 @@ class Worker:
             return IngestOutcome(item["name"], "failed", error=f"internal error: {type(exc).__name__}: {exc}")
 
     async def _heartbeat(self, item_id: int, job_id: int) -> None:
-        """Beat (every ``stale_s / 4``) until the item's job is cancelled, which is looked for every
+        """Beat (every ``stale_s / 4``) until the item or its job is cancelled, which is looked for every
         ``CANCEL_POLL_S``; then return."""
         beat_s = max(1.0, self.stale_s / 4)
         last = time.monotonic()
@@ -584,7 +584,7 @@ class Worker:
                     state = await store.heartbeat_item(self.ctx.pool, item_id, self.name)
                     last = time.monotonic()
                 else:
-                    state = await store.job_state(self.ctx.pool, job_id)
+                    state = "cancelled" if await store.item_cancelled(self.ctx.pool, item_id) else ""
             except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.warning("worker.heartbeat_failed", error=str(exc))
                 continue
@@ -671,6 +671,19 @@ async def cancel_job(pool: asyncpg.Pool, job_id: int) -> int:
         rows = await store.cancel_job_rows(conn, job_id)
     log.info("jobs.cancelled", job_id=job_id, pending_cancelled=len(rows))
     return len(rows)
+
+
+async def cancel_file(pool: asyncpg.Pool, job_id: int, item_id: int) -> str:
+    """Cancel one file of a job: a queued file at once (``cancelled``), a file being ingested within
+    ``CANCEL_POLL_S`` (``running`` until its worker stops it; nothing of it is stored unless its write came first);
+    the job's other files go on. 404 for an unknown file, 409 for a finished one."""
+    async with pool.acquire() as conn, conn.transaction():
+        status = await store.cancel_item(conn, job_id, item_id)
+        if status is None:
+            await _item_refusal(conn, job_id, item_id, "cancelled: only a queued or running file is")
+        await store.maybe_finish_job(conn, job_id)
+    log.info("jobs.item_cancelled", job_id=job_id, item_id=item_id, was=status)
+    return status
 
 
 async def retry_item(pool: asyncpg.Pool, job_id: int, item_id: int) -> None:

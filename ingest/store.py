@@ -758,7 +758,7 @@ async def cancel_job_rows(conn: asyncpg.Connection, job_id: int) -> list[int]:
 
 SQL_RETRY_ITEM = """
 UPDATE ingest_job_items SET status = 'pending', error = NULL, worker = NULL, heartbeat_at = NULL, attempts = 0,
-       finished_at = NULL, stage = NULL
+       finished_at = NULL, stage = NULL, cancel_requested = false
 WHERE id = $2 AND job_id = $1 AND status IN ('failed', 'cancelled') RETURNING id"""
 
 
@@ -894,12 +894,40 @@ async def mark_job_running(pool: asyncpg.Pool, job_id: int) -> None:
 
 SQL_HEARTBEAT = """
 UPDATE ingest_job_items i SET heartbeat_at = now() WHERE i.id = $1 AND i.worker = $2
-RETURNING (SELECT j.status FROM ingest_jobs j WHERE j.id = i.job_id)"""
+RETURNING CASE WHEN i.cancel_requested THEN 'cancelled'
+               ELSE (SELECT j.status FROM ingest_jobs j WHERE j.id = i.job_id) END"""
 
 
 async def heartbeat_item(pool: asyncpg.Pool, item_id: int, worker: str) -> str | None:
-    """Beat for a file ``worker`` holds; its job's status (None when the worker no longer holds it)."""
+    """Beat for a file ``worker`` holds; its job's status, ``cancelled`` too when the file alone was cancelled
+    (None when the worker no longer holds it)."""
     return await pool.fetchval(SQL_HEARTBEAT, item_id, worker)
+
+
+SQL_ITEM_CANCELLED = """
+SELECT i.cancel_requested OR j.status = 'cancelled'
+FROM ingest_job_items i JOIN ingest_jobs j ON j.id = i.job_id WHERE i.id = $1"""
+
+
+async def item_cancelled(pool: asyncpg.Pool, item_id: int) -> bool:
+    """Whether a file being ingested was cancelled, alone or with its job."""
+    return bool(await pool.fetchval(SQL_ITEM_CANCELLED, item_id))
+
+
+SQL_CANCEL_ITEM = """
+UPDATE ingest_job_items SET
+    status = CASE WHEN status = 'pending' THEN 'cancelled' ELSE status END,
+    error = CASE WHEN status = 'pending' THEN 'cancelled before it was ingested' ELSE error END,
+    finished_at = CASE WHEN status = 'pending' THEN now() ELSE finished_at END,
+    cancel_requested = (status = 'running')
+WHERE id = $2 AND job_id = $1 AND status IN ('pending', 'running')
+RETURNING status"""
+
+
+async def cancel_item(conn: asyncpg.Connection, job_id: int, item_id: int) -> str | None:
+    """Cancel one file of a job: a pending one now (``cancelled``); a running one is flagged for its worker, which
+    stops it within seconds (``running``). None when the file is in neither state."""
+    return await conn.fetchval(SQL_CANCEL_ITEM, job_id, item_id)
 
 
 SQL_PROGRESS = """

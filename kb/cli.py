@@ -364,17 +364,20 @@ async def _reindex(every: bool) -> int:
     return 0
 
 
-async def _jobs(limit: int, cancel: int | None, as_json: bool) -> int:
-    """List the newest ingest jobs (status, files, pages/s, time left), or cancel one."""
-    from ingest.jobs import cancel_job, list_jobs
+async def _jobs(limit: int, cancel: int | None, as_json: bool, item: int | None = None) -> int:
+    """List the newest ingest jobs (status, files, pages/s, time left), or cancel one (or one file of it)."""
+    from ingest.jobs import cancel_file, cancel_job, list_jobs
     from kb.runtime import open_runtime
 
     async with open_runtime() as rt:
-        if cancel is not None:
+        if cancel is not None and item is not None:
+            was = await cancel_file(rt.pool, cancel, item)
+            print(f"kb: file {item} of job {cancel} cancelled" + (" (it stops within seconds)" if was == "running" else ""))
+        elif cancel is not None:
             n = await cancel_job(rt.pool, cancel)
             print(f"kb: job {cancel} cancelled ({n} pending files; a file being ingested stops within seconds)")
             return 0
-        jobs = await list_jobs(rt.pool, limit=limit, items_limit=0)
+        jobs = await list_jobs(rt.pool, limit=limit, items_limit=200 if as_json else 0)  # --json: files, ids
     if as_json:
         print(json.dumps([msgspec.to_builtins(j) for j in jobs], indent=2, ensure_ascii=False))
         return 0
@@ -610,6 +613,8 @@ def build_parser() -> argparse.ArgumentParser:
     jb = sub.add_parser("jobs", help="list the newest ingest jobs, or cancel one")
     jb.add_argument("--limit", type=int, default=20, help="how many jobs, newest first")
     jb.add_argument("--cancel", type=int, metavar="JOB", help="cancel this job (its pending and running files)")
+    jb.add_argument("--file", type=int, metavar="ID", dest="item",
+                    help="with --cancel: cancel only this file of the job (its id, as `kb jobs --json` lists it)")
     jb.add_argument("--json", action="store_true", help="print the jobs as JSON")
     fa = sub.add_parser("facts", help="re-read the statement facts of stored documents from their source files")
     fa.add_argument("--collection", required=True)
@@ -740,7 +745,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.command == "facts":
             return run_async(_facts(args.collection))
         if args.command == "jobs":
-            return run_async(_jobs(max(1, min(args.limit, 200)), args.cancel, args.json))
+            if args.item is not None and args.cancel is None:
+                print("kb jobs: --file needs --cancel JOB", file=sys.stderr)
+                return 2
+            return run_async(_jobs(max(1, min(args.limit, 200)), args.cancel, args.json, args.item))
         if args.command == "mcp":
             return run_async(_mcp_stdio())
         if args.command == "bench":

@@ -354,6 +354,12 @@ def test_cli_query_leaves_no_postgres_running(tmp_path: Path) -> None:
         out = subprocess.run([sys.executable, "-m", "kb.cli", "jobs", "--cancel", str(job)], env=env,
                              capture_output=True, text=True, timeout=120)
         assert out.returncode == 1 and says in out.stderr, out.stderr[-2000:]
+    item = listed[0]["items"][0]["id"]  # one file: a finished one is not cancelled, --file needs its job
+    for args, code, says in ((["--cancel", str(listed[0]["id"]), "--file", str(item)], 1, "only a queued or running"),
+                             (["--file", str(item)], 2, "--file needs --cancel")):
+        out = subprocess.run([sys.executable, "-m", "kb.cli", "jobs", *args], env=env, capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == code and says in out.stderr, out.stderr[-2000:]
 
 
 def test_killed_server_leaves_no_parser_processes(tmp_path: Path) -> None:

@@ -272,6 +272,8 @@ async def test_ingest_reports_stages_and_failed_files_can_be_retried_or_removed(
         base = f"/kb/admin/jobs/{job.id}/items"
         _is_problem(await client.post(f"{base}/{ids['report.pdf']}/retry"), 409)  # an ingested file is not retried
         _is_problem(await client.post(f"{base}/999999/retry"), 404)
+        _is_problem(await client.post(f"{base}/999999/cancel"), 404)
+        _is_problem(await client.post(f"{base}/{ids['report.pdf']}/cancel"), 409)  # a finished file is not cancelled
         # the job ran an hour ago; the hour it then stood finished is not counted in its pages/s after the retry
         await runtime.pool.execute("UPDATE ingest_jobs SET started_at = started_at - interval '1 hour', "
                                    "finished_at = finished_at - interval '1 hour' WHERE id = $1", job.id)

@@ -1009,6 +1009,33 @@ async def test_a_3000_page_document_is_viewed_a_page_at_a_time(page, server: Ser
     await page.screenshot(path=_shot(shots, "document-3000-pages.png"), full_page=False)
 
 
+async def test_one_file_of_a_job_is_cancelled_and_the_others_go_on(page, server: Server, shots: Path) -> None:
+    """Issue 40 item 4: Cancel on a file's row stops that file (while it is read) and the job's other file is
+    ingested; ``kb jobs --cancel JOB --file ID`` is the same call."""
+    from tests.pdfgen import make_text_pdf
+
+    folder = server.root / "pair"
+    folder.mkdir()
+    make_text_pdf(folder / "a-long.pdf", [f"Page {i}. Revenue of the segment rose." for i in range(4500)])
+    (folder / "b-short.md").write_text("# Short memo\n\nKestrel Rail ran 212 trains a day in 2024.\n")
+    await page.goto("/ui/#/ingest")
+    await page.click("#token-btn")
+    await page.fill("#token-input", ADMIN)
+    await page.press("#token-input", "Enter")
+    await page.wait_for_selector("#folder-collection option[value='default']", state="attached")
+    await page.fill("#folder-path", "pair")
+    await page.click("#folder-form button[type=submit]")
+    job = page.locator(".job", has_text="pair")
+    row = job.locator("tbody tr", has_text="a-long.pdf")
+    await row.locator(".chip", has_text="running").wait_for()
+    await row.get_by_role("button", name="Cancel pair/a-long.pdf").click()
+    await row.locator(".chip", has_text="cancelled").wait_for(timeout=20_000)
+    await job.locator("tbody tr", has_text="b-short.md").locator(".chip", has_text="ok").wait_for(timeout=30_000)
+    await job.locator(".job-head .chip", has_text="done").wait_for()
+    assert "cancelled while it was being ingested" in await row.inner_text()
+    await page.screenshot(path=_shot(shots, "ingest-file-cancelled.png"), full_page=True)
+
+
 async def test_documents_page_search_filters_and_chunk_view(page, shots: Path) -> None:
     await page.goto("/ui/#/documents")
     await page.wait_for_selector(".doc-table tbody tr")

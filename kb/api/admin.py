@@ -19,6 +19,7 @@ from litestar.params import Body, Parameter
 from ingest.formats import SUPPORTED, format_of
 from ingest.jobs import (
     JobStatus,
+    cancel_file,
     cancel_job,
     count_jobs,
     create_job,
@@ -151,6 +152,14 @@ class AdminController(Controller):
         """Cancel a job: pending files become ``cancelled`` now; a file being ingested stops within 2 s (its
         parser process killed) and stores nothing. 409 when the job has already finished."""
         await cancel_job(rt.pool, job_id)
+        return _public_job(await get_job(rt.pool, job_id, items_limit=1000), rt.settings)
+
+    @post("/jobs/{job_id:int}/items/{item_id:int}/cancel", status_code=200,
+          responses=errors(400, 401, 403, 404, 409))
+    async def cancel_file(self, rt: Runtime, job_id: DbId, item_id: DbId) -> JobStatus:
+        """Cancel one file of the job (``items[].id``): a queued file at once, a file being ingested within 2 s
+        (its parser process killed; it stores nothing); the job's other files go on. 409 for a finished file."""
+        await cancel_file(rt.pool, job_id, item_id)
         return _public_job(await get_job(rt.pool, job_id, items_limit=1000), rt.settings)
 
     @post("/jobs/{job_id:int}/items/{item_id:int}/retry", status_code=200,

@@ -1762,7 +1762,10 @@ function jobCard(job, reload) {
           : shownName(i.name, job),
         el("span", { class: `chip ${STATUS_CHIP[i.status] || ""}`, text: i.status }),
         i.pages || "—", i.seconds === null ? "—" : i.seconds.toFixed(1),
-        i.status === "running" ? el("span", { class: "stage", role: "status", text: stageText(i) })
+        i.status === "running" || i.status === "pending" ? el("div", {},
+          i.status === "running" ? el("span", { class: "stage", role: "status", text: stageText(i) }) : null,
+          el("div", { class: "row item-actions" }, action("Cancel", i,
+            () => api(`/kb/admin/jobs/${job.id}/items/${i.id}/cancel`, { method: "POST" }))))
           : el("div", {}, el("span", { class: i.error ? `item-error ${i.status === "failed" ? "err" : "muted"}` : "muted",
             text: i.error || "" }),
           ["failed", "cancelled", "unsupported"].includes(i.status) ? el("div", { class: "row item-actions" },
