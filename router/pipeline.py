@@ -47,6 +47,7 @@ from router.trace import (
     QueryResult,
     RetrievalOutcome,
     RetrieveResult,
+    Trace,
     build_retrieved,
     build_trace,
 )
@@ -118,14 +119,19 @@ class QueryPipeline:
         log.info("router.query_done", strategy=req.strategy, scope=out.plan.scope.kind,
                  docs=len(out.routing.documents), nodes=len(out.picks), chunks=len(out.evidence),
                  total_ms=round(clock.ms["total"], 1))
-        services = await self.services()
-        suggestions = () if answer.not_found else await follow_ups(
-            services.pool, await services.catalogs.get(admitted.collection_id), out.reading,
-            out.facts if answer.mode.startswith("facts") else None, [c.doc_id for c in answer.citations], out.within)
-        return QueryResult(answer=answer.text, citations=list(answer.citations), documents=list(out.routing.documents),
-                           facts=facts_table(out.facts, answer), not_found=answer.not_found, trace=trace,
-                           suggestions=list(suggestions),
-                           read_as=FollowUpTrace(out.asked, out.inherited) if out.inherited else None)
+        return await query_result((await self.services()).pool, out, answer, trace)
+
+
+async def query_result(pool: asyncpg.Pool, out: RetrievalOutcome, answer: Answer, trace: Trace | None) -> QueryResult:
+    """The response: the answer with its citations, documents and facts, a follow-up's reading, and the follow-ups
+    to offer under it (``router.suggest``)."""
+    suggestions = () if answer.not_found or out.catalog is None else await follow_ups(
+        pool, out.catalog, out.reading, out.facts if answer.mode.startswith("facts") else None,
+        [c.doc_id for c in answer.citations], out.within)
+    return QueryResult(answer=answer.text, citations=list(answer.citations), documents=list(out.routing.documents),
+                       facts=facts_table(out.facts, answer), not_found=answer.not_found, trace=trace,
+                       suggestions=list(suggestions),
+                       read_as=FollowUpTrace(out.asked, out.inherited) if out.inherited else None)
 
 
 @contextlib.contextmanager
@@ -324,4 +330,4 @@ def outcome(state: QueryState, routing: RoutingResult, searched: tuple[Searched,
                             llm_calls=calls, plan=state.plan, evidence=ranked.evidence, policy=state.policy.name,
                             rounds=rounds, chosen_chunks=chosen, asked=state.asked,
                             inherited=state.follow_up.inherited if state.follow_up is not None else (),
-                            within=state.within)
+                            within=state.within, catalog=state.catalog)

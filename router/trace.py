@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import msgspec
 
 from kb.core.types import LLMUsage
+from router.catalog import Catalog
 from router.facts import FactsAnswer, FactUsed
 from router.followup import Inherited
 from router.policy import OFFLINE
@@ -128,6 +129,7 @@ class RetrievalOutcome:
     asked: str = ""  # the question the text path ranked and synthesis answers (a follow-up as resolved)
     inherited: tuple[Inherited, ...] = ()  # what a follow-up took from the earlier turns
     within: tuple[int, ...] | None = None  # the documents the request's documents and filters allow (None: any)
+    catalog: Catalog | None = None  # the collection's catalog the query read (follow-ups are made from it)
 
 
 class QueryResult(msgspec.Struct, frozen=True):
