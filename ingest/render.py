@@ -160,14 +160,29 @@ def open_source(doc: SourceDoc) -> tuple[BinaryIO, int]:
     return fh, size
 
 
-def _highlight_rects(pg: pymupdf.Page, highlight: str) -> list[pymupdf.Rect]:
-    """Where the fragments of ``highlight`` are on the page: in its text layer, or, when that holds none of them
-    and the page is a scan, in the text OCR reads from it (the same engine and settings as at ingest, so the same
-    words in the same places)."""
-    rects = _rects(pg, highlight, None)
+def _highlight_rects(pg: pymupdf.Page, highlight: str, quote: str = "") -> list[pymupdf.Rect]:
+    """Where ``highlight`` (a chunk's text) is on the page — only its ``quote`` part when given: in its text layer,
+    or, when that holds none of it and the page is a scan, in the text OCR reads from it (the same engine and
+    settings as at ingest, so the same words in the same places)."""
+    rects = _rects(pg, highlight, None, quote)
     if not rects and (textpage := _scan_textpage(pg)) is not None:
-        rects = _rects(pg, highlight, textpage)
+        rects = _rects(pg, highlight, textpage, quote)
     return rects
+
+
+def quote_words(text: str, quote: str) -> set[int]:
+    """Positions, among the words of ``text``, of the words of each part of ``quote`` (" … "-separated, as
+    citations write it) found in ``text`` — by its place in the text, not by its wording elsewhere."""
+    flat = " ".join(text.split())
+    out: set[int] = set()
+    for part in (p.strip() for p in quote.split(" … ")):
+        words = [t for t in (_TOKEN.sub("", w.lower()) for w in part.split()) if t]
+        at = flat.find(" ".join(part.split()))
+        if not words or at < 0:
+            continue
+        start = sum(1 for w in flat[:at].split() if _TOKEN.sub("", w.lower()))
+        out.update(range(start, start + len(words)))
+    return out
 
 
 _TOKEN = re.compile(r"[^\w]+")
@@ -180,11 +195,13 @@ MIN_LONGEST = 8
 """The longest run must hold this many words (or the whole cited text)."""
 
 
-def _rects(pg: pymupdf.Page, highlight: str, textpage: pymupdf.TextPage | None) -> list[pymupdf.Rect]:
+def _rects(pg: pymupdf.Page, highlight: str, textpage: pymupdf.TextPage | None,
+           quote: str = "") -> list[pymupdf.Rect]:
     """The cited text where it stands on the page: its words aligned in order with the page's words (runs of
     ``MIN_RUN`` or more), so that a phrase the page repeats elsewhere ("Segment operating income" under every
-    segment) is not marked there; one box per line. None when the page does not hold the text (a file changed
-    since the citation was made): nothing else is marked instead."""
+    segment) is not marked there; one box per line; with ``quote``, only the words of the quoted part (by their
+    place in the chunk). None when the page does not hold the text (a file changed since the citation was made):
+    nothing else is marked instead."""
     words = pg.get_text("words", textpage=textpage)
     page = [_TOKEN.sub("", w[4].lower()) for w in words]
     cited = [t for t in (_TOKEN.sub("", w.lower()) for w in highlight.split()) if t]
@@ -195,9 +212,12 @@ def _rects(pg: pymupdf.Page, highlight: str, textpage: pymupdf.TextPage | None) 
     if sum(b.size for b in runs) < MIN_SHARE * min(len(cited), MIN_WORDS) or \
             max((b.size for b in runs), default=0) < min(MIN_LONGEST, len(cited)):
         return []  # boilerplate in common is not the passage
+    quoted = quote_words(highlight, quote) if quote else set()
     lines: dict[tuple[int, int], pymupdf.Rect] = {}
     for b in runs:
-        for w in words[b.a: b.a + b.size]:
+        for k, w in enumerate(words[b.a: b.a + b.size]):
+            if quoted and b.b + k not in quoted:
+                continue
             key = (w[5], w[6])  # block and line: one box per line
             lines[key] = lines[key] | pymupdf.Rect(w[:4]) if key in lines else pymupdf.Rect(w[:4])
     return list(lines.values())
@@ -232,11 +252,11 @@ class PageMarks(msgspec.Struct, frozen=True):
     boxes: tuple[tuple[float, float, float, float], ...] = ()
 
 
-def find_marks(pdf: bytes, page: int, highlight: str) -> PageMarks:
-    """Where every fragment of ``highlight`` is found on 1-based ``page``."""
+def find_marks(pdf: bytes, page: int, highlight: str, quote: str = "") -> PageMarks:
+    """Where ``highlight`` (its ``quote`` part when given, else all of it) stands on 1-based ``page``."""
     with pymupdf.open(stream=pdf, filetype="pdf") as pdf_doc:
         pg = pdf_doc[page - 1]
-        rects = _highlight_rects(pg, highlight)
+        rects = _highlight_rects(pg, highlight, quote)
         w, h = max(pg.rect.width, 1), max(pg.rect.height, 1)
         top = round(min(r.y0 for r in rects) / h, 4) if rects else None
         boxes = tuple((r.x0 / w, r.y0 / h, r.x1 / w, r.y1 / h) for r in rects)
@@ -275,7 +295,7 @@ class PageCache:
         self.max_marks = max_marks
         self._lock = threading.Lock()
         self._bytes: int | None = None  # on disk, counted at first use
-        self._marks: OrderedDict[tuple[int, str, int, int], PageMarks] = OrderedDict()
+        self._marks: OrderedDict[tuple[int, str, int, int, str], PageMarks] = OrderedDict()
 
     def drop(self, doc_id: int) -> None:
         """Forget every cached page of a deleted document."""
@@ -288,9 +308,10 @@ class PageCache:
     def path(self, doc: SourceDoc, page: int, dpi: int) -> Path:
         return self.root / str(doc.doc_id) / doc.sha256[:16] / f"p{page}-d{dpi}.png"
 
-    def get(self, doc: SourceDoc, page: int, chunk: ChunkRef | None, dpi: int = PAGE_DPI) -> PageImage:
-        """The page image, from the cache or rendered from the source and stored, with ``chunk`` highlighted
-        (blocking: run in a thread)."""
+    def get(self, doc: SourceDoc, page: int, chunk: ChunkRef | None, dpi: int = PAGE_DPI,
+            quote: str = "") -> PageImage:
+        """The page image, from the cache or rendered from the source and stored, with ``chunk`` highlighted (its
+        ``quote`` part when given; blocking: run in a thread)."""
         target = self.path(doc, page, dpi)
         source: bytes | None = None
         try:
@@ -303,13 +324,13 @@ class PageCache:
             log.info("render.page", doc_id=doc.doc_id, page=page, bytes=len(png))
         if chunk is None:
             return PageImage(png=png, marks=Marks(), cached=cached)
-        key = (doc.doc_id, doc.sha256, page, chunk.chunk_id)
+        key = (doc.doc_id, doc.sha256, page, chunk.chunk_id, quote)
         with self._lock:
             found = self._marks.get(key)
             if found is not None:
                 self._marks.move_to_end(key)
         if found is None:
-            found = find_marks(source if source is not None else read_source(doc), page, chunk.text)
+            found = find_marks(source if source is not None else read_source(doc), page, chunk.text, quote)
             with self._lock:
                 self._marks[key] = found
                 while len(self._marks) > self.max_marks:

@@ -43,3 +43,17 @@ def test_a_passage_the_page_no_longer_holds_marks_nothing() -> None:
              "deliveries. The Aerospace segment closed two plants during the year.")
     marks = find_marks(pdf, 1, stale)
     assert marks.marks.highlights == 0 and marks.marks.top is None and marks.boxes == ()
+
+
+def test_a_quote_marks_only_its_words_where_the_chunk_holds_them() -> None:
+    """With the citation's quote, only the quoted sentence of the chunk is marked — found by its place in the
+    chunk, so the same words elsewhere on the page stay unmarked."""
+    pdf, tops = _page()
+    chunk = " ".join(f"{name} segment Segment operating income of the {name} segment was {100 + i}.5 million, up "
+                     f"from the prior year on higher volumes and pricing. The {name} segment employed {1200 + i} "
+                     "people at the end of the year." for i, name in enumerate(SEGMENTS))
+    marks = find_marks(pdf, 1, chunk, quote="The Consumer segment employed 1201 people at the end of the year.")
+    assert marks.marks.highlights == 1, marks
+    (_, y0, _, y1), = marks.boxes
+    assert tops["Consumer"] < y0 and y1 < tops["Energy"], (marks.boxes, tops)
+    assert find_marks(pdf, 1, chunk).marks.highlights == 12  # the whole chunk: every line of the three

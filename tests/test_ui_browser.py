@@ -17,6 +17,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pymupdf
@@ -1034,6 +1035,50 @@ async def test_one_file_of_a_job_is_cancelled_and_the_others_go_on(page, server:
     await job.locator(".job-head .chip", has_text="done").wait_for()
     assert "cancelled while it was being ingested" in await row.inner_text()
     await page.screenshot(path=_shot(shots, "ingest-file-cancelled.png"), full_page=True)
+
+
+async def test_the_page_viewer_marks_the_cited_paragraph_not_its_phrases_elsewhere(page, server: Server,
+                                                                                  shots: Path) -> None:
+    """Issue 40 item 1: three segment paragraphs share their wording and fill one chunk; the sentences the answer
+    quotes are highlighted on the page, each where the chunk holds it, and nothing else."""
+    folder = server.root / "segments"
+    folder.mkdir()
+    doc = pymupdf.open()
+    pg = doc.new_page()
+    y = 72.0
+    for i, name in enumerate(("Industrial", "Consumer", "Energy")):
+        for line in (f"{name} segment", f"Segment operating income of the {name} segment was {100 + i}.5 million,",
+                     "up from the prior year on higher volumes and pricing.",
+                     f"The {name} segment employed {1200 + i} people at the end of the year."):
+            pg.insert_text((72, y), line, fontsize=10)
+            y += 16
+        y += 40
+    doc.new_page().insert_text((72, 72), "Notes. Nothing about segments here.", fontsize=10)
+    doc.save(folder / "segments.pdf")
+    headers = {"Authorization": f"Bearer {ADMIN}"}
+    created = await page.request.post("/kb/admin/ingest", data={"path": "segments"}, headers=headers)
+    job_id = (await created.json())["job_id"]
+    for _ in range(240):
+        job = await (await page.request.get(f"/kb/admin/jobs/{job_id}", headers=headers)).json()
+        if job["status"] not in ("queued", "running"):
+            break
+        await asyncio.sleep(0.5)
+    assert job["status"] == "done", job
+    await page.goto("/ui/#/ask")
+    await page.locator("#advanced").evaluate("d => { d.open = true; }")
+    await page.fill("#documents", "segments/segments.pdf")
+    async with page.expect_response(lambda r: "/pages/1.png?highlight=" in r.url and "quote=" in r.url) as shown:
+        await _ask(page, "How many people did the Consumer segment employ at the end of the year?")
+        await _wait_answer(page, 1)
+        await page.locator("#answer-1 a.cite").first.click()
+    response = await shown.value
+    quote = parse_qs(urlsplit(response.url).query)["quote"][0]  # the cited sentences, located in their chunk
+    assert "The Consumer segment employed 1201 people" in quote, quote
+    # one box per quoted sentence (each one line): not the chunk's 12 lines, nor the phrases the page repeats
+    assert int(response.headers["x-highlights"]) == len(quote.split(" … ")), (quote, dict(response.headers))
+    await page.wait_for_selector(".viewer:not([hidden]) #page-image")
+    assert await page.locator(".viewer .unmarked").count() == 0
+    await page.screenshot(path=_shot(shots, "viewer-cited-paragraph.png"))
 
 
 async def test_documents_page_search_filters_and_chunk_view(page, shots: Path) -> None:

@@ -16,6 +16,7 @@ from litestar.params import Parameter
 from ingest.pipeline import max_file_bytes
 from ingest.render import (
     MAX_LINES,
+    PAGE_DPI,
     LinesCache,
     PageCache,
     SourceLines,
@@ -35,6 +36,8 @@ PAGE_FILE = r"^[1-9][0-9]{0,8}\.png$"  # 1.png … 999999999.png
 PageFile = Annotated[str, Parameter(pattern=PAGE_FILE, description="`<n>.png`: n is the 1-based physical page, "
                                                                    "as in citations")]
 Highlight = Annotated[int | None, Parameter(ge=1, le=2**53, description="a chunk of this document to highlight")]
+Quote = Annotated[str | None, Parameter(max_length=4000, description="with highlight: only this part of the chunk "
+                                        "(a citation's quote)")]
 
 
 def page_number(page_file: str) -> int:
@@ -51,15 +54,17 @@ class PagesController(Controller):
 
     @get("/{doc_id:int}/pages/{page_file:str}", media_type="image/png", responses=errors(400, 401, 404, 409))
     async def page_image(self, rt: Runtime, pages: PageCache, doc_id: DbId, page_file: PageFile,
-                         highlight: Highlight = None) -> Response[bytes]:
+                         highlight: Highlight = None, quote: Quote = None) -> Response[bytes]:
         """Physical page ``n`` (1-based, as in citations) of a PDF document as a PNG, rendered once and
-        cached (``KB_PAGE_CACHE_MB``); ``highlight``: a chunk of this document whose text is marked on the page. ``X-Highlights``:
-        the rectangles marked; ``X-Highlight-Top``: where the first one starts (0..1 of the page height)."""
+        cached (``KB_PAGE_CACHE_MB``); ``highlight``: a chunk of this document whose text is marked on the page
+        where it stands; ``quote``: only this part of it (a citation's ``quote``, located by its place in the
+        chunk). ``X-Highlights``: the rectangles marked (0: the page does not hold the text, nothing else is
+        marked); ``X-Highlight-Top``: where the first one starts (0..1 of the page height)."""
         page = page_number(page_file)
         doc = await load_source(rt.pool, doc_id)
         check_page(doc, page)
         chunk = await load_chunk(rt.pool, doc, highlight) if highlight is not None else None
-        image = await asyncio.to_thread(pages.get, doc, page, chunk)
+        image = await asyncio.to_thread(pages.get, doc, page, chunk, PAGE_DPI, quote or "")
         headers = {"Cache-Control": "private, max-age=3600", "X-Content-Type-Options": "nosniff",
                    "X-Highlights": str(image.marks.highlights)}
         if image.marks.top is not None:

@@ -682,9 +682,10 @@ function quoted(text, quote) {
 const thumbs = new Map();  // "doc/page/chunk" → promise of a blob URL (kept for the tab's life)
 
 function thumbnail(c) {
-  const key = `${c.doc_id}/${c.pages[0]}/${c.chunk_id || 0}`;
+  const key = `${c.doc_id}/${c.pages[0]}/${c.chunk_id || 0}/${c.quote || ""}`;
   if (!thumbs.has(key)) {
-    const q = c.chunk_id ? `?highlight=${encodeURIComponent(c.chunk_id)}` : "";
+    const q = c.chunk_id ? `?highlight=${encodeURIComponent(c.chunk_id)}${c.quote
+      ? `&quote=${encodeURIComponent(c.quote.slice(0, 4000))}` : ""}` : "";
     thumbs.set(key, pageImage(`/kb/documents/${c.doc_id}/pages/${c.pages[0]}.png${q}`).then((r) => r.url)
       .catch((err) => { thumbs.delete(key); throw err; }));
   }
@@ -803,7 +804,7 @@ function openSource(c, box) {
     prev.disabled = page <= 1;
     next.disabled = total !== null && page >= total;
     const cited = page >= c.pages[0] && page <= c.pages[1];
-    await showPage(c.doc_id, page, cited ? c.chunk_id : null, body);
+    await showPage(c.doc_id, page, cited ? c.chunk_id : null, body, page === c.pages[0], c.quote || "");
     applyZoom();
   };
   prev.addEventListener("click", () => { if (page > 1) { page -= 1; paint(); } });
@@ -832,11 +833,11 @@ const preview = {
   clear() { for (const u of this.urls) URL.revokeObjectURL(u); this.urls = []; },
 };
 
-async function showPage(docId, page, chunkId, body) {
+async function showPage(docId, page, chunkId, body, citedHere = true, quote = "") {
   const shown = body.querySelector("img.page-img");  // one page image per view: the one it replaces is freed
   if (shown && shown.src.startsWith("blob:")) URL.revokeObjectURL(shown.src);
   body.replaceChildren(loading(`Rendering page ${page}…`));
-  const q = chunkId ? `?highlight=${encodeURIComponent(chunkId)}` : "";
+  const q = chunkId ? `?highlight=${encodeURIComponent(chunkId)}${quote ? `&quote=${encodeURIComponent(quote.slice(0, 4000))}` : ""}` : "";
   try {
     const { url, top, highlights } = await pageImage(`/kb/documents/${docId}/pages/${page}.png${q}`);
     preview.urls.push(url);  // the dialog frees the last ones when it closes
@@ -848,7 +849,7 @@ async function showPage(docId, page, chunkId, body) {
         scroller.scrollTop = Math.max(0, img.offsetTop - scroller.offsetTop + top * img.height - 80);
       }, { once: true });
     }
-    body.replaceChildren(chunkId && highlights === 0 ? el("p", { class: "chip warn unmarked", role: "status",
+    body.replaceChildren(chunkId && citedHere && highlights === 0 ? el("p", { class: "chip warn unmarked", role: "status",
       text: "The cited passage was not found on this page as the file reads now: nothing is highlighted." }) : "", img);
   } catch (err) {
     body.replaceChildren(alertBox(err));
@@ -929,8 +930,9 @@ function openPreview(c) {
   const body = $("#preview-body");
   const nav = $("#preview-nav");
   if (c.unit === "page") {
-    pageButtons(nav, c.pages[0], c.pages[1], (p) => showPage(c.doc_id, p, c.chunk_id, body));
-    showPage(c.doc_id, c.pages[0], c.chunk_id, body);
+    pageButtons(nav, c.pages[0], c.pages[1],
+      (p) => showPage(c.doc_id, p, c.chunk_id, body, p === c.pages[0], c.quote || ""));
+    showPage(c.doc_id, c.pages[0], c.chunk_id, body, true, c.quote || "");
   } else {
     nav.replaceChildren();
     if (c.chunk_id) showLines(c.doc_id, { highlight: c.chunk_id }, body);
