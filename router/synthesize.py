@@ -605,24 +605,19 @@ def readable(text: str) -> str:
             table.append(" ".join(r.split()))
             continue
         table.append([" ".join(c.split()) for c in (r.strip("|") if r.startswith("|") else r).split("|")])
+    heads = _header_rows(table)
     out: list[str] = []
     header: list[str] | None = None
     for i, row in enumerate(table):
         if isinstance(row, str):
             out.append(row)
             continue
-        if all(re.fullmatch(r":?-{2,}:?|", c) for c in row):
+        if _is_separator(row):
             continue  # a separator row
-        following = table[i + 1] if i + 1 < len(table) else None
-        if isinstance(following, list) and following and all(re.fullmatch(r":?-{2,}:?|", c) for c in following):
-            header = row  # the row over the separator names the columns
-            caption = row[0] if _CAPTION.search(row[0]) else ""  # "(in millions)", not a column name ("Segment")
-            if not [c for c in row[1:] if c and c not in {"-", "—"}]:
-                header = None
-                if caption:
-                    out.append(caption)
-            elif caption:
-                out.append(caption)
+        if i in heads:
+            header = row
+            if _CAPTION.search(row[0]):  # "(in millions)", not a column name ("Segment")
+                out.append(row[0])
             continue
         cells = [c for c in row if c and c not in {"-", "—"}]
         if not cells:
@@ -640,6 +635,30 @@ def readable(text: str) -> str:
 
 
 _CAPTION = re.compile(r"^\(|\bin (?:thousands|millions|billions)\b|单位|人民币|\$", re.I)
+"""A header's first cell that is the table's unit caption ("(in millions)"), not the name of its label column."""
+_FIGURE_CELL = re.compile(r"\d,\d{3}|\d\.\d|%")
+"""A cell holding a figure (a thousands separator, decimals, a percentage), not a column's name (2023, Q3 2024)."""
+
+
+def _is_separator(row: list[str]) -> bool:
+    return all(re.fullmatch(r":?-{2,}:?|", c) for c in row)
+
+
+def _header_rows(table: Sequence[list[str] | str]) -> set[int]:
+    """The rows that head columns: over a separator row, naming columns (no figure among them), and used by a
+    row below of as many cells (a header no row uses is read as a row)."""
+    heads: set[int] = set()
+    for i, row in enumerate(table[:-1]):
+        following = table[i + 1]
+        if isinstance(row, str) or isinstance(following, str) or not _is_separator(following) or _is_separator(row):
+            continue
+        names = [c for c in row[1:] if c and c not in {"-", "—"}]
+        if not names or any(_FIGURE_CELL.search(c) for c in names):
+            continue
+        below = [r for r in table[i + 2:] if isinstance(r, list) and not _is_separator(r)]
+        if any(len(r) == len(row) and r[0] not in {"", "-", "—"} for r in below[:50]):
+            heads.add(i)
+    return heads
 
 
 def _headed(value: str, head: str) -> str:
