@@ -573,3 +573,25 @@ def make_scanned_pdf(path: str | Path, pages: list[str], *, font: str = "helv", 
     out.save(path)
     out.close()
     return path
+
+
+SEGMENTS = ("Industrial", "Consumer", "Energy")
+
+
+def segments_pdf(notes_page: bool = False) -> tuple[bytes, dict[str, float]]:
+    """A page of three segment paragraphs that share their wording (and, with ``notes_page``, a second page of
+    notes); the PDF and the top of each paragraph as a fraction of the page height."""
+    doc = pymupdf.open()
+    page = doc.new_page()
+    tops, y = {}, 72.0
+    for i, name in enumerate(SEGMENTS):
+        tops[name] = y / page.rect.height
+        for line in (f"{name} segment", f"Segment operating income of the {name} segment was {100 + i}.5 million,",
+                     "up from the prior year on higher volumes and pricing.",
+                     f"The {name} segment employed {1200 + i} people at the end of the year."):
+            page.insert_text((72, y), line, fontsize=10)
+            y += 16
+        y += 40
+    if notes_page:
+        doc.new_page().insert_text((72, 72), "Notes. Nothing about segments here.", fontsize=10)
+    return doc.tobytes(), tops

@@ -4,31 +4,12 @@ nothing (no other text is marked instead)."""
 
 from __future__ import annotations
 
-import pymupdf
-
 from ingest.render import find_marks
-
-SEGMENTS = ("Industrial", "Consumer", "Energy")
-
-
-def _page() -> tuple[bytes, dict[str, float]]:
-    """One page, three segment paragraphs sharing their wording; the top of each (fraction of the page)."""
-    doc = pymupdf.open()
-    page = doc.new_page()
-    tops, y = {}, 72.0
-    for i, name in enumerate(SEGMENTS):
-        tops[name] = y / page.rect.height
-        for line in (f"{name} segment", f"Segment operating income of the {name} segment was {100 + i}.5 million,",
-                     "up from the prior year on higher volumes and pricing.",
-                     f"The {name} segment employed {1200 + i} people at the end of the year."):
-            page.insert_text((72, y), line, fontsize=10)
-            y += 16
-        y += 40
-    return doc.tobytes(), tops
+from tests.pdfgen import SEGMENTS, segments_pdf
 
 
 def test_the_cited_paragraph_is_marked_not_its_phrases_repeated_elsewhere() -> None:
-    pdf, tops = _page()
+    pdf, tops = segments_pdf()
     cited = ("Segment operating income of the Consumer segment was 101.5 million, up from the prior year on higher "
              "volumes and pricing. The Consumer segment employed 1201 people at the end of the year.")
     marks = find_marks(pdf, 1, cited)
@@ -38,7 +19,7 @@ def test_the_cited_paragraph_is_marked_not_its_phrases_repeated_elsewhere() -> N
 
 
 def test_a_passage_the_page_no_longer_holds_marks_nothing() -> None:
-    pdf, _ = _page()
+    pdf, _ = segments_pdf()
     stale = ("Segment operating income of the Aerospace segment was 87.0 million, down from the prior year on lower "
              "deliveries. The Aerospace segment closed two plants during the year.")
     marks = find_marks(pdf, 1, stale)
@@ -48,7 +29,7 @@ def test_a_passage_the_page_no_longer_holds_marks_nothing() -> None:
 def test_a_quote_marks_only_its_words_where_the_chunk_holds_them() -> None:
     """With the citation's quote, only the quoted sentence of the chunk is marked — found by its place in the
     chunk, so the same words elsewhere on the page stay unmarked."""
-    pdf, tops = _page()
+    pdf, tops = segments_pdf()
     chunk = " ".join(f"{name} segment Segment operating income of the {name} segment was {100 + i}.5 million, up "
                      f"from the prior year on higher volumes and pricing. The {name} segment employed {1200 + i} "
                      "people at the end of the year." for i, name in enumerate(SEGMENTS))

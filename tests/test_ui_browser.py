@@ -124,6 +124,21 @@ async def _ask(page, question: str, strategy: str = "auto") -> None:
     await page.click("#ask-btn")
 
 
+async def _ingested(page, folder: str) -> dict:
+    """``folder`` (under the ingest root) ingested through the admin API; its finished job."""
+    headers = {"Authorization": f"Bearer {ADMIN}"}
+    created = await page.request.post("/kb/admin/ingest", data={"path": folder}, headers=headers)
+    assert created.status == 202, await created.text()
+    job_id = (await created.json())["job_id"]
+    for _ in range(600):
+        job = await (await page.request.get(f"/kb/admin/jobs/{job_id}", headers=headers)).json()
+        if job["status"] not in ("queued", "running"):
+            break
+        await asyncio.sleep(0.5)
+    assert job["status"] == "done", job
+    return job
+
+
 async def _wait_answer(page, turn: int) -> None:
     await page.wait_for_selector(f".turn:nth-of-type({turn}) .turn-a[aria-busy='false']")
 
@@ -978,16 +993,7 @@ async def test_a_3000_page_document_is_viewed_a_page_at_a_time(page, server: Ser
         doc.new_page().insert_text((72, 72), f"Ledger page {i}. Entries of the day were posted.", fontsize=10)
     doc.set_toc([[1, "Ledger", 1]])
     doc.save(folder / "ledger.pdf")
-    headers = {"Authorization": f"Bearer {ADMIN}"}
-    created = await page.request.post("/kb/admin/ingest", data={"path": "huge"}, headers=headers)
-    assert created.status == 202, await created.text()
-    job_id = (await created.json())["job_id"]
-    for _ in range(600):
-        job = await (await page.request.get(f"/kb/admin/jobs/{job_id}", headers=headers)).json()
-        if job["status"] not in ("queued", "running"):
-            break
-        await asyncio.sleep(0.5)
-    assert job["status"] == "done", job
+    job = await _ingested(page, "huge")
     doc_id = job["items"][0]["document_id"]
     started = time.monotonic()
     await page.goto(f"/ui/#/documents/{doc_id}")
@@ -1041,29 +1047,11 @@ async def test_the_page_viewer_marks_the_cited_paragraph_not_its_phrases_elsewhe
                                                                                   shots: Path) -> None:
     """Issue 40 item 1: three segment paragraphs share their wording and fill one chunk; the sentences the answer
     quotes are highlighted on the page, each where the chunk holds it, and nothing else."""
-    folder = server.root / "segments"
-    folder.mkdir()
-    doc = pymupdf.open()
-    pg = doc.new_page()
-    y = 72.0
-    for i, name in enumerate(("Industrial", "Consumer", "Energy")):
-        for line in (f"{name} segment", f"Segment operating income of the {name} segment was {100 + i}.5 million,",
-                     "up from the prior year on higher volumes and pricing.",
-                     f"The {name} segment employed {1200 + i} people at the end of the year."):
-            pg.insert_text((72, y), line, fontsize=10)
-            y += 16
-        y += 40
-    doc.new_page().insert_text((72, 72), "Notes. Nothing about segments here.", fontsize=10)
-    doc.save(folder / "segments.pdf")
-    headers = {"Authorization": f"Bearer {ADMIN}"}
-    created = await page.request.post("/kb/admin/ingest", data={"path": "segments"}, headers=headers)
-    job_id = (await created.json())["job_id"]
-    for _ in range(240):
-        job = await (await page.request.get(f"/kb/admin/jobs/{job_id}", headers=headers)).json()
-        if job["status"] not in ("queued", "running"):
-            break
-        await asyncio.sleep(0.5)
-    assert job["status"] == "done", job
+    from tests.pdfgen import segments_pdf
+
+    (server.root / "segments").mkdir()
+    (server.root / "segments" / "segments.pdf").write_bytes(segments_pdf(notes_page=True)[0])
+    await _ingested(page, "segments")
     await page.goto("/ui/#/ask")
     await page.locator("#advanced").evaluate("d => { d.open = true; }")
     await page.fill("#documents", "segments/segments.pdf")
