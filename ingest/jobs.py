@@ -552,7 +552,7 @@ class Worker:
             return await ingest_file(
                 self.ctx, Path(item["path"]), name=item["name"], collection_id=job["collection_id"],
                 folder_metadata=meta.get(stem) or meta.get(in_folder) or meta.get(item["name"]) or {},
-                allowed_root=allowed, job_id=item["job_id"],
+                allowed_root=allowed, job_id=item["job_id"], item_id=item["id"],
                 progress=(lambda *at: progress(at)) if progress is not None else None, force=job["force"],
             )
         except IngestError as exc:  # the job's folder metadata is unreadable or outside the root

@@ -317,6 +317,7 @@ async def ingest_file(
     job_id: int | None = None,
     progress: Progress | None = None,
     force: bool = False,
+    item_id: int | None = None,
 ) -> IngestOutcome:
     """Ingest one file into a collection. Never raises for bad input: returns a failed outcome.
 
@@ -325,7 +326,8 @@ async def ingest_file(
     outcome says why. The stored version stays until the new one is written (one transaction).
 
     The file is read once, from one descriptor; with ``allowed_root`` its real path must lie inside it.
-    With ``job_id``, nothing is stored once that job is cancelled (status ``cancelled``).
+    With ``job_id``, nothing is stored once that job is cancelled (status ``cancelled``); with ``item_id``, once
+    that file of it is.
     ``progress`` hears each stage as it starts (and the chunks embedded so far).
     """
     started = time.perf_counter()
@@ -426,7 +428,7 @@ async def ingest_file(
                 collection_id=collection_id, name=name, source_path=str(path), sha256=sha, file_type=kind,
                 metadata=meta, title=title, description=description, description_embedding=desc_vec,
                 tree=tree, node_embeddings=node_vecs, chunks=chunks, chunk_embeddings=chunk_vecs,
-                embedder_generation=ctx.embedder_generation, facts=facts, job_id=job_id,
+                embedder_generation=ctx.embedder_generation, facts=facts, job_id=job_id, item_id=item_id,
                 printed_pages=parsed.printed_pages, ingest_key=key.parts,
             ),
             progress=lambda done, total: report("storing", done, total),

@@ -67,6 +67,7 @@ class Marks(msgspec.Struct, frozen=True):
 
     highlights: int = 0  # rectangles marked (0: no chunk asked, or its text was not found on the page)
     top: float | None = None  # top of the first one, 0..1 of the page height (the viewer scrolls there)
+    found: bool = False  # the page holds the chunk (a quote elsewhere in it may still mark nothing here)
 
 
 class PageImage(msgspec.Struct, frozen=True):
@@ -160,14 +161,14 @@ def open_source(doc: SourceDoc) -> tuple[BinaryIO, int]:
     return fh, size
 
 
-def _highlight_rects(pg: pymupdf.Page, highlight: str, quote: str = "") -> list[pymupdf.Rect]:
+def _highlight_rects(pg: pymupdf.Page, highlight: str, quote: str = "") -> tuple[list[pymupdf.Rect], bool]:
     """Where ``highlight`` (a chunk's text) is on the page — only its ``quote`` part when given: in its text layer,
     or, when that holds none of it and the page is a scan, in the text OCR reads from it (the same engine and
     settings as at ingest, so the same words in the same places)."""
-    rects = _rects(pg, highlight, None, quote)
-    if not rects and (textpage := _scan_textpage(pg)) is not None:
-        rects = _rects(pg, highlight, textpage, quote)
-    return rects
+    rects, found = _rects(pg, highlight, None, quote)
+    if not found and (textpage := _scan_textpage(pg)) is not None:
+        rects, found = _rects(pg, highlight, textpage, quote)
+    return rects, found
 
 
 def quote_words(text: str, quote: str) -> set[int]:
@@ -196,7 +197,7 @@ MIN_LONGEST = 8
 
 
 def _rects(pg: pymupdf.Page, highlight: str, textpage: pymupdf.TextPage | None,
-           quote: str = "") -> list[pymupdf.Rect]:
+           quote: str = "") -> tuple[list[pymupdf.Rect], bool]:
     """The cited text where it stands on the page: its words aligned in order with the page's words (runs of
     ``MIN_RUN`` or more), so that a phrase the page repeats elsewhere ("Segment operating income" under every
     segment) is not marked there; one box per line; with ``quote``, only the words of the quoted part (by their
@@ -206,12 +207,12 @@ def _rects(pg: pymupdf.Page, highlight: str, textpage: pymupdf.TextPage | None,
     page = [_TOKEN.sub("", w[4].lower()) for w in words]
     cited = [t for t in (_TOKEN.sub("", w.lower()) for w in highlight.split()) if t]
     if not page or not cited:
-        return []
+        return [], False
     matcher = difflib.SequenceMatcher(None, page, cited, autojunk=False)
     runs = [b for b in matcher.get_matching_blocks() if b.size >= min(MIN_RUN, len(cited))]
     if sum(b.size for b in runs) < MIN_SHARE * min(len(cited), MIN_WORDS) or \
             max((b.size for b in runs), default=0) < min(MIN_LONGEST, len(cited)):
-        return []  # boilerplate in common is not the passage
+        return [], False  # boilerplate in common is not the passage
     quoted = quote_words(highlight, quote) if quote else set()
     lines: dict[tuple[int, int], pymupdf.Rect] = {}
     for b in runs:
@@ -220,7 +221,7 @@ def _rects(pg: pymupdf.Page, highlight: str, textpage: pymupdf.TextPage | None,
                 continue
             key = (w[5], w[6])  # block and line: one box per line
             lines[key] = lines[key] | pymupdf.Rect(w[:4]) if key in lines else pymupdf.Rect(w[:4])
-    return list(lines.values())
+    return list(lines.values()), True
 
 
 def _scan_textpage(pg: pymupdf.Page) -> pymupdf.TextPage | None:
@@ -256,11 +257,11 @@ def find_marks(pdf: bytes, page: int, highlight: str, quote: str = "") -> PageMa
     """Where ``highlight`` (its ``quote`` part when given, else all of it) stands on 1-based ``page``."""
     with pymupdf.open(stream=pdf, filetype="pdf") as pdf_doc:
         pg = pdf_doc[page - 1]
-        rects = _highlight_rects(pg, highlight, quote)
+        rects, found = _highlight_rects(pg, highlight, quote)
         w, h = max(pg.rect.width, 1), max(pg.rect.height, 1)
         top = round(min(r.y0 for r in rects) / h, 4) if rects else None
         boxes = tuple((r.x0 / w, r.y0 / h, r.x1 / w, r.y1 / h) for r in rects)
-        return PageMarks(marks=Marks(highlights=len(rects), top=top), boxes=boxes)
+        return PageMarks(marks=Marks(highlights=len(rects), top=top, found=found), boxes=boxes)
 
 
 def draw_marks(png: bytes, boxes: tuple[tuple[float, float, float, float], ...]) -> bytes:

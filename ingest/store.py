@@ -360,6 +360,7 @@ class NewDocument(msgspec.Struct, frozen=True):
     embedder_generation: int | None = None  # when set, the write is refused if `kb reembed` ran since
     facts: Sequence[FactDraft] = ()  # statement line items per period (ingest.facts)
     job_id: int | None = None  # when set, the write is refused (JobCancelledError) once that job is cancelled
+    item_id: int | None = None  # … and once this file of the job is (a file cancelled on its own)
     printed_pages: dict[int, str] | None = None  # a PDF's printed page labels (ingest.printed); None: not read
     ingest_key: dict[str, str] | None = None  # what shaped it besides its bytes (ingest.fingerprint)
 
@@ -367,8 +368,9 @@ class NewDocument(msgspec.Struct, frozen=True):
 class JobCancelledError(IngestError):
     """The document's ingest job was cancelled before its write: nothing was stored."""
 
-    def __init__(self, job_id: int) -> None:
-        super().__init__(f"job {job_id} was cancelled before this file was stored; nothing was stored")
+    def __init__(self, job_id: int, *, alone: bool = False) -> None:
+        super().__init__("this file was cancelled before it was stored; nothing was stored" if alone
+                         else f"job {job_id} was cancelled before this file was stored; nothing was stored")
 
 
 class DuplicateContentError(IngestError):
@@ -404,6 +406,7 @@ async def write_document(pool: asyncpg.Pool, doc: NewDocument,
 
 
 SQL_JOB_FOR_WRITE = "SELECT status FROM ingest_jobs WHERE id = $1 FOR SHARE"
+SQL_ITEM_FOR_WRITE = "SELECT cancel_requested FROM ingest_job_items WHERE id = $1 FOR SHARE"
 SQL_EMBEDDER_GENERATION = "SELECT generation FROM embedder_state FOR SHARE"
 SQL_LOCK_NAME = "SELECT pg_advisory_xact_lock(hashtextextended($1, 42))"
 SQL_DOC_BY_NAME = "SELECT id FROM documents WHERE collection_id = $1 AND name = $2"
@@ -437,6 +440,8 @@ async def _write_document(pool: asyncpg.Pool, doc: NewDocument,
         if doc.job_id is not None:  # held to commit: a cancel either sees this document stored or stops it
             if await conn.fetchval(SQL_JOB_FOR_WRITE, doc.job_id) == "cancelled":
                 raise JobCancelledError(doc.job_id)
+            if doc.item_id is not None and await conn.fetchval(SQL_ITEM_FOR_WRITE, doc.item_id):
+                raise JobCancelledError(doc.job_id, alone=True)
         if doc.embedder_generation is not None:  # before any table lock, like the re-embed swap
             generation = await conn.fetchval(SQL_EMBEDDER_GENERATION)
             if generation is not None and generation != doc.embedder_generation:
@@ -770,7 +775,8 @@ async def requeue_item(conn: asyncpg.Connection, job_id: int, item_id: int) -> i
 SQL_REOPEN_JOB = """
 UPDATE ingest_jobs SET status = CASE WHEN started_at IS NULL THEN 'queued' ELSE 'running' END, finished_at = NULL,
        error = NULL,
-       idle_seconds = idle_seconds + coalesce(extract(epoch FROM now() - finished_at), 0)
+       idle_seconds = idle_seconds + CASE WHEN started_at IS NULL THEN 0
+                                          ELSE coalesce(extract(epoch FROM now() - finished_at), 0) END
 WHERE id = $1"""
 
 
@@ -837,14 +843,18 @@ async def pending_work(pool: asyncpg.Pool, stale_s: float) -> int:
 
 
 SQL_GIVE_UP = """
-UPDATE ingest_job_items SET status = 'failed', finished_at = now(),
-       error = 'gave up after ' || attempts || ' attempts: the worker died while processing this file'
-WHERE status = 'running' AND attempts >= $2 AND heartbeat_at < now() - make_interval(secs => $1)
+UPDATE ingest_job_items SET
+       status = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'failed' END, finished_at = now(),
+       error = CASE WHEN cancel_requested THEN 'cancelled while it was being ingested (nothing was stored)'
+                    ELSE 'gave up after ' || attempts || ' attempts: the worker died while processing this file' END
+WHERE status = 'running' AND heartbeat_at < now() - make_interval(secs => $1)
+  AND (attempts >= $2 OR cancel_requested)
 RETURNING job_id"""
 
 
 async def give_up_items(pool: asyncpg.Pool, stale_s: float, max_attempts: int) -> list[int]:
-    """Fail the files whose worker died ``max_attempts`` times (no heartbeat for ``stale_s``); their job ids."""
+    """Fail the files whose worker died ``max_attempts`` times (no heartbeat for ``stale_s``), and cancel those
+    cancelled while their worker died; their job ids."""
     return [r["job_id"] for r in await pool.fetch(SQL_GIVE_UP, stale_s, max_attempts)]
 
 
@@ -853,7 +863,7 @@ WITH next AS (
     SELECT i.id FROM ingest_job_items i
     WHERE (i.status = 'pending'
        OR (i.status = 'running' AND i.heartbeat_at < now() - make_interval(secs => $2)))
-      AND i.attempts < $3
+      AND i.attempts < $3 AND NOT i.cancel_requested
       AND NOT EXISTS (SELECT 1 FROM ingest_jobs j WHERE j.id = i.job_id AND j.status = 'cancelled')
     ORDER BY i.job_id, i.id
     FOR UPDATE SKIP LOCKED LIMIT 1
@@ -941,13 +951,16 @@ async def write_item_progress(pool: asyncpg.Pool, item_id: int, worker: str, sta
 
 
 SQL_HAND_BACK = """
-UPDATE ingest_job_items SET status = 'pending', worker = NULL, heartbeat_at = NULL,
-       attempts = greatest(attempts - 1, 0)
+UPDATE ingest_job_items SET status = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'pending' END,
+       error = CASE WHEN cancel_requested THEN 'cancelled before it was ingested' ELSE error END,
+       finished_at = CASE WHEN cancel_requested THEN now() ELSE finished_at END,
+       worker = NULL, heartbeat_at = NULL, attempts = greatest(attempts - 1, 0)
 WHERE id = $1 AND worker = $2 AND status = 'running'"""
 
 
 async def hand_back_item(pool: asyncpg.Pool, item_id: int, worker: str) -> None:
-    """A file ``worker`` holds back to pending, without counting the attempt."""
+    """A file ``worker`` holds back to pending, without counting the attempt (cancelled, when it was cancelled
+    meanwhile)."""
     await pool.execute(SQL_HAND_BACK, item_id, worker)
 
 

@@ -373,7 +373,8 @@ async def _jobs(limit: int, cancel: int | None, as_json: bool, item: int | None 
         if cancel is not None and item is not None:
             was = await cancel_file(rt.pool, cancel, item)
             print(f"kb: file {item} of job {cancel} cancelled" + (" (it stops within seconds)" if was == "running" else ""))
-        elif cancel is not None:
+            return 0
+        if cancel is not None:
             n = await cancel_job(rt.pool, cancel)
             print(f"kb: job {cancel} cancelled ({n} pending files; a file being ingested stops within seconds)")
             return 0
@@ -616,6 +617,9 @@ def build_parser() -> argparse.ArgumentParser:
     jb.add_argument("--file", type=int, metavar="ID", dest="item",
                     help="with --cancel: cancel only this file of the job (its id, as `kb jobs --json` lists it)")
     jb.add_argument("--json", action="store_true", help="print the jobs as JSON")
+    jb.add_argument("words", nargs="*", metavar="cancel JOB [FILE]",
+                    help="`kb jobs cancel JOB` cancels a job, `kb jobs cancel JOB FILE` one file of it (as --cancel, "
+                         "--file)")
     fa = sub.add_parser("facts", help="re-read the statement facts of stored documents from their source files")
     fa.add_argument("--collection", required=True)
     sub.add_parser("mcp", help="serve the Model Context Protocol over stdio (for agents; HTTP is at /mcp)")
@@ -745,6 +749,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.command == "facts":
             return run_async(_facts(args.collection))
         if args.command == "jobs":
+            if args.words:  # kb jobs cancel JOB [FILE]
+                if args.words[0] != "cancel" or not 2 <= len(args.words) <= 3 \
+                        or not all(w.isdigit() for w in args.words[1:]):
+                    print("kb jobs: expected `kb jobs cancel JOB [FILE]`", file=sys.stderr)
+                    return 2
+                args.cancel = int(args.words[1])
+                args.item = int(args.words[2]) if len(args.words) == 3 else None
             if args.item is not None and args.cancel is None:
                 print("kb jobs: --file needs --cancel JOB", file=sys.stderr)
                 return 2

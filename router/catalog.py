@@ -20,7 +20,6 @@ import structlog
 from kb.core.collections import CollectionStamp, collection_stamp
 from kb.core.lexicon import is_zh
 from kb.core.text import tokenize
-from kb.core.vocab import company_core
 from router import store
 from router.metadata import COMPANY_KEYS, ENTITY_KEY, Entity, KnownValues, company_entities, company_index
 from router.scoring import PostingsBM25
@@ -65,13 +64,14 @@ class Catalog:
     entities: dict[str, Entity] = field(default_factory=dict)
     """Each company value → its entity (``router.metadata.company_entities``), as routing and facts join them."""
     reports: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    """Each company's documents (renamed companies as one), latest period first: ``company_core`` → ids."""
+    """Each company's documents (an entity's spellings and former names as one), latest period first: the
+    entity (``KnownValues.entity``) → ids."""
 
     def company_reports(self, doc_id: int) -> tuple[int, ...]:
         """The documents of the company a document is about, latest period first (empty when it names none)."""
         fields = self.docs.get(doc_id)
         company = str(fields.metadata.get("company") or "") if fields else ""
-        return self.reports.get(company_core(self.known.entity(company)), ()) if company else ()
+        return self.reports.get(self.known.entity(company), ()) if company else ()
 
     def fields(self, doc_ids: Sequence[int]) -> dict[int, DocFields]:
         """Name, description and metadata of the given documents (those of the collection)."""
@@ -82,6 +82,12 @@ class Catalog:
 
     def metadata(self, doc_ids: Sequence[int]) -> dict[int, dict]:
         return {d: f.metadata for d, f in self.fields(doc_ids).items()}
+
+    @functools.cached_property
+    def entity_names(self) -> tuple[str, ...]:
+        """Each company of the collection once, by its entity's name, shortest first (follow-ups offer them)."""
+        names = {e.name for e in self.entities.values()}
+        return tuple(sorted(names, key=lambda n: (len(n), n)))
 
     @functools.cached_property
     def languages(self) -> frozenset[str]:
@@ -152,7 +158,7 @@ def _reports(docs: dict[int, DocFields], known: KnownValues) -> dict[str, tuple[
     for doc_id, f in docs.items():
         if company := str(f.metadata.get("company") or ""):
             end = str(f.metadata.get("period_end_date") or f.metadata.get("report_date") or "")
-            by_company.setdefault(company_core(known.entity(company)), []).append((end, doc_id))
+            by_company.setdefault(known.entity(company), []).append((end, doc_id))
     return {k: tuple(d for _, d in sorted(v, reverse=True)) for k, v in by_company.items()}
 
 

@@ -737,14 +737,13 @@ def with_named(plan: ScopePlan, q: Question, catalog: Catalog, within: Sequence[
     typed question decides who is asked about; a request's filter (``within``) still bounds the documents."""
     if q.entities.scope != "named":
         return plan
-    cores = {company_core(catalog.known.entity(str(m.get("company") or "")))
-             for m in catalog.metadata(list(plan.needed)).values()}
+    cores = {catalog.known.entity(str(m.get("company") or "")) for m in catalog.metadata(list(plan.needed)).values()}
     years = {p.year for p in q.periods if p.year}
     allowed = set(within) if within is not None else None
     add: list[int] = []
     names: list[str] = []
     for name in q.entities.names:
-        core = company_core(catalog.known.entity(name))
+        core = catalog.known.entity(name)
         reports = tuple(d for d in catalog.reports.get(core, ()) if allowed is None or d in allowed)
         if core in cores or not reports:
             continue
@@ -860,7 +859,7 @@ def _without_figure(catalog: Catalog, found: Sequence[int], within: Sequence[int
     def company(d: int) -> str:
         fields = catalog.docs.get(d)
         name = str(fields.metadata.get("company") or "") if fields else ""
-        return company_core(catalog.known.entity(name)) if name else ""
+        return catalog.known.entity(name) if name else ""
 
     have = {company(d) for d in found}
     groups: dict[str, list[int]] = {}
@@ -889,7 +888,7 @@ def _one_per_company(doc_ids: Sequence[int], rows_by_doc: Mapping[int, list[_Row
     for d in doc_ids:
         fields = catalog.docs.get(d)
         company = str(fields.metadata.get("company") or "") if fields else ""
-        groups.setdefault(company_core(catalog.known.entity(company)) if company else f"#{d}", []).append(d)
+        groups.setdefault(catalog.known.entity(company) if company else f"#{d}", []).append(d)
     out = []
     for ds in groups.values():
         meta = catalog.metadata(ds)

@@ -30,18 +30,21 @@ def measure_names() -> dict[str, MeasureRef]:
 
 def measure_inside(line: str) -> MeasureRef | None:
     """The longest statement measure of two words or more named inside a printed line's name, word by word by
-    lemma ("financing activities" in "cash inflow from financing activities"), or None; never after "non" or
-    "other" (a non-operating expense is no operating expense, other current assets are not current assets)."""
+    lemma ("financing activities" in "cash inflow from financing activities"), or None unless every other word of
+    the name is one of ``_ONLY_AROUND``."""
     words = lx.lemma_words(line)
     for phrase, ref in _CONCEPT_PHRASES:
         n = len(phrase)
-        if n < len(words) and any(words[i:i + n] == phrase and (i == 0 or words[i - 1] not in _NOT_INSIDE)
-                                  for i in range(len(words) - n + 1)):
-            return ref
+        for i in range(len(words) - n + 1):
+            if n < len(words) and words[i:i + n] == phrase and set(words[:i] + words[i + n:]) <= _ONLY_AROUND:
+                return ref
     return None
 
 
-_NOT_INSIDE = frozenset({"non", "other"})
+_ONLY_AROUND = frozenset({"cash", "inflow", "outflow", "from", "of", "the"})
+"""The words a line's name may hold besides the measure for the measure to stand in for it ("cash inflow from
+financing activities"); any other word makes it another measure ("deferred income tax liability" is no income
+tax, "net profit from discontinued operation" no net profit)."""
 
 _CONCEPT_PHRASES = sorted({(lx.lemma_words(p), r) for p, r in measure_names().items()
                            if r.kind == "concept" and not lx.is_zh(p) and len(lx.lemma_words(p)) > 1},

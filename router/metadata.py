@@ -211,6 +211,7 @@ class CompanyIndex:
                     self.compact.setdefault(alias, set()).add(value)
                 if _CJK_NAME.fullmatch(alias.replace(" ", "")) and len(alias.replace(" ", "")) >= 2:
                     self.cjk.setdefault(alias.replace(" ", ""), set()).add(value)  # written without spaces
+        self.pinyin = {k: v for k, v in self.pinyin.items() if len({_han_head(x) for x in v}) == 1}  # one company
         self._cjk_pattern = re.compile("|".join(re.escape(a) for a in sorted(self.cjk, key=len, reverse=True))) \
             if self.cjk else None
 
@@ -253,6 +254,14 @@ class CompanyIndex:
 _NAME_TAIL = re.compile(
     r"\.?(?:[\s,]*\b(?:incorporated|inc|corporation|corp|company|co|limited|ltd|llc|l\.?p|plc|group|holdings|sa|ag|nv)"
     r"\b\.?)*(?:\s*[\\/][A-Za-z]{2}[\\/])?(?:'s|’s|')?", re.I)
+
+
+def _han_head(value: str) -> str:
+    """The first two characters of a Chinese company's short name: spellings of one company share them (洋河股份,
+    江苏洋河酒厂); a pinyin that two companies share ("pijiu" of 重庆啤酒 and 青岛啤酒) finds neither."""
+    core = vocab.company_core(value)
+    short = vocab.zh_short(core)
+    return (core if len(short) <= 2 < len(core) else short)[:2]
 
 
 def without_companies(question: str, values: Iterable[str]) -> str:

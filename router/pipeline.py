@@ -125,9 +125,14 @@ class QueryPipeline:
 async def query_result(pool: asyncpg.Pool, out: RetrievalOutcome, answer: Answer, trace: Trace | None) -> QueryResult:
     """The response: the answer with its citations, documents and facts, a follow-up's reading, and the follow-ups
     to offer under it (``router.suggest``)."""
-    suggestions = () if answer.not_found or out.catalog is None else await follow_ups(
-        pool, out.catalog, out.reading, out.facts if answer.mode.startswith("facts") else None,
-        [c.doc_id for c in answer.citations], out.within)
+    suggestions: tuple[str, ...] = ()
+    if not answer.not_found and out.catalog is not None:
+        try:
+            suggestions = await follow_ups(pool, out.catalog, out.reading,
+                                           out.facts if answer.mode.startswith("facts") else None,
+                                           [c.doc_id for c in answer.citations], out.within)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:  # the answer stands without them
+            log.warning("router.follow_ups_failed", error=f"{type(exc).__name__}: {exc}"[:300])
     return QueryResult(answer=answer.text, citations=list(answer.citations), documents=list(out.routing.documents),
                        facts=facts_table(out.facts, answer), not_found=answer.not_found, trace=trace,
                        suggestions=list(suggestions),

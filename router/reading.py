@@ -402,13 +402,18 @@ def _extend(r: _Reading, span: tuple[int, int], name: str) -> tuple[int, int]:
     return a, b
 
 
-def _companies(r: _Reading, companies: Mapping[str, Sequence[str]]) -> tuple[list[str], list[str]]:
-    """The companies a question names (as the collection spells them), and what it writes that fits several."""
+def _companies(r: _Reading, companies: Mapping[str, Sequence[str]],
+               entities: bool = False) -> tuple[list[str], list[str]]:
+    """The companies a question names (as the collection spells them), and what it writes that fits several.
+    ``entities``: the names are distinct companies already (the catalog's, one per entity: two the metadata keeps
+    apart may share a name but for legal form); else spellings of one company count once."""
     hits: dict[str, list[tuple[int, int]]] = {}
     seen: set[str] = set()
     words = {w for *_, w in r.words}
     for name, aliases in companies.items():
         key, forms = _company_entry(name, tuple(aliases))
+        if entities:
+            key = name
         if key in seen:
             continue
         seen.add(key)
@@ -425,6 +430,14 @@ def _companies(r: _Reading, companies: Mapping[str, Sequence[str]]) -> tuple[lis
     for name, spans in hits.items():
         for s in spans:
             owners.setdefault(s, []).append(name)
+    for (a, b), names in owners.items():  # one of them written out as the question writes it ("Orion Holdings")
+        exact = [n for n in names if " ".join(_WORD.findall(n.lower())) == " ".join(_WORD.findall(r.raw[a:b]))]
+        if len(names) > 1 and len(exact) == 1:
+            for n in names:
+                if n != exact[0]:
+                    hits[n] = [sp for sp in hits[n] if sp != (a, b)]
+            names[:] = exact
+    hits = {n: spans for n, spans in hits.items() if spans}
     ambiguous = sorted({r.raw[a:b] for (a, b), names in owners.items() if len(names) > 1})
     inside = {n for n, spans in hits.items() for s in spans for m, other in hits.items() if m != n
               for o in other if o[0] <= s[0] and s[1] <= o[1] and o != s}
@@ -837,7 +850,8 @@ def read_question(text: str, companies: Sequence[str] | Mapping[str, Sequence[st
     lang = "zh" if lx.is_zh(text) else "en"
     defined, rest = definitions(text[:4000]) if lang == "en" else ({}, text[:4000])
     r = _Reading.of(rest)  # a formula the question defines is read as a formula, not as words of the question
-    named, ambiguous = _companies(r, companies if isinstance(companies, Mapping) else {c: () for c in companies})
+    named, ambiguous = _companies(r, companies, entities=True) if isinstance(companies, Mapping) \
+        else _companies(r, {c: () for c in companies})
     lang = _language(r)
     measures = _measures(r, line_items)
     if defined and (asked := named_formula(rest, defined)) is not None and asked.defined:

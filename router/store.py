@@ -426,6 +426,14 @@ async def document_facts(pool: asyncpg.Pool, doc_ids: Sequence[int], concepts: S
     return await pool.fetch(SQL_DOC_FACTS, list(doc_ids), list(concepts))
 
 
+SQL_STATED_CONCEPTS = "SELECT DISTINCT concept FROM facts WHERE document_id = ANY($1::bigint[]) AND concept = ANY($2::text[])"
+
+
+async def stated_concepts(pool: asyncpg.Pool, doc_ids: Sequence[int], concepts: Sequence[str]) -> set[str]:
+    """Which of ``concepts`` these documents state as facts."""
+    return {r["concept"] for r in await pool.fetch(SQL_STATED_CONCEPTS, list(doc_ids), list(concepts))}
+
+
 SQL_COLLECTION_FACTS = """
 SELECT f.document_id, f.ordinal, f.statement, f.line_item, f.concept, f.period_end, f.months, f.period_label,
        f.value, f.printed, f.scale, f.unit, f.page, f.line, f.node_id, f.source, f.col AS column

@@ -57,7 +57,7 @@ async def follow_ups(pool: asyncpg.Pool, catalog: Catalog, q: Question | None, f
     lang, asked = q.lang, {m.name for m in q.measures}
     reports = [d for d in catalog.company_reports(doc_id) or (doc_id,) if within is None or d in within]
     out: list[str] = []
-    stated = {r["concept"] for r in await store.document_facts(pool, reports, HEADLINE)}
+    stated = await store.stated_concepts(pool, reports, HEADLINE)
     if measure := next((m for m in HEADLINE if m in stated and m not in asked), None):
         spec = CONCEPT_BY_NAME[measure]
         out.append(_said("measure", spec.chinese[0] if lang == "zh" and spec.chinese else spec.label, lang))
@@ -65,8 +65,11 @@ async def follow_ups(pool: asyncpg.Pool, catalog: Catalog, q: Question | None, f
     covered = {int(y) for d in reports if str(y := catalog.docs[d].metadata.get("fiscal_year", "")).isdigit()}
     if len(years) == 1 and years[0] - 1 in covered:
         out.append(_said("year", str(years[0] - 1), lang))
-    others = sorted({_entity_name(catalog, c) for d, f in catalog.docs.items() if (c := doc_entity(f.metadata))
-                     and (within is None or d in within)} - {mine, ""})
-    if others:
-        out.append(_said("company", min(others, key=lambda n: (len(n), n)), lang))
+    if within is None:  # the collection's companies, kept by its catalog (no pass over its documents per query)
+        other = next((n for n in catalog.entity_names if n != mine), "")
+    else:
+        other = min(({_entity_name(catalog, c) for d in within if (f := catalog.docs.get(d)) is not None
+                      and (c := doc_entity(f.metadata))} - {mine, ""}), key=lambda n: (len(n), n), default="")
+    if other:
+        out.append(_said("company", other, lang))
     return tuple(out[:MAX_SUGGESTIONS])

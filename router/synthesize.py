@@ -611,9 +611,12 @@ def readable(text: str) -> str:
     for i, row in enumerate(table):
         if isinstance(row, str):
             out.append(row)
+            header = None  # text between tables: the next table has columns of its own
             continue
         if _is_separator(row):
-            continue  # a separator row
+            if i - 1 not in heads:
+                header = None  # a table whose header was not read: none of the last one's columns
+            continue
         if i in heads:
             header = row
             if _CAPTION.search(row[0]):  # "(in millions)", not a column name ("Segment")
@@ -636,7 +639,7 @@ def readable(text: str) -> str:
 
 _CAPTION = re.compile(r"^\(|\bin (?:thousands|millions|billions)\b|单位|人民币|\$", re.I)
 """A header's first cell that is the table's unit caption ("(in millions)"), not the name of its label column."""
-_FIGURE_CELL = re.compile(r"\d,\d{3}|\d\.\d|%")
+_FIGURE_CELL = re.compile(r"\d,\d{3}|\d\.\d|\d\s*%")
 """A cell holding a figure (a thousands separator, decimals, a percentage), not a column's name (2023, Q3 2024)."""
 
 

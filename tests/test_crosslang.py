@@ -174,3 +174,32 @@ async def test_follow_ups_offered_under_a_computed_answer_name_entities_by_their
             body["suggestions"]
         zh = (await client.post("/kb/query", json={"query": "洋河股份的货币资金是多少？"})).json()
         assert zh["suggestions"] == ["那营业总收入呢？", "BYD呢？"], zh["suggestions"]
+
+
+def test_a_line_no_report_prints_stands_in_only_by_a_measure_its_name_adds_nothing_to() -> None:
+    """Issue 39 review: "cash inflow from financing activities" may show net financing cash (its lead says so and
+    the understanding check abstains); a name with any word of its own is another measure and stands in for none."""
+    from router.measures import measure_inside
+
+    assert measure_inside("cash inflow from financing activities") == MeasureRef("cff")
+    assert measure_inside("cash outflow from operating activities") == MeasureRef("cfo")
+    for line in ("deferred income tax liability", "net profit from discontinued operation", "other current asset",
+                 "net profit after deducting non recurring gains and losses", "non operating expense",
+                 "total operating cost"):
+        assert measure_inside(line) is None, line
+
+
+def test_pinyin_two_companies_share_finds_neither() -> None:
+    index = CompanyIndex(["重庆啤酒", "青岛啤酒", "洋河股份", "江苏洋河酒厂股份有限公司"])
+    assert index.find("What about Pijiu?") == []  # 啤酒 of two breweries: no company
+    assert set(index.find("How did Yanghe do?")) == {"洋河股份", "江苏洋河酒厂股份有限公司"}  # one company's spellings
+    assert "pijiu" not in pinyin_names("重庆啤酒")  # a city's brewery is not found by "beer" alone
+
+
+def test_companies_the_metadata_keeps_apart_are_read_apart() -> None:
+    """Two companies whose names differ only by legal form, given different ``entity`` values: the catalog lists
+    both; a question naming one reads that one; naming only the shared word fits both (said, not guessed)."""
+    companies = {"Orion Group": (), "Orion Holdings": ()}  # the catalog's: one key per entity
+    assert read_question("What was Orion Holdings' revenue in 2023?", companies).entities.names == ("Orion Holdings",)
+    assert read_question("What was Orion Group's revenue in 2023?", companies).entities.names == ("Orion Group",)
+    assert CompanyIndex(companies).find("What was Orion Holdings' revenue?") == ["Orion Holdings"]

@@ -356,6 +356,9 @@ def test_cli_query_leaves_no_postgres_running(tmp_path: Path) -> None:
         assert out.returncode == 1 and says in out.stderr, out.stderr[-2000:]
     item = listed[0]["items"][0]["id"]  # one file: a finished one is not cancelled, --file needs its job
     for args, code, says in ((["--cancel", str(listed[0]["id"]), "--file", str(item)], 1, "only a queued or running"),
+                             (["cancel", str(listed[0]["id"]), str(item)], 1, "only a queued or running"),
+                             (["cancel", str(listed[0]["id"])], 1, "already done"),
+                             (["cancel"], 2, "expected `kb jobs cancel JOB [FILE]`"),
                              (["--file", str(item)], 2, "--file needs --cancel")):
         out = subprocess.run([sys.executable, "-m", "kb.cli", "jobs", *args], env=env, capture_output=True,
                              text=True, timeout=120)

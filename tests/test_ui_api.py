@@ -293,6 +293,37 @@ async def test_ingest_reports_stages_and_failed_files_can_be_retried_or_removed(
         assert [i["name"] for i in left["items"]] == ["memo.docx", "report.pdf"] and left["status"] == "done"
 
 
+async def test_a_file_cancelled_on_its_own_stores_nothing_even_at_its_write(runtime: Runtime, tmp_path: Path) -> None:
+    """A file flagged cancelled while it runs is refused at its write (its worker may not have polled yet); a
+    job that never started and is retried counts no idle time."""
+    from ingest.jobs import cancel_file, create_job, get_job, retry_item
+    from ingest.pipeline import ingest_file
+    from kb.runtime import build_ingest_context
+
+    (tmp_path / "one").mkdir()
+    make_report_pdf(tmp_path / "one" / "memo.pdf", [Sec("Revenue", paragraphs=4)])
+    job_id = await create_job(runtime.pool, collection_id=1, path=tmp_path / "one")
+    item_id = (await get_job(runtime.pool, job_id)).items[0].id
+    await runtime.pool.execute("UPDATE ingest_job_items SET status = 'running', cancel_requested = true "
+                               "WHERE id = $1", item_id)  # as cancel_file leaves a running file
+    with build_ingest_context(runtime, processes=False) as ctx:
+        outcome = await ingest_file(ctx, tmp_path / "one" / "memo.pdf", name="one/memo.pdf", collection_id=1,
+                                    job_id=job_id, item_id=item_id)
+    assert outcome.status == "cancelled" and "this file was cancelled" in outcome.error, outcome
+    assert await runtime.pool.fetchval("SELECT count(*) FROM documents WHERE name = 'one/memo.pdf'") == 0
+    # a job cancelled file by file before it ever started: retried, its pages/s has no idle time to subtract
+    (tmp_path / "two").mkdir()
+    (tmp_path / "two" / "a.md").write_text("# A\n\nText.\n")
+    never = await create_job(runtime.pool, collection_id=1, path=tmp_path / "two")
+    first = (await get_job(runtime.pool, never)).items[0].id
+    assert await cancel_file(runtime.pool, never, first) == "cancelled"  # a queued file: at once
+    assert (await get_job(runtime.pool, never)).status == "done"
+    await runtime.pool.execute("UPDATE ingest_jobs SET finished_at = finished_at - interval '1 hour' WHERE id = $1",
+                               never)
+    await retry_item(runtime.pool, never, first)
+    assert await runtime.pool.fetchval("SELECT idle_seconds FROM ingest_jobs WHERE id = $1", never) == 0
+
+
 @pytest.mark.parametrize("labels", [True, False])
 async def test_citations_carry_the_printed_page_number(runtime: Runtime, tmp_path: Path, labels: bool) -> None:
     """A report with two front-matter pages (i, ii): physical page 3 prints "1" — from the PDF's page labels,

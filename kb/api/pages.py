@@ -58,8 +58,8 @@ class PagesController(Controller):
         """Physical page ``n`` (1-based, as in citations) of a PDF document as a PNG, rendered once and
         cached (``KB_PAGE_CACHE_MB``); ``highlight``: a chunk of this document whose text is marked on the page
         where it stands; ``quote``: only this part of it (a citation's ``quote``, located by its place in the
-        chunk). ``X-Highlights``: the rectangles marked (0: the page does not hold the text, nothing else is
-        marked); ``X-Highlight-Top``: where the first one starts (0..1 of the page height)."""
+        chunk). ``X-Highlights``: the rectangles marked; ``X-Highlight-Found``: whether the page holds the chunk
+        (false: the file no longer reads as it did; nothing else is marked); ``X-Highlight-Top``: where the first one starts (0..1 of the page height)."""
         page = page_number(page_file)
         doc = await load_source(rt.pool, doc_id)
         check_page(doc, page)
@@ -67,6 +67,8 @@ class PagesController(Controller):
         image = await asyncio.to_thread(pages.get, doc, page, chunk, PAGE_DPI, quote or "")
         headers = {"Cache-Control": "private, max-age=3600", "X-Content-Type-Options": "nosniff",
                    "X-Highlights": str(image.marks.highlights)}
+        if chunk is not None:  # whether the page holds the chunk at all (0 highlights of a quote on another page)
+            headers["X-Highlight-Found"] = "true" if image.marks.found else "false"
         if image.marks.top is not None:
             headers["X-Highlight-Top"] = str(image.marks.top)
         return Response(image.png, media_type="image/png", headers=headers)

@@ -361,7 +361,8 @@ def pinyin_names(company: str) -> tuple[str, ...]:
         return ()
     import pypinyin  # its dictionaries load in ~0.3 s: only where a Chinese company name is read (not in parsers)
 
-    chars = "".join(ch for ch in zh_short(core) if HAN.match(ch))
+    short = zh_short(core)
+    chars = "".join(ch for ch in (core if len(short) <= 2 < len(core) else short) if HAN.match(ch))  # not "pijiu" alone
     out: list[str] = []
     prefix = chars[:2] if len(chars) > 3 and chars[:2] not in ZH_PLACES else ""  # "Chongqing" names a city
     for part in dict.fromkeys(p for p in (chars, prefix) if len(p) >= 2):

@@ -84,9 +84,9 @@ async function api(path, options = {}) {
 async function pageImage(path) {
   const res = await api(path, { raw: true, headers: { Accept: "image/png" } });
   const top = res.headers.get("X-Highlight-Top");
-  const marked = res.headers.get("X-Highlights");
+  const found = res.headers.get("X-Highlight-Found");
   return { url: URL.createObjectURL(await res.blob()), top: top === null ? null : Number(top),
-    highlights: marked === null ? null : Number(marked) };
+    found: found === null ? null : found === "true" };
 }
 
 function alertBox(err) {
@@ -685,7 +685,7 @@ function thumbnail(c) {
   const key = `${c.doc_id}/${c.pages[0]}/${c.chunk_id || 0}/${c.quote || ""}`;
   if (!thumbs.has(key)) {
     const q = c.chunk_id ? `?highlight=${encodeURIComponent(c.chunk_id)}${c.quote
-      ? `&quote=${encodeURIComponent(c.quote.slice(0, 4000))}` : ""}` : "";
+      ? `&quote=${encodeURIComponent(c.quote.slice(0, 300))}` : ""}` : "";
     thumbs.set(key, pageImage(`/kb/documents/${c.doc_id}/pages/${c.pages[0]}.png${q}`).then((r) => r.url)
       .catch((err) => { thumbs.delete(key); throw err; }));
   }
@@ -836,10 +836,12 @@ const preview = {
 async function showPage(docId, page, chunkId, body, citedHere = true, quote = "") {
   const shown = body.querySelector("img.page-img");  // one page image per view: the one it replaces is freed
   if (shown && shown.src.startsWith("blob:")) URL.revokeObjectURL(shown.src);
+  body.dataset.page = String(page);  // the page asked last: an earlier answer arriving later is dropped
   body.replaceChildren(loading(`Rendering page ${page}…`));
-  const q = chunkId ? `?highlight=${encodeURIComponent(chunkId)}${quote ? `&quote=${encodeURIComponent(quote.slice(0, 4000))}` : ""}` : "";
+  const q = chunkId ? `?highlight=${encodeURIComponent(chunkId)}${quote ? `&quote=${encodeURIComponent(quote.slice(0, 300))}` : ""}` : "";
   try {
-    const { url, top, highlights } = await pageImage(`/kb/documents/${docId}/pages/${page}.png${q}`);
+    const { url, top, found } = await pageImage(`/kb/documents/${docId}/pages/${page}.png${q}`);
+    if (body.dataset.page !== String(page)) { URL.revokeObjectURL(url); return; }  // a later page was asked meanwhile
     preview.urls.push(url);  // the dialog frees the last ones when it closes
     const img = el("img", { class: "page-img", src: url, alt: `Page ${page}${chunkId ? ", cited text highlighted" : ""}`,
       id: "page-image" });
@@ -849,7 +851,7 @@ async function showPage(docId, page, chunkId, body, citedHere = true, quote = ""
         scroller.scrollTop = Math.max(0, img.offsetTop - scroller.offsetTop + top * img.height - 80);
       }, { once: true });
     }
-    body.replaceChildren(chunkId && citedHere && highlights === 0 ? el("p", { class: "chip warn unmarked", role: "status",
+    body.replaceChildren(chunkId && citedHere && found === false ? el("p", { class: "chip warn unmarked", role: "status",
       text: "The cited passage was not found on this page as the file reads now: nothing is highlighted." }) : "", img);
   } catch (err) {
     body.replaceChildren(alertBox(err));
