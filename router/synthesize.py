@@ -629,9 +629,10 @@ def readable(text: str) -> str:
             out.append(f"({', '.join(cells)})")
         elif len(row) == 1:
             out.append(row[0])
-        elif header is not None and len(header) == len(row):
-            out.append(f"{row[0]}: " + ", ".join(_headed(v, h) for v, h in zip(row[1:], header[1:], strict=True)
-                                                 if v and v not in {"-", "—"}))
+        elif header is not None and len(header) == len(row) and (figures := [
+                _headed(v, h) for v, h in zip(row[1:], header[1:], strict=True)
+                if v and v not in {"-", "—"} and v != row[0]]):  # a section row repeating its label: as it is
+            out.append(f"{row[0]}: " + ", ".join(figures))
         else:
             out.append(f"{row[0]}: {', '.join(c for c in row[1:] if c)}")
     return "; ".join(" ".join(o.split()) for o in out if o)
