@@ -563,4 +563,4 @@ async def test_retrieve_returns_the_evidence_without_an_answer(corpus: tuple[Run
         missing = await client.post("/kb/retrieve", json={"query": "revenue", "documents": ["nope.md"]})
     assert [d["name"] for d in one.json()["documents"]] == ["zephyr-mining-2021.md"]
     assert {p["citation"]["doc_name"] for p in one.json()["passages"]} == {"zephyr-mining-2021.md"}
-    assert missing.status_code == 404
+    assert missing.status_code == 400 and "nope.md" in missing.json()["detail"]
