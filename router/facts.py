@@ -35,6 +35,7 @@ from kb.core.vocab import (
 from router import store
 from router.calc import Formula, Term, concepts, evaluate, standard
 from router.catalog import Catalog
+from router.crosslang import name_in
 from router.measures import DERIVED, STAND_INS, STANDS_FOR, measure_inside
 from router.metadata import company_aliases
 from router.question import MeasureRef, Question, Range
@@ -1075,9 +1076,9 @@ def named_line(question: str, labels: Sequence[str]) -> str:
 
 def _instead(line: str, inner: MeasureRef, lang: str) -> str:
     """The lead of an answer given by the measure a line's name holds, when no report read prints the line."""
-    label = CONCEPT_BY_NAME[inner.name].label
+    label = name_in(inner, lang) or CONCEPT_BY_NAME[inner.name].label
     if lang == "zh":
-        return f"所读报告均未列示“{line}”这一行，以下为{CONCEPT_BY_NAME[inner.name].chinese[0] if CONCEPT_BY_NAME[inner.name].chinese else label}：\n"
+        return f"所读报告均未列示“{line}”这一行，以下为{label}：\n"
     return f"No report read prints a “{line}” line; what they state is {label}:\n"
 
 

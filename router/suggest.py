@@ -14,8 +14,9 @@ import asyncpg
 from kb.core.measures import CONCEPT_BY_NAME
 from router import store
 from router.catalog import Catalog
+from router.crosslang import name_in
 from router.facts import FactsAnswer
-from router.question import Question
+from router.question import MeasureRef, Question
 from router.scope import doc_entity
 
 HEADLINE = ("revenue", "net_income", "operating_income", "cfo", "total_assets", "total_liabilities")
@@ -59,8 +60,7 @@ async def follow_ups(pool: asyncpg.Pool, catalog: Catalog, q: Question | None, f
     out: list[str] = []
     stated = await store.stated_concepts(pool, reports, HEADLINE)
     if measure := next((m for m in HEADLINE if m in stated and m not in asked), None):
-        spec = CONCEPT_BY_NAME[measure]
-        out.append(_said("measure", spec.chinese[0] if lang == "zh" and spec.chinese else spec.label, lang))
+        out.append(_said("measure", name_in(MeasureRef(measure), lang) or CONCEPT_BY_NAME[measure].label, lang))
     years = sorted({p.year for p in q.periods if p.year})
     covered = {int(y) for d in reports if str(y := catalog.docs[d].metadata.get("fiscal_year", "")).isdigit()}
     if len(years) == 1 and years[0] - 1 in covered:
