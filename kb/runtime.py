@@ -27,7 +27,7 @@ from kb.core.db import (
     resolve_database_url,
     restart_embedded_if_down,
 )
-from kb.core.embedder_record import EmbedderRecord, ensure_embedder
+from kb.core.embedder_record import EmbedderRecord, ensure_embedder, recorded_model
 from kb.core.errors import OverloadedError
 from kb.core.llm_store import PgLLMStore
 from kb.core.providers import ChatModel, Embedder, get_chat_model, get_embedder, get_reranker
@@ -181,11 +181,11 @@ async def _open_runtime(settings: Settings | None, embedder: Embedder | None, ch
                         allow_embedder_change: bool) -> Runtime:
     settings = settings or get_settings()
     url = await asyncio.to_thread(resolve_database_url, settings.database)
-    emb = embedder or await asyncio.to_thread(get_embedder, settings)
     db = settings.database
     pool = await create_pool(url, min_size=db.pool_min, max_size=db.pool_max, connect_timeout=db.connect_timeout_s,
                              command_timeout=db.command_timeout_s)
     try:
+        emb = embedder or await asyncio.to_thread(get_embedder, settings, recorded=await recorded_model(pool))
         await migrate(pool, embedding_dim=emb.dimension)
         record = await ensure_embedder(pool, emb.model_id, emb.dimension, allow_change=allow_embedder_change)
         await ensure_tokens(pool)  # chunks stored before the tokens column / by an older tokenizer (issue 23)

@@ -23,7 +23,7 @@ from kb.core.errors import LLMError
 from kb.core.providers import ChatModel, Embedder
 from kb.core.providers.chat import OfflineChatModel, OpenAIChatModel
 from kb.core.providers.embed import HashEmbedder, RemoteEmbedder, build_embedder
-from kb.core.providers.local_models import ONNX_MINILM, ONNX_MINILM_INT8
+from kb.core.providers.local_models import ONNX_MINILM, ONNX_MINILM_INT8, ONNX_MINILM_SMOOTH
 from kb.core.providers.steps import LLMStep
 from kb.core.settings import LLMSettings
 from kb.core.types import ChatResult
@@ -140,7 +140,8 @@ EMBEDDERS: dict[str, Callable[[FakeOpenAI], Embedder]] = {
 }
 
 
-ONNX_EMBEDDERS = {"minilm-onnx": ONNX_MINILM, "minilm-onnx-int8": ONNX_MINILM_INT8}
+ONNX_EMBEDDERS = {"minilm-onnx": ONNX_MINILM, "minilm-onnx-int8": ONNX_MINILM_INT8,
+                  "minilm-onnx-int8-smooth": ONNX_MINILM_SMOOTH}
 """Slow: the first use in a session exports the model (``onnx_data_dir``)."""
 
 

@@ -1,5 +1,5 @@
 """Speed and agreement of the bundled all-MiniLM-L6-v2 on torch (sentence-transformers) and on onnxruntime
-(fp32 and int8, each text run alone on one thread, ``threads`` at a time, as configured; and in length-sorted
+(fp32, int8 and int8-smooth, each text run alone on one thread, ``threads`` at a time, as configured; and in length-sorted
 batches on ``threads`` intra-op threads, for comparison): chunks/s (wall clock, and per
 CPU-second of this process, steadier on a shared machine) over ~1,000 chunk-sized texts at batch sizes
 16/32/64 (runs interleaved, repeated), cosine of each text's vector to torch's, and overlap@10 of ~200
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from kb.core.providers.embed import build_embedder
-from kb.core.providers.local_models import BUNDLED_MINILM, ONNX_MINILM, ONNX_MINILM_INT8
+from kb.core.providers.local_models import BUNDLED_MINILM, ONNX_MINILM, ONNX_MINILM_INT8, ONNX_MINILM_SMOOTH
 from kb.core.providers.onnx_embed import OnnxMiniLMEmbedder
 
 
@@ -72,8 +72,9 @@ def main() -> None:
     embedders = {"torch": build_embedder(BUNDLED_MINILM, cache_dir=args.cache),
                   "onnx-fp32": build_embedder(ONNX_MINILM, cache_dir=args.cache),
                   "onnx-int8": build_embedder(ONNX_MINILM_INT8, cache_dir=args.cache),
-                  "onnx-fp32-batched": OnnxMiniLMEmbedder(cache_dir=args.cache, quantize=False, one_text_per_run=False),
-                  "onnx-int8-batched": OnnxMiniLMEmbedder(cache_dir=args.cache, quantize=True, one_text_per_run=False)}
+                  "onnx-int8-smooth": build_embedder(ONNX_MINILM_SMOOTH, cache_dir=args.cache),
+                  "onnx-fp32-batched": OnnxMiniLMEmbedder(cache_dir=args.cache, precision="fp32", one_text_per_run=False),
+                  "onnx-int8-batched": OnnxMiniLMEmbedder(cache_dir=args.cache, precision="int8", one_text_per_run=False)}
     for e in embedders.values():
         e.embed_batch(texts[:8])  # warm up
     speed: list[dict] = []
@@ -95,7 +96,7 @@ def main() -> None:
     ref_rank = np.argsort(np.argsort(-(ref_q @ vectors["torch"].T), axis=1, kind="stable"), axis=1)
     ref_top = top10(ref_q, vectors["torch"])
     quality = {}
-    for name in ("onnx-fp32", "onnx-int8", "onnx-fp32-batched", "onnx-int8-batched"):
+    for name in ("onnx-fp32", "onnx-int8", "onnx-int8-smooth", "onnx-fp32-batched", "onnx-int8-batched"):
         cos = (vectors[name] * vectors["torch"]).sum(axis=1)
         q = embedders[name].embed_batch(qs)
         qcos = (q * ref_q).sum(axis=1)

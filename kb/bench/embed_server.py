@@ -18,6 +18,7 @@ from typing import Any
 
 from kb.core.process import die_with_spawner
 from kb.core.providers.embed import build_embedder
+from kb.core.providers.local_models import resolve_model
 from kb.core.settings import get_settings
 
 EMBED_PATHS = ("/v1/embeddings", "/embeddings")
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     die_with_spawner()  # kb bench ingest's server: it stops with the bench, even a SIGKILLed one
     settings = get_settings()
     s = settings.embedding
-    embedder = build_embedder(s.model, s.batch_size, threads=s.threads,
+    embedder = build_embedder(resolve_model(s.model, None), s.batch_size, threads=s.threads,
                               cache_dir=s.model_dir or settings.database.data_dir / "models", runtime=s.runtime)
     served = Served()
     server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(embedder, served))

@@ -52,6 +52,14 @@ async def read_record(conn: asyncpg.Pool | asyncpg.Connection) -> EmbedderRecord
     return EmbedderRecord(row["model_id"], row["dimension"], row["generation"]) if row else None
 
 
+async def recorded_model(conn: asyncpg.Pool | asyncpg.Connection) -> str | None:
+    """The model id the stored vectors come from, or None (a new database, before or after its migrations)."""
+    if await conn.fetchval("SELECT to_regclass('embedder_state')") is None:
+        return None
+    record = await read_record(conn)
+    return record.model_id if record else None
+
+
 async def ensure_embedder(pool: asyncpg.Pool, model_id: str, dimension: int, *,
                           allow_change: bool = False) -> EmbedderRecord:
     """The record after this start: adopted when missing and the vector columns fit, else checked.

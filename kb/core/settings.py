@@ -95,13 +95,15 @@ class LLMSettings:
 
 @dataclass(frozen=True)
 class EmbeddingSettings:
-    model: str = setting("KB_EMBEDDING_MODEL", "all-MiniLM-L6-v2",
-                         "bundled model (run per `KB_EMBEDDING_RUNTIME`; also `all-MiniLM-L6-v2-onnx`, or "
-                         "`all-MiniLM-L6-v2-onnx-int8`: faster, see ONNX embeddings), a local sentence-transformers "
-                         "path, or `hash:384` (fast hashing, for tests/benchmarks); with "
-                         "`KB_EMBEDDING_BASE_URL`, the model name the server knows")
+    model: str = setting("KB_EMBEDDING_MODEL", "auto",
+                         "`auto`: the bundled model the database's vectors come from, and for a new database "
+                         "`all-MiniLM-L6-v2-onnx-int8-smooth` (see ONNX embeddings); or a bundled model by name: "
+                         "`all-MiniLM-L6-v2` (run per `KB_EMBEDDING_RUNTIME`), `all-MiniLM-L6-v2-onnx`, "
+                         "`all-MiniLM-L6-v2-onnx-int8`; a local sentence-transformers path; `hash:384` (fast "
+                         "hashing, for tests/benchmarks); with `KB_EMBEDDING_BASE_URL`, the model name the server "
+                         "knows (required)")
     runtime: Literal["onnx", "torch"] = setting("KB_EMBEDDING_RUNTIME", "onnx",
-                           "how the bundled model runs: `onnx` (onnxruntime, fp32: torch's vectors to cosine "
+                           "how `all-MiniLM-L6-v2` (by that name) runs: `onnx` (onnxruntime, fp32: torch's vectors to cosine "
                            "1 − 1e-6, about 1.6× faster; exported once from the bundled weights into "
                            "`KB_MODEL_DIR`; falls back to torch when it cannot be) or `torch` (sentence-transformers)")
     model_dir: Path | None = setting("KB_MODEL_DIR", None,

@@ -16,7 +16,7 @@ import structlog
 
 from kb.core.errors import ConfigError, EmbeddingError
 from kb.core.providers.base import Embedder
-from kb.core.providers.local_models import BUNDLED_MINILM, ONNX_MINILM_INT8, ONNX_MODELS, embedding_threads
+from kb.core.providers.local_models import BUNDLED_MINILM, ONNX_MODELS, ONNX_PRECISION, embedding_threads
 from kb.core.settings import get_settings
 from kb.core.text import tokenize
 
@@ -192,7 +192,7 @@ def build_embedder(model: str, batch_size: int = 64, *, threads: int | None = No
 
         try:
             return OnnxMiniLMEmbedder(cache_dir=cache_dir or get_settings().database.data_dir / "models",
-                                      quantize=False, batch_size=batch_size, threads=threads, model_id=BUNDLED_MINILM,
+                                      precision="fp32", batch_size=batch_size, threads=threads, model_id=BUNDLED_MINILM,
                                       background_nice=background_nice)
         except ConfigError as exc:
             log.warning("embed.onnx_unavailable", model=model, fallback="torch", reason=str(exc))
@@ -205,7 +205,7 @@ def build_embedder(model: str, batch_size: int = 64, *, threads: int | None = No
         from kb.core.providers.onnx_embed import OnnxMiniLMEmbedder
 
         return OnnxMiniLMEmbedder(cache_dir=cache_dir or get_settings().database.data_dir / "models",
-                                  quantize=model == ONNX_MINILM_INT8, batch_size=batch_size, threads=threads,
+                                  precision=ONNX_PRECISION[model], batch_size=batch_size, threads=threads,
                                   background_nice=background_nice)
     return SentenceTransformerEmbedder(model, batch_size=batch_size, threads=threads)
 

