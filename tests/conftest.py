@@ -154,7 +154,8 @@ async def finish_job(rt: Runtime, job_id: int, **run: Any) -> JobStatus:
 
 @pytest.fixture
 async def runtime(db_env: str) -> AsyncIterator[Runtime]:
-    """A real runtime on a fresh database with the bundled MiniLM embedder and the offline chat model."""
+    """A real runtime on a fresh database with the default embedder (the bundled MiniLM, int8-smooth) and the
+    offline chat model."""
     from kb.runtime import open_runtime
 
     rt = await open_runtime(get_settings())

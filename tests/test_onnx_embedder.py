@@ -120,7 +120,7 @@ def test_int8_smooth_keeps_the_feed_forward_output_in_fp32(smooth: OnnxMiniLMEmb
     assert smooth.cached.path.name.startswith("all-MiniLM-L6-v2-") and "-int8-smooth-" in smooth.cached.path.name
 
 
-def test_the_calibration_text_ships_with_the_package_and_names_the_file(smooth: OnnxMiniLMEmbedder,
+def test_the_calibration_text_is_english_and_chinese_and_names_the_file(smooth: OnnxMiniLMEmbedder,
                                                                        tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     pieces = calibration_texts()
@@ -237,7 +237,7 @@ def test_the_bundled_model_runs_on_onnxruntime_under_its_own_id(kb_env: dict[str
     assert isinstance(emb, OnnxMiniLMEmbedder) and emb.model_id == BUNDLED_MINILM
     assert emb.cached.path.parent == Path(kb_env["KB_MODEL_DIR"])
     assert _cosines(emb.embed_batch(SENTENCES), torch_minilm.embed_batch(SENTENCES)).min() >= 0.999
-    assert get_embedder(set_env(), recorded=BUNDLED_MINILM) is emb  # auto keeps the database's bundled model
+    assert get_embedder(set_env(KB_EMBEDDING_MODEL="auto"), recorded=BUNDLED_MINILM) is emb  # auto keeps it
     torch_run = get_embedder(set_env(KB_EMBEDDING_MODEL=BUNDLED_MINILM, KB_EMBEDDING_RUNTIME="torch"))
     assert not isinstance(torch_run, OnnxMiniLMEmbedder) and torch_run.model_id == BUNDLED_MINILM
     with pytest.raises(ConfigError, match="KB_EMBEDDING_RUNTIME must be one of onnx, torch"):
@@ -312,3 +312,38 @@ async def test_auto_gives_a_new_database_int8_smooth_and_keeps_an_existing_one(d
         await pool.close()
     with pytest.raises(ConfigError, match="KB_EMBEDDING_MODEL must name the endpoint's model"):
         get_embedder(set_env(KB_EMBEDDING_BASE_URL="http://127.0.0.1:9/v1"))
+
+
+async def test_auto_reads_vectors_older_than_the_record_as_the_old_default(db_env: str, set_env: SetEnv) -> None:
+    """A database whose chunks were stored before the embedder was recorded (``sql/0006``) was embedded by the
+    only default of that time: ``auto`` runs and records ``all-MiniLM-L6-v2`` for it, not the new default."""
+    async with open_runtime(set_env(KB_EMBEDDING_MODEL="hash:384")) as rt:
+        coll = await rt.pool.fetchval("INSERT INTO collections (name) VALUES ('old') RETURNING id")
+        doc = await rt.pool.fetchval("INSERT INTO documents (collection_id, name, sha256, file_type) "
+                                     "VALUES ($1, 'old.md', 'h', 'md') RETURNING id", coll)
+        await rt.pool.execute("INSERT INTO nodes (document_id, node_id, ordinal, level, title, start_index, "
+                              "end_index, is_leaf) VALUES ($1, '0000', 0, 0, 'Old', 1, 1, true)", doc)
+        await rt.pool.execute(
+            "INSERT INTO chunks (document_id, collection_id, node_id, ordinal, text, token_count, embedding) "
+            "VALUES ($1, $2, '0000', 0, 'x', 1, $3)", doc, coll, [0.1] * 384)
+        await rt.pool.execute("DELETE FROM embedder_state")  # as before the record existed
+    async with open_runtime(set_env(KB_EMBEDDING_MODEL="auto")) as rt:
+        assert rt.embedder.model_id == BUNDLED_MINILM == rt.embedder_record.model_id
+
+
+def test_auto_with_an_endpoint_runs_the_recorded_model(set_env: SetEnv) -> None:
+    emb = get_embedder(set_env(KB_EMBEDDING_BASE_URL="http://127.0.0.1:9/v1", KB_EMBEDDING_DIMENSIONS="8"),
+                       recorded="text-embedding-3-small")
+    assert emb.model_id == "text-embedding-3-small"
+
+
+async def test_a_new_database_falls_back_when_the_default_cannot_be_exported(db_env: str, set_env: SetEnv,
+                                                                            tmp_path: Path) -> None:
+    """The default's export needs a writable model directory; without one a new database starts on the bundled
+    model (fp32 under torch's id, here on torch) and records that, with a warning — a named model still fails."""
+    blocked = tmp_path / "models-here-is-a-file"
+    blocked.write_text("not a directory")
+    async with open_runtime(set_env(KB_EMBEDDING_MODEL="auto", KB_MODEL_DIR=str(blocked))) as rt:
+        assert rt.embedder.model_id == BUNDLED_MINILM == rt.embedder_record.model_id
+    with pytest.raises(ConfigError, match="cannot be created"):
+        get_embedder(set_env(KB_EMBEDDING_MODEL=ONNX_MINILM_SMOOTH, KB_MODEL_DIR=str(blocked)))

@@ -399,7 +399,8 @@ async def run_scale(cfg: ScaleConfig) -> ScaleReport:
     runs: list[WorkerRun] = []
     async with open_runtime(settings) as rt:
         with contextlib.ExitStack() as stack:
-            url = stack.enter_context(embeddings_server(dict(os.environ), work_dir)) if cfg.serve_embeddings else None
+            server_env = {**os.environ, "KB_EMBEDDING_MODEL": rt.embedder.model_id}  # the database's model
+            url = stack.enter_context(embeddings_server(server_env, work_dir)) if cfg.serve_embeddings else None
             for n in cfg.workers:
                 runs.append(await measure_workers(rt, cfg, n, work_dir, url))
     machine = {"cpus": os.cpu_count(), "load_before": [round(x, 2) for x in load],

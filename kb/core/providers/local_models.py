@@ -26,10 +26,12 @@ BUNDLED_MODELS = frozenset({BUNDLED_MINILM, *ONNX_MODELS})
 def resolve_model(configured: str, recorded: str | None, *, remote: bool = False) -> str:
     """The embedding model to run: ``configured`` unless it is ``auto``, which keeps a database's bundled
     vectors as they are (``recorded``: the model id its vectors come from) and gives a new one ``DEFAULT_MODEL``.
-    A remote endpoint needs its model named."""
+    A remote endpoint (``remote``) runs the recorded model, else needs its model named."""
     if configured != AUTO:
         return configured
     if remote:
+        if recorded:
+            return recorded  # the endpoint's model the database's vectors come from
         raise ConfigError("KB_EMBEDDING_MODEL must name the endpoint's model when KB_EMBEDDING_BASE_URL is set")
     return recorded if recorded in BUNDLED_MODELS else DEFAULT_MODEL
 

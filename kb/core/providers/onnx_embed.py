@@ -50,8 +50,11 @@ MIN_COSINE = {FP32: 0.9999, INT8: 0.95, INT8_SMOOTH: 0.99}
 SMOOTH_ALPHA = 0.75
 """SmoothQuant's migration strength: a channel's scale is act_max ** alpha / weight_max ** (1 - alpha)
 (0.75 measured best on 400 loong-en chunks among 0.25-1.0; README, ONNX embeddings)."""
-SMOOTH_RECIPE = (f"smooth-1: alpha {SMOOTH_ALPHA}; Q/K/V and FFN input scaled by a Mul, attention output folded "
-                 "into V; FFN output not quantised; activation maxima over calibration.txt")
+CALIBRATION_PIECE = 800
+"""Characters per calibration text (whitespace collapsed)."""
+SMOOTH_RECIPE = (f"smooth-1: alpha {SMOOTH_ALPHA}, maxima and weights clamped at 1e-5; Q/K/V and FFN input scaled "
+                 "by a Mul, attention output folded into V; the layer.N/output/dense MatMuls not quantised; "
+                 f"activation maxima over calibration.txt in {CALIBRATION_PIECE}-character pieces")
 """Bump when the smoothing changes: the int8-smooth file's name changes with it."""
 CALIBRATION = Path(__file__).with_name("calibration.txt")
 """Text whose activations set the smoothing scales: the project's own sample reports (English) and a few
@@ -242,7 +245,7 @@ def _ffn_output_matmuls(model) -> list[str]:  # noqa: ANN001 - onnx.ModelProto
     return names
 
 
-def calibration_texts(size: int = 800) -> list[str]:
+def calibration_texts(size: int = CALIBRATION_PIECE) -> list[str]:
     """``CALIBRATION`` in pieces of ``size`` characters, whitespace collapsed."""
     text = re.sub(r"\s+", " ", CALIBRATION.read_text(encoding="utf-8"))
     return [text[i : i + size] for i in range(0, len(text), size)]
