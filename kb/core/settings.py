@@ -101,7 +101,7 @@ class EmbeddingSettings:
                          "`all-MiniLM-L6-v2` (run per `KB_EMBEDDING_RUNTIME`), `all-MiniLM-L6-v2-onnx`, "
                          "`all-MiniLM-L6-v2-onnx-int8`; a local sentence-transformers path; `hash:384` (fast "
                          "hashing, for tests/benchmarks); with `KB_EMBEDDING_BASE_URL`, the model name the server "
-                         "knows (required)")
+                         "knows (`auto`: the one the database records)")
     runtime: Literal["onnx", "torch"] = setting("KB_EMBEDDING_RUNTIME", "onnx",
                            "how `all-MiniLM-L6-v2` (by that name) runs: `onnx` (onnxruntime, fp32: torch's vectors to cosine "
                            "1 − 1e-6, about 1.6× faster; exported once from the bundled weights into "
