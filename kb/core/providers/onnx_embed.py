@@ -17,7 +17,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import tempfile
 import threading
 import warnings
@@ -237,9 +236,9 @@ def _export_to(pooled, tok, tmp: Path, *, precision: str) -> Path:  # noqa: ANN0
 def _ffn_output_matmuls(model) -> list[str]:  # noqa: ANN001 - onnx.ModelProto
     """Names of the MatMuls of each layer's feed-forward output (``layer.N/output/dense``): their input, the
     GELU's output, has outliers per token that smoothing per channel cannot take, so they stay fp32."""
-    names = [n.name for n in model.graph.node
-             if n.op_type == "MatMul" and re.search(r"/layer\.\d+/output/dense/", n.name)]
-    layers = {int(m.group(1)) for m in (re.search(r"/layer\.(\d+)/", n) for n in names) if m}
+    names = [n.name for n in model.graph.node if n.op_type == "MatMul" and "/output/dense/" in n.name
+             and "/attention/" not in n.name]
+    layers = {part for n in names for part in n.split("/") if part.startswith("layer.")}
     if len(names) != len(layers) or not names:
         raise ConfigError(f"the exported graph's feed-forward output MatMuls are not one per layer: {names}")
     return names
@@ -247,7 +246,7 @@ def _ffn_output_matmuls(model) -> list[str]:  # noqa: ANN001 - onnx.ModelProto
 
 def calibration_texts(size: int = CALIBRATION_PIECE) -> list[str]:
     """``CALIBRATION`` in pieces of ``size`` characters, whitespace collapsed."""
-    text = re.sub(r"\s+", " ", CALIBRATION.read_text(encoding="utf-8"))
+    text = " ".join(CALIBRATION.read_text(encoding="utf-8").split())
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
