@@ -23,6 +23,7 @@ from ingest.outline import UNIT as OUTLINE_UNIT
 from ingest.outline import Outline, outline_tree
 from ingest.parse_progress import PageCounter
 from ingest.pdf_read.ocr import engine_for
+from ingest.pdf_read.spans import EdgeLine
 from ingest.pdf_tree import ParsedPdf, build_pdf_tree, read_pdf
 from ingest.printed import PrintedLabels
 from kb.core.errors import IngestError
@@ -82,11 +83,11 @@ def _read_pdf(source: bytes | Path, max_bytes: int | None, counter: PageCounter 
     its pages print (``ingest.printed``; left to the first query citing it when they cannot be read)."""
     printed: PrintedLabels | None = PrintedLabels()
 
-    def on_page(number: int, total: int, page: pymupdf.Page | None) -> None:
+    def on_page(number: int, total: int, page: pymupdf.Page | None, edges: tuple[EdgeLine, ...]) -> None:
         nonlocal printed
         if printed is not None and page is not None:
             try:
-                printed.add(page)
+                printed.add(page, edges)
             except (RuntimeError, ValueError):
                 printed = None
         if counter is not None:

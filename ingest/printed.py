@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import pymupdf
 
-EDGE = 0.1  # header / footer: the top and bottom tenth of the page
+from ingest.pdf_read.spans import EdgeLine, edge_lines
+
 _NUMBER = r"(\d{1,4}|[ivxlcdm]{1,7})"
 PRINTED = (
     re.compile(rf"^(?:page|p\.)?\s*{_NUMBER}(?:\s*(?:of|/)\s*\d+)?$", re.I),
@@ -20,17 +22,12 @@ def _is_year(text: str) -> bool:
     return text.isdigit() and len(text) == 4 and text[:2] in {"19", "20"}
 
 
-def edge_number(page: pymupdf.Page) -> str | None:
-    """A page number printed in the header or footer lines of ``page`` (footer first), or None."""
-    height = page.rect.height or 1.0
-    lines: list[tuple[float, str]] = []
-    for block in page.get_text("dict")["blocks"]:
-        for line in block.get("lines", []):
-            y0, y1 = line["bbox"][1], line["bbox"][3]
-            if y1 <= EDGE * height or y0 >= (1 - EDGE) * height:
-                text = "".join(s["text"] for s in line["spans"]).strip()
-                lines.append((-y0, text))  # bottom lines first
-    for _, text in sorted(lines):
+def edge_number(page: pymupdf.Page, edges: Sequence[EdgeLine] | None = None) -> str | None:
+    """A page number printed in the header or footer lines of ``page`` (footer first), or None. ``edges``: those
+    lines as the PDF reader already read them (else they are read from the page)."""
+    if edges is None:
+        edges = edge_lines(page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT), page.rect.height)
+    for _, text in sorted(edges):
         for pattern in PRINTED:
             m = pattern.search(text)
             if m and not _is_year(m.group(1)):
@@ -46,12 +43,13 @@ class PrintedLabels:
         self.labels: dict[int, str] = {}
         self._labelled: bool | None = None
 
-    def add(self, page: pymupdf.Page) -> None:
-        """Read ``page``'s label (``RuntimeError``/``ValueError`` from pymupdf pass through)."""
+    def add(self, page: pymupdf.Page, edges: Sequence[EdgeLine] | None = None) -> None:
+        """Read ``page``'s label (``RuntimeError``/``ValueError`` from pymupdf pass through); ``edges`` as in
+        :func:`edge_number`."""
         if self._labelled is None:
             doc = page.parent
             self._labelled = bool(doc.is_pdf and doc.get_page_labels())
-        label = page.get_label() if self._labelled else edge_number(page)
+        label = page.get_label() if self._labelled else edge_number(page, edges)
         if label:
             self.labels[page.number + 1] = label
 

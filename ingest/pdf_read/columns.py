@@ -14,7 +14,7 @@ import numpy as np
 import pymupdf
 
 from ingest.pdf_read.lines import _letters, _Line, _make_line
-from ingest.pdf_read.spans import _MIN_SIZE, PixelText, _band_spans, _collect_spans, _Span
+from ingest.pdf_read.spans import _MIN_SIZE, EdgeLine, PixelText, _band_spans, _collect_spans, _Span
 
 _PROSE = 20  # letters on one side of a gutter for a line of running text
 _MIN_PROSE_LINES = 6  # such lines needed on each side
@@ -184,10 +184,12 @@ def _table_rows(left: np.ndarray, right: np.ndarray) -> bool:
 
 @dataclass(frozen=True)
 class PageRead:
-    """A page's visual lines in reading order, and what of its text is set in device pixels (TeX via dvips)."""
+    """A page's visual lines in reading order, what of its text is set in device pixels (TeX via dvips), and
+    its header and footer lines as read (``spans.edge_lines``: where a printed page number is looked for)."""
 
     lines: list[_Line]
     pixels: PixelText
+    edges: tuple[EdgeLine, ...] = ()
 
 
 def page_lines(page: pymupdf.Page) -> list[_Line]:
@@ -208,13 +210,13 @@ def read_page(page: pymupdf.Page, rebuild: bool = True, textpage: pymupdf.TextPa
     """:func:`page_lines` with what the page holds in device pixels; ``rebuild=False`` takes such spans whole
     (no glyph-by-glyph reading: the cheap path for a file too long for it). ``textpage``: the page's text from
     elsewhere (OCR) instead of its text layer."""
-    spans, pixels = _collect_spans(page, rebuild, textpage)
+    spans, pixels, edges = _collect_spans(page, rebuild, textpage)
     if not spans:
-        return PageRead([], pixels)
+        return PageRead([], pixels, edges)
     bands = _band_spans(spans)
     if pixels.glyphs:
         pixels += PixelText(stacked=_stacked(bands))
-    return PageRead(_ordered_lines(bands, page.rect.width), pixels)
+    return PageRead(_ordered_lines(bands, page.rect.width), pixels, edges)
 
 
 def _ordered_lines(bands: list[list[_Span]], width: float) -> list[_Line]:

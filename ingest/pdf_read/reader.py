@@ -15,7 +15,7 @@ from ingest.pdf_read.headings import HeadingCandidate, _candidate, _page_heading
 from ingest.pdf_read.lines import LineInfo, _letters, _Line, _PageRecord, clean_text
 from ingest.pdf_read.margins import _edge_kind, _margin_lines, _printed_label, running_lines
 from ingest.pdf_read.ocr import OCR_UNAVAILABLE, UNREAD_PAGES, OcrEngine, needs_ocr, ocr_textpage
-from ingest.pdf_read.spans import PixelText
+from ingest.pdf_read.spans import EdgeLine, PixelText
 from kb.core.errors import IngestError
 from kb.core.text import count_tokens
 from kb.core.types import PageText
@@ -138,9 +138,10 @@ class ScanCount:
         return tuple(out)
 
 
-PageHook = Callable[[int, int, "pymupdf.Page | None"], object]
-"""``hook(number, total, page)`` after each page is read (1-based; ``page`` None when it could not be loaded):
-what else the parser's one pass over the pages does (printed labels, progress)."""
+PageHook = Callable[[int, int, "pymupdf.Page | None", tuple[EdgeLine, ...]], object]
+"""``hook(number, total, page, edges)`` after each page is read (1-based; ``page`` None when it could not be
+loaded): what else the parser's one pass over the pages does (printed labels, progress). ``edges`` are the
+header and footer lines of the page's text layer as the reader read them (``spans.edge_lines``)."""
 
 
 def read_pdf(
@@ -190,9 +191,11 @@ def read_pdf(
         rebuild = n <= TEX_MAX_PAGES
         for i in range(n):
             page = None
+            edges: tuple[EdgeLine, ...] = ()
             try:
                 page = doc.load_page(i)
                 read = read_page(page, rebuild)
+                edges = read.edges  # of the text layer, whatever OCR reads below
                 if needs_ocr(page, any(_letters(ln.text) for ln in read.lines)):  # stops at the first letter
                     read = scans.read(page, read, ocr, rebuild, label)
                 lines = read.lines
@@ -201,9 +204,9 @@ def read_pdf(
                 rect = page.rect
             except (RuntimeError, ValueError, _MuPdfError) as exc:
                 log.warning("ingest.pdf_page_unreadable", file=label, page=i + 1, error=str(exc))
-                lines, page_label, rect, page = [], "", pymupdf.Rect(0, 0, 612, 792), None
+                lines, page_label, rect, page, edges = [], "", pymupdf.Rect(0, 0, 612, 792), None, ()
             if on_page is not None:
-                on_page(i + 1, n, page)
+                on_page(i + 1, n, page, edges)
             text = "\n".join(ln.text for ln in lines)
             pages.append(PageText(number=i + 1, text=text, tokens=count_tokens(text)))
             for ln in lines:

@@ -215,12 +215,32 @@ def _pixel_count(s: dict, read: list[_Span], flat: set[str]) -> PixelText:
     return PixelText(n, unsized, n if str(s.get("font", "")) in flat else 0)
 
 
+EDGE = 0.1  # header / footer: the top and bottom tenth of the page
+EdgeLine = tuple[float, str]
+"""A header or footer line: minus its top (bottom lines sort first) and its text as MuPDF reads it."""
+
+
+def edge_lines(layer: dict, height: float) -> tuple[EdgeLine, ...]:
+    """The lines of a page's text (``page.get_text("dict")``) in its top or bottom :data:`EDGE` of ``height``."""
+    height = height or 1.0
+    out: list[EdgeLine] = []
+    for block in layer["blocks"]:
+        for line in block.get("lines", []):
+            y0, y1 = line["bbox"][1], line["bbox"][3]
+            if y1 <= EDGE * height or y0 >= (1 - EDGE) * height:
+                out.append((-y0, "".join(s["text"] for s in line["spans"]).strip()))
+    return tuple(out)
+
+
 def _collect_spans(page: pymupdf.Page, rebuild: bool = True,
-                   textpage: pymupdf.TextPage | None = None) -> tuple[list[_Span], PixelText]:
+                   textpage: pymupdf.TextPage | None = None) -> tuple[list[_Span], PixelText, tuple[EdgeLine, ...]]:
     """Text spans of a page; a page with wrongly sized spans is read again glyph by glyph (spans in device
     pixels only with ``rebuild``: else each is taken whole, sized from its advances). Also what of the page is
-    set in device pixels, and how much of that could not be rebuilt."""
-    spans = _dict_spans(page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT, textpage=textpage))
+    set in device pixels, and how much of that could not be rebuilt; and the header and footer lines
+    (:func:`edge_lines`) of the same reading, so that nothing reads the page's text twice."""
+    layer = page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT, textpage=textpage)
+    edges = edge_lines(layer, page.rect.height)
+    spans = _dict_spans(layer)
     glyphs = any(_size_is_wrong(ln, s) and (rebuild or not _is_pixel(s)) for ln, s in spans)
     sizes: dict[str, float] = {}
     words = {} if rebuild else _word_sizes(spans)
@@ -241,7 +261,7 @@ def _collect_spans(page: pymupdf.Page, rebuild: bool = True,
             read = _plain_span(s)
         out.extend(read)
         pixels += _pixel_count(s, read, flat)
-    return out, pixels
+    return out, pixels, edges
 
 
 def _band_spans(spans: list[_Span]) -> list[list[_Span]]:
