@@ -211,15 +211,16 @@ def extractive_summary(text: str, max_words: int = SUMMARY_WORDS) -> str:
             return _cap_words("Covers: " + "; ".join(labels) + (f" (columns: {', '.join(columns)})" if columns else "")
                               + ".", max_words)
         return _cap_words(_flat(text), max_words)
-    tf = Counter(tokenize(" ".join(s for _, s in good)))
+    tokens = {i: tokenize(s) for i, s in good}  # tokens never span a space: the same as the joined text's
+    tf = Counter(t for toks in tokens.values() for t in toks)
 
-    def score(sentence: str) -> float:
-        terms = sorted(set(tokenize(sentence)))  # a fixed order: float sums must not depend on the hash seed
+    def score(i: int) -> float:
+        terms = sorted(set(tokens[i]))  # a fixed order: float sums must not depend on the hash seed
         return sum(math.log1p(tf[t]) for t in terms) / math.sqrt(len(terms) + 1)
 
     chosen = [good[0]]
     words = len(good[0][1].split())
-    for i, s in sorted(good[1:], key=lambda item: score(item[1]), reverse=True):
+    for i, s in sorted(good[1:], key=lambda item: score(item[0]), reverse=True):
         n = len(s.split())
         if words + n > max_words:
             continue
