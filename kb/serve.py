@@ -10,16 +10,23 @@ A slow request body is the app's to time out (``KB_BODY_TIMEOUT_S``, ``kb.api.co
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
+import shutil
+import socket
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import h11
 import structlog
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.supervisors import multiprocess
 from uvicorn.supervisors.multiprocess import Multiprocess
 
 from kb.api.common import problem_bytes
+from kb.balance import LOADS_ENV, AcceptBalancer
 from kb.core.process import STOP_SIGNALS, die_with_parent, note_signal
 from kb.core.settings import ServerSettings, get_settings
 
@@ -172,6 +179,41 @@ class Supervisor(Multiprocess):
         self.should_exit.set()
 
 
+class BalancedServer(uvicorn.Server):
+    """uvicorn's server in a ``--workers`` process, accepting by least connections (``kb.balance``): uvicorn
+    serves no socket itself; each shared socket is read by an :class:`AcceptBalancer`, stopped at shutdown."""
+
+    _balancers: list[AcceptBalancer]
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        folder = os.environ.get(LOADS_ENV)
+        if not sockets or not folder:
+            await super().startup(sockets)
+            return
+        await super().startup([])  # the lifespan and server state, no listening
+        factory = functools.partial(self.config.http_protocol_class, config=self.config,
+                                    server_state=self.server_state, app_state=self.lifespan.state)
+        self._balancers = [AcceptBalancer(Path(folder), sock, factory, lambda: len(self.server_state.connections),
+                                          self.config.backlog) for sock in sockets]
+        for balancer in self._balancers:
+            balancer.start()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for balancer in getattr(self, "_balancers", []):
+            balancer.stop()  # before uvicorn closes the sockets
+        await super().shutdown(sockets)
+
+
+class BalancedProcess(multiprocess.Process):
+    """A ``--workers`` process running :class:`BalancedServer` (module level: the supervisor pickles it)."""
+
+    @property
+    def server(self) -> uvicorn.Server:
+        if self._server is None:
+            self._server = BalancedServer(config=self.config)
+        return self._server
+
+
 def worker_app() -> Any:
     """The app of one ``--workers`` process (a uvicorn factory): it dies with the supervisor, even one killed
     with SIGKILL or by the OOM killer (so a restart finds the port free), and logs as the supervisor does
@@ -200,4 +242,10 @@ def serve(app: Any, host: str, port: int, server: ServerSettings, workers: int =
     get_settings.cache_clear()
     config = uvicorn.Config("kb.serve:worker_app", factory=True, host=host, port=port, workers=workers,
                             timeout_worker_healthcheck=WORKER_HEALTHCHECK_S, **uvicorn_options(server))
-    Supervisor(config, sockets=[config.bind_socket()]).run()
+    loads = tempfile.mkdtemp(prefix="kb-worker-loads-")
+    os.environ[LOADS_ENV] = loads
+    multiprocess.Process = BalancedProcess  # type: ignore[misc]  # what the supervisor starts and restarts
+    try:
+        Supervisor(config, sockets=[config.bind_socket()]).run()
+    finally:
+        shutil.rmtree(loads, ignore_errors=True)
