@@ -48,11 +48,14 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
+_TWO_LETTERS = re.compile(r"[A-Za-z]{2}")
+
+
 def _informative(sentence: str) -> bool:
     words = sentence.split()
     if not 6 <= len(words) <= 80:
         return False
-    alpha = [w for w in words if re.search(r"[A-Za-z]{2}", w)]
+    alpha = [w for w in words if _TWO_LETTERS.search(w)]
     letters = [c for c in sentence if c.isalpha()]
     digits = sum(c.isdigit() for c in sentence)
     return (
@@ -72,7 +75,14 @@ _LEADER = re.compile(r"(?:\s*[.·…]){3,}\s*|\s*…+\s*")
 def _contents(text: str) -> bool:
     """A contents list: most of its lines a title, dot leaders and a page number."""
     lines = [ln for ln in text.split("\n") if ln.strip()]
-    return len(lines) >= 3 and sum(bool(_LEADER.search(ln)) for ln in lines) >= 0.5 * len(lines)
+    return len(lines) >= 3 and sum(_has_leader(ln) for ln in lines) >= 0.5 * len(lines)
+
+
+def _has_leader(line: str) -> bool:
+    """``_LEADER`` found in ``line``; it needs three of ``.·…`` or one ``…``, which most lines lack."""
+    if "…" not in line and line.count(".") + line.count("·") < 3:
+        return False
+    return bool(_LEADER.search(line))
 
 
 _CONTENTS_HEAD = re.compile(r"(?i)^(?:table of )?contents$")
