@@ -14,7 +14,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-import openai
 import structlog
 
 from kb.core.errors import LLMError
@@ -66,7 +65,11 @@ def schema_name(purpose: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", purpose)[:64] or "reply"
 
 
-_RETRYABLE = (openai.RateLimitError, openai.APITimeoutError, openai.APIConnectionError, openai.InternalServerError)
+def _retryable() -> tuple[type[Exception], ...]:
+    """The SDK's errors worth another attempt (``openai`` is imported by the OpenAI path only: 0.4 s a process)."""
+    import openai
+
+    return (openai.RateLimitError, openai.APITimeoutError, openai.APIConnectionError, openai.InternalServerError)
 
 
 def _retry_after(exc: Exception) -> float | None:
@@ -105,6 +108,8 @@ class OpenAIChatModel:
     offline = False
 
     def __init__(self, settings: LLMSettings, store: LLMStore | None = None) -> None:
+        import openai
+
         self.model_id = settings.model
         self._settings = settings
         self._client = openai.AsyncOpenAI(
@@ -186,6 +191,8 @@ class OpenAIChatModel:
     async def _call_with_retries(
         self, purpose: str, system: str, prompt: str, schema: dict[str, Any] | None, started: float
     ) -> ChatResult:
+        import openai
+
         messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
         attempts = max(1, self._settings.max_retries + 1)
         last: Exception | None = None
@@ -237,7 +244,7 @@ class OpenAIChatModel:
                     log.warning("llm.json_schema_unsupported", purpose=purpose)
                     continue  # the downgrade does not use up an attempt
                 raise LLMError(f"{purpose}: request rejected: {exc}") from exc
-            except (*_RETRYABLE, LLMError) as exc:
+            except (*_retryable(), LLMError) as exc:
                 last = exc
                 attempt += 1
                 if attempt >= attempts:
