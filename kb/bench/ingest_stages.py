@@ -137,7 +137,7 @@ def render(r: StageReport) -> str:
         f"{r.pages / r.seconds if r.seconds else 0:.2f} pages/s, {r.chunks_per_s:.1f} chunks/s",
         f"- the embedder alone over the same {r.embedded_texts} texts (chunks, nodes, descriptions, printed lines): "
         f"{r.alone_s:.1f} s, {r.alone_per_s:.1f} texts/s; ingest embedded {r.embedded_texts} texts in "
-        f"{r.seconds:.1f} s — **{100 * ratio:.0f} % of the embedder's limit**",
+        f"{r.seconds:.1f} s — **{100 * ratio:.1f} % of the embedder's limit**",
         "",
         *table(["stage", "seconds (summed over files)", "share"], rows, align="lrr"),
         "",
