@@ -9,16 +9,20 @@ otherwise it stops listening for :data:`DEFER_S` and looks again, and after :dat
 (a peer that is hung or stopping never holds a connection back for longer).
 
 Each process writes its count of open connections (and connections being set up) to a file named by its pid
-in a folder the supervisor made (``_KB_WORKER_LOADS``); files of processes no longer alive are ignored.
+in a folder the supervisor made (``_KB_WORKER_LOADS``), again every :data:`PUBLISH_S`; a file not rewritten
+for :data:`FRESH_S` (a stalled event loop) or of a process no longer alive is not a peer. When the folder cannot
+be read or written, the processes accept as they would alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import functools
 import os
 import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,22 +33,34 @@ log = structlog.get_logger("kb.balance")
 LOADS_ENV = "_KB_WORKER_LOADS"  # internal, not a setting: the supervisor's folder of per-process counts
 DEFER_S = 0.002
 MAX_DEFER_S = 0.05
+PUBLISH_S = 0.1  # each process rewrites its count this often (a file older than FRESH_S: a stalled process)
+FRESH_S = 0.5
 RETRY_AFTER_ERROR_S = 1.0  # out of file descriptors and the like: asyncio's own pause before accepting again
+_LOST = {errno.ECONNABORTED, errno.EPROTO, errno.EPERM}  # that connection is gone (accept(2)): take the next
 _FATAL_ACCEPT = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 
-def peer_loads(folder: Path, me: int) -> list[int]:
-    """Open connections of the other live processes, as each last wrote them."""
+def peer_loads(folder: Path, me: int, fresh_s: float = FRESH_S) -> list[int]:
+    """Open connections of the other live processes, as each last wrote them; a process that has not written
+    for ``fresh_s`` (its event loop stalled) or has died counts as no peer, and a dead one's file is removed.
+    No folder (removed by a temp cleaner, say): no peers."""
     out: list[int] = []
-    for entry in os.scandir(folder):
+    now = time.time()
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return out
+    for entry in entries:
         if not entry.name.isdigit() or int(entry.name) == me:
             continue
         try:
             os.kill(int(entry.name), 0)
-            out.append(int(Path(entry.path).read_text() or 0))
+            if now - entry.stat().st_mtime <= fresh_s:
+                out.append(int(Path(entry.path).read_text() or 0))
         except ProcessLookupError:
-            continue  # a process that died: its count means nothing
-        except (PermissionError, ValueError, FileNotFoundError):
+            with contextlib.suppress(OSError):  # a process that died: its count means nothing
+                os.unlink(entry.path)
+        except (OSError, ValueError):  # not ours to read, gone meanwhile, or half written: not a peer now
             continue
     return out
 
@@ -61,8 +77,8 @@ class AcceptBalancer:
         self.me = os.getpid()
         self.file = folder / str(self.me)
         self.pending = 0  # accepted, the protocol not yet made
-        self.waited = 0.0
-        self.written = -1
+        self.defer_until: float | None = None  # deferring the waiting connection to a peer until then
+        self.publish_failed = False
 
     def start(self) -> None:
         """Start accepting on the socket the supervisor bound (listening, as asyncio's server would)."""
@@ -71,36 +87,42 @@ class AcceptBalancer:
         self.serving = True
         self.publish()
         self.loop.add_reader(self.sock.fileno(), self._ready)
-        self.loop.call_later(0.1, self._republish)
+        self.loop.call_later(PUBLISH_S, self._republish)
 
     def stop(self) -> None:
         """Stop accepting (connections already accepted are the server's to close)."""
         if self.serving:
             self.serving = False
             self.loop.remove_reader(self.sock.fileno())
-            self.file.unlink(missing_ok=True)
-
-    def is_serving(self) -> bool:
-        return self.serving
+            with contextlib.suppress(OSError):  # the folder may be gone already: nothing left to remove
+                self.file.unlink(missing_ok=True)
 
     def load(self) -> int:
         return self.open_connections() + self.pending
 
     def publish(self) -> None:
-        load = self.load()
-        if load != self.written:
+        """Write this process's load (its file's age tells the others it is alive and serving)."""
+        if not self.serving:
+            return
+        try:
             tmp = self.file.with_suffix(".tmp")
-            tmp.write_text(str(load))
+            tmp.write_text(str(self.load()))
             tmp.replace(self.file)
-            self.written = load
+        except OSError as exc:  # the others then see no peer here: they accept as they would alone
+            if not self.publish_failed:
+                log.warning("http.balance_unpublished", error=f"{type(exc).__name__}: {exc}", folder=str(self.folder))
+                self.publish_failed = True
 
-    def _republish(self) -> None:  # connections closing are seen here, ten times a second
-        if self.is_serving():
+    def _republish(self) -> None:
+        if not self.serving:
+            return
+        try:
             self.publish()
-            self.loop.call_later(0.1, self._republish)
+        finally:
+            self.loop.call_later(PUBLISH_S, self._republish)
 
     def _listen_again(self) -> None:
-        if self.is_serving():
+        if self.serving:
             self.loop.add_reader(self.sock.fileno(), self._ready)
 
     def _pause(self, seconds: float) -> None:
@@ -110,20 +132,26 @@ class AcceptBalancer:
     def _ready(self) -> None:
         """The socket has a connection waiting: accept one, or let a less loaded process take it."""
         peers = peer_loads(self.folder, self.me)
-        if peers and self.load() > min(peers) and self.waited < MAX_DEFER_S:
-            self.waited += DEFER_S
-            self._pause(DEFER_S)
-            return
-        self.waited = 0.0
+        now = self.loop.time()
+        if peers and self.load() > min(peers):
+            self.defer_until = self.defer_until or now + MAX_DEFER_S
+            if now < self.defer_until:
+                self._pause(DEFER_S)
+                return
         try:
             conn, _ = self.sock.accept()
-        except (BlockingIOError, InterruptedError, ConnectionAbortedError):
-            return  # another process took it
-        except OSError as exc:  # out of descriptors, or worse: paused, not retried in a busy loop
+        except (BlockingIOError, InterruptedError):
+            self.defer_until = None  # another process took it
+            return
+        except OSError as exc:
+            if exc.errno in _LOST:
+                return
+            # out of descriptors, or worse: paused, never retried in a busy loop
             (log.warning if exc.errno in _FATAL_ACCEPT else log.error)(
                 "http.accept_paused", error=f"{type(exc).__name__}: {exc}", seconds=RETRY_AFTER_ERROR_S)
             self._pause(RETRY_AFTER_ERROR_S)
             return
+        self.defer_until = None
         conn.setblocking(False)
         self.pending += 1
         self.publish()

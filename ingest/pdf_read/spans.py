@@ -221,7 +221,9 @@ EdgeLine = tuple[float, str]
 
 
 def edge_lines(layer: dict, height: float) -> tuple[EdgeLine, ...]:
-    """The lines of a page's text (``page.get_text("dict")``) in its top or bottom :data:`EDGE` of ``height``."""
+    """The lines of a page's text (``page.get_text("dict")``) in its top or bottom :data:`EDGE` of ``height``.
+    Read with the reader's flags (no image blocks): a footer an image splits in two with pymupdf's default
+    "dict" flags ("Page", an icon, "12") is one line here."""
     height = height or 1.0
     out: list[EdgeLine] = []
     for block in layer["blocks"]:
