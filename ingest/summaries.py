@@ -107,7 +107,7 @@ def _row_labels(text: str, limit: int = 10) -> list[str]:
             label = next((c.strip() for c in label.strip("|").split("|") if c.strip()), "")
         label = _LEADER.sub(" ", label)  # a contents line: "Risk Factors ........ 12" → "Risk Factors 12"
         label = _TRAILING_FIGURES.sub("", label).strip(":").strip()  # "Revenue 412.6 348.5 18.4%" → "Revenue"
-        if len(label) < 4 or not re.match(r"[A-Za-z]{2}", label) or sum(c.isdigit() for c in label) > 4:
+        if len(label) < 4 or not _TWO_LETTERS.match(label) or sum(c.isdigit() for c in label) > 4:
             continue
         label = " ".join(label.split()[:8])
         if label not in labels:

@@ -10,7 +10,7 @@ otherwise it stops listening for :data:`DEFER_S` and looks again, and after :dat
 
 Each process writes its count of open connections (and connections being set up) to a file named by its pid
 in a folder the supervisor made (``_KB_WORKER_LOADS``), again every :data:`PUBLISH_S`; a file not rewritten
-for :data:`FRESH_S` (a stalled event loop) or of a process no longer alive is not a peer. When the folder cannot
+for :data:`FRESH_S` (a process that died, or whose event loop stalled) is not a peer. When the folder cannot
 be read or written, the processes accept as they would alone.
 """
 
@@ -41,9 +41,9 @@ _FATAL_ACCEPT = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 
 def peer_loads(folder: Path, me: int, fresh_s: float = FRESH_S) -> list[int]:
-    """Open connections of the other live processes, as each last wrote them; a process that has not written
-    for ``fresh_s`` (its event loop stalled) or has died counts as no peer, and a dead one's file is removed.
-    No folder (removed by a temp cleaner, say): no peers."""
+    """Open connections of the other processes, as each last wrote them. A peer is a process that rewrote its
+    count within ``fresh_s``: one that died or whose event loop stalled stops rewriting and drops out (a reused
+    pid included). No folder (removed by a temp cleaner, say): no peers."""
     out: list[int] = []
     now = time.time()
     try:
@@ -54,13 +54,9 @@ def peer_loads(folder: Path, me: int, fresh_s: float = FRESH_S) -> list[int]:
         if not entry.name.isdigit() or int(entry.name) == me:
             continue
         try:
-            os.kill(int(entry.name), 0)
             if now - entry.stat().st_mtime <= fresh_s:
                 out.append(int(Path(entry.path).read_text() or 0))
-        except ProcessLookupError:
-            with contextlib.suppress(OSError):  # a process that died: its count means nothing
-                os.unlink(entry.path)
-        except (OSError, ValueError):  # not ours to read, gone meanwhile, or half written: not a peer now
+        except (OSError, ValueError):  # gone meanwhile, or half written: not a peer now
             continue
     return out
 
