@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import h11
+import psutil
 import structlog
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -228,6 +229,21 @@ def worker_app() -> Any:
     return create_app(settings, bound_host=settings.server.host)
 
 
+LOADS_PREFIX = "kb-worker-loads-"
+
+
+def remove_stale_loads(base: Path) -> list[Path]:
+    """Remove the count folders (``<base>/kb-worker-loads-<pid>-*``) of supervisors that are gone — one killed
+    with SIGKILL cannot remove its own; the folders removed."""
+    gone = []
+    for folder in base.glob(f"{LOADS_PREFIX}*"):
+        pid = folder.name[len(LOADS_PREFIX):].split("-", 1)[0]
+        if folder.is_dir() and pid.isdigit() and not psutil.pid_exists(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+            gone.append(folder)
+    return gone
+
+
 def serve(app: Any, host: str, port: int, server: ServerSettings, workers: int = 1) -> None:
     """Run ``app`` on ``host:port`` until interrupted. ``workers`` > 1: that many processes, each building
     the app from the environment (``worker_app``), sharing the port; the embedded Postgres belongs to this
@@ -242,7 +258,8 @@ def serve(app: Any, host: str, port: int, server: ServerSettings, workers: int =
     get_settings.cache_clear()
     config = uvicorn.Config("kb.serve:worker_app", factory=True, host=host, port=port, workers=workers,
                             timeout_worker_healthcheck=WORKER_HEALTHCHECK_S, **uvicorn_options(server))
-    loads = tempfile.mkdtemp(prefix="kb-worker-loads-")
+    remove_stale_loads(Path(tempfile.gettempdir()))
+    loads = tempfile.mkdtemp(prefix=f"{LOADS_PREFIX}{os.getpid()}-")
     os.environ[LOADS_ENV] = loads
     multiprocess.Process = BalancedProcess  # type: ignore[misc]  # what the supervisor starts and restarts
     try:

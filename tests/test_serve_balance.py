@@ -4,6 +4,7 @@ together are not all accepted by the process that wakes first, and keep-alive ke
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import httpx
@@ -61,3 +62,21 @@ def test_peers_are_processes_that_wrote_lately(tmp_path: Path) -> None:
     os.utime(tmp_path / "102", (old, old))
     assert peer_loads(tmp_path, os.getpid()) == [3]
     assert sorted(peer_loads(tmp_path, os.getpid(), fresh_s=10)) == [0, 3]
+
+
+def test_the_count_folders_of_supervisors_that_are_gone_are_removed(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from kb.serve import LOADS_PREFIX, remove_stale_loads
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait(10)
+    gone = tmp_path / f"{LOADS_PREFIX}{dead.pid}-abc"
+    kept = tmp_path / f"{LOADS_PREFIX}{os.getpid()}-def"
+    other = tmp_path / "kb-worker-loads-notapid"
+    for folder in (gone, kept, other):
+        folder.mkdir()
+        (folder / "123").write_text("4")
+    assert remove_stale_loads(tmp_path) == [gone]
+    assert not gone.exists() and kept.exists() and other.exists()
