@@ -5,8 +5,8 @@ metadata, description, chunking, facts, embedding, store, printed lines — into
 (``bench-stages-<folder>``, emptied first) with the embedding cache bypassed (every text embedded again),
 ``KB_INGEST_WORKERS`` files at a time as ``kb ingest`` takes them (one file parses while another embeds; the
 stage seconds are summed over files, so with two at a time they add up to more than the wall time). Then, in the
-same run, the embedder alone over the same chunk texts at its batch size: its chunks/s is the limit ingest can
-reach. Prints a Markdown report (``--out`` writes it).
+same run, the embedder alone over the same texts (each distinct text once) at its batch size: its texts/s is
+the limit ingest can reach. Prints a Markdown report (``--out`` writes it).
 """
 
 from __future__ import annotations
@@ -40,7 +40,9 @@ class StageReport:
     chunks: int = 0
     seconds: float = 0.0
     stage_s: dict[str, float] = field(default_factory=dict)
-    embedded_texts: int = 0
+    embedded_texts: int = 0  # distinct texts: what the embedder alone runs
+    asked_texts: int = 0  # texts ingest asked for (a text repeated within a file is embedded once)
+    budget_cores: int = 0
     alone_s: float = 0.0
     batch: int = 0
     at_a_time: int = 1
@@ -91,6 +93,7 @@ async def run_stages(files: Sequence[Path], folder: Path) -> StageReport:
             recording = _Recording(ctx.embedder)
             ctx.embedder = recording  # type: ignore[assignment]
             report.at_a_time = max(1, settings.ingest.workers)
+            report.budget_cores = ctx.budget.cores if ctx.budget is not None else 0
             queue = list(files)
 
             async def take_files() -> None:  # one of KB_INGEST_WORKERS loops, as the job worker runs them
@@ -111,7 +114,8 @@ async def run_stages(files: Sequence[Path], folder: Path) -> StageReport:
             started = time.perf_counter()
             await asyncio.gather(*(take_files() for _ in range(report.at_a_time)))
             report.seconds = time.perf_counter() - started
-        texts = recording.texts
+        texts = list(dict.fromkeys(recording.texts))  # each distinct text once: the least embedding ingest needs
+        report.asked_texts = len(recording.texts)
         report.embedded_texts = len(texts)
         t = time.perf_counter()
         for at in range(0, len(texts), report.batch):
@@ -135,9 +139,10 @@ def render(r: StageReport) -> str:
         f"- {r.files} files ({r.failed} not ingested), {r.at_a_time} at a time (`KB_INGEST_WORKERS`), {r.pages} pages, "
         f"{r.chunks} chunks in {r.seconds:.1f} s: "
         f"{r.pages / r.seconds if r.seconds else 0:.2f} pages/s, {r.chunks_per_s:.1f} chunks/s",
-        f"- the embedder alone over the same {r.embedded_texts} texts (chunks, nodes, descriptions, printed lines): "
-        f"{r.alone_s:.1f} s, {r.alone_per_s:.1f} texts/s; ingest embedded {r.embedded_texts} texts in "
-        f"{r.seconds:.1f} s — **{100 * ratio:.1f} % of the embedder's limit**",
+        f"- the embedder alone over the same {r.embedded_texts} distinct texts (chunks, nodes, descriptions, printed "
+        f"lines; ingest asked for {r.asked_texts}): {r.alone_s:.1f} s, {r.alone_per_s:.1f} texts/s; ingest embedded "
+        f"them in {r.seconds:.1f} s — **{100 * ratio:.1f} % of the embedder's limit**",
+        f"- CPU budget (`KB_CPU_CORES`): {r.budget_cores} cores shared by parsing, trees, embedding runs and stores",
         "",
         *table(["stage", "seconds (summed over files)", "share"], rows, align="lrr"),
         "",
