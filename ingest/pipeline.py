@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import time
@@ -10,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import msgspec
@@ -50,6 +51,7 @@ from ingest.store import (
 )
 from ingest.summaries import summarize_tree
 from kb.core.collections import get_collection
+from kb.core.cpu import CpuBudget
 from kb.core.errors import IngestError, KBError, LLMError
 from kb.core.process import pool_process_started
 from kb.core.providers import ChatModel
@@ -60,6 +62,7 @@ from kb.core.types import DocumentTree, FactDraft, TreeNode
 from kb.core.vocab import company_core, description_label
 
 log = structlog.get_logger("ingest.pipeline")
+T = TypeVar("T")
 
 Progress = Callable[[str, int, int], object]
 """``progress(stage, done, total)`` while a file is ingested: reading, tree, summaries, chunking, embedding, storing
@@ -101,6 +104,7 @@ class IngestContext:
     settings: IngestSettings
     executor: Executor | None = None  # process pool for parsing (``make_executor``); None → a thread
     embedder_generation: int | None = None  # vectors are refused once `kb reembed` moved past this generation
+    budget: CpuBudget | None = None  # the machine's CPU budget: parse, tree, chunking, facts, store hold a slot
 
     def renew_executor(self) -> None:
         """Replace the parser pool with a new one of the same size (the old one's processes are killed)."""
@@ -183,18 +187,19 @@ async def _parse(ctx: IngestContext, data: bytes, kind: str, report: Progress) -
     loop = asyncio.get_running_loop()
     limit = max_file_bytes(ctx.settings)
     try:
-        with page_counter() as counter:
-            if ctx.executor is not None:
-                parsing = loop.run_in_executor(ctx.executor, parse_file, data, kind, limit, counter)
-            else:
-                parsing = asyncio.ensure_future(asyncio.to_thread(parse_file, data, kind, limit, counter))
-            try:
-                while not (await asyncio.wait({parsing}, timeout=READ_POLL_S))[0]:
-                    if (seen := counter.read())[1]:
-                        report("reading", *seen)
-            finally:
-                parsing.cancel()  # stopped while waiting (the job cancelled): not left pending; done: no-op
-            return parsing.result()
+        async with _slot(ctx):  # one core's worth: the parser process
+            with page_counter() as counter:
+                if ctx.executor is not None:
+                    parsing = loop.run_in_executor(ctx.executor, parse_file, data, kind, limit, counter)
+                else:
+                    parsing = asyncio.ensure_future(asyncio.to_thread(parse_file, data, kind, limit, counter))
+                try:
+                    while not (await asyncio.wait({parsing}, timeout=READ_POLL_S))[0]:
+                        if (seen := counter.read())[1]:
+                            report("reading", *seen)
+                finally:
+                    parsing.cancel()  # stopped while waiting (the job cancelled): not left pending; done: no-op
+                return parsing.result()
     except IngestError as exc:
         actual, what = looks_like(data)
         if actual == kind or kind not in KIND_NAMES:
@@ -217,6 +222,24 @@ def _offline_tree(parsed: ParsedFile, settings: IngestSettings, title: str,
                   page_texts: dict[int, str] | None, given: DocumentTree | None = None) -> DocumentTree:
     """Tree and summaries with the offline provider, in a worker thread with its own event loop."""
     return asyncio.run(_tree_and_summaries(parsed, OfflineChatModel(), settings, title, page_texts, given))
+
+
+def _slot(ctx: IngestContext) -> contextlib.AbstractAsyncContextManager[None]:
+    """A slot of the machine's CPU budget held by this coroutine (none without a budget)."""
+    return ctx.budget.async_slot() if ctx.budget is not None else contextlib.nullcontext()
+
+
+async def _in_thread(ctx: IngestContext, fn: Callable[..., T], /, *args: Any) -> T:
+    """``fn(*args)`` in a worker thread, holding a slot of the CPU budget while it runs."""
+    budget = ctx.budget
+    if budget is None:
+        return await asyncio.to_thread(fn, *args)
+
+    def held() -> T:
+        with budget.slot():
+            return fn(*args)
+
+    return await asyncio.to_thread(held)
 
 
 def _sidecar_tree(path: Path, raw: bytes | None, parsed: ParsedFile,
@@ -381,8 +404,7 @@ async def ingest_file(
             given, refused = _sidecar_tree(path, tree_json, parsed, page_texts)
             sidecar_note = sidecar_note or refused
             if chat.offline:  # CPU-bound only: keep the event loop (API, heartbeats) responsive
-                tree = await asyncio.to_thread(_offline_tree, parsed, ctx.settings, Path(name).stem, page_texts,
-                                               given)
+                tree = await _in_thread(ctx, _offline_tree, parsed, ctx.settings, Path(name).stem, page_texts, given)
             else:
                 report("summaries", 0, pages)
                 tree = await _tree_and_summaries(parsed, chat, ctx.settings, Path(name).stem, page_texts, given)
@@ -401,12 +423,12 @@ async def ingest_file(
             description = await describe_document(tree, meta, name, chat)
         with clock.stage("chunking"):
             report("chunking", 0, len(tree.nodes))
-            chunks = await asyncio.to_thread(chunk_tree, tree, ctx.settings, page_texts,
-                                             lambda done, total: report("chunking", done, total))
+            chunks = await _in_thread(ctx, chunk_tree, tree, ctx.settings, page_texts,
+                                      lambda done, total: report("chunking", done, total))
             on_pages = statement_pages(parsed.pdf.pages) if parsed.pdf else {}
             tree, chunks = mark_statements(tree, chunks, on_pages)
         with clock.stage("facts"):
-            facts = await asyncio.to_thread(safe_facts, parsed, tree, on_pages, meta, name)
+            facts = await _in_thread(ctx, safe_facts, parsed, tree, on_pages, meta, name)
         if len(chunks) > ctx.settings.max_chunks:
             raise IngestError(f"{len(chunks)} chunks: more than KB_MAX_CHUNKS_PER_FILE={ctx.settings.max_chunks}")
         label = doc_label(meta, title)
@@ -423,16 +445,16 @@ async def ingest_file(
         with clock.stage("store"):
             report("storing", 0, len(chunks))
             doc_id = await write_document(
-            ctx.pool,
-            NewDocument(
-                collection_id=collection_id, name=name, source_path=str(path), sha256=sha, file_type=kind,
-                metadata=meta, title=title, description=description, description_embedding=desc_vec,
-                tree=tree, node_embeddings=node_vecs, chunks=chunks, chunk_embeddings=chunk_vecs,
-                embedder_generation=ctx.embedder_generation, facts=facts, job_id=job_id, item_id=item_id,
-                printed_pages=parsed.printed_pages, ingest_key=key.parts,
-            ),
-            progress=lambda done, total: report("storing", done, total),
-        )
+                ctx.pool,
+                NewDocument(
+                    collection_id=collection_id, name=name, source_path=str(path), sha256=sha, file_type=kind,
+                    metadata=meta, title=title, description=description, description_embedding=desc_vec,
+                    tree=tree, node_embeddings=node_vecs, chunks=chunks, chunk_embeddings=chunk_vecs,
+                    embedder_generation=ctx.embedder_generation, facts=facts, job_id=job_id, item_id=item_id,
+                    printed_pages=parsed.printed_pages, ingest_key=key.parts,
+                ),
+                progress=lambda done, total: report("storing", done, total),
+            )
         if any(not f.concept for f in facts):
             with clock.stage("lines"):
                 await _index_lines(ctx, collection_id, doc_id)

