@@ -104,7 +104,7 @@ class IngestContext:
     settings: IngestSettings
     executor: Executor | None = None  # process pool for parsing (``make_executor``); None → a thread
     embedder_generation: int | None = None  # vectors are refused once `kb reembed` moved past this generation
-    budget: CpuBudget | None = None  # the machine's CPU budget: parse, tree, chunking, facts, store hold a slot
+    budget: CpuBudget | None = None  # the machine's CPU budget: a file's parse, tree, chunking and facts hold a slot
 
     def renew_executor(self) -> None:
         """Replace the parser pool with a new one of the same size (the old one's processes are killed)."""
@@ -187,7 +187,7 @@ async def _parse(ctx: IngestContext, data: bytes, kind: str, report: Progress) -
     loop = asyncio.get_running_loop()
     limit = max_file_bytes(ctx.settings)
     try:
-        async with _slot(ctx):  # one core's worth: the parser process
+        async with _slot(ctx, "parse"):  # one core's worth: the parser process
             with page_counter() as counter:
                 if ctx.executor is not None:
                     parsing = loop.run_in_executor(ctx.executor, parse_file, data, kind, limit, counter)
@@ -224,9 +224,9 @@ def _offline_tree(parsed: ParsedFile, settings: IngestSettings, title: str,
     return asyncio.run(_tree_and_summaries(parsed, OfflineChatModel(), settings, title, page_texts, given))
 
 
-def _slot(ctx: IngestContext) -> contextlib.AbstractAsyncContextManager[None]:
-    """A slot of the machine's CPU budget held by this coroutine (none without a budget)."""
-    return ctx.budget.async_slot() if ctx.budget is not None else contextlib.nullcontext()
+def _slot(ctx: IngestContext, what: str) -> contextlib.AbstractAsyncContextManager[None]:
+    """A slot of the machine's CPU budget held by this coroutine for ``what`` (none without a budget)."""
+    return ctx.budget.async_slot(what) if ctx.budget is not None else contextlib.nullcontext()
 
 
 async def _in_thread(ctx: IngestContext, fn: Callable[..., T], /, *args: Any) -> T:
@@ -236,7 +236,7 @@ async def _in_thread(ctx: IngestContext, fn: Callable[..., T], /, *args: Any) ->
         return await asyncio.to_thread(fn, *args)
 
     def held() -> T:
-        with budget.slot():
+        with budget.slot(getattr(fn, "__name__", "")):
             return fn(*args)
 
     return await asyncio.to_thread(held)

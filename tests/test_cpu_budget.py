@@ -31,6 +31,18 @@ with (budget.slot() if sys.argv[3] == "slot" else budget.serving()):
 """
 
 
+class Recording(CpuBudget):
+    """A budget noting the units that asked it for a slot."""
+
+    def __init__(self, cores: int, folder: Path) -> None:
+        super().__init__(cores, folder)
+        self.units: list[str] = []
+
+    def acquire(self, what: str = "", abort: threading.Event | None = None) -> int:
+        self.units.append(what)
+        return super().acquire(what, abort)
+
+
 class Holder:
     """Another process holding a slot (``slot``) or marked answering questions (``serving``) until released."""
 
@@ -66,6 +78,14 @@ def _slots_now(budget: CpuBudget) -> int:
     for fd in fds:
         budget.release(fd)
     return len(fds)
+
+
+def _until_queued(budget: CpuBudget, n: int = 1) -> None:
+    """Wait until ``n`` units of this process wait for a slot (a loaded machine may take a while)."""
+    deadline = time.monotonic() + 10
+    while len(budget._queue) < n:
+        assert time.monotonic() < deadline, "the waiting unit never queued"
+        time.sleep(0.005)
 
 
 def _waits_in_thread(budget: CpuBudget) -> tuple[threading.Thread, list[float]]:
@@ -203,9 +223,10 @@ async def test_ingesting_a_file_waits_for_the_budget_and_finishes_once_a_core_is
                                                      for i in range(6)])
     holders.append(holder := Holder(1, tmp_path / "cpu", "slot"))
     seen: list[str] = []
+    budget = Recording(1, tmp_path / "cpu")  # one core, held by the other process
     with build_ingest_context(runtime) as ctx:
         assert ctx.budget is not None  # the context comes with this machine's budget
-        ctx.budget = CpuBudget(1, tmp_path / "cpu")  # one core, held by the other process
+        ctx.budget = budget
         task = asyncio.create_task(pipeline.ingest_file(ctx, path, name="budget.pdf", collection_id=1,
                                                         progress=lambda stage, *_: seen.append(stage)))
         await asyncio.sleep(1.0)
@@ -213,6 +234,7 @@ async def test_ingesting_a_file_waits_for_the_budget_and_finishes_once_a_core_is
         holder.release()
         outcome = await asyncio.wait_for(task, 60)
     assert outcome.status == "ok" and outcome.chunks > 0, outcome
+    assert {"parse", "_offline_tree", "chunk_tree", "safe_facts"} <= set(budget.units)  # each held a slot
     assert CpuBudget(1, tmp_path / "cpu").use().held == 0  # every slot handed back
 
 
@@ -220,7 +242,7 @@ def test_units_of_a_process_take_slots_in_the_order_they_asked(tmp_path: Path) -
     budget = CpuBudget(1, tmp_path)
     first = budget.acquire()
     waiter, got = _waits_in_thread(budget)  # a parse or a tree waiting for the one core
-    time.sleep(0.1)
+    _until_queued(budget)
     budget.release(first)  # a text done: asking again, it queues behind the waiting unit
     again = budget.acquire()  # returns only once the waiting unit has had the core and handed it back
     waiter.join(10)
@@ -229,7 +251,7 @@ def test_units_of_a_process_take_slots_in_the_order_they_asked(tmp_path: Path) -
     assert budget.use().held == 0
 
 
-async def test_a_coroutine_cancelled_while_it_waits_takes_no_slot(tmp_path: Path) -> None:
+async def test_a_coroutine_cancelled_while_it_waits_stops_waiting_and_takes_no_slot(tmp_path: Path) -> None:
     budget = CpuBudget(1, tmp_path)
     held = budget.acquire()
 
@@ -238,10 +260,18 @@ async def test_a_coroutine_cancelled_while_it_waits_takes_no_slot(tmp_path: Path
             raise AssertionError("ran without the slot")
 
     task = asyncio.create_task(store())
-    await asyncio.sleep(0.05)
+    for _ in range(1000):
+        if budget._queue:
+            break
+        await asyncio.sleep(0.005)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+    for _ in range(200):  # its thread stops waiting though the slot is still held elsewhere
+        if not budget._queue:
+            break
+        await asyncio.sleep(0.01)
+    assert not budget._queue
     budget.release(held)
     await asyncio.sleep(0.1)  # the waiting thread gets the slot now and hands it back
     assert budget.use().held == 0 and _slots_now(budget) == 1
@@ -253,7 +283,7 @@ def test_a_run_of_texts_hands_its_slot_back_when_a_unit_waits_or_a_question_need
     first, second = budget.acquire(), budget.acquire()
     assert not budget.should_yield(first) and not budget.should_yield(second)
     waiter, got = _waits_in_thread(budget)  # a tree of this process asks for a core
-    time.sleep(0.05)
+    _until_queued(budget)
     assert budget.should_yield(first) and budget.should_yield(second)
     budget.release(second)
     waiter.join(10)
@@ -263,3 +293,41 @@ def test_a_run_of_texts_hands_its_slot_back_when_a_unit_waits_or_a_question_need
     assert [budget.should_yield(fd) for fd in sorted((first, second), key=budget._slot_of.get)] == [False, True]
     budget.release(first)
     budget.release(second)
+
+
+def test_a_serving_mark_not_taken_at_once_is_taken_at_the_next_question(tmp_path: Path) -> None:
+    import fcntl
+    import os
+
+    budget = CpuBudget(2, tmp_path)
+    probe = os.open(tmp_path / f"serving-{os.getpid()}", os.O_RDONLY | os.O_CREAT)
+    fcntl.flock(probe, fcntl.LOCK_SH)  # another process probing the file, long enough to miss the mark
+    with budget.serving():
+        assert not budget._marked
+        os.close(probe)
+        with budget.serving():  # the next question, still in the same busy spell
+            assert budget._marked and budget.use().serving == 1
+    assert budget.use().serving == 0
+
+
+def test_a_serving_file_removed_while_idle_is_made_again(tmp_path: Path) -> None:
+    budget = CpuBudget(2, tmp_path)
+    with budget.serving():
+        pass
+    for f in tmp_path.glob("serving-*"):
+        f.unlink()  # a /tmp cleaner, or a process of another pid namespace taking it for a dead one's
+    with budget.serving():
+        assert budget.use().serving == 1  # counted: not a lock on a file nobody can see
+
+
+def test_a_stopping_process_stops_waiting_for_a_slot(tmp_path: Path, holders: list[Holder],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from kb.core import cpu
+
+    budget = CpuBudget(1, tmp_path)
+    holders.append(Holder(1, tmp_path, "slot"))  # held, say, by a suspended process
+    waiter, got = _waits_in_thread(budget)
+    _until_queued(budget)
+    monkeypatch.setattr(cpu, "received_signal", lambda: 15)  # SIGTERM arrived
+    waiter.join(10)
+    assert got and not waiter.is_alive()  # went on without a slot: stopping never hangs on another process

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import errno
 import fcntl
 import functools
 import math
@@ -37,11 +38,14 @@ from pathlib import Path
 
 import structlog
 
+from kb.core.process import received_signal
+
 log = structlog.get_logger("kb.core.cpu")
 
 POLL_S = 0.003
 """How often a unit waiting for a slot looks again."""
 SERVING_PREFIX = "serving-"
+_PERMANENT = frozenset({errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EROFS})
 SERVING_TTL_S = 0.01
 """How long the count of processes answering questions is reused before the folder is listed again."""
 
@@ -99,6 +103,8 @@ class CpuBudget:
         self._serving_fd: int | None = None
         self._serving_path: Path | None = None
         self._made = False
+        self._marked = False
+        self._logged: set[str] = set()
         self._slot_of: dict[int, int] = {}  # descriptor of a held slot → its number
         self._serving_read: tuple[float, int] = (-1e9, 0)
         self._turns = threading.Condition()
@@ -108,11 +114,16 @@ class CpuBudget:
 
     # ---- ingest work
 
-    def _disable(self, exc: OSError) -> None:
-        if not self._broken:
+    def _failed(self, exc: OSError) -> None:
+        """A folder that cannot be used (no permission, not a folder, read-only) turns budgeting off for this
+        process; another error (too many open files) leaves only the unit at hand unbudgeted. Logged once each."""
+        if exc.errno in _PERMANENT:
             self._broken = True
+        if type(exc).__name__ not in self._logged:
+            self._logged.add(type(exc).__name__)
             log.warning("cpu.budget_unavailable", folder=str(self.folder), error=str(exc),
-                        effect="heavy work is not budgeted across processes")
+                        effect="heavy work is not budgeted across processes" if self._broken
+                        else "this unit of work is not budgeted")
 
     def _open(self, name: str) -> int:
         return os.open(self.folder / name, os.O_RDWR | os.O_CREAT, 0o600)
@@ -145,31 +156,41 @@ class CpuBudget:
         """``busy_serving``, read again at most every ``SERVING_TTL_S`` (it lists the folder)."""
         now = time.monotonic()
         if now - self._serving_read[0] > SERVING_TTL_S:
-            self._serving_read = (now, self.busy_serving())
+            try:
+                self._serving_read = (now, self.busy_serving())
+            except OSError as exc:  # the folder gone or unreadable: the last count stands
+                self._failed(exc)
+                self._made = False
         return self._serving_read[1]
 
     def try_slot(self) -> int | None:
         """A held slot's descriptor, or None when every slot ingest may use now is taken (``-1``: no budget)."""
-        if self._broken:
-            return -1
-        try:
-            if not self._made:
-                self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-                self._made = True
-            limit = max(1, self.cores - self._serving_now())  # ingest keeps one: a busy server still ingests
-            for i in range(limit):
-                fd = self._open(f"slot-{i}")
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    os.close(fd)
-                    continue
-                self._slot_of[fd] = i
-                return fd
-        except OSError as exc:
-            self._disable(exc)
-            return -1
-        return None
+        for attempt in range(2):
+            if self._broken:
+                return -1
+            try:
+                if not self._made:
+                    self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+                    self._made = True
+                limit = max(1, self.cores - self._serving_now())  # ingest keeps one: a busy server still ingests
+                for i in range(limit):
+                    fd = self._open(f"slot-{i}")
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        os.close(fd)
+                        continue
+                    self._slot_of[fd] = i
+                    return fd
+                return None
+            except FileNotFoundError as exc:  # the folder was removed (a /tmp cleaner): made again, once
+                self._made = False
+                if attempt:
+                    self._failed(exc)
+            except OSError as exc:
+                self._failed(exc)
+                return -1
+        return -1
 
     def should_yield(self, fd: int) -> bool:
         """Whether a unit holding ``fd`` across many short runs (a run of texts) should hand it back now: a unit
@@ -181,11 +202,12 @@ class CpuBudget:
             return True
         return self._slot_of.get(fd, 0) >= max(1, self.cores - self._serving_now())
 
-    def acquire(self) -> int:
-        """Wait for a slot (blocking) and return its descriptor for :meth:`release`. This process's units take
-        slots in the order they asked (first come, first served: a text of a long run asks again behind a parse
-        that waits); one freed here wakes the next at once, one freed by another process is seen within
-        ``POLL_S``."""
+    def acquire(self, what: str = "", abort: threading.Event | None = None) -> int:
+        """Wait for a slot (blocking) for the unit ``what`` and return its descriptor for :meth:`release`. This
+        process's units take slots in the order they asked (first come, first served: a text of a long run asks
+        again behind a parse that waits); one freed here wakes the next at once, one freed by another process is
+        seen within ``POLL_S``. A process told to stop (SIGTERM, Ctrl-C) or a set ``abort`` stops waiting: the
+        unit goes on without a slot (``-1``), so stopping never hangs on another process's work."""
         with self._turns:
             ticket = self._next_ticket
             self._next_ticket += 1
@@ -194,6 +216,8 @@ class CpuBudget:
                 while True:
                     if self._queue[0] == ticket and (fd := self.try_slot()) is not None:
                         return fd
+                    if (abort is not None and abort.is_set()) or received_signal() is not None:
+                        return -1
                     self._turns.wait(POLL_S)
             finally:
                 self._queue.remove(ticket)
@@ -208,22 +232,25 @@ class CpuBudget:
             self._turns.notify_all()
 
     @contextlib.contextmanager
-    def slot(self) -> Iterator[None]:
-        """Hold one slot while the block runs (waits for one; blocking: call it from a worker thread)."""
-        fd = self.acquire()
+    def slot(self, what: str = "") -> Iterator[None]:
+        """Hold one slot while the unit ``what`` runs (waits for one; blocking: call it from a worker thread)."""
+        fd = self.acquire(what)
         try:
             yield
         finally:
             self.release(fd)
 
     @contextlib.asynccontextmanager
-    async def async_slot(self) -> AsyncIterator[None]:
+    async def async_slot(self, what: str = "") -> AsyncIterator[None]:
         """:meth:`slot` for a coroutine: waits in a thread of its own, not on the event loop. A coroutine
-        cancelled while it waits takes no slot: one granted after that is handed back at once."""
-        waiting = self._waiters.submit(self.acquire)
+        cancelled while it waits takes no slot: its thread stops waiting, and one granted meanwhile is handed
+        back at once."""
+        abort = threading.Event()
+        waiting = self._waiters.submit(self.acquire, what, abort)
         try:
             fd = await asyncio.wrap_future(waiting)
         except asyncio.CancelledError:
+            abort.set()
             waiting.add_done_callback(self._release_granted)
             raise
         try:
@@ -259,40 +286,59 @@ class CpuBudget:
 
     @contextlib.contextmanager
     def serving(self) -> Iterator[None]:
-        """Mark this process as answering a question while the block runs (nested and concurrent uses count;
-        the first takes the mark, the last drops it). Never waits."""
+        """Mark this process as answering a question while the block runs (nested and concurrent uses count:
+        the mark is held while any is in flight). Never waits: a mark that could not be taken at once (another
+        process probing the file that microsecond) is tried again at the next question."""
         with self._lock:
             self._serving += 1
-            if self._serving == 1:
-                self._mark(True)
+            if not self._marked:
+                self._mark_on()
         try:
             yield
         finally:
             with self._lock:
                 self._serving -= 1
-                if self._serving == 0:
-                    self._mark(False)
+                if self._serving == 0 and self._marked:
+                    self._mark_off()
 
-    def _mark(self, on: bool) -> None:
+    def _serving_file(self) -> int:
+        """This process's ``serving-<pid>`` descriptor, opened again after a fork or when the file was removed
+        (a /tmp cleaner, a process of another pid namespace sharing the folder)."""
+        name = f"{SERVING_PREFIX}{os.getpid()}"
+        fd = self._serving_fd
+        if fd is not None and self._serving_path is not None and self._serving_path.name == name:
+            if os.fstat(fd).st_nlink > 0:
+                return fd
+            os.close(fd)
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._serving_path = self.folder / name
+        self._serving_fd = self._open(name)
+        return self._serving_fd
+
+    def _mark_on(self) -> None:
         self._serving_read = (-1e9, 0)  # this process's own count changed: read it afresh
         if self._broken:
             return
         try:
-            if self._serving_fd is None or self._serving_path is None or self._serving_path.name != f"{SERVING_PREFIX}{os.getpid()}":
-                self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-                self._serving_path = self.folder / f"{SERVING_PREFIX}{os.getpid()}"
-                self._serving_fd = self._open(self._serving_path.name)
-            if not on:
-                fcntl.flock(self._serving_fd, fcntl.LOCK_UN)
-                return
+            fd = self._serving_file()
             for _ in range(3):  # a probe holds its shared lock for microseconds
                 try:
-                    fcntl.flock(self._serving_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    self._marked = True
                     return
                 except BlockingIOError:
                     time.sleep(0)
         except OSError as exc:
-            self._disable(exc)
+            self._failed(exc)
+
+    def _mark_off(self) -> None:
+        self._serving_read = (-1e9, 0)
+        self._marked = False
+        if self._serving_fd is not None:
+            try:
+                fcntl.flock(self._serving_fd, fcntl.LOCK_UN)
+            except OSError as exc:
+                self._failed(exc)
 
 
 def _alive(pid: int) -> bool:
