@@ -142,7 +142,7 @@ def render(r: StageReport) -> str:
         f"- the embedder alone over the same {r.embedded_texts} distinct texts (chunks, nodes, descriptions, printed "
         f"lines; ingest asked for {r.asked_texts}): {r.alone_s:.1f} s, {r.alone_per_s:.1f} texts/s; ingest embedded "
         f"them in {r.seconds:.1f} s — **{100 * ratio:.1f} % of the embedder's limit**",
-        f"- CPU budget (`KB_CPU_CORES`): {r.budget_cores} cores shared by parsing, trees, embedding runs and stores",
+        f"- CPU budget (`KB_CPU_CORES`): {r.budget_cores} cores shared by parses, trees, chunking, facts and embedding runs",
         "",
         *table(["stage", "seconds (summed over files)", "share"], rows, align="lrr"),
         "",
