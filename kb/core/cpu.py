@@ -1,22 +1,23 @@
 """One CPU budget for every ``kb`` process of a machine: heavy ingest work never runs on more cores than there are.
 
-A unit of heavy ingest work — one text through the embedding model, one file's parse (in a parser process), one
-file's tree and summaries, its chunking, its facts — holds one of ``cores`` slots while it runs; a process's units
-take slots first come, first served. A run of texts keeps its slot from one text to the next and hands it back
-when a unit of its process waits or a question needs the core (:meth:`CpuBudget.should_yield`). The slots are lock files ``slot-<i>`` in one folder that every process on the machine
-shares (``KB_CPU_DIR``, default ``<tmp>/kb-cpu-<uid>``), held with an exclusive ``flock``: the kernel drops a lock
-when its holder dies, so a killed process never keeps a slot. Two ``kb ingest`` runs, the job worker of a
-``kb serve`` and its parser processes together run at most ``cores`` such units at once (``KB_CPU_CORES``, default
-the cores this process may use: its affinity and its container's CPU quota).
+A unit of heavy ingest work — one file's parse (in a parser process), its tree and summaries, its chunking, its
+facts, and each thread running ingest's texts through the embedding model — holds one of ``cores`` slots while it
+runs. The slots are lock files ``slot-<i>`` in one folder every process of the user shares (``KB_CPU_DIR``,
+default ``<tmp>/kb-cpu-<uid>``), held with an exclusive ``flock``: the kernel drops a lock when its holder dies, so
+a killed process never keeps a slot. Two ``kb ingest`` runs, the job worker of a ``kb serve``, ``kb worker``
+processes and their parser processes together run at most ``cores`` such units (``KB_CPU_CORES``, default the
+cores this process may use: its affinity, capped by its container's CPU quota). A process's units take slots first
+come, first served; a run of texts keeps its slot from one text to the next and hands it back when a unit of its
+process waits or a question needs the core (:meth:`CpuBudget.should_yield`).
 
 Questions come first: a process with a question in flight holds ``serving-<pid>`` (:meth:`CpuBudget.serving`), and
-each such process keeps one core free of ingest work — a new unit waits until one is free (it polls every few
-milliseconds; a unit already running finishes first: one text, at most one file's stage). Ingest always keeps one
-unit running, so a server that is never idle still ingests: when every core answers questions that one unit is
-the only excess, at its lower priority (``KB_INGEST_NICE``). Not counted: the light work of event loops, Postgres'
-work (a document's store, a question's reads), and the torch runtime (``KB_EMBEDDING_RUNTIME=torch`` runs its batches on
-``KB_EMBEDDING_THREADS`` threads by priority only). A folder that cannot be used leaves every process working as
-if alone (logged once).
+each such process keeps one core free of ingest work — a new unit waits until one is free (a unit already running
+finishes first: one text, at most one file's stage). Ingest always keeps one unit running, so a server that is never
+idle still ingests: when every core answers questions that one unit is the only excess, at its lower priority
+(``KB_INGEST_NICE``). Not counted: the light work of event loops, Postgres' work (a document's store, a question's
+reads) and the torch runtime (``KB_EMBEDDING_RUNTIME=torch`` runs its batches on ``KB_EMBEDDING_THREADS`` threads
+by priority only). A stopping process stops waiting for slots; a folder that cannot be used leaves every process
+working as if alone (logged once).
 """
 
 from __future__ import annotations
