@@ -37,6 +37,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import structlog
 
 from kb.core.process import received_signal
@@ -136,19 +137,10 @@ class CpuBudget:
         for entry in os.scandir(self.folder):
             if not entry.name.startswith(SERVING_PREFIX):
                 continue
-            try:
-                fd = os.open(entry.path, os.O_RDONLY)
-            except FileNotFoundError:
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                busy += 1
-                continue
-            finally:
-                os.close(fd)
+            locked = _locked(entry.path)
+            busy += bool(locked)
             pid = entry.name[len(SERVING_PREFIX):]
-            if pid.isdigit() and not _alive(int(pid)):
+            if locked is False and pid.isdigit() and not psutil.pid_exists(int(pid)):
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)
         return busy
@@ -265,19 +257,8 @@ class CpuBudget:
 
     def use(self) -> BudgetUse:
         """Slots held and processes serving, read from the folder (for status and tests)."""
-        held = 0
         try:
-            for i in range(self.cores):
-                path = self.folder / f"slot-{i}"
-                if not path.exists():
-                    continue
-                fd = os.open(path, os.O_RDONLY)
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    held += 1
-                finally:
-                    os.close(fd)
+            held = sum(bool(_locked(self.folder / f"slot-{i}")) for i in range(self.cores))
             serving = self.busy_serving() if self.folder.is_dir() else 0
         except OSError:
             return BudgetUse(self.cores, 0, 0)
@@ -342,14 +323,20 @@ class CpuBudget:
                 self._failed(exc)
 
 
-def _alive(pid: int) -> bool:
+def _locked(path: str | Path) -> bool | None:
+    """Whether another open file holds an exclusive lock on ``path`` (a held slot, a serving mark); None when
+    there is no such file."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
         return True
-    return True
+    finally:
+        os.close(fd)
+    return False
 
 
 @functools.cache

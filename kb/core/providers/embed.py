@@ -188,7 +188,8 @@ def build_embedder(model: str, batch_size: int = 64, *, threads: int | None = No
     exported ONNX files. The bundled model with ``runtime="onnx"`` (``KB_EMBEDDING_RUNTIME``) runs on
     onnxruntime in fp32 under its own id — the same vectors (cosine ≥ 1 − 1e-6) — and on torch when the
     export cannot be made (logged). ``background_nice``: how far below normal priority the ONNX models run
-    ingest's texts (``embed_background``), each holding a slot of ``budget`` (``kb.core.cpu``) while it runs."""
+    ingest's texts (``embed_background``), each thread holding a slot of ``budget`` (``kb.core.cpu``) while it has
+    texts to run."""
     if model == BUNDLED_MINILM and runtime == "onnx":
         from kb.core.providers.onnx_embed import OnnxMiniLMEmbedder
 
