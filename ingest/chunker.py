@@ -24,7 +24,7 @@ import structlog
 import tiktoken
 
 from kb.core.settings import IngestSettings
-from kb.core.text import count_tokens, normalize_title
+from kb.core.text import count_tokens, count_tokens_capped, normalize_title
 from kb.core.types import ChunkDraft, DocumentTree, TreeNode
 
 log = structlog.get_logger("ingest.chunker")
@@ -85,7 +85,28 @@ def _pdf_paragraphs(text: str) -> list[Span]:
 # --------------------------------------------------------------------------- windows
 
 
-def _pieces(text: str, span: Span, chunk_tokens: int, piece_tokens: int) -> list[tuple[int, int, int]]:
+class _Counts:
+    """Token counts of slices of one text, each slice counted once; exact up to ``cap`` (``chunk_tokens``), which
+    is all packing needs to know of a longer one (``count_tokens_capped``)."""
+
+    def __init__(self, text: str, cap: int) -> None:
+        self.text, self.cap = text, cap
+        self.known: dict[Span, int] = {}
+
+    def __call__(self, a: int, b: int) -> int:
+        n = self.known.get((a, b))
+        if n is None:
+            n = self.known[(a, b)] = count_tokens_capped(self.text[a:b], self.cap)
+        return n
+
+    def exact(self, a: int, b: int) -> int | None:
+        """``text[a:b]``'s count when it was counted and is at most ``cap``, else None."""
+        n = self.known.get((a, b))
+        return n if n is not None and n <= self.cap else None
+
+
+def _pieces(text: str, span: Span, chunk_tokens: int, piece_tokens: int,
+            counts: _Counts) -> list[tuple[int, int, int]]:
     """Cut a long span into pieces ≤ ``chunk_tokens``: sentences, else lines, else token runs."""
     out: list[tuple[int, int, int]] = []
     a, b = span
@@ -98,12 +119,12 @@ def _pieces(text: str, span: Span, chunk_tokens: int, piece_tokens: int) -> list
     for sa, sb in sentences:
         if sa >= sb:
             continue
-        tokens = count_tokens(text[sa:sb])
+        tokens = counts(sa, sb)
         if tokens <= chunk_tokens:
             out.append((sa, sb, tokens))
             continue
         for la, lb in _line_spans(text, sa, sb):
-            lt = count_tokens(text[la:lb])
+            lt = counts(la, lb)
             if lt <= chunk_tokens:
                 out.append((la, lb, lt))
             else:
@@ -124,7 +145,8 @@ def _token_pieces(text: str, a: int, b: int, size: int) -> list[tuple[int, int, 
     return out
 
 
-def _window(text: str, pieces: list[tuple[int, int, int]], chunk_tokens: int, overlap_tokens: int) -> list[Span]:
+def _window(pieces: list[tuple[int, int, int]], chunk_tokens: int, overlap_tokens: int,
+            counts: _Counts) -> list[Span]:
     """Sliding window over pieces: each window ≤ ``chunk_tokens`` (checked on the joined text);
     consecutive windows share whole pieces worth at most ``overlap_tokens``."""
     spans: list[Span] = []
@@ -134,7 +156,7 @@ def _window(text: str, pieces: list[tuple[int, int, int]], chunk_tokens: int, ov
         while j < n and (j == i or total + pieces[j][2] <= chunk_tokens):
             total += pieces[j][2]
             j += 1
-        while j - i > 1 and count_tokens(text[pieces[i][0] : pieces[j - 1][1]]) > chunk_tokens:
+        while j - i > 1 and counts(pieces[i][0], pieces[j - 1][1]) > chunk_tokens:
             j -= 1  # separators between pieces cost tokens too
         spans.append((pieces[i][0], pieces[j - 1][1]))
         if j >= n:
@@ -151,23 +173,25 @@ _PARAGRAPHS = {"page": _pdf_paragraphs, "paragraph": _unit_lines}
 """How a node's text splits into paragraphs, by unit (Markdown blank-line paragraphs otherwise)."""
 
 
-def _chunk_spans(text: str, unit: str, chunk_tokens: int, overlap_tokens: int) -> list[Span]:
+def _chunk_spans(text: str, unit: str, chunk_tokens: int, overlap_tokens: int) -> list[tuple[int, int, int | None]]:
+    """The chunks' spans of ``text``, each with its token count when it is known (None when not)."""
     paragraphs = _PARAGRAPHS.get(unit, _markdown_paragraphs)(text)
+    counts = _Counts(text, chunk_tokens)
     piece_tokens = max(8, overlap_tokens // 2 if overlap_tokens >= 16 else chunk_tokens // 4)
     spans: list[Span] = []
     cur: Span | None = None
     cur_tokens = 0
     for a, b in paragraphs:
-        tokens = count_tokens(text[a:b])
+        tokens = counts(a, b)
         if tokens > chunk_tokens:
             if cur:
                 spans.append(cur)
                 cur, cur_tokens = None, 0
-            pieces = _pieces(text, (a, b), chunk_tokens, piece_tokens)
-            spans.extend(_window(text, pieces, chunk_tokens, overlap_tokens))
+            pieces = _pieces(text, (a, b), chunk_tokens, piece_tokens, counts)
+            spans.extend(_window(pieces, chunk_tokens, overlap_tokens, counts))
             continue
         if cur and cur_tokens + tokens < chunk_tokens:
-            merged = count_tokens(text[cur[0] : b])
+            merged = counts(cur[0], b)
             if merged <= chunk_tokens:
                 cur, cur_tokens = (cur[0], b), merged
                 continue
@@ -176,7 +200,7 @@ def _chunk_spans(text: str, unit: str, chunk_tokens: int, overlap_tokens: int) -
         cur, cur_tokens = (a, b), tokens
     if cur:
         spans.append(cur)
-    return spans
+    return [(a, b, counts.exact(a, b)) for a, b in spans]
 
 
 # --------------------------------------------------------------------------- table context
@@ -281,16 +305,17 @@ def chunk_node(
     bounds = _page_boundaries(node, page_texts) if pdf and page_texts else None
     if bounds and page_aligned:
         cuts = [off for off, _ in bounds] + [len(text)]
-        spans = [(lo + a, lo + b) for lo, hi in zip(cuts, cuts[1:], strict=False) if hi > lo
-                 for a, b in _chunk_spans(text[lo:hi], node.unit, chunk_tokens, overlap_tokens)]
+        spans = [(lo + a, lo + b, n) for lo, hi in zip(cuts, cuts[1:], strict=False) if hi > lo
+                 for a, b, n in _chunk_spans(text[lo:hi], node.unit, chunk_tokens, overlap_tokens)]
     else:
         spans = _chunk_spans(text, node.unit, chunk_tokens, overlap_tokens)
     heading_path = " > ".join(node.path)
     out: list[ChunkDraft] = []
-    for a, b in spans:
+    for a, b, known in spans:
         piece = text[a:b].strip()
         if len(piece) < min_chars:
             continue
+        tokens = known if known is not None and len(piece) == b - a else count_tokens(piece)
         context = ""
         if pdf:
             page: int | None = _page_at(bounds, a) if bounds else node.start
@@ -301,7 +326,7 @@ def chunk_node(
             page = page_end = None
         out.append(
             ChunkDraft(node_id=node.node_id, ordinal=len(out), text=piece, page=page,
-                       token_count=count_tokens(piece), heading_path=heading_path, page_end=page_end,
+                       token_count=tokens, heading_path=heading_path, page_end=page_end,
                        context=context)
         )
     return out

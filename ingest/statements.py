@@ -35,8 +35,12 @@ _FIGURE = re.compile(
 )
 
 
+_DIGIT = re.compile(r"\d")
+
+
 def _numeric_share(lines: Sequence[str]) -> float:
-    return sum(1 for ln in lines if _FIGURE.search(ln)) / max(1, len(lines))
+    """The share of ``lines`` holding a figure (every ``_FIGURE`` holds a digit: a line without one is not tried)."""
+    return sum(1 for ln in lines if _DIGIT.search(ln) and _FIGURE.search(ln)) / max(1, len(lines))
 
 
 def page_statement(text: str) -> str:

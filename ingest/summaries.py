@@ -26,7 +26,7 @@ from kb.core.errors import LLMError
 from kb.core.providers import ChatModel
 from kb.core.providers.steps import ask
 from kb.core.settings import IngestSettings
-from kb.core.text import count_tokens, split_sentences, tokenize, truncate_tokens
+from kb.core.text import count_tokens, count_tokens_capped, split_sentences, tokenize, truncate_tokens
 from kb.core.types import DocumentTree, TreeNode
 
 log = structlog.get_logger("ingest.summaries")
@@ -51,18 +51,22 @@ def _flat(text: str) -> str:
 _TWO_LETTERS = re.compile(r"[A-Za-z]{2}")
 
 
+_NOT_DIGIT = bytes(c for c in range(128) if not chr(c).isdigit())
+_LOWER = re.compile(r"[a-z]")
+
+
 def _informative(sentence: str) -> bool:
     words = sentence.split()
     if not 6 <= len(words) <= 80:
         return False
-    alpha = [w for w in words if _TWO_LETTERS.search(w)]
-    letters = [c for c in sentence if c.isalpha()]
-    digits = sum(c.isdigit() for c in sentence)
-    return (
-        len(alpha) >= 0.65 * len(words)
-        and digits <= 0.15 * max(1, len(sentence))
-        and not all(c.isupper() for c in letters)
-    )
+    alpha = sum(1 for w in words if _TWO_LETTERS.search(w))
+    if sentence.isascii():  # the same counts, without a call per character
+        digits = len(sentence.encode().translate(None, _NOT_DIGIT))
+        capitals = not _LOWER.search(sentence)  # no letter, or every letter a capital
+    else:
+        digits = sum(c.isdigit() for c in sentence)
+        capitals = all(c.isupper() for c in sentence if c.isalpha())
+    return alpha >= 0.65 * len(words) and digits <= 0.15 * max(1, len(sentence)) and not capitals
 
 
 _TRAILING_FIGURES = re.compile(r"(?:\s+(?:\$|\(?-?\$?\d[\d,]*(?:\.\d+)?\)?%?|[—–-]|n/?m))+\s*$", re.I)
@@ -323,7 +327,7 @@ async def summarize_tree(
     long_nodes: list[tuple[TreeNode, str]] = []
     for node in tree.nodes:
         text = strip_title_lines(texts[node.node_id], node.title)
-        if count_tokens(text) < settings.summary_token_threshold:
+        if count_tokens_capped(text, settings.summary_token_threshold) < settings.summary_token_threshold:
             base[node.node_id] = _flat(text)
         else:
             long_nodes.append((node, text))

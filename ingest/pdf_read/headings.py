@@ -101,13 +101,14 @@ def numbering_of(text: str) -> str:
 
 _NUMERIC_TOKEN = re.compile(r"^[\(\-–$€£%]*[\d,.]+[%)]*$")
 _TERMINAL = re.compile(r"[.;:,]$")
+_DIGIT = re.compile(r"\d")
 
 
 def _numeric_heavy(text: str, numbering: str) -> bool:
     tokens = text.split()
     if numbering:
         tokens = tokens[1:] if numbering.startswith("dec") else tokens[2:]
-    nums = sum(1 for t in tokens if _NUMERIC_TOKEN.match(t) and any(c.isdigit() for c in t))
+    nums = sum(1 for t in tokens if _NUMERIC_TOKEN.match(t) and _DIGIT.search(t))  # not "..." or "(—)"
     return nums >= 2 and nums >= 0.3 * max(len(tokens), 1)
 
 

@@ -35,6 +35,12 @@ _PIXEL_BROKEN = 0.2  # of those that could not be rebuilt: its lines and sizes a
 _MIN_LETTERS = 40  # fewer letters than this in the whole file: a scan
 _MIN_LETTER_SHARE = 0.3  # fewer of the visible characters being letters: glyph codes that are not characters
 _FIGURE_CHARS = frozenset("0123456789.,$%()-–")  # a table of figures is text too: these do not count as visible
+
+
+def _visible(text: str) -> int:
+    """How many characters of ``text`` are neither white space nor in ``_FIGURE_CHARS``."""
+    solid = "".join(text.split())  # str.split() drops exactly the characters str.isspace() accepts
+    return len(solid) - sum(map(solid.count, _FIGURE_CHARS))
 LAYOUT_PAGES = 40  # pages whose full line layout is kept (printed-TOC detection)
 _MuPdfError = pymupdf.mupdf.FzErrorBase
 
@@ -212,7 +218,7 @@ def read_pdf(
             for ln in lines:
                 size_chars[round(ln.size * 2) / 2] += len(ln.text)
                 letters += _letters(ln.text)
-                visible += sum(1 for c in ln.text if not c.isspace() and c not in _FIGURE_CHARS)
+                visible += _visible(ln.text)
                 chars += len(ln.text) - ln.text.count(" ")
             if i < layout_pages:
                 layout.append(tuple(LineInfo(ln.text, round(ln.x0, 1), ln.size, ln.bold) for ln in lines))

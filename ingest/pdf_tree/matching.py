@@ -13,7 +13,8 @@ from kb.core.text import normalize_title
 def compact(text: str) -> str:
     """Title key for fuzzy matching: accents stripped, lowercase alphanumerics only, no spaces."""
     t = unicodedata.normalize("NFKD", text)
-    t = "".join(ch for ch in t if not unicodedata.combining(ch))
+    if not t.isascii():  # no ASCII character combines
+        t = "".join(ch for ch in t if not unicodedata.combining(ch))
     return normalize_title(t).replace(" ", "")
 
 

@@ -37,6 +37,11 @@ _TOKEN = regex.compile(
 _LATIN = regex.compile(r"\p{Latin}+")
 _WORD = regex.compile(rf"{_START}(?:[{_OTHER}\-.%$']*[{_OTHER}%])?", regex.V1)
 """``_TOKEN``'s ``word`` alternative alone: all it can match in a text without Han, kana or Hangul."""
+_ASCII_WORD = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.%$']*[a-zA-Z0-9%])?")
+"""``_WORD`` in a text whose other characters can be in no word (``_in_no_word``): the same matches, found by
+``re`` in about half the time."""
+_IN_WORD = regex.compile(rf"{_START}|{_OTHER}", regex.V1)
+_ASCII = frozenset(map(chr, range(128)))
 _CJK = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}ー]", regex.V1)
 
 STOPWORDS = frozenset(
@@ -80,6 +85,15 @@ def count_tokens(text: str) -> int:
     if not text:
         return 0
     return len(_encoding().encode(text, disallowed_special=()))
+
+
+def count_tokens_capped(text: str, cap: int) -> int:
+    """``count_tokens(text)`` when it is at most ``cap``; above ``cap`` a number above it, not always the count:
+    a text of more than ``cap`` words is not counted, for every word (a run without ASCII white space) is at
+    least one cl100k token (its pieces before byte-pair merging never join two such runs)."""
+    if len(text) > cap and len(text.encode().split()) > cap:
+        return cap + 1
+    return count_tokens(text)
 
 
 def truncate_tokens(text: str, max_tokens: int) -> str:
@@ -127,7 +141,8 @@ def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
     norm = unicodedata.normalize("NFKC", text).lower().replace("\u2019", "'")
     fold = _fold_keep if keep_stopwords else _fold
     if not _CJK.search(norm):  # words only: no match objects, each distinct word folded once
-        return [w for w in map(fold, _WORD.findall(norm)) if w]
+        words = _ASCII_WORD if norm.isascii() or _in_no_word(norm) else _WORD
+        return [w for w in map(fold, words.findall(norm)) if w]
     out: list[str] = []
     for m in _TOKEN.finditer(norm):
         kind, tok = m.lastgroup, m.group(0)
@@ -138,6 +153,16 @@ def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
         elif w := fold(tok):
             out.append(w)
     return out
+
+
+def _in_no_word(text: str) -> bool:
+    """Can none of ``text``'s characters outside ASCII be part of a ``_WORD`` (dashes, quotes, bullets, symbols)?"""
+    return all(map(_separates, set(text).difference(_ASCII)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _separates(char: str) -> bool:
+    return _IN_WORD.match(char) is None
 
 
 def _trim(word: str) -> str:
@@ -228,9 +253,12 @@ def split_sentences(text: str) -> list[str]:
     return [s for s in out if s]
 
 
+_NOT_TITLE_CHARS = re.compile(r"[^0-9a-z\u4e00-\u9fff]+")
+
+
 def normalize_title(text: str) -> str:
     """Lowercase, collapse whitespace and drop punctuation, for fuzzy title matching."""
-    return " ".join(re.sub(r"[^0-9a-z\u4e00-\u9fff]+", " ", text.lower()).split())
+    return " ".join(_NOT_TITLE_CHARS.sub(" ", text.lower()).split())
 
 
 def jsonl_objects(text: str, name: str, error: type[Exception]) -> Iterator[tuple[int, dict[str, Any]]]:
