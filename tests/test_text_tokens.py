@@ -4,6 +4,7 @@ against the real embedded Postgres (issue 23 item 1)."""
 from __future__ import annotations
 
 import shutil
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -11,10 +12,40 @@ import pytest
 
 from ingest.markdown_tree import decode_text_file
 from ingest.reindex import ensure_tokens
+from kb.core import text as kb_text
 from kb.core.db import SQL_DIR, create_pool, migrate
 from kb.core.errors import IngestError
-from kb.core.text import TOKENIZER_VERSION, figures, index_tokens, tokenize
+from kb.core.text import TOKENIZER_VERSION, count_tokens, count_tokens_capped, figures, index_tokens, tokenize
 from router import store
+
+
+def _by_regex(text: str) -> list[str]:
+    """tokenize's words as the ``regex`` pattern finds them (the path every text took before the ``re`` one)."""
+    norm = unicodedata.normalize("NFKC", text).lower().replace("\u2019", "'")
+    return [w for w in map(kb_text._fold, kb_text._WORD.findall(norm)) if w]
+
+
+@pytest.mark.parametrize("text", [
+    "Net sales — up 5% to $497.3 million • “record” ® results; 10-k filings' 3.5% rate ½ ☐ ☒ §12",
+    "Société Générale’s café rose 3% — l’année",  # letters outside ASCII: the regex path
+    "İstanbul office",  # lower() makes a combining dot: a mark in a word
+    "Revenue\u200bgrew\u200e twice\u00a0over",  # zero-width space, a direction mark, a no-break space
+    "नमस्ते revenue",  # Devanagari vowel signs are marks inside words
+    "under_score ｆｕｌｌ-width ①② x²",
+])
+def test_the_word_path_by_re_finds_the_same_words(text: str) -> None:
+    assert tokenize(text) == _by_regex(text)
+
+
+@pytest.mark.parametrize("text", [
+    "", "a", "Revenue was $12.5 million.", ".\x1c.", "a\x0bb\x0cc", "1,234,567 89.5%", "'s 'll 've",
+    "word " * 300, "1,234 " * 120, "交易性金融资产 " * 40, "\t\n  spaced   out \r\n" * 30,
+])
+@pytest.mark.parametrize("cap", [1, 5, 160, 400])
+def test_capped_counts_are_exact_up_to_the_cap(text: str, cap: int) -> None:
+    n = count_tokens(text)
+    capped = count_tokens_capped(text, cap)
+    assert capped == n if n <= cap else capped > cap
 
 
 def test_accented_words_stay_whole() -> None:
