@@ -17,7 +17,7 @@ import asyncpg
 import msgspec
 import structlog
 
-from ingest import store
+from ingest import bulk_index, store
 from ingest.files import OUTSIDE_ROOT, hard_link
 from ingest.formats import format_of
 from ingest.metadata import load_folder_metadata
@@ -463,6 +463,7 @@ class Worker:
         pool = self.ctx.pool
         for job_id in await store.give_up_items(pool, self.stale_s, MAX_ATTEMPTS):
             await store.maybe_finish_job(pool, job_id)
+        await self.rebuild_indexes()  # held back by a job cancelled or ended elsewhere, or by a process gone
         for deleting in await stalled_deletes(pool, self.stale_s):  # its deleter (a server) stopped half-way
             log.info("worker.delete_resumed", doc_id=deleting.id)
             await finish_document_delete(pool, deleting)
@@ -482,6 +483,8 @@ class Worker:
         """Ingest one claimed item and record its outcome (or hand it back)."""
         pool = self.ctx.pool
         job = await store.job_for_item(pool, item["job_id"])
+        if job is not None and job["status"] == "queued":  # its first file: a bulk job holds the vector index back
+            await self._defer_index(item["job_id"])
         await store.mark_job_running(pool, item["job_id"])
         log.info("worker.item_claimed", job_id=item["job_id"], name=item["name"], attempt=item["attempts"])
         started = time.perf_counter()
@@ -521,10 +524,31 @@ class Worker:
         await store.finish_item(pool, item["id"], outcome.status, outcome.error, outcome.document_id,
                                 outcome.pages, outcome.chunks, time.perf_counter() - started, self.name,
                                 outcome.llm_calls)
-        await store.maybe_finish_job(pool, item["job_id"])
+        try:
+            await self.rebuild_indexes(item["job_id"])  # its job's last file: the index held back, built before done
+        finally:
+            await store.maybe_finish_job(pool, item["job_id"])
         if job["upload"] and outcome.status == "skipped":  # a copy of a stored document: not kept (a failed or
             await discard_upload(pool, item["path"])  # cancelled one stays for a retry until its item is removed)
         return True
+
+    async def _defer_index(self, job_id: int) -> None:
+        """``bulk_index.defer_for_job``; a database error there is logged and the job goes on with the index."""
+        try:
+            await bulk_index.defer_for_job(self.ctx.pool, job_id, enabled=self.ctx.settings.defer_vector_index)
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
+            log.warning("worker.index_deferral_failed", job_id=job_id, error=str(exc))
+
+    async def rebuild_indexes(self, job_id: int | None = None) -> None:
+        """``bulk_index.rebuild_for_job`` (with ``job_id``) or ``rebuild_released``; a failed build stays recorded
+        for the next call (logged)."""
+        try:
+            if job_id is not None:
+                await bulk_index.rebuild_for_job(self.ctx.pool, job_id)
+            else:
+                await bulk_index.rebuild_released(self.ctx.pool)
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
+            log.error("worker.index_rebuild_failed", job_id=job_id, error=str(exc))
 
     async def _write_progress(self, item_id: int, stage: list[tuple[str, int, int]]) -> None:
         """Write the latest stage of the file in hand every ``PROGRESS_S`` (until cancelled)."""

@@ -1131,6 +1131,77 @@ async def create_index(conn: asyncpg.Connection, indexdef: str, *, vector_type: 
     await conn.execute(indexdef, timeout=LONG_STATEMENT_S)
 
 
+# ---- a vector index held back by a bulk ingest (ingest.bulk_index)
+
+SQL_LOCK_DEFERRED = "SELECT pg_advisory_xact_lock(7351100003)"  # one deferral or rebuild at a time
+SQL_CHUNK_HNSW = """
+SELECT indexname, indexdef FROM pg_indexes
+WHERE schemaname = current_schema() AND tablename = 'chunks' AND indexdef ~ 'USING hnsw '
+ORDER BY indexname"""
+SQL_CHUNKS_UP_TO = "SELECT count(*) FROM (SELECT 1 FROM chunks LIMIT $1) s"
+SQL_RECORD_DEFERRED = """
+INSERT INTO deferred_indexes (indexname, indexdef, job_id, holder) VALUES ($1, $2, $3, $4)"""
+SQL_DEFERRED = "SELECT indexname, job_id, holder, since FROM deferred_indexes ORDER BY since"
+SQL_TAKE_DEFERRED = "DELETE FROM deferred_indexes WHERE indexname = $1 RETURNING indexdef"
+SQL_INDEX_EXISTS = "SELECT EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND indexname = $1)"
+SQL_JOB_PATHS = "SELECT path FROM ingest_job_items WHERE job_id = $1 AND status IN ('pending', 'running')"
+SQL_JOB_OPEN = "SELECT EXISTS (SELECT 1 FROM ingest_job_items WHERE job_id = $1 AND status IN ('pending', 'running'))"
+SQL_LOCK_TIMEOUT = "SET LOCAL lock_timeout = '2s'"
+SQL_NO_LOCK_TIMEOUT = "SET LOCAL lock_timeout = 0"
+
+
+async def lock_deferred(conn: asyncpg.Connection) -> None:
+    """Serialise deferrals and rebuilds of the chunks' vector index (to the caller's transaction's end); a
+    statement that then waits over 2 s for a table lock fails (``LockNotAvailableError``) instead of queueing
+    every query of the table behind it."""
+    await conn.execute(SQL_LOCK_DEFERRED, timeout=LONG_STATEMENT_S)
+    await conn.execute(SQL_LOCK_TIMEOUT)
+
+
+async def wait_for_locks(conn: asyncpg.Connection) -> None:
+    """Undo ``lock_deferred``'s 2 s bound for the rest of the transaction (a rebuild waits for writers)."""
+    await conn.execute(SQL_NO_LOCK_TIMEOUT)
+
+
+async def chunk_vector_index(conn: asyncpg.Connection) -> asyncpg.Record | None:
+    """The chunks' HNSW index as the catalog has it (indexname, indexdef); None when there is none."""
+    return await conn.fetchrow(SQL_CHUNK_HNSW)
+
+
+async def chunks_up_to(conn: asyncpg.Connection, limit: int) -> int:
+    """How many chunks are stored, counted up to ``limit`` (a bounded count, whatever the table holds)."""
+    return int(await conn.fetchval(SQL_CHUNKS_UP_TO, limit, timeout=LONG_STATEMENT_S))
+
+
+async def record_deferred(conn: asyncpg.Connection, name: str, indexdef: str, job_id: int | None,
+                          holder: str) -> None:
+    await conn.execute(SQL_RECORD_DEFERRED, name, indexdef, job_id, holder)
+
+
+async def deferred_indexes(db: asyncpg.Connection | asyncpg.Pool) -> list[asyncpg.Record]:
+    """The indexes held back: indexname, job_id, holder, since."""
+    return await db.fetch(SQL_DEFERRED)
+
+
+async def take_deferred(conn: asyncpg.Connection, name: str) -> str | None:
+    """Remove the record of a held-back index and return its definition (None when another process took it)."""
+    return await conn.fetchval(SQL_TAKE_DEFERRED, name)
+
+
+async def index_exists(conn: asyncpg.Connection, name: str) -> bool:
+    return bool(await conn.fetchval(SQL_INDEX_EXISTS, name))
+
+
+async def job_open(pool: asyncpg.Pool, job_id: int) -> bool:
+    """Has job ``job_id`` files still pending or running?"""
+    return bool(await pool.fetchval(SQL_JOB_OPEN, job_id))
+
+
+async def job_paths(pool: asyncpg.Pool, job_id: int) -> list[str]:
+    """The paths of a job's files still to ingest (pending or running)."""
+    return [r["path"] for r in await pool.fetch(SQL_JOB_PATHS, job_id)]
+
+
 SQL_VECTOR_BYTES = """
 SELECT count(*) * (SELECT CASE WHEN t.typname = 'halfvec' THEN 2 ELSE 4 END * a.atttypmod
                    FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid

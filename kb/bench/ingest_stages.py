@@ -43,6 +43,8 @@ class StageReport:
     embedded_texts: int = 0  # distinct texts: what the embedder alone runs
     asked_texts: int = 0  # texts ingest asked for (a text repeated within a file is embedded once)
     budget_cores: int = 0
+    index_deferred: bool = False  # the chunks' vector index held back and built once at the end (ingest.bulk_index)
+    index_build_s: float = 0.0  # that build, inside ``seconds``
     alone_s: float = 0.0
     batch: int = 0
     at_a_time: int = 1
@@ -72,6 +74,7 @@ class _Recording:
 
 
 async def run_stages(files: Sequence[Path], folder: Path) -> StageReport:
+    from ingest import bulk_index
     from ingest.embedding import CachedEmbedder
     from ingest.pipeline import ingest_file
     from ingest.store import delete_document, list_documents
@@ -112,7 +115,13 @@ async def run_stages(files: Sequence[Path], folder: Path) -> StageReport:
                         report.stage_s[stage] = report.stage_s.get(stage, 0.0) + ms / 1000
 
             started = time.perf_counter()
-            await asyncio.gather(*(take_files() for _ in range(report.at_a_time)))
+            deferral = await bulk_index.defer_for_files(rt.pool, files, enabled=settings.ingest.defer_vector_index)
+            try:  # as a job does: the index held back while its files go in, built once they are in
+                await asyncio.gather(*(take_files() for _ in range(report.at_a_time)))
+            finally:
+                if deferral is not None:
+                    report.index_deferred = True
+                    report.index_build_s = (await bulk_index.rebuild(rt.pool, deferral.index)).seconds
             report.seconds = time.perf_counter() - started
         texts = list(dict.fromkeys(recording.texts))  # each distinct text once: the least embedding ingest needs
         report.asked_texts = len(recording.texts)
@@ -143,6 +152,9 @@ def render(r: StageReport) -> str:
         f"lines; ingest asked for {r.asked_texts}): {r.alone_s:.1f} s, {r.alone_per_s:.1f} texts/s; ingest embedded "
         f"them in {r.seconds:.1f} s — **{100 * ratio:.1f} % of the embedder's limit**",
         f"- CPU budget (`KB_CPU_CORES`): {r.budget_cores} cores shared by parses, trees, chunking, facts and embedding runs",
+        "- the chunks' vector index (`KB_INGEST_DEFER_INDEX`): " + (
+            f"held back while the files went in, then built in {r.index_build_s:.1f} s (counted in the "
+            f"{r.seconds:.1f} s)" if r.index_deferred else "each chunk inserted into it as it was stored"),
         "",
         *table(["stage", "seconds (summed over files)", "share"], rows, align="lrr"),
         "",

@@ -176,6 +176,9 @@ class IngestSettings:
     chunk_tokens: int = setting("KB_CHUNK_TOKENS", 160,
                                 "chunk size in tokens (the embedder reads about 200; measured: README, Benchmarks)")
     chunk_overlap_tokens: int = setting("KB_CHUNK_OVERLAP_TOKENS", 32, "sliding-window overlap between chunks")
+    defer_vector_index: bool = setting("KB_INGEST_DEFER_INDEX", True,
+                                       "a job adding more chunks than are stored builds the vector index once at "
+                                       "its end instead of inserting each chunk into it")
     chunk_page_aligned: bool = setting("KB_CHUNK_PAGE_ALIGNED", True,
                                        "PDF: every page is chunked on its own (no chunk crosses a page break, "
                                        "so a chunk cites one page)")
