@@ -10,9 +10,10 @@ done), or once it is cancelled or fails.
 
 Meanwhile questions still get exact answers: without the index, Postgres ranks a collection's chunks by
 scanning them (slower on a large table, never less accurate). The definition is kept in
-``deferred_indexes`` (as the catalog gave it), so whoever finds the job ended — a worker between files, any
-process at start — builds it; a killed process never leaves the index missing for good. ``KB_INGEST_DEFER_INDEX
-=false`` turns this off.
+``deferred_indexes`` (as the catalog gave it), so a worker (between files, or idle, every second) builds it once
+the job has ended or has no file left to ingest, or once the process holding it is gone (same host), and marks
+such a job done: a killed process never leaves the index missing for good. ``KB_INGEST_DEFER_INDEX=false``
+turns this off.
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ async def defer_for_files(pool: asyncpg.Pool, paths: Sequence[str | Path], *, jo
                           enabled: bool = True) -> Deferral | None:
     """Drop the chunks' HNSW index when ingesting ``paths`` will add more chunks than the table holds (a low
     guess from their bytes, ``BYTES_PER_CHUNK``) and record it for the rebuild; None when it stays (turned
-    off, no such index, already held back, enough chunks stored, or the table busy for 2 s)."""
+    off, no such index, already held back, enough chunks stored, another deferral or rebuild running, or the
+    table busy for 2 s)."""
     if not enabled:
         return None
     guess = await asyncio.to_thread(_file_bytes, list(paths)) // BYTES_PER_CHUNK
@@ -83,7 +85,8 @@ async def defer_for_files(pool: asyncpg.Pool, paths: Sequence[str | Path], *, jo
     holder = this_holder()
     try:
         async with pool.acquire() as conn, conn.transaction():
-            await store.lock_deferred(conn)
+            if not await store.lock_deferred(conn, wait=False):
+                return None
             index = await store.chunk_vector_index(conn)
             if index is None or await store.chunks_up_to(conn, guess + 1) > guess:
                 return None
@@ -103,17 +106,20 @@ async def defer_for_job(pool: asyncpg.Pool, job_id: int, *, enabled: bool = True
     return await defer_for_files(pool, await store.job_paths(pool, job_id), job_id=job_id)
 
 
-async def rebuild(pool: asyncpg.Pool, index: str) -> Rebuilt:
+async def rebuild(pool: asyncpg.Pool, index: str, *, wait: bool = True) -> Rebuilt | None:
     """Build a held-back index again from its recorded definition (for the column's vector type now), with
     memory enough for the graph (``reembed.build_memory_mb``). Writers of chunks wait while it builds; readers
-    do not. A build that fails leaves the record, for the next sweep."""
+    do not. Without ``wait``, None at once when another deferral or rebuild runs. A build that fails leaves the
+    record (and raises), for a later sweep."""
     started = time.perf_counter()
     async with pool.acquire() as conn, conn.transaction():
-        await store.lock_deferred(conn)
+        if not await store.lock_deferred(conn, wait=wait):
+            return None
         await store.wait_for_locks(conn)  # the build waits for writers' documents to commit
         indexdef = await store.take_deferred(conn, index)
         if indexdef is None or await store.index_exists(conn, index):
             return Rebuilt(index, 0.0)
+        await store.lock_chunks_for_build(conn)
         types = {(r["table_name"], r["column_name"]): r["type_name"] for r in await store.vector_column_types(conn)}
         mb = await set_build_memory(conn)
         await store.create_index(conn, indexdef, vector_type=types.get(("chunks", "embedding")))
@@ -128,22 +134,42 @@ async def rebuild_for_job(pool: asyncpg.Pool, job_id: int) -> list[Rebuilt]:
     rows = [r for r in await store.deferred_indexes(pool) if r["job_id"] == job_id]
     if not rows or await store.job_open(pool, job_id):
         return []
-    return [await rebuild(pool, r["indexname"]) for r in rows]
+    return [b for r in rows if (b := await rebuild(pool, r["indexname"])) is not None]
 
 
-def _released(row: asyncpg.Record, job_states: dict[int, str | None]) -> bool:
-    """Is nobody holding this index back any more: its job ended (or is gone), or its process is gone?"""
+RETRY_S = 300.0
+"""A sweep tries a build that failed again after this long (a full disk or memory fails the same way each time,
+and each try holds the chunks' writers)."""
+_failed_at: dict[str, float] = {}
+
+
+async def _released(pool: asyncpg.Pool, row: asyncpg.Record) -> bool:
+    """Is nobody holding this index back any more: its job ended, is gone, or has no file left to ingest (its
+    process was killed after its last file, before the build), or — held by a process — that process is gone?"""
     if row["job_id"] is not None:
-        return job_states.get(row["job_id"]) in FINISHED | {None}
+        state = await store.job_state(pool, row["job_id"])
+        return state in FINISHED or state is None or not await store.job_open(pool, row["job_id"])
     host, _, pid = str(row["holder"]).rpartition(":")
     return host == socket.gethostname() and pid.isdigit() and not psutil.pid_exists(int(pid))
 
 
 async def rebuild_released(pool: asyncpg.Pool) -> list[Rebuilt]:
-    """Build every held-back index whose job has ended or whose process is gone (cheap when there is none: one
-    read of a table that is almost always empty)."""
-    rows = await store.deferred_indexes(pool)
-    if not rows:
-        return []
-    states = {r["job_id"]: await store.job_state(pool, r["job_id"]) for r in rows if r["job_id"] is not None}
-    return [await rebuild(pool, r["indexname"]) for r in rows if _released(r, states)]
+    """Build every held-back index nobody holds any more (``_released``), unless another build runs now or
+    this one failed here in the last ``RETRY_S``; a job left unfinished by a killed process is marked done after.
+    Cheap when there is none: one read of a table that is almost always empty."""
+    built: list[Rebuilt] = []
+    for row in await store.deferred_indexes(pool):
+        name = row["indexname"]
+        if time.monotonic() - _failed_at.get(name, -RETRY_S) < RETRY_S or not await _released(pool, row):
+            continue
+        try:
+            done = await rebuild(pool, name, wait=False)
+        except (asyncpg.PostgresError, OSError):
+            _failed_at[name] = time.monotonic()
+            raise
+        _failed_at.pop(name, None)
+        if done is not None:
+            built.append(done)
+            if row["job_id"] is not None:
+                await store.maybe_finish_job(pool, row["job_id"])
+    return built

@@ -1133,7 +1133,10 @@ async def create_index(conn: asyncpg.Connection, indexdef: str, *, vector_type: 
 
 # ---- a vector index held back by a bulk ingest (ingest.bulk_index)
 
-SQL_LOCK_DEFERRED = "SELECT pg_advisory_xact_lock(7351100003)"  # one deferral or rebuild at a time
+DEFERRED_LOCK_KEY = 7_351_100_004  # pg_advisory_xact_lock key: one deferral or rebuild of a vector index at a time
+SQL_LOCK_DEFERRED = "SELECT pg_advisory_xact_lock($1)"
+SQL_TRY_LOCK_DEFERRED = "SELECT pg_try_advisory_xact_lock($1)"
+SQL_LOCK_CHUNKS_SHARE = "LOCK TABLE chunks IN SHARE MODE"
 SQL_CHUNK_HNSW = """
 SELECT indexname, indexdef FROM pg_indexes
 WHERE schemaname = current_schema() AND tablename = 'chunks' AND indexdef ~ 'USING hnsw '
@@ -1150,12 +1153,23 @@ SQL_LOCK_TIMEOUT = "SET LOCAL lock_timeout = '2s'"
 SQL_NO_LOCK_TIMEOUT = "SET LOCAL lock_timeout = 0"
 
 
-async def lock_deferred(conn: asyncpg.Connection) -> None:
-    """Serialise deferrals and rebuilds of the chunks' vector index (to the caller's transaction's end); a
-    statement that then waits over 2 s for a table lock fails (``LockNotAvailableError``) instead of queueing
-    every query of the table behind it."""
-    await conn.execute(SQL_LOCK_DEFERRED, timeout=LONG_STATEMENT_S)
+async def lock_deferred(conn: asyncpg.Connection, *, wait: bool = True) -> bool:
+    """Serialise deferrals and rebuilds of the chunks' vector index (to the caller's transaction's end): wait for
+    another one to end, or with ``wait=False`` return False at once when one runs. Then a statement that waits
+    over 2 s for a table lock fails (``LockNotAvailableError``) instead of queueing every query of the table
+    behind it."""
+    if wait:
+        await conn.execute(SQL_LOCK_DEFERRED, DEFERRED_LOCK_KEY, timeout=LONG_STATEMENT_S)
+    elif not await conn.fetchval(SQL_TRY_LOCK_DEFERRED, DEFERRED_LOCK_KEY):
+        return False
     await conn.execute(SQL_LOCK_TIMEOUT)
+    return True
+
+
+async def lock_chunks_for_build(conn: asyncpg.Connection) -> None:
+    """The lock ``CREATE INDEX`` takes on chunks (writers wait, readers go on), taken before the build reads the
+    column's type, so that a vector type conversion cannot commit in between."""
+    await conn.execute(SQL_LOCK_CHUNKS_SHARE, timeout=LONG_STATEMENT_S)
 
 
 async def wait_for_locks(conn: asyncpg.Connection) -> None:
@@ -1210,7 +1224,7 @@ SELECT count(*) * (SELECT CASE WHEN t.typname = 'halfvec' THEN 2 ELSE 4 END * a.
 
 async def vector_bytes(conn: asyncpg.Connection) -> int:
     """The bytes of the stored chunk vectors (rows × dimension × 4, or 2 for halfvec); 0 without chunks."""
-    return int(await conn.fetchval(SQL_VECTOR_BYTES) or 0)
+    return int(await conn.fetchval(SQL_VECTOR_BYTES, timeout=LONG_STATEMENT_S) or 0)
 
 
 async def set_maintenance_work_mem(conn: asyncpg.Connection, mb: int) -> None:

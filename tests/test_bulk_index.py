@@ -106,7 +106,9 @@ async def test_deferral_turned_off(db_env: str, tmp_path: Path, monkeypatch: pyt
     try:
         seen = _watch_index(monkeypatch, rt)
         coll = await ensure_collection(rt.pool, "default")
-        job = await finish_job(rt, await create_job(rt.pool, collection_id=coll.id, path=_folder(tmp_path, "off", 2)))
+        folder = _folder(tmp_path, "off", 2)
+        assert sum(f.stat().st_size for f in folder.iterdir()) >= bulk_index.BYTES_PER_CHUNK  # held back if on
+        job = await finish_job(rt, await create_job(rt.pool, collection_id=coll.id, path=folder))
         assert job.status == "done" and seen and all(seen), seen
     finally:
         await rt.close()
@@ -170,9 +172,11 @@ async def test_a_live_process_keeps_its_deferral(runtime: Runtime) -> None:
     name = await _hold_back(runtime, job_id=None, holder=bulk_index.this_holder())
     assert await bulk_index.rebuild_released(runtime.pool) == []
     assert await _index(runtime) is None
-    assert (await bulk_index.rebuild(runtime.pool, name)).seconds > 0
+    built = await bulk_index.rebuild(runtime.pool, name)
+    assert built is not None and built.seconds > 0
     assert await _index(runtime) is not None
-    assert (await bulk_index.rebuild(runtime.pool, name)).seconds == 0.0  # already built: nothing to do
+    again = await bulk_index.rebuild(runtime.pool, name)
+    assert again is not None and again.seconds == 0.0  # already built: nothing to do
 
 
 async def test_a_job_is_done_only_once_its_index_is_built(runtime: Runtime, tmp_path: Path) -> None:
@@ -191,3 +195,31 @@ async def test_a_job_is_done_only_once_its_index_is_built(runtime: Runtime, tmp_
     finally:
         stop.set()
         await worker
+
+
+async def test_a_job_killed_before_its_build_is_built_and_done_by_the_next_worker(runtime: Runtime,
+                                                                                    tmp_path: Path) -> None:
+    """Its process was killed after its last file was recorded and before the build: the job still says running,
+    with no file left. The next worker's sweep builds the index and marks the job done."""
+    coll = await ensure_collection(runtime.pool, "default")
+    job_id = await create_job(runtime.pool, collection_id=coll.id, path=_folder(tmp_path, "killed", 2))
+    await finish_job(runtime, job_id)
+    await store.mark_job_running(runtime.pool, job_id)  # as the killed process left it
+    assert await store.job_state(runtime.pool, job_id) == "running" and not await store.job_open(runtime.pool, job_id)
+    await _hold_back(runtime, job_id=job_id, holder="elsewhere:1")
+    await Worker(build_ingest_context(runtime, processes=False)).rebuild_indexes()
+    assert await _index(runtime) is not None and await store.deferred_indexes(runtime.pool) == []
+    assert await store.job_state(runtime.pool, job_id) == "done"
+
+
+async def test_a_sweep_does_not_wait_for_another_build(runtime: Runtime) -> None:
+    await _hold_back(runtime, job_id=None, holder="elsewhere-host:1")
+    name = (await store.deferred_indexes(runtime.pool))[0]["indexname"]
+    async with runtime.pool.acquire() as conn, conn.transaction():
+        assert await store.lock_deferred(conn)  # another deferral or build under way
+        assert await bulk_index.rebuild(runtime.pool, name, wait=False) is None
+        assert await bulk_index.defer_for_files(runtime.pool, []) is None
+    assert await _index(runtime) is None  # a holder on another host is not judged from here
+    assert await bulk_index.rebuild_released(runtime.pool) == []
+    built = await bulk_index.rebuild(runtime.pool, name, wait=False)
+    assert built is not None and built.seconds > 0 and await _index(runtime) is not None

@@ -121,7 +121,8 @@ async def run_stages(files: Sequence[Path], folder: Path) -> StageReport:
             finally:
                 if deferral is not None:
                     report.index_deferred = True
-                    report.index_build_s = (await bulk_index.rebuild(rt.pool, deferral.index)).seconds
+                    built = await bulk_index.rebuild(rt.pool, deferral.index)
+                    report.index_build_s = built.seconds if built is not None else 0.0
             report.seconds = time.perf_counter() - started
         texts = list(dict.fromkeys(recording.texts))  # each distinct text once: the least embedding ingest needs
         report.asked_texts = len(recording.texts)
