@@ -39,7 +39,6 @@ BYTES_PER_CHUNK = 6144
 """A low guess of a file's bytes per chunk, to tell before parsing whether a job adds more chunks than the
 table holds: measured 1,330 for FinanceBench's PDFs (fonts and images count) and 560 for Loong's text filings, so
 the guess undercounts a job's chunks four to ten times and a job defers only when it clearly pays."""
-FINISHED = frozenset({"done", "failed", "cancelled"})
 
 
 class Deferral(msgspec.Struct, frozen=True):
@@ -148,7 +147,7 @@ async def _released(pool: asyncpg.Pool, row: asyncpg.Record) -> bool:
     process was killed after its last file, before the build), or — held by a process — that process is gone?"""
     if row["job_id"] is not None:
         state = await store.job_state(pool, row["job_id"])
-        return state in FINISHED or state is None or not await store.job_open(pool, row["job_id"])
+        return state in store.JOB_FINISHED or state is None or not await store.job_open(pool, row["job_id"])
     host, _, pid = str(row["holder"]).rpartition(":")
     return host == socket.gethostname() and pid.isdigit() and not psutil.pid_exists(int(pid))
 

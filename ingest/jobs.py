@@ -32,7 +32,7 @@ log = structlog.get_logger("ingest.jobs")
 
 MAX_ATTEMPTS = 3
 RETRY = "retry"  # an outcome that is not final: the item goes back to the queue
-FINISHED = frozenset({"done", "failed", "cancelled"})  # job states no worker changes any more
+FINISHED = store.JOB_FINISHED
 STORED = frozenset({"ok", "replaced"})  # item states of a file stored as a document (new, or a new version)
 CANCEL_POLL_S = 2.0  # a file in hand stops (its parser process killed) this soon after its job is cancelled
 STOP_GRACE_S = 5.0  # a stopped worker that has not handed its files back by then is cancelled

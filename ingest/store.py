@@ -656,6 +656,8 @@ async def chunk_node_range(pool: asyncpg.Pool, chunk_id: int) -> asyncpg.Record 
 
 # ---- jobs
 
+JOB_FINISHED = frozenset({"done", "failed", "cancelled"})  # job states no worker changes any more
+
 SQL_MAYBE_FINISH_JOB = """
 UPDATE ingest_jobs j SET status = 'done', finished_at = now()
 WHERE j.id = $1 AND j.status NOT IN ('done', 'cancelled')

@@ -187,7 +187,7 @@ async def test_a_job_is_done_only_once_its_index_is_built(runtime: Runtime, tmp_
     worker = asyncio.create_task(Worker(build_ingest_context(runtime, processes=False), poll_s=0.05).run(stop))
     held_seen = False
     try:
-        while (status := await store.job_state(runtime.pool, job_id)) not in bulk_index.FINISHED:
+        while (status := await store.job_state(runtime.pool, job_id)) not in store.JOB_FINISHED:
             held_seen = held_seen or await _index(runtime) is None
             await asyncio.sleep(0.02)
         assert status == "done" and held_seen
@@ -212,13 +212,18 @@ async def test_a_job_killed_before_its_build_is_built_and_done_by_the_next_worke
     assert await store.job_state(runtime.pool, job_id) == "done"
 
 
-async def test_a_sweep_does_not_wait_for_another_build(runtime: Runtime) -> None:
+async def test_a_sweep_does_not_wait_for_another_build(runtime: Runtime, tmp_path: Path) -> None:
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"x" * (20 * bulk_index.BYTES_PER_CHUNK))  # an empty table: would be held back
+    async with runtime.pool.acquire() as conn, conn.transaction():
+        assert await store.lock_deferred(conn)  # another deferral or build under way
+        assert await bulk_index.defer_for_files(runtime.pool, [big]) is None
+    assert await _index(runtime) is not None
     await _hold_back(runtime, job_id=None, holder="elsewhere-host:1")
     name = (await store.deferred_indexes(runtime.pool))[0]["indexname"]
     async with runtime.pool.acquire() as conn, conn.transaction():
-        assert await store.lock_deferred(conn)  # another deferral or build under way
+        assert await store.lock_deferred(conn)
         assert await bulk_index.rebuild(runtime.pool, name, wait=False) is None
-        assert await bulk_index.defer_for_files(runtime.pool, []) is None
     assert await _index(runtime) is None  # a holder on another host is not judged from here
     assert await bulk_index.rebuild_released(runtime.pool) == []
     built = await bulk_index.rebuild(runtime.pool, name, wait=False)
