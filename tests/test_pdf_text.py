@@ -260,3 +260,31 @@ def test_table_rows_are_not_taken_for_columns(tmp_path: Path) -> None:
     doc.close()
     parsed = read_pdf(tmp_path / "table.pdf")
     assert parsed.pages[0].text.split("\n") == rows
+
+
+def _parse_in_pool(path: str) -> tuple[int, bool]:
+    """In a parser process: the PDF's pages, and whether pymupdf's layout analyser module was loaded."""
+    import sys
+
+    from ingest.formats import parse_file
+
+    parsed = parse_file(path, "pdf", None, None)
+    assert parsed.pdf is not None
+    return parsed.pdf.page_count, sys.modules.get("pymupdf.layout") is not None
+
+
+def test_parser_processes_read_pdfs_without_pymupdfs_layout_model(tmp_path: Path) -> None:
+    """pymupdf 2.0 loads an ONNX layout model when imported; a parser process reads PDFs without it."""
+    from ingest.pipeline import make_executor, stop_executor
+    from tests.pdfgen import Sec, make_report_pdf
+
+    pdf = tmp_path / "report.pdf"
+    make_report_pdf(pdf, [Sec("Overview", paragraphs=4), Sec("Results", paragraphs=4)], outline=True)
+    pool = make_executor(1)
+    assert pool is not None
+    try:
+        pages, layout_loaded = pool.submit(_parse_in_pool, str(pdf)).result(timeout=120)
+    finally:
+        stop_executor(pool)
+    assert pages >= 1
+    assert not layout_loaded
