@@ -86,6 +86,8 @@ def numbering_of(text: str) -> str:
     if "\u4e00" <= t[0] <= "\u9fff" or t[0] in "（(" or re.match(r"\d{1,2}\.\d{1,2}\s*[\u4e00-\u9fff]", t):
         if zh := _zh_numbering(t):
             return zh
+    if not (t[0].isupper() or t[0].isdigit()):  # every pattern below starts with a capital or a digit (or a
+        return ""  # keyword, matched ignoring case: a capital here, lower case was turned away above)
     for kind, rx in _NUMBERING:
         m = rx.match(t)
         if m and m.group(1):
@@ -113,16 +115,21 @@ def _numeric_heavy(text: str, numbering: str) -> bool:
 
 
 def _candidate(line: _Line, local_body: float) -> bool:
+    """Short, with letters, larger than ``local_body``, bold, numbered or in capitals — and neither a row of
+    figures nor cells of a table without numbering (the cheap tests first: most lines are body text)."""
     text = line.text
-    if not (2 <= len(text) <= 160) or _letters(text) < 2:
+    if not (2 <= len(text) <= 160):
+        return False
+    letters = _letters(text)
+    if letters < 2:
         return False
     numbering = numbering_of(text)
-    if _numeric_heavy(text, numbering):
-        return False
     if line.cells > 1 and not numbering:
         return False
-    caps = text.upper() == text and _letters(text) >= 4
-    return bool(line.size >= local_body + 0.5 or line.bold or numbering or (caps and len(text) <= 80))
+    if not (line.size >= local_body + 0.5 or line.bold or numbering
+            or (len(text) <= 80 and letters >= 4 and text.upper() == text)):
+        return False
+    return not _numeric_heavy(text, numbering)
 
 
 DISPLAY_SIZE = 1.6

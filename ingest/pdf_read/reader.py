@@ -217,9 +217,9 @@ def read_pdf(
             pages.append(PageText(number=i + 1, text=text, tokens=count_tokens(text)))
             for ln in lines:
                 size_chars[round(ln.size * 2) / 2] += len(ln.text)
-                letters += _letters(ln.text)
-                visible += _visible(ln.text)
-                chars += len(ln.text) - ln.text.count(" ")
+            letters += _letters(text)  # of the page at once: its newlines are neither letters nor visible
+            visible += _visible(text)
+            chars += len(text) - max(len(lines) - 1, 0) - text.count(" ")  # the lines' characters but spaces
             if i < layout_pages:
                 layout.append(tuple(LineInfo(ln.text, round(ln.x0, 1), ln.size, ln.bold) for ln in lines))
             pdf_labels.append(page_label or "")

@@ -262,7 +262,8 @@ def _collect_spans(page: pymupdf.Page, rebuild: bool = True,
         else:
             read = _plain_span(s)
         out.extend(read)
-        pixels += _pixel_count(s, read, flat)
+        if _is_pixel(s):  # the rest add nothing (most pages: no span)
+            pixels += _pixel_count(s, read, flat)
     return out, pixels, edges
 
 
