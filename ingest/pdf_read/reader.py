@@ -17,7 +17,6 @@ from ingest.pdf_read.margins import _edge_kind, _margin_lines, _printed_label, r
 from ingest.pdf_read.ocr import OCR_UNAVAILABLE, UNREAD_PAGES, OcrEngine, needs_ocr, ocr_textpage
 from ingest.pdf_read.spans import EdgeLine, PixelText
 from kb.core.errors import IngestError
-from kb.core.text import count_tokens
 from kb.core.types import PageText
 
 log = structlog.get_logger("ingest.pdf_read")
@@ -214,7 +213,7 @@ def read_pdf(
             if on_page is not None:
                 on_page(i + 1, n, page, edges)
             text = "\n".join(ln.text for ln in lines)
-            pages.append(PageText(number=i + 1, text=text, tokens=count_tokens(text)))
+            pages.append(PageText(number=i + 1, text=text))
             for ln in lines:
                 size_chars[round(ln.size * 2) / 2] += len(ln.text)
             letters += _letters(text)  # of the page at once: its newlines are neither letters nor visible
@@ -229,7 +228,7 @@ def read_pdf(
     if letters < _MIN_LETTERS or letters < _MIN_LETTER_SHARE * visible:
         log.warning("ingest.pdf_no_text_layer", file=label, pages=len(pages), letters=letters, visible=visible)
         return ParsedPdf(
-            pages=tuple(PageText(number=p.number, text="", tokens=0) for p in pages),
+            pages=tuple(PageText(number=p.number, text="") for p in pages),
             outline=(), headings=(), body_font_size=10.0, page_labels=tuple(pdf_labels),
             margins=tuple(() for _ in pages), layout=(), total_pages=total,
             warnings=(NO_TEXT_LAYER, *scans.warnings(len(pages), ocr)),

@@ -390,10 +390,16 @@ class _Builder:
     def _tokens(self, lo: int, hi: int) -> int:
         return sum(self.parsed.pages[p - 1].tokens for p in range(lo, hi + 1))
 
+    def _bytes(self, lo: int, hi: int) -> int:
+        return sum(len(self.parsed.pages[p - 1].text.encode()) for p in range(lo, hi + 1))
+
     def _too_big(self, start: int, end: int) -> bool:
+        """More pages than a node may hold, or more tokens: pages of fewer bytes than that are not counted (a
+        cl100k token is at least one byte)."""
+        limit = self.settings.max_token_num_each_node
         return end > start and (
             end - start + 1 > self.settings.max_page_num_each_node
-            or self._tokens(start, end) > self.settings.max_token_num_each_node
+            or (self._bytes(start, end) > limit and self._tokens(start, end) > limit)
         )
 
     def refine_leaves(self, roots: list[_Node]) -> None:

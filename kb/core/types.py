@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from typing import Any
 
 import msgspec
 
 
-class PageText(msgspec.Struct, frozen=True):
+class PageText(msgspec.Struct, frozen=True, dict=True):
     """One physical PDF page (1-based ``number``) or one text unit."""
 
     number: int
     text: str
-    tokens: int
+
+    @functools.cached_property
+    def tokens(self) -> int:
+        """The page's cl100k tokens, counted when first asked for (a tree asks for those of few pages)."""
+        from kb.core.text import count_tokens
+
+        return count_tokens(self.text)
 
 
 class TreeNode(msgspec.Struct, frozen=True):
