@@ -24,7 +24,7 @@ import structlog
 import tiktoken
 
 from kb.core.settings import IngestSettings
-from kb.core.text import SliceTokens, count_tokens, normalize_title
+from kb.core.text import count_tokens, count_tokens_capped, normalize_title
 from kb.core.types import ChunkDraft, DocumentTree, TreeNode
 
 log = structlog.get_logger("ingest.chunker")
@@ -86,17 +86,17 @@ def _pdf_paragraphs(text: str) -> list[Span]:
 
 
 class _Counts:
-    """Token counts of slices of one text, each line of it counted once (``SliceTokens``); ``cap`` is
-    ``chunk_tokens``: ``exact`` gives the counts packing kept."""
+    """Token counts of slices of one text, each slice counted once; exact up to ``cap`` (``chunk_tokens``), which
+    is all packing needs to know of a longer one (``count_tokens_capped``)."""
 
     def __init__(self, text: str, cap: int) -> None:
-        self.slices, self.cap = SliceTokens(text), cap
+        self.text, self.cap = text, cap
         self.known: dict[Span, int] = {}
 
     def __call__(self, a: int, b: int) -> int:
         n = self.known.get((a, b))
         if n is None:
-            n = self.known[(a, b)] = self.slices(a, b)
+            n = self.known[(a, b)] = count_tokens_capped(self.text[a:b], self.cap)
         return n
 
     def exact(self, a: int, b: int) -> int | None:

