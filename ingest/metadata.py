@@ -11,7 +11,7 @@ import datetime as dt
 import io
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -524,6 +524,17 @@ _NAME_CHANGES = (
 )
 
 
+def _matches_at(pattern: re.Pattern[str], text: str, literal: str) -> Iterator[re.Match[str]]:
+    """``pattern.finditer(text)`` for a pattern whose every match starts with ``literal``: tried only where
+    ``literal`` occurs (a pattern opening with ``\\b`` is otherwise tried at every character of a long filing)."""
+    pos = 0
+    while (i := text.find(literal, pos)) >= 0:
+        m = pattern.match(text, i)
+        if m:
+            yield m
+        pos = m.end() if m and m.end() > i else i + 1
+
+
 def _name_end(name: str) -> str:
     """A name cut out of a sentence without the sentence's punctuation ("Inc." keeps its period)."""
     name = name.strip(" ,;")
@@ -542,7 +553,7 @@ def other_names(text: str, company: str | None) -> list[str]:
     own = vocab.company_core(company)
     found: list[str] = []
     for pattern in _NAME_CHANGES:
-        for m in pattern.finditer(text):
+        for m in _matches_at(pattern, text, "chang"):
             found.extend(g for g in m.groupdict().values() if g)
     formerly = re.compile(rf"{re.escape(company.split(',')[0])}[^()\n]{{0,20}}\((?:formerly|f/k/a)(?: known as)?"
                           rf"\s+{_Q}(?P<old>[^()\"“”]{{3,80}}){_Q}\)", re.I)

@@ -46,12 +46,10 @@ def _numeric_share(lines: Sequence[str]) -> float:
 def page_statement(text: str) -> str:
     """The statement kind a page's title announces, when the page is a statement table; else ""."""
     lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
-    if len(lines) < 8 or _numeric_share(lines) < MIN_NUMERIC_SHARE:
+    if len(lines) < 8:
         return ""
-    for line in lines[:TITLE_LINES]:
-        if kind := statement_title(line):
-            return kind
-    return ""
+    kind = next((k for line in lines[:TITLE_LINES] if (k := statement_title(line))), "")
+    return kind if kind and _numeric_share(lines) >= MIN_NUMERIC_SHARE else ""  # the title first: few pages have one
 
 
 def statement_pages(pages: Sequence[PageText]) -> dict[int, str]:

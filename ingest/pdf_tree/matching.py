@@ -57,9 +57,10 @@ class PageLines:
             return None
         keys = self.keys(page)
         margin = self.margin(page)
+        first = t[0]
         for use_margin in (False, True):
             for i, k in enumerate(keys):
-                if (i in margin) != use_margin or not k:
+                if not k or k[0] != first or (i in margin) != use_margin:  # a line starting otherwise never matches
                     continue
                 m = self._match_at(keys, i, t, strict, relaxed)
                 if m is not None:
