@@ -9,6 +9,7 @@ lines) by vertical centre, so the words of a line join again whatever block MuPD
 
 from __future__ import annotations
 
+import functools
 import re
 import statistics
 from dataclasses import dataclass
@@ -53,11 +54,15 @@ class PixelText:
         return self.unsized + self.flat + self.stacked
 
 
+@functools.lru_cache(maxsize=1024)
+def _bold_font(font: str) -> bool:
+    """A font whose name says it is bold (a document uses a few fonts: each name judged once)."""
+    name = font.lower()
+    return any(k in name for k in ("bold", "black", "heavy", "semibold", ",b"))
+
+
 def _is_bold(span: dict) -> bool:
-    font = str(span.get("font", "")).lower()
-    return bool(span.get("flags", 0) & 16) or any(
-        k in font for k in ("bold", "black", "heavy", "semibold", ",b")
-    )
+    return bool(span.get("flags", 0) & 16) or _bold_font(str(span.get("font", "")))
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
