@@ -58,7 +58,7 @@ from kb.core.providers import ChatModel
 from kb.core.providers.chat import CountingChat, OfflineChatModel
 from kb.core.settings import IngestSettings
 from kb.core.telemetry import Clock
-from kb.core.types import DocumentTree, FactDraft, TreeNode
+from kb.core.types import DocumentTree, FactDraft, PageText, TreeNode
 from kb.core.vocab import company_core, description_label
 
 log = structlog.get_logger("ingest.pipeline")
@@ -222,6 +222,11 @@ def _offline_tree(parsed: ParsedFile, settings: IngestSettings, title: str,
                   page_texts: dict[int, str] | None, given: DocumentTree | None = None) -> DocumentTree:
     """Tree and summaries with the offline provider, in a worker thread with its own event loop."""
     return asyncio.run(_tree_and_summaries(parsed, OfflineChatModel(), settings, title, page_texts, given))
+
+
+def _count_page_tokens(pages: Sequence[PageText]) -> int:
+    """Count every page's tokens (``PageText.tokens`` keeps each); their sum."""
+    return sum(p.tokens for p in pages)
 
 
 def _slot(ctx: IngestContext, what: str) -> contextlib.AbstractAsyncContextManager[None]:
@@ -407,6 +412,8 @@ async def ingest_file(
                 tree = await _in_thread(ctx, _offline_tree, parsed, ctx.settings, Path(name).stem, page_texts, given)
             else:
                 report("summaries", 0, pages)
+                if pdf is not None:  # the LLM tree reads every page's count: taken here, off the event loop
+                    await _in_thread(ctx, _count_page_tokens, pdf.pages)
                 tree = await _tree_and_summaries(parsed, chat, ctx.settings, Path(name).stem, page_texts, given)
         if sidecar_note:
             tree = msgspec.structs.replace(tree, warnings=(*tree.warnings, sidecar_note))

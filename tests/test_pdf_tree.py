@@ -512,3 +512,21 @@ def test_a_page_of_figures_has_a_text_layer(tmp_path: Path) -> None:
     text = parsed.pages[0].text
     assert sum(c.isalpha() for c in text) < 0.3 * sum(not c.isspace() for c in text)  # letters are few
     assert parsed.warnings == () and "1,000.00" in text
+
+
+async def test_a_lone_surrogate_in_a_page_is_measured_as_cl100k_counts_it() -> None:
+    """A glyph's ToUnicode map can give a lone surrogate (pymupdf's glyph-by-glyph reading passes it through): the
+    tree's byte bound on a node's tokens reads it as the replacement character cl100k counts, not as an error."""
+    from ingest.pdf_tree import ParsedPdf
+    from kb.core.types import PageText
+
+    text = "\ud800 Revenue grew in every segment of the business.\n" * 1000  # about 10,000 tokens a page
+    parsed = ParsedPdf(pages=tuple(PageText(number=i + 1, text=text) for i in range(3)), outline=(), headings=(),
+                       body_font_size=10.0)
+    settings = IngestSettings()
+    tree = await build_pdf_tree(parsed, OfflineChatModel(), settings)
+    assert sum(p.tokens for p in parsed.pages) > settings.max_token_num_each_node  # so the node was split by tokens
+    leaves = [n for n in tree.nodes if n.is_leaf]
+    assert len(leaves) > 1
+    assert all(sum(parsed.pages[p - 1].tokens for p in range(n.start, n.end + 1)) <= settings.max_token_num_each_node
+               or n.start == n.end for n in leaves)

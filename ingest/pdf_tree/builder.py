@@ -391,7 +391,9 @@ class _Builder:
         return sum(self.parsed.pages[p - 1].tokens for p in range(lo, hi + 1))
 
     def _bytes(self, lo: int, hi: int) -> int:
-        return sum(len(self.parsed.pages[p - 1].text.encode()) for p in range(lo, hi + 1))
+        """UTF-8 bytes of pages ``lo..hi`` (a lone surrogate, which a glyph's ToUnicode map can give, as the 3 bytes
+        of the replacement character cl100k counts it as)."""
+        return sum(len(self.parsed.pages[p - 1].text.encode("utf-8", "surrogatepass")) for p in range(lo, hi + 1))
 
     def _too_big(self, start: int, end: int) -> bool:
         """More pages than a node may hold, or more tokens: pages of fewer bytes than that are not counted (a
